@@ -1,0 +1,130 @@
+//! What a call carries besides its parameters.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// Who is calling: the person, the agent acting for them, and the conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Identity {
+    /// The person (or service account) on whose behalf the agent acts.
+    pub user: String,
+    /// The agent making the call (`main`, or a sub-agent's name).
+    pub agent: String,
+    /// The conversation or session the call belongs to.
+    pub session: String,
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Identity { user: "local".to_owned(), agent: "main".to_owned(), session: "default".to_owned() }
+    }
+}
+
+/// Everything a tool may know about the call it is running.
+///
+/// Cheap to clone: the workspace path and the progress sink are shared.
+#[derive(Clone, Debug)]
+pub struct CallContext {
+    /// Who is calling.
+    pub identity: Identity,
+    /// The workspace root every path is confined to. Always absolute and canonical.
+    pub workspace: Arc<Path>,
+    /// The model provider (`openai`, `anthropic`, ...), when known; policy may depend on it.
+    pub provider: Option<String>,
+    /// 0 for the main agent, 1 for its sub-agents, and so on.
+    pub subagent_depth: u32,
+    /// Unique id of this call (also the audit record's id).
+    pub call_id: String,
+    /// Cancelled when the caller gives up, the call times out, or the gate shuts down.
+    pub cancel: CancellationToken,
+    /// Where the tool reports progress on long work.
+    pub progress: ProgressSink,
+}
+
+impl CallContext {
+    /// A context for `workspace` with the default identity and a fresh call id.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        CallContext {
+            identity: Identity::default(),
+            workspace: Arc::from(workspace.into().into_boxed_path()),
+            provider: None,
+            subagent_depth: 0,
+            call_id: String::new(),
+            cancel: CancellationToken::new(),
+            progress: ProgressSink::none(),
+        }
+    }
+
+    /// Replaces the identity.
+    pub fn with_identity(mut self, identity: Identity) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// Replaces the provider.
+    pub fn with_provider(mut self, provider: Option<String>) -> Self {
+        self.provider = provider;
+        self
+    }
+
+    /// Replaces the sub-agent depth.
+    pub fn with_depth(mut self, depth: u32) -> Self {
+        self.subagent_depth = depth;
+        self
+    }
+
+    /// Replaces the progress sink.
+    pub fn with_progress(mut self, progress: ProgressSink) -> Self {
+        self.progress = progress;
+        self
+    }
+}
+
+/// One progress report: `progress` out of `total` (when known), with an optional message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Work done so far, in the tool's own unit; increases with every report.
+    pub progress: f64,
+    /// Total work, when known.
+    pub total: Option<f64>,
+    /// What is happening now.
+    pub message: Option<String>,
+}
+
+/// Receives progress reports. The MCP server forwards them as progress notifications.
+#[derive(Clone, Default)]
+pub struct ProgressSink(Option<Arc<dyn Fn(Progress) + Send + Sync>>);
+
+impl ProgressSink {
+    /// A sink that drops every report.
+    pub fn none() -> Self {
+        ProgressSink(None)
+    }
+
+    /// A sink that calls `f` for every report. `f` must be quick and must not block.
+    pub fn new(f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        ProgressSink(Some(Arc::new(f)))
+    }
+
+    /// Reports progress.
+    pub fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(f) = &self.0 {
+            f(Progress { progress, total, message });
+        }
+    }
+
+    /// Whether anyone listens (lets a tool skip building messages nobody reads).
+    pub fn is_active(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "ProgressSink(active)" } else { "ProgressSink(none)" })
+    }
+}

@@ -1,0 +1,259 @@
+//! The set of tools a gate can call, with protected names and aliases.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use crate::{ParamValidator, Tool};
+
+/// Names reserved for toolgate's built-in tools, whether or not they are registered: a dynamic
+/// tool (MCP, WASM, config) can never take one, so enabling a built-in later cannot be hijacked.
+pub const RESERVED_NAMES: &[&str] = &[
+    "echo", "time", "json", "read", "write", "edit", "multi_edit", "apply_patch", "grep", "glob", "ls",
+    "lock_paths", "unlock_paths", "exec", "process", "execute_code", "web_fetch", "web_search", "http",
+    "memory_search", "memory_write", "memory_read", "memory_get", "memory_tree", "cron", "spawn",
+    "subagent", "sessions_list", "sessions_send", "message", "tool_search",
+];
+
+/// Tool-name aliases models use, from other runtimes' names (alias, canonical).
+const TOOL_ALIASES: &[(&str, &str)] = &[
+    ("bash", "exec"),
+    ("shell", "exec"),
+    ("run_command", "exec"),
+    ("apply-patch", "apply_patch"),
+    ("applypatch", "apply_patch"),
+    ("read_file", "read"),
+    ("write_file", "write"),
+    ("edit_file", "edit"),
+    ("multiedit", "multi_edit"),
+    ("list_dir", "ls"),
+    ("list_directory", "ls"),
+    ("fetch", "web_fetch"),
+];
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// A dynamic tool tried to take a built-in or reserved name (or one of their aliases).
+    #[error("the tool name `{name}` is reserved for a built-in tool; register it under another name (bridged MCP tools are named `mcp__SERVER__TOOL`)")]
+    ProtectedName {
+        /// The refused name.
+        name: String,
+    },
+    /// Another tool already has this name.
+    #[error("a tool named `{name}` is already registered")]
+    Duplicate {
+        /// The name in use.
+        name: String,
+    },
+    /// The name is not 1 to 64 characters of `A-Z a-z 0-9 _ -`, which every provider accepts.
+    #[error("invalid tool name `{name}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`")]
+    InvalidName {
+        /// The refused name.
+        name: String,
+    },
+    /// The tool's input schema cannot be used.
+    #[error("{message}")]
+    InvalidSchema {
+        /// The tool.
+        name: String,
+        /// What is wrong with its schema.
+        message: String,
+    },
+}
+
+/// A tool in the registry, with its compiled validator.
+pub struct RegisteredTool {
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// Its compiled parameter checker.
+    pub validator: ParamValidator,
+    /// Whether it is a built-in (protected) tool.
+    pub builtin: bool,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool").field("name", &self.tool.spec().name).field("builtin", &self.builtin).finish()
+    }
+}
+
+/// The tools a gate knows, shared by every call. Dynamic tools can come and go at run time
+/// (an MCP server reconnects), so the map sits behind a lock that calls only read.
+#[derive(Debug, Default)]
+pub struct Registry {
+    tools: RwLock<BTreeMap<String, Arc<RegisteredTool>>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Registers a built-in tool; its name becomes protected.
+    pub fn register_builtin(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        self.insert(tool, true)
+    }
+
+    /// Registers a dynamic tool (MCP, WASM, user-defined). Refused when it would shadow a
+    /// built-in or reserved name or one of their aliases.
+    pub fn register_dynamic(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let name = tool.spec().name.clone();
+        let lower = name.to_ascii_lowercase();
+        let reserved = RESERVED_NAMES.contains(&lower.as_str())
+            || TOOL_ALIASES.iter().any(|(alias, _)| *alias == lower)
+            || self.read().get(&name).is_some_and(|t| t.builtin);
+        if reserved {
+            return Err(RegistryError::ProtectedName { name });
+        }
+        self.insert(tool, false)
+    }
+
+    /// Removes a dynamic tool. Built-ins cannot be removed. Returns whether a tool was removed.
+    pub fn unregister_dynamic(&self, name: &str) -> bool {
+        let mut tools = self.write();
+        if tools.get(name).is_some_and(|t| !t.builtin) {
+            tools.remove(name);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn insert(&self, tool: Arc<dyn Tool>, builtin: bool) -> Result<(), RegistryError> {
+        let spec = tool.spec();
+        let name = spec.name.clone();
+        if !valid_name(&name) {
+            return Err(RegistryError::InvalidName { name });
+        }
+        let validator = ParamValidator::new(&name, &spec.input_schema)
+            .map_err(|message| RegistryError::InvalidSchema { name: name.clone(), message })?;
+        let mut tools = self.write();
+        if tools.contains_key(&name) {
+            return Err(RegistryError::Duplicate { name });
+        }
+        tools.insert(name, Arc::new(RegisteredTool { tool, validator, builtin }));
+        Ok(())
+    }
+
+    /// Finds a tool by name or alias: the exact name first, then a known alias, then the same
+    /// two ignoring ASCII case (`Read`, `Bash`).
+    pub fn resolve(&self, name: &str) -> Option<Arc<RegisteredTool>> {
+        let tools = self.read();
+        if let Some(t) = tools.get(name) {
+            return Some(t.clone());
+        }
+        let lower = name.to_ascii_lowercase();
+        let by_alias = |n: &str| TOOL_ALIASES.iter().find(|(a, _)| *a == n).and_then(|(_, c)| tools.get(*c));
+        by_alias(name).or_else(|| tools.get(&lower)).or_else(|| by_alias(&lower)).cloned()
+    }
+
+    /// The closest registered name to `name`, for "did you mean" messages.
+    pub fn suggest(&self, name: &str) -> Option<String> {
+        let lower = name.to_ascii_lowercase();
+        self.read()
+            .keys()
+            .map(|k| (strsim::jaro_winkler(&k.to_ascii_lowercase(), &lower), k))
+            .filter(|(score, _)| *score >= 0.75)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| k.clone())
+    }
+
+    /// Every registered tool, sorted by name.
+    pub fn all(&self) -> Vec<Arc<RegisteredTool>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// How many tools are registered.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// Tool-name aliases, as (alias, canonical) pairs.
+    pub fn aliases() -> &'static [(&'static str, &'static str)] {
+        TOOL_ALIASES
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<RegisteredTool>>> {
+        // A panic while holding the lock cannot leave the map half-written (inserts are single
+        // operations), so a poisoned lock is still safe to use.
+        self.tools.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<RegisteredTool>>> {
+        self.tools.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::{CallContext, ToolError, ToolOutput, ToolSpec};
+
+    struct Named(ToolSpec);
+
+    #[async_trait::async_trait]
+    impl Tool for Named {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+        async fn execute(&self, _: &CallContext, _: Value) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::default())
+        }
+    }
+
+    fn tool(name: &str) -> Arc<dyn Tool> {
+        Arc::new(Named(ToolSpec::new(name, "test", json!({"type": "object"}))))
+    }
+
+    #[test]
+    fn dynamic_tools_cannot_shadow_builtins_or_reserved_names() {
+        let r = Registry::new();
+        r.register_builtin(tool("echo")).unwrap();
+        r.register_builtin(tool("custom_builtin")).unwrap();
+        for name in ["echo", "custom_builtin", "exec", "EXEC", "bash", "Read", "apply-patch"] {
+            assert!(
+                matches!(r.register_dynamic(tool(name)), Err(RegistryError::ProtectedName { .. })),
+                "{name} must be protected"
+            );
+        }
+        r.register_dynamic(tool("mcp__srv__echo")).unwrap();
+        assert!(matches!(r.register_dynamic(tool("mcp__srv__echo")), Err(RegistryError::Duplicate { .. })));
+        assert!(!r.unregister_dynamic("echo"), "built-ins stay");
+        assert!(r.unregister_dynamic("mcp__srv__echo"));
+    }
+
+    #[test]
+    fn names_are_checked() {
+        let r = Registry::new();
+        for bad in ["", "has space", "dot.ted", &"x".repeat(65)] {
+            assert!(matches!(r.register_builtin(tool(bad)), Err(RegistryError::InvalidName { .. })), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn aliases_and_case_resolve() {
+        let r = Registry::new();
+        r.register_builtin(tool("exec")).unwrap();
+        r.register_builtin(tool("apply_patch")).unwrap();
+        r.register_builtin(tool("read")).unwrap();
+        for (asked, found) in [("bash", "exec"), ("Bash", "exec"), ("apply-patch", "apply_patch"), ("Read", "read"), ("read_file", "read")] {
+            assert_eq!(r.resolve(asked).unwrap().tool.spec().name, found, "{asked}");
+        }
+        assert!(r.resolve("rm").is_none());
+        assert_eq!(r.suggest("exce").as_deref(), Some("exec"));
+        assert_eq!(r.suggest("zzzzzz"), None);
+    }
+}

@@ -1,0 +1,102 @@
+//! Per-call safety metadata: how risky is *this* call, with *these* parameters.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What a tool says about one call before it runs. Computed by [`crate::Tool::safety`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSafety {
+    /// Whether a person must approve the call.
+    pub approval: ApprovalRequirement,
+    /// Why approval is asked (shown in the approval request), when it is.
+    pub approval_reason: Option<Cow<'static, str>>,
+    /// The normalized thing that will run, for approvals and "allow always" (for `exec`, the
+    /// unwrapped argv of each simple command). `None` means the whole parameter object.
+    pub approval_subject: Option<String>,
+    /// Top-level parameter names whose values are secrets: redacted in audit, approvals, logs.
+    pub sensitive_params: Cow<'static, [&'static str]>,
+    /// This call's deadline, overriding the gate's default.
+    pub timeout: Option<Duration>,
+    /// Which rate-limit bucket the call counts against.
+    pub rate_class: RateClass,
+}
+
+impl Default for CallSafety {
+    fn default() -> Self {
+        CallSafety {
+            approval: ApprovalRequirement::Never,
+            approval_reason: None,
+            approval_subject: None,
+            sensitive_params: Cow::Borrowed(&[]),
+            timeout: None,
+            rate_class: RateClass::Default,
+        }
+    }
+}
+
+impl CallSafety {
+    /// Safety of a call that needs approval for the given reason.
+    pub fn needs_approval(requirement: ApprovalRequirement, reason: impl Into<Cow<'static, str>>) -> Self {
+        CallSafety { approval: requirement, approval_reason: Some(reason.into()), ..Self::default() }
+    }
+}
+
+/// When a call needs a person's approval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalRequirement {
+    /// Never ask.
+    #[default]
+    Never,
+    /// Ask, unless the caller approved this exact subject before ("allow always") or the
+    /// approval mode says not to ask.
+    UnlessAutoApproved,
+    /// Always ask, whatever was stored before (destructive commands).
+    Always,
+}
+
+/// Rate-limit buckets, with defaults from IronClaw's limiter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateClass {
+    /// Shell and process execution: 30/min, 300/h.
+    Exec,
+    /// Outbound HTTP: 30/min, 500/h.
+    Http,
+    /// File writes: 20/min, 200/h.
+    FileWrite,
+    /// Memory writes: 20/min, 200/h.
+    MemoryWrite,
+    /// Messages to people: 10/min, 100/h.
+    Message,
+    /// Everything else: 60/min, 1000/h.
+    #[default]
+    Default,
+}
+
+impl RateClass {
+    /// Default (per minute, per hour) limits for this class.
+    pub fn default_limits(self) -> (u32, u32) {
+        match self {
+            RateClass::Exec => (30, 300),
+            RateClass::Http => (30, 500),
+            RateClass::FileWrite | RateClass::MemoryWrite => (20, 200),
+            RateClass::Message => (10, 100),
+            RateClass::Default => (60, 1000),
+        }
+    }
+
+    /// The config name of this class.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateClass::Exec => "exec",
+            RateClass::Http => "http",
+            RateClass::FileWrite => "file_write",
+            RateClass::MemoryWrite => "memory_write",
+            RateClass::Message => "message",
+            RateClass::Default => "default",
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! The `Tool` trait.
+
+use serde_json::Value;
+
+use crate::{CallContext, CallSafety, ToolError, ToolOutput, ToolSpec};
+
+/// A tool a model can call.
+///
+/// Implementations receive parameters that already passed the gate's pipeline: aliases applied,
+/// coerced and validated against [`ToolSpec::input_schema`], policy-checked and approved. They
+/// must still treat every string as hostile (paths, commands, URLs) and must not panic.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync + 'static {
+    /// The tool's self-description. Called often: return a reference to a stored spec.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Safety metadata for one call, computed from its (validated) parameters.
+    fn safety(&self, _params: &Value) -> CallSafety {
+        CallSafety::default()
+    }
+
+    /// Runs the call. Long work should watch [`CallContext::cancel`] and report
+    /// [`CallContext::progress`].
+    async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError>;
+}

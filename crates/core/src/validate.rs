@@ -1,0 +1,377 @@
+//! Parameter checking: aliases, limits, safe coercions, then the JSON Schema.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{ParamProblem, ToolError};
+
+/// Size limits on a call's parameters (seed 003's defaults). Checked before the schema, so a
+/// huge or deeply nested payload is refused before any work is done on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Most top-level parameters.
+    pub max_params: usize,
+    /// Deepest nesting of objects and arrays; the parameter object itself is level 1.
+    pub max_depth: usize,
+    /// Most items in any array.
+    pub max_array_items: usize,
+    /// Longest string, in bytes.
+    pub max_string_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_params: 20, max_depth: 5, max_array_items: 1000, max_string_bytes: 100 * 1024 }
+    }
+}
+
+/// Parameter aliases models commonly use (seed 001), as (alias, canonical) pairs. An alias is
+/// renamed only when the schema has the canonical name, lacks the alias, and the call did not
+/// also send the canonical name.
+const PARAM_ALIASES: &[(&str, &str)] = &[
+    ("file", "path"),
+    ("filepath", "path"),
+    ("file_path", "path"),
+    ("filename", "path"),
+    ("old", "old_string"),
+    ("search", "old_string"),
+    ("from", "old_string"),
+    ("new", "new_string"),
+    ("replace", "new_string"),
+    ("to", "new_string"),
+    ("cmd", "command"),
+];
+
+/// A tool's compiled parameter checker. Built once per tool by the registry.
+pub struct ParamValidator {
+    tool: String,
+    schema: Value,
+    compiled: Option<jsonschema::Validator>,
+    strict_properties: bool,
+}
+
+impl std::fmt::Debug for ParamValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParamValidator").field("tool", &self.tool).finish_non_exhaustive()
+    }
+}
+
+impl ParamValidator {
+    /// Compiles `schema` for `tool`. Fails with a description when the schema itself is invalid.
+    pub fn new(tool: &str, schema: &Value) -> Result<Self, String> {
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(format!("the input schema of `{tool}` must have `\"type\": \"object\"` at its root"));
+        }
+        let compiled = jsonschema::validator_for(schema)
+            .map_err(|e| format!("the input schema of `{tool}` is not valid JSON Schema: {e}"))?;
+        let strict_properties = schema.get("additionalProperties") == Some(&Value::Bool(false));
+        Ok(ParamValidator { tool: tool.to_owned(), schema: schema.clone(), compiled: Some(compiled), strict_properties })
+    }
+
+    /// Turns what the model sent into the parameters the tool receives, or lists every problem.
+    ///
+    /// `null` or a missing parameter object counts as `{}`.
+    pub fn check(&self, params: Value, limits: &Limits) -> Result<Value, ToolError> {
+        let mut object = match params {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => {
+                return Err(self.error(vec![ParamProblem {
+                    pointer: String::new(),
+                    message: format!("expected an object of parameters, got {}", describe(&other)),
+                }]));
+            }
+        };
+        let properties = self.schema.get("properties").and_then(Value::as_object);
+        if let Some(properties) = properties {
+            apply_aliases(&mut object, properties);
+        }
+        let mut problems = Vec::new();
+        check_limits(&object, limits, &mut problems);
+        if !problems.is_empty() {
+            return Err(self.error(problems));
+        }
+        if let Some(properties) = properties {
+            if self.strict_properties {
+                for key in object.keys() {
+                    if !properties.contains_key(key) {
+                        problems.push(unknown_param(key, properties));
+                    }
+                }
+            }
+            for (key, value) in object.iter_mut() {
+                if let Some(schema) = properties.get(key) {
+                    coerce(value, schema);
+                }
+            }
+        }
+        let params = Value::Object(object);
+        if let Some(compiled) = &self.compiled {
+            for error in compiled.iter_errors(&params) {
+                let pointer = error.instance_path().to_string();
+                // Additional-property errors are already reported with a suggestion above.
+                if self.strict_properties && pointer.is_empty() && error.to_string().contains("Additional properties") {
+                    continue;
+                }
+                problems.push(ParamProblem { pointer, message: error.to_string() });
+            }
+        }
+        if problems.is_empty() { Ok(params) } else { Err(self.error(problems)) }
+    }
+
+    fn error(&self, problems: Vec<ParamProblem>) -> ToolError {
+        ToolError::InvalidParams { tool: self.tool.clone(), problems }
+    }
+}
+
+fn apply_aliases(object: &mut Map<String, Value>, properties: &Map<String, Value>) {
+    for (alias, canonical) in PARAM_ALIASES {
+        if object.contains_key(*alias)
+            && !object.contains_key(*canonical)
+            && properties.contains_key(*canonical)
+            && !properties.contains_key(*alias)
+        {
+            if let Some(value) = object.remove(*alias) {
+                object.insert((*canonical).to_owned(), value);
+            }
+        }
+    }
+}
+
+fn unknown_param(key: &str, properties: &Map<String, Value>) -> ParamProblem {
+    let closest = properties
+        .keys()
+        .map(|k| (strsim::jaro_winkler(k, key), k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| format!("; did you mean `{k}`?"))
+        .unwrap_or_default();
+    let known: Vec<&str> = properties.keys().map(String::as_str).collect();
+    ParamProblem {
+        pointer: format!("/{}", escape_pointer(key)),
+        message: format!("unknown parameter `{key}`{closest} (this tool takes: {})", known.join(", ")),
+    }
+}
+
+fn check_limits(object: &Map<String, Value>, limits: &Limits, problems: &mut Vec<ParamProblem>) {
+    if object.len() > limits.max_params {
+        problems.push(ParamProblem {
+            pointer: String::new(),
+            message: format!("{} parameters given, at most {} allowed", object.len(), limits.max_params),
+        });
+    }
+    let mut pointer = String::new();
+    for (key, value) in object {
+        let len = pointer.len();
+        pointer.push('/');
+        pointer.push_str(&escape_pointer(key));
+        walk_limits(value, 2, limits, &mut pointer, problems);
+        pointer.truncate(len);
+    }
+}
+
+fn walk_limits(value: &Value, depth: usize, limits: &Limits, pointer: &mut String, problems: &mut Vec<ParamProblem>) {
+    // Stop after a handful of problems: a hostile payload could otherwise produce millions.
+    if problems.len() >= 10 {
+        return;
+    }
+    match value {
+        Value::String(s) if s.len() > limits.max_string_bytes => problems.push(ParamProblem {
+            pointer: pointer.clone(),
+            message: format!("string of {} bytes, at most {} allowed", s.len(), limits.max_string_bytes),
+        }),
+        Value::Array(_) | Value::Object(_) if depth > limits.max_depth => {
+            problems.push(ParamProblem {
+                pointer: pointer.clone(),
+                message: format!("nested {} levels deep, at most {} allowed", depth, limits.max_depth),
+            })
+        }
+        Value::Array(items) => {
+            if items.len() > limits.max_array_items {
+                problems.push(ParamProblem {
+                    pointer: pointer.clone(),
+                    message: format!("array of {} items, at most {} allowed", items.len(), limits.max_array_items),
+                });
+                return;
+            }
+            for (i, item) in items.iter().enumerate() {
+                let len = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&i.to_string());
+                walk_limits(item, depth + 1, limits, pointer, problems);
+                pointer.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let len = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&escape_pointer(key));
+                walk_limits(item, depth + 1, limits, pointer, problems);
+                pointer.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Safe coercions of what models often send as strings: `"5"` for an integer, `"true"` for a
+/// boolean, `"[1,2]"` for an array. Anything else is left for the schema to reject.
+fn coerce(value: &mut Value, schema: &Value) {
+    let Some(ty) = schema.get("type").and_then(Value::as_str) else { return };
+    match (ty, &*value) {
+        ("integer", Value::String(s)) => {
+            if let Ok(n) = s.trim().parse::<i64>() {
+                *value = Value::from(n);
+            }
+        }
+        ("integer", Value::Number(n)) => {
+            // 5.0 is an integer to a person; JSON Schema agrees, serde does not.
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                if n.as_i64().is_none() && n.as_u64().is_none() {
+                    *value = Value::from(f as i64);
+                }
+            }
+        }
+        ("number", Value::String(s)) => {
+            if let Some(n) = s.trim().parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+                *value = Value::Number(n);
+            }
+        }
+        ("boolean", Value::String(s)) => match s.trim() {
+            "true" => *value = Value::Bool(true),
+            "false" => *value = Value::Bool(false),
+            _ => {}
+        },
+        ("array", Value::String(s)) if s.trim_start().starts_with('[') => {
+            if let Ok(parsed @ Value::Array(_)) = serde_json::from_str::<Value>(s) {
+                *value = parsed;
+            }
+        }
+        ("object", Value::String(s)) if s.trim_start().starts_with('{') => {
+            if let Ok(parsed @ Value::Object(_)) = serde_json::from_str::<Value>(s) {
+                *value = parsed;
+            }
+        }
+        _ => {}
+    }
+    match (ty, value) {
+        ("array", Value::Array(items)) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    coerce(item, item_schema);
+                }
+            }
+        }
+        ("object", Value::Object(map)) => {
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (key, item) in map.iter_mut() {
+                    if let Some(s) = properties.get(key) {
+                        coerce(item, s);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn escape_pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(_) => "a string".to_owned(),
+        Value::Array(_) => "an array".to_owned(),
+        Value::Object(_) => "an object".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn validator() -> ParamValidator {
+        ParamValidator::new(
+            "t",
+            &json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "count": {"type": "integer", "minimum": 1},
+                    "flag": {"type": "boolean"},
+                    "items": {"type": "array", "items": {"type": "integer"}},
+                    "old_string": {"type": "string"},
+                },
+                "required": ["path"],
+                "additionalProperties": false,
+            }),
+        )
+        .unwrap()
+    }
+
+    fn problems(result: Result<Value, ToolError>) -> Vec<ParamProblem> {
+        match result {
+            Err(ToolError::InvalidParams { problems, .. }) => problems,
+            other => panic!("expected invalid params, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn aliases_and_coercions() {
+        let out = validator()
+            .check(json!({"file": "a.txt", "count": "5", "flag": "true", "items": "[1, \"2\"]", "search": "x"}), &Limits::default())
+            .unwrap();
+        assert_eq!(out, json!({"path": "a.txt", "count": 5, "flag": true, "items": [1, 2], "old_string": "x"}));
+    }
+
+    #[test]
+    fn canonical_name_wins_over_alias() {
+        let p = problems(validator().check(json!({"path": "a", "file": "b"}), &Limits::default()));
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].pointer, "/file");
+        assert!(p[0].message.contains("unknown parameter `file`"), "{}", p[0].message);
+    }
+
+    #[test]
+    fn every_problem_is_listed_with_pointer() {
+        let p = problems(validator().check(json!({"count": "zero", "flag": 3, "items": [1, "x"], "colour": 1}), &Limits::default()));
+        let pointers: Vec<&str> = p.iter().map(|p| p.pointer.as_str()).collect();
+        assert!(pointers.contains(&"/colour"), "{pointers:?}");
+        assert!(pointers.contains(&"/count"), "{pointers:?}");
+        assert!(pointers.contains(&"/flag"), "{pointers:?}");
+        assert!(pointers.contains(&"/items/1"), "{pointers:?}");
+        assert!(pointers.contains(&""), "missing `path` is reported at the root: {pointers:?}");
+        let count = p.iter().find(|p| p.pointer == "/count").unwrap();
+        assert!(count.message.contains("zero"), "says what was given: {}", count.message);
+    }
+
+    #[test]
+    fn limits_are_enforced_before_the_schema() {
+        let limits = Limits { max_params: 20, max_depth: 3, max_array_items: 3, max_string_bytes: 4 };
+        let p = problems(validator().check(json!({"path": "toolong", "items": [1, 2, 3, 4]}), &limits));
+        assert_eq!(p.len(), 2, "{p:?}");
+        let deep = json!({"path": "a", "x": {"a": {"b": {"c": 1}}}});
+        let p = problems(ParamValidator::new("t", &json!({"type": "object"})).unwrap().check(deep, &limits));
+        assert_eq!(p[0].pointer, "/x/a/b");
+    }
+
+    #[test]
+    fn non_object_params_are_refused() {
+        let p = problems(validator().check(json!([1]), &Limits::default()));
+        assert!(p[0].message.contains("an array"));
+        assert!(validator().check(Value::Null, &Limits::default()).is_err(), "path is still required");
+    }
+
+    #[test]
+    fn schema_root_must_be_an_object() {
+        assert!(ParamValidator::new("t", &json!({"type": "string"})).is_err());
+    }
+}

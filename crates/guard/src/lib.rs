@@ -1,0 +1,33 @@
+//! Pure safety logic for toolgate: everything that decides whether a string is dangerous, with
+//! no I/O of its own.
+//!
+//! - [`output`]: shapes what a tool returns before a model reads it: head + tail truncation on
+//!   character boundaries and the untrusted-content boundary with a fresh random id.
+//! - [`shell`]: parses shell commands into simple commands, unwraps wrappers (`env`, `sh -c`,
+//!   `sudo`, ...) and classifies each one (safe, needs approval, dangerous, blocked).
+//! - [`leak`]: finds credentials in text (tool output, outgoing requests, audit entries).
+//! - [`injection`]: neutralizes prompt-injection markers inside untrusted content.
+//! - [`env`]: which environment variables a child process may see, and which names are secrets.
+//!
+//! The `toolgate` crate runs these in its call pipeline; `toolgate-sandbox` uses [`env`];
+//! `toolgate-policy` matches rules against the commands that [`shell`] finds.
+//!
+//! # Example
+//!
+//! ```
+//! use toolgate_guard::output::{truncate_middle, Truncation};
+//!
+//! let text = "a".repeat(100);
+//! let cut = truncate_middle(&text, 40);
+//! assert!(matches!(cut.truncation, Truncation::Cut { .. }));
+//! assert!(cut.text.len() < 100);
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod env;
+pub mod injection;
+pub mod leak;
+pub mod output;
+pub mod random;
+pub mod shell;

@@ -1,0 +1,1 @@
+//! Placeholder: this crate's first code arrives with its issue.

@@ -1,0 +1,1 @@
+//! Placeholder: the filesystem tools arrive with their issue.

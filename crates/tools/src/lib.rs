@@ -1,0 +1,16 @@
+//! toolgate's built-in tools, one module per group.
+//!
+//! - [`basic`]: `echo`, `time`, `json` (pure tools that prove the pipeline end to end).
+//! - [`fs`]: files: `read`, `write`, `edit`, `multi_edit`, `apply_patch`, `grep`, `glob`, `ls`,
+//!   `lock_paths`, `unlock_paths`, all confined to the workspace by the kernel.
+//! - [`runtime`]: `exec`, `process`, `execute_code`, run in `toolgate-sandbox`.
+//!
+//! Tools receive parameters the gate already validated against their schema; each still checks
+//! the meaning of its parameters and returns a [`toolgate_core::ToolError`] that says what was
+//! wrong. The gate (in the `toolgate` crate) registers them in a [`toolgate_core::Registry`].
+
+#![deny(missing_docs)]
+
+pub mod basic;
+pub mod fs;
+pub mod runtime;

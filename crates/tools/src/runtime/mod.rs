@@ -1,0 +1,1 @@
+//! Placeholder: exec, process and execute_code arrive with their issue.
