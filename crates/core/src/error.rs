@@ -73,7 +73,9 @@ pub enum ToolError {
         retry_after: Duration,
     },
     /// Too many calls already running for this agent.
-    #[error("too many concurrent calls: {in_flight} running and {queued} queued for this agent (limits {max_in_flight} and {max_queued}); wait for some to finish")]
+    #[error(
+        "too many concurrent calls: {in_flight} running and {queued} queued for this agent (limits {max_in_flight} and {max_queued}); wait for some to finish"
+    )]
     TooManyConcurrentCalls {
         /// Calls running.
         in_flight: usize,

@@ -120,8 +120,21 @@ fn openai_schema(schema: &Value) -> Value {
 }
 
 const GEMINI_KEYS: &[&str] = &[
-    "type", "format", "description", "nullable", "enum", "properties", "required", "items", "minItems",
-    "maxItems", "minimum", "maximum", "anyOf", "title", "propertyOrdering",
+    "type",
+    "format",
+    "description",
+    "nullable",
+    "enum",
+    "properties",
+    "required",
+    "items",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+    "anyOf",
+    "title",
+    "propertyOrdering",
 ];
 
 /// Gemini: the OpenAPI subset. Unknown keywords are dropped, `const` becomes a one-value enum,

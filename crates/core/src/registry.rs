@@ -8,10 +8,37 @@ use crate::{ParamValidator, Tool};
 /// Names reserved for toolgate's built-in tools, whether or not they are registered: a dynamic
 /// tool (MCP, WASM, config) can never take one, so enabling a built-in later cannot be hijacked.
 pub const RESERVED_NAMES: &[&str] = &[
-    "echo", "time", "json", "read", "write", "edit", "multi_edit", "apply_patch", "grep", "glob", "ls",
-    "lock_paths", "unlock_paths", "exec", "process", "execute_code", "web_fetch", "web_search", "http",
-    "memory_search", "memory_write", "memory_read", "memory_get", "memory_tree", "cron", "spawn",
-    "subagent", "sessions_list", "sessions_send", "message", "tool_search",
+    "echo",
+    "time",
+    "json",
+    "read",
+    "write",
+    "edit",
+    "multi_edit",
+    "apply_patch",
+    "grep",
+    "glob",
+    "ls",
+    "lock_paths",
+    "unlock_paths",
+    "exec",
+    "process",
+    "execute_code",
+    "web_fetch",
+    "web_search",
+    "http",
+    "memory_search",
+    "memory_write",
+    "memory_read",
+    "memory_get",
+    "memory_tree",
+    "cron",
+    "spawn",
+    "subagent",
+    "sessions_list",
+    "sessions_send",
+    "message",
+    "tool_search",
 ];
 
 /// Tool-name aliases models use, from other runtimes' names (alias, canonical).
@@ -35,7 +62,9 @@ const TOOL_ALIASES: &[(&str, &str)] = &[
 #[non_exhaustive]
 pub enum RegistryError {
     /// A dynamic tool tried to take a built-in or reserved name (or one of their aliases).
-    #[error("the tool name `{name}` is reserved for a built-in tool; register it under another name (bridged MCP tools are named `mcp__SERVER__TOOL`)")]
+    #[error(
+        "the tool name `{name}` is reserved for a built-in tool; register it under another name (bridged MCP tools are named `mcp__SERVER__TOOL`)"
+    )]
     ProtectedName {
         /// The refused name.
         name: String,
@@ -249,7 +278,13 @@ mod tests {
         r.register_builtin(tool("exec")).unwrap();
         r.register_builtin(tool("apply_patch")).unwrap();
         r.register_builtin(tool("read")).unwrap();
-        for (asked, found) in [("bash", "exec"), ("Bash", "exec"), ("apply-patch", "apply_patch"), ("Read", "read"), ("read_file", "read")] {
+        for (asked, found) in [
+            ("bash", "exec"),
+            ("Bash", "exec"),
+            ("apply-patch", "apply_patch"),
+            ("Read", "read"),
+            ("read_file", "read"),
+        ] {
             assert_eq!(r.resolve(asked).unwrap().tool.spec().name, found, "{asked}");
         }
         assert!(r.resolve("rm").is_none());

@@ -21,6 +21,24 @@ pub struct CallSafety {
     pub timeout: Option<Duration>,
     /// Which rate-limit bucket the call counts against.
     pub rate_class: RateClass,
+    /// What the call will touch, for policy argument rules (`exec(cargo test:*)`, `read(src/**)`).
+    pub touches: Touches,
+}
+
+/// What one call will touch, as the tool itself understands its parameters. Policy argument
+/// rules match against these, never against raw parameter strings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Touches {
+    /// Simple commands to run, each an argv after unwrapping wrappers (`env`, `sh -c`, `sudo`).
+    pub commands: Vec<Vec<String>>,
+    /// Workspace-relative paths (or globs) read.
+    pub reads: Vec<String>,
+    /// Workspace-relative paths written, created, moved or deleted.
+    pub writes: Vec<String>,
+    /// Hosts contacted (lowercase, no port).
+    pub hosts: Vec<String>,
+    /// The command could not be fully understood (unparseable shell): never auto-allowed.
+    pub opaque: bool,
 }
 
 impl Default for CallSafety {
@@ -32,6 +50,7 @@ impl Default for CallSafety {
             sensitive_params: Cow::Borrowed(&[]),
             timeout: None,
             rate_class: RateClass::Default,
+            touches: Touches::default(),
         }
     }
 }

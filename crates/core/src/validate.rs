@@ -66,7 +66,12 @@ impl ParamValidator {
         let compiled = jsonschema::validator_for(schema)
             .map_err(|e| format!("the input schema of `{tool}` is not valid JSON Schema: {e}"))?;
         let strict_properties = schema.get("additionalProperties") == Some(&Value::Bool(false));
-        Ok(ParamValidator { tool: tool.to_owned(), schema: schema.clone(), compiled: Some(compiled), strict_properties })
+        Ok(ParamValidator {
+            tool: tool.to_owned(),
+            schema: schema.clone(),
+            compiled: Some(compiled),
+            strict_properties,
+        })
     }
 
     /// Turns what the model sent into the parameters the tool receives, or lists every problem.
@@ -181,12 +186,10 @@ fn walk_limits(value: &Value, depth: usize, limits: &Limits, pointer: &mut Strin
             pointer: pointer.clone(),
             message: format!("string of {} bytes, at most {} allowed", s.len(), limits.max_string_bytes),
         }),
-        Value::Array(_) | Value::Object(_) if depth > limits.max_depth => {
-            problems.push(ParamProblem {
-                pointer: pointer.clone(),
-                message: format!("nested {} levels deep, at most {} allowed", depth, limits.max_depth),
-            })
-        }
+        Value::Array(_) | Value::Object(_) if depth > limits.max_depth => problems.push(ParamProblem {
+            pointer: pointer.clone(),
+            message: format!("nested {} levels deep, at most {} allowed", depth, limits.max_depth),
+        }),
         Value::Array(items) => {
             if items.len() > limits.max_array_items {
                 problems.push(ParamProblem {
@@ -327,7 +330,10 @@ mod tests {
     #[test]
     fn aliases_and_coercions() {
         let out = validator()
-            .check(json!({"file": "a.txt", "count": "5", "flag": "true", "items": "[1, \"2\"]", "search": "x"}), &Limits::default())
+            .check(
+                json!({"file": "a.txt", "count": "5", "flag": "true", "items": "[1, \"2\"]", "search": "x"}),
+                &Limits::default(),
+            )
             .unwrap();
         assert_eq!(out, json!({"path": "a.txt", "count": 5, "flag": true, "items": [1, 2], "old_string": "x"}));
     }
@@ -342,7 +348,9 @@ mod tests {
 
     #[test]
     fn every_problem_is_listed_with_pointer() {
-        let p = problems(validator().check(json!({"count": "zero", "flag": 3, "items": [1, "x"], "colour": 1}), &Limits::default()));
+        let p = problems(
+            validator().check(json!({"count": "zero", "flag": 3, "items": [1, "x"], "colour": 1}), &Limits::default()),
+        );
         let pointers: Vec<&str> = p.iter().map(|p| p.pointer.as_str()).collect();
         assert!(pointers.contains(&"/colour"), "{pointers:?}");
         assert!(pointers.contains(&"/count"), "{pointers:?}");

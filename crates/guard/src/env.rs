@@ -1,1 +1,91 @@
-//! Placeholder: arrives with its issue.
+//! Which environment variables a child process may see, and which names hold secrets.
+//!
+//! Child processes (sandboxed commands, stdio MCP servers) start from an empty environment plus
+//! the [`SAFE_VARS`] allowlist: secrets in the server's own environment never reach a command a
+//! model wrote. [`is_secret_name`] tells the leak detector which variables' values to look for
+//! verbatim in outputs.
+
+/// Variables a child process may inherit: locale, terminal, paths and tool settings that carry
+/// no credentials.
+pub const SAFE_VARS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "TMPDIR",
+    "PWD",
+    "EDITOR",
+    "PAGER",
+    "COLUMNS",
+    "LINES",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOPATH",
+    "GOROOT",
+    "JAVA_HOME",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "NODE_PATH",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "CI",
+];
+
+/// Whether `name` may be passed to a child process.
+pub fn is_safe(name: &str) -> bool {
+    SAFE_VARS.contains(&name) && !is_secret_name(name)
+}
+
+/// `(name, value)` pairs of `vars` that a child may see.
+pub fn filter_safe<I, K, V>(vars: I) -> Vec<(K, V)>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+{
+    vars.into_iter().filter(|(k, _)| is_safe(k.as_ref())).collect()
+}
+
+/// Whether a variable with this name holds a secret: `*_KEY`, `*_TOKEN`, `*_SECRET`,
+/// `*PASSWORD*`, `*PASSWD*`, `*_CREDENTIALS`, `*_PAT`, `*AUTH*`, `*COOKIE*`, `*_DSN`,
+/// `*PRIVATE*`, `*SESSION*` (case-insensitive).
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    const SUFFIXES: &[&str] = &["_KEY", "_TOKEN", "_SECRET", "_CREDENTIALS", "_CREDENTIAL", "_PAT", "_DSN", "_APIKEY"];
+    const INFIXES: &[&str] =
+        &["PASSWORD", "PASSWD", "SECRET", "TOKEN", "AUTH", "COOKIE", "PRIVATE", "SESSION", "API_KEY", "APIKEY"];
+    SUFFIXES.iter().any(|s| upper.ends_with(s)) || INFIXES.iter().any(|s| upper.contains(s)) || upper == "KEY"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_never_safe() {
+        for name in ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "OPENAI_API_KEY", "my_key", "SENTRY_DSN"] {
+            assert!(is_secret_name(name), "{name}");
+            assert!(!is_safe(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "LANG", "TERM", "TZ"] {
+            assert!(is_safe(name), "{name}");
+            assert!(!is_secret_name(name), "{name}");
+        }
+        assert!(!is_safe("LD_PRELOAD"), "not on the allowlist");
+        let kept = filter_safe(vec![("PATH", "/bin"), ("GITHUB_TOKEN", "x"), ("LD_PRELOAD", "/x.so")]);
+        assert_eq!(kept, vec![("PATH", "/bin")]);
+    }
+}
