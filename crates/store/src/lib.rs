@@ -1,1 +1,33 @@
-//! Placeholder.
+//! toolgate's persistence, in embedded SQLite: the audit log now, approvals and other state as
+//! their issues land.
+//!
+//! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
+//! its schema. [`AuditLog`] takes [`AuditRecord`]s from the call path without waiting on disk: a
+//! background thread batches them into transactions, and [`AuditLog::flush`] (or dropping the
+//! log) waits until everything sent so far is written.
+//!
+//! # Example
+//!
+//! ```
+//! use toolgate_store::{AuditLog, AuditRecord, Store};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let db = dir.path().join("state.db");
+//! let log = AuditLog::open(&db).unwrap();
+//! log.record(AuditRecord { tool: "echo".into(), outcome: "ok".into(), ..AuditRecord::default() });
+//! log.flush();
+//! let store = Store::open(&db).unwrap();
+//! assert_eq!(store.audit_tail(10).unwrap().len(), 1);
+//! ```
+//!
+//! Architecture invariant: only this crate knows SQL and the database layout.
+
+#![deny(missing_docs)]
+
+mod audit;
+mod db;
+mod error;
+
+pub use audit::{AuditLog, AuditRecord};
+pub use db::Store;
+pub use error::StoreError;

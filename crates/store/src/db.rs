@@ -1,0 +1,115 @@
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::Context;
+use crate::{AuditRecord, StoreError};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+const MIGRATIONS: &[&str] = &[
+    // 1: the audit log.
+    "CREATE TABLE audit (
+        id TEXT PRIMARY KEY,
+        ts_ms INTEGER NOT NULL,
+        user TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        provider TEXT,
+        tool TEXT NOT NULL,
+        params TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        error TEXT,
+        duration_us INTEGER NOT NULL,
+        output_bytes INTEGER NOT NULL
+    );
+    CREATE INDEX audit_ts ON audit(ts_ms);",
+];
+
+/// A connection to the state database, for reads and small writes off the hot path.
+#[derive(Debug)]
+pub struct Store {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl Store {
+    /// Opens or creates the database at `path` (and its parent folder), in WAL mode, with the
+    /// schema migrated to the current version.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let conn = open_connection(path)?;
+        Ok(Store { path: path.to_owned(), conn: Mutex::new(conn) })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The last `n` audit records, oldest first.
+    pub fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error,
+                        duration_us, output_bytes
+                 FROM audit ORDER BY ts_ms DESC, rowid DESC LIMIT ?1",
+            )
+            .doing("reading the audit log")?;
+        let rows = stmt
+            .query_map([n as i64], |row| {
+                Ok(AuditRecord {
+                    id: row.get(0)?,
+                    ts_ms: row.get(1)?,
+                    user: row.get(2)?,
+                    agent: row.get(3)?,
+                    session: row.get(4)?,
+                    provider: row.get(5)?,
+                    tool: row.get(6)?,
+                    params: row.get(7)?,
+                    decision: row.get(8)?,
+                    outcome: row.get(9)?,
+                    error: row.get(10)?,
+                    duration_us: row.get(11)?,
+                    output_bytes: row.get(12)?,
+                })
+            })
+            .doing("reading the audit log")?;
+        let mut out = rows.collect::<Result<Vec<_>, _>>().doing("reading the audit log")?;
+        out.reverse();
+        Ok(out)
+    }
+
+    /// How many audit records there are.
+    pub fn audit_count(&self) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row("SELECT COUNT(*) FROM audit", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .doing("counting audit records")
+    }
+}
+
+pub(crate) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let open_err = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open { path: path.to_owned(), source };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| open_err(Box::new(e)))?;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(Box::new(e)))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| open_err(Box::new(e)))?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+        .map_err(|e| open_err(Box::new(e)))?;
+    migrate(&mut conn).map_err(|e| open_err(Box::new(e)))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).doing("migrating")?;
+    let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).doing("migrating")? as usize;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        tx.execute_batch(sql).doing("migrating")?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64).doing("migrating")?;
+    }
+    tx.commit().doing("migrating")
+}
