@@ -176,8 +176,10 @@ fn gemini_schema(schema: &Value) -> Value {
 
 fn make_json_string(node: &mut Map<String, Value>) {
     node.insert("type".into(), "string".into());
-    let desc = node.get("description").and_then(Value::as_str).unwrap_or("Any value");
-    let desc = format!("{desc} (any JSON value, sent as a JSON-encoded string)");
+    let desc = match node.get("description").and_then(Value::as_str) {
+        Some(d) => format!("{d}; send it JSON-encoded"),
+        None => "Any JSON value, sent JSON-encoded".to_owned(),
+    };
     node.insert("description".into(), desc.into());
 }
 

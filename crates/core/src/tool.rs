@@ -23,3 +23,9 @@ pub trait Tool: Send + Sync + 'static {
     /// [`CallContext::progress`].
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError>;
 }
+
+impl std::fmt::Debug for dyn Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("name", &self.spec().name).finish_non_exhaustive()
+    }
+}

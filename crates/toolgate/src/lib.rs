@@ -1,1 +1,43 @@
-//! Placeholder.
+//! toolgate: the layer between an LLM's tool calls and the world.
+//!
+//! Build a [`Gate`] over a workspace, hand it every tool call the model makes, and it runs the
+//! call through one pipeline: resolve the name → policy → validate parameters → concurrency
+//! limits → approval → hooks → execute with a deadline → shape the output (truncate, wrap
+//! untrusted text) → audit. Errors come back as [`ToolError`](core::ToolError)s written for the
+//! model to act on.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use serde_json::json;
+//!
+//! let gate = toolgate::Gate::builder(".").build()?;
+//! let ctx = gate.context();
+//! let out = gate.call(&ctx, "echo", json!({"message": "hi"})).await?;
+//! assert_eq!(out.text_content(), "hi");
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//!
+//! - [`Gate`], [`GateBuilder`]: the entry point (`gate.rs`).
+//! - `pipeline/`: one module per stage, in call order.
+//! - [`config`]: `toolgate.toml` and its layers.
+//! - The sibling crates are re-exported as modules: [`core`] (the vocabulary: `Tool`,
+//!   `ToolSpec`, `ToolOutput`, ...), [`guard`], [`store`], [`tools`].
+//!
+//! The `toolgate` binary (`src/main.rs`) is a thin CLI over this library.
+
+#![deny(missing_docs)]
+
+pub mod config;
+mod gate;
+mod pipeline;
+
+pub use gate::{Gate, GateBuilder, GateError};
+pub use pipeline::approval::{ApprovalAnswer, ApprovalRequest, Approver};
+pub use pipeline::hooks::{Hook, HookVerdict};
+
+pub use toolgate_core as core;
+pub use toolgate_guard as guard;
+pub use toolgate_store as store;
+pub use toolgate_tools as tools;

@@ -32,7 +32,8 @@ impl Json {
             }),
         )
         .group("basic")
-        .annotations(Annotations::PURE);
+        .annotations(Annotations::PURE)
+        .trusted_output();
         Json { spec }
     }
 }

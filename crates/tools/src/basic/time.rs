@@ -30,6 +30,7 @@ impl Time {
         )
         .group("basic")
         .annotations(Annotations::PURE)
+        .trusted_output()
         .output_schema(json!({
             "type": "object",
             "properties": {

@@ -1,0 +1,70 @@
+//! `toolgate audit [--tail N] [--json]`.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use toolgate::store::Store;
+
+use super::GlobalArgs;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// How many of the latest calls to show.
+    #[arg(long, default_value_t = 20)]
+    tail: usize,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    let db = global.workspace()?.join(".toolgate/state.db");
+    if !db.exists() {
+        println!("no calls recorded yet in {} (run `toolgate call echo '{{\"message\":\"hi\"}}'` first)", db.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = Store::open(&db).context("cannot open the audit log")?;
+    for r in store.audit_tail(args.tail)? {
+        if args.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            let when = chrono_like(r.ts_ms);
+            let error = r.error.as_deref().map(|e| format!("  {}", first_line(e))).unwrap_or_default();
+            println!(
+                "{when}  {:<8} {:<14} {:<14} {:>8}µs {:>7}B  {}{error}",
+                r.agent, r.tool, r.outcome, r.duration_us, r.output_bytes, r.params
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or_default()
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC, without a date library.
+fn chrono_like(ts_ms: i64) -> String {
+    let secs = ts_ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates() {
+        assert_eq!(super::chrono_like(0), "1970-01-01 00:00:00");
+        assert_eq!(super::chrono_like(1_769_857_200_000), "2026-01-31 11:00:00");
+    }
+}

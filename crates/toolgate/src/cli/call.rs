@@ -1,0 +1,65 @@
+//! `toolgate call TOOL [JSON] [--json]`.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::GlobalArgs;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The tool to call (aliases like `bash` or `Read` work too).
+    tool: String,
+    /// The parameters as a JSON object; `-` reads them from stdin; omitted means `{}`.
+    params: Option<String>,
+    /// Print the whole result (content blocks and structured output) as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    let raw = match args.params.as_deref() {
+        None => "{}".to_owned(),
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).context("cannot read parameters from stdin")?;
+            s
+        }
+        Some(s) => s.to_owned(),
+    };
+    let params: Value = serde_json::from_str(&raw).map_err(|e| {
+        anyhow::anyhow!("the parameters are not valid JSON: {e}; pass an object such as '{{\"message\": \"hi\"}}'")
+    })?;
+    let gate = global.gate(true)?;
+    let ctx = gate.context();
+    let result = gate.call(&ctx, &args.tool, params).await;
+    gate.shutdown();
+    match result {
+        Ok(output) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&output)?);
+            } else {
+                let text = output.text_content();
+                if text.is_empty() {
+                    if let Some(structured) = &output.structured {
+                        println!("{}", serde_json::to_string_pretty(structured)?);
+                    }
+                } else {
+                    println!("{text}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if args.json {
+                let err = serde_json::json!({"error": {"kind": e.kind(), "message": e.to_string()}});
+                eprintln!("{}", serde_json::to_string_pretty(&err)?);
+            } else {
+                eprintln!("error: {e}");
+            }
+            Ok(ExitCode::from(1))
+        }
+    }
+}

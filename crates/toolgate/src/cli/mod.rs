@@ -1,0 +1,123 @@
+//! Command-line parsing (clap) and one module per subcommand.
+
+mod audit;
+mod call;
+mod terminal;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use toolgate::Gate;
+use toolgate::config::{ApprovalMode, Config, ConfigSources};
+
+/// toolgate: a secure, fast tool runtime for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "toolgate", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Flags every subcommand honours.
+#[derive(Debug, clap::Args)]
+pub(crate) struct GlobalArgs {
+    /// The workspace every path is confined to (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// A config file to use instead of `<workspace>/toolgate.toml`.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Tool profile: minimal, coding, messaging or full.
+    #[arg(long, global = true, value_name = "P")]
+    profile: Option<String>,
+    /// The agent making calls (default `main`).
+    #[arg(long, global = true, value_name = "A")]
+    agent: Option<String>,
+    /// The model provider the calls come from (openai, anthropic, gemini, ...).
+    #[arg(long, global = true, value_name = "P")]
+    provider: Option<String>,
+    /// Approval mode: untrusted, on-request or never.
+    #[arg(long, global = true, value_name = "MODE")]
+    approval: Option<ApprovalMode>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the tools this caller can see, or export them for a provider.
+    Tools(tools::Args),
+    /// Run one tool call through the whole pipeline.
+    Call(call::Args),
+    /// Show the audit log.
+    Audit(audit::Args),
+}
+
+pub(crate) fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Some(Command::Tools(args)) => tools::run(&cli.global, args),
+            Some(Command::Call(args)) => call::run(&cli.global, args).await,
+            Some(Command::Audit(args)) => audit::run(&cli.global, args),
+            None => tools::welcome(&cli.global),
+        }
+    })
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+impl GlobalArgs {
+    pub(crate) fn workspace(&self) -> anyhow::Result<PathBuf> {
+        let dir = match &self.workspace {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        std::fs::canonicalize(&dir).with_context(|| format!("workspace {} does not exist", dir.display()))
+    }
+
+    /// Loads every config layer, the flags last.
+    pub(crate) fn load_config(&self) -> anyhow::Result<Config> {
+        let workspace = self.workspace()?;
+        let mut sources = ConfigSources::standard(&workspace, self.config.as_deref());
+        let mut flag = |key: &str, value: Option<String>| {
+            if let Some(v) = value {
+                sources.flags.push((key.to_owned(), toml::Value::String(v)));
+            }
+        };
+        flag("tools.profile", self.profile.clone());
+        flag("identity.agent", self.agent.clone());
+        flag("identity.provider", self.provider.clone());
+        flag(
+            "approval.mode",
+            self.approval.map(|m| match m {
+                ApprovalMode::Untrusted => "untrusted".to_owned(),
+                ApprovalMode::OnRequest => "on-request".to_owned(),
+                ApprovalMode::Never => "never".to_owned(),
+            }),
+        );
+        Ok(sources.load(self.config.as_deref())?)
+    }
+
+    /// A gate over the workspace with the loaded config. `approver`: ask on this terminal.
+    pub(crate) fn gate(&self, approver: bool) -> anyhow::Result<Gate> {
+        let config = self.load_config()?;
+        let mut builder = Gate::builder(self.workspace()?).config(config);
+        if approver {
+            if let Some(terminal) = terminal::TerminalApprover::if_attached() {
+                builder = builder.approver(std::sync::Arc::new(terminal));
+            }
+        }
+        Ok(builder.build()?)
+    }
+}

@@ -1,0 +1,325 @@
+//! Configuration: `toolgate.toml` in the workspace, the user's config file, `TOOLGATE__*`
+//! environment variables and command-line flags, each layer overriding the one before.
+//!
+//! Every layer is checked on its own first, so an unknown or mistyped key is reported with the
+//! file (or variable) it came from. `docs/config.md` documents every key with an example.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+use toolgate_core::Limits;
+
+/// toolgate's whole configuration. Every field has a default, so an empty file is valid.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Who the caller is when nobody says otherwise.
+    pub identity: IdentityConfig,
+    /// Deadlines, output caps and concurrency.
+    pub gate: GateConfig,
+    /// Size limits on parameters.
+    pub limits: Limits,
+    /// Which tools are visible and allowed.
+    pub tools: ToolsConfig,
+    /// When to ask a person.
+    pub approval: ApprovalConfig,
+    /// The audit log.
+    pub audit: AuditConfig,
+}
+
+/// `[identity]`: defaults for the caller's identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdentityConfig {
+    /// The user (default `local`).
+    pub user: String,
+    /// The agent (default `main`).
+    pub agent: String,
+    /// The model provider, when known (`openai`, `anthropic`, `gemini`, ...).
+    pub provider: Option<String>,
+}
+
+impl Default for IdentityConfig {
+    fn default() -> Self {
+        IdentityConfig { user: "local".into(), agent: "main".into(), provider: None }
+    }
+}
+
+/// `[gate]`: how calls run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GateConfig {
+    /// Default deadline of a call, in seconds, when the tool sets none (default 30).
+    pub timeout_secs: f64,
+    /// Longest text a call returns, in bytes; the middle of longer output is cut (default 100,000).
+    pub max_output_bytes: usize,
+    /// Calls one agent may have running at once (default 10).
+    pub max_in_flight: usize,
+    /// Calls one agent may have waiting for a slot (default 100); more are refused.
+    pub max_queued: usize,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig { timeout_secs: 30.0, max_output_bytes: 100_000, max_in_flight: 10, max_queued: 100 }
+    }
+}
+
+impl GateConfig {
+    /// The default deadline as a `Duration` (at least 1 ms).
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.timeout_secs.clamp(0.001, 86_400.0))
+    }
+}
+
+/// `[tools]`: which tools are visible (a simple profile + allow/deny model for now).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolsConfig {
+    /// `minimal`, `coding`, `messaging` or `full` (the default when unset).
+    pub profile: Option<String>,
+    /// When non-empty, only these tools (names or `group:NAME`) are visible.
+    pub allow: Vec<String>,
+    /// Added on top of what `profile` and `allow` let through; `deny` still wins.
+    pub also_allow: Vec<String>,
+    /// Never visible, whatever else says (names or `group:NAME`).
+    pub deny: Vec<String>,
+}
+
+/// `[approval]`: when a person is asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalConfig {
+    /// `untrusted`, `on-request` (default) or `never`.
+    pub mode: ApprovalMode,
+    /// How long to wait for an answer before treating silence as "deny" (default 120 s).
+    pub timeout_secs: u64,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig { mode: ApprovalMode::OnRequest, timeout_secs: 120 }
+    }
+}
+
+/// Approval modes, after Codex.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Only known-safe read-only calls run without asking.
+    Untrusted,
+    /// Ask when a tool, a rule or the command classifier says so.
+    #[default]
+    OnRequest,
+    /// Never ask: such calls run, still confined by the sandbox.
+    Never,
+}
+
+impl std::str::FromStr for ApprovalMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "untrusted" => Ok(ApprovalMode::Untrusted),
+            "on-request" => Ok(ApprovalMode::OnRequest),
+            "never" => Ok(ApprovalMode::Never),
+            other => Err(format!("unknown approval mode `{other}`; use untrusted, on-request or never")),
+        }
+    }
+}
+
+/// `[audit]`: the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Record every call in `.toolgate/state.db` (default true).
+    pub enabled: bool,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig { enabled: true }
+    }
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A config file exists but cannot be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A layer is not valid: bad TOML, an unknown key, a wrong type.
+    #[error("invalid configuration in {origin}: {message}")]
+    Invalid {
+        /// The file, environment variable or flag the layer came from.
+        origin: String,
+        /// What is wrong (TOML's own message names the key and position).
+        message: String,
+    },
+}
+
+/// Where configuration comes from, lowest precedence first.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigSources {
+    /// The user's config file (default `$XDG_CONFIG_HOME/toolgate/config.toml`).
+    pub user_file: Option<PathBuf>,
+    /// The workspace's `toolgate.toml`, or the file given with `--config`.
+    pub workspace_file: Option<PathBuf>,
+    /// Environment variables, as (name, value) pairs; only `TOOLGATE__*` ones are read.
+    pub env: Vec<(String, String)>,
+    /// Flags from the command line, as dotted keys (`tools.profile`) and TOML values.
+    pub flags: Vec<(String, Value)>,
+}
+
+impl ConfigSources {
+    /// The standard sources for `workspace`: the user file, `toolgate.toml` (or `config_file`
+    /// when given, which must then exist), and this process's environment.
+    pub fn standard(workspace: &Path, config_file: Option<&Path>) -> ConfigSources {
+        let user_file = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .map(|dir| dir.join("toolgate/config.toml"));
+        let workspace_file = Some(config_file.map_or_else(|| workspace.join("toolgate.toml"), Path::to_owned));
+        ConfigSources { user_file, workspace_file, env: std::env::vars().collect(), flags: Vec::new() }
+    }
+
+    /// Loads and merges every layer. A missing user or workspace file is skipped, except a file
+    /// named with `--config` (`required_file`), which must exist.
+    pub fn load(&self, required_file: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut merged = Table::new();
+        for path in self.user_file.iter().chain(&self.workspace_file) {
+            let text = match std::fs::read_to_string(path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && required_file != Some(path.as_path()) => {
+                    continue;
+                }
+                Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
+            };
+            let origin = path.display().to_string();
+            let layer: Table = toml::from_str(&text)
+                .map_err(|e| ConfigError::Invalid { origin: origin.clone(), message: e.to_string() })?;
+            check_layer(&layer, &origin)?;
+            merge(&mut merged, layer);
+        }
+        for (name, value) in &self.env {
+            let Some(rest) = name.strip_prefix("TOOLGATE__") else { continue };
+            let keys: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
+            let layer = nested(&keys, parse_value(value));
+            check_layer(&layer, &format!("environment variable {name}"))?;
+            merge(&mut merged, layer);
+        }
+        for (key, value) in &self.flags {
+            let keys: Vec<String> = key.split('.').map(str::to_owned).collect();
+            let layer = nested(&keys, value.clone());
+            check_layer(&layer, &format!("command-line flag for `{key}`"))?;
+            merge(&mut merged, layer);
+        }
+        Config::deserialize(Value::Table(merged))
+            .map_err(|e| ConfigError::Invalid { origin: "the merged configuration".into(), message: e.to_string() })
+    }
+}
+
+fn check_layer(layer: &Table, origin: &str) -> Result<(), ConfigError> {
+    Config::deserialize(Value::Table(layer.clone()))
+        .map(drop)
+        .map_err(|e| ConfigError::Invalid { origin: origin.to_owned(), message: e.to_string().trim().to_owned() })
+}
+
+/// Deep merge: tables merge key by key; anything else in `over` replaces what `base` had.
+fn merge(base: &mut Table, over: Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(Value::Table(b)), Value::Table(o)) => merge(b, o),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+fn nested(keys: &[String], value: Value) -> Table {
+    let mut table = Table::new();
+    match keys {
+        [] => {}
+        [last] => {
+            table.insert(last.clone(), value);
+        }
+        [first, rest @ ..] => {
+            table.insert(first.clone(), Value::Table(nested(rest, value)));
+        }
+    }
+    table
+}
+
+/// An environment value as TOML (`30`, `true`, `["a", "b"]`), or else as a plain string.
+fn parse_value(raw: &str) -> Value {
+    toml::from_str::<Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| Value::String(raw.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn layers_override_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let user =
+            write(dir.path(), "user.toml", "[gate]\ntimeout_secs = 5\nmax_in_flight = 3\n[identity]\nuser = \"ann\"\n");
+        let ws = write(dir.path(), "toolgate.toml", "[gate]\ntimeout_secs = 7\n[tools]\nprofile = \"coding\"\n");
+        let sources = ConfigSources {
+            user_file: Some(user),
+            workspace_file: Some(ws),
+            env: vec![("TOOLGATE__TOOLS__PROFILE".into(), "minimal".into()), ("OTHER".into(), "x".into())],
+            flags: vec![("identity.agent".into(), Value::String("reviewer".into()))],
+        };
+        let config = sources.load(None).unwrap();
+        assert_eq!(config.gate.timeout_secs, 7.0, "workspace beats user");
+        assert_eq!(config.gate.max_in_flight, 3, "user value kept where nothing overrides it");
+        assert_eq!(config.tools.profile.as_deref(), Some("minimal"), "environment beats files");
+        assert_eq!(config.identity.user, "ann");
+        assert_eq!(config.identity.agent, "reviewer", "flags last");
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = write(dir.path(), "toolgate.toml", "[gate]\ntimeout_sec = 5\n");
+        let sources = ConfigSources { workspace_file: Some(ws.clone()), ..ConfigSources::default() };
+        let err = sources.load(None).unwrap_err().to_string();
+        assert!(err.contains(&ws.display().to_string()), "{err}");
+        assert!(err.contains("timeout_sec"), "{err}");
+        let sources =
+            ConfigSources { env: vec![("TOOLGATE__GATE__NOPE".into(), "1".into())], ..ConfigSources::default() };
+        let err = sources.load(None).unwrap_err().to_string();
+        assert!(err.contains("TOOLGATE__GATE__NOPE") && err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn bad_toml_and_missing_required_file_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = write(dir.path(), "toolgate.toml", "[gate\n");
+        let sources = ConfigSources { workspace_file: Some(ws), ..ConfigSources::default() };
+        assert!(matches!(sources.load(None), Err(ConfigError::Invalid { .. })));
+        let missing = dir.path().join("nope.toml");
+        let sources = ConfigSources { workspace_file: Some(missing.clone()), ..ConfigSources::default() };
+        assert!(sources.load(None).is_ok(), "a missing optional file is skipped");
+        assert!(matches!(sources.load(Some(&missing)), Err(ConfigError::Read { .. })));
+    }
+}

@@ -1,0 +1,337 @@
+//! The [`Gate`]: every tool call goes through [`Gate::call`], which runs the pipeline stages in
+//! [`crate::pipeline`] in order and records the call in the audit log.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolgate_core::{CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput, ToolSpec};
+use toolgate_store::{AuditLog, StoreError};
+
+use crate::config::Config;
+use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
+use crate::pipeline::audit::{CallRecord, redact_params};
+use crate::pipeline::hooks::{self, Hook};
+use crate::pipeline::limits::ConcurrencyLimits;
+use crate::pipeline::policy::PolicyStage;
+use crate::pipeline::{execute, output, resolve, validate};
+
+/// Why a gate could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GateError {
+    /// The workspace folder does not exist or cannot be resolved.
+    #[error("workspace {}: {source}", path.display())]
+    Workspace {
+        /// The folder given.
+        path: PathBuf,
+        /// Why it cannot be used.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A tool could not be registered.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The state database could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Where audit records go.
+#[derive(Debug, Clone)]
+enum AuditTarget {
+    /// `<workspace>/.toolgate/state.db`.
+    Workspace,
+    /// Another database file.
+    File(PathBuf),
+    /// Nowhere.
+    Off,
+}
+
+/// Builds a [`Gate`].
+#[derive(Debug)]
+pub struct GateBuilder {
+    workspace: PathBuf,
+    config: Config,
+    builtins: bool,
+    tools: Vec<Arc<dyn Tool>>,
+    approver: Option<Arc<dyn Approver>>,
+    hooks: Vec<Arc<dyn Hook>>,
+    audit: AuditTarget,
+}
+
+impl GateBuilder {
+    /// Uses `config` (default: [`Config::default`]).
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Whether to register toolgate's built-in tools (default true).
+    pub fn builtins(mut self, on: bool) -> Self {
+        self.builtins = on;
+        self
+    }
+
+    /// Adds a tool of your own. It cannot take a built-in tool's name.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Sets the channel that asks a person for approvals.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Adds a hook that runs around matching calls.
+    pub fn hook(mut self, hook: Arc<dyn Hook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Writes the audit log to `path` instead of `<workspace>/.toolgate/state.db`.
+    pub fn audit_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.audit = AuditTarget::File(path.into());
+        self
+    }
+
+    /// Turns the audit log off (also possible with `[audit] enabled = false`).
+    pub fn no_audit(mut self) -> Self {
+        self.audit = AuditTarget::Off;
+        self
+    }
+
+    /// Builds the gate: resolves the workspace, registers tools, opens the audit log.
+    pub fn build(self) -> Result<Gate, GateError> {
+        let workspace = std::fs::canonicalize(&self.workspace)
+            .map_err(|source| GateError::Workspace { path: self.workspace.clone(), source })?;
+        if !workspace.is_dir() {
+            let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
+            return Err(GateError::Workspace { path: workspace, source });
+        }
+        let registry = Registry::new();
+        if self.builtins {
+            for tool in toolgate_tools::basic::tools() {
+                registry.register_builtin(tool)?;
+            }
+        }
+        for tool in self.tools {
+            registry.register_dynamic(tool)?;
+        }
+        let audit = match (&self.audit, self.config.audit.enabled) {
+            (AuditTarget::Off, _) | (_, false) => None,
+            (AuditTarget::Workspace, true) => Some(AuditLog::open(&workspace.join(".toolgate/state.db"))?),
+            (AuditTarget::File(path), true) => Some(AuditLog::open(path)?),
+        };
+        let config = self.config;
+        Ok(Gate {
+            registry: Arc::new(registry),
+            workspace: Arc::from(workspace.into_boxed_path()),
+            policy: PolicyStage::new(config.tools.clone()),
+            limits: ConcurrencyLimits::new(config.gate.max_in_flight, config.gate.max_queued),
+            approval: ApprovalStage::new(
+                config.approval.mode,
+                std::time::Duration::from_secs(config.approval.timeout_secs),
+                self.approver,
+            ),
+            hooks: self.hooks,
+            audit,
+            shutdown: CancellationToken::new(),
+            id_prefix: toolgate_guard::random::hex_id(6),
+            next_id: AtomicU64::new(1),
+            config,
+        })
+    }
+}
+
+/// The tool runtime: a registry of tools and the pipeline every call goes through.
+///
+/// Cheap to share: wrap it in an `Arc` and call it from many tasks.
+#[derive(Debug)]
+pub struct Gate {
+    registry: Arc<Registry>,
+    workspace: Arc<Path>,
+    config: Config,
+    policy: PolicyStage,
+    limits: ConcurrencyLimits,
+    approval: ApprovalStage,
+    hooks: Vec<Arc<dyn Hook>>,
+    audit: Option<AuditLog>,
+    /// Cancelled by [`Gate::shutdown`]; every running call's token is a child of it.
+    shutdown: CancellationToken,
+    id_prefix: String,
+    next_id: AtomicU64,
+}
+
+impl Gate {
+    /// A builder for a gate over `workspace`.
+    pub fn builder(workspace: impl Into<PathBuf>) -> GateBuilder {
+        GateBuilder {
+            workspace: workspace.into(),
+            config: Config::default(),
+            builtins: true,
+            tools: Vec::new(),
+            approver: None,
+            hooks: Vec::new(),
+            audit: AuditTarget::Workspace,
+        }
+    }
+
+    /// The workspace root (absolute, canonical).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The registry, for adding or removing dynamic tools at run time.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// A call context for this workspace with the configured identity and provider.
+    pub fn context(&self) -> CallContext {
+        let identity = Identity {
+            user: self.config.identity.user.clone(),
+            agent: self.config.identity.agent.clone(),
+            ..Identity::default()
+        };
+        CallContext::new(self.workspace.to_path_buf())
+            .with_identity(identity)
+            .with_provider(self.config.identity.provider.clone())
+    }
+
+    /// The tools `ctx`'s caller may see, sorted by name.
+    pub fn visible_tools(&self, ctx: &CallContext) -> Vec<ToolSpec> {
+        self.registry
+            .all()
+            .into_iter()
+            .map(|t| t.tool.spec().clone())
+            .filter(|spec| self.policy.visible(spec, ctx).0)
+            .collect()
+    }
+
+    /// Why a tool is or is not visible to `ctx`'s caller, step by step.
+    pub fn explain(&self, ctx: &CallContext, tool: &str) -> Result<(bool, String), ToolError> {
+        let found = resolve::resolve(&self.registry, tool)?;
+        Ok(self.policy.visible(found.tool.spec(), ctx))
+    }
+
+    /// Runs one tool call through the whole pipeline:
+    ///
+    /// resolve → policy → validate → concurrency → approval → pre-hooks → execute (deadline,
+    /// cancellation) → output (truncate, wrap) → post-hooks → audit.
+    ///
+    /// Every outcome, success or error, is recorded in the audit log. Errors are written for
+    /// the model to act on.
+    pub async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
+        let started = SystemTime::now();
+        let clock = Instant::now();
+        let mut ctx = ctx.clone();
+        if ctx.call_id.is_empty() {
+            ctx.call_id = format!("{}-{}", self.id_prefix, self.next_id.fetch_add(1, Ordering::Relaxed));
+        }
+        let caller_cancel = std::mem::replace(&mut ctx.cancel, self.shutdown.child_token());
+        let mut trace: Vec<String> = Vec::with_capacity(6);
+        let mut audited = Audited { tool: name.to_owned(), params: Value::Null };
+        let result = self.run(&ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
+        hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
+        if let Some(audit) = &self.audit {
+            let trace: Vec<&str> = trace.iter().map(String::as_str).collect();
+            audit.record(crate::pipeline::audit::record(CallRecord {
+                ctx: &ctx,
+                started,
+                tool: &audited.tool,
+                params: &audited.params,
+                trace: &trace,
+                result: &result,
+                duration: clock.elapsed(),
+            }));
+        }
+        result
+    }
+
+    async fn run(
+        &self,
+        ctx: &CallContext,
+        caller_cancel: &CancellationToken,
+        name: &str,
+        params: Value,
+        trace: &mut Vec<String>,
+        audited: &mut Audited,
+    ) -> Result<ToolOutput, ToolError> {
+        let tool = match resolve::resolve(&self.registry, name) {
+            Ok(tool) => tool,
+            Err(e) => {
+                audited.params = params;
+                return Err(e);
+            }
+        };
+        let spec = tool.tool.spec();
+        if spec.name != name {
+            trace.push(format!("resolved `{name}` to `{}`", spec.name));
+        }
+        audited.tool.clone_from(&spec.name);
+        trace.push(self.policy.check(spec, ctx)?);
+        // Keep what the model sent for the audit log in case validation refuses it.
+        let raw = self.audit.is_some().then(|| params.clone());
+        let params = match validate::validate(&tool, params, &self.config.limits) {
+            Ok(params) => params,
+            Err(e) => {
+                if let Some(raw) = raw {
+                    audited.params = redact_params(&raw, &tool.tool.safety(&raw).sensitive_params);
+                }
+                return Err(e);
+            }
+        };
+        let safety = tool.tool.safety(&params);
+        audited.params = redact_params(&params, &safety.sensitive_params);
+        let _permit = self.limits.acquire(&ctx.identity.agent).await?;
+        let approval = self
+            .approval
+            .check(spec, &safety, &params, |reason| ApprovalRequest {
+                id: ctx.call_id.clone(),
+                tool: spec.name.clone(),
+                params: audited.params.clone(),
+                subject: safety.approval_subject.clone(),
+                reason,
+                identity: ctx.identity.clone(),
+            })
+            .await?;
+        trace.push(approval.to_owned());
+        hooks::before(&self.hooks, ctx, &spec.name, &params).await?;
+        let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
+        let out = execute::execute(&tool, ctx, caller_cancel, params, timeout).await?;
+        Ok(output::shape(spec, out, self.config.gate.max_output_bytes))
+    }
+
+    /// Cancels every running call and writes the audit log out. Calls made afterwards still
+    /// run; use this when the process is about to exit.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+        if let Some(audit) = &self.audit {
+            audit.flush();
+        }
+    }
+
+    /// Waits until every call made so far is in the audit log.
+    pub fn flush_audit(&self) {
+        if let Some(audit) = &self.audit {
+            audit.flush();
+        }
+    }
+}
+
+/// What the audit log records of a call: the canonical tool name and the redacted parameters.
+struct Audited {
+    tool: String,
+    params: Value,
+}

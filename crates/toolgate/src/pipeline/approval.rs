@@ -1,0 +1,158 @@
+//! Stage 5: ask a person when the call needs it.
+//!
+//! The tool says per call whether approval is needed ([`toolgate_core::CallSafety::approval`]);
+//! the mode adjusts that (`untrusted` asks for everything not read-only, `never` asks nothing).
+//! When a person must be asked and no [`Approver`] is attached (no terminal, no client that can
+//! ask), the call is refused with a message saying what needed approval and how to grant it.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use toolgate_core::{ApprovalRequirement, CallSafety, Identity, ToolError, ToolSpec};
+
+use crate::config::ApprovalMode;
+
+/// What a person is asked to approve.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalRequest {
+    /// The call id.
+    pub id: String,
+    /// The tool.
+    pub tool: String,
+    /// The parameters, sensitive values redacted.
+    pub params: Value,
+    /// The normalized thing that will run (for `exec`, the commands after unwrapping).
+    pub subject: Option<String>,
+    /// Why approval is asked.
+    pub reason: String,
+    /// Who is asking.
+    pub identity: Identity,
+}
+
+impl fmt::Display for ApprovalRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} (agent {}, user {}) wants to run `{}`",
+            self.identity.agent, self.identity.agent, self.identity.user, self.tool
+        )?;
+        writeln!(f, "  why: {}", self.reason)?;
+        match &self.subject {
+            Some(subject) => writeln!(f, "  what: {subject}"),
+            None => writeln!(f, "  parameters: {}", self.params),
+        }
+    }
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Run this call.
+    AllowOnce,
+    /// Run this call and every later call with the same subject, for this user and agent.
+    AllowAlways,
+    /// Do not run it; the message reaches the model.
+    Deny {
+        /// Why, in the person's words.
+        message: Option<String>,
+    },
+}
+
+/// A channel that can ask a person: a terminal prompt, an MCP client's elicitation, a web page.
+#[async_trait::async_trait]
+pub trait Approver: Send + Sync + fmt::Debug {
+    /// Asks. `None` means this channel cannot ask anyone right now (the call is then refused
+    /// with instructions, never run).
+    async fn ask(&self, request: &ApprovalRequest) -> Option<ApprovalAnswer>;
+}
+
+/// The approval stage's state: the mode, the channel, and the "allow always" grants.
+#[derive(Debug)]
+pub(crate) struct ApprovalStage {
+    mode: ApprovalMode,
+    timeout: Duration,
+    approver: Option<std::sync::Arc<dyn Approver>>,
+    always: Mutex<HashSet<(String, String, String, String)>>,
+}
+
+impl ApprovalStage {
+    pub(crate) fn new(mode: ApprovalMode, timeout: Duration, approver: Option<std::sync::Arc<dyn Approver>>) -> Self {
+        ApprovalStage { mode, timeout, approver, always: Mutex::new(HashSet::new()) }
+    }
+
+    /// What the mode makes of the tool's own requirement.
+    fn requirement(&self, spec: &ToolSpec, safety: &CallSafety) -> ApprovalRequirement {
+        match self.mode {
+            ApprovalMode::Never => ApprovalRequirement::Never,
+            ApprovalMode::OnRequest => safety.approval,
+            ApprovalMode::Untrusted if spec.annotations.read_only => safety.approval,
+            ApprovalMode::Untrusted => safety.approval.max(ApprovalRequirement::UnlessAutoApproved),
+        }
+    }
+
+    /// Returns the trace line for the audit log, or the error that stops the call.
+    pub(crate) async fn check(
+        &self,
+        spec: &ToolSpec,
+        safety: &CallSafety,
+        params: &Value,
+        request: impl FnOnce(String) -> ApprovalRequest,
+    ) -> Result<&'static str, ToolError> {
+        let requirement = self.requirement(spec, safety);
+        if requirement == ApprovalRequirement::Never {
+            return Ok("approval: not needed");
+        }
+        let reason = safety.approval_reason.as_deref().map_or_else(
+            || match self.mode {
+                ApprovalMode::Untrusted => {
+                    "approval mode `untrusted` asks before any call that is not read-only".to_owned()
+                }
+                _ => format!("`{}` asks for approval before it runs", spec.name),
+            },
+            str::to_owned,
+        );
+        let request = request(reason);
+        let key = (
+            request.identity.user.clone(),
+            request.identity.agent.clone(),
+            request.tool.clone(),
+            // Without a subject, the grant covers exactly these parameters, secrets included
+            // (a grant for one token must not approve another); it lives only in memory.
+            request.subject.clone().unwrap_or_else(|| params.to_string()),
+        );
+        if requirement == ApprovalRequirement::UnlessAutoApproved && self.lock().contains(&key) {
+            return Ok("approval: allowed always earlier");
+        }
+        let how = "run it from `toolgate call` on a terminal to be asked, or change `[approval] mode` in toolgate.toml";
+        let Some(approver) = &self.approver else {
+            return Err(ToolError::NeedsApproval { tool: spec.name.clone(), reason: request.reason, how: how.into() });
+        };
+        let answer = match tokio::time::timeout(self.timeout, approver.ask(&request)).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => {
+                return Err(ToolError::NeedsApproval {
+                    tool: spec.name.clone(),
+                    reason: request.reason,
+                    how: how.into(),
+                });
+            }
+            Err(_) => ApprovalAnswer::Deny { message: Some(format!("no answer within {} s", self.timeout.as_secs())) },
+        };
+        match answer {
+            ApprovalAnswer::AllowOnce => Ok("approval: allowed once"),
+            ApprovalAnswer::AllowAlways => {
+                self.lock().insert(key);
+                Ok("approval: allowed always")
+            }
+            ApprovalAnswer::Deny { message } => Err(ToolError::ApprovalDenied { tool: spec.name.clone(), message }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String, String, String)>> {
+        self.always.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,16 @@
+//! The call pipeline, one module per stage, in the order [`crate::Gate::call`] runs them:
+//!
+//! ```text
+//! resolve -> policy -> validate -> limits -> approval -> hooks(pre) -> execute -> output
+//!   -> hooks(post) -> audit
+//! ```
+
+pub(crate) mod approval;
+pub(crate) mod audit;
+pub(crate) mod execute;
+pub(crate) mod hooks;
+pub(crate) mod limits;
+pub(crate) mod output;
+pub(crate) mod policy;
+pub(crate) mod resolve;
+pub(crate) mod validate;

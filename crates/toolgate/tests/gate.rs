@@ -1,0 +1,383 @@
+//! The call pipeline, through the public API: every stage's behaviour and its errors.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate::config::{ApprovalMode, Config};
+use toolgate::core::export::{self, Provider};
+use toolgate::core::{
+    ApprovalRequirement, CallContext, CallSafety, Content, Tool, ToolError, ToolOutput, ToolSpec, async_trait,
+};
+use toolgate::store::Store;
+use toolgate::{ApprovalAnswer, ApprovalRequest, Approver, Gate, Hook, HookVerdict};
+
+fn object(props: Value) -> Value {
+    json!({"type": "object", "properties": props, "additionalProperties": false})
+}
+
+/// Waits until cancelled, and records that it saw the cancellation.
+#[derive(Debug)]
+struct Sleepy {
+    spec: ToolSpec,
+    saw_cancel: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl Tool for Sleepy {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn safety(&self, params: &Value) -> CallSafety {
+        let timeout = params.get("timeout_ms").and_then(Value::as_u64).map(Duration::from_millis);
+        CallSafety { timeout, ..CallSafety::default() }
+    }
+    async fn execute(&self, ctx: &CallContext, _: Value) -> Result<ToolOutput, ToolError> {
+        let saw = self.saw_cancel.clone();
+        let token = ctx.cancel.clone();
+        // A watcher outside the tool's future, as a process supervisor would be.
+        tokio::spawn(async move {
+            token.cancelled().await;
+            saw.store(true, Ordering::SeqCst);
+        });
+        std::future::pending().await
+    }
+}
+
+#[derive(Debug)]
+struct Panicky(ToolSpec);
+
+#[async_trait]
+impl Tool for Panicky {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn execute(&self, _: &CallContext, _: Value) -> Result<ToolOutput, ToolError> {
+        panic!("boom")
+    }
+}
+
+/// Needs approval, has a secret parameter, returns a lot of untrusted text.
+#[derive(Debug)]
+struct Deploy(ToolSpec);
+
+#[async_trait]
+impl Tool for Deploy {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn safety(&self, _: &Value) -> CallSafety {
+        CallSafety {
+            sensitive_params: std::borrow::Cow::Borrowed(&["token"]),
+            ..CallSafety::needs_approval(ApprovalRequirement::UnlessAutoApproved, "deploys to production")
+        }
+    }
+    async fn execute(&self, _: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
+        let n = params["size"].as_u64().unwrap_or(10) as usize;
+        Ok(ToolOutput::text("é".repeat(n)))
+    }
+}
+
+fn deploy() -> Arc<dyn Tool> {
+    Arc::new(Deploy(
+        ToolSpec::new("deploy", "Deploy.", object(json!({"token": {"type": "string"}, "size": {"type": "integer"}})))
+            .group("custom"),
+    ))
+}
+
+#[derive(Debug)]
+struct Scripted {
+    answers: std::sync::Mutex<Vec<ApprovalAnswer>>,
+    asked: AtomicUsize,
+    seen: std::sync::Mutex<Vec<ApprovalRequest>>,
+}
+
+impl Scripted {
+    fn new(answers: Vec<ApprovalAnswer>) -> Arc<Self> {
+        Arc::new(Scripted {
+            answers: std::sync::Mutex::new(answers),
+            asked: AtomicUsize::new(0),
+            seen: Default::default(),
+        })
+    }
+}
+
+#[async_trait]
+impl Approver for Scripted {
+    async fn ask(&self, request: &ApprovalRequest) -> Option<ApprovalAnswer> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.seen.lock().unwrap().push(request.clone());
+        let mut answers = self.answers.lock().unwrap();
+        if answers.is_empty() { None } else { Some(answers.remove(0)) }
+    }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    gate: Gate,
+}
+
+fn gate(config: Config, configure: impl FnOnce(toolgate::GateBuilder) -> toolgate::GateBuilder) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = configure(Gate::builder(dir.path()).config(config)).build().unwrap();
+    Fixture { dir, gate }
+}
+
+impl Fixture {
+    async fn call(&self, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
+        self.gate.call(&self.gate.context(), name, params).await
+    }
+
+    fn audit(&self) -> Vec<toolgate::store::AuditRecord> {
+        self.gate.flush_audit();
+        Store::open(&self.dir.path().join(".toolgate/state.db")).unwrap().audit_tail(100).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn echo_runs_end_to_end_and_is_audited() {
+    let f = gate(Config::default(), |b| b);
+    let out = f.call("echo", json!({"message": "hi"})).await.unwrap();
+    assert_eq!(out.content, vec![Content::Text { text: "hi".into() }]);
+    let audit = f.audit();
+    assert_eq!(audit.len(), 1);
+    assert_eq!((audit[0].tool.as_str(), audit[0].outcome.as_str()), ("echo", "ok"));
+    assert_eq!(audit[0].params, r#"{"message":"hi"}"#);
+    assert_eq!(audit[0].output_bytes, 2);
+}
+
+#[tokio::test]
+async fn unknown_tools_suggest_the_closest_name() {
+    let f = gate(Config::default(), |b| b);
+    let err = f.call("ehco", json!({})).await.unwrap_err();
+    assert_eq!(err.to_string(), "unknown tool `ehco`; did you mean `echo`?");
+    let err = f.call("frobnicate", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("list the available tools"), "{err}");
+    assert_eq!(f.audit()[0].outcome, "unknown_tool");
+}
+
+#[tokio::test]
+async fn invalid_params_list_every_problem() {
+    let f = gate(Config::default(), |b| b);
+    let err = f.call("time", json!({"operation": "tomorrow", "fromat": "%Y"})).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("/fromat: unknown parameter `fromat`; did you mean `format`?"), "{text}");
+    assert!(text.contains("/operation"), "{text}");
+    assert_eq!(f.audit()[0].params, r#"{"fromat":"%Y","operation":"tomorrow"}"#, "raw params are audited");
+}
+
+#[tokio::test]
+async fn policy_hides_and_denies() {
+    let mut config = Config::default();
+    config.tools.deny = vec!["group:basic".into()];
+    config.tools.also_allow = vec!["echo".into()];
+    let f = gate(config, |b| b);
+    let err = f.call("time", json!({"operation": "now"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::Denied { .. }), "{err}");
+    assert!(err.to_string().contains("deny `group:basic`"), "the trace names the rule: {err}");
+    let names: Vec<String> = f.gate.visible_tools(&f.gate.context()).into_iter().map(|s| s.name).collect();
+    assert!(!names.contains(&"time".to_owned()), "{names:?}");
+}
+
+#[tokio::test]
+async fn timeouts_stop_the_tool_and_cancel_its_token() {
+    let saw_cancel = Arc::new(AtomicBool::new(false));
+    let sleepy = Sleepy {
+        spec: ToolSpec::new("sleepy", "Sleeps.", object(json!({"timeout_ms": {"type": "integer"}}))),
+        saw_cancel: saw_cancel.clone(),
+    };
+    let f = gate(Config::default(), |b| b.tool(Arc::new(sleepy)));
+    let err = f.call("sleepy", json!({"timeout_ms": 50})).await.unwrap_err();
+    assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
+    assert!(err.to_string().contains("timed out after 0.05s"), "{err}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(saw_cancel.load(Ordering::SeqCst), "the tool's token was cancelled");
+}
+
+#[tokio::test]
+async fn caller_cancellation_reaches_the_tool() {
+    let saw_cancel = Arc::new(AtomicBool::new(false));
+    let sleepy = Sleepy { spec: ToolSpec::new("sleepy", "Sleeps.", object(json!({}))), saw_cancel: saw_cancel.clone() };
+    let f = gate(Config::default(), |b| b.tool(Arc::new(sleepy)));
+    let ctx = f.gate.context();
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        cancel.cancel();
+    });
+    let err = f.gate.call(&ctx, "sleepy", json!({})).await.unwrap_err();
+    assert_eq!(err, ToolError::Cancelled);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(saw_cancel.load(Ordering::SeqCst));
+    assert_eq!(f.audit()[0].outcome, "cancelled");
+}
+
+#[tokio::test]
+async fn a_panicking_tool_becomes_an_error() {
+    let f =
+        gate(Config::default(), |b| b.tool(Arc::new(Panicky(ToolSpec::new("panicky", "Panics.", object(json!({})))))));
+    let err = f.call("panicky", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("internal error"), "{err}");
+    assert_eq!(f.call("echo", json!({"message": "still alive"})).await.unwrap().text_content(), "still alive");
+}
+
+#[tokio::test]
+async fn approval_is_refused_without_a_channel_and_says_how_to_grant_it() {
+    let f = gate(Config::default(), |b| b.tool(deploy()));
+    let err = f.call("deploy", json!({"token": "s3cr3t-value"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("deploys to production") && text.contains("toolgate call"), "{text}");
+    let audit = f.audit();
+    assert_eq!(audit[0].params, r#"{"token":"[REDACTED]"}"#, "sensitive values never reach the audit log");
+}
+
+#[tokio::test]
+async fn approval_answers_once_always_and_deny() {
+    let approver = Scripted::new(vec![
+        ApprovalAnswer::AllowOnce,
+        ApprovalAnswer::AllowAlways,
+        ApprovalAnswer::Deny { message: Some("not today".into()) },
+    ]);
+    let f = gate(Config::default(), |b| b.tool(deploy()).approver(approver.clone()));
+    assert!(f.call("deploy", json!({"token": "a"})).await.is_ok(), "allowed once");
+    assert!(f.call("deploy", json!({"token": "b"})).await.is_ok(), "allowed always");
+    assert!(f.call("deploy", json!({"token": "b"})).await.is_ok(), "remembered");
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 2);
+    let err = f.call("deploy", json!({"token": "c"})).await.unwrap_err();
+    assert_eq!(err.to_string(), "`deploy` was not approved: not today");
+    let seen = approver.seen.lock().unwrap();
+    assert_eq!(seen[0].params, json!({"token": "[REDACTED]"}), "approval requests are redacted too");
+}
+
+#[tokio::test]
+async fn approval_mode_never_runs_without_asking() {
+    let mut config = Config::default();
+    config.approval.mode = ApprovalMode::Never;
+    let approver = Scripted::new(vec![]);
+    let f = gate(config, |b| b.tool(deploy()).approver(approver.clone()));
+    assert!(f.call("deploy", json!({})).await.is_ok());
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn approval_mode_untrusted_asks_for_anything_not_read_only() {
+    let mut config = Config::default();
+    config.approval.mode = ApprovalMode::Untrusted;
+    let f = gate(config, |b| b.tool(Arc::new(Panicky(ToolSpec::new("writer", "Writes.", object(json!({})))))));
+    let err = f.call("writer", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("approval mode `untrusted`"), "{err}");
+    assert!(f.call("echo", json!({"message": "read-only tools still run"})).await.is_ok());
+}
+
+#[derive(Debug)]
+struct BlockDeploys;
+
+#[async_trait]
+impl Hook for BlockDeploys {
+    fn matches(&self, tool: &str) -> bool {
+        tool == "deploy"
+    }
+    async fn before(&self, _: &CallContext, _: &str, _: &Value) -> HookVerdict {
+        HookVerdict::Block("deploys are frozen this week".into())
+    }
+}
+
+#[tokio::test]
+async fn hooks_can_block() {
+    let mut config = Config::default();
+    config.approval.mode = ApprovalMode::Never;
+    let f = gate(config, |b| b.tool(deploy()).hook(Arc::new(BlockDeploys)));
+    let err = f.call("deploy", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("blocked by a hook: deploys are frozen this week"), "{err}");
+    assert!(f.call("echo", json!({"message": "x"})).await.is_ok(), "the hook matches deploy only");
+}
+
+#[tokio::test]
+async fn untrusted_output_is_truncated_then_wrapped() {
+    let mut config = Config::default();
+    config.approval.mode = ApprovalMode::Never;
+    config.gate.max_output_bytes = 1000;
+    let f = gate(config, |b| b.tool(deploy()));
+    let text = f.call("deploy", json!({"size": 5000})).await.unwrap().text_content();
+    assert!(text.starts_with("<tool_output name=\"deploy\" id=\""), "{}", &text[..80]);
+    assert!(text.contains("cut from the middle of 10000 bytes"));
+    assert!(text.len() < 1200, "{}", text.len());
+    let small = f.call("deploy", json!({"size": 1})).await.unwrap().text_content();
+    let id = small.split("id=\"").nth(1).unwrap().split('"').next().unwrap();
+    assert!(small.ends_with(&format!("</tool_output id=\"{id}\">")), "{small}");
+}
+
+#[tokio::test]
+async fn concurrency_is_limited_per_agent() {
+    let mut config = Config::default();
+    config.gate.max_in_flight = 1;
+    config.gate.max_queued = 0;
+    let sleepy = Sleepy {
+        spec: ToolSpec::new("sleepy", "Sleeps.", object(json!({"timeout_ms": {"type": "integer"}}))),
+        saw_cancel: Arc::default(),
+    };
+    let f = Arc::new(gate(config, |b| b.tool(Arc::new(sleepy))));
+    let first = {
+        let f = f.clone();
+        tokio::spawn(async move { f.call("sleepy", json!({"timeout_ms": 300})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let err = f.call("echo", json!({"message": "x"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::TooManyConcurrentCalls { .. }), "{err}");
+    let mut other = f.gate.context();
+    other.identity.agent = "helper".into();
+    assert!(f.gate.call(&other, "echo", json!({"message": "x"})).await.is_ok(), "another agent has its own slots");
+    assert!(matches!(first.await.unwrap(), Err(ToolError::Timeout { .. })));
+    assert!(f.call("echo", json!({"message": "x"})).await.is_ok(), "the slot is free again");
+}
+
+#[tokio::test]
+async fn aliases_resolve_and_are_traced() {
+    let f = gate(Config::default(), |b| b);
+    assert!(f.call("ECHO", json!({"message": "x"})).await.is_ok());
+    assert!(f.audit()[0].decision.contains("resolved `ECHO` to `echo`"));
+}
+
+#[tokio::test]
+async fn audit_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        let gate = Gate::builder(dir.path()).build().unwrap();
+        gate.call(&gate.context(), "echo", json!({"message": format!("run {i}")})).await.unwrap();
+        drop(gate);
+    }
+    let store = Store::open(&dir.path().join(".toolgate/state.db")).unwrap();
+    assert_eq!(store.audit_count().unwrap(), 3);
+}
+
+#[test]
+fn dynamic_tools_cannot_shadow_builtins() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(Panicky(ToolSpec::new("echo", "Not the real echo.", object(json!({})))));
+    let err = Gate::builder(dir.path()).tool(fake).build().unwrap_err();
+    assert!(err.to_string().contains("reserved for a built-in tool"), "{err}");
+}
+
+#[test]
+fn a_missing_workspace_is_a_clear_error() {
+    let err = Gate::builder("/definitely/not/here").build().unwrap_err();
+    assert!(err.to_string().starts_with("workspace /definitely/not/here:"), "{err}");
+}
+
+/// Every built-in tool's exported schema is accepted by every provider.
+#[test]
+fn every_builtin_schema_is_accepted_by_every_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gate::builder(dir.path()).no_audit().build().unwrap();
+    let specs = gate.visible_tools(&gate.context());
+    assert!(specs.len() >= 3);
+    for spec in &specs {
+        for provider in Provider::ALL {
+            let exported = export::export(spec, provider);
+            let problems = export::problems(provider, &exported);
+            assert!(problems.is_empty(), "{} for {}: {problems:?}\n{exported:#}", spec.name, provider.as_str());
+        }
+    }
+}

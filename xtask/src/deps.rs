@@ -1,0 +1,36 @@
+//! Installs what the peer tests and benchmarks need, when it is missing. Idempotent: a second
+//! run finds everything and does nothing.
+
+use crate::have;
+
+/// Debian packages the benchmarks compare against: (command, package).
+const DEBIAN: &[(&str, &str)] = &[("rg", "ripgrep"), ("bwrap", "bubblewrap")];
+
+pub(crate) fn install() -> anyhow::Result<()> {
+    let missing: Vec<&str> = DEBIAN.iter().filter(|(cmd, _)| !have(cmd)).map(|(_, pkg)| *pkg).collect();
+    if !missing.is_empty() {
+        if have("apt-get") {
+            apt_install(&missing);
+        } else {
+            eprintln!("xtask: cannot install {missing:?} (no apt-get); tests that need them will say so");
+        }
+    }
+    Ok(())
+}
+
+fn apt_install(packages: &[&str]) {
+    eprintln!("xtask: installing {packages:?} with apt-get");
+    let sudo = if is_root() { "" } else { "sudo " };
+    let script = format!(
+        "{sudo}apt-get install -y -q {pkgs} >/dev/null 2>&1 || ({sudo}apt-get update -q >/dev/null 2>&1 && {sudo}apt-get install -y -q {pkgs})",
+        pkgs = packages.join(" ")
+    );
+    match std::process::Command::new("sh").args(["-c", &script]).status() {
+        Ok(s) if s.success() => {}
+        _ => eprintln!("xtask: apt-get could not install {packages:?}; tests that need them will say so"),
+    }
+}
+
+fn is_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"))
+}
