@@ -59,12 +59,69 @@ where
     vars.into_iter().filter(|(k, _)| is_safe(k.as_ref())).collect()
 }
 
-/// Whether a variable with this name holds a secret: `*_KEY`, `*_TOKEN`, `*_SECRET`,
+/// Variables that always hold secrets, whatever [`is_secret_name`]'s patterns say about their
+/// names (URLs with passwords, key ids, webhook URLs, ...). The leak detector looks for their
+/// values verbatim in every output.
+pub const SECRET_VARS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "GOOGLE_API_KEY",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITLAB_TOKEN",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "STRIPE_SECRET_KEY",
+    "SLACK_BOT_TOKEN",
+    "SLACK_WEBHOOK_URL",
+    "DISCORD_WEBHOOK_URL",
+    "NPM_TOKEN",
+    "NODE_AUTH_TOKEN",
+    "TWINE_PASSWORD",
+    "CARGO_REGISTRY_TOKEN",
+    "DOCKER_AUTH_CONFIG",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "MONGODB_URI",
+    "MONGO_URL",
+    "AMQP_URL",
+    "SENTRY_DSN",
+    "PGPASSWORD",
+    "MYSQL_PWD",
+    "VAULT_TOKEN",
+    "CI_JOB_JWT",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_RUNTIME_TOKEN",
+];
+
+/// Whether a variable with this name holds a secret: one of [`SECRET_VARS`], or `*_KEY`, `*_TOKEN`, `*_SECRET`,
 /// `*PASSWORD*`, `*PASSWD*`, `*_CREDENTIALS`, `*_PAT`, `*AUTH*`, `*COOKIE*`, `*_DSN`,
-/// `*PRIVATE*`, `*SESSION*` (case-insensitive).
+/// `*PRIVATE*`, `*SESSION*`, `*_KEY_ID`, `*_WEBHOOK_URL`, `*_DATABASE_URL`,
+/// `*_CONNECTION_STRING` (case-insensitive).
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    const SUFFIXES: &[&str] = &["_KEY", "_TOKEN", "_SECRET", "_CREDENTIALS", "_CREDENTIAL", "_PAT", "_DSN", "_APIKEY"];
+    if SECRET_VARS.contains(&upper.as_str()) {
+        return true;
+    }
+    const SUFFIXES: &[&str] = &[
+        "_KEY",
+        "_TOKEN",
+        "_SECRET",
+        "_CREDENTIALS",
+        "_CREDENTIAL",
+        "_PAT",
+        "_DSN",
+        "_APIKEY",
+        "_KEY_ID",
+        "_WEBHOOK_URL",
+        "_DATABASE_URL",
+        "_CONNECTION_STRING",
+    ];
     const INFIXES: &[&str] =
         &["PASSWORD", "PASSWD", "SECRET", "TOKEN", "AUTH", "COOKIE", "PRIVATE", "SESSION", "API_KEY", "APIKEY"];
     SUFFIXES.iter().any(|s| upper.ends_with(s)) || INFIXES.iter().any(|s| upper.contains(s)) || upper == "KEY"
@@ -85,6 +142,9 @@ mod tests {
             assert!(!is_secret_name(name), "{name}");
         }
         assert!(!is_safe("LD_PRELOAD"), "not on the allowlist");
+        for name in ["DATABASE_URL", "database_url", "AWS_ACCESS_KEY_ID", "SLACK_WEBHOOK_URL", "MAIN_DATABASE_URL"] {
+            assert!(is_secret_name(name), "{name}");
+        }
         let kept = filter_safe(vec![("PATH", "/bin"), ("GITHUB_TOKEN", "x"), ("LD_PRELOAD", "/x.so")]);
         assert_eq!(kept, vec![("PATH", "/bin")]);
     }

@@ -1,0 +1,319 @@
+//! The scanning engine: keyword prefilter, windowed regex search, filters, overlap resolution.
+
+use std::ops::Range;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use regex_automata::{Input, meta, util::syntax};
+
+use super::{Finding, LeakAction, Redacted, Rule, generic, rules};
+use crate::output::{ceil_char_boundary, floor_char_boundary};
+
+/// Secret environment values shorter than this are ignored (too many false hits).
+const MIN_SECRET_VALUE_LEN: usize = 8;
+
+/// How a rule finds its matches once its keyword hit.
+#[derive(Debug)]
+pub(crate) enum Matcher {
+    /// A byte regex searched in a window of `before` bytes before the keyword start to `after`
+    /// bytes after it. The secret is the first capture group that took part in the match, or
+    /// the whole match when the pattern has no group.
+    Regex { regex: meta::Regex, before: usize, after: usize, filter: Filter },
+    /// The hand-written `name = value` matcher of the generic rules ([`generic`]).
+    Assignment(generic::Class),
+    /// Verbatim values of secret environment variables (no keywords of its own).
+    SecretValue,
+}
+
+/// Checks a candidate secret must pass.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Filter {
+    /// Reject documentation placeholders (`EXAMPLE`, long runs of one character, well-known
+    /// sample tokens).
+    pub placeholder: bool,
+    /// Minimum Shannon entropy (bits per byte) of the secret; 0 disables.
+    pub min_entropy: f64,
+    /// A structural check (base64 that decodes to `user:pass`, ...).
+    pub validate: Option<fn(&[u8]) -> bool>,
+    /// Lower priority: loses every overlap with a specific rule.
+    pub generic: bool,
+}
+
+/// Where a keyword hit sends the scan.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// Run rule `rule`; if `exact` is set the hit must match it byte for byte.
+    Rule { rule: usize, exact: Option<&'static str> },
+    /// The verbatim secret value number `value`.
+    Value(usize),
+}
+
+/// The leak detector: built once (rules compiled, one Aho-Corasick automaton over all their
+/// keywords and the secret values), then shared (`Send + Sync`, cheap behind an `Arc`).
+#[derive(Debug)]
+pub struct LeakDetector {
+    rules: Vec<Rule>,
+    values: Vec<String>,
+    value_rule: usize,
+    /// Rule index per [`generic::Class`].
+    generic_rules: [usize; generic::Class::COUNT],
+    prefilter: AhoCorasick,
+    /// Per Aho-Corasick pattern id: where a hit goes.
+    targets: Vec<Vec<Target>>,
+}
+
+impl Default for LeakDetector {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LeakDetector {
+    /// A detector with the built-in rules.
+    pub fn new() -> Self {
+        let rules = rules::builtin();
+        let value_rule = rules.iter().position(|r| matches!(r.matcher, Matcher::SecretValue)).unwrap_or(0);
+        let mut generic_rules = [0; generic::Class::COUNT];
+        for (i, r) in rules.iter().enumerate() {
+            if let Matcher::Assignment(class) = r.matcher {
+                generic_rules[class as usize] = i;
+            }
+        }
+        let (prefilter, targets) = build_prefilter(&rules, &[]);
+        LeakDetector { rules, values: Vec::new(), value_rule, generic_rules, prefilter, targets }
+    }
+
+    /// Adds verbatim secret values (for example the values of the server's secret environment
+    /// variables): any occurrence in a scanned text is a finding of rule `env-secret-value`.
+    /// Values shorter than 8 bytes are ignored.
+    pub fn with_secret_values(mut self, values: impl IntoIterator<Item = String>) -> Self {
+        for v in values {
+            let v = v.trim().to_owned();
+            if v.len() >= MIN_SECRET_VALUE_LEN && !self.values.contains(&v) {
+                self.values.push(v);
+            }
+        }
+        let (prefilter, targets) = build_prefilter(&self.rules, &self.values);
+        self.prefilter = prefilter;
+        self.targets = targets;
+        self
+    }
+
+    /// Adds the values of this process's environment variables whose names
+    /// [`crate::env::is_secret_name`] calls secret.
+    pub fn from_env(self) -> Self {
+        let values: Vec<String> = std::env::vars_os()
+            .filter_map(|(k, v)| {
+                let k = k.to_str()?;
+                crate::env::is_secret_name(k).then(|| v.into_string().ok()).flatten()
+            })
+            .collect();
+        self.with_secret_values(values)
+    }
+
+    /// The rules, in priority order (earlier wins a tie).
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Every secret in `text`, sorted by position, non-overlapping.
+    pub fn scan(&self, text: &str) -> Vec<Finding> {
+        let bytes = text.as_bytes();
+        let mut windows: Vec<(usize, usize, usize)> = Vec::new();
+        let mut cands: Vec<Cand> = Vec::new();
+        for m in self.prefilter.find_overlapping_iter(bytes) {
+            let Some(targets) = self.targets.get(m.pattern().as_usize()) else { continue };
+            for target in targets {
+                match *target {
+                    Target::Value(i) => {
+                        if self.values.get(i).is_some_and(|v| v.as_bytes() == &bytes[m.range()]) {
+                            cands.push(Cand { rule: self.value_rule, range: m.range(), generic: false });
+                        }
+                    }
+                    Target::Rule { rule, exact } => {
+                        if exact.is_some_and(|e| e.as_bytes() != &bytes[m.range()]) {
+                            continue;
+                        }
+                        match &self.rules[rule].matcher {
+                            Matcher::Regex { before, after, .. } => {
+                                let start = m.start().saturating_sub(*before);
+                                let end = m.start().saturating_add(*after).max(m.end()).min(bytes.len());
+                                windows.push((rule, start, end));
+                            }
+                            Matcher::Assignment(_) => {
+                                if let Some((range, class)) = generic::assignment(bytes, m.start(), m.end()) {
+                                    let rule = self.generic_rules[class as usize];
+                                    cands.push(Cand { rule, range, generic: true });
+                                }
+                            }
+                            Matcher::SecretValue => {}
+                        }
+                    }
+                }
+            }
+        }
+        self.run_windows(bytes, &mut windows, &mut cands);
+        resolve(text, &self.rules, cands)
+    }
+
+    fn run_windows(&self, bytes: &[u8], windows: &mut [(usize, usize, usize)], cands: &mut Vec<Cand>) {
+        windows.sort_unstable();
+        let mut i = 0;
+        while i < windows.len() {
+            let (rule, start, mut end) = windows[i];
+            i += 1;
+            while i < windows.len() && windows[i].0 == rule && windows[i].1 <= end {
+                end = end.max(windows[i].2);
+                i += 1;
+            }
+            let Matcher::Regex { regex, filter, .. } = &self.rules[rule].matcher else { continue };
+            let input = Input::new(bytes).range(start..end);
+            if regex.captures_len() > 1 {
+                for caps in regex.captures_iter(input) {
+                    let Some(span) = (1..caps.group_len()).find_map(|g| caps.get_group(g)) else { continue };
+                    if accept(filter, &bytes[span.range()]) {
+                        cands.push(Cand { rule, range: span.range(), generic: filter.generic });
+                    }
+                }
+            } else {
+                for m in regex.find_iter(input) {
+                    if accept(filter, &bytes[m.range()]) {
+                        cands.push(Cand { rule, range: m.range(), generic: filter.generic });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Scans `text` and replaces every `Block` or `Redact` finding with `[REDACTED:<rule-id>]`.
+    pub fn redact(&self, text: &str) -> Redacted {
+        let findings = self.scan(text);
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        let mut blocked = false;
+        for f in &findings {
+            if f.action == LeakAction::Warn {
+                continue;
+            }
+            blocked |= f.action == LeakAction::Block;
+            out.push_str(&text[at..f.range.start]);
+            out.push_str(super::MARKER_PREFIX);
+            out.push_str(f.rule_id);
+            out.push(']');
+            at = f.range.end;
+        }
+        out.push_str(&text[at..]);
+        Redacted { text: out, findings, blocked }
+    }
+}
+
+/// A candidate finding before overlap resolution.
+#[derive(Debug, Clone)]
+struct Cand {
+    rule: usize,
+    range: Range<usize>,
+    generic: bool,
+}
+
+fn accept(filter: &Filter, secret: &[u8]) -> bool {
+    if filter.placeholder && generic::is_placeholder(secret) {
+        return false;
+    }
+    if filter.min_entropy > 0.0 && super::shannon_entropy(secret) < filter.min_entropy {
+        return false;
+    }
+    filter.validate.is_none_or(|v| v(secret))
+}
+
+/// Specific candidates first (leftmost, then longest, then earlier rule), then generic ones
+/// where they overlap nothing already taken; the result sorted by position.
+fn resolve(text: &str, rules: &[Rule], mut cands: Vec<Cand>) -> Vec<Finding> {
+    if cands.is_empty() {
+        return Vec::new();
+    }
+    for c in &mut cands {
+        c.range = floor_char_boundary(text, c.range.start)..ceil_char_boundary(text, c.range.end);
+    }
+    cands.retain(|c| !c.range.is_empty());
+    cands.sort_by(|a, b| {
+        (a.generic, a.range.start, std::cmp::Reverse(a.range.end), a.rule).cmp(&(
+            b.generic,
+            b.range.start,
+            std::cmp::Reverse(b.range.end),
+            b.rule,
+        ))
+    });
+    let mut taken: Vec<Cand> = Vec::new();
+    let mut last_end = 0;
+    let split = cands.iter().position(|c| c.generic).unwrap_or(cands.len());
+    for c in &cands[..split] {
+        if taken.is_empty() || c.range.start >= last_end {
+            last_end = c.range.end;
+            taken.push(c.clone());
+        }
+    }
+    let specific_len = taken.len();
+    let mut last_generic_end = 0;
+    for c in &cands[split..] {
+        if c.range.start < last_generic_end && specific_len < taken.len() {
+            continue;
+        }
+        // `taken[..specific_len]` is sorted and non-overlapping: find the first one ending after
+        // our start and check it begins at or after our end.
+        let specific = &taken[..specific_len];
+        let idx = specific.partition_point(|t| t.range.end <= c.range.start);
+        if specific.get(idx).is_some_and(|t| t.range.start < c.range.end) {
+            continue;
+        }
+        last_generic_end = c.range.end;
+        taken.push(c.clone());
+    }
+    taken.sort_by_key(|c| c.range.start);
+    taken
+        .into_iter()
+        .map(|c| {
+            let r = &rules[c.rule];
+            Finding { rule_id: r.id, severity: r.severity, action: r.action, range: c.range }
+        })
+        .collect()
+}
+
+fn build_prefilter(rules: &[Rule], values: &[String]) -> (AhoCorasick, Vec<Vec<Target>>) {
+    // One automaton pattern per distinct lower-cased keyword.
+    let mut patterns: Vec<Vec<u8>> = Vec::new();
+    let mut targets: Vec<Vec<Target>> = Vec::new();
+    let mut index = std::collections::HashMap::<Vec<u8>, usize>::new();
+    let mut add = |key: Vec<u8>, target: Target| {
+        let id = *index.entry(key.clone()).or_insert_with(|| {
+            patterns.push(key);
+            targets.push(Vec::new());
+            targets.len() - 1
+        });
+        targets[id].push(target);
+    };
+    for (i, rule) in rules.iter().enumerate() {
+        let case_sensitive = rule.case_sensitive;
+        for kw in rule.keywords {
+            add(kw.to_ascii_lowercase().into_bytes(), Target::Rule { rule: i, exact: case_sensitive.then_some(*kw) });
+        }
+    }
+    for (i, v) in values.iter().enumerate() {
+        add(v.to_ascii_lowercase().into_bytes(), Target::Value(i));
+    }
+    let prefilter = AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .match_kind(MatchKind::Standard)
+        .kind(Some(AhoCorasickKind::DFA))
+        .build(&patterns)
+        .or_else(|_| AhoCorasick::builder().ascii_case_insensitive(true).build(&patterns))
+        .expect("the keyword automaton builds: keywords are short literals");
+    (prefilter, targets)
+}
+
+/// Compiles a constant rule pattern in ASCII byte mode.
+pub(crate) fn compile(id: &str, pattern: &str) -> meta::Regex {
+    meta::Regex::builder()
+        .syntax(syntax::Config::new().unicode(false).utf8(false))
+        .configure(meta::Config::new().utf8_empty(false))
+        .build(pattern)
+        .unwrap_or_else(|e| panic!("built-in leak rule {id} has an invalid pattern: {e}"))
+}

@@ -1,0 +1,376 @@
+//! The generic `name = value` rules and the placeholder filter shared by all rules.
+//!
+//! The generic matcher is hand-written rather than a regex because its keywords (`key`,
+//! `token`, `secret`, `password`) occur thousands of times in ordinary code: most hits are
+//! rejected after looking at a few bytes.
+
+use std::ops::Range;
+
+/// Which generic rule an assignment belongs to, decided by the whole variable name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    Password = 0,
+    Secret = 1,
+    Token = 2,
+    ApiKey = 3,
+}
+
+impl Class {
+    pub(crate) const COUNT: usize = 4;
+}
+
+const MAX_NAME: usize = 64;
+const MIN_VALUE: usize = 8;
+const MAX_VALUE: usize = 256;
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.'
+}
+
+fn is_value_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"_-+/=.~!@#$%^*?|".contains(&b)
+}
+
+/// Name fragments that make a `key`/`token`/`secret` name something other than a credential.
+const NAME_DENY: &[&str] = &[
+    "public",
+    "pubkey",
+    "pub_key",
+    "keyboard",
+    "keyword",
+    "keyspace",
+    "keymap",
+    "keycode",
+    "keypress",
+    "keydown",
+    "keyup",
+    "keyset",
+    "keychain",
+    "keyring",
+    "keystore",
+    "keyframe",
+    "monkey",
+    "turkey",
+    "hotkey",
+    "donkey",
+    "_id",
+    "-id",
+    ".id",
+    "keyid",
+    "tokenid",
+    "cache",
+    "primary",
+    "foreign",
+    "sort_key",
+    "sortkey",
+    "partition",
+    "idempot",
+    "path",
+    "file",
+    "name",
+    "type",
+    "size",
+    "len",
+    "count",
+    "format",
+    "kind",
+    "prefix",
+    "suffix",
+    "header",
+    "field",
+    "param",
+    "url",
+    "uri",
+    "endpoint",
+    "tokenizer",
+    "tokenize",
+    "tokens",
+    "token_type",
+    "max_token",
+    "num_token",
+    "page_token",
+    "pagetoken",
+    "next_token",
+    "nexttoken",
+    "continuation",
+    "cursor",
+    "limit",
+    "secretref",
+    "secret_ref",
+    "secretname",
+    "keys",
+    "key_fn",
+    "keyfn",
+    "key_func",
+    "keyer",
+    "keyed",
+    "hash",
+    "index",
+    "digest",
+    "version",
+    "algorithm",
+    "algo",
+    "env",
+    "var",
+    "mode",
+    "policy",
+    "expir",
+    "ttl",
+    "length",
+    "_at",
+    "label",
+];
+
+/// Values (lower-cased substrings) that are placeholders, not credentials.
+const VALUE_DENY: &[&str] = &[
+    "example",
+    "changeme",
+    "change_me",
+    "change-me",
+    "placeholder",
+    "password",
+    "passwd",
+    "secret",
+    "your_",
+    "your-",
+    "yourkey",
+    "yourtoken",
+    "redacted",
+    "xxxx",
+    "****",
+    "....",
+    "<",
+    ">",
+    "${",
+    "{{",
+    "%(",
+    "dummy",
+    "sample",
+    "insert",
+    "replace",
+    "todo",
+    "null",
+    "none",
+    "undefined",
+    "test1234",
+    "12345678",
+    "abcdef",
+    "qwerty",
+    "localhost",
+    "process.env",
+    "os.environ",
+    "getenv",
+    "env(",
+    "true",
+    "false",
+];
+
+/// Well-known sample credentials from public documentation.
+const KNOWN_SAMPLES: &[&str] = &[
+    "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "AKIAIOSFODNN7EXAMPLE",
+    "xoxb-not-a-real-token-this-will-not-work",
+];
+
+/// Whether a candidate secret is a documentation placeholder: contains `example`, is a
+/// well-known sample, or has a run of 6 or more of the same character.
+pub(crate) fn is_placeholder(secret: &[u8]) -> bool {
+    if KNOWN_SAMPLES.iter().any(|s| s.as_bytes() == secret) {
+        return true;
+    }
+    if contains_ci(secret, b"example") {
+        return true;
+    }
+    let mut run = 1;
+    for w in secret.windows(2) {
+        if w[0] == w[1] {
+            run += 1;
+            if run >= 6 {
+                return true;
+            }
+        } else {
+            run = 1;
+        }
+    }
+    false
+}
+
+fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
+    hay.len() >= needle.len() && hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// Matches `name <sep> value` around a keyword hit at `kw_start..kw_end`, where `name`
+/// contains the keyword and `<sep>` is `=`, `:`, `:=`, `=>` or `==` (quotes around either side
+/// allowed). Returns the value's range and the rule class, or `None` when the value does not
+/// look like a credential.
+pub(crate) fn assignment(bytes: &[u8], kw_start: usize, kw_end: usize) -> Option<(Range<usize>, Class)> {
+    // The name around the keyword.
+    let mut name_start = kw_start;
+    while name_start > 0 && kw_start - name_start < MAX_NAME && is_name_byte(bytes[name_start - 1]) {
+        name_start -= 1;
+    }
+    let mut name_end = kw_end;
+    while name_end < bytes.len() && name_end - kw_end < MAX_NAME && is_name_byte(bytes[name_end]) {
+        name_end += 1;
+    }
+    // A `$NAME` or `${NAME}` reference is a use, not an assignment.
+    if name_start > 0 && matches!(bytes[name_start - 1], b'$' | b'{') {
+        return None;
+    }
+    // Separator.
+    let mut i = name_end;
+    if i < bytes.len() && matches!(bytes[i], b'"' | b'\'' | b'`') {
+        i += 1;
+    }
+    i = skip_blanks(bytes, i);
+    let sep_start = i;
+    match bytes.get(i) {
+        Some(b'=') => {
+            i += 1;
+            if matches!(bytes.get(i), Some(b'>' | b'=')) {
+                i += 1;
+            }
+        }
+        Some(b':') => {
+            i += 1;
+            if bytes.get(i) == Some(&b'=') {
+                i += 1;
+            } else if bytes.get(i) == Some(&b':') {
+                return None; // a path: `Token::new`
+            }
+        }
+        _ => return None,
+    }
+    if i == sep_start {
+        return None;
+    }
+    i = skip_blanks(bytes, i);
+    let quote = match bytes.get(i) {
+        Some(&q @ (b'"' | b'\'' | b'`')) => {
+            i += 1;
+            Some(q)
+        }
+        _ => None,
+    };
+    let value_start = i;
+    while i < bytes.len() && i - value_start <= MAX_VALUE && is_value_byte(bytes[i]) {
+        i += 1;
+    }
+    let value_end = i;
+    let len = value_end - value_start;
+    if !(MIN_VALUE..=MAX_VALUE).contains(&len) {
+        return None;
+    }
+    // What follows the value must end it.
+    match (quote, bytes.get(value_end)) {
+        (Some(q), Some(&b)) if b == q => {}
+        (Some(_), _) => return None,
+        (None, None) => {}
+        (None, Some(b)) if b.is_ascii_whitespace() || b",;)}]&".contains(b) => {}
+        (None, Some(_)) => return None,
+    }
+    let name = &bytes[name_start..name_end];
+    let class = classify(name)?;
+    let value = &bytes[value_start..value_end];
+    if !credential_like(value, class) {
+        return None;
+    }
+    Some((value_start..value_end, class))
+}
+
+fn skip_blanks(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() && matches!(bytes[i], b' ' | b'\t') {
+        i += 1;
+    }
+    i
+}
+
+fn classify(name: &[u8]) -> Option<Class> {
+    let lower = name.to_ascii_lowercase();
+    let has = |s: &str| contains_ci(&lower, s.as_bytes());
+    let class = if has("passw") || has("pwd") || has("passphrase") {
+        Class::Password
+    } else if has("secret") {
+        Class::Secret
+    } else if has("token") {
+        Class::Token
+    } else if has("key") {
+        Class::ApiKey
+    } else {
+        return None;
+    };
+    if class != Class::Password && NAME_DENY.iter().any(|d| has(d)) {
+        return None;
+    }
+    Some(class)
+}
+
+fn credential_like(value: &[u8], class: Class) -> bool {
+    let lower = value.to_ascii_lowercase();
+    if VALUE_DENY.iter().any(|d| contains_ci(&lower, d.as_bytes())) {
+        return false;
+    }
+    if matches!(value[0], b'$' | b'%' | b'/' | b'.' | b'~' | b'@' | b'#') || is_placeholder(value) {
+        return false;
+    }
+    let digits = value.iter().filter(|b| b.is_ascii_digit()).count();
+    let letters = value.iter().filter(|b| b.is_ascii_alphabetic()).count();
+    if digits == 0 || letters == 0 {
+        return false;
+    }
+    // Dotted identifiers and versions: `config.key2`, `v1.2.3-rc1`.
+    if value.iter().filter(|&&b| b == b'.').count() >= 2 && !value.contains(&b'/') && digits * 2 < value.len() {
+        return false;
+    }
+    let entropy = super::shannon_entropy(value);
+    let needed = match (class, value.len()) {
+        (Class::Password, _) => 2.5,
+        (_, n) if n < 16 => 3.0,
+        _ => 3.3,
+    };
+    entropy >= needed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn find(s: &str) -> Option<(&str, Class)> {
+        let b = s.as_bytes();
+        for kw in ["key", "token", "secret", "password", "pwd"] {
+            if let Some(at) = s.to_ascii_lowercase().find(kw) {
+                return assignment(b, at, at + kw.len()).map(|(r, c)| (&s[r], c));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn assignments() {
+        assert_eq!(find("API_KEY=Zq8vR2mX9tLw4KpB7nYc"), Some(("Zq8vR2mX9tLw4KpB7nYc", Class::ApiKey)));
+        assert_eq!(
+            find(r#"  "client_secret": "9fJ2kQ8mZ3xV7bN1pL4w","#),
+            Some(("9fJ2kQ8mZ3xV7bN1pL4w", Class::Secret))
+        );
+        assert_eq!(find("db_password: hU7#kq2Lm9"), Some(("hU7#kq2Lm9", Class::Password)));
+        assert_eq!(find("token := \"aB3dE5fG7hJ9kL1m\""), Some(("aB3dE5fG7hJ9kL1m", Class::Token)));
+        for miss in [
+            "let key = HashMap::new();",
+            "password: String,",
+            "api_key: Option<String>,",
+            "token = get_token(cfg)",
+            "API_KEY=${API_KEY}",
+            "secret = os.environ[\"SECRET\"]",
+            "key = \"press the red button 2 times\"",
+            "password = \"changeme\"",
+            "tokenizer = Tokenizer2Fast",
+            "public_key = \"ed25519:9fJ2kQ8mZ3xV7bN1pL4w\"",
+            "key = v1.22.3",
+            "secret_path = /etc/secrets/db1",
+        ] {
+            assert_eq!(find(miss), None, "{miss}");
+        }
+    }
+}
