@@ -344,6 +344,8 @@ struct PathPattern {
     literal_prefix: Option<String>,
     /// Set when the pattern covers everything under one literal directory (`src/**`, `src`).
     covers_dir: Option<String>,
+    /// The pattern's last component (`*.env`, `**`, `key`).
+    last: String,
 }
 
 fn has_meta(s: &str) -> bool {
@@ -401,18 +403,19 @@ impl PathPattern {
         } else {
             None
         };
-        Ok(PathPattern { exact: build(false)?, folded: build(true)?, literal_prefix, covers_dir })
+        let last = components.last().copied().unwrap_or("**").to_owned();
+        Ok(PathPattern { exact: build(false)?, folded: build(true)?, literal_prefix, covers_dir, last })
     }
 
     /// Allow matching: the path stays inside the workspace and the pattern covers all of it
     /// (a glob touch such as `src/**/*.rs` only when the rule covers its whole directory).
     fn matches_strict(&self, path: &str) -> bool {
         let Some(path) = normalize(path) else { return false };
+        let covered = |dir: &str| self.covers_dir.as_deref().is_some_and(|d| !d.is_empty() && under(dir, d));
         if has_meta(&path) || path.is_empty() {
-            let dir = literal_dir(&path);
-            return self.covers_dir.as_deref().is_some_and(|d| !d.is_empty() && under(&dir, d));
+            return covered(&literal_dir(&path));
         }
-        self.exact.is_match(&path)
+        self.exact.is_match(&path) || covered(&path)
     }
 
     /// Deny/ask matching: case-insensitive; a path escaping the workspace always matches; a glob
@@ -422,12 +425,13 @@ impl PathPattern {
         if self.folded.is_match(&path) {
             return true;
         }
-        let dir = if has_meta(&path) || path.is_empty() { literal_dir(&path) } else { path.clone() };
-        match &self.literal_prefix {
-            None => has_meta(&path) || path.is_empty(),
+        let glob_touch = has_meta(&path) || path.is_empty();
+        let dir = if glob_touch { literal_dir(&path) } else { path.clone() };
+        let prefixes_meet = match &self.literal_prefix {
+            None => glob_touch,
             Some(prefix) => {
                 let (dir, prefix) = (dir.to_lowercase(), prefix.to_lowercase());
-                if has_meta(&path) || path.is_empty() {
+                if glob_touch {
                     under(&dir, &prefix) || under(&prefix, &dir)
                 } else {
                     // A literal touch naming a directory above the pattern (`secrets` for
@@ -435,7 +439,28 @@ impl PathPattern {
                     under(&prefix, &dir)
                 }
             }
-        }
+        };
+        // A glob touch whose file names cannot be the pattern's (`src/**/*.rs` against `*.env`).
+        prefixes_meet && !(glob_touch && names_disjoint(path.rsplit('/').next().unwrap_or(""), &self.last))
+    }
+}
+
+/// Whether two file-name patterns provably match no common name, compared case-insensitively.
+/// Only literal names and `*SUFFIX` are understood; anything else may overlap.
+fn names_disjoint(a: &str, b: &str) -> bool {
+    let simple = |p: &str| -> Option<(bool, String)> {
+        let (star, rest) = match p.strip_prefix('*') {
+            Some(rest) => (true, rest),
+            None => (false, p),
+        };
+        (!has_meta(rest) && !rest.is_empty()).then(|| (star, rest.to_lowercase()))
+    };
+    let (Some((a_star, a)), Some((b_star, b))) = (simple(a), simple(b)) else { return false };
+    match (a_star, b_star) {
+        (false, false) => a != b,
+        (true, false) => !b.ends_with(&a),
+        (false, true) => !a.ends_with(&b),
+        (true, true) => !a.ends_with(&b) && !b.ends_with(&a),
     }
 }
 
@@ -554,7 +579,7 @@ mod tests {
             ("secrets/**", "src/../secrets/key", true, true),
             ("secrets/**", "Secrets/key", false, true),
             ("secrets/**", "src/secrets/key", false, false),
-            ("secrets/**", "secrets", false, true),
+            ("secrets/**", "secrets", true, true),
             ("secrets/**", "", false, true),
             ("secrets/**", "**/*.txt", false, true),
             ("secrets/**", "src/**", false, false),
@@ -564,7 +589,15 @@ mod tests {
             ("*.env", ".env", true, true),
             ("*.env", "prod.env", true, true),
             ("*.env", "a/b/prod.env", true, true),
-            ("*.env", "**/*.rs", false, true),
+            ("*.env", "**/*.rs", false, false),
+            ("*.env", "**/*.ENV", false, true),
+            ("*.env", "**/*", false, true),
+            ("*.env", "src/**", false, true),
+            ("config/*.key", "config/**/*.rs", false, false),
+            ("config/*.key", "config/**/*.key", false, true),
+            ("config/prod.key", "**/*.key", false, true),
+            ("config/prod.key", "**/*.pem", false, false),
+            ("src/**", "src", true, true),
             ("*.env", "src/main.rs", false, false),
             ("src/**", "src/main.rs", true, true),
             ("src/**", "src/**/*.rs", true, true),
