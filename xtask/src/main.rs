@@ -10,6 +10,7 @@
 mod bench;
 mod deps;
 mod test;
+mod tidy;
 
 use std::process::{Command, ExitCode};
 
@@ -21,11 +22,10 @@ fn main() -> ExitCode {
         Some("test") => test::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("deps") => deps::install(),
+        Some("tidy") => tidy::run(),
         _ => {
             eprintln!("usage: cargo xtask <test|bench|deps> [args]\n");
-            eprintln!(
-                "  test   fmt check, clippy, nextest over the workspace (peers and conformance included), doc tests"
-            );
+            eprintln!("  test   fmt check, clippy, nextest over the workspace (peers and conformance included), doc tests");
             eprintln!("  bench  all benchmarks, with ratios against peers measured in the same run");
             eprintln!("  deps   install what peer tests and benchmarks need (idempotent)");
             return ExitCode::from(2);
@@ -56,10 +56,7 @@ fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
 
 /// Whether `program` is on PATH.
 fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program} >/dev/null 2>&1")])
-        .status()
-        .is_ok_and(|s| s.success())
+    Command::new("sh").args(["-c", &format!("command -v {program} >/dev/null 2>&1")]).status().is_ok_and(|s| s.success())
 }
 
 /// The workspace root.

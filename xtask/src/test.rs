@@ -1,9 +1,10 @@
 //! `cargo xtask test`.
 
-use crate::{deps, have, run as sh};
+use crate::{deps, have, run as sh, tidy};
 
 pub(crate) fn run(extra: &[String]) -> anyhow::Result<()> {
     deps::install()?;
+    tidy::run()?;
     sh("cargo", &["fmt", "--all", "--", "--check"])?;
     sh("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     let mut nextest = vec!["nextest", "run", "--workspace", "--no-fail-fast"];
