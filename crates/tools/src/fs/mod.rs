@@ -1,1 +1,105 @@
-//! Placeholder: the filesystem tools arrive with their issue.
+//! The filesystem tools (group `fs`), confined to the workspace by the kernel.
+//!
+//! | tool | does |
+//! |---|---|
+//! | `read` | a file with line numbers, paged; images as image content; binary files refused |
+//! | `write` | create or replace a file, atomically |
+//! | `edit` | replace an exact string, keeping CRLF and a BOM |
+//! | `multi_edit` | several replacements in one file, all or none |
+//! | `apply_patch` | Codex's patch format, all or nothing |
+//! | `grep` | search contents with the ripgrep engine, `.gitignore`-aware |
+//! | `glob` | find files by glob, newest first |
+//! | `ls` | list a directory (optionally recursive) |
+//! | `lock_paths` / `unlock_paths` | advisory locks between agents sharing a workspace |
+//!
+//! Build them with [`tools`], which returns every tool sharing one [`FsState`] (what each session
+//! has read, for write safety, and the locks).
+//!
+//! # Layout
+//!
+//! - `confine`: the confinement primitive (`openat2` beneath the root, atomic writes relative to
+//!   a held directory descriptor). Every path goes through it.
+//! - `rules`: denied paths (invisible, refused) and instruction files (writes need approval).
+//! - `state`: [`FsState`], write safety and lock checks; `locks`: the lock table.
+//! - `writer`: the guarded write all writing tools share; `text`: BOM/CRLF-preserving text.
+//! - one module per tool; `apply_patch/` has its parser, matcher and staged commit.
+//!
+//! # Example
+//!
+//! ```
+//! use toolgate_tools::fs::{tools, FsConfig};
+//!
+//! let fs_tools = tools(FsConfig::default()).expect("the default configuration is valid");
+//! assert!(fs_tools.iter().any(|t| t.spec().name == "apply_patch"));
+//! ```
+
+mod apply_patch;
+mod config;
+mod confine;
+mod edit;
+mod glob;
+mod grep;
+mod lock_tools;
+mod locks;
+mod ls;
+mod multi_edit;
+mod params;
+mod read;
+mod rules;
+mod state;
+mod text;
+mod walk;
+mod write;
+mod writer;
+
+use std::sync::Arc;
+
+use toolgate_core::Tool;
+
+pub use apply_patch::ApplyPatchTool;
+pub use config::{DEFAULT_INSTRUCTION_FILES, DEFAULT_SKIP_DIRS, FsConfig, WriteSafety};
+pub use edit::EditTool;
+pub use glob::GlobTool;
+pub use grep::GrepTool;
+pub use lock_tools::{LockPathsTool, UnlockPathsTool};
+pub use ls::LsTool;
+pub use multi_edit::MultiEditTool;
+pub use read::ReadTool;
+pub use state::FsState;
+pub use write::WriteTool;
+
+/// Why an [`FsConfig`] was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid fs configuration: the glob `{glob}` is not valid: {message}")]
+pub struct ConfigError {
+    /// The offending glob.
+    pub glob: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FsState {
+    /// Shared state for the fs tools, from a configuration.
+    pub fn new_shared(config: FsConfig) -> Result<Arc<FsState>, ConfigError> {
+        let rules =
+            rules::PathRules::new(&config).map_err(|b| ConfigError { glob: b.glob, message: b.error.to_string() })?;
+        Ok(Arc::new(FsState::new(config, rules)))
+    }
+}
+
+/// Every fs tool, sharing one state.
+pub fn tools(config: FsConfig) -> Result<Vec<Arc<dyn Tool>>, ConfigError> {
+    let state = FsState::new_shared(config)?;
+    Ok(vec![
+        Arc::new(ReadTool::new(state.clone())),
+        Arc::new(WriteTool::new(state.clone())),
+        Arc::new(EditTool::new(state.clone())),
+        Arc::new(MultiEditTool::new(state.clone())),
+        Arc::new(ApplyPatchTool::new(state.clone())),
+        Arc::new(GrepTool::new(state.clone())),
+        Arc::new(GlobTool::new(state.clone())),
+        Arc::new(LsTool::new(state.clone())),
+        Arc::new(LockPathsTool::new(state.clone())),
+        Arc::new(UnlockPathsTool::new(state)),
+    ])
+}

@@ -1,0 +1,2 @@
+//! Benchmark placeholder: replaced by the grep/glob vs ripgrep comparison.
+fn main() {}

@@ -1,0 +1,243 @@
+//! `edit`: replace an exact string in a file, keeping its line endings and BOM.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolgate_core::{Annotations, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
+
+use super::params;
+use super::state::FsState;
+use super::text::{self, TextFile};
+use super::writer;
+
+const NAME: &str = "edit";
+
+/// Why one replacement could not be made.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum EditError {
+    /// `old_string` is empty.
+    EmptyOld,
+    /// `old_string` equals `new_string`.
+    NoChange,
+    /// Not found; the closest region, if any: (first line, last line, similarity).
+    NotFound(Option<(usize, usize, f64)>),
+    /// Found more than once without `replace_all`: the line numbers.
+    Ambiguous(Vec<usize>),
+}
+
+impl EditError {
+    /// The message for the model, with the file's closest region shown when not found.
+    pub(crate) fn describe(&self, path: &str, body: &str) -> String {
+        match self {
+            EditError::EmptyOld => {
+                "`old_string` is empty; give the exact text to replace (use `write` to create a file)".to_owned()
+            }
+            EditError::NoChange => "`old_string` and `new_string` are the same; nothing would change".to_owned(),
+            EditError::NotFound(None) => format!(
+                "`old_string` was not found in `{path}`, and no region looks similar; `read` the file and copy the text exactly"
+            ),
+            EditError::NotFound(Some((first, last, score))) => format!(
+                "`old_string` was not found in `{path}` (it must match exactly, including whitespace and indentation). \
+                 The closest region is lines {first}-{last} ({:.0}% similar):\n{}Copy the text exactly from the file and retry.",
+                score * 100.0,
+                text::numbered(body, *first, *last)
+            ),
+            EditError::Ambiguous(lines) => {
+                let shown: Vec<String> = lines.iter().take(20).map(|l| l.to_string()).collect();
+                format!(
+                    "`old_string` occurs {} times in `{path}` (at lines {}); include more surrounding lines to make it \
+                     unique, or set `replace_all` to replace every occurrence",
+                    lines.len(),
+                    shown.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// A replacement made: how many occurrences and the first changed line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Replaced {
+    pub(crate) count: usize,
+    pub(crate) first_line: usize,
+}
+
+/// Replaces `old` with `new` in `body`: exactly once unless `replace_all`.
+pub(crate) fn apply_edit(body: &str, old: &str, new: &str, replace_all: bool) -> Result<(String, Replaced), EditError> {
+    if old.is_empty() {
+        return Err(EditError::EmptyOld);
+    }
+    if old == new {
+        return Err(EditError::NoChange);
+    }
+    let positions: Vec<usize> = body.match_indices(old).map(|(i, _)| i).collect();
+    let Some(&first) = positions.first() else {
+        return Err(EditError::NotFound(text::closest_region(body, old)));
+    };
+    if positions.len() > 1 && !replace_all {
+        return Err(EditError::Ambiguous(positions.iter().map(|&p| text::line_of(body, p)).collect()));
+    }
+    let out = if replace_all { body.replace(old, new) } else { body.replacen(old, new, 1) };
+    Ok((out, Replaced { count: positions.len(), first_line: text::line_of(body, first) }))
+}
+
+/// The `edit` tool.
+#[derive(Debug)]
+pub struct EditTool {
+    spec: ToolSpec,
+    state: Arc<FsState>,
+}
+
+impl EditTool {
+    /// An `edit` tool over `state`.
+    pub fn new(state: Arc<FsState>) -> Self {
+        let spec = ToolSpec::new(
+            NAME,
+            "Replace exact text in a file. `old_string` must occur exactly once (include enough surrounding \
+             lines to make it unique) unless `replace_all` is set. Copy `old_string` exactly from `read` output, \
+             without the line-number prefix. Line endings (CRLF) and a byte-order mark are preserved. The file \
+             must have been read with `read` in this session, and not changed since.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": { "type": "string", "description": "File path, relative to the workspace root." },
+                    "old_string": { "type": "string", "description": "The exact text to replace." },
+                    "new_string": { "type": "string", "description": "The text to put in its place." },
+                    "replace_all": { "type": "boolean", "description": "Replace every occurrence (default false)." }
+                },
+                "required": ["path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
+        )
+        .group("fs")
+        .annotations(Annotations::LOCAL_DESTRUCTIVE);
+        EditTool { spec, state }
+    }
+}
+
+#[toolgate_core::async_trait]
+impl Tool for EditTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn safety(&self, params: &Value) -> CallSafety {
+        params::write_safety(
+            &self.state,
+            params::opt_string(params, "path").map(params::touch_path).into_iter().collect(),
+        )
+    }
+
+    async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
+        let state = self.state.clone();
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || {
+            let path = params::string(NAME, &params, "path")?;
+            let edit = Edit {
+                old: params::string(NAME, &params, "old_string")?.to_owned(),
+                new: params::string(NAME, &params, "new_string")?.to_owned(),
+                replace_all: params::flag(&params, "replace_all"),
+            };
+            edit_file(&state, &ctx, NAME, path, &[edit])
+        })
+        .await
+        .map_err(|e| ToolError::failed(format!("edit failed: {e}")))?
+    }
+}
+
+/// One replacement asked for.
+#[derive(Debug, Clone)]
+pub(crate) struct Edit {
+    pub(crate) old: String,
+    pub(crate) new: String,
+    pub(crate) replace_all: bool,
+}
+
+/// Applies `edits` in order to the file at `path`, all or none, and writes it atomically.
+pub(crate) fn edit_file(
+    state: &FsState,
+    ctx: &CallContext,
+    tool: &str,
+    path: &str,
+    edits: &[Edit],
+) -> Result<ToolOutput, ToolError> {
+    let checked = writer::check(state, ctx, tool, path, true)?;
+    let Some(bytes) = &checked.current else {
+        return Err(ToolError::NotFound {
+            what: format!("file `{}`", checked.rel),
+            hint: Some("`edit` changes existing files; use `write` to create one".to_owned()),
+        });
+    };
+    let Some(file) = TextFile::decode(bytes) else {
+        return Err(ToolError::failed(format!(
+            "`{}` is not a UTF-8 text file; `{tool}` can only change text files",
+            checked.rel
+        )));
+    };
+    let mut body = file.body.clone();
+    let mut summary = Vec::new();
+    for (i, e) in edits.iter().enumerate() {
+        let old = file.adapt(&e.old);
+        let new = file.adapt(&e.new);
+        match apply_edit(&body, &old, &new, e.replace_all) {
+            Ok((next, replaced)) => {
+                summary.push((replaced, new.matches('\n').count() + 1));
+                body = next;
+            }
+            Err(err) => {
+                let msg = err.describe(checked.rel.as_str(), &body);
+                return Err(if edits.len() == 1 {
+                    ToolError::invalid(tool, "/old_string", msg)
+                } else {
+                    ToolError::invalid(
+                        tool,
+                        format!("/edits/{i}/old_string"),
+                        format!("edit {} of {}: {msg}. No edit was applied.", i + 1, edits.len()),
+                    )
+                });
+            }
+        }
+    }
+    let out = file.with_body(body.clone()).encode();
+    let written = writer::commit(state, ctx, tool, checked, &out)?;
+    let mut text = String::new();
+    let total: usize = summary.iter().map(|(r, _)| r.count).sum();
+    text.push_str(&format!(
+        "Edited `{}`: {} edit{}, {total} replacement{}.",
+        written.real,
+        edits.len(),
+        if edits.len() == 1 { "" } else { "s" },
+        if total == 1 { "" } else { "s" }
+    ));
+    if let Some((first, new_lines)) = summary.last().map(|(r, n)| (r.first_line, *n)) {
+        if edits.len() == 1 && summary[0].0.count == 1 {
+            let from = first.saturating_sub(2).max(1);
+            let to = first + new_lines + 1;
+            text.push_str(&format!(" The changed region now reads:\n{}", text::numbered(&body, from, to)));
+        }
+    }
+    if let Some(w) = written.warning {
+        text.push('\n');
+        text.push_str(&w);
+    }
+    Ok(ToolOutput::text(text).with_structured(json!({
+        "path": written.real.as_str(),
+        "edits": edits.len(),
+        "replacements": total,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_ambiguous_missing() {
+        assert_eq!(apply_edit("a b a", "b", "c", false).map(|r| r.0), Ok("a c a".to_owned()));
+        assert!(matches!(apply_edit("a b a", "a", "c", false), Err(EditError::Ambiguous(_))));
+        assert_eq!(apply_edit("a b a", "a", "c", true).map(|r| r.0), Ok("c b c".to_owned()));
+        assert!(matches!(apply_edit("abc", "x", "y", false), Err(EditError::NotFound(_))));
+        assert!(matches!(apply_edit("abc", "", "y", false), Err(EditError::EmptyOld)));
+        assert!(matches!(apply_edit("abc", "a", "a", false), Err(EditError::NoChange)));
+    }
+}

@@ -1,0 +1,249 @@
+//! `read`: a file with line numbers, paged; images as image content; binary files refused.
+
+use std::io::{BufRead, BufReader, Read as _};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use toolgate_core::{Annotations, CallContext, CallSafety, Content, Tool, ToolError, ToolOutput, ToolSpec};
+
+use super::confine::PathError;
+use super::params;
+use super::state::{FileStamp, FsState, denied, path_error};
+
+const NAME: &str = "read";
+/// Default number of lines.
+const DEFAULT_LIMIT: u64 = 2000;
+/// Longest line shown whole, in characters.
+const MAX_LINE_CHARS: usize = 2000;
+
+/// The `read` tool.
+#[derive(Debug)]
+pub struct ReadTool {
+    spec: ToolSpec,
+    state: Arc<FsState>,
+}
+
+impl ReadTool {
+    /// A `read` tool over `state`.
+    pub fn new(state: Arc<FsState>) -> Self {
+        let page = state.config.read_page_bytes;
+        let max = state.config.read_page_max_bytes;
+        let spec = ToolSpec::new(
+            NAME,
+            format!(
+                "Read a file in the workspace. Returns its lines numbered like `cat -n` (number, tab, line). \
+                 Reads up to {DEFAULT_LIMIT} lines and {page} bytes per call from `offset` (1-based line number); \
+                 when the file goes on, the output ends with a notice giving the `offset` to read on. Lines longer \
+                 than {MAX_LINE_CHARS} characters are cut. Images (PNG, JPEG, GIF, WebP) come back as images; \
+                 other binary files are refused. Reading a file is required before `write` or `edit` change it."
+            ),
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": { "type": "string", "description": "File path, relative to the workspace root." },
+                    "offset": { "type": "integer", "minimum": 0, "description": "Line number to start at (1-based; default 1)." },
+                    "limit": { "type": "integer", "minimum": 1, "description": "Most lines to return (default 2000)." },
+                    "max_bytes": { "type": "integer", "minimum": 1, "maximum": max, "description": format!("Page size in bytes (default {page}, at most {max}).") }
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        )
+        .group("fs")
+        .annotations(Annotations::READ_ONLY);
+        ReadTool { spec, state }
+    }
+}
+
+#[toolgate_core::async_trait]
+impl Tool for ReadTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn safety(&self, params: &Value) -> CallSafety {
+        params::read_safety(params::opt_string(params, "path").map(params::touch_path).into_iter().collect())
+    }
+
+    async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
+        let state = self.state.clone();
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || read(&state, &ctx, &params))
+            .await
+            .map_err(|e| ToolError::failed(format!("read failed: {e}")))?
+    }
+}
+
+fn read(state: &FsState, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
+    let input = params::string(NAME, params, "path")?;
+    let offset = params::opt_u64(NAME, params, "offset")?.unwrap_or(1).max(1);
+    let limit = params::opt_u64(NAME, params, "limit")?.unwrap_or(DEFAULT_LIMIT).max(1);
+    let max_page = state.config.read_page_max_bytes;
+    let page = params::opt_u64(NAME, params, "max_bytes")?
+        .map(|b| usize::try_from(b).unwrap_or(usize::MAX))
+        .unwrap_or(state.config.read_page_bytes)
+        .clamp(1, max_page);
+    let root = state.root(ctx)?;
+    let rel = state.resolve(NAME, root.path(), input)?;
+    let opened = match root.open_file(&rel) {
+        Ok(f) => f,
+        Err(PathError::IsDirectory) => {
+            return Err(ToolError::invalid(
+                NAME,
+                "/path",
+                format!("`{rel}` is a directory; use `ls` to list it or `glob` to find files in it"),
+            ));
+        }
+        Err(e) => return Err(path_error(NAME, rel.display(), e)),
+    };
+    if state.rules.denied(opened.real.as_str()) {
+        return Err(denied(NAME, &opened.real));
+    }
+    let size = u64::try_from(opened.stat.st_size).unwrap_or(0);
+    let mut reader = BufReader::with_capacity(64 * 1024, opened.file);
+    let head = reader.fill_buf().map_err(|e| io_failed(&rel, e))?;
+    if let Some(mime) = image_mime(head) {
+        return read_image(state, ctx, &opened.real, &opened.stat, reader, size, mime);
+    }
+    if looks_binary(head) {
+        // Record the read anyway: the model may overwrite a binary file it has seen refused.
+        return Err(ToolError::failed(format!(
+            "`{rel}` is a binary file ({size} bytes); `read` shows text files and images only. Use `ls` for its size, \
+             or a command-line tool (`xxd`, `file`) to inspect it"
+        )));
+    }
+
+    let mut hasher = Sha256::new();
+    let mut out = String::new();
+    let mut line_no: u64 = 0;
+    let mut shown_first = 0;
+    let mut shown_last = 0;
+    let mut page_full = false;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).map_err(|e| io_failed(&rel, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf);
+        line_no += 1;
+        if line_no < offset || page_full || line_no >= offset + limit {
+            continue;
+        }
+        let mut line: &[u8] = &buf;
+        if let Some(rest) = line.strip_suffix(b"\n") {
+            line = rest;
+        }
+        if let Some(rest) = line.strip_suffix(b"\r") {
+            line = rest;
+        }
+        let text = String::from_utf8_lossy(line);
+        let shown = cut_line(&text);
+        let entry = format!("{line_no:>6}\t{shown}\n");
+        if !out.is_empty() && out.len() + entry.len() > page {
+            page_full = true;
+            continue;
+        }
+        if shown_first == 0 {
+            shown_first = line_no;
+        }
+        shown_last = line_no;
+        out.push_str(&entry);
+    }
+    let total = line_no;
+    state.record(ctx, &opened.real, FileStamp::with_hash(&opened.stat, hasher.finalize().into()));
+
+    if total == 0 {
+        return Ok(ToolOutput::text(format!("`{rel}` is empty (0 bytes).")));
+    }
+    if offset > total {
+        return Err(ToolError::invalid(
+            NAME,
+            "/offset",
+            format!(
+                "offset {offset} is past the end of `{rel}`, which has {total} lines; use an offset from 1 to {total}"
+            ),
+        ));
+    }
+    if shown_last < total {
+        let why =
+            if page_full { format!("the page limit of {page} bytes") } else { format!("the limit of {limit} lines") };
+        out.push_str(&format!(
+            "\n[Showing lines {shown_first}-{shown_last} of {total} ({why}). To read on, call `read` with \
+             offset={}.]\n",
+            shown_last + 1
+        ));
+    }
+    Ok(ToolOutput::text(out).with_structured(json!({
+        "path": rel.as_str(),
+        "first_line": shown_first,
+        "last_line": shown_last,
+        "total_lines": total,
+        "bytes": size,
+    })))
+}
+
+fn io_failed(rel: &super::confine::RelPath, e: std::io::Error) -> ToolError {
+    ToolError::failed(format!("reading `{rel}` failed: {e}"))
+}
+
+fn cut_line(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((at, _)) => {
+            let more = text[at..].chars().count();
+            std::borrow::Cow::Owned(format!("{}… [line truncated: {more} more characters]", &text[..at]))
+        }
+    }
+}
+
+/// A NUL byte in the first 8 KiB means binary (what git and ripgrep use).
+fn looks_binary(head: &[u8]) -> bool {
+    head[..head.len().min(8192)].contains(&0)
+}
+
+/// The MIME type of an image format a model can see, from its magic bytes.
+pub(crate) fn image_mime(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+fn read_image(
+    state: &FsState,
+    ctx: &CallContext,
+    rel: &super::confine::RelPath,
+    stat: &rustix::fs::Stat,
+    mut reader: BufReader<std::fs::File>,
+    size: u64,
+    mime: &'static str,
+) -> Result<ToolOutput, ToolError> {
+    let max = state.config.max_image_bytes;
+    if size > max as u64 {
+        return Err(ToolError::failed(format!(
+            "`{rel}` is an image of {size} bytes, larger than the {max} bytes `read` returns; resize it first"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    (&mut reader).take(max as u64 + 1).read_to_end(&mut bytes).map_err(|e| io_failed(rel, e))?;
+    state.record(ctx, rel, FileStamp::of(stat, &bytes));
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(ToolOutput {
+        content: vec![
+            Content::Text { text: format!("`{rel}`: {mime}, {} bytes", bytes.len()) },
+            Content::Image { data, mime_type: mime.to_owned() },
+        ],
+        structured: None,
+    })
+}

@@ -1,0 +1,187 @@
+//! State shared by the fs tools: what each session has read (for write safety) and the locks.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use sha2::{Digest, Sha256};
+use toolgate_core::{CallContext, ToolError};
+
+use super::config::{FsConfig, WriteSafety};
+use super::confine::{PathError, RelPath, Root};
+use super::locks::LockTable;
+use super::rules::PathRules;
+
+/// What a file looked like when a session read it (or last wrote it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    size: u64,
+    mtime: (i64, u64),
+    hash: [u8; 32],
+}
+
+impl FileStamp {
+    /// The stamp of `bytes` with metadata `stat`.
+    pub(crate) fn of(stat: &rustix::fs::Stat, bytes: &[u8]) -> FileStamp {
+        FileStamp::with_hash(stat, Sha256::digest(bytes).into())
+    }
+
+    /// The stamp of a file with metadata `stat` whose content hashed (SHA-256) to `hash`.
+    pub(crate) fn with_hash(stat: &rustix::fs::Stat, hash: [u8; 32]) -> FileStamp {
+        FileStamp {
+            size: u64::try_from(stat.st_size).unwrap_or(0),
+            #[allow(clippy::unnecessary_cast)]
+            mtime: (stat.st_mtime as i64, stat.st_mtime_nsec as u64),
+            hash,
+        }
+    }
+}
+
+type ReadKey = (PathBuf, String, String);
+
+/// State shared by all fs tools of one [`super::tools`] call.
+#[derive(Debug)]
+pub struct FsState {
+    pub(crate) config: FsConfig,
+    pub(crate) rules: PathRules,
+    reads: Mutex<HashMap<ReadKey, FileStamp>>,
+    locks: Mutex<LockTable>,
+}
+
+/// How a write-safety check came out.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Freshness {
+    /// Read in this session and unchanged since.
+    Fresh,
+    /// Never read in this session.
+    NotRead,
+    /// Changed on disk since it was read.
+    Changed,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl FsState {
+    pub(crate) fn new(config: FsConfig, rules: PathRules) -> FsState {
+        FsState { config, rules, reads: Mutex::default(), locks: Mutex::default() }
+    }
+
+    fn key(ctx: &CallContext, rel: &RelPath) -> ReadKey {
+        (ctx.workspace.to_path_buf(), ctx.identity.session.clone(), rel.as_str().to_owned())
+    }
+
+    /// Records that this session saw `rel` as `stamp` (after a read or its own write).
+    pub(crate) fn record(&self, ctx: &CallContext, rel: &RelPath, stamp: FileStamp) {
+        lock(&self.reads).insert(Self::key(ctx, rel), stamp);
+    }
+
+    /// Forgets `rel` (after a delete).
+    pub(crate) fn forget(&self, ctx: &CallContext, rel: &RelPath) {
+        lock(&self.reads).remove(&Self::key(ctx, rel));
+    }
+
+    /// Compares what is on disk now with what this session saw.
+    pub(crate) fn freshness(&self, ctx: &CallContext, rel: &RelPath, now: &FileStamp) -> Freshness {
+        match lock(&self.reads).get(&Self::key(ctx, rel)) {
+            None => Freshness::NotRead,
+            Some(seen) if seen == now => Freshness::Fresh,
+            Some(_) => Freshness::Changed,
+        }
+    }
+
+    /// Applies the write-safety mode to an existing file. `Ok(Some(warning))` in `warn` mode.
+    pub(crate) fn check_write_safety(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        rel: &RelPath,
+        now: &FileStamp,
+    ) -> Result<Option<String>, ToolError> {
+        if self.config.write_safety == WriteSafety::Off {
+            return Ok(None);
+        }
+        let problem = match self.freshness(ctx, rel, now) {
+            Freshness::Fresh => return Ok(None),
+            Freshness::NotRead => format!(
+                "`{rel}` exists and has not been read in this session; call `read` on it first, then retry `{tool}`"
+            ),
+            Freshness::Changed => format!(
+                "`{rel}` changed on disk since it was last read (size, modification time or content differ); \
+                 call `read` on it again to see the current content, then retry `{tool}`"
+            ),
+        };
+        match self.config.write_safety {
+            WriteSafety::Strict => Err(ToolError::failed(problem)),
+            _ => Ok(Some(format!("warning: {problem}"))),
+        }
+    }
+
+    /// Refuses when another agent holds a lock covering `rel`.
+    pub(crate) fn check_lock(&self, ctx: &CallContext, rel: &RelPath) -> Result<(), ToolError> {
+        let held = lock(&self.locks).held_by_other(&ctx.workspace, &ctx.identity, rel.as_str());
+        match held {
+            None => Ok(()),
+            Some(l) => Err(ToolError::failed(format!(
+                "`{rel}` is {}; wait until then, or work on other files (locks are advisory locks between agents \
+                 sharing this workspace)",
+                l.describe()
+            ))),
+        }
+    }
+
+    /// The lock table.
+    pub(crate) fn locks(&self) -> MutexGuard<'_, LockTable> {
+        lock(&self.locks)
+    }
+
+    /// Opens the workspace root of this call.
+    pub(crate) fn root(&self, ctx: &CallContext) -> Result<Root, ToolError> {
+        Root::open(&ctx.workspace)
+            .map_err(|e| ToolError::failed(format!("cannot open the workspace `{}`: {e}", ctx.workspace.display())))
+    }
+
+    /// Normalizes `input` beneath the workspace and refuses denied paths (for reading).
+    pub(crate) fn resolve(&self, tool: &str, root: &Path, input: &str) -> Result<RelPath, ToolError> {
+        let rel = super::confine::normalize(root, input).map_err(|e| path_error(tool, input, e))?;
+        if self.rules.denied(rel.as_str()) {
+            return Err(denied(tool, &rel));
+        }
+        Ok(rel)
+    }
+}
+
+/// The error for a denied path.
+pub(crate) fn denied(tool: &str, rel: &RelPath) -> ToolError {
+    ToolError::Denied {
+        tool: tool.to_owned(),
+        reason: format!("the path `{rel}` is denied by policy (toolgate's state, or a path the configuration denies)"),
+    }
+}
+
+/// The error for a path that cannot be written by policy.
+pub(crate) fn denied_write(tool: &str, rel: &RelPath) -> ToolError {
+    ToolError::Denied {
+        tool: tool.to_owned(),
+        reason: format!(
+            "writing `{rel}` is denied by policy (`.toolgate/`, `.git/hooks/`, `.git/config`, `toolgate.toml` and \
+             configured paths cannot be written by tools)"
+        ),
+    }
+}
+
+/// Turns a confinement error into a message for the model.
+pub(crate) fn path_error(tool: &str, shown: &str, e: PathError) -> ToolError {
+    match e {
+        PathError::NotFound => ToolError::NotFound {
+            what: format!("file or directory `{shown}`"),
+            hint: Some("check the path with `ls` or `glob`; paths are relative to the workspace root".to_owned()),
+        },
+        PathError::Nul | PathError::AbsoluteOutside | PathError::Escapes => {
+            ToolError::invalid(tool, "/path", format!("`{}`: {e}", shown.replace('\0', "\\0")))
+        }
+        PathError::SymlinkOutside => ToolError::Denied { tool: tool.to_owned(), reason: format!("`{shown}`: {e}") },
+        other => ToolError::failed(format!("`{shown}`: {other}")),
+    }
+}
