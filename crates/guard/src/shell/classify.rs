@@ -45,14 +45,108 @@ pub(crate) struct Context<'a> {
 
 /// Commands that are read-only whatever their arguments.
 const SAFE_ANY_ARGS: &[&str] = &[
-    "cat", "echo", "printf", "true", "false", "pwd", "ls", "dir", "vdir", "head", "tail", "wc", "nl", "cut", "paste",
-    "tr", "rev", "tac", "seq", "expr", "id", "whoami", "groups", "uname", "basename", "dirname", "realpath",
-    "readlink", "stat", "file", "which", "whereis", "type", "column", "fold", "fmt", "grep", "egrep", "fgrep", "du",
-    "df", "cmp", "comm", "diff", "join", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum",
-    "b2sum", "cksum", "sum", "od", "hexdump", "strings", "test", "[", "sleep", "cd", "pushd", "popd", "dirs", ":",
-    "wait", "jq", "free", "uptime", "nproc", "arch", "locale", "tty", "cal", "numfmt", "look", "yes", "ps", "pgrep",
-    "exit", "return", "break", "continue", "shift", "read", "getopts", "let", "hash", "unset", "set", "shopt",
-    "umask", "history", "jobs", "logname", "users", "who", "w", "lsb_release", "expand", "unexpand", "tsort",
+    "cat",
+    "echo",
+    "printf",
+    "true",
+    "false",
+    "pwd",
+    "ls",
+    "dir",
+    "vdir",
+    "head",
+    "tail",
+    "wc",
+    "nl",
+    "cut",
+    "paste",
+    "tr",
+    "rev",
+    "tac",
+    "seq",
+    "expr",
+    "id",
+    "whoami",
+    "groups",
+    "uname",
+    "basename",
+    "dirname",
+    "realpath",
+    "readlink",
+    "stat",
+    "file",
+    "which",
+    "whereis",
+    "type",
+    "column",
+    "fold",
+    "fmt",
+    "grep",
+    "egrep",
+    "fgrep",
+    "du",
+    "df",
+    "cmp",
+    "comm",
+    "diff",
+    "join",
+    "md5sum",
+    "sha1sum",
+    "sha224sum",
+    "sha256sum",
+    "sha384sum",
+    "sha512sum",
+    "b2sum",
+    "cksum",
+    "sum",
+    "od",
+    "hexdump",
+    "strings",
+    "test",
+    "[",
+    "sleep",
+    "cd",
+    "pushd",
+    "popd",
+    "dirs",
+    ":",
+    "wait",
+    "jq",
+    "free",
+    "uptime",
+    "nproc",
+    "arch",
+    "locale",
+    "tty",
+    "cal",
+    "numfmt",
+    "look",
+    "yes",
+    "ps",
+    "pgrep",
+    "exit",
+    "return",
+    "break",
+    "continue",
+    "shift",
+    "read",
+    "getopts",
+    "let",
+    "hash",
+    "unset",
+    "set",
+    "shopt",
+    "umask",
+    "history",
+    "jobs",
+    "logname",
+    "users",
+    "who",
+    "w",
+    "lsb_release",
+    "expand",
+    "unexpand",
+    "tsort",
     "factor",
 ];
 
@@ -61,9 +155,28 @@ pub(crate) fn is_interpreter(name: &str) -> bool {
     super::unwrap::is_shell(name)
         || matches!(
             name,
-            "python" | "python2" | "python3" | "pypy" | "pypy3" | "perl" | "ruby" | "node" | "nodejs" | "deno"
-                | "bun" | "php" | "lua" | "luajit" | "tclsh" | "wish" | "Rscript" | "osascript" | "pwsh"
-                | "powershell" | "irb" | "jshell"
+            "python"
+                | "python2"
+                | "python3"
+                | "pypy"
+                | "pypy3"
+                | "perl"
+                | "ruby"
+                | "node"
+                | "nodejs"
+                | "deno"
+                | "bun"
+                | "php"
+                | "lua"
+                | "luajit"
+                | "tclsh"
+                | "wish"
+                | "Rscript"
+                | "osascript"
+                | "pwsh"
+                | "powershell"
+                | "irb"
+                | "jshell"
         )
         || (name.starts_with("python3.") && name[8..].chars().all(|c| c.is_ascii_digit()))
 }
@@ -77,8 +190,23 @@ pub(crate) fn is_code_executor(name: &str) -> bool {
 fn is_downloader(name: &str) -> bool {
     matches!(
         name,
-        "curl" | "wget" | "fetch" | "aria2c" | "http" | "https" | "xh" | "lwp-request" | "lwp-download" | "GET"
-            | "nc" | "ncat" | "netcat" | "socat" | "telnet" | "ftp" | "tftp"
+        "curl"
+            | "wget"
+            | "fetch"
+            | "aria2c"
+            | "http"
+            | "https"
+            | "xh"
+            | "lwp-request"
+            | "lwp-download"
+            | "GET"
+            | "nc"
+            | "ncat"
+            | "netcat"
+            | "socat"
+            | "telnet"
+            | "ftp"
+            | "tftp"
     )
 }
 
@@ -146,14 +274,58 @@ pub(crate) fn output_taint(args: &[Arg]) -> Taint {
 /// A variable that changes which programs run or how (`PATH`, `LD_PRELOAD`, `GIT_SSH_COMMAND`).
 pub(crate) fn assignment_risk(name: &str) -> Option<String> {
     const EXACT: &[&str] = &[
-        "PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "IFS", "PS4", "SHELLOPTS", "BASHOPTS", "CDPATH", "HOME",
-        "PAGER", "EDITOR", "VISUAL", "MANPAGER", "LESSOPEN", "LESSCLOSE", "SSH_ASKPASS", "SUDO_ASKPASS", "TAR_OPTIONS",
-        "RUSTC_WRAPPER", "RUSTC", "RUSTDOCFLAGS", "RUSTFLAGS", "CC", "CXX", "LD", "MAKEFLAGS", "SHELL", "BROWSER",
-        "TMPDIR", "XDG_CONFIG_HOME", "ZDOTDIR", "HISTFILE", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "CLASSPATH",
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "PROMPT_COMMAND",
+        "IFS",
+        "PS4",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "CDPATH",
+        "HOME",
+        "PAGER",
+        "EDITOR",
+        "VISUAL",
+        "MANPAGER",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "TAR_OPTIONS",
+        "RUSTC_WRAPPER",
+        "RUSTC",
+        "RUSTDOCFLAGS",
+        "RUSTFLAGS",
+        "CC",
+        "CXX",
+        "LD",
+        "MAKEFLAGS",
+        "SHELL",
+        "BROWSER",
+        "TMPDIR",
+        "XDG_CONFIG_HOME",
+        "ZDOTDIR",
+        "HISTFILE",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "CLASSPATH",
     ];
     const PREFIXES: &[&str] = &[
-        "LD_", "DYLD_", "GIT_", "BASH_FUNC_", "PYTHON", "PERL", "RUBY", "NODE_", "npm_config_", "NPM_CONFIG_",
-        "CARGO_", "GEM_", "BUNDLE_", "LUA_",
+        "LD_",
+        "DYLD_",
+        "GIT_",
+        "BASH_FUNC_",
+        "PYTHON",
+        "PERL",
+        "RUBY",
+        "NODE_",
+        "npm_config_",
+        "NPM_CONFIG_",
+        "CARGO_",
+        "GEM_",
+        "BUNDLE_",
+        "LUA_",
     ];
     (EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p)))
         .then(|| format!("sets {name}, which changes which programs run or how"))
@@ -309,8 +481,27 @@ fn is_root_like(path: &str) -> bool {
     let p = if p.is_empty() { "/" } else { p };
     matches!(p, "/" | "~" | "*" | "/*" | "~/*")
         || [
-            "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root", "/sbin", "/srv", "/sys",
-            "/usr", "/var", "/Users", "/System", "/Library", "/Applications", "/mnt", "/media",
+            "/bin",
+            "/boot",
+            "/dev",
+            "/etc",
+            "/home",
+            "/lib",
+            "/lib64",
+            "/opt",
+            "/proc",
+            "/root",
+            "/sbin",
+            "/srv",
+            "/sys",
+            "/usr",
+            "/var",
+            "/Users",
+            "/System",
+            "/Library",
+            "/Applications",
+            "/mnt",
+            "/media",
         ]
         .contains(&p)
 }
@@ -479,7 +670,8 @@ pub(crate) fn classify(args: &[Arg], ctx: &Context<'_>) -> Verdict {
             v.raise(CommandClass::Blocked, format!("{name} shuts down or restarts the machine"))
         }
         "systemctl" | "loginctl" => {
-            if rest.iter().any(|a| matches!(a.text.as_str(), "poweroff" | "reboot" | "halt" | "kexec" | "soft-reboot")) {
+            if rest.iter().any(|a| matches!(a.text.as_str(), "poweroff" | "reboot" | "halt" | "kexec" | "soft-reboot"))
+            {
                 v.raise(CommandClass::Blocked, format!("{name} shuts down or restarts the machine"));
             }
             v.raise(CommandClass::NeedsApproval, format!("{name} controls system services"));
@@ -554,7 +746,9 @@ pub(crate) fn classify(args: &[Arg], ctx: &Context<'_>) -> Verdict {
         "docker" | "podman" | "kubectl" | "helm" | "terraform" | "tofu" | "pulumi" | "aws" | "gcloud" | "az"
         | "gsutil" | "doctl" | "heroku" | "fly" | "flyctl" => classify_cloud(name, rest, &mut v),
         "npm" | "pnpm" | "yarn" | "cargo" | "gem" | "twine" | "poetry" | "mvn" | "gradle" | "dotnet" | "uv"
-            if rest.iter().any(|a| matches!(a.text.as_str(), "publish" | "unpublish" | "yank" | "deploy" | "upload")) =>
+            if rest
+                .iter()
+                .any(|a| matches!(a.text.as_str(), "publish" | "unpublish" | "yank" | "deploy" | "upload")) =>
         {
             v.raise(CommandClass::Dangerous, format!("{name} publishes a package (irreversible)"))
         }
@@ -668,8 +862,13 @@ fn classify_chmod(name: &str, rest: &[Arg], v: &mut Verdict) {
     let ops = operands(rest, "", &["reference", "from"]);
     if name == "chmod" {
         let mode = ops.first().map(|a| a.text.as_str()).unwrap_or_default();
-        let world_writable = mode.ends_with("777") || mode.ends_with("666") || mode.contains("o+w") || mode.contains("a+w")
-            || mode == "+w" || mode.contains("a+rwx") || mode.contains("o+rwx");
+        let world_writable = mode.ends_with("777")
+            || mode.ends_with("666")
+            || mode.contains("o+w")
+            || mode.contains("a+w")
+            || mode == "+w"
+            || mode.contains("a+rwx")
+            || mode.contains("o+rwx");
         let setuid = mode.contains("+s") || (mode.len() == 4 && mode.starts_with(['4', '2', '6']));
         if recursive && world_writable {
             v.raise(CommandClass::Dangerous, format!("chmod -R {mode} makes a tree writable by everyone"));
@@ -715,7 +914,11 @@ fn classify_fetch(name: &str, rest: &[Arg], v: &mut Verdict) {
                 .any(|f| long_is(opt, f));
         if data_opt {
             let value = val.or(next).unwrap_or_default();
-            let file = if matches!(opt, "-T") || long_is(opt, "upload-file") || long_is(opt, "post-file") || long_is(opt, "body-file") {
+            let file = if matches!(opt, "-T")
+                || long_is(opt, "upload-file")
+                || long_is(opt, "post-file")
+                || long_is(opt, "body-file")
+            {
                 Some(value)
             } else {
                 value.split_once('@').map(|(_, f)| f).filter(|f| !f.is_empty())
@@ -752,10 +955,25 @@ fn classify_fetch(name: &str, rest: &[Arg], v: &mut Verdict) {
 fn classify_interpreter(name: &str, rest: &[Arg], v: &mut Verdict) {
     let code = rest.iter().map(|a| a.text.as_str()).collect::<Vec<_>>().join(" ");
     let lower = code.to_ascii_lowercase();
-    let socket = lower.contains("socket") || lower.contains("tcpsocket") || lower.contains("fsockopen") || lower.contains("net.connect");
-    let spawns = ["/bin/sh", "/bin/bash", "pty.spawn", "subprocess", "os.dup2", "exec(", "system(", "popen", "spawn(", "child_process", "sh -i"]
-        .iter()
-        .any(|k| lower.contains(k));
+    let socket = lower.contains("socket")
+        || lower.contains("tcpsocket")
+        || lower.contains("fsockopen")
+        || lower.contains("net.connect");
+    let spawns = [
+        "/bin/sh",
+        "/bin/bash",
+        "pty.spawn",
+        "subprocess",
+        "os.dup2",
+        "exec(",
+        "system(",
+        "popen",
+        "spawn(",
+        "child_process",
+        "sh -i",
+    ]
+    .iter()
+    .any(|k| lower.contains(k));
     if socket && spawns {
         v.raise(CommandClass::Blocked, format!("{name} code connects a shell to the network (reverse shell)"));
     }
@@ -776,16 +994,22 @@ fn classify_cloud(name: &str, rest: &[Arg], v: &mut Verdict) {
     let has = |w: &str| words.contains(&w);
     let dangerous = match name {
         "docker" | "podman" => {
-            (has("prune")) || (has("rm") || has("rmi")) && (has("-f") || has("--force"))
+            (has("prune"))
+                || (has("rm") || has("rmi")) && (has("-f") || has("--force"))
                 || has("--privileged")
                 || words.iter().any(|w| w.starts_with("/:") || w.starts_with("--volume=/:"))
         }
         "kubectl" | "helm" => has("delete") || has("uninstall") || has("drain"),
         "terraform" | "tofu" | "pulumi" => {
-            has("destroy") || (has("apply") || has("up")) && words.iter().any(|w| w.contains("auto-approve") || *w == "--yes")
+            has("destroy")
+                || (has("apply") || has("up")) && words.iter().any(|w| w.contains("auto-approve") || *w == "--yes")
         }
         _ => words.iter().any(|w| {
-            w.starts_with("delete") || w.starts_with("terminate") || w.starts_with("destroy") || *w == "rb" || *w == "rm"
+            w.starts_with("delete")
+                || w.starts_with("terminate")
+                || w.starts_with("destroy")
+                || *w == "rb"
+                || *w == "rm"
         }),
     };
     if dangerous {
@@ -805,8 +1029,18 @@ fn classify_git(rest: &[Arg], v: &mut Verdict, flags_checked: &mut bool) {
                 v.raise(CommandClass::NeedsApproval, format!("git {t} sets configuration, which can run programs"));
                 i += 2;
             }
-            "-p" | "--paginate" | "-P" | "--no-pager" | "--bare" | "--literal-pathspecs" | "--no-replace-objects"
-            | "--no-optional-locks" | "--glob-pathspecs" | "--noglob-pathspecs" | "--icase-pathspecs" | "--no-lazy-fetch" => i += 1,
+            "-p"
+            | "--paginate"
+            | "-P"
+            | "--no-pager"
+            | "--bare"
+            | "--literal-pathspecs"
+            | "--no-replace-objects"
+            | "--no-optional-locks"
+            | "--glob-pathspecs"
+            | "--noglob-pathspecs"
+            | "--icase-pathspecs"
+            | "--no-lazy-fetch" => i += 1,
             _ if t.starts_with("--config-env=") => {
                 v.raise(CommandClass::NeedsApproval, "git --config-env sets configuration, which can run programs");
                 i += 1;
@@ -848,10 +1082,11 @@ fn classify_git(rest: &[Arg], v: &mut Verdict, flags_checked: &mut bool) {
     match sub.text.as_str() {
         "status" | "log" | "diff" | "show" | "blame" | "annotate" | "shortlog" | "rev-parse" | "rev-list"
         | "ls-files" | "ls-tree" | "cat-file" | "describe" | "merge-base" | "name-rev" | "show-ref"
-        | "for-each-ref" | "count-objects" | "check-ignore" | "version" | "whatchanged" | "show-branch" | "diff-tree"
-        | "diff-files" | "diff-index" | "var" | "cherry" | "range-diff" => {
+        | "for-each-ref" | "count-objects" | "check-ignore" | "version" | "whatchanged" | "show-branch"
+        | "diff-tree" | "diff-files" | "diff-index" | "var" | "cherry" | "range-diff" => {
             *flags_checked = true;
             check_read_only(v);
+            return;
         }
         "grep" => {
             *flags_checked = true;
@@ -859,12 +1094,26 @@ fn classify_git(rest: &[Arg], v: &mut Verdict, flags_checked: &mut bool) {
             if letters.contains(&'O') {
                 v.raise(CommandClass::NeedsApproval, "git grep -O runs a pager program");
             }
+            return;
         }
         "branch" => {
             *flags_checked = true;
-            let modifying = ["delete", "move", "copy", "force", "set-upstream-to", "unset-upstream", "edit-description", "track", "no-track"];
+            let modifying = [
+                "delete",
+                "move",
+                "copy",
+                "force",
+                "set-upstream-to",
+                "unset-upstream",
+                "edit-description",
+                "track",
+                "no-track",
+            ];
             let listing = has("--list") || letters.contains(&'l');
-            if letters.contains(&'D') || (letters.contains(&'d') || any_long(sub_args, &["delete"]).is_some()) && (letters.contains(&'f') || any_long(sub_args, &["force"]).is_some()) {
+            if letters.contains(&'D')
+                || (letters.contains(&'d') || any_long(sub_args, &["delete"]).is_some())
+                    && (letters.contains(&'f') || any_long(sub_args, &["force"]).is_some())
+            {
                 v.raise(CommandClass::Dangerous, "git branch -D deletes a branch even if unmerged");
             }
             if letters.iter().any(|c| matches!(c, 'd' | 'D' | 'm' | 'M' | 'c' | 'C' | 'f' | 'u' | 't'))
@@ -873,23 +1122,29 @@ fn classify_git(rest: &[Arg], v: &mut Verdict, flags_checked: &mut bool) {
             {
                 v.raise(CommandClass::NeedsApproval, "git branch changes branches");
             }
+            return;
         }
         "tag" => {
             *flags_checked = true;
             let listing = has("--list") || letters.contains(&'l');
-            if !(sub_args.is_empty() || listing) || letters.iter().any(|c| matches!(c, 'd' | 'a' | 's' | 'f' | 'm' | 'u')) {
+            if !(sub_args.is_empty() || listing)
+                || letters.iter().any(|c| matches!(c, 'd' | 'a' | 's' | 'f' | 'm' | 'u'))
+            {
                 v.raise(CommandClass::NeedsApproval, "git tag changes tags");
             }
+            return;
         }
         "remote" => {
             *flags_checked = true;
             if !sub_args.iter().all(|a| matches!(a.text.as_str(), "-v" | "--verbose")) {
                 v.raise(CommandClass::NeedsApproval, "git remote changes or contacts remotes");
             }
+            return;
         }
         "stash" if matches!(words.first(), Some(&"list") | Some(&"show")) => {
             *flags_checked = true;
             check_read_only(v);
+            return;
         }
         "stash" if matches!(words.first(), Some(&"drop") | Some(&"clear")) => {
             v.raise(CommandClass::Dangerous, "git stash drop/clear discards stashed changes")
@@ -897,7 +1152,8 @@ fn classify_git(rest: &[Arg], v: &mut Verdict, flags_checked: &mut bool) {
         "push" => {
             let force = letters.contains(&'f')
                 || letters.contains(&'d')
-                || any_long(sub_args, &["force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune"]).is_some()
+                || any_long(sub_args, &["force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune"])
+                    .is_some()
                 || sub_args.iter().skip(1).any(|a| a.text.starts_with('+') || a.text.starts_with(':'));
             if force {
                 v.raise(CommandClass::Dangerous, "git push --force/--delete rewrites or deletes remote history");
@@ -911,7 +1167,10 @@ fn classify_git(rest: &[Arg], v: &mut Verdict, flags_checked: &mut bool) {
             v.raise(CommandClass::Dangerous, "git clean -f deletes untracked files")
         }
         "checkout" | "switch"
-            if has("--") || has(".") || letters.contains(&'f') || any_long(sub_args, &["force", "discard-changes"]).is_some() =>
+            if has("--")
+                || has(".")
+                || letters.contains(&'f')
+                || any_long(sub_args, &["force", "discard-changes"]).is_some() =>
         {
             v.raise(CommandClass::Dangerous, format!("git {} discards local changes", sub.text))
         }
@@ -924,6 +1183,7 @@ fn classify_git(rest: &[Arg], v: &mut Verdict, flags_checked: &mut bool) {
         "reflog" => {
             *flags_checked = true;
             check_read_only(v);
+            return;
         }
         "gc" | "prune" if words.iter().any(|w| w.starts_with("--prune")) || sub.text == "prune" => {
             v.raise(CommandClass::Dangerous, "git prune deletes unreachable objects")

@@ -40,8 +40,22 @@ pub(crate) fn normalize(path: &str) -> String {
     p
 }
 
-const BLOCK_DEVICES: &[&str] =
-    &["/dev/sd", "/dev/hd", "/dev/vd", "/dev/xvd", "/dev/nvme", "/dev/mmcblk", "/dev/disk", "/dev/mapper/", "/dev/dm-", "/dev/loop", "/dev/md", "/dev/mem", "/dev/kmem", "/dev/port"];
+const BLOCK_DEVICES: &[&str] = &[
+    "/dev/sd",
+    "/dev/hd",
+    "/dev/vd",
+    "/dev/xvd",
+    "/dev/nvme",
+    "/dev/mmcblk",
+    "/dev/disk",
+    "/dev/mapper/",
+    "/dev/dm-",
+    "/dev/loop",
+    "/dev/md",
+    "/dev/mem",
+    "/dev/kmem",
+    "/dev/port",
+];
 
 /// True for paths that name a disk or raw memory device.
 pub(crate) fn is_block_device(path: &str) -> bool {
@@ -75,12 +89,38 @@ pub(crate) fn write_risk(path: &str) -> Option<(CommandClass, String)> {
     if is_block_device(&p) {
         return blocked(&format!("the disk device {p}"));
     }
-    for f in ["/etc/passwd", "/etc/shadow", "/etc/sudoers", "/etc/group", "/etc/gshadow", "/etc/ld.so.preload", "/etc/crontab", "/etc/cron.", "/etc/pam.d", "/etc/ssh", "/proc/sysrq-trigger", "/boot"] {
+    for f in [
+        "/etc/passwd",
+        "/etc/shadow",
+        "/etc/sudoers",
+        "/etc/group",
+        "/etc/gshadow",
+        "/etc/ld.so.preload",
+        "/etc/crontab",
+        "/etc/cron.",
+        "/etc/pam.d",
+        "/etc/ssh",
+        "/proc/sysrq-trigger",
+        "/boot",
+    ] {
         if p.starts_with(f) {
             return blocked(f);
         }
     }
-    for d in ["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/sys", "/proc", "/var/spool/cron", "/System", "/Library"] {
+    for d in [
+        "/etc",
+        "/usr",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib64",
+        "/opt",
+        "/sys",
+        "/proc",
+        "/var/spool/cron",
+        "/System",
+        "/Library",
+    ] {
         if p == d || p.starts_with(&format!("{d}/")) {
             return dangerous(&format!("the system directory {d}"));
         }
@@ -132,7 +172,8 @@ pub(crate) fn read_risk(path: &str) -> Option<(CommandClass, String)> {
             return secret(f);
         }
     }
-    for d in ["/.aws", "/.gnupg", "/.kube/config", "/.docker/config.json", "/.config/gh/hosts.yml", "/.password-store"] {
+    for d in ["/.aws", "/.gnupg", "/.kube/config", "/.docker/config.json", "/.config/gh/hosts.yml", "/.password-store"]
+    {
         if segment_match(&p, d) {
             return secret(&d[1..]);
         }

@@ -171,220 +171,225 @@ fn step(u: &mut Unwrapped) -> bool {
     }
     let name = basename(&first.text).to_string();
     let args = &u.args;
-    let (parsed, extra_floor, label_end, next): (Parsed, Option<(CommandClass, String)>, usize, usize) =
-        match name.as_str() {
-            "env" => {
-                let p = parse_opts(args, 1, &Opts { short_req: "uCSP", long_req: &["unset", "chdir", "split-string"], ..NO_OPTS });
-                if let Some(s) = opt_value(&p, &["-S", "--split-string"]) {
-                    // `env -S 'cmd args'` splits its argument into words: a script.
-                    let literal = p.all_literal;
-                    let mut script = Arg { text: s.to_string(), literal, taint: Default::default() };
-                    let rest = join_script(&args[p.first_operand.min(args.len())..]);
-                    if !rest.text.is_empty() {
-                        script.text.push(' ');
-                        script.text.push_str(&rest.text);
-                        script.literal &= rest.literal;
-                    }
-                    u.wrappers.push("env -S".into());
-                    u.script = Some(script);
-                    return true;
-                }
-                let mut i = p.first_operand;
-                while let Some(a) = args.get(i) {
-                    match a.text.split_once('=') {
-                        Some((n, _)) if is_name(n) => {
-                            if !a.literal {
-                                u.floor.push((CommandClass::NeedsApproval, format!("env sets {n} from an expansion")));
-                            }
-                            if let Some(r) = assignment_risk(n) {
-                                u.floor.push((CommandClass::NeedsApproval, r));
-                            }
-                            u.assignments.push(a.clone());
-                            i += 1;
-                        }
-                        _ => break,
-                    }
-                }
-                (p, None, i, i)
-            }
-            "time" => {
-                let p = parse_opts(args, 1, &Opts { short_req: "fo", long_req: &["format", "output"], ..NO_OPTS });
-                let floor = opt_value(&p, &["-o", "--output"])
-                    .map(|f| (CommandClass::NeedsApproval, format!("time writes its report to {f}")));
-                let n = p.first_operand;
-                (p, floor, n, n)
-            }
-            "nice" => {
-                let p = parse_opts(args, 1, &Opts { short_req: "n", long_req: &["adjustment"], numeric: true, ..NO_OPTS });
-                let n = p.first_operand;
-                (p, None, n, n)
-            }
-            "nohup" | "builtin" | "unbuffer" => {
-                let p = parse_opts(args, 1, &NO_OPTS);
-                let n = p.first_operand;
-                (p, None, n, n)
-            }
-            "setsid" => {
-                let p = parse_opts(args, 1, &NO_OPTS);
-                let n = p.first_operand;
-                (p, None, n, n)
-            }
-            "ionice" => {
-                let p = parse_opts(args, 1, &Opts { short_req: "cnp", long_req: &["class", "classdata", "pid"], ..NO_OPTS });
-                let n = p.first_operand;
-                (p, None, n, n)
-            }
-            "timeout" => {
-                let p = parse_opts(args, 1, &Opts { short_req: "ks", long_req: &["kill-after", "signal"], ..NO_OPTS });
-                let n = p.first_operand;
-                // The first operand is the duration.
-                (p, None, n + 1, n + 1)
-            }
-            "stdbuf" => {
-                let p =
-                    parse_opts(args, 1, &Opts { short_req: "ioe", long_req: &["input", "output", "error"], ..NO_OPTS });
-                let n = p.first_operand;
-                (p, None, n, n)
-            }
-            "xargs" => {
-                let p = parse_opts(
-                    args,
-                    1,
-                    &Opts {
-                        short_req: "aEdILnPs",
-                        short_opt: "iel",
-                        long_req: &["arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"],
-                        numeric: false,
-                    },
-                );
-                u.unknown_args = true;
-                let n = p.first_operand;
-                if n >= args.len() {
-                    // `xargs` alone runs `echo`.
-                    u.wrappers.push(label(args, n));
-                    u.args = vec![Arg::lit("echo")];
-                    return true;
-                }
-                (p, None, n, n)
-            }
-            "sudo" => {
-                let p = parse_opts(
-                    args,
-                    1,
-                    &Opts {
-                        short_req: "ugCDhprtTUR",
-                        long_req: &[
-                            "user",
-                            "group",
-                            "close-from",
-                            "chdir",
-                            "host",
-                            "prompt",
-                            "role",
-                            "type",
-                            "command-timeout",
-                            "other-user",
-                            "chroot",
-                        ],
-                        ..NO_OPTS
-                    },
-                );
-                let n = p.first_operand;
-                if n >= args.len() || has_opt(&p, &["-e", "--edit"]) {
-                    return false;
-                }
-                (p, Some((CommandClass::Dangerous, "runs with elevated privileges (sudo)".into())), n, n)
-            }
-            "doas" | "pkexec" | "run0" => {
-                let p = parse_opts(args, 1, &Opts { short_req: "uC", long_req: &["user"], ..NO_OPTS });
-                let n = p.first_operand;
-                if n >= args.len() {
-                    return false;
-                }
-                (p, Some((CommandClass::Dangerous, format!("runs with elevated privileges ({name})"))), n, n)
-            }
-            "su" | "runuser" => {
-                let p = parse_opts(
-                    args,
-                    1,
-                    &Opts { short_req: "cgGsuw", long_req: &["command", "group", "shell", "user"], ..NO_OPTS },
-                );
-                let Some(cmd) = opt_value(&p, &["-c", "--command"]) else { return false };
+    let (parsed, extra_floor, label_end, next): (Parsed, Option<(CommandClass, String)>, usize, usize) = match name
+        .as_str()
+    {
+        "env" => {
+            let p = parse_opts(
+                args,
+                1,
+                &Opts { short_req: "uCSP", long_req: &["unset", "chdir", "split-string"], ..NO_OPTS },
+            );
+            if let Some(s) = opt_value(&p, &["-S", "--split-string"]) {
+                // `env -S 'cmd args'` splits its argument into words: a script.
                 let literal = p.all_literal;
-                u.floor.push((CommandClass::Dangerous, format!("runs as another user ({name})")));
-                u.wrappers.push(format!("{name} -c"));
-                u.script = Some(Arg { text: cmd.to_string(), literal, taint: Default::default() });
-                return true;
-            }
-            "busybox" => {
-                let p = parse_opts(args, 1, &NO_OPTS);
-                let n = p.first_operand;
-                if n >= args.len() || !p.options.is_empty() {
-                    return false;
+                let mut script = Arg { text: s.to_string(), literal, taint: Default::default() };
+                let rest = join_script(&args[p.first_operand.min(args.len())..]);
+                if !rest.text.is_empty() {
+                    script.text.push(' ');
+                    script.text.push_str(&rest.text);
+                    script.literal &= rest.literal;
                 }
-                (p, None, n, n)
-            }
-            "command" => {
-                let p = parse_opts(args, 1, &NO_OPTS);
-                if has_opt(&p, &["-v", "-V"]) {
-                    // `command -v name` only looks the name up.
-                    return false;
-                }
-                let n = p.first_operand;
-                (p, None, n, n)
-            }
-            "exec" => {
-                let p = parse_opts(args, 1, &Opts { short_req: "a", ..NO_OPTS });
-                let n = p.first_operand;
-                (p, None, n, n)
-            }
-            "chroot" => {
-                let p = parse_opts(args, 1, &Opts { long_req: &["userspec", "groups"], ..NO_OPTS });
-                let n = p.first_operand;
-                if n + 1 >= args.len() {
-                    return false;
-                }
-                (p, Some((CommandClass::NeedsApproval, "runs inside chroot".into())), n + 1, n + 1)
-            }
-            "eval" => {
-                let script = join_script(&args[1..]);
-                u.wrappers.push("eval".into());
+                u.wrappers.push("env -S".into());
                 u.script = Some(script);
                 return true;
             }
-            "watch" => {
-                let p = parse_opts(args, 1, &Opts { short_req: "nqd", long_req: &["interval", "differences"], ..NO_OPTS });
-                let n = p.first_operand;
-                if n >= args.len() {
-                    return false;
+            let mut i = p.first_operand;
+            while let Some(a) = args.get(i) {
+                match a.text.split_once('=') {
+                    Some((n, _)) if is_name(n) => {
+                        if !a.literal {
+                            u.floor.push((CommandClass::NeedsApproval, format!("env sets {n} from an expansion")));
+                        }
+                        if let Some(r) = assignment_risk(n) {
+                            u.floor.push((CommandClass::NeedsApproval, r));
+                        }
+                        u.assignments.push(a.clone());
+                        i += 1;
+                    }
+                    _ => break,
                 }
-                let script = join_script(&args[n..]);
-                u.floor.push((CommandClass::NeedsApproval, "watch runs the command repeatedly".into()));
+            }
+            (p, None, i, i)
+        }
+        "time" => {
+            let p = parse_opts(args, 1, &Opts { short_req: "fo", long_req: &["format", "output"], ..NO_OPTS });
+            let floor = opt_value(&p, &["-o", "--output"])
+                .map(|f| (CommandClass::NeedsApproval, format!("time writes its report to {f}")));
+            let n = p.first_operand;
+            (p, floor, n, n)
+        }
+        "nice" => {
+            let p = parse_opts(args, 1, &Opts { short_req: "n", long_req: &["adjustment"], numeric: true, ..NO_OPTS });
+            let n = p.first_operand;
+            (p, None, n, n)
+        }
+        "nohup" | "builtin" | "unbuffer" => {
+            let p = parse_opts(args, 1, &NO_OPTS);
+            let n = p.first_operand;
+            (p, None, n, n)
+        }
+        "setsid" => {
+            let p = parse_opts(args, 1, &NO_OPTS);
+            let n = p.first_operand;
+            (p, None, n, n)
+        }
+        "ionice" => {
+            let p =
+                parse_opts(args, 1, &Opts { short_req: "cnp", long_req: &["class", "classdata", "pid"], ..NO_OPTS });
+            let n = p.first_operand;
+            (p, None, n, n)
+        }
+        "timeout" => {
+            let p = parse_opts(args, 1, &Opts { short_req: "ks", long_req: &["kill-after", "signal"], ..NO_OPTS });
+            let n = p.first_operand;
+            // The first operand is the duration.
+            (p, None, n + 1, n + 1)
+        }
+        "stdbuf" => {
+            let p = parse_opts(args, 1, &Opts { short_req: "ioe", long_req: &["input", "output", "error"], ..NO_OPTS });
+            let n = p.first_operand;
+            (p, None, n, n)
+        }
+        "xargs" => {
+            let p = parse_opts(
+                args,
+                1,
+                &Opts {
+                    short_req: "aEdILnPs",
+                    short_opt: "iel",
+                    long_req: &["arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"],
+                    numeric: false,
+                },
+            );
+            u.unknown_args = true;
+            let n = p.first_operand;
+            if n >= args.len() {
+                // `xargs` alone runs `echo`.
                 u.wrappers.push(label(args, n));
-                u.script = Some(script);
+                u.args = vec![Arg::lit("echo")];
                 return true;
             }
-            n if is_shell(n) => {
-                let p = parse_opts(
-                    args,
-                    1,
-                    &Opts { short_req: "oO", long_req: &["rcfile", "init-file", "command"], ..NO_OPTS },
-                );
-                let command_mode = p.options.iter().any(|(o, _)| o == "-c" || o == "--command");
-                if !command_mode {
-                    return false;
-                }
-                let Some(script) = args.get(p.first_operand) else {
-                    return false;
-                };
-                let mut script = script.clone();
-                script.literal &= p.all_literal;
-                u.wrappers.push(format!("{name} -c"));
-                u.script = Some(script);
-                return true;
+            (p, None, n, n)
+        }
+        "sudo" => {
+            let p = parse_opts(
+                args,
+                1,
+                &Opts {
+                    short_req: "ugCDhprtTUR",
+                    long_req: &[
+                        "user",
+                        "group",
+                        "close-from",
+                        "chdir",
+                        "host",
+                        "prompt",
+                        "role",
+                        "type",
+                        "command-timeout",
+                        "other-user",
+                        "chroot",
+                    ],
+                    ..NO_OPTS
+                },
+            );
+            let n = p.first_operand;
+            if n >= args.len() || has_opt(&p, &["-e", "--edit"]) {
+                return false;
             }
-            _ => return false,
-        };
+            (p, Some((CommandClass::Dangerous, "runs with elevated privileges (sudo)".into())), n, n)
+        }
+        "doas" | "pkexec" | "run0" => {
+            let p = parse_opts(args, 1, &Opts { short_req: "uC", long_req: &["user"], ..NO_OPTS });
+            let n = p.first_operand;
+            if n >= args.len() {
+                return false;
+            }
+            (p, Some((CommandClass::Dangerous, format!("runs with elevated privileges ({name})"))), n, n)
+        }
+        "su" | "runuser" => {
+            let p = parse_opts(
+                args,
+                1,
+                &Opts { short_req: "cgGsuw", long_req: &["command", "group", "shell", "user"], ..NO_OPTS },
+            );
+            let Some(cmd) = opt_value(&p, &["-c", "--command"]) else { return false };
+            let literal = p.all_literal;
+            u.floor.push((CommandClass::Dangerous, format!("runs as another user ({name})")));
+            u.wrappers.push(format!("{name} -c"));
+            u.script = Some(Arg { text: cmd.to_string(), literal, taint: Default::default() });
+            return true;
+        }
+        "busybox" => {
+            let p = parse_opts(args, 1, &NO_OPTS);
+            let n = p.first_operand;
+            if n >= args.len() || !p.options.is_empty() {
+                return false;
+            }
+            (p, None, n, n)
+        }
+        "command" => {
+            let p = parse_opts(args, 1, &NO_OPTS);
+            if has_opt(&p, &["-v", "-V"]) {
+                // `command -v name` only looks the name up.
+                return false;
+            }
+            let n = p.first_operand;
+            (p, None, n, n)
+        }
+        "exec" => {
+            let p = parse_opts(args, 1, &Opts { short_req: "a", ..NO_OPTS });
+            let n = p.first_operand;
+            (p, None, n, n)
+        }
+        "chroot" => {
+            let p = parse_opts(args, 1, &Opts { long_req: &["userspec", "groups"], ..NO_OPTS });
+            let n = p.first_operand;
+            if n + 1 >= args.len() {
+                return false;
+            }
+            (p, Some((CommandClass::NeedsApproval, "runs inside chroot".into())), n + 1, n + 1)
+        }
+        "eval" => {
+            let script = join_script(&args[1..]);
+            u.wrappers.push("eval".into());
+            u.script = Some(script);
+            return true;
+        }
+        "watch" => {
+            let p = parse_opts(args, 1, &Opts { short_req: "nqd", long_req: &["interval", "differences"], ..NO_OPTS });
+            let n = p.first_operand;
+            if n >= args.len() {
+                return false;
+            }
+            let script = join_script(&args[n..]);
+            u.floor.push((CommandClass::NeedsApproval, "watch runs the command repeatedly".into()));
+            u.wrappers.push(label(args, n));
+            u.script = Some(script);
+            return true;
+        }
+        n if is_shell(n) => {
+            let p = parse_opts(
+                args,
+                1,
+                &Opts { short_req: "oO", long_req: &["rcfile", "init-file", "command"], ..NO_OPTS },
+            );
+            let command_mode = p.options.iter().any(|(o, _)| o == "-c" || o == "--command");
+            if !command_mode {
+                return false;
+            }
+            let Some(script) = args.get(p.first_operand) else {
+                return false;
+            };
+            let mut script = script.clone();
+            script.literal &= p.all_literal;
+            u.wrappers.push(format!("{name} -c"));
+            u.script = Some(script);
+            return true;
+        }
+        _ => return false,
+    };
     if !parsed.all_literal {
         u.floor.push((CommandClass::NeedsApproval, format!("options of {name} are not literal")));
     }

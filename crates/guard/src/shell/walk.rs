@@ -76,10 +76,8 @@ pub(crate) fn analyze_top(input: &str) -> Analysis {
     let mut w = Walker::default();
     let ctx = Ctx::default();
     if input.len() > MAX_INPUT_BYTES {
-        w.parse_errors.push(format!(
-            "the command is {} bytes long; at most {MAX_INPUT_BYTES} bytes are analyzed",
-            input.len()
-        ));
+        w.parse_errors
+            .push(format!("the command is {} bytes long; at most {MAX_INPUT_BYTES} bytes are analyzed", input.len()));
     } else {
         w.script(input, &ctx, true);
     }
@@ -485,7 +483,12 @@ impl Walker {
         Arg { text: w.value.clone(), literal, taint }
     }
 
-    fn process_substitution(&mut self, kind: &ast::ProcessSubstitutionKind, sub: &ast::SubshellCommand, ctx: &Ctx) -> Arg {
+    fn process_substitution(
+        &mut self,
+        kind: &ast::ProcessSubstitutionKind,
+        sub: &ast::SubshellCommand,
+        ctx: &Ctx,
+    ) -> Arg {
         self.feature(Feature::ProcessSubstitution);
         let start = self.cmds.len();
         self.list(&sub.list, &ctx.deeper());
@@ -558,20 +561,23 @@ impl Walker {
                 if is_eval {
                     wrappers.pop();
                 }
-                self.push(Cmd {
-                    sc: SimpleCommand {
-                        argv,
-                        wrappers,
-                        assignments: c3.assignments.clone(),
-                        redirects: redirects.iter().map(|d| d.redirect.clone()).collect(),
-                        class: v.class,
-                        reason: v.reason,
+                self.push(
+                    Cmd {
+                        sc: SimpleCommand {
+                            argv,
+                            wrappers,
+                            assignments: c3.assignments.clone(),
+                            redirects: redirects.iter().map(|d| d.redirect.clone()).collect(),
+                            class: v.class,
+                            reason: v.reason,
+                        },
+                        output: script.taint,
+                        stdin_code: false,
+                        args_from_stdin_exec: false,
+                        literal_output: None,
                     },
-                    output: script.taint,
-                    stdin_code: false,
-                    args_from_stdin_exec: false,
-                    literal_output: None,
-                }, &c3.floor);
+                    &c3.floor,
+                );
             }
             return;
         }
@@ -606,7 +612,9 @@ impl Walker {
         }
         // Literal output of echo/printf, in case it is piped into a shell.
         let literal_output = match name.as_str() {
-            "echo" if u.args.iter().skip(1).all(|a| a.literal && !a.text.contains('\\') && !a.text.starts_with('-')) => {
+            "echo"
+                if u.args.iter().skip(1).all(|a| a.literal && !a.text.contains('\\') && !a.text.starts_with('-')) =>
+            {
                 Some(u.args.iter().skip(1).map(|a| a.text.as_str()).collect::<Vec<_>>().join(" "))
             }
             "printf" if u.args.len() == 2 && u.args[1].literal && !u.args[1].text.contains(['\\', '%']) => {
@@ -615,11 +623,8 @@ impl Walker {
             _ => None,
         };
         let find_execs = if name == "find" { classify::find_exec_commands(&u.args) } else { Vec::new() };
-        let heredoc_script = if stdin_code {
-            stdin_redirect.and_then(|d| d.stdin_text.clone().map(|t| (t, d.literal)))
-        } else {
-            None
-        };
+        let heredoc_script =
+            if stdin_code { stdin_redirect.and_then(|d| d.stdin_text.clone().map(|t| (t, d.literal))) } else { None };
         let mut wrappers = ctx.wrappers.clone();
         wrappers.extend(u.wrappers.iter().cloned());
         let mut all_assignments = ctx.assignments.clone();

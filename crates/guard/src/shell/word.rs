@@ -50,7 +50,12 @@ impl Arg {
 
 /// True if an unquoted piece of text would be changed by pathname or brace expansion.
 pub(crate) fn unquoted_expands(text: &str) -> bool {
-    if text.contains(['*', '?', '[']) {
+    if text.contains(['*', '?']) {
+        return true;
+    }
+    if let Some(open) = text.find('[')
+        && text[open + 1..].contains(']')
+    {
         return true;
     }
     // Brace expansion: `{a,b}` or `{1..3}`.
