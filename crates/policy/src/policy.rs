@@ -3,11 +3,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use serde::Serialize;
 use toolgate_core::Touches;
 
 use crate::config::{AgentPolicy, ChannelPolicy, PolicyConfig, Profile, ProviderPolicy};
 use crate::error::{PolicyError, PolicyWarning, WarningKind};
-use crate::names::{BUILTIN_GROUPS, Groups, NameMatcher, parse_name};
+use crate::names::{BUILTIN_GROUPS, Groups, NameMatcher, group_contains, parse_name};
 use crate::rules::{ArgRule, Mode, is_arg_rule};
 use crate::trace::{Effect, Stage, Trace};
 
@@ -106,7 +107,8 @@ impl<'a> Caller<'a> {
 }
 
 /// The outcome of a call check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Pre-approved by an allow rule: run without asking.
     Allow,
@@ -146,7 +148,7 @@ impl fmt::Display for Verdict {
 }
 
 /// Whether a caller may see a tool, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Visibility {
     /// Whether the tool is offered to the caller.
     pub visible: bool,
@@ -167,8 +169,8 @@ impl fmt::Display for Visibility {
     }
 }
 
-/// The policy's answer for one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The policy's answer for one call. Serializes to JSON for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
     /// What to do.
     pub verdict: Verdict,
@@ -859,7 +861,10 @@ impl Policy {
         rule: &mut Option<String>,
     ) {
         let name = tool.name;
-        let hit = profile.entries().iter().find(|e| parse_name(e).is_ok_and(|m| m.matches(tool, &self.groups)));
+        let hit = profile.entries().iter().find(|e| match e.strip_prefix("group:") {
+            Some(group) => group_contains(group, tool, &self.groups),
+            None => **e == "*" || **e == name,
+        });
         match hit {
             Some(entry) => {
                 let effect = if *visible { Effect::Kept } else { Effect::Unchanged };

@@ -2,8 +2,11 @@
 
 use std::fmt;
 
+use serde::Serialize;
+
 /// Which step of the pipeline a [`TraceStep`] belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Stage {
     /// The caller is deeper than `[tools.subagents].maxDepth`.
@@ -77,7 +80,8 @@ impl fmt::Display for Stage {
 }
 
 /// What a step did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Effect {
     /// The tool stayed visible.
@@ -114,7 +118,7 @@ impl fmt::Display for Effect {
 }
 
 /// One step of an explanation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TraceStep {
     /// The pipeline step.
     pub stage: Stage,
@@ -134,7 +138,8 @@ pub struct TraceStep {
 /// 1 profile coding (from [tools].profile): `group:fs` includes `read` -> kept
 /// 2 deny rule `read(secrets/**)` from [tools].deny matched `secrets/key` -> deny
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
 pub struct Trace(Vec<TraceStep>);
 
 impl Trace {

@@ -93,3 +93,18 @@ fn visibility_display() {
   5 profile full (no profile configured; approvals and the sandbox protect a default setup): includes `cron` -> kept"
     );
 }
+
+#[test]
+fn decision_serializes_for_the_audit_log() {
+    let policy = policy("deny = [\"exec(rm:*)\"]");
+    let d = policy.decide(tool("exec"), &touches("cmd rm x"), &toolgate_policy::Caller::main());
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["verdict"], "deny");
+    assert_eq!(json["rule"], "`exec(rm:*)` in [tools].deny");
+    assert_eq!(json["trace"][1]["stage"], "deny_rule");
+    assert_eq!(json["trace"][1]["effect"], "deny");
+    assert_eq!(json["trace"].as_array().map(Vec::len), Some(2));
+
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<toolgate_policy::Policy>();
+}

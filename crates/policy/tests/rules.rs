@@ -74,6 +74,10 @@ fn commands_per_simple_command() {
         (RULES, "exec", "cmd cat secrets/key | read secrets/key", "main", "deny `read(secrets/**)` in [tools].deny"),
         (RULES, "exec", "cmd cargo test | write target/out", "main", ALLOW),
         (RULES, "exec", "cmd cargo test | write Cargo.toml", "main", "ask `write(Cargo.toml)` in [tools].ask"),
+        // `exec(...)` deny and ask rules bind every tool that runs commands; allow rules only `exec`.
+        (RULES, "process", "cmd rm -rf x", "main", DENY_RM),
+        (RULES, "process", "cmd git push", "main", ASK_PUSH),
+        (RULES, "process", "cmd cargo test", "main", "tool default"),
         // No commands at all: nothing for an allow rule to match.
         (RULES, "exec", "", "main", "tool default"),
     ]);
