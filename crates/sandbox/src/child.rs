@@ -1,0 +1,437 @@
+//! The code between `clone3` and `execve`.
+//!
+//! Everything the child needs is prepared in the parent ([`ChildPlan`]): C strings, pointer
+//! arrays, the Landlock ruleset descriptor, the seccomp program, the mount list and the rlimits.
+//! After `clone3` the child (a copy of a possibly multi-threaded parent) makes raw system calls
+//! only: no allocation, no locks, no Rust I/O. Failures are reported to the parent as a fixed
+//! 12-byte record on the report pipe, then the child exits with status 127.
+//!
+//! With a PID namespace the child is the namespace's init: after the setup it forks the command
+//! (pid 2), reports whether `execve` succeeded, closes its standard descriptors, reaps orphans and,
+//! when the command exits, reports its wait status and exits. The kernel then kills everything
+//! left in the namespace: no orphans, even from processes that called `setsid` or ignore
+//! `SIGTERM`.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::RawFd;
+
+use libc::{c_char, c_int, c_ulong, sock_filter};
+
+/// Report record kinds (first word of a 12-byte record).
+pub(crate) const REPORT_SETUP_FAILED: u32 = 1;
+/// `execve` succeeded (init mode only; otherwise EOF on the pipe says so).
+pub(crate) const REPORT_EXEC_OK: u32 = 2;
+/// `execve` failed; the second word is the errno.
+pub(crate) const REPORT_EXEC_FAILED: u32 = 3;
+/// The command exited; the second word is its wait status (init mode only).
+pub(crate) const REPORT_EXITED: u32 = 4;
+
+/// Steps of the child setup, for error messages.
+pub(crate) const STEPS: &[&str] = &[
+    "writing the user namespace maps",
+    "creating a new session",
+    "making the mount tree private",
+    "bind-mounting a read-only path",
+    "remounting a path read-only",
+    "setting pid_max in the PID namespace",
+    "setting resource limits",
+    "redirecting standard input and output",
+    "changing to the working directory",
+    "setting securebits",
+    "setting no_new_privs",
+    "applying the Landlock ruleset",
+    "loading the seccomp filter",
+    "forking the command inside the PID namespace",
+];
+const STEP_MAPS: u32 = 0;
+const STEP_SETSID: u32 = 1;
+const STEP_MOUNT_PRIVATE: u32 = 2;
+const STEP_BIND: u32 = 3;
+const STEP_REMOUNT: u32 = 4;
+const STEP_PID_MAX: u32 = 5;
+const STEP_RLIMIT: u32 = 6;
+const STEP_DUP: u32 = 7;
+const STEP_CHDIR: u32 = 8;
+const STEP_SECUREBITS: u32 = 9;
+const STEP_NNP: u32 = 10;
+const STEP_LANDLOCK: u32 = 11;
+const STEP_SECCOMP: u32 = 12;
+const STEP_FORK: u32 = 13;
+
+/// A mount to make in the child's mount namespace.
+#[derive(Debug)]
+pub(crate) struct MountOp {
+    /// The path (bind-mounted onto itself).
+    pub(crate) path: CString,
+    /// `Some(flags)`: remount read-only with these locked flags kept; `None`: only pin the path
+    /// (a mount point cannot be renamed or removed).
+    pub(crate) read_only_flags: Option<c_ulong>,
+    /// Cover the directory with an empty read-only tmpfs instead (its content is hidden).
+    pub(crate) hide: bool,
+}
+
+/// Everything the child needs, prepared before `clone3`.
+#[derive(Debug)]
+pub(crate) struct ChildPlan {
+    pub(crate) program: CString,
+    pub(crate) argv: Vec<CString>,
+    pub(crate) envp: Vec<CString>,
+    pub(crate) cwd: CString,
+    pub(crate) stdin_fd: RawFd,
+    pub(crate) output_fd: RawFd,
+    pub(crate) report_fd: RawFd,
+    /// `Some((uid_map, gid_map))` when a user namespace is created.
+    pub(crate) id_maps: Option<(Vec<u8>, Vec<u8>)>,
+    pub(crate) mount_ns: bool,
+    pub(crate) mounts: Vec<MountOp>,
+    /// Init mode: the child forks the command inside a new PID namespace.
+    pub(crate) pid_ns_init: bool,
+    /// Decimal `pid_max` for the PID namespace (caps the process count, also for root).
+    pub(crate) pid_max: Option<Vec<u8>>,
+    pub(crate) rlimits: Vec<(c_int, libc::rlimit)>,
+    pub(crate) securebits: bool,
+    pub(crate) no_new_privs: bool,
+    pub(crate) landlock_fd: Option<RawFd>,
+    pub(crate) seccomp: Option<Vec<sock_filter>>,
+}
+
+/// The pointer arrays for `execve`, built in the parent (they borrow the plan's strings).
+pub(crate) struct ExecArgs {
+    argv: Vec<*const c_char>,
+    envp: Vec<*const c_char>,
+}
+
+impl ExecArgs {
+    pub(crate) fn new(plan: &ChildPlan) -> Self {
+        let mut argv: Vec<*const c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let mut envp: Vec<*const c_char> = plan.envp.iter().map(|a| a.as_ptr()).collect();
+        envp.push(std::ptr::null());
+        ExecArgs { argv, envp }
+    }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_PIDFD: u64 = 0x1000;
+
+/// Clones a child that runs [`child_main`]; returns `(pid, pidfd)` in the parent.
+///
+/// # Safety
+///
+/// `plan` and `exec` must stay alive and unchanged until the call returns (the child works on a
+/// copy of the parent's memory, the parent does not touch them meanwhile). All file descriptors
+/// in `plan` must be open.
+pub(crate) unsafe fn spawn_child(plan: &ChildPlan, exec: &ExecArgs, ns_flags: u64) -> io::Result<(c_int, RawFd)> {
+    let mut pidfd: c_int = -1;
+    let args = CloneArgs {
+        flags: ns_flags | CLONE_PIDFD,
+        pidfd: &mut pidfd as *mut c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..CloneArgs::default()
+    };
+    // Block every signal around the clone so that no handler of the parent runs in the child
+    // before the child resets the dispositions.
+    // SAFETY: sigset_t is plain data; sigfillset/pthread_sigmask only write the given sets.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    // SAFETY: clone3 with stack = 0 behaves like fork: the child continues on a copy of this
+    // stack. `args` and `pidfd` outlive the call.
+    let ret = unsafe { libc::syscall(libc::SYS_clone3, &args as *const CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    if ret == 0 {
+        // SAFETY: we are the child; child_main only makes async-signal-safe system calls on
+        // data prepared before the clone and never returns.
+        unsafe { child_main(plan, exec) }
+    }
+    let err = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    if ret < 0 {
+        return Err(err);
+    }
+    Ok((ret as c_int, pidfd))
+}
+
+/// Writes a 12-byte record to the report pipe.
+///
+/// # Safety
+///
+/// Async-signal-safe: one `write` on a stack buffer.
+unsafe fn report(fd: RawFd, kind: u32, a: i32, b: i32) {
+    let mut buf = [0u8; 12];
+    buf[0..4].copy_from_slice(&kind.to_ne_bytes());
+    buf[4..8].copy_from_slice(&a.to_ne_bytes());
+    buf[8..12].copy_from_slice(&b.to_ne_bytes());
+    // SAFETY: buf is a valid 12-byte buffer; a short or failed write only loses the report.
+    unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Reports the failed step and exits.
+///
+/// # Safety
+///
+/// Async-signal-safe.
+unsafe fn fail(fd: RawFd, step: u32) -> ! {
+    let e = errno();
+    // SAFETY: report and _exit are async-signal-safe.
+    unsafe {
+        report(fd, REPORT_SETUP_FAILED, step as i32, e);
+        libc::_exit(127)
+    }
+}
+
+/// Writes `data` to the file at `path`.
+///
+/// # Safety
+///
+/// Async-signal-safe: open, write, close.
+unsafe fn write_file(path: &CStr, data: &[u8]) -> bool {
+    // SAFETY: path is NUL-terminated, data is a valid slice.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        libc::close(fd);
+        n == data.len() as isize
+    }
+}
+
+/// The child after `clone3`. Never returns.
+///
+/// # Safety
+///
+/// Must only run in a freshly cloned child. Only async-signal-safe system calls are made.
+unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
+    let rfd = plan.report_fd;
+    // SAFETY (whole body): raw system calls on data prepared by the parent; pointers come from
+    // live CStrings / vectors owned by `plan` and `exec`; every failure ends in `fail`.
+    unsafe {
+        // Signal dispositions back to default, mask empty.
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..65 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+
+        if let Some((uid_map, gid_map)) = &plan.id_maps {
+            // setgroups must be denied before an unprivileged gid_map can be written.
+            write_file(c"/proc/self/setgroups", b"deny");
+            if !write_file(c"/proc/self/uid_map", uid_map) || !write_file(c"/proc/self/gid_map", gid_map) {
+                fail(rfd, STEP_MAPS);
+            }
+        }
+        if libc::setsid() < 0 {
+            fail(rfd, STEP_SETSID);
+        }
+        if plan.mount_ns {
+            if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null())
+                < 0
+            {
+                fail(rfd, STEP_MOUNT_PRIVATE);
+            }
+            for m in &plan.mounts {
+                let p = m.path.as_ptr();
+                if m.hide {
+                    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+                    let data = c"mode=0555,size=4k";
+                    if libc::mount(c"tmpfs".as_ptr(), p, c"tmpfs".as_ptr(), flags, data.as_ptr().cast()) < 0 {
+                        fail(rfd, STEP_BIND);
+                    }
+                    continue;
+                }
+                if libc::mount(p, p, std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) < 0 {
+                    fail(rfd, STEP_BIND);
+                }
+                if let Some(flags) = m.read_only_flags {
+                    let f = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | flags;
+                    if libc::mount(std::ptr::null(), p, std::ptr::null(), f, std::ptr::null()) < 0 {
+                        fail(rfd, STEP_REMOUNT);
+                    }
+                }
+            }
+        }
+        if let Some(pid_max) = &plan.pid_max
+            && !write_file(c"/proc/sys/kernel/pid_max", pid_max)
+        {
+            fail(rfd, STEP_PID_MAX);
+        }
+        for (resource, limit) in &plan.rlimits {
+            if libc::setrlimit(*resource as _, limit) < 0 {
+                fail(rfd, STEP_RLIMIT);
+            }
+        }
+        if libc::dup2(plan.stdin_fd, 0) < 0 || libc::dup2(plan.output_fd, 1) < 0 || libc::dup2(plan.output_fd, 2) < 0 {
+            fail(rfd, STEP_DUP);
+        }
+        // Nothing else leaks into the command: every other descriptor closes on exec.
+        const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
+        if libc::chdir(plan.cwd.as_ptr()) < 0 {
+            fail(rfd, STEP_CHDIR);
+        }
+        if plan.securebits {
+            // Root (in the namespace or on the host) gains no capabilities at execve.
+            const SECBIT_NOROOT: c_ulong = 1 << 0;
+            const SECBIT_NOROOT_LOCKED: c_ulong = 1 << 1;
+            if libc::prctl(libc::PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0) < 0 {
+                fail(rfd, STEP_SECUREBITS);
+            }
+        }
+        if plan.no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 {
+            fail(rfd, STEP_NNP);
+        }
+        if let Some(fd) = plan.landlock_fd
+            && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) < 0
+        {
+            fail(rfd, STEP_LANDLOCK);
+        }
+        if let Some(filter) = &plan.seccomp {
+            let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut sock_filter };
+            const SECCOMP_SET_MODE_FILTER: c_ulong = 1;
+            if libc::syscall(libc::SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0 as c_ulong, &prog as *const libc::sock_fprog)
+                < 0
+            {
+                fail(rfd, STEP_SECCOMP);
+            }
+        }
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+
+        if !plan.pid_ns_init {
+            libc::execve(plan.program.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
+            report(rfd, REPORT_EXEC_FAILED, errno(), 0);
+            libc::_exit(127);
+        }
+        init_main(plan, exec)
+    }
+}
+
+/// Init of the PID namespace: fork the command, report, reap, exit with it.
+///
+/// # Safety
+///
+/// Child-only, async-signal-safe.
+unsafe fn init_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
+    let rfd = plan.report_fd;
+    // SAFETY (whole body): raw system calls; see child_main.
+    unsafe {
+        let mut exec_pipe = [0 as c_int; 2];
+        if libc::pipe2(exec_pipe.as_mut_ptr(), libc::O_CLOEXEC) < 0 {
+            fail(rfd, STEP_FORK);
+        }
+        // A plain fork (clone without namespace flags): allowed by our own seccomp filter.
+        let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as c_ulong, 0usize, 0usize, 0usize, 0usize);
+        if pid < 0 {
+            fail(rfd, STEP_FORK);
+        }
+        if pid == 0 {
+            libc::execve(plan.program.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
+            let e = errno();
+            libc::write(exec_pipe[1], (&e as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+        let pid = pid as libc::pid_t;
+        libc::close(exec_pipe[1]);
+        let mut e: i32 = 0;
+        let n = loop {
+            let n = libc::read(exec_pipe[0], (&mut e as *mut i32).cast(), 4);
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            break n;
+        };
+        libc::close(exec_pipe[0]);
+        // Only the command holds the output pipe from now on.
+        libc::close(0);
+        libc::close(1);
+        libc::close(2);
+        if n == 4 {
+            report(rfd, REPORT_EXEC_FAILED, e, 0);
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            libc::_exit(127);
+        }
+        report(rfd, REPORT_EXEC_OK, 0, 0);
+        loop {
+            let mut status: c_int = 0;
+            let r = libc::waitpid(-1, &mut status, 0);
+            if r == pid {
+                report(rfd, REPORT_EXITED, status, 0);
+                libc::_exit(0);
+            }
+            if r < 0 && errno() != libc::EINTR {
+                libc::_exit(0);
+            }
+        }
+    }
+}
+
+/// Probes which namespaces can be created: clones a child with `flags` that writes its id maps
+/// (when a user namespace is requested) and exits 0. Returns whether it worked.
+pub(crate) fn probe_namespaces(flags: u64, id_maps: Option<&(Vec<u8>, Vec<u8>)>, pid_max: bool) -> bool {
+    let mut pidfd: c_int = -1;
+    let args = CloneArgs {
+        flags: flags | CLONE_PIDFD,
+        pidfd: &mut pidfd as *mut c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..CloneArgs::default()
+    };
+    // SAFETY: as in spawn_child; signals are blocked around the clone, the child only makes
+    // raw system calls and exits.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let ret = libc::syscall(libc::SYS_clone3, &args as *const CloneArgs, std::mem::size_of::<CloneArgs>());
+        if ret == 0 {
+            if let Some((uid_map, gid_map)) = id_maps {
+                write_file(c"/proc/self/setgroups", b"deny");
+                if !write_file(c"/proc/self/uid_map", uid_map) || !write_file(c"/proc/self/gid_map", gid_map) {
+                    libc::_exit(1);
+                }
+            }
+            if pid_max && !write_file(c"/proc/sys/kernel/pid_max", b"301") {
+                libc::_exit(2);
+            }
+            libc::_exit(0);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if ret < 0 {
+            return false;
+        }
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(libc::P_PIDFD, pidfd as libc::id_t, &mut info, libc::WEXITED);
+        libc::close(pidfd);
+        r == 0 && info.si_code == libc::CLD_EXITED && info.si_status() == 0
+    }
+}

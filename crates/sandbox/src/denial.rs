@@ -1,0 +1,225 @@
+//! Denials: what the sandbox blocked, from real signals only.
+//!
+//! - `SIGSYS`: the seccomp filter killed the command (certain).
+//! - A line of output with an errno text (`Permission denied`, `Operation not permitted`,
+//!   `Read-only file system`) that names a path the policy confines: not writable (outside the
+//!   writable roots, or a read-only subpath) or not readable. This is a heuristic over the
+//!   command's own error messages: a program that reports an error without the path, or in
+//!   another language, is missed; a `Permission denied` on a confined path that had another cause
+//!   (file mode bits) is attributed to the sandbox. Errors on paths the policy does not confine
+//!   are never reported.
+//! - With the network off, `Address family not supported by protocol` (the errno our seccomp
+//!   filter answers to `socket(AF_INET*)`; a normal Linux host supports those families).
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::policy::SandboxMode;
+use crate::rules::Grant;
+
+/// What was blocked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+#[non_exhaustive]
+pub enum DenialKind {
+    /// Access to a path the policy does not allow.
+    Path {
+        /// The path as resolved against the working directory.
+        path: PathBuf,
+        /// `true` for a denied write (the path is readable, read-only, or does not exist yet),
+        /// `false` for a denied read (the path exists outside the readable set).
+        write: bool,
+    },
+    /// Opening a network socket while the network is off.
+    Network,
+    /// A system call forbidden by the seccomp filter (`SIGSYS`).
+    Syscall,
+}
+
+/// One thing the sandbox blocked, with the evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Denial {
+    /// What was blocked.
+    #[serde(flatten)]
+    pub kind: DenialKind,
+    /// The evidence: the output line, or the signal.
+    pub evidence: String,
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            DenialKind::Path { path, write: true } => {
+                write!(f, "blocked by the sandbox: writing {} is not allowed ({})", path.display(), self.evidence)
+            }
+            DenialKind::Path { path, write: false } => {
+                write!(f, "blocked by the sandbox: {} is outside the readable paths ({})", path.display(), self.evidence)
+            }
+            DenialKind::Network => {
+                write!(f, "blocked by the sandbox: network access is off ({})", self.evidence)
+            }
+            DenialKind::Syscall => write!(
+                f,
+                "blocked by the sandbox: the command was killed by SIGSYS for a forbidden system call \
+                 (ptrace, mount, kexec, module loading, setns, ...)"
+            ),
+        }
+    }
+}
+
+/// What the heuristic needs to know about the policy.
+#[derive(Debug, Clone)]
+pub(crate) struct DenialContext {
+    pub(crate) mode: SandboxMode,
+    pub(crate) network_off: bool,
+    pub(crate) rules: Vec<(PathBuf, Grant)>,
+    pub(crate) read_only: Vec<PathBuf>,
+}
+
+impl DenialContext {
+    fn covered(&self, path: &Path, pred: impl Fn(Grant) -> bool) -> bool {
+        self.rules.iter().any(|(root, grant)| pred(*grant) && path.starts_with(root))
+    }
+
+    fn writable(&self, path: &Path) -> bool {
+        if self.read_only.iter().any(|ro| path.starts_with(ro)) {
+            return false;
+        }
+        self.covered(path, |g| matches!(g, Grant::Write | Grant::Device))
+    }
+
+    fn readable(&self, path: &Path) -> bool {
+        self.covered(path, |g| !matches!(g, Grant::ListDir))
+    }
+
+    /// Denials found in `text` (the captured output) and the exit signal.
+    pub(crate) fn find(&self, text: &str, cwd: &Path, signal: Option<i32>) -> Vec<Denial> {
+        let mut out: Vec<Denial> = Vec::new();
+        if signal == Some(libc::SIGSYS) && self.mode != SandboxMode::FullAccess {
+            out.push(Denial { kind: DenialKind::Syscall, evidence: "SIGSYS".into() });
+        }
+        for line in text.lines().take(5000) {
+            if out.len() >= 20 {
+                break;
+            }
+            if self.network_off && line.contains("Address family not supported by protocol") {
+                if !out.iter().any(|d| d.kind == DenialKind::Network) {
+                    out.push(Denial { kind: DenialKind::Network, evidence: clip(line) });
+                }
+                continue;
+            }
+            if self.mode == SandboxMode::FullAccess {
+                continue;
+            }
+            let errno_text = ["Permission denied", "Operation not permitted", "Read-only file system"]
+                .iter()
+                .any(|t| line.contains(t));
+            if !errno_text {
+                continue;
+            }
+            for candidate in path_candidates(line) {
+                let path = normalize(&cwd.join(&candidate));
+                let readable = self.readable(&path);
+                if readable && self.writable(&path) {
+                    continue; // not confined by us
+                }
+                let write = readable || line.contains("Read-only file system") || std::fs::symlink_metadata(&path).is_err();
+                let kind = DenialKind::Path { path, write };
+                if !out.iter().any(|d| d.kind == kind) {
+                    out.push(Denial { kind, evidence: clip(line) });
+                }
+                break;
+            }
+        }
+        out
+    }
+}
+
+fn clip(line: &str) -> String {
+    let line = line.trim();
+    match line.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line.to_string(),
+    }
+}
+
+/// Words of an error line that look like paths: quoted strings, and words containing `/` or
+/// starting with `.`, stripped of punctuation.
+fn path_candidates(line: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for quote in ['\'', '"', '`', '‘', '’', '“', '”'] {
+        for (i, part) in line.split(quote).enumerate() {
+            if i % 2 == 1 && looks_like_path(part) {
+                found.push(part.to_string());
+            }
+        }
+    }
+    for word in line.split_whitespace() {
+        let w = word.trim_matches(|c: char| "'\"`‘’“”:,;()[]<>".contains(c));
+        if looks_like_path(w) && !found.iter().any(|f| f == w) {
+            found.push(w.to_string());
+        }
+    }
+    found
+}
+
+fn looks_like_path(s: &str) -> bool {
+    !s.is_empty() && !s.contains(' ') && (s.contains('/') || s.starts_with('.')) && !s.contains("://")
+}
+
+/// Resolves `.` and `..` lexically.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> DenialContext {
+        DenialContext {
+            mode: SandboxMode::WorkspaceWrite,
+            network_off: true,
+            rules: vec![(PathBuf::from("/usr"), Grant::ReadExec), (PathBuf::from("/ws"), Grant::Write)],
+            read_only: vec![PathBuf::from("/ws/.git/hooks")],
+        }
+    }
+
+    #[test]
+    fn finds_confined_paths_only() {
+        let c = ctx();
+        let text = "sh: 1: cannot create /etc/x: Permission denied\n\
+                    touch: cannot touch '/ws/.git/hooks/pre-commit': Read-only file system\n\
+                    cp: cannot open '/ws/ok.txt': Permission denied\n\
+                    cat: ../../home/u/.ssh/id_rsa: Permission denied\n";
+        let d = c.find(text, Path::new("/ws/sub"), None);
+        let paths: Vec<String> = d
+            .iter()
+            .filter_map(|d| match &d.kind {
+                DenialKind::Path { path, .. } => Some(path.display().to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(paths, vec!["/etc/x", "/ws/.git/hooks/pre-commit", "/home/u/.ssh/id_rsa"]);
+    }
+
+    #[test]
+    fn sigsys_and_network() {
+        let c = ctx();
+        let d = c.find("OSError: [Errno 97] Address family not supported by protocol", Path::new("/ws"), Some(31));
+        assert_eq!(d.len(), 2);
+        assert!(d[0].to_string().starts_with("blocked by the sandbox"));
+    }
+}

@@ -1,0 +1,325 @@
+//! [`RunningProcess`]: a started command: stdin, output, signals, the group kill and the wait.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::command::{ExitStatusKind, RunResult};
+use crate::denial::DenialContext;
+use crate::enforcement::Enforcement;
+use crate::error::SandboxError;
+use crate::output::{self, CapturedOutput, SharedOutput};
+use crate::sandbox::{from_wait_status, read_record};
+use crate::child::REPORT_EXITED;
+
+/// How long a process group has between `SIGTERM` and `SIGKILL`.
+pub const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// How long to wait for the output pipe to close after the command exited.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Exited,
+    TimedOut,
+    Cancelled,
+}
+
+/// What [`crate::Sandbox::spawn`] hands over.
+pub(crate) struct Parts {
+    pub(crate) pid: libc::pid_t,
+    pub(crate) pidfd: OwnedFd,
+    pub(crate) report: Option<File>,
+    pub(crate) stdin: Option<File>,
+    pub(crate) output_read: OwnedFd,
+    pub(crate) output: SharedOutput,
+    pub(crate) started: Instant,
+    pub(crate) enforcement: Enforcement,
+    pub(crate) denials: Arc<DenialContext>,
+    pub(crate) cwd: PathBuf,
+}
+
+/// A command started by [`crate::Sandbox::spawn`].
+///
+/// The process leads its own session and process group; with a PID namespace it is the
+/// namespace's init, so when it ends everything it started ends too. Dropping the handle kills
+/// the whole group with `SIGKILL` and reaps it.
+#[derive(Debug)]
+pub struct RunningProcess {
+    pid: libc::pid_t,
+    pidfd: AsyncFd<OwnedFd>,
+    report: Option<File>,
+    stdin: Option<File>,
+    output: SharedOutput,
+    eof: watch::Receiver<bool>,
+    pump: JoinHandle<()>,
+    started: Instant,
+    enforcement: Enforcement,
+    denials: Arc<DenialContext>,
+    cwd: PathBuf,
+    /// Set once the process has been reaped.
+    status: Option<ExitStatusKind>,
+}
+
+impl RunningProcess {
+    pub(crate) fn start(parts: Parts) -> Result<Self, SandboxError> {
+        set_nonblocking(&parts.output_read).map_err(|e| SandboxError::io("configuring the output pipe", e))?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(SandboxError::io(
+                "starting the output pump",
+                io::Error::other("Sandbox::spawn must be called inside a Tokio runtime"),
+            ));
+        }
+        // SAFETY: an OwnedFd stays open and returns the same descriptor until it is dropped,
+        // which happens only with the AsyncFd that owns it.
+        let reader = unsafe { AsyncFd::register_with_interest(parts.output_read, Interest::READABLE) }
+            .map_err(|e| SandboxError::io("registering the output pipe", e.into()))?;
+        // SAFETY: as above.
+        let pidfd = unsafe { AsyncFd::register_with_interest(parts.pidfd, Interest::READABLE) }
+            .map_err(|e| SandboxError::io("registering the process descriptor", e.into()))?;
+        let (tx, eof) = watch::channel(false);
+        let pump = tokio::spawn(pump(reader, Arc::clone(&parts.output), tx));
+        Ok(RunningProcess {
+            pid: parts.pid,
+            pidfd,
+            report: parts.report,
+            stdin: parts.stdin,
+            output: parts.output,
+            eof,
+            pump,
+            started: parts.started,
+            enforcement: parts.enforcement,
+            denials: parts.denials,
+            cwd: parts.cwd,
+            status: None,
+        })
+    }
+
+    /// The process id (on the host).
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// How the command runs.
+    pub fn enforcement(&self) -> &Enforcement {
+        &self.enforcement
+    }
+
+    /// Writes to the command's stdin (only when the spec asked for a stdin pipe).
+    pub fn write_stdin(&mut self, data: &[u8]) -> Result<(), SandboxError> {
+        let Some(stdin) = &mut self.stdin else {
+            return Err(SandboxError::io("writing to stdin", io::Error::new(io::ErrorKind::BrokenPipe, "no stdin pipe")));
+        };
+        stdin.write_all(data).map_err(|e| SandboxError::io("writing to the command's stdin", e))
+    }
+
+    /// Closes stdin (the command reads end of file).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// The output written since the last poll.
+    pub fn poll_output(&self) -> String {
+        output::lock(&self.output).poll()
+    }
+
+    /// Everything captured so far (head and tail within the cap).
+    pub fn output(&self) -> CapturedOutput {
+        output::lock(&self.output).snapshot()
+    }
+
+    /// The full log file, if the spec asked for one.
+    pub fn log_path(&self) -> Option<PathBuf> {
+        output::lock(&self.output).snapshot().log_path
+    }
+
+    /// Sends `signal` to the whole process group. A no-op once the process was reaped.
+    pub fn signal(&self, signal: i32) -> Result<(), SandboxError> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        // SAFETY: kill on our own child's process group (the child called setsid, so the
+        // group id is its pid; it cannot be reused before we reap the child).
+        if unsafe { libc::kill(-self.pid, signal) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(SandboxError::io(format!("sending signal {signal} to process group {}", self.pid), e));
+            }
+        }
+        Ok(())
+    }
+
+    fn kill_now(&self) {
+        if self.status.is_some() {
+            return;
+        }
+        // SAFETY: pidfd_send_signal on our own pidfd (SIGKILL also reaches a PID namespace's
+        // init), then kill on the group; no memory is passed.
+        unsafe {
+            libc::syscall(libc::SYS_pidfd_send_signal, self.pidfd.get_ref().as_raw_fd(), libc::SIGKILL, 0usize, 0u32);
+            libc::kill(-self.pid, libc::SIGKILL);
+        }
+    }
+
+    /// Kills the process tree: `SIGTERM` to the group, then `SIGKILL` (to the group and to the
+    /// namespace's init, which takes every process of the namespace with it) after
+    /// [`KILL_GRACE`]. Returns once the process is reaped.
+    pub async fn kill_tree(&mut self) -> Result<(), SandboxError> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        self.signal(libc::SIGTERM)?;
+        if tokio::time::timeout(KILL_GRACE, self.wait_exit()).await.is_err() {
+            self.kill_now();
+            self.wait_exit().await?;
+        }
+        Ok(())
+    }
+
+    /// Reaps the process if it has exited.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatusKind>, SandboxError> {
+        if let Some(s) = self.status {
+            return Ok(Some(s));
+        }
+        // Kill what is left of the group while the leader is a zombie (the group id cannot be
+        // reused yet). With a PID namespace the kernel already killed the rest.
+        // SAFETY: waitid with WNOWAIT only fills the zeroed siginfo.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let fd = self.pidfd.get_ref().as_raw_fd() as libc::id_t;
+        // SAFETY: see above.
+        let r = unsafe { libc::waitid(libc::P_PIDFD, fd, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+        if r < 0 {
+            return Err(SandboxError::io("waiting for the command", io::Error::last_os_error()));
+        }
+        // SAFETY: si_pid is valid for waitid results.
+        if unsafe { info.si_pid() } == 0 {
+            return Ok(None);
+        }
+        // SAFETY: signalling our own zombie's group; see `signal`.
+        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        // SAFETY: reaps the zombie, filling the zeroed siginfo.
+        let r = unsafe { libc::waitid(libc::P_PIDFD, fd, &mut info, libc::WEXITED) };
+        if r < 0 {
+            return Err(SandboxError::io("reaping the command", io::Error::last_os_error()));
+        }
+        // SAFETY: si_status is valid for CLD_* codes.
+        let raw = unsafe { info.si_status() };
+        let direct = if info.si_code == libc::CLD_EXITED { ExitStatusKind::Code(raw) } else { ExitStatusKind::Signal(raw) };
+        let status = match &mut self.report {
+            // Init mode: the init reported the command's own wait status.
+            Some(report) => match read_record(report) {
+                Ok(Some((REPORT_EXITED, st, _))) => from_wait_status(st),
+                _ => direct,
+            },
+            None => direct,
+        };
+        self.status = Some(status);
+        Ok(Some(status))
+    }
+
+    /// Waits until the process exits and reaps it.
+    pub async fn wait_exit(&mut self) -> Result<ExitStatusKind, SandboxError> {
+        loop {
+            if let Some(s) = self.try_wait()? {
+                return Ok(s);
+            }
+            let mut guard =
+                self.pidfd.readable().await.map_err(|e| SandboxError::io("waiting for the command", e))?;
+            guard.clear_ready();
+        }
+    }
+
+    /// Waits for the command to exit (no timeout: see [`crate::Sandbox::run`]) and returns the
+    /// result.
+    pub async fn wait(mut self) -> Result<RunResult, SandboxError> {
+        self.wait_exit().await?;
+        self.finish(Outcome::Exited).await
+    }
+
+    pub(crate) async fn finish(mut self, outcome: Outcome) -> Result<RunResult, SandboxError> {
+        let status = self.wait_exit().await?;
+        let mut eof = self.eof.clone();
+        let _ = tokio::time::timeout(DRAIN_GRACE, eof.wait_for(|done| *done)).await;
+        self.pump.abort();
+        let output = output::lock(&self.output).snapshot();
+        let signal = match status {
+            ExitStatusKind::Signal(s) => Some(s),
+            _ => None,
+        };
+        let text = format!("{}\n{}", output.head, output.tail);
+        let denials = self.denials.find(&text, &self.cwd, signal);
+        let exit = match outcome {
+            Outcome::Exited => status,
+            Outcome::TimedOut => ExitStatusKind::TimedOut,
+            Outcome::Cancelled => ExitStatusKind::Cancelled,
+        };
+        Ok(RunResult {
+            exit,
+            output,
+            duration: self.started.elapsed(),
+            enforcement: self.enforcement.clone(),
+            denials,
+        })
+    }
+
+    /// The working directory.
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+}
+
+impl Drop for RunningProcess {
+    fn drop(&mut self) {
+        self.pump.abort();
+        if self.status.is_none() {
+            self.kill_now();
+            // SAFETY: reaps our own child after SIGKILL; fills the zeroed siginfo.
+            unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                libc::waitid(libc::P_PIDFD, self.pidfd.get_ref().as_raw_fd() as libc::id_t, &mut info, libc::WEXITED);
+            }
+        }
+    }
+}
+
+async fn pump(reader: AsyncFd<OwnedFd>, output: SharedOutput, done: watch::Sender<bool>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let Ok(mut guard) = reader.readable().await else { break };
+        match guard.try_io(|fd| read_fd(fd.get_ref(), &mut buf)) {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => output::lock(&output).push(&buf[..n]),
+            Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+            Ok(Err(_)) => break,
+            Err(_would_block) => {}
+        }
+    }
+    output::lock(&output).eof = true;
+    let _ = done.send(true);
+}
+
+fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: reads into a valid buffer from a descriptor we own.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,502 @@
+//! [`Sandbox`]: a policy turned into prepared kernel objects, and the spawn path.
+
+use std::collections::BTreeSet;
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use libc::{c_int, c_ulong, sock_filter};
+use tokio_util::sync::CancellationToken;
+
+use crate::child::{self, ChildPlan, ExecArgs, MountOp, STEPS};
+use crate::command::{CommandSpec, ExitStatusKind, RunResult};
+use crate::denial::DenialContext;
+use crate::enforcement::Enforcement;
+use crate::error::SandboxError;
+use crate::output::OutputBuffer;
+use crate::policy::{Network, SandboxMode, SandboxPolicy};
+use crate::process::{Outcome, RunningProcess};
+use crate::rules::{self, RuleInputs};
+use crate::seccomp::{self, FilterOptions};
+use crate::status::{self, Namespaces};
+
+/// Runs commands under one [`SandboxPolicy`].
+///
+/// [`Sandbox::new`] checks what the machine can enforce and prepares the expensive parts once:
+/// the Landlock ruleset (one descriptor, shared by every child), the seccomp program and the
+/// private temporary folder (removed when the sandbox is dropped). Each command then costs one
+/// `clone3` with the namespaces, a few system calls in the child and `execve`.
+#[derive(Debug)]
+pub struct Sandbox {
+    policy: SandboxPolicy,
+    workspace: PathBuf,
+    private_tmp: tempfile::TempDir,
+    landlock: Option<OwnedFd>,
+    seccomp: Option<Vec<sock_filter>>,
+    namespaces: Namespaces,
+    id_maps: Option<(Vec<u8>, Vec<u8>)>,
+    pid_max: Option<Vec<u8>>,
+    securebits: bool,
+    no_new_privs: bool,
+    enforcement: Enforcement,
+    denials: Arc<DenialContext>,
+}
+
+impl Sandbox {
+    /// Prepares a sandbox for `policy`.
+    ///
+    /// Fails with [`SandboxError::Unenforceable`] when the machine cannot enforce the policy
+    /// and the policy does not allow falling back; with [`SandboxError::InvalidPolicy`] when the
+    /// workspace does not exist or a subpath is not relative.
+    pub fn new(policy: SandboxPolicy) -> Result<Self, SandboxError> {
+        let workspace = policy.workspace.canonicalize().map_err(|e| SandboxError::InvalidPolicy {
+            what: format!("workspace {}: {e}", policy.workspace.display()),
+        })?;
+        if !workspace.is_dir() {
+            return Err(SandboxError::InvalidPolicy {
+                what: format!("workspace {} is not a directory", workspace.display()),
+            });
+        }
+        for sub in policy.read_only_subpaths.iter().chain(&policy.hidden_subpaths) {
+            if sub.is_absolute() || sub.components().any(|c| !matches!(c, Component::Normal(_))) {
+                return Err(SandboxError::InvalidPolicy {
+                    what: format!("read-only subpath {} must be relative to the workspace, without `..`", sub.display()),
+                });
+            }
+        }
+        let private_tmp = tempfile::Builder::new()
+            .prefix("toolgate-sandbox-")
+            .tempdir()
+            .map_err(|e| SandboxError::io("creating the sandbox's private temporary folder", e))?;
+
+        let st = status::status();
+        let confine = policy.mode != SandboxMode::FullAccess;
+        let network_off = policy.network == Network::Off;
+        let needs_mounts = confine && (!policy.read_only_subpaths.is_empty() || !policy.hidden_subpaths.is_empty());
+        let mut missing = Vec::new();
+        if confine && st.landlock_abi.is_none() {
+            missing.push("Landlock (file-system confinement)");
+        }
+        if (confine || network_off) && !st.seccomp {
+            missing.push("seccomp (system call and network filter)");
+        }
+        if needs_mounts && !st.namespaces.mount {
+            missing.push("a mount namespace (to keep .git/hooks, .git/config and .toolgate read-only)");
+        }
+        let fallback_reason = if missing.is_empty() {
+            None
+        } else if policy.allow_unsandboxed_fallback {
+            Some(format!("{} not available on this machine", missing.join(", ")))
+        } else {
+            return Err(SandboxError::Unenforceable { what: format!("{} not available", missing.join(", ")) });
+        };
+        let confined = confine && fallback_reason.is_none();
+        let filter_network = network_off && fallback_reason.is_none();
+
+        let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute() && h != Path::new("/"));
+        let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default();
+        let abi = st.landlock_abi.unwrap_or(0);
+        let inputs = RuleInputs {
+            abi,
+            writable: policy.mode == SandboxMode::WorkspaceWrite,
+            network_off: filter_network,
+            workspace: &workspace,
+            private_tmp: private_tmp.path(),
+            extra_writable: &policy.extra_writable,
+            extra_readable: &policy.extra_readable,
+            path_dirs: &path_dirs,
+            home: home.as_deref(),
+        };
+        let landlock = if confined { Some(rules::build_ruleset(&inputs)?) } else { None };
+        let seccomp = (confined || filter_network)
+            .then(|| seccomp::build_filter(FilterOptions { confine: confined, network_off: filter_network }));
+
+        let namespaces = if confined { st.namespaces } else { Namespaces::default() };
+        let id_maps = namespaces.user.then(status::id_maps);
+        let limits = &policy.limits;
+        let pid_max = (namespaces.pid && st.pid_max_per_namespace)
+            .then(|| limits.max_processes.saturating_add(2).max(301).to_string().into_bytes());
+        let process_limit = if !st.root {
+            Some(limits.max_processes)
+        } else if pid_max.is_some() {
+            Some(limits.max_processes.saturating_add(1).max(300))
+        } else {
+            None
+        };
+        let securebits = confined && (namespaces.user || st.root);
+        let no_new_privs = confined || filter_network;
+
+        let mut read_only: Vec<PathBuf> = Vec::new();
+        if confined {
+            read_only.extend(policy.read_only_subpaths.iter().chain(&policy.hidden_subpaths).map(|s| workspace.join(s)));
+        }
+        let denials = Arc::new(DenialContext {
+            mode: if confined { policy.mode } else { SandboxMode::FullAccess },
+            network_off: filter_network,
+            rules: if confined { rules::path_rules(&inputs) } else { Vec::new() },
+            read_only,
+        });
+        let enforcement = Enforcement {
+            mode: policy.mode,
+            network: policy.network,
+            confined,
+            fallback_reason,
+            landlock_abi: confined.then_some(abi),
+            seccomp: seccomp.is_some(),
+            network_blocked: filter_network,
+            namespaces,
+            read_only_subpaths: confined && needs_mounts && namespaces.mount,
+            no_new_privs,
+            process_limit,
+        };
+        Ok(Sandbox {
+            policy,
+            workspace,
+            private_tmp,
+            landlock,
+            seccomp,
+            namespaces,
+            id_maps,
+            pid_max,
+            securebits,
+            no_new_privs,
+            enforcement,
+            denials,
+        })
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.policy
+    }
+
+    /// The canonical workspace path.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The private temporary folder (the child's `TMPDIR`), writable in every confined mode.
+    pub fn private_tmp(&self) -> &Path {
+        self.private_tmp.path()
+    }
+
+    /// What every command of this sandbox runs under.
+    pub fn enforcement(&self) -> &Enforcement {
+        &self.enforcement
+    }
+
+    /// Runs a command to completion: kills its process group on timeout or cancellation
+    /// (`SIGTERM`, then `SIGKILL` after 3 s) and returns its output, how it ended, how it was
+    /// sandboxed and what was blocked.
+    pub async fn run(&self, spec: CommandSpec, cancel: CancellationToken) -> Result<RunResult, SandboxError> {
+        let timeout = spec.timeout;
+        let mut process = self.spawn(spec)?;
+        process.close_stdin();
+        let outcome = tokio::select! {
+            r = process.wait_exit() => { r?; Outcome::Exited }
+            _ = tokio::time::sleep(timeout) => Outcome::TimedOut,
+            _ = cancel.cancelled() => Outcome::Cancelled,
+        };
+        if outcome != Outcome::Exited {
+            process.kill_tree().await?;
+        }
+        process.finish(outcome).await
+    }
+
+    /// Starts a command and returns at once (after `execve` succeeded), for background
+    /// processes. Must be called inside a Tokio runtime (the output is pumped by a task).
+    /// `spec.timeout` is not applied here: the caller decides when to
+    /// [`RunningProcess::kill_tree`].
+    pub fn spawn(&self, spec: CommandSpec) -> Result<RunningProcess, SandboxError> {
+        let started = Instant::now();
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(SandboxError::io(
+                "starting a sandboxed command",
+                io::Error::other("Sandbox::spawn and Sandbox::run must be called inside a Tokio runtime"),
+            ));
+        }
+        let cwd = if spec.cwd.is_absolute() { spec.cwd.clone() } else { self.workspace.join(&spec.cwd) };
+        let env = self.child_env(&spec, &cwd);
+        let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
+        let program = resolve_program(&spec.program, &cwd, path_var)?;
+
+        let cstr = |what: &str, bytes: &[u8]| {
+            CString::new(bytes).map_err(|_| SandboxError::InvalidPolicy { what: format!("{what} contains a NUL byte") })
+        };
+        let mut argv = Vec::with_capacity(spec.args.len() + 1);
+        argv.push(cstr("the program", spec.program.as_os_str().as_bytes())?);
+        for a in &spec.args {
+            argv.push(cstr("an argument", a.as_bytes())?);
+        }
+        let mut envp = Vec::with_capacity(env.len());
+        for (k, v) in &env {
+            envp.push(cstr("an environment variable", format!("{k}={v}").as_bytes())?);
+        }
+
+        let (out_read, out_write) = pipe().map_err(|e| SandboxError::io("creating the output pipe", e))?;
+        let (report_read, report_write) = pipe().map_err(|e| SandboxError::io("creating the report pipe", e))?;
+        let (stdin_child, stdin_parent) = if spec.stdin {
+            let (r, w) = pipe().map_err(|e| SandboxError::io("creating the stdin pipe", e))?;
+            (r, Some(File::from(w)))
+        } else {
+            let null = File::open("/dev/null").map_err(|e| SandboxError::io("opening /dev/null", e))?;
+            (high_fd(OwnedFd::from(null)).map_err(|e| SandboxError::io("opening /dev/null", e))?, None)
+        };
+        let log = match &spec.log_path {
+            Some(p) => Some((
+                File::create(p).map_err(|e| SandboxError::io(format!("creating the log file {}", p.display()), e))?,
+                p.clone(),
+            )),
+            None => None,
+        };
+
+        let plan = ChildPlan {
+            program: cstr("the program path", program.as_os_str().as_bytes())?,
+            argv,
+            envp,
+            cwd: cstr("the working directory", cwd.as_os_str().as_bytes())?,
+            stdin_fd: stdin_child.as_raw_fd(),
+            output_fd: out_write.as_raw_fd(),
+            report_fd: report_write.as_raw_fd(),
+            id_maps: self.id_maps.clone(),
+            mount_ns: self.namespaces.mount,
+            mounts: if self.namespaces.mount { self.mounts()? } else { Vec::new() },
+            pid_ns_init: self.namespaces.pid,
+            pid_max: self.pid_max.clone(),
+            rlimits: self.rlimits(),
+            securebits: self.securebits,
+            no_new_privs: self.no_new_privs,
+            landlock_fd: self.landlock.as_ref().map(|fd| fd.as_raw_fd()),
+            seccomp: self.seccomp.clone(),
+        };
+        let exec = ExecArgs::new(&plan);
+        // SAFETY: plan and exec live until spawn_child returns and every descriptor in plan is
+        // open (owned by locals of this function).
+        let (pid, pidfd) = unsafe { child::spawn_child(&plan, &exec, self.namespaces.clone_flags()) }
+            .map_err(|e| SandboxError::Setup { step: "creating the sandboxed process (clone3)", source: e })?;
+        // SAFETY: clone3 returned a fresh pidfd that nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        drop(out_write);
+        drop(report_write);
+        drop(stdin_child);
+
+        let mut report = File::from(report_read);
+        let first = read_record(&mut report).map_err(|e| SandboxError::io("reading the sandbox setup report", e))?;
+        match first {
+            None | Some((child::REPORT_EXEC_OK, _, _)) => {}
+            Some((kind, a, b)) => {
+                reap_blocking(&pidfd);
+                return Err(match kind {
+                    child::REPORT_SETUP_FAILED => SandboxError::Setup {
+                        step: STEPS.get(a as usize).copied().unwrap_or("setting up the sandbox"),
+                        source: io::Error::from_raw_os_error(b),
+                    },
+                    _ => SandboxError::Spawn { program: spec.program.clone(), source: io::Error::from_raw_os_error(a) },
+                });
+            }
+        }
+        let output = Arc::new(Mutex::new(OutputBuffer::new(spec.output_cap_bytes, log, spec.log_max_bytes)));
+        RunningProcess::start(crate::process::Parts {
+            pid,
+            pidfd,
+            report: self.namespaces.pid.then_some(report),
+            stdin: stdin_parent,
+            output_read: out_read,
+            output,
+            started,
+            enforcement: self.enforcement.clone(),
+            denials: Arc::clone(&self.denials),
+            cwd,
+        })
+    }
+
+    fn child_env(&self, spec: &CommandSpec, cwd: &Path) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = toolgate_guard::env::filter_safe(std::env::vars())
+            .into_iter()
+            .filter(|(k, _)| k != "TMPDIR" && k != "PWD")
+            .collect();
+        env.push(("TMPDIR".into(), self.private_tmp.path().to_string_lossy().into_owned()));
+        env.push(("PWD".into(), cwd.to_string_lossy().into_owned()));
+        for (k, v) in &spec.env {
+            env.retain(|(name, _)| name != k);
+            env.push((k.clone(), v.clone()));
+        }
+        env
+    }
+
+    fn rlimits(&self) -> Vec<(c_int, libc::rlimit)> {
+        let l = &self.policy.limits;
+        let lim = |v: u64| libc::rlimit { rlim_cur: v as libc::rlim_t, rlim_max: v as libc::rlim_t };
+        vec![
+            (libc::RLIMIT_CPU as c_int, lim(l.cpu_seconds)),
+            (libc::RLIMIT_AS as c_int, lim(l.address_space_bytes)),
+            (libc::RLIMIT_NPROC as c_int, lim(l.max_processes)),
+            (libc::RLIMIT_FSIZE as c_int, lim(l.max_file_size_bytes)),
+            (libc::RLIMIT_NOFILE as c_int, lim(l.max_open_files)),
+            (libc::RLIMIT_CORE as c_int, lim(0)),
+        ]
+    }
+
+    /// The mounts for this spawn: pin the directories between the workspace and each protected
+    /// path (a mount point cannot be renamed away), bind the read-only paths read-only, and
+    /// cover the hidden paths with an empty read-only tmpfs... (see [`MountOp`]).
+    fn mounts(&self) -> Result<Vec<MountOp>, SandboxError> {
+        let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut ops = Vec::new();
+        let writable = self.policy.mode == SandboxMode::WorkspaceWrite;
+        let protected: BTreeSet<&PathBuf> = if writable {
+            self.policy.read_only_subpaths.iter().chain(&self.policy.hidden_subpaths).collect()
+        } else {
+            self.policy.hidden_subpaths.iter().collect()
+        };
+        for rel in protected {
+            let path = self.workspace.join(rel);
+            if std::fs::symlink_metadata(&path).is_err() {
+                continue;
+            }
+            let mut ancestor = self.workspace.clone();
+            if let Some(parent) = rel.parent() {
+                for c in parent.components() {
+                    ancestor.push(c);
+                    if ancestor.is_dir() {
+                        pins.insert(ancestor.clone());
+                    }
+                }
+            }
+            let flags = locked_mount_flags(&path);
+            let hide = self.policy.hidden_subpaths.contains(rel) && path.is_dir();
+            let c = CString::new(path.as_os_str().as_bytes())
+                .map_err(|_| SandboxError::InvalidPolicy { what: format!("{} contains a NUL byte", path.display()) })?;
+            ops.push(MountOp { path: c, read_only_flags: Some(flags), hide });
+        }
+        let mut all: Vec<MountOp> = Vec::with_capacity(pins.len() + ops.len());
+        for p in pins {
+            if let Ok(c) = CString::new(p.as_os_str().as_bytes()) {
+                all.push(MountOp { path: c, read_only_flags: None, hide: false });
+            }
+        }
+        all.extend(ops);
+        Ok(all)
+    }
+}
+
+/// The flags of the mount holding `path` that an unprivileged remount must keep.
+fn locked_mount_flags(path: &Path) -> c_ulong {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return 0 };
+    // SAFETY: statvfs writes into the zeroed struct; c is NUL-terminated.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut vfs) } != 0 {
+        return 0;
+    }
+    let mut flags = 0;
+    for (st, ms) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if vfs.f_flag & st != 0 {
+            flags |= ms;
+        }
+    }
+    flags
+}
+
+fn resolve_program(program: &Path, cwd: &Path, path_var: Option<&str>) -> Result<PathBuf, SandboxError> {
+    let not_found = |what: &str| SandboxError::Spawn {
+        program: program.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::NotFound, what.to_string()),
+    };
+    if program.as_os_str().is_empty() {
+        return Err(not_found("empty program name"));
+    }
+    if program.components().count() > 1 || program.is_absolute() {
+        return Ok(cwd.join(program));
+    }
+    for dir in path_var.unwrap_or("/usr/local/bin:/usr/bin:/bin").split(':').filter(|d| !d.is_empty()) {
+        let candidate = Path::new(dir).join(program);
+        if let Ok(meta) = std::fs::metadata(&candidate)
+            && meta.is_file()
+            && meta.permissions().mode() & 0o111 != 0
+        {
+            return Ok(if candidate.is_absolute() { candidate } else { cwd.join(candidate) });
+        }
+    }
+    Err(not_found("not found in PATH"))
+}
+
+/// A pipe with both ends close-on-exec and numbered 3 or above (so `dup2` onto 0-2 in the child
+/// never hits an end itself).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and owned by nobody else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((high_fd(r)?, high_fd(w)?))
+}
+
+fn high_fd(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (>= 3) that we own.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Reads one 12-byte report record; `None` on EOF.
+pub(crate) fn read_record(file: &mut File) -> io::Result<Option<(u32, i32, i32)>> {
+    let mut buf = [0u8; 12];
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if got < buf.len() {
+        return Ok(None);
+    }
+    let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
+    Ok(Some((u32::from_ne_bytes(word(0)), i32::from_ne_bytes(word(4)), i32::from_ne_bytes(word(8)))))
+}
+
+/// Waits for a child that is about to exit (setup failure) and reaps it.
+fn reap_blocking(pidfd: &OwnedFd) {
+    // SAFETY: waitid on our own pidfd writes only into the zeroed siginfo.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED);
+    }
+}
+
+/// Converts a wait status (from the init's report) to an [`ExitStatusKind`].
+pub(crate) fn from_wait_status(status: c_int) -> ExitStatusKind {
+    if libc::WIFEXITED(status) {
+        ExitStatusKind::Code(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        ExitStatusKind::Signal(libc::WTERMSIG(status))
+    } else {
+        ExitStatusKind::Code(status)
+    }
+}
