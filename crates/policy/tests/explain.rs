@@ -108,3 +108,17 @@ fn decision_serializes_for_the_audit_log() {
     fn shared<T: Send + Sync + 'static>() {}
     shared::<toolgate_policy::Policy>();
 }
+
+#[test]
+fn docs_example_config_compiles() {
+    #[derive(serde::Deserialize)]
+    struct File {
+        tools: toolgate_policy::PolicyConfig,
+    }
+    let doc = include_str!("../../../docs/policy.md");
+    let block = doc.split("```toml\n").nth(1).and_then(|rest| rest.split("```").next()).unwrap();
+    let file: File = toml::from_str(block).unwrap();
+    let policy = toolgate_policy::Policy::new(file.tools).unwrap();
+    assert_eq!(policy.profile(), Some(toolgate_policy::Profile::Coding));
+    assert!(policy.warnings().is_empty(), "{:?}", policy.warnings());
+}
