@@ -10,6 +10,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 use toolgate_core::Limits;
+use toolgate_policy::PolicyConfig;
+use toolgate_tools::fs::FsConfig;
 
 /// toolgate's whole configuration. Every field has a default, so an empty file is valid.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -21,8 +23,11 @@ pub struct Config {
     pub gate: GateConfig,
     /// Size limits on parameters.
     pub limits: Limits,
-    /// Which tools are visible and allowed.
-    pub tools: ToolsConfig,
+    /// Which tools are visible and allowed: profiles, allow/deny lists, argument rules
+    /// (`docs/policy.md`).
+    pub tools: PolicyConfig,
+    /// The file tools: write safety, denied paths, instruction files, caps (`docs/fs-tools.md`).
+    pub fs: FsConfig,
     /// When to ask a person.
     pub approval: ApprovalConfig,
     /// The audit log.
@@ -72,20 +77,6 @@ impl GateConfig {
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout_secs.clamp(0.001, 86_400.0))
     }
-}
-
-/// `[tools]`: which tools are visible (a simple profile + allow/deny model for now).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct ToolsConfig {
-    /// `minimal`, `coding`, `messaging` or `full` (the default when unset).
-    pub profile: Option<String>,
-    /// When non-empty, only these tools (names or `group:NAME`) are visible.
-    pub allow: Vec<String>,
-    /// Added on top of what `profile` and `allow` let through; `deny` still wins.
-    pub also_allow: Vec<String>,
-    /// Never visible, whatever else says (names or `group:NAME`).
-    pub deny: Vec<String>,
 }
 
 /// `[approval]`: when a person is asked.
@@ -292,7 +283,7 @@ mod tests {
         let config = sources.load(None).unwrap();
         assert_eq!(config.gate.timeout_secs, 7.0, "workspace beats user");
         assert_eq!(config.gate.max_in_flight, 3, "user value kept where nothing overrides it");
-        assert_eq!(config.tools.profile.as_deref(), Some("minimal"), "environment beats files");
+        assert_eq!(config.tools.profile, Some(toolgate_policy::Profile::Minimal), "environment beats files");
         assert_eq!(config.identity.user, "ann");
         assert_eq!(config.identity.agent, "reviewer", "flags last");
     }

@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput, ToolSpec};
+use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, StoreError};
 
 use crate::config::Config;
@@ -16,7 +17,7 @@ use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::audit::{CallRecord, redact_params};
 use crate::pipeline::hooks::{self, Hook};
 use crate::pipeline::limits::ConcurrencyLimits;
-use crate::pipeline::policy::PolicyStage;
+use crate::pipeline::policy::{PolicyStage, apply_verdict, caller as policy_caller};
 use crate::pipeline::{execute, output, resolve, validate};
 
 /// Why a gate could not be built.
@@ -38,6 +39,12 @@ pub enum GateError {
     /// The state database could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The `[tools]` policy is invalid.
+    #[error("invalid [tools] policy: {0}")]
+    Policy(#[from] toolgate_policy::PolicyError),
+    /// The `[fs]` configuration is invalid.
+    #[error("invalid [fs] configuration: {0}")]
+    Fs(String),
 }
 
 /// Where audit records go.
@@ -119,6 +126,10 @@ impl GateBuilder {
             for tool in toolgate_tools::basic::tools() {
                 registry.register_builtin(tool)?;
             }
+            let fs = toolgate_tools::fs::tools(self.config.fs.clone()).map_err(|e| GateError::Fs(e.to_string()))?;
+            for tool in fs {
+                registry.register_builtin(tool)?;
+            }
         }
         for tool in self.tools {
             registry.register_dynamic(tool)?;
@@ -129,10 +140,16 @@ impl GateBuilder {
             (AuditTarget::File(path), true) => Some(AuditLog::open(path)?),
         };
         let config = self.config;
+        let policy = PolicyStage::new(config.tools.clone())?;
+        let specs: Vec<ToolSpec> = registry.all().iter().map(|t| t.tool.spec().clone()).collect();
+        let refs: Vec<ToolRef<'_>> = specs.iter().map(ToolRef::from).collect();
+        for warning in policy.policy().warnings().iter().cloned().chain(policy.policy().known_tools(&refs)) {
+            tracing::warn!("policy: {warning}");
+        }
         Ok(Gate {
             registry: Arc::new(registry),
             workspace: Arc::from(workspace.into_boxed_path()),
-            policy: PolicyStage::new(config.tools.clone()),
+            policy,
             limits: ConcurrencyLimits::new(config.gate.max_in_flight, config.gate.max_queued),
             approval: ApprovalStage::new(
                 config.approval.mode,
@@ -215,14 +232,39 @@ impl Gate {
             .all()
             .into_iter()
             .map(|t| t.tool.spec().clone())
-            .filter(|spec| self.policy.visible(spec, ctx).0)
+            .filter(|spec| self.policy.visible(spec, ctx).visible)
             .collect()
     }
 
-    /// Why a tool is or is not visible to `ctx`'s caller, step by step.
-    pub fn explain(&self, ctx: &CallContext, tool: &str) -> Result<(bool, String), ToolError> {
+    /// Why a tool is or is not visible to `ctx`'s caller and, given parameters, what policy
+    /// decides about that call — each with the trace of every step.
+    pub fn explain(&self, ctx: &CallContext, tool: &str, params: Option<Value>) -> Result<String, ToolError> {
         let found = resolve::resolve(&self.registry, tool)?;
-        Ok(self.policy.visible(found.tool.spec(), ctx))
+        let spec = found.tool.spec();
+        let mut out = String::new();
+        if self.policy.policy().profile().is_none() {
+            out.push_str(
+                "no profile is configured, so the profile is `full`: every tool is visible, and approvals \
+                          and the sandbox protect this setup\n",
+            );
+        }
+        out.push_str(&format!("tool `{}` (group {}): {}", spec.name, spec.group, self.policy.visible(spec, ctx)));
+        if let Some(params) = params {
+            let params = validate::validate(&found, params, &self.config.limits)?;
+            let safety = found.tool.safety(&params);
+            let decision = self.policy.policy().decide(ToolRef::from(spec), &safety.touches, &policy_caller(ctx));
+            out.push_str(&format!("\ncall: {decision}"));
+            out.push_str(&format!("tool's own approval requirement: {:?}\n", safety.approval));
+        }
+        Ok(out)
+    }
+
+    /// Policy warnings found when the gate was built (unknown tool names in allow lists, ...).
+    pub fn policy_warnings(&self) -> Vec<String> {
+        let specs: Vec<ToolSpec> = self.registry.all().iter().map(|t| t.tool.spec().clone()).collect();
+        let refs: Vec<ToolRef<'_>> = specs.iter().map(ToolRef::from).collect();
+        let policy = self.policy.policy();
+        policy.warnings().iter().cloned().chain(policy.known_tools(&refs)).map(|w| w.to_string()).collect()
     }
 
     /// Runs one tool call through the whole pipeline:
@@ -280,7 +322,7 @@ impl Gate {
             trace.push(format!("resolved `{name}` to `{}`", spec.name));
         }
         audited.tool.clone_from(&spec.name);
-        trace.push(self.policy.check(spec, ctx)?);
+        self.policy.check_visible(spec, ctx)?;
         // Keep what the model sent for the audit log in case validation refuses it.
         let raw = self.audit.is_some().then(|| params.clone());
         let params = match validate::validate(&tool, params, &self.config.limits) {
@@ -292,8 +334,11 @@ impl Gate {
                 return Err(e);
             }
         };
-        let safety = tool.tool.safety(&params);
+        let mut safety = tool.tool.safety(&params);
         audited.params = redact_params(&params, &safety.sensitive_params);
+        let decision = self.policy.decide(spec, &safety.touches, ctx)?;
+        trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));
+        apply_verdict(decision.verdict, &mut safety, &decision);
         let _permit = self.limits.acquire(&ctx.identity.agent).await?;
         let approval = self
             .approval

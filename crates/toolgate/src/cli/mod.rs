@@ -2,6 +2,7 @@
 
 mod audit;
 mod call;
+mod policy;
 mod terminal;
 mod tools;
 
@@ -54,6 +55,9 @@ enum Command {
     Call(call::Args),
     /// Show the audit log.
     Audit(audit::Args),
+    /// Inspect the tool policy.
+    #[command(subcommand)]
+    Policy(policy::Command),
 }
 
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
@@ -66,6 +70,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Tools(args)) => tools::run(&cli.global, args),
             Some(Command::Call(args)) => call::run(&cli.global, args).await,
             Some(Command::Audit(args)) => audit::run(&cli.global, args),
+            Some(Command::Policy(command)) => policy::run(&cli.global, command),
             None => tools::welcome(&cli.global),
         }
     })

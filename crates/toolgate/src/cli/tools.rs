@@ -54,7 +54,9 @@ pub(crate) fn welcome(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     println!("toolgate {} — a secure tool runtime for AI agents", env!("CARGO_PKG_VERSION"));
     println!("workspace: {}", gate.workspace().display());
     println!("state:     {}", gate.workspace().join(".toolgate/state.db").display());
-    println!("profile:   {}", gate.config().tools.profile.as_deref().unwrap_or("full (default)"));
+    let profile =
+        gate.config().tools.profile.map_or("full (the default: approvals and the sandbox protect it)", |p| p.as_str());
+    println!("profile:   {profile}");
     println!("\n{} tools visible:", specs.len());
     for spec in &specs {
         println!("  {:<14} {}", spec.name, spec.group);

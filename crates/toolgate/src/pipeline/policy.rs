@@ -1,62 +1,71 @@
-//! Stage 2: may this caller see and use this tool?
+//! Stage 2: may this caller see this tool, and what does policy say about this call?
 //!
-//! A simple profile + allow/deny model; the layered engine of `toolgate-policy` replaces it.
+//! Visibility is checked before the parameters are even validated (a hidden tool reveals
+//! nothing about its schema); argument rules (`exec(cargo test:*)`, `read(secrets/**)`) are
+//! checked after, against the [`Touches`] the tool reports for the validated parameters.
 
-use toolgate_core::{CallContext, ToolError, ToolSpec};
+use toolgate_core::{ApprovalRequirement, CallContext, CallSafety, ToolError, ToolSpec, Touches};
+use toolgate_policy::{Caller, Decision, Policy, PolicyConfig, PolicyError, ToolRef, Verdict, Visibility};
 
-use crate::config::ToolsConfig;
-
-/// The policy stage's view of `[tools]`.
-#[derive(Debug, Clone, Default)]
+/// The compiled `[tools]` policy.
+#[derive(Debug)]
 pub(crate) struct PolicyStage {
-    config: ToolsConfig,
-}
-
-/// Groups each profile includes (seed 000 §5); `full` (the default) includes everything.
-fn profile_groups(profile: &str) -> Option<&'static [&'static str]> {
-    match profile {
-        "full" => None,
-        "coding" => Some(&["fs", "runtime", "sessions", "memory", "basic"]),
-        "messaging" => Some(&["messaging"]),
-        _ => Some(&[]), // `minimal`
-    }
-}
-
-fn matches(entry: &str, spec: &ToolSpec) -> bool {
-    match entry.strip_prefix("group:") {
-        Some(group) => group == spec.group || group == "toolgate",
-        None => entry == spec.name,
-    }
+    policy: Policy,
 }
 
 impl PolicyStage {
-    pub(crate) fn new(config: ToolsConfig) -> Self {
-        PolicyStage { config }
+    pub(crate) fn new(config: PolicyConfig) -> Result<Self, PolicyError> {
+        Ok(PolicyStage { policy: Policy::new(config)? })
     }
 
-    /// Whether the tool is visible, and the trace of why.
-    pub(crate) fn visible(&self, spec: &ToolSpec, _ctx: &CallContext) -> (bool, String) {
-        let profile = self.config.profile.as_deref().unwrap_or("full");
-        let mut visible = profile_groups(profile).is_none_or(|groups| groups.contains(&spec.group.as_str()));
-        let mut trace = format!("profile {profile}: {}", if visible { "included" } else { "not included" });
-        if visible && !self.config.allow.is_empty() {
-            visible = self.config.allow.iter().any(|e| matches(e, spec));
-            trace.push_str(if visible { "; allow list: listed" } else { "; allow list: not listed" });
-        }
-        if !visible && self.config.also_allow.iter().any(|e| matches(e, spec)) {
-            visible = true;
-            trace.push_str("; alsoAllow: added");
-        }
-        if let Some(entry) = self.config.deny.iter().find(|e| matches(e, spec)) {
-            visible = false;
-            trace.push_str(&format!("; deny `{entry}`"));
-        }
-        (visible, trace)
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.policy
     }
 
-    /// Refuses a call to a tool the caller may not use.
-    pub(crate) fn check(&self, spec: &ToolSpec, ctx: &CallContext) -> Result<String, ToolError> {
-        let (visible, trace) = self.visible(spec, ctx);
-        if visible { Ok(trace) } else { Err(ToolError::Denied { tool: spec.name.clone(), reason: trace }) }
+    /// Whether `ctx`'s caller may see the tool, with the trace.
+    pub(crate) fn visible(&self, spec: &ToolSpec, ctx: &CallContext) -> Visibility {
+        self.policy.visible(ToolRef::from(spec), &caller(ctx))
     }
+
+    /// Refuses a call to a hidden tool.
+    pub(crate) fn check_visible(&self, spec: &ToolSpec, ctx: &CallContext) -> Result<(), ToolError> {
+        let visibility = self.visible(spec, ctx);
+        if visibility.visible {
+            return Ok(());
+        }
+        let rule = visibility.rule.unwrap_or_else(|| "the configured profile".to_owned());
+        Err(ToolError::Denied { tool: spec.name.clone(), reason: format!("the tool is hidden by {rule}") })
+    }
+
+    /// Checks argument rules; a deny stops the call.
+    pub(crate) fn decide(&self, spec: &ToolSpec, touches: &Touches, ctx: &CallContext) -> Result<Decision, ToolError> {
+        let decision = self.policy.decide(ToolRef::from(spec), touches, &caller(ctx));
+        if decision.verdict == Verdict::Deny {
+            return Err(ToolError::Denied { tool: spec.name.clone(), reason: decision.reason });
+        }
+        Ok(decision)
+    }
+}
+
+/// The approval requirement after policy: `ask` rules always ask; `allow` rules pre-approve,
+/// except calls the tool itself says must always be asked (a dangerous command).
+pub(crate) fn apply_verdict(verdict: Verdict, safety: &mut CallSafety, decision: &Decision) {
+    match verdict {
+        Verdict::Ask => {
+            safety.approval = ApprovalRequirement::Always;
+            safety.approval_reason = Some(decision.reason.clone().into());
+        }
+        Verdict::Allow if safety.approval != ApprovalRequirement::Always => {
+            safety.approval = ApprovalRequirement::Never
+        }
+        Verdict::Allow | Verdict::ToolDefault | Verdict::Deny => {}
+    }
+}
+
+pub(crate) fn caller(ctx: &CallContext) -> Caller<'_> {
+    let mut caller = Caller::agent(&ctx.identity.agent).with_depth(ctx.subagent_depth);
+    if let Some(provider) = &ctx.provider {
+        caller = caller.with_provider(provider);
+    }
+    caller
 }
