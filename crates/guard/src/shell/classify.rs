@@ -248,9 +248,7 @@ pub(crate) fn output_taint(args: &[Arg]) -> Taint {
     let short_has = |c: char| rest.iter().any(|a| is_short_cluster(&a.text) && a.text.contains(c));
     match name {
         "base64" | "base32" | "basenc" => {
-            if short_has('d') || short_has('D') || rest.iter().any(|a| long_is(&a.text, "decode")) {
-                t.decoded = true;
-            }
+            t.decoded |= short_has('d') || short_has('D') || rest.iter().any(|a| long_is(&a.text, "decode"));
         }
         "xxd" => t.decoded |= short_has('r') || rest.iter().any(|a| a.text == "-revert"),
         "uudecode" | "openssl" | "gunzip" | "zcat" | "bzcat" | "xzcat" | "unxz" | "zstdcat" | "unzstd" | "rev"

@@ -357,6 +357,17 @@ fn step(u: &mut Unwrapped) -> bool {
             u.script = Some(script);
             return true;
         }
+        "trap" => {
+            // `trap ACTION SIGNAL...`: ACTION is a script run later.
+            let action = args.get(1).filter(|a| !a.text.starts_with('-'));
+            let Some(action) = action.filter(|_| args.len() >= 3) else { return false };
+            let action = action.clone();
+            u.floor.push((CommandClass::NeedsApproval, "trap runs code when a signal or exit happens".into()));
+            let signals: Vec<&str> = args[2..].iter().map(|a| a.text.as_str()).collect();
+            u.wrappers.push(format!("trap ... {}", signals.join(" ")));
+            u.script = Some(action);
+            return true;
+        }
         "watch" => {
             let p = parse_opts(args, 1, &Opts { short_req: "nqd", long_req: &["interval", "differences"], ..NO_OPTS });
             let n = p.first_operand;

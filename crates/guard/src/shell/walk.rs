@@ -67,6 +67,8 @@ struct Walker {
     findings: Vec<Finding>,
     parse_errors: Vec<String>,
     functions: Vec<String>,
+    /// Variables assigned from downloaded or decoded content (`x=$(curl ...)`).
+    tainted_vars: Vec<(String, Taint)>,
     background: usize,
     truncated: bool,
 }
@@ -323,7 +325,10 @@ impl Walker {
             ast::CompoundCommand::ForClause(f) => {
                 self.feature(Feature::ControlFlow);
                 for w in f.values.iter().flatten() {
-                    self.word(w, ctx);
+                    let a = self.word(w, ctx);
+                    if a.taint.any() {
+                        self.tainted_vars.push((f.variable_name.clone(), a.taint));
+                    }
                 }
                 self.list(&f.body.list, ctx);
             }
@@ -411,6 +416,9 @@ impl Walker {
             for a in &assignments {
                 let name = a.text.split_once('=').map_or(a.text.as_str(), |(n, _)| n).trim_end_matches('+');
                 self.feature(Feature::Assignment { name: name.to_string() });
+                if a.taint.any() {
+                    self.tainted_vars.push((name.to_string(), a.taint));
+                }
                 if let Some(r) = classify::assignment_risk(name) {
                     self.finding(CommandClass::NeedsApproval, r);
                 }
@@ -558,9 +566,8 @@ impl Walker {
                 }
                 let mut wrappers = ctx.wrappers.clone();
                 wrappers.extend(u.wrappers.iter().cloned());
-                if is_eval {
-                    wrappers.pop();
-                }
+                // The last wrapper is the shell (or eval) itself, which the argv shows.
+                wrappers.pop();
                 self.push(
                     Cmd {
                         sc: SimpleCommand {
@@ -599,16 +606,24 @@ impl Walker {
         if self.functions.contains(&name) {
             v.raise(CommandClass::NeedsApproval, format!("calls the shell function {name}"));
         }
+        if matches!(name.as_str(), "export" | "declare" | "typeset" | "local" | "readonly") {
+            for a in u.args.iter().skip(1).filter(|a| a.taint.any()) {
+                if let Some((n, _)) = a.text.split_once('=') {
+                    self.tainted_vars.push((n.to_string(), a.taint));
+                }
+            }
+        }
         let executes_args = classify::is_code_executor(&name);
         if executes_args && let Some(t) = u.args.iter().skip(1).find(|a| a.taint.any()).map(|a| a.taint) {
             v.raise(CommandClass::Blocked, format!("{name} runs {} as code", t.describe()));
         }
         let stdin_code = classify::reads_code_from_stdin(&u.args);
         let stdin_redirect = redirects.iter().find(|d| d.stdin);
-        if stdin_code && let Some(d) = stdin_redirect {
-            if d.taint.any() {
-                v.raise(CommandClass::Blocked, format!("{name} runs {} as code", d.taint.describe()));
-            }
+        if stdin_code
+            && let Some(d) = stdin_redirect
+            && d.taint.any()
+        {
+            v.raise(CommandClass::Blocked, format!("{name} runs {} as code", d.taint.describe()));
         }
         // Literal output of echo/printf, in case it is piped into a shell.
         let literal_output = match name.as_str() {
@@ -617,6 +632,7 @@ impl Walker {
             {
                 Some(u.args.iter().skip(1).map(|a| a.text.as_str()).collect::<Vec<_>>().join(" "))
             }
+            "cat" if u.args.len() == 1 => stdin_redirect.filter(|d| d.literal).and_then(|d| d.stdin_text.clone()),
             "printf" if u.args.len() == 2 && u.args[1].literal && !u.args[1].text.contains(['\\', '%']) => {
                 Some(u.args[1].text.clone())
             }
@@ -830,6 +846,18 @@ impl Walker {
                 WordPiece::ParameterExpansion(_) => {
                     arg.text.push_str(src);
                     arg.literal = false;
+                    let name: String = src
+                        .trim_start_matches('$')
+                        .trim_start_matches('{')
+                        .trim_start_matches('!')
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    for (v, t) in &self.tainted_vars {
+                        if *v == name {
+                            arg.taint.merge(*t);
+                        }
+                    }
                     let inner = src.strip_prefix("${").and_then(|s| s.strip_suffix('}'));
                     if let Some(inner) = inner
                         && (inner.contains('$') || inner.contains('`'))
