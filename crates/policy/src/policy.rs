@@ -104,13 +104,41 @@ impl<'a> Caller<'a> {
         self.parent = Some(parent);
         self
     }
+
+    /// Runs `f` with the last of a chain of agents, each a sub-agent of the one before:
+    /// `["main", "researcher"]` is `researcher` at depth 1 with parent `main`. All share the
+    /// provider. An empty chain is `main`. This is what `toolgate policy explain --depth N` needs.
+    pub fn with_chain<R>(agents: &[&str], provider: Option<&str>, f: impl FnOnce(&Caller<'_>) -> R) -> R {
+        fn step<R>(agents: &[&str], parent: &Caller<'_>, f: impl FnOnce(&Caller<'_>) -> R) -> R {
+            match agents.split_first() {
+                None => f(parent),
+                Some((agent, rest)) => step(rest, &Caller::subagent(agent, parent), f),
+            }
+        }
+        let (first, rest) = agents.split_first().map_or(("main", &[][..]), |(a, r)| (*a, r));
+        let mut top = Caller::agent(first);
+        top.provider = provider;
+        step(rest, &top, f)
+    }
+
+    /// The depth policy uses: [`Caller::depth`], but never less than one more than the parent's,
+    /// so a caller with a parent is always treated as a sub-agent.
+    pub fn effective_depth(&self) -> u32 {
+        match self.parent {
+            None => self.depth,
+            Some(Parent::Tools(_)) => self.depth.max(1),
+            Some(Parent::Caller(parent)) => self.depth.max(parent.effective_depth().saturating_add(1)),
+        }
+    }
 }
 
 /// The outcome of a call check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Pre-approved by an allow rule: run without asking.
+    /// Pre-approved by an allow rule: no approval is needed on policy's account. It stands in
+    /// for a stored "allow always", so, like one, it does not override a tool's
+    /// `ApprovalRequirement::Always` (a destructive command the tool itself detected).
     Allow,
     /// No rule decided: the tool's own approval requirement (`CallSafety::approval`) applies.
     ToolDefault,
@@ -642,20 +670,15 @@ impl Policy {
         trace: &mut Trace,
     ) -> (bool, Option<String>) {
         let name = tool.name;
-        if caller.depth > self.max_depth {
+        let depth = caller.effective_depth();
+        if depth > self.max_depth {
             trace.push(
                 level,
                 Stage::Depth,
-                format!(
-                    "{} > maxDepth {} ([tools.subagents].maxDepth): no tools at this depth",
-                    caller.depth, self.max_depth
-                ),
+                format!("{} > maxDepth {} ([tools.subagents].maxDepth): no tools at this depth", depth, self.max_depth),
                 Effect::Removed,
             );
-            return (
-                false,
-                Some(format!("depth {} beyond [tools.subagents].maxDepth {}", caller.depth, self.max_depth)),
-            );
+            return (false, Some(format!("depth {} beyond [tools.subagents].maxDepth {}", depth, self.max_depth)));
         }
         let mut visible = true;
         let mut rule: Option<String> = None;
@@ -746,7 +769,7 @@ impl Policy {
             }
         }
         // Subagent lists: no allow can re-open them.
-        if caller.depth >= 1 {
+        if depth >= 1 {
             let list = if self.subagent_lists_configured.0 {
                 "[tools.subagents].deny"
             } else {
@@ -758,7 +781,7 @@ impl Policy {
                     trace.push(
                         level,
                         Stage::SubagentDeny,
-                        format!("depth {}: {list}: `{}` names `{name}`", caller.depth, e.text),
+                        format!("depth {}: {list}: `{}` names `{name}`", depth, e.text),
                         effect,
                     );
                     if visible {
@@ -769,11 +792,11 @@ impl Policy {
                 None => trace.push(
                     level,
                     Stage::SubagentDeny,
-                    format!("depth {}: {list} does not name `{name}`", caller.depth),
+                    format!("depth {}: {list} does not name `{name}`", depth),
                     if visible { Effect::Kept } else { Effect::Unchanged },
                 ),
             }
-            if caller.depth >= self.max_depth {
+            if depth >= self.max_depth {
                 let list = if self.subagent_lists_configured.1 {
                     "[tools.subagents].leafDeny"
                 } else {
@@ -787,7 +810,7 @@ impl Policy {
                             Stage::LeafDeny,
                             format!(
                                 "depth {} is the maximum ({}): {list}: `{}` names `{name}`",
-                                caller.depth, self.max_depth, e.text
+                                depth, self.max_depth, e.text
                             ),
                             effect,
                         );
@@ -799,10 +822,7 @@ impl Policy {
                     None => trace.push(
                         level,
                         Stage::LeafDeny,
-                        format!(
-                            "depth {} is the maximum ({}): {list} does not name `{name}`",
-                            caller.depth, self.max_depth
-                        ),
+                        format!("depth {} is the maximum ({}): {list} does not name `{name}`", depth, self.max_depth),
                         if visible { Effect::Kept } else { Effect::Unchanged },
                     ),
                 }

@@ -272,6 +272,21 @@ fn no_escalation() {
     // cron is in the parent's set but on the subagent deny list.
     assert_eq!(policy.visible_tools(&tools, &caller), ["read", "grep"]);
 
+    // A caller with a parent is a sub-agent even if its depth says 0.
+    let main = Caller::main();
+    let sloppy = Caller::agent("worker").with_parent(Parent::Caller(&main));
+    assert_eq!(sloppy.effective_depth(), 1);
+    assert!(!policy.visible(ToolRef::new("cron", "automation"), &sloppy).visible);
+    let sloppy = Caller::agent("worker").with_parent(Parent::Tools(&parent_tools));
+    assert_eq!(policy.visible_tools(&tools, &sloppy), ["read", "grep"]);
+
+    // `Caller::with_chain` builds the parent chain.
+    let depth = Caller::with_chain(&["main", "lead", "worker"], Some("openai"), |c| {
+        (c.agent.to_owned(), c.depth, c.provider.map(str::to_owned), policy.visible_tools(&tools, c).len())
+    });
+    assert_eq!(depth, ("worker".to_owned(), 2, Some("openai".to_owned()), 0));
+    assert_eq!(Caller::with_chain(&[], None, |c| (c.agent.to_owned(), c.depth)), ("main".to_owned(), 0));
+
     // `Caller::subagent` inherits provider and depth.
     let main = Caller::main().with_provider("openai");
     let child = Caller::subagent("worker", &main);
