@@ -209,12 +209,13 @@ pub(crate) fn edit_file(
         if edits.len() == 1 { "" } else { "s" },
         if total == 1 { "" } else { "s" }
     ));
-    if let Some((first, new_lines)) = summary.last().map(|(r, n)| (r.first_line, *n)) {
-        if edits.len() == 1 && summary[0].0.count == 1 {
-            let from = first.saturating_sub(2).max(1);
-            let to = first + new_lines + 1;
-            text.push_str(&format!(" The changed region now reads:\n{}", text::numbered(&body, from, to)));
-        }
+    if let Some((first, new_lines)) = summary.last().map(|(r, n)| (r.first_line, *n))
+        && edits.len() == 1
+        && summary[0].0.count == 1
+    {
+        let from = first.saturating_sub(2).max(1);
+        let to = first + new_lines + 1;
+        text.push_str(&format!(" The changed region now reads:\n{}", text::numbered(&body, from, to)));
     }
     if let Some(w) = written.warning {
         text.push('\n');

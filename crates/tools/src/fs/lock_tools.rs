@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_core::{Annotations, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec, Touches};
 
+use super::locks::LockError;
 use super::params;
 use super::state::FsState;
 
@@ -79,8 +80,8 @@ impl Tool for LockPathsTool {
                 lock.token
             ))
             .with_structured(json!({ "token": lock.token, "globs": lock.globs, "ttl_ms": ttl.as_millis() as u64 }))),
-            Err((why, other)) if other.token.is_empty() => Err(ToolError::invalid("lock_paths", "/globs", why)),
-            Err((why, other)) => {
+            Err(LockError::BadGlob(why)) => Err(ToolError::invalid("lock_paths", "/globs", why)),
+            Err(LockError::Conflict(why, other)) => {
                 Err(ToolError::failed(format!("{why}: {}; wait until then, or lock other paths", other.describe())))
             }
         }

@@ -50,6 +50,15 @@ pub(crate) fn compile(glob: &str) -> Result<GlobMatcher, globset::Error> {
     Ok(built.compile_matcher())
 }
 
+/// Why a lock could not be taken.
+#[derive(Debug)]
+pub(crate) enum LockError {
+    /// A glob does not parse.
+    BadGlob(String),
+    /// Another agent holds a conflicting lock.
+    Conflict(String, Box<Lock>),
+}
+
 /// All locks, across workspaces.
 #[derive(Debug, Default)]
 pub(crate) struct LockTable {
@@ -76,26 +85,13 @@ impl LockTable {
         owner: &Identity,
         globs: Vec<String>,
         ttl: Duration,
-    ) -> Result<Lock, (String, Lock)> {
+    ) -> Result<Lock, LockError> {
         self.prune();
         let mut matchers = Vec::new();
         for g in &globs {
             match compile(g) {
                 Ok(m) => matchers.push(m),
-                Err(e) => {
-                    return Err((
-                        format!("`{g}` is not a valid glob: {e}"),
-                        Lock {
-                            token: String::new(),
-                            owner: owner.clone(),
-                            workspace: workspace.to_path_buf(),
-                            globs: Vec::new(),
-                            matchers: Vec::new(),
-                            expires: Instant::now(),
-                            expires_wall: SystemTime::now(),
-                        },
-                    ));
-                }
+                Err(e) => return Err(LockError::BadGlob(format!("`{g}` is not a valid glob: {e}"))),
             }
         }
         for other in self.locks.iter().filter(|l| l.workspace == workspace && &l.owner != owner) {
@@ -105,7 +101,10 @@ impl LockTable {
                     || other.covers(g_norm)
                     || other.globs.iter().any(|og| m.is_match(og.trim_start_matches("./").trim_end_matches('/')));
                 if conflict {
-                    return Err((format!("`{g}` conflicts with a lock held by another agent"), other.clone()));
+                    return Err(LockError::Conflict(
+                        format!("`{g}` conflicts with a lock held by another agent"),
+                        Box::new(other.clone()),
+                    ));
                 }
             }
         }

@@ -161,15 +161,16 @@ impl Listing<'_> {
                     let skipped = self.state.config.ls_skip_dirs.iter().any(|s| s == &name);
                     let note = if skipped && depth < self.max_depth { "  (not entered; list it directly)" } else { "" };
                     self.lines.push(format!("{indent}dir   {:>9}  {name}/{note}", "-"));
-                    if depth < self.max_depth && !skipped {
-                        if let Ok(sub) = rustix::fs::openat(
+                    if depth < self.max_depth
+                        && !skipped
+                        && let Ok(sub) = rustix::fs::openat(
                             &dir,
                             name.as_str(),
                             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                             Mode::empty(),
-                        ) {
-                            self.list(sub, &child, depth + 1, ctx)?;
-                        }
+                        )
+                    {
+                        self.list(sub, &child, depth + 1, ctx)?;
                     }
                 }
                 FileType::Symlink => {

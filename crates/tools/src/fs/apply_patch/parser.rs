@@ -195,10 +195,11 @@ fn strip_heredoc<'a, 'b>(all: &'b [&'a str]) -> (&'b [&'a str], usize) {
         let last = all[all.len() - 1].trim();
         let tag =
             first.trim_start_matches("apply_patch").trim().strip_prefix("<<").map(|t| t.trim_matches(['\'', '"']));
-        if let Some(tag) = tag {
-            if !tag.is_empty() && tag == last {
-                return (&all[1..all.len() - 1], 2);
-            }
+        if let Some(tag) = tag
+            && !tag.is_empty()
+            && tag == last
+        {
+            return (&all[1..all.len() - 1], 2);
         }
     }
     (all, 1)

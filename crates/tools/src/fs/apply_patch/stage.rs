@@ -100,14 +100,14 @@ pub(crate) fn apply(state: &FsState, ctx: &CallContext, tool: &str, patch: &Patc
     }
     let max = state.config.max_write_bytes;
     for e in &staging.entries {
-        if let Some(bytes) = &e.result {
-            if bytes.len() > max {
-                return Err(fail(format!(
-                    "`{}` would be {} bytes, over the {max}-byte limit",
-                    e.checked.real_shown(),
-                    bytes.len()
-                )));
-            }
+        if let Some(bytes) = &e.result
+            && bytes.len() > max
+        {
+            return Err(fail(format!(
+                "`{}` would be {} bytes, over the {max}-byte limit",
+                e.checked.real_shown(),
+                bytes.len()
+            )));
         }
     }
     commit(state, ctx, tool, &staging)?;

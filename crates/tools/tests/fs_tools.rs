@@ -1,0 +1,476 @@
+//! Behaviour of the fs tools through their public API.
+
+mod fs_support;
+
+use fs_support::Ws;
+use serde_json::json;
+use toolgate_core::{ApprovalRequirement, Content, RateClass, ToolError};
+use toolgate_tools::fs::{FsConfig, WriteSafety};
+
+// ---------------------------------------------------------------- read
+
+#[tokio::test]
+async fn read_numbers_lines_and_pages() {
+    let ws = Ws::new();
+    let body: String = (1..=3000).map(|i| format!("line {i}\n")).collect();
+    ws.put("big.txt", &body);
+    let out = ws.ok("read", json!({ "path": "big.txt" })).await;
+    assert!(out.starts_with("     1\tline 1\n     2\tline 2\n"), "{}", &out[..60]);
+    assert!(out.contains("  2000\tline 2000\n"));
+    assert!(!out.contains("line 2001\n"));
+    assert!(out.contains("To read on, call `read` with offset=2001"), "{}", &out[out.len() - 200..]);
+
+    let out = ws.ok("read", json!({ "path": "big.txt", "offset": 2999, "limit": 5 })).await;
+    assert_eq!(out, "  2999\tline 2999\n  3000\tline 3000\n");
+
+    // The byte page cuts before the line limit.
+    let wide: String = (1..=2000).map(|i| format!("{i:0>100}\n")).collect();
+    ws.put("wide.txt", &wide);
+    let out = ws.ok("read", json!({ "path": "wide.txt" })).await;
+    assert!(out.len() < 52 * 1024, "{}", out.len());
+    assert!(out.contains("page limit of 51200 bytes"));
+    let out = ws.ok("read", json!({ "path": "wide.txt", "max_bytes": 524288 })).await;
+    assert!(out.contains("  2000\t"));
+}
+
+#[tokio::test]
+async fn read_cuts_long_lines_and_handles_edge_cases() {
+    let ws = Ws::new();
+    ws.put("long.txt", format!("{}\nshort\n", "x".repeat(2500)));
+    let out = ws.ok("read", json!({ "path": "long.txt" })).await;
+    assert!(out.contains("… [line truncated: 500 more characters]"));
+    assert!(out.contains("     2\tshort"));
+
+    ws.put("crlf.txt", "a\r\nb\r\n");
+    assert_eq!(ws.ok("read", json!({ "path": "crlf.txt" })).await, "     1\ta\n     2\tb\n");
+
+    ws.put("empty.txt", "");
+    assert!(ws.ok("read", json!({ "path": "empty.txt" })).await.contains("empty"));
+
+    let e = ws.err("read", json!({ "path": "crlf.txt", "offset": 10 })).await;
+    assert!(e.to_string().contains("past the end"), "{e}");
+
+    std::fs::create_dir(ws.root.join("dir")).unwrap_or_else(|e| panic!("{e}"));
+    let e = ws.err("read", json!({ "path": "dir" })).await;
+    assert!(e.to_string().contains("use `ls`"), "{e}");
+
+    let e = ws.err("read", json!({ "path": "missing.txt" })).await;
+    assert!(matches!(e, ToolError::NotFound { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn read_refuses_binary_and_returns_images() {
+    let ws = Ws::new();
+    ws.put("blob.bin", b"\x7fELF\x00\x01\x02binary");
+    let e = ws.err("read", json!({ "path": "blob.bin" })).await;
+    assert!(e.to_string().contains("binary file"), "{e}");
+
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend_from_slice(&[0u8; 32]);
+    ws.put("pic.png", &png);
+    let out = ws.call("read", json!({ "path": "pic.png" })).await.unwrap_or_else(|e| panic!("{e}"));
+    let image = out.content.iter().find_map(|c| match c {
+        Content::Image { data, mime_type } => Some((data.clone(), mime_type.clone())),
+        _ => None,
+    });
+    let (data, mime) = image.unwrap_or_else(|| panic!("no image content"));
+    assert_eq!(mime, "image/png");
+    assert!(data.starts_with("iVBORw0KGgo"));
+}
+
+// ---------------------------------------------------------------- write
+
+#[tokio::test]
+async fn write_creates_parents_and_needs_a_read_to_overwrite() {
+    let ws = Ws::new();
+    let out = ws.ok("write", json!({ "path": "a/b/c.txt", "content": "hello\n" })).await;
+    assert!(out.starts_with("Created `a/b/c.txt`"), "{out}");
+    assert_eq!(ws.get_str("a/b/c.txt"), "hello\n");
+
+    // Own writes count as seen.
+    ws.ok("write", json!({ "path": "a/b/c.txt", "content": "again\n" })).await;
+
+    ws.put("old.txt", "old\n");
+    let e = ws.err("write", json!({ "path": "old.txt", "content": "new\n" })).await;
+    assert!(e.to_string().contains("has not been read"), "{e}");
+    assert_eq!(ws.get_str("old.txt"), "old\n");
+
+    ws.ok("read", json!({ "path": "old.txt" })).await;
+    ws.ok("write", json!({ "path": "old.txt", "content": "new\n" })).await;
+    assert_eq!(ws.get_str("old.txt"), "new\n");
+
+    // Changed on disk since the read: refused.
+    ws.put("old.txt", "changed by someone else\n");
+    let e = ws.err("write", json!({ "path": "old.txt", "content": "mine\n" })).await;
+    assert!(e.to_string().contains("changed on disk"), "{e}");
+
+    // No temporary files are left behind.
+    let names: Vec<String> = std::fs::read_dir(&ws.root)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains("toolgate-")), "{names:?}");
+}
+
+#[tokio::test]
+async fn write_safety_is_per_session_and_has_modes() {
+    let ws = Ws::new();
+    ws.put("f.txt", "x\n");
+    ws.ok("read", json!({ "path": "f.txt" })).await;
+    let other = ws.ctx_as("main", "other-session");
+    let e = ws.call_ctx(&other, "write", json!({ "path": "f.txt", "content": "y" })).await;
+    assert!(e.is_err(), "another session has not read the file");
+
+    let warn = Ws::with_config(FsConfig { write_safety: WriteSafety::Warn, ..FsConfig::default() });
+    warn.put("f.txt", "x\n");
+    let out = warn.ok("write", json!({ "path": "f.txt", "content": "y\n" })).await;
+    assert!(out.contains("warning:"), "{out}");
+
+    let off = Ws::with_config(FsConfig { write_safety: WriteSafety::Off, ..FsConfig::default() });
+    off.put("f.txt", "x\n");
+    let out = off.ok("edit", json!({ "path": "f.txt", "old_string": "x", "new_string": "z" })).await;
+    assert!(!out.contains("warning"), "{out}");
+    assert_eq!(off.get_str("f.txt"), "z\n");
+}
+
+#[tokio::test]
+async fn write_caps_size_and_denies_protected_paths() {
+    let ws = Ws::new();
+    let big = "x".repeat(5 * 1024 * 1024 + 1);
+    let e = ws.err("write", json!({ "path": "big.txt", "content": big })).await;
+    assert!(e.to_string().contains("limit"), "{e}");
+    assert!(!ws.exists("big.txt"));
+
+    for p in [".toolgate/state.db", ".git/hooks/pre-commit", ".git/config", "toolgate.toml", "./.toolgate/x"] {
+        let e = ws.err("write", json!({ "path": p, "content": "x" })).await;
+        assert!(matches!(e, ToolError::Denied { .. }), "{p}: {e}");
+        assert!(!ws.exists(p), "{p}");
+    }
+    ws.put(".toolgate/secret", "s");
+    let e = ws.err("read", json!({ "path": ".toolgate/secret" })).await;
+    assert!(e.to_string().contains("denied by policy"), "{e}");
+    // .git/config is readable, not writable.
+    ws.put(".git/config", "[core]\n");
+    ws.ok("read", json!({ "path": ".git/config" })).await;
+}
+
+#[tokio::test]
+async fn instruction_files_need_approval() {
+    let ws = Ws::new();
+    let write = ws.tool("write");
+    let s = write.safety(&json!({ "path": "CLAUDE.md", "content": "x" }));
+    assert_eq!(s.approval, ApprovalRequirement::UnlessAutoApproved);
+    assert!(s.approval_reason.as_deref().unwrap_or_default().contains("instruction file"));
+    assert_eq!(s.rate_class, RateClass::FileWrite);
+    assert_eq!(s.touches.writes, vec!["CLAUDE.md".to_owned()]);
+    for p in ["docs/SOUL.md", "memory.md", "AGENTS.md"] {
+        let s = ws.tool("edit").safety(&json!({ "path": p, "old_string": "a", "new_string": "b" }));
+        assert_eq!(s.approval, ApprovalRequirement::UnlessAutoApproved, "{p}");
+    }
+    let s = write.safety(&json!({ "path": "README.md", "content": "x" }));
+    assert_eq!(s.approval, ApprovalRequirement::Never);
+
+    let patch = "*** Begin Patch\n*** Add File: x.txt\n+a\n*** Update File: IDENTITY.md\n*** Move to: y.md\n@@\n-a\n+b\n*** End Patch";
+    let s = ws.tool("apply_patch").safety(&json!({ "patch": patch }));
+    assert_eq!(s.touches.writes, vec!["x.txt".to_owned(), "IDENTITY.md".to_owned(), "y.md".to_owned()]);
+    assert_eq!(s.approval, ApprovalRequirement::UnlessAutoApproved);
+    let s = ws.tool("apply_patch").safety(&json!({ "patch": "not a patch" }));
+    assert!(s.touches.writes.is_empty());
+
+    // A link with an innocent name to an instruction file is refused.
+    ws.put("CLAUDE.md", "rules\n");
+    std::os::unix::fs::symlink("CLAUDE.md", ws.root.join("notes.md")).unwrap_or_else(|e| panic!("{e}"));
+    ws.ok("read", json!({ "path": "notes.md" })).await;
+    let e = ws.err("write", json!({ "path": "notes.md", "content": "evil" })).await;
+    assert!(e.to_string().contains("instruction file"), "{e}");
+    assert_eq!(ws.get_str("CLAUDE.md"), "rules\n");
+
+    let read = ws.tool("read");
+    assert!(read.spec().annotations.read_only);
+    assert_eq!(read.spec().group, "fs");
+    for t in ws.tools.values() {
+        assert_eq!(t.spec().input_schema["additionalProperties"], json!(false), "{}", t.spec().name);
+        assert_eq!(t.spec().group, "fs");
+    }
+}
+
+#[tokio::test]
+async fn write_through_an_inside_symlink_keeps_the_link() {
+    let ws = Ws::new();
+    ws.put("real.txt", "a\n");
+    std::os::unix::fs::symlink("real.txt", ws.root.join("alias.txt")).unwrap_or_else(|e| panic!("{e}"));
+    ws.ok("read", json!({ "path": "alias.txt" })).await;
+    ws.ok("write", json!({ "path": "alias.txt", "content": "b\n" })).await;
+    assert_eq!(ws.get_str("real.txt"), "b\n");
+    assert!(ws.root.join("alias.txt").symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()));
+}
+
+// ---------------------------------------------------------------- edit
+
+#[tokio::test]
+async fn edit_replaces_once_or_explains() {
+    let ws = Ws::new();
+    ws.put("f.rs", "fn a() {\n    x = 1;\n}\nfn b() {\n    x = 1;\n}\n");
+    ws.ok("read", json!({ "path": "f.rs" })).await;
+    let e = ws.err("edit", json!({ "path": "f.rs", "old_string": "    x = 1;", "new_string": "    x = 2;" })).await;
+    assert!(e.to_string().contains("occurs 2 times") && e.to_string().contains("lines 2, 5"), "{e}");
+
+    let out = ws
+        .ok(
+            "edit",
+            json!({ "path": "f.rs", "old_string": "fn b() {\n    x = 1;", "new_string": "fn b() {\n    x = 2;" }),
+        )
+        .await;
+    assert!(out.contains("1 replacement"), "{out}");
+    assert_eq!(ws.get_str("f.rs"), "fn a() {\n    x = 1;\n}\nfn b() {\n    x = 2;\n}\n");
+
+    let e = ws.err("edit", json!({ "path": "f.rs", "old_string": "fn b() {\n  x = 2;", "new_string": "y" })).await;
+    let msg = e.to_string();
+    assert!(msg.contains("not found") && msg.contains("closest region is lines 4-5"), "{msg}");
+    assert!(msg.contains("     5\t    x = 2;"), "{msg}");
+
+    ws.ok("edit", json!({ "path": "f.rs", "old_string": "x", "new_string": "y", "replace_all": true })).await;
+    assert_eq!(ws.get_str("f.rs"), "fn a() {\n    y = 1;\n}\nfn b() {\n    y = 2;\n}\n");
+
+    let e = ws.err("edit", json!({ "path": "nope.rs", "old_string": "a", "new_string": "b" })).await;
+    assert!(matches!(e, ToolError::NotFound { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn edit_preserves_crlf_and_bom() {
+    let ws = Ws::new();
+    ws.put("win.txt", "\u{feff}one\r\ntwo\r\nthree\r\n");
+    ws.ok("read", json!({ "path": "win.txt" })).await;
+    ws.ok("edit", json!({ "path": "win.txt", "old_string": "one\ntwo", "new_string": "uno\ndos\nmas" })).await;
+    assert_eq!(ws.get("win.txt"), "\u{feff}uno\r\ndos\r\nmas\r\nthree\r\n".as_bytes());
+}
+
+#[tokio::test]
+async fn multi_edit_is_all_or_nothing() {
+    let ws = Ws::new();
+    ws.put("m.txt", "alpha\nbeta\ngamma\n");
+    ws.ok("read", json!({ "path": "m.txt" })).await;
+    let e = ws
+        .err(
+            "multi_edit",
+            json!({ "path": "m.txt", "edits": [
+                { "old_string": "alpha", "new_string": "ALPHA" },
+                { "old_string": "missing", "new_string": "x" }
+            ]}),
+        )
+        .await;
+    assert!(e.to_string().contains("/edits/1/old_string") && e.to_string().contains("No edit was applied"), "{e}");
+    assert_eq!(ws.get_str("m.txt"), "alpha\nbeta\ngamma\n");
+    ws.ok(
+        "multi_edit",
+        json!({ "path": "m.txt", "edits": [
+            { "old_string": "alpha", "new_string": "ALPHA" },
+            { "old_string": "ALPHA\nbeta", "new_string": "AB" }
+        ]}),
+    )
+    .await;
+    assert_eq!(ws.get_str("m.txt"), "AB\ngamma\n");
+}
+
+mod edit_properties {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::Ws;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+        /// Applying an edit and then the reverse edit restores the file byte for byte
+        /// (whatever the line endings and BOM).
+        #[test]
+        fn edit_then_reverse_restores(
+            before in "[a-c \\n]{0,40}",
+            needle in "[xyz]{1,4}",
+            after in "[a-c \\n]{0,40}",
+            replacement in "[pq\\n]{0,6}",
+            crlf in any::<bool>(),
+            bom in any::<bool>(),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| TestCaseError::fail(e.to_string()))?;
+            rt.block_on(async {
+                let ws = Ws::new();
+                let mut text = format!("{before}{needle}{after}");
+                if crlf { text = text.replace('\n', "\r\n"); }
+                let mut bytes = Vec::new();
+                if bom { bytes.extend_from_slice("\u{feff}".as_bytes()); }
+                bytes.extend_from_slice(text.as_bytes());
+                ws.put("p.txt", &bytes);
+                ws.ok("read", json!({ "path": "p.txt" })).await;
+                // The needle is unique (the rest has no x, y, z); the replacement is unique too
+                // when it is marked.
+                let new = format!("<{replacement}>");
+                ws.ok("edit", json!({ "path": "p.txt", "old_string": needle, "new_string": new })).await;
+                ws.ok("edit", json!({ "path": "p.txt", "old_string": new, "new_string": needle })).await;
+                prop_assert_eq!(ws.get("p.txt"), bytes);
+                Ok(())
+            })?;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- grep, glob, ls
+
+fn search_tree(ws: &Ws) {
+    ws.put(".gitignore", "ignored/\n*.log\n");
+    ws.put("src/main.rs", "fn main() {\n    println!(\"hello\");\n}\n");
+    ws.put("src/lib.rs", "pub fn hello() {}\n// HELLO again\n");
+    ws.put("docs/readme.md", "say hello\n");
+    ws.put("ignored/x.rs", "hello\n");
+    ws.put("debug.log", "hello\n");
+    ws.put(".toolgate/db", "hello\n");
+    ws.put("node_modules/pkg/index.js", "hello\n");
+}
+
+#[tokio::test]
+async fn grep_modes_filters_and_ignores() {
+    let ws = Ws::new();
+    search_tree(&ws);
+    let out = ws.ok("grep", json!({ "pattern": "hello" })).await;
+    assert_eq!(out, "docs/readme.md\nnode_modules/pkg/index.js\nsrc/lib.rs\nsrc/main.rs\n");
+
+    let out = ws.ok("grep", json!({ "pattern": "hello", "output_mode": "content", "type": "rust" })).await;
+    assert_eq!(out, "src/lib.rs:1:pub fn hello() {}\nsrc/main.rs:2:    println!(\"hello\");\n");
+
+    let out = ws
+        .ok("grep", json!({ "pattern": "hello", "output_mode": "count", "glob": "*.rs", "case_insensitive": true }))
+        .await;
+    assert_eq!(out, "src/lib.rs:2\nsrc/main.rs:1\n");
+
+    let out = ws.ok("grep", json!({ "pattern": "main", "output_mode": "content", "context": 1, "path": "src" })).await;
+    assert_eq!(out, "src/main.rs:1:fn main() {\nsrc/main.rs-2-    println!(\"hello\");\n");
+
+    let out = ws.ok("grep", json!({ "pattern": "main\\(\\) \\{\\n\\s+println", "multiline": true })).await;
+    assert_eq!(out, "src/main.rs\n");
+
+    let out = ws.ok("grep", json!({ "pattern": "hello", "head_limit": 2 })).await;
+    assert!(out.contains("showing 2 of 4 files"), "{out}");
+
+    let out = ws.ok("grep", json!({ "pattern": "hello", "path": "src/lib.rs", "output_mode": "content" })).await;
+    assert_eq!(out, "src/lib.rs:1:pub fn hello() {}\n");
+
+    let e = ws.err("grep", json!({ "pattern": "(" })).await;
+    assert!(e.to_string().contains("regular expression"), "{e}");
+    let e = ws.err("grep", json!({ "pattern": "x", "path": ".toolgate" })).await;
+    assert!(matches!(e, ToolError::Denied { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn glob_is_newest_first_and_ignore_aware() {
+    let ws = Ws::new();
+    search_tree(&ws);
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let f = std::fs::File::options().write(true).open(ws.root.join("src/lib.rs")).unwrap_or_else(|e| panic!("{e}"));
+    f.set_modified(old).unwrap_or_else(|e| panic!("{e}"));
+    let out = ws.ok("glob", json!({ "pattern": "**/*.rs" })).await;
+    assert_eq!(out, "src/main.rs\nsrc/lib.rs\n");
+    let out = ws.ok("glob", json!({ "pattern": "*.rs", "path": "src" })).await;
+    assert_eq!(out, "src/main.rs\nsrc/lib.rs\n");
+    let out = ws.ok("glob", json!({ "pattern": "*.rs" })).await;
+    assert!(out.contains("No files match") && out.contains("**/*.rs"), "{out}");
+    let out = ws.ok("glob", json!({ "pattern": "**/*" })).await;
+    assert!(!out.contains(".toolgate") && !out.contains("debug.log") && !out.contains("ignored/"), "{out}");
+
+    let capped = Ws::with_config(FsConfig { glob_max_results: 2, ..FsConfig::default() });
+    search_tree(&capped);
+    let out = capped.ok("glob", json!({ "pattern": "**/*" })).await;
+    assert!(out.contains("Showing the 2 newest of 4"), "{out}");
+}
+
+#[tokio::test]
+async fn ls_shows_types_sizes_and_skips() {
+    let ws = Ws::new();
+    search_tree(&ws);
+    std::os::unix::fs::symlink("src/main.rs", ws.root.join("link.rs")).unwrap_or_else(|e| panic!("{e}"));
+    let out = ws.ok("ls", json!({})).await;
+    assert!(out.contains("dir           -  src/"), "{out}");
+    assert!(out.contains("file         15  .gitignore"), "{out}");
+    assert!(out.contains("link          -  link.rs -> src/main.rs"), "{out}");
+    assert!(!out.contains(".toolgate"), "{out}");
+    assert!(!out.contains("\n  file"), "not recursive: {out}");
+
+    let out = ws.ok("ls", json!({ "recursive": true })).await;
+    assert!(out.contains("  file         37  main.rs"), "{out}");
+    assert!(out.contains("node_modules/  (not entered"), "{out}");
+    assert!(!out.contains("index.js"), "{out}");
+    let out = ws.ok("ls", json!({ "path": "node_modules", "recursive": true })).await;
+    assert!(out.contains("index.js"), "{out}");
+
+    for i in 0..600 {
+        ws.put(&format!("many/f{i:03}"), "");
+    }
+    let out = ws.ok("ls", json!({ "path": "many" })).await;
+    assert!(out.contains("Listing cut at 500 entries"), "{}", &out[out.len() - 200..]);
+    let e = ws.err("ls", json!({ "path": ".toolgate" })).await;
+    assert!(matches!(e, ToolError::Denied { .. }), "{e}");
+}
+
+// ---------------------------------------------------------------- locks
+
+#[tokio::test]
+async fn locks_refuse_other_agents() {
+    let ws = Ws::new();
+    let a = ws.ctx_as("alice", "s1");
+    let b = ws.ctx_as("bob", "s2");
+    let out = ws.call_ctx(&a, "lock_paths", json!({ "globs": ["src/**"], "ttl_ms": 60000 })).await;
+    let out = out.unwrap_or_else(|e| panic!("{e}"));
+    let token = out.structured.as_ref().and_then(|s| s["token"].as_str()).unwrap_or_default().to_owned();
+    assert!(token.starts_with("lock-"));
+
+    let e = ws.call_ctx(&b, "write", json!({ "path": "src/x.rs", "content": "b" })).await;
+    let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(msg.contains("locked by agent `alice`") && msg.contains("until"), "{msg}");
+    assert!(!ws.exists("src/x.rs"));
+    let e = ws.call_ctx(&b, "lock_paths", json!({ "globs": ["src/x.rs"] })).await;
+    assert!(e.is_err());
+    let patch = "*** Begin Patch\n*** Add File: src/y.rs\n+x\n*** End Patch";
+    assert!(ws.call_ctx(&b, "apply_patch", json!({ "patch": patch })).await.is_err());
+
+    ws.call_ctx(&a, "write", json!({ "path": "src/x.rs", "content": "a" })).await.unwrap_or_else(|e| panic!("{e}"));
+    let out = ws.call_ctx(&b, "unlock_paths", json!({ "tokens": [token.clone()] })).await;
+    assert!(out.is_ok_and(|o| o.text_content().contains("Released 0")));
+    ws.call_ctx(&a, "unlock_paths", json!({ "tokens": [token] })).await.unwrap_or_else(|e| panic!("{e}"));
+    ws.call_ctx(&b, "write", json!({ "path": "src/z.rs", "content": "b" })).await.unwrap_or_else(|e| panic!("{e}"));
+
+    // Expired locks stop binding.
+    ws.call_ctx(&a, "lock_paths", json!({ "globs": ["doc.md"], "ttl_ms": 1 })).await.unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    ws.call_ctx(&b, "write", json!({ "path": "doc.md", "content": "b" })).await.unwrap_or_else(|e| panic!("{e}"));
+}
+
+// ---------------------------------------------------------------- apply_patch beyond the conformance set
+
+#[tokio::test]
+async fn apply_patch_preserves_crlf_bom_and_refuses_ambiguity() {
+    let ws = Ws::new();
+    ws.put("w.txt", "\u{feff}a\r\nb\r\nc\r\n");
+    let patch = "*** Begin Patch\n*** Update File: w.txt\n@@\n a\n-b\n+B\n*** End Patch";
+    let out = ws.ok("apply_patch", json!({ "patch": patch })).await;
+    assert_eq!(out, "Success. Updated the following files:\nM w.txt\n");
+    assert_eq!(ws.get("w.txt"), "\u{feff}a\r\nB\r\nc\r\n".as_bytes());
+
+    ws.put("dup.py", "def a():\n    return 1\n\ndef b():\n    return 1\n");
+    ws.put("other.txt", "keep\n");
+    let patch = "*** Begin Patch\n*** Update File: other.txt\n@@\n-keep\n+changed\n*** Update File: dup.py\n@@\n-    return 1\n+    return 2\n*** End Patch";
+    let e = ws.err("apply_patch", json!({ "patch": patch })).await;
+    assert!(e.to_string().contains("in 2 places") && e.to_string().contains("lines 2, 5"), "{e}");
+    assert_eq!(ws.get_str("other.txt"), "keep\n", "all or nothing");
+
+    let patch = "*** Begin Patch\n*** Update File: dup.py\n@@ def b():\n-    return 1\n+    return 2\n*** End Patch";
+    ws.ok("apply_patch", json!({ "patch": patch })).await;
+    assert_eq!(ws.get_str("dup.py"), "def a():\n    return 1\n\ndef b():\n    return 2\n");
+
+    let patch = "*** Begin Patch\n*** Add File: ../escape.txt\n+x\n*** End Patch";
+    let e = ws.err("apply_patch", json!({ "patch": patch })).await;
+    assert!(e.to_string().contains("outside the workspace"), "{e}");
+    assert!(!ws.outside().join("escape.txt").exists());
+
+    let patch = "*** Begin Patch\n*** Add File: .toolgate/x\n+x\n*** End Patch";
+    assert!(matches!(ws.err("apply_patch", json!({ "patch": patch })).await, ToolError::Denied { .. }));
+}
