@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput, ToolSpec};
+use toolgate_guard::leak::LeakDetector;
 use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, StoreError};
 
@@ -161,6 +162,7 @@ impl GateBuilder {
             shutdown: CancellationToken::new(),
             id_prefix: toolgate_guard::random::hex_id(6),
             next_id: AtomicU64::new(1),
+            detector: Arc::new(LeakDetector::new().from_env()),
             config,
         })
     }
@@ -183,6 +185,8 @@ pub struct Gate {
     shutdown: CancellationToken,
     id_prefix: String,
     next_id: AtomicU64,
+    /// Finds credentials in output, audit records and approval requests.
+    detector: Arc<LeakDetector>,
 }
 
 impl Gate {
@@ -288,15 +292,18 @@ impl Gate {
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
         if let Some(audit) = &self.audit {
             let trace: Vec<&str> = trace.iter().map(String::as_str).collect();
-            audit.record(crate::pipeline::audit::record(CallRecord {
-                ctx: &ctx,
-                started,
-                tool: &audited.tool,
-                params: &audited.params,
-                trace: &trace,
-                result: &result,
-                duration: clock.elapsed(),
-            }));
+            audit.record(crate::pipeline::audit::record(
+                &self.detector,
+                CallRecord {
+                    ctx: &ctx,
+                    started,
+                    tool: &audited.tool,
+                    params: &audited.params,
+                    trace: &trace,
+                    result: &result,
+                    duration: clock.elapsed(),
+                },
+            ));
         }
         result
     }
@@ -345,8 +352,8 @@ impl Gate {
             .check(spec, &safety, &params, |reason| ApprovalRequest {
                 id: ctx.call_id.clone(),
                 tool: spec.name.clone(),
-                params: audited.params.clone(),
-                subject: safety.approval_subject.clone(),
+                params: scrub_json(&audited.params, &self.detector),
+                subject: safety.approval_subject.as_deref().map(|s| output::scrub(s, &self.detector)),
                 reason,
                 identity: ctx.identity.clone(),
             })
@@ -355,7 +362,14 @@ impl Gate {
         hooks::before(&self.hooks, ctx, &spec.name, &params).await?;
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         let out = execute::execute(&tool, ctx, caller_cancel, params, timeout).await?;
-        Ok(output::shape(spec, out, self.config.gate.max_output_bytes))
+        let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.detector)?;
+        if !report.redacted.is_empty() {
+            trace.push(format!("output: redacted {}", report.redacted.join(", ")));
+        }
+        if report.suspicious {
+            trace.push("output: instruction-like text neutralized".to_owned());
+        }
+        Ok(out)
     }
 
     /// Cancels every running call and writes the audit log out. Calls made afterwards still
@@ -379,4 +393,14 @@ impl Gate {
 struct Audited {
     tool: String,
     params: Value,
+}
+
+/// `value` with credentials in its strings redacted.
+fn scrub_json(value: &Value, detector: &LeakDetector) -> Value {
+    match value {
+        Value::String(s) => Value::String(output::scrub(s, detector)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| scrub_json(v, detector)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), scrub_json(v, detector))).collect()),
+        other => other.clone(),
+    }
 }

@@ -4,7 +4,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput};
+use toolgate_guard::leak::LeakDetector;
 use toolgate_store::AuditRecord;
+
+use crate::pipeline::output::scrub;
 
 /// The marker that replaces sensitive values.
 pub(crate) const REDACTED: &str = "[REDACTED]";
@@ -32,10 +35,11 @@ pub(crate) struct CallRecord<'a> {
     pub duration: Duration,
 }
 
-pub(crate) fn record(rec: CallRecord<'_>) -> AuditRecord {
+/// The audit record of a call, credentials in parameters and messages redacted.
+pub(crate) fn record(detector: &LeakDetector, rec: CallRecord<'_>) -> AuditRecord {
     let (outcome, error, output_bytes) = match rec.result {
         Ok(out) => ("ok".to_owned(), None, out.size()),
-        Err(e) => (e.kind().to_owned(), Some(e.to_string()), 0),
+        Err(e) => (e.kind().to_owned(), Some(scrub(&e.to_string(), detector)), 0),
     };
     AuditRecord {
         id: rec.ctx.call_id.clone(),
@@ -45,7 +49,7 @@ pub(crate) fn record(rec: CallRecord<'_>) -> AuditRecord {
         session: rec.ctx.identity.session.clone(),
         provider: rec.ctx.provider.clone(),
         tool: rec.tool.to_owned(),
-        params: rec.params.to_string(),
+        params: scrub(&rec.params.to_string(), detector),
         decision: rec.trace.join("; "),
         outcome,
         error,
