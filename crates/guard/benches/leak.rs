@@ -1,0 +1,2 @@
+//! Placeholder until the leak-detector benchmark lands.
+fn main() {}
