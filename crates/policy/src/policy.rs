@@ -962,10 +962,12 @@ impl Policy {
     ) -> (Verdict, Option<String>, String) {
         let layers = self.layers(caller);
         let g = &self.groups;
+        let walked = walker_reads(tool, touches);
+        let restrict_view = walked.as_ref().unwrap_or(touches);
         for layer in &layers {
             for r in &layer.deny_rules {
                 if r.applies_to(tool, Mode::Restrict, g)
-                    && let Some(what) = r.matches(touches, Mode::Restrict)
+                    && let Some(what) = r.matches(restrict_view, Mode::Restrict)
                 {
                     let list = layer.list("deny");
                     trace.push(
@@ -1003,7 +1005,7 @@ impl Policy {
             }
             for r in &layer.ask_rules {
                 if r.applies_to(tool, Mode::Restrict, g)
-                    && let Some(what) = r.matches(touches, Mode::Restrict)
+                    && let Some(what) = r.matches(restrict_view, Mode::Restrict)
                 {
                     let list = layer.list("ask");
                     trace.push(
@@ -1043,4 +1045,32 @@ impl Policy {
         let reason = format!("no policy rule decided; `{}`'s own approval requirement applies", tool.name);
         (Verdict::ToolDefault, None, reason)
     }
+}
+
+/// Tools that read a directory recursively when given one.
+const WALKERS: &[&str] = &["grep", "glob"];
+
+/// For deny and ask rules: a walker's literal read that names a directory (no `.` in its last
+/// component, or the workspace root) is read as everything under it (`src` → `src/**`), so that
+/// `read(*.env)` sees `grep path=src`. `None` when nothing changes.
+fn walker_reads(tool: ToolRef<'_>, touches: &Touches) -> Option<Touches> {
+    if !WALKERS.contains(&tool.name) {
+        return None;
+    }
+    let is_dir = |p: &str| {
+        let p = p.trim_end_matches('/');
+        let last = p.rsplit('/').next().unwrap_or("");
+        !p.contains(['*', '?', '[', '{']) && (last.is_empty() || last == "." || !last.contains('.'))
+    };
+    if !touches.reads.iter().any(|p| is_dir(p)) {
+        return None;
+    }
+    let mut walked = touches.clone();
+    for p in &mut walked.reads {
+        if is_dir(p) {
+            let dir = p.trim_end_matches('/');
+            *p = if dir.is_empty() || dir == "." { "**".to_owned() } else { format!("{dir}/**") };
+        }
+    }
+    Some(walked)
 }

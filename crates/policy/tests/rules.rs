@@ -119,6 +119,12 @@ fn paths() {
         (RULES, "grep", "read .", "main", DENY_SECRETS),
         (RULES, "grep", "read **/*.rs", "main", DENY_SECRETS),
         (RULES, "ls", "read src", "main", ALLOW_READ),
+        // `grep` and `glob` given a directory read everything under it.
+        (RULES, "grep", "read src", "main", "deny `read(*.env)` in [tools].deny"),
+        (RULES, "glob", "read ./config/", "main", "deny `read(*.env)` in [tools].deny"),
+        (RULES, "grep", "read src/main.rs", "main", ALLOW_READ),
+        ("allow = [\"read(src/**)\"]\ndeny = [\"read(secrets/**)\"]", "grep", "read src", "main", ALLOW_READ),
+        ("deny = [\"read(secrets/**)\"]", "grep", "read /", "main", "deny `read(secrets/**)` in [tools].deny"),
         // Read deny rules apply to every tool's reads, write rules to every tool's writes.
         (RULES, "mcp__github__create_issue", "read secrets/token", "main", DENY_SECRETS),
         (RULES, "write", "write src/lib.rs", "main", "allow `write(src/**)` in [tools].allow"),
