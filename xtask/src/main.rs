@@ -25,7 +25,9 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::run(),
         _ => {
             eprintln!("usage: cargo xtask <test|bench|deps> [args]\n");
-            eprintln!("  test   fmt check, clippy, nextest over the workspace (peers and conformance included), doc tests");
+            eprintln!(
+                "  test   fmt check, clippy, nextest over the workspace (peers and conformance included), doc tests"
+            );
             eprintln!("  bench  all benchmarks, with ratios against peers measured in the same run");
             eprintln!("  deps   install what peer tests and benchmarks need (idempotent)");
             return ExitCode::from(2);
@@ -56,7 +58,10 @@ fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
 
 /// Whether `program` is on PATH.
 fn have(program: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {program} >/dev/null 2>&1")]).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program} >/dev/null 2>&1")])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The workspace root.

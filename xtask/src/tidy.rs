@@ -50,7 +50,9 @@ pub(crate) fn run() -> anyhow::Result<()> {
     for package in meta["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();
         let Some(ok) = allowed.get(name) else {
-            problems.push(format!("crate `{name}` is not listed in xtask/src/tidy.rs: add it with its allowed dependencies"));
+            problems.push(format!(
+                "crate `{name}` is not listed in xtask/src/tidy.rs: add it with its allowed dependencies"
+            ));
             continue;
         };
         for dep in package["dependencies"].as_array().into_iter().flatten() {

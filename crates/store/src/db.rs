@@ -91,7 +91,8 @@ impl Store {
 }
 
 pub(crate) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
-    let open_err = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open { path: path.to_owned(), source };
+    let open_err =
+        |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open { path: path.to_owned(), source };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| open_err(Box::new(e)))?;
     }

@@ -13,6 +13,8 @@ use toolgate_core::Limits;
 use toolgate_policy::PolicyConfig;
 use toolgate_tools::fs::FsConfig;
 
+pub use crate::pipeline::rate::{RateLimitConfig, Window};
+
 /// toolgate's whole configuration. Every field has a default, so an empty file is valid.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -30,6 +32,8 @@ pub struct Config {
     pub fs: FsConfig,
     /// When to ask a person.
     pub approval: ApprovalConfig,
+    /// Calls per minute and hour, per user and tool.
+    pub rate_limits: RateLimitConfig,
     /// The audit log.
     pub audit: AuditConfig,
 }

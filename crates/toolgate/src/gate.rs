@@ -19,6 +19,7 @@ use crate::pipeline::audit::{CallRecord, redact_params};
 use crate::pipeline::hooks::{self, Hook};
 use crate::pipeline::limits::ConcurrencyLimits;
 use crate::pipeline::policy::{PolicyStage, apply_verdict, caller as policy_caller};
+use crate::pipeline::rate::RateLimiter;
 use crate::pipeline::{execute, output, resolve, validate};
 
 /// Why a gate could not be built.
@@ -43,6 +44,9 @@ pub enum GateError {
     /// The `[tools]` policy is invalid.
     #[error("invalid [tools] policy: {0}")]
     Policy(#[from] toolgate_policy::PolicyError),
+    /// The `[rate_limits]` configuration is invalid.
+    #[error("invalid [rate_limits] configuration: {0}")]
+    RateLimits(String),
     /// The `[fs]` configuration is invalid.
     #[error("invalid [fs] configuration: {0}")]
     Fs(String),
@@ -151,6 +155,7 @@ impl GateBuilder {
             registry: Arc::new(registry),
             workspace: Arc::from(workspace.into_boxed_path()),
             policy,
+            rate: RateLimiter::new(config.rate_limits.clone()).map_err(GateError::RateLimits)?,
             limits: ConcurrencyLimits::new(config.gate.max_in_flight, config.gate.max_queued),
             approval: ApprovalStage::new(
                 config.approval.mode,
@@ -177,6 +182,7 @@ pub struct Gate {
     workspace: Arc<Path>,
     config: Config,
     policy: PolicyStage,
+    rate: RateLimiter,
     limits: ConcurrencyLimits,
     approval: ApprovalStage,
     hooks: Vec<Arc<dyn Hook>>,
@@ -346,6 +352,7 @@ impl Gate {
         let decision = self.policy.decide(spec, &safety.touches, ctx)?;
         trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));
         apply_verdict(decision.verdict, &mut safety, &decision);
+        self.rate.check(&ctx.identity.user, &ctx.identity.agent, &spec.name, safety.rate_class)?;
         let _permit = self.limits.acquire(&ctx.identity.agent).await?;
         let approval = self
             .approval

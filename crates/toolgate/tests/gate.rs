@@ -474,3 +474,18 @@ async fn control_characters_are_removed() {
     let text = f.call("fetch_page", json!({"text": "a\u{1b}[31mred\u{1b}[0m\u{7}b"})).await.unwrap().text_content();
     assert!(text.contains("aredb"), "{text:?}");
 }
+
+#[tokio::test]
+async fn rate_limits_say_which_window_and_when_to_retry() {
+    let mut config = Config::default();
+    config.rate_limits.tools.insert("echo".into(), toolgate::config::Window { per_minute: 2, per_hour: 100 });
+    let f = gate(config, |b| b);
+    f.call("echo", json!({"message": "1"})).await.unwrap();
+    f.call("echo", json!({"message": "2"})).await.unwrap();
+    let err = f.call("echo", json!({"message": "3"})).await.unwrap_err();
+    assert!(
+        err.to_string().starts_with("rate limit for `echo` reached: at most 2 calls per minute; retry in"),
+        "{err}"
+    );
+    assert_eq!(f.audit()[2].outcome, "rate_limited");
+}

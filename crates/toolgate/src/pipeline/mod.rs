@@ -1,7 +1,7 @@
 //! The call pipeline, one module per stage, in the order [`crate::Gate::call`] runs them:
 //!
 //! ```text
-//! resolve -> policy -> validate -> limits -> approval -> hooks(pre) -> execute -> output
+//! resolve -> policy -> validate -> rate + limits -> approval -> hooks(pre) -> execute -> output
 //!   -> hooks(post) -> audit
 //! ```
 
@@ -12,5 +12,6 @@ pub(crate) mod hooks;
 pub(crate) mod limits;
 pub(crate) mod output;
 pub(crate) mod policy;
+pub(crate) mod rate;
 pub(crate) mod resolve;
 pub(crate) mod validate;

@@ -58,7 +58,11 @@ impl Tool for Json {
                     ToolError::invalid("json", "/data", "`parse` needs `data` to be a string of JSON text")
                 })?;
                 let value: Value = serde_json::from_str(text).map_err(|e| {
-                    ToolError::invalid("json", "/data", format!("not valid JSON: {e} (line {}, column {})", e.line(), e.column()))
+                    ToolError::invalid(
+                        "json",
+                        "/data",
+                        format!("not valid JSON: {e} (line {}, column {})", e.line(), e.column()),
+                    )
                 })?;
                 Ok(ToolOutput::json(json!({"value": value})))
             }
@@ -79,7 +83,9 @@ impl Tool for Json {
             }
             "validate" => {
                 let Some(text) = data.as_str() else {
-                    return Ok(ToolOutput::json(json!({"valid": true, "note": "`data` arrived as a JSON value, not text"})));
+                    return Ok(ToolOutput::json(
+                        json!({"valid": true, "note": "`data` arrived as a JSON value, not text"}),
+                    ));
                 };
                 Ok(ToolOutput::json(match serde_json::from_str::<Value>(text) {
                     Ok(_) => json!({"valid": true}),
