@@ -76,6 +76,7 @@ impl Tool for LsTool {
 
 struct Listing<'a> {
     state: &'a FsState,
+    root: std::path::PathBuf,
     max: usize,
     max_depth: u64,
     lines: Vec<String>,
@@ -106,7 +107,14 @@ fn ls(state: &FsState, ctx: &CallContext, params: &Value) -> Result<ToolOutput, 
     if state.rules.denied(real.as_str()) {
         return Err(denied(NAME, &real));
     }
-    let mut listing = Listing { state, max: state.config.ls_max_entries, max_depth, lines: Vec::new(), more: false };
+    let mut listing = Listing {
+        state,
+        root: root.path().to_path_buf(),
+        max: state.config.ls_max_entries,
+        max_depth,
+        lines: Vec::new(),
+        more: false,
+    };
     listing.list(fd, &real, 1, ctx)?;
     let count = listing.lines.len();
     let mut text = format!("{}/ ({count} entries{})\n", real.display(), if listing.more { ", cut" } else { "" });
@@ -174,9 +182,12 @@ impl Listing<'_> {
                     }
                 }
                 FileType::Symlink => {
-                    let target = rustix::fs::readlinkat(&dir, name.as_str(), Vec::new())
+                    let mut target = rustix::fs::readlinkat(&dir, name.as_str(), Vec::new())
                         .map(|t| t.to_string_lossy().into_owned())
                         .unwrap_or_default();
+                    if self.points_to_denied(rel, &target) {
+                        target = "(a path denied by policy)".to_owned();
+                    }
                     self.lines.push(format!("{indent}link  {:>9}  {name} -> {target}", "-"));
                 }
                 FileType::RegularFile => {
@@ -186,6 +197,23 @@ impl Listing<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Listing<'_> {
+    /// Whether a link in `dir` with this target names a denied path (lexically).
+    fn points_to_denied(&self, dir: &RelPath, target: &str) -> bool {
+        let joined = if target.starts_with('/') {
+            target.to_owned()
+        } else if dir.as_str().is_empty() {
+            target.to_owned()
+        } else {
+            format!("{}/{target}", dir.as_str())
+        };
+        match super::confine::normalize(&self.root, &joined) {
+            Ok(rel) => self.state.rules.denied(rel.as_str()),
+            Err(_) => false,
+        }
     }
 }
 
