@@ -159,4 +159,5 @@ fn check_decide(cases: &[(&str, &str, &str, &str, &str)]) {
 
 mod explain;
 mod pipeline;
+mod properties;
 mod rules;
