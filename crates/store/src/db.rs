@@ -25,6 +25,17 @@ const MIGRATIONS: &[&str] = &[
         output_bytes INTEGER NOT NULL
     );
     CREATE INDEX audit_ts ON audit(ts_ms);",
+    // 2: "allow always" approval grants.
+    "CREATE TABLE approval_grants (
+        id INTEGER PRIMARY KEY,
+        user TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        shown TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        UNIQUE (user, agent, tool, subject)
+    );",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.
@@ -45,6 +56,12 @@ impl Store {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Runs `f` with the connection.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        f(&conn)
     }
 
     /// The last `n` audit records, oldest first.

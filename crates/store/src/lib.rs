@@ -1,5 +1,5 @@
-//! toolgate's persistence, in embedded SQLite: the audit log now, approvals and other state as
-//! their issues land.
+//! toolgate's persistence, in embedded SQLite: the audit log, "allow always" approval grants,
+//! and other state as their issues land.
 //!
 //! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
 //! its schema. [`AuditLog`] takes [`AuditRecord`]s from the call path without waiting on disk: a
@@ -27,7 +27,9 @@
 mod audit;
 mod db;
 mod error;
+mod grants;
 
 pub use audit::{AuditLog, AuditRecord};
 pub use db::Store;
 pub use error::StoreError;
+pub use grants::Grant;

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::{CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput, ToolSpec};
 use toolgate_guard::leak::LeakDetector;
 use toolgate_policy::ToolRef;
-use toolgate_store::{AuditLog, StoreError};
+use toolgate_store::{AuditLog, Store, StoreError};
 
 use crate::config::Config;
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
@@ -106,13 +106,14 @@ impl GateBuilder {
         self
     }
 
-    /// Writes the audit log to `path` instead of `<workspace>/.toolgate/state.db`.
+    /// Keeps state (audit log, approval grants) in `path` instead of `<workspace>/.toolgate/state.db`.
     pub fn audit_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.audit = AuditTarget::File(path.into());
         self
     }
 
-    /// Turns the audit log off (also possible with `[audit] enabled = false`).
+    /// Keeps no state on disk: no audit log, approval grants only in memory. (`[audit] enabled =
+    /// false` turns off only the audit log.)
     pub fn no_audit(mut self) -> Self {
         self.audit = AuditTarget::Off;
         self
@@ -139,11 +140,16 @@ impl GateBuilder {
         for tool in self.tools {
             registry.register_dynamic(tool)?;
         }
-        let audit = match (&self.audit, self.config.audit.enabled) {
-            (AuditTarget::Off, _) | (_, false) => None,
-            (AuditTarget::Workspace, true) => Some(AuditLog::open(&workspace.join(".toolgate/state.db"))?),
-            (AuditTarget::File(path), true) => Some(AuditLog::open(path)?),
+        let state_db = match &self.audit {
+            AuditTarget::Off => None,
+            AuditTarget::Workspace => Some(workspace.join(".toolgate/state.db")),
+            AuditTarget::File(path) => Some(path.clone()),
         };
+        let audit = match (&state_db, self.config.audit.enabled) {
+            (Some(db), true) => Some(AuditLog::open(db)?),
+            _ => None,
+        };
+        let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
         let config = self.config;
         let policy = PolicyStage::new(config.tools.clone())?;
         let specs: Vec<ToolSpec> = registry.all().iter().map(|t| t.tool.spec().clone()).collect();
@@ -161,6 +167,7 @@ impl GateBuilder {
                 config.approval.mode,
                 std::time::Duration::from_secs(config.approval.timeout_secs),
                 self.approver,
+                store.clone(),
             ),
             hooks: self.hooks,
             audit,

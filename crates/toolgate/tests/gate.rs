@@ -489,3 +489,28 @@ async fn rate_limits_say_which_window_and_when_to_retry() {
     );
     assert_eq!(f.audit()[2].outcome, "rate_limited");
 }
+
+#[tokio::test]
+async fn allow_always_survives_a_restart_and_is_revocable() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |answers| {
+        let approver = Scripted::new(answers);
+        let gate = Gate::builder(dir.path()).tool(deploy()).approver(approver.clone()).build().unwrap();
+        (gate, approver)
+    };
+    let (gate, _) = build(vec![ApprovalAnswer::AllowAlways]);
+    gate.call(&gate.context(), "deploy", json!({"token": "t1"})).await.unwrap();
+    drop(gate);
+    let (gate, approver) = build(vec![]);
+    gate.call(&gate.context(), "deploy", json!({"token": "t1"})).await.unwrap();
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 0, "the grant was persisted");
+    let err = gate.call(&gate.context(), "deploy", json!({"token": "t2"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::NeedsApproval { .. }), "another secret is another call: {err}");
+    let store = Store::open(&dir.path().join(".toolgate/state.db")).unwrap();
+    let grants = store.grants().unwrap();
+    assert_eq!(grants.len(), 1);
+    assert!(!grants[0].subject.contains("t1") && !grants[0].shown.contains("t1"), "no secret stored: {grants:?}");
+    assert!(store.grant_revoke(grants[0].id).unwrap());
+    let err = gate.call(&gate.context(), "deploy", json!({"token": "t1"})).await;
+    assert!(err.is_err(), "revoked grants no longer apply");
+}

@@ -1,5 +1,6 @@
 //! Command-line parsing (clap) and one module per subcommand.
 
+mod approvals;
 mod audit;
 mod call;
 mod policy;
@@ -55,6 +56,9 @@ enum Command {
     Call(call::Args),
     /// Show the audit log.
     Audit(audit::Args),
+    /// List or revoke "allow always" approval grants.
+    #[command(subcommand)]
+    Approvals(approvals::Command),
     /// Inspect the tool policy.
     #[command(subcommand)]
     Policy(policy::Command),
@@ -71,6 +75,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Call(args)) => call::run(&cli.global, args).await,
             Some(Command::Audit(args)) => audit::run(&cli.global, args),
             Some(Command::Policy(command)) => policy::run(&cli.global, command),
+            Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
             None => tools::welcome(&cli.global),
         }
     })

@@ -7,12 +7,14 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use toolgate_core::{ApprovalRequirement, CallSafety, Identity, ToolError, ToolSpec};
+use toolgate_store::{Grant, Store};
 
 use crate::config::ApprovalMode;
 
@@ -71,17 +73,26 @@ pub trait Approver: Send + Sync + fmt::Debug {
 }
 
 /// The approval stage's state: the mode, the channel, and the "allow always" grants.
+///
+/// Grants live in the state database when there is one (they survive restarts and are listed
+/// and revoked with `toolgate approvals`), otherwise in memory for the gate's lifetime.
 #[derive(Debug)]
 pub(crate) struct ApprovalStage {
     mode: ApprovalMode,
     timeout: Duration,
-    approver: Option<std::sync::Arc<dyn Approver>>,
-    always: Mutex<HashSet<(String, String, String, String)>>,
+    approver: Option<Arc<dyn Approver>>,
+    store: Option<Arc<Store>>,
+    in_memory: Mutex<HashSet<(String, String, String, String)>>,
 }
 
 impl ApprovalStage {
-    pub(crate) fn new(mode: ApprovalMode, timeout: Duration, approver: Option<std::sync::Arc<dyn Approver>>) -> Self {
-        ApprovalStage { mode, timeout, approver, always: Mutex::new(HashSet::new()) }
+    pub(crate) fn new(
+        mode: ApprovalMode,
+        timeout: Duration,
+        approver: Option<Arc<dyn Approver>>,
+        store: Option<Arc<Store>>,
+    ) -> Self {
+        ApprovalStage { mode, timeout, approver, store, in_memory: Mutex::new(HashSet::new()) }
     }
 
     /// What the mode makes of the tool's own requirement.
@@ -120,11 +131,9 @@ impl ApprovalStage {
             request.identity.user.clone(),
             request.identity.agent.clone(),
             request.tool.clone(),
-            // Without a subject, the grant covers exactly these parameters, secrets included
-            // (a grant for one token must not approve another); it lives only in memory.
-            request.subject.clone().unwrap_or_else(|| params.to_string()),
+            grant_subject(request.subject.as_deref(), params),
         );
-        if requirement == ApprovalRequirement::UnlessAutoApproved && self.lock().contains(&key) {
+        if requirement == ApprovalRequirement::UnlessAutoApproved && self.granted(&key) {
             return Ok("approval: allowed always earlier");
         }
         let how = "run it from `toolgate call` on a terminal to be asked, or change `[approval] mode` in toolgate.toml";
@@ -145,14 +154,55 @@ impl ApprovalStage {
         match answer {
             ApprovalAnswer::AllowOnce => Ok("approval: allowed once"),
             ApprovalAnswer::AllowAlways => {
-                self.lock().insert(key);
+                let shown = request.subject.clone().unwrap_or_else(|| request.params.to_string());
+                self.grant(key, shown);
                 Ok("approval: allowed always")
             }
             ApprovalAnswer::Deny { message } => Err(ToolError::ApprovalDenied { tool: spec.name.clone(), message }),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String, String, String)>> {
-        self.always.lock().unwrap_or_else(|e| e.into_inner())
+    fn granted(&self, key: &(String, String, String, String)) -> bool {
+        if let Some(store) = &self.store {
+            match store.grant_exists(&key.0, &key.1, &key.2, &key.3) {
+                Ok(found) => return found,
+                // Failing closed: an unreadable grant means asking again, never running unasked.
+                Err(e) => tracing::error!(error = %e, "cannot read approval grants; asking again"),
+            }
+        }
+        self.in_memory.lock().unwrap_or_else(|e| e.into_inner()).contains(key)
+    }
+
+    fn grant(&self, key: (String, String, String, String), shown: String) {
+        if let Some(store) = &self.store {
+            let created_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+            let grant = Grant {
+                id: 0,
+                user: key.0.clone(),
+                agent: key.1.clone(),
+                tool: key.2.clone(),
+                subject: key.3.clone(),
+                shown,
+                created_ms,
+            };
+            if let Err(e) = store.grant_add(&grant) {
+                tracing::error!(error = %e, "cannot save an approval grant; it holds until the gate stops");
+            }
+        }
+        self.in_memory.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
+    }
+}
+
+/// What a grant covers: the tool's normalized subject (for `exec`, the unwrapped commands), or
+/// else exactly these parameters, secrets included (a grant for one token must not approve
+/// another), stored as a SHA-256 so no secret reaches the database.
+fn grant_subject(subject: Option<&str>, params: &Value) -> String {
+    match subject {
+        Some(s) => format!("subject:{s}"),
+        None => {
+            let digest = Sha256::digest(params.to_string().as_bytes());
+            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            format!("params-sha256:{hex}")
+        }
     }
 }
