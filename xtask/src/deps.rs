@@ -3,6 +3,9 @@
 
 use crate::have;
 
+#[path = "peers.rs"]
+mod peers;
+
 /// Debian packages the benchmarks compare against: (command, package).
 const DEBIAN: &[(&str, &str)] = &[("rg", "ripgrep"), ("bwrap", "bubblewrap")];
 
@@ -14,6 +17,9 @@ pub(crate) fn install() -> anyhow::Result<()> {
         } else {
             eprintln!("xtask: cannot install {missing:?} (no apt-get); tests that need them will say so");
         }
+    }
+    if let Err(e) = peers::install() {
+        eprintln!("xtask: {e:#}; the MCP peer tests will fail until this works");
     }
     Ok(())
 }

@@ -24,6 +24,7 @@
 //! - [`config`]: `toolgate.toml` and its layers.
 //! - The sibling crates are re-exported as modules: [`core`] (the vocabulary: `Tool`,
 //!   `ToolSpec`, `ToolOutput`, ...), [`guard`], [`store`], [`tools`].
+//! - [`mcp`]: serving the gate over MCP (`toolgate serve`), from `toolgate-mcp`.
 //!
 //! The `toolgate` binary (`src/main.rs`) is a thin CLI over this library.
 
@@ -31,6 +32,7 @@
 
 pub mod config;
 mod gate;
+pub mod mcp;
 mod pipeline;
 
 pub use gate::{Gate, GateBuilder, GateError};

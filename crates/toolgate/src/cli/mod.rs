@@ -4,6 +4,7 @@ mod approvals;
 mod audit;
 mod call;
 mod policy;
+mod serve;
 mod terminal;
 mod tools;
 
@@ -56,6 +57,8 @@ enum Command {
     Call(call::Args),
     /// Show the audit log.
     Audit(audit::Args),
+    /// Serve the tools to MCP clients over stdio (default) or Streamable HTTP (`--http`).
+    Serve(serve::Args),
     /// List or revoke "allow always" approval grants.
     #[command(subcommand)]
     Approvals(approvals::Command),
@@ -74,6 +77,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Tools(args)) => tools::run(&cli.global, args),
             Some(Command::Call(args)) => call::run(&cli.global, args).await,
             Some(Command::Audit(args)) => audit::run(&cli.global, args),
+            Some(Command::Serve(args)) => serve::run(&cli.global, args).await,
             Some(Command::Policy(command)) => policy::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
             None => tools::welcome(&cli.global),

@@ -1,0 +1,24 @@
+//! What the MCP server serves.
+
+use serde_json::Value;
+use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
+
+/// A tool runtime the MCP server can serve: the `toolgate` crate implements it for `Gate`.
+///
+/// The server takes a fresh [`CallContext`] from [`CallHandler::context`] for every request,
+/// replaces its cancellation token and progress sink with ones wired to the client, and hands
+/// it to [`CallHandler::list`] or [`CallHandler::call`].
+#[async_trait::async_trait]
+pub trait CallHandler: Send + Sync + 'static {
+    /// A context for a call from this server's client (identity, workspace, provider).
+    fn context(&self) -> CallContext;
+
+    /// The tools `ctx`'s caller may see, in the order to list them.
+    fn list(&self, ctx: &CallContext) -> Vec<ToolSpec>;
+
+    /// Runs one call. Errors become `isError` results (or, for an unknown tool, a protocol error).
+    async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError>;
+
+    /// Called once when the server stops (flush audit logs, cancel running calls).
+    fn shutdown(&self) {}
+}

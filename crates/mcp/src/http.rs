@@ -1,0 +1,140 @@
+//! Serving over Streamable HTTP at `/mcp`, behind a bearer token, Host/Origin allowlists and a
+//! request size limit.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{CallHandler, Error, HttpToken, McpServer};
+
+/// The path the MCP endpoint is served at.
+pub const MCP_PATH: &str = "/mcp";
+
+/// How the HTTP transport guards itself.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// The token every request must carry as `Authorization: Bearer <token>`.
+    pub token: HttpToken,
+    /// `Host` values (name or `name:port`) accepted, against DNS rebinding. Default: loopback
+    /// names only (`localhost`, `127.0.0.1`, `::1`).
+    pub allowed_hosts: Vec<String>,
+    /// Browser `Origin`s accepted (`http://localhost:*`, ...). Requests without `Origin` (every
+    /// non-browser client) pass; a request with any other `Origin` is refused. Default: none.
+    pub allowed_origins: Vec<String>,
+    /// The largest request body accepted, in bytes (default 4 MiB).
+    pub max_body_bytes: usize,
+}
+
+impl HttpConfig {
+    /// Loopback hosts only, no browser origins, 4 MiB bodies.
+    pub fn new(token: HttpToken) -> Self {
+        HttpConfig {
+            token,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
+            allowed_origins: Vec::new(),
+            max_body_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Serves `handler` on `listener` until `shutdown` is cancelled, then calls
+/// [`CallHandler::shutdown`].
+///
+/// Clients before 2026-07-28 get a session (`Mcp-Session-Id`) after `initialize`; 2026-07-28
+/// requests are served without one, and closing a request's stream cancels its call.
+pub async fn serve_http<H: CallHandler>(
+    handler: Arc<H>,
+    listener: TcpListener,
+    config: HttpConfig,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let server = McpServer::new(Arc::clone(&handler));
+    let rmcp_config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(config.allowed_hosts.clone())
+        .with_allowed_origins(config.allowed_origins.clone())
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(config.max_body_bytes)
+        .with_cancellation_token(shutdown.child_token());
+    let service =
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), rmcp_config);
+    let token = Arc::new(config.token);
+    let result = loop {
+        let (stream, peer) = tokio::select! {
+            () = shutdown.cancelled() => break Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) if is_transient(&e) => {
+                    tracing::warn!("MCP HTTP accept failed: {e}");
+                    continue;
+                }
+                Err(source) => break Err(Error::Http { source }),
+            },
+        };
+        let service = service.clone();
+        let token = Arc::clone(&token);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let service = service.clone();
+                let token = Arc::clone(&token);
+                async move { Ok::<_, Infallible>(route(&service, &token, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                result = conn => if let Err(e) = result {
+                    tracing::debug!("MCP HTTP connection from {peer} ended: {e}");
+                },
+                () = shutdown.cancelled() => {}
+            }
+        });
+    };
+    handler.shutdown();
+    result
+}
+
+async fn route<H: CallHandler>(
+    service: &StreamableHttpService<McpServer<H>, LocalSessionManager>,
+    token: &HttpToken,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    if !token.admits(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
+        return plain(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token: send `Authorization: Bearer <token>`; the token is in \
+             <workspace>/.toolgate/http-token",
+        );
+    }
+    if req.uri().path() != MCP_PATH {
+        return plain(StatusCode::NOT_FOUND, "the MCP endpoint is /mcp");
+    }
+    service.handle(req).await
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+/// Accept errors that concern one connection (or a momentary lack of file descriptors), not
+/// the listener.
+fn is_transient(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionAborted | ConnectionReset | Interrupted | WouldBlock) || e.raw_os_error() == Some(24)
+}

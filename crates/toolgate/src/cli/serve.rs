@@ -1,0 +1,93 @@
+//! `toolgate serve [--http [ADDR]]`: the gate as an MCP server.
+//!
+//! Over stdio (the default) stdout carries nothing but protocol; every message for a person
+//! goes to stderr. Over HTTP the endpoint is `http://ADDR/mcp`, loopback by default, behind a
+//! bearer token generated on first start.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use toolgate::Gate;
+use toolgate::mcp::{HttpConfig, HttpToken, McpApprover};
+
+use super::GlobalArgs;
+
+/// The address `--http` uses when given without one.
+const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8765";
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (default ADDR 127.0.0.1:8765).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_HTTP_ADDR)]
+    http: Option<SocketAddr>,
+    /// Another `Host` header value to accept over HTTP (loopback names are always accepted).
+    #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+    allow_hosts: Vec<String>,
+    /// A browser `Origin` to accept over HTTP, e.g. `http://localhost:6274` (none by default).
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    allow_origins: Vec<String>,
+    /// The largest HTTP request body accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024, requires = "http")]
+    max_body_bytes: usize,
+}
+
+pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    let workspace = global.workspace()?;
+    let config = global.load_config()?;
+    // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a prompt.
+    let gate = Gate::builder(&workspace).config(config).approver(Arc::new(McpApprover::default())).build()?;
+    let gate = Arc::new(gate);
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+        }
+    });
+    let Some(addr) = args.http else {
+        toolgate::mcp::serve_stdio(gate, shutdown).await?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let token = HttpToken::load_or_create(&workspace)?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr().context("cannot read the listening address")?;
+    let mut http = HttpConfig::new(token.clone());
+    if !local.ip().is_loopback() {
+        eprintln!(
+            "toolgate: warning: listening on {local}, which is reachable from other machines; \
+             the bearer token is the only protection and it travels in clear text without TLS"
+        );
+        if !local.ip().is_unspecified() {
+            http.allowed_hosts.push(local.ip().to_string());
+        }
+    }
+    http.allowed_hosts.extend(args.allow_hosts);
+    http.allowed_origins = args.allow_origins;
+    http.max_body_bytes = args.max_body_bytes;
+    print_banner(local, &token);
+    toolgate::mcp::serve_http(gate, listener, http, shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_banner(local: SocketAddr, token: &HttpToken) {
+    let url = format!("http://{local}/mcp");
+    eprintln!("toolgate: serving MCP over Streamable HTTP at {url}");
+    let shown = if token.created() {
+        eprintln!(
+            "toolgate: generated a bearer token, stored in {} (mode 0600); it is shown only this once:\n  {}",
+            token.path().display(),
+            token.secret()
+        );
+        token.secret().to_owned()
+    } else {
+        eprintln!("toolgate: bearer token: the one stored in {}", token.path().display());
+        format!("$(cat {})", token.path().display())
+    };
+    eprintln!(
+        "toolgate: client config example:\n  {{\"mcpServers\": {{\"toolgate\": {{\"type\": \"http\", \"url\": \"{url}\", \
+         \"headers\": {{\"Authorization\": \"Bearer {shown}\"}}}}}}}}"
+    );
+}

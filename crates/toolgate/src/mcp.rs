@@ -1,0 +1,75 @@
+//! Serving a [`Gate`] over MCP (`toolgate serve`), and asking for approvals through the MCP
+//! client.
+//!
+//! The protocol lives in the `toolgate-mcp` crate, re-exported here; this module only plugs the
+//! gate into it: [`Gate`] implements [`CallHandler`], and [`McpApprover`] is the
+//! [`Approver`] that asks the user of the calling MCP client through form elicitation.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use toolgate::{Gate, mcp};
+//!
+//! let gate = Gate::builder(".").approver(Arc::new(mcp::McpApprover::default())).build()?;
+//! mcp::serve_stdio(Arc::new(gate), tokio_util::sync::CancellationToken::new()).await?;
+//! # Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use serde_json::Value;
+use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
+pub use toolgate_mcp::{
+    CallHandler, ClientAnswer, Error, HttpConfig, HttpToken, McpServer, ask_client, serve_http, serve_stdio,
+};
+
+use crate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
+
+#[async_trait::async_trait]
+impl CallHandler for Gate {
+    fn context(&self) -> CallContext {
+        Gate::context(self)
+    }
+
+    fn list(&self, ctx: &CallContext) -> Vec<ToolSpec> {
+        self.visible_tools(ctx)
+    }
+
+    async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
+        Gate::call(self, ctx, name, params).await
+    }
+
+    fn shutdown(&self) {
+        Gate::shutdown(self);
+    }
+}
+
+/// Asks the user of the MCP client that made the call, through form elicitation.
+///
+/// When the client cannot be asked (no elicitation, or protocol 2026-07-28, whose
+/// input-required round trips are not supported yet), the call is refused with a message
+/// saying what needs approval and how to grant it.
+#[derive(Debug, Clone)]
+pub struct McpApprover {
+    /// How long the client's request may stay open; the gate's `[approval] timeout_secs`
+    /// also applies.
+    pub timeout: Duration,
+}
+
+impl Default for McpApprover {
+    fn default() -> Self {
+        McpApprover { timeout: Duration::from_secs(600) }
+    }
+}
+
+#[async_trait::async_trait]
+impl Approver for McpApprover {
+    async fn ask(&self, request: &ApprovalRequest) -> Option<ApprovalAnswer> {
+        let answer = ask_client(&request.to_string(), self.timeout).await?;
+        Some(match answer {
+            ClientAnswer::AllowOnce => ApprovalAnswer::AllowOnce,
+            ClientAnswer::AllowAlways => ApprovalAnswer::AllowAlways,
+            ClientAnswer::Deny { message } => ApprovalAnswer::Deny { message },
+        })
+    }
+}
