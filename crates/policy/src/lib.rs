@@ -58,17 +58,21 @@
 
 #![deny(missing_docs)]
 
+mod caller;
 mod config;
+mod decision;
 mod error;
 mod names;
 mod policy;
 mod rules;
 mod trace;
 
+pub use caller::{Caller, Parent, ToolRef};
 pub use config::{
     AgentPolicy, ChannelPolicy, DEFAULT_LEAF_DENY, DEFAULT_SUBAGENT_DENY, PolicyConfig, Profile, ProviderPolicy,
     SubagentPolicy,
 };
+pub use decision::{Decision, Verdict, Visibility};
 pub use error::{PolicyError, PolicyWarning, WarningKind};
-pub use policy::{Caller, Decision, Parent, Policy, ToolRef, Verdict, Visibility};
+pub use policy::Policy;
 pub use trace::{Effect, Stage, Trace, TraceStep};
