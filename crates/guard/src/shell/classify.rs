@@ -526,6 +526,11 @@ pub(crate) fn classify(args: &[Arg], ctx: &Context<'_>) -> Verdict {
         let path = a.text.split_once('=').map_or(a.text.as_str(), |(_, p)| p);
         let path = path.strip_prefix('@').unwrap_or(path);
         v.raise_opt(read_risk(path));
+        if !matches!(name, "ls" | "stat" | "file" | "du" | "test" | "[" | "cd" | "mkdir" | "echo" | "printf")
+            && paths::is_secret_dir(path)
+        {
+            v.raise(CommandClass::Dangerous, format!("{name} reads the secret directory {path}"));
+        }
     }
     for t in ctx.stdin_texts {
         if let Some(r) = sql_risk(t) {
@@ -1193,6 +1198,18 @@ fn classify_git(rest: &[Arg], v: &mut Verdict, flags_checked: &mut bool) {
         _ => {}
     }
     v.raise(CommandClass::NeedsApproval, format!("git {} changes the repository or is not known read-only", sub.text));
+}
+
+/// The files a downloader writes (`curl -o FILE`, `wget -O FILE`).
+pub(crate) fn download_targets(args: &[Arg]) -> Vec<String> {
+    let Some(first) = args.first() else { return Vec::new() };
+    let rest = &args[1..];
+    let out = match basename(&first.text) {
+        "curl" => option_value(rest, Some('o'), Some("output"), "dFTHuXAebcEKmrwxyz"),
+        "wget" => option_value(rest, Some('O'), Some("output-document"), "oaPeUtTwQ"),
+        _ => None,
+    };
+    out.into_iter().filter(|o| o != "-").collect()
 }
 
 /// The commands that `find -exec`/`-execdir`/`-ok`/`-okdir` runs (without the `{}` placeholder

@@ -186,6 +186,14 @@ pub(crate) fn read_risk(path: &str) -> Option<(CommandClass, String)> {
     None
 }
 
+/// Directories made of secrets (`~/.ssh`, `~/.aws`, `~/.gnupg`): reading them whole leaks keys.
+pub(crate) fn is_secret_dir(path: &str) -> bool {
+    let p = normalize(path);
+    ["/.ssh", "/.aws", "/.gnupg", "/.kube", "/.password-store", "/.docker"]
+        .iter()
+        .any(|d| p.ends_with(d) || p == d[1..])
+}
+
 /// Whether a redirect creates or modifies a file (not `/dev/null`, `/dev/stderr`, `&2`).
 pub(crate) fn redirect_writes_file(r: &Redirect) -> bool {
     let writes = match r.kind {

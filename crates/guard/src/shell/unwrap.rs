@@ -352,6 +352,13 @@ fn step(u: &mut Unwrapped) -> bool {
             (p, Some((CommandClass::NeedsApproval, "runs inside chroot".into())), n + 1, n + 1)
         }
         "eval" => {
+            // `eval word...` where no word has shell syntax runs the words as a simple command:
+            // unwrap in place (keeps `eval eval ... cmd` linear).
+            if args.len() > 1 && args[1..].iter().all(|a| a.literal && !has_shell_syntax(&a.text)) {
+                u.wrappers.push("eval".into());
+                u.args.remove(0);
+                return true;
+            }
             let script = join_script(&args[1..]);
             u.wrappers.push("eval".into());
             u.script = Some(script);
@@ -416,6 +423,38 @@ fn step(u: &mut Unwrapped) -> bool {
     u.wrappers.push(label(&u.args, label_end.max(1)));
     u.args.drain(..next);
     true
+}
+
+/// Whether re-parsing `s` as shell input could give anything but the same single word.
+fn has_shell_syntax(s: &str) -> bool {
+    s.is_empty()
+        || s.chars().any(|c| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    ';' | '&'
+                        | '|'
+                        | '<'
+                        | '>'
+                        | '('
+                        | ')'
+                        | '$'
+                        | '`'
+                        | '"'
+                        | '\''
+                        | '\\'
+                        | '*'
+                        | '?'
+                        | '['
+                        | ']'
+                        | '{'
+                        | '}'
+                        | '~'
+                        | '#'
+                        | '='
+                        | '!'
+                )
+        })
 }
 
 /// Whether `s` is a valid shell variable name.

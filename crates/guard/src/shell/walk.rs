@@ -18,6 +18,8 @@ const MAX_DEPTH: usize = 24;
 const MAX_NESTING: usize = 64;
 /// How many simple commands one analysis collects before giving up.
 const MAX_COMMANDS: usize = 4096;
+/// How many bytes one analysis parses in total, nested scripts included.
+const MAX_PARSED_BYTES: usize = 4 * MAX_INPUT_BYTES;
 /// How many lines a failed parse retries one by one.
 const MAX_SALVAGE_LINES: usize = 2000;
 
@@ -69,8 +71,13 @@ struct Walker {
     functions: Vec<String>,
     /// Variables assigned from downloaded or decoded content (`x=$(curl ...)`).
     tainted_vars: Vec<(String, Taint)>,
+    /// Output process substitutions (`>(...)`) of the simple command being decoded.
+    out_psubs: Vec<(usize, usize)>,
+    /// Files written with downloaded or decoded content (`curl -o x.sh`, `curl ... > x.sh`).
+    tainted_files: Vec<String>,
     background: usize,
     truncated: bool,
+    parsed_bytes: usize,
 }
 
 /// Entry point behind [`super::analyze`].
@@ -129,6 +136,11 @@ impl Walker {
     fn script(&mut self, text: &str, ctx: &Ctx, top: bool) {
         if ctx.depth > MAX_DEPTH {
             self.parse_errors.push(format!("scripts are nested more than {MAX_DEPTH} levels deep"));
+            return;
+        }
+        self.parsed_bytes += text.len();
+        if self.parsed_bytes > MAX_PARSED_BYTES {
+            self.parse_errors.push(format!("nested scripts add up to more than {MAX_PARSED_BYTES} bytes"));
             return;
         }
         if let Err(e) = check_nesting(text) {
@@ -399,6 +411,7 @@ impl Walker {
     }
 
     fn simple(&mut self, s: &ast::SimpleCommand, ctx: &Ctx) {
+        let mark = self.out_psubs.len();
         let mut assignments: Vec<Arg> = Vec::new();
         let mut redirects: Vec<Decoded> = Vec::new();
         let mut args: Vec<Arg> = Vec::new();
@@ -431,7 +444,25 @@ impl Walker {
             }
             return;
         }
-        self.emit(args, assignments, redirects, ctx);
+        let output = self.emit(args, assignments, redirects, ctx);
+        // `cmd > >(sh)`: the substituted commands read this command's output.
+        let psubs: Vec<(usize, usize)> = self.out_psubs.drain(mark.min(self.out_psubs.len())..).collect();
+        for (s, e) in psubs {
+            for i in s..e.min(self.cmds.len()) {
+                if self.cmds[i].stdin_code {
+                    let name = self.cmds[i].sc.argv.first().map(|n| basename(n).to_string()).unwrap_or_default();
+                    if output.any() {
+                        self.raise_cmd(i, CommandClass::Blocked, format!("{name} runs {} as code", output.describe()));
+                    } else {
+                        self.raise_cmd(
+                            i,
+                            CommandClass::Dangerous,
+                            format!("{name} runs code written by another command"),
+                        );
+                    }
+                }
+            }
+        }
     }
 
     fn prefix_item(
@@ -500,6 +531,9 @@ impl Walker {
         self.feature(Feature::ProcessSubstitution);
         let start = self.cmds.len();
         self.list(&sub.list, &ctx.deeper());
+        if matches!(kind, ast::ProcessSubstitutionKind::Write) {
+            self.out_psubs.push((start, self.cmds.len()));
+        }
         let taint = self.output_taint_since(start);
         Arg { text: format!("{kind}{sub}"), literal: false, taint }
     }
@@ -513,18 +547,22 @@ impl Walker {
     }
 
     /// Unwraps, classifies and records one simple command (and what it runs in turn).
-    fn emit(&mut self, args: Vec<Arg>, assignments: Vec<Arg>, redirects: Vec<Decoded>, ctx: &Ctx) {
+    /// Returns the taint of what the command writes to standard output.
+    fn emit(&mut self, args: Vec<Arg>, assignments: Vec<Arg>, redirects: Vec<Decoded>, ctx: &Ctx) -> Taint {
         if self.cmds.len() >= MAX_COMMANDS {
             if !self.truncated {
                 self.truncated = true;
                 self.parse_errors.push(format!("more than {MAX_COMMANDS} commands; the rest was not analyzed"));
             }
-            return;
+            return Taint::default();
         }
         if args.first().is_some_and(|a| !a.literal) {
             self.feature(Feature::DynamicCommandName);
         }
         let u = unwrap::unwrap(args);
+        if u.wrappers.iter().any(|w| w == "eval") {
+            self.feature(Feature::Eval);
+        }
         let c2 = ctx.with_wrappers(&u.wrappers, &u.floor, &u.assignments);
 
         if let Some(script) = &u.script {
@@ -586,7 +624,7 @@ impl Walker {
                     &c3.floor,
                 );
             }
-            return;
+            return script.taint;
         }
 
         let stdin_texts: Vec<String> = redirects.iter().filter_map(|d| d.stdin_text.clone()).collect();
@@ -614,6 +652,12 @@ impl Walker {
             }
         }
         let executes_args = classify::is_code_executor(&name);
+        let downloaded = |p: &str| self.tainted_files.iter().any(|f| same_file(f, p));
+        if u.args.first().is_some_and(|a| downloaded(&a.text))
+            || (executes_args && u.args.iter().skip(1).any(|a| downloaded(&a.text)))
+        {
+            v.raise(CommandClass::Blocked, "runs a file that was downloaded or decoded earlier in this command");
+        }
         if executes_args && let Some(t) = u.args.iter().skip(1).find(|a| a.taint.any()).map(|a| a.taint) {
             v.raise(CommandClass::Blocked, format!("{name} runs {} as code", t.describe()));
         }
@@ -647,6 +691,14 @@ impl Walker {
         all_assignments.extend(u.assignments.iter().map(|a| a.text.clone()));
         all_assignments.extend(assignments.iter().map(|a| a.text.clone()));
         let output = classify::output_taint(&u.args);
+        if output.any() {
+            for d in redirects.iter().filter(|d| d.redirect.writes_file()) {
+                self.tainted_files.push(d.redirect.target.clone());
+            }
+        }
+        if output.remote {
+            self.tainted_files.extend(classify::download_targets(&u.args));
+        }
         let mut floor = ctx.floor.clone();
         floor.extend(u.floor.iter().cloned());
         self.push(
@@ -679,6 +731,7 @@ impl Walker {
                 self.script(&text, &c3, false);
             }
         }
+        output
     }
 
     fn push(&mut self, mut cmd: Cmd, floor: &[(CommandClass, String)]) {
@@ -919,6 +972,13 @@ struct Decoded {
     taint: Taint,
     /// The target or body has no expansions.
     literal: bool,
+}
+
+/// Whether two spellings name the same file (`./x.sh` and `x.sh`).
+fn same_file(a: &str, b: &str) -> bool {
+    let a = paths::normalize(a);
+    let b = paths::normalize(b);
+    a.trim_start_matches("./") == b.trim_start_matches("./")
 }
 
 /// Inside backticks, `\$`, `` \` `` and `\\` stand for the character itself.
