@@ -13,6 +13,7 @@ use toolgate_core::Limits;
 use toolgate_policy::PolicyConfig;
 use toolgate_tools::fs::FsConfig;
 
+pub use crate::pipeline::hooks::{CommandHookConfig, HooksConfig};
 pub use crate::pipeline::rate::{RateLimitConfig, Window};
 
 /// toolgate's whole configuration. Every field has a default, so an empty file is valid.
@@ -34,6 +35,8 @@ pub struct Config {
     pub approval: ApprovalConfig,
     /// Calls per minute and hour, per user and tool.
     pub rate_limits: RateLimitConfig,
+    /// Commands run before and after matching calls.
+    pub hooks: HooksConfig,
     /// The audit log.
     pub audit: AuditConfig,
 }

@@ -8,7 +8,9 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolgate_core::{CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput, ToolSpec};
+use toolgate_core::{
+    ApprovalRequirement, CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput, ToolSpec,
+};
 use toolgate_guard::leak::LeakDetector;
 use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, Store, StoreError};
@@ -16,7 +18,7 @@ use toolgate_store::{AuditLog, Store, StoreError};
 use crate::config::Config;
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::audit::{CallRecord, redact_params};
-use crate::pipeline::hooks::{self, Hook};
+use crate::pipeline::hooks::{self, CommandHook, Hook, HookVerdict};
 use crate::pipeline::limits::ConcurrencyLimits;
 use crate::pipeline::policy::{PolicyStage, apply_verdict, caller as policy_caller};
 use crate::pipeline::rate::RateLimiter;
@@ -47,6 +49,9 @@ pub enum GateError {
     /// The `[rate_limits]` configuration is invalid.
     #[error("invalid [rate_limits] configuration: {0}")]
     RateLimits(String),
+    /// A `[hooks]` entry is invalid.
+    #[error("invalid [hooks] configuration: {0}")]
+    Hooks(String),
     /// The `[fs]` configuration is invalid.
     #[error("invalid [fs] configuration: {0}")]
     Fs(String),
@@ -169,7 +174,11 @@ impl GateBuilder {
                 self.approver,
                 store.clone(),
             ),
-            hooks: self.hooks,
+            hooks: {
+                let mut hooks = CommandHook::compile(&config.hooks).map_err(GateError::Hooks)?;
+                hooks.extend(self.hooks);
+                hooks
+            },
             audit,
             shutdown: CancellationToken::new(),
             id_prefix: toolgate_guard::random::hex_id(6),
@@ -286,7 +295,7 @@ impl Gate {
 
     /// Runs one tool call through the whole pipeline:
     ///
-    /// resolve → policy → validate → concurrency → approval → pre-hooks → execute (deadline,
+    /// resolve → policy → validate → rate and concurrency limits → pre-hooks → approval → execute (deadline,
     /// cancellation) → output (truncate, wrap) → post-hooks → audit.
     ///
     /// Every outcome, success or error, is recorded in the audit log. Errors are written for
@@ -361,6 +370,26 @@ impl Gate {
         apply_verdict(decision.verdict, &mut safety, &decision);
         self.rate.check(&ctx.identity.user, &ctx.identity.agent, &spec.name, safety.rate_class)?;
         let _permit = self.limits.acquire(&ctx.identity.agent).await?;
+        match hooks::before(&self.hooks, ctx, &spec.name, &audited.params).await {
+            HookVerdict::Continue => {}
+            HookVerdict::Block(message) => {
+                return Err(ToolError::Denied {
+                    tool: spec.name.clone(),
+                    reason: format!("blocked by a hook: {message}"),
+                });
+            }
+            HookVerdict::Allow => {
+                trace.push("hooks: allow".to_owned());
+                if safety.approval != ApprovalRequirement::Always {
+                    safety.approval = ApprovalRequirement::Never;
+                }
+            }
+            HookVerdict::Ask(reason) => {
+                trace.push(format!("hooks: ask: {reason}"));
+                safety.approval = ApprovalRequirement::Always;
+                safety.approval_reason = Some(reason.into());
+            }
+        }
         let approval = self
             .approval
             .check(spec, &safety, &params, |reason| ApprovalRequest {
@@ -373,7 +402,6 @@ impl Gate {
             })
             .await?;
         trace.push(approval.to_owned());
-        hooks::before(&self.hooks, ctx, &spec.name, &params).await?;
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         let out = execute::execute(&tool, ctx, caller_cancel, params, timeout).await?;
         let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.detector)?;

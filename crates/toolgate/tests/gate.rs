@@ -514,3 +514,66 @@ async fn allow_always_survives_a_restart_and_is_revocable() {
     let err = gate.call(&gate.context(), "deploy", json!({"token": "t1"})).await;
     assert!(err.is_err(), "revoked grants no longer apply");
 }
+
+fn hooked(pre: &[(&str, &str)], post: &[(&str, &str)]) -> Config {
+    let mut config = Config::default();
+    let hook = |(matcher, command): &(&str, &str)| toolgate::config::CommandHookConfig {
+        matcher: (*matcher).into(),
+        command: (*command).into(),
+        timeout_secs: 2,
+    };
+    config.hooks.pre_tool_use = pre.iter().map(hook).collect();
+    config.hooks.post_tool_use = post.iter().map(hook).collect();
+    config
+}
+
+#[tokio::test]
+async fn command_hooks_block_with_exit_code_2_and_their_stderr() {
+    let config = hooked(&[("echo|time", "cat > hook-input.json; echo 'no echoing today' >&2; exit 2")], &[]);
+    let f = gate(config, |b| b);
+    let err = f.call("echo", json!({"message": "hi"})).await.unwrap_err();
+    assert_eq!(err.to_string(), "`echo` is denied by policy: blocked by a hook: no echoing today");
+    let input: Value =
+        serde_json::from_str(&std::fs::read_to_string(f.dir.path().join("hook-input.json")).unwrap()).unwrap();
+    assert_eq!(input["tool_name"], "echo");
+    assert_eq!(input["tool_input"], json!({"message": "hi"}));
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    assert!(f.call("json", json!({"operation": "stringify", "data": 1})).await.is_ok(), "matcher is anchored");
+}
+
+#[tokio::test]
+async fn command_hook_decisions_shape_approval() {
+    let allow = hooked(&[("deploy", r#"echo '{"decision": "allow"}'"#)], &[]);
+    let f = gate(allow, |b| b.tool(deploy()));
+    assert!(f.call("deploy", json!({})).await.is_ok(), "allow pre-approves");
+    let ask = hooked(&[("echo", r#"echo '{"decision": "ask", "reason": "echo is suspicious"}'"#)], &[]);
+    let f = gate(ask, |b| b);
+    let err = f.call("echo", json!({"message": "x"})).await.unwrap_err();
+    assert!(err.to_string().contains("echo is suspicious"), "{err}");
+}
+
+#[tokio::test]
+async fn a_failing_hook_never_silently_allows() {
+    for command in ["exit 1", "sleep 5", "echo '{\"decision\": \"maybe\"}'", "/no/such/binary"] {
+        let f = gate(hooked(&[("*", command)], &[]), |b| b);
+        let err = f.call("echo", json!({"message": "x"})).await.unwrap_err();
+        assert!(matches!(err, ToolError::NeedsApproval { .. }), "{command}: {err}");
+        assert!(err.to_string().contains("hook failed"), "{command}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn post_hooks_see_the_outcome() {
+    let f = gate(hooked(&[], &[("echo", "cat > post.json")]), |b| b);
+    f.call("echo", json!({"message": "observed"})).await.unwrap();
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(f.dir.path().join("post.json")).unwrap()).unwrap();
+    assert_eq!(seen["hook_event_name"], "PostToolUse");
+    assert_eq!(seen["tool_response"], json!({"ok": true, "text": "observed"}));
+}
+
+#[test]
+fn bad_hook_matchers_are_config_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Gate::builder(dir.path()).config(hooked(&[("(", "true")], &[])).build().unwrap_err();
+    assert!(err.to_string().contains("hook matcher `(` is not a valid regular expression"), "{err}");
+}
