@@ -20,6 +20,16 @@
 //! analysis behind `exec`'s argv lives in `toolgate-guard`); the `toolgate` crate's call
 //! pipeline asks this crate, then runs approvals.
 //!
+//! # Layout
+//!
+//! - `config`: [`PolicyConfig`] and its sections, as written in `toolgate.toml`.
+//! - `names`: tool names, aliases, wildcards and groups (what `group:fs` matches).
+//! - `rules`: argument rules and how they match commands, paths and hosts.
+//! - `policy`: [`Policy`]: compiling the config, the visibility pipeline, call decisions.
+//! - `caller`, `decision`, `trace`: [`Caller`] and [`ToolRef`] in; [`Visibility`],
+//!   [`Decision`] and [`Trace`] out.
+//! - `error`: [`PolicyError`] (refused config) and [`PolicyWarning`] (accepted, probably wrong).
+//!
 //! # Example
 //!
 //! ```

@@ -54,6 +54,8 @@ enum Pattern {
 pub(crate) struct ArgRule {
     /// The entry as written.
     pub(crate) text: String,
+    /// The tool the rule names, canonical (`exec` for `Bash(...)`): what it makes visible.
+    name: NameMatcher,
     tool: RuleTool,
     pattern: Pattern,
 }
@@ -74,6 +76,7 @@ impl ArgRule {
             return Err("the pattern between the parentheses is empty".to_owned());
         }
         let tool = tool.trim();
+        let name = parse_name(tool)?;
         let rule_tool = match canonical(tool) {
             "exec" => RuleTool::Exec,
             "read" => RuleTool::Read,
@@ -86,7 +89,7 @@ impl ArgRule {
             },
         };
         let pattern = parse_pattern(&rule_tool, spec)?;
-        Ok(ArgRule { text: trimmed.to_owned(), tool: rule_tool, pattern })
+        Ok(ArgRule { text: trimmed.to_owned(), name, tool: rule_tool, pattern })
     }
 
     /// Whether the rule is about calls of `tool` when used in `mode`.
@@ -100,14 +103,10 @@ impl ArgRule {
         }
     }
 
-    /// The tool matcher, for "matches no registered tool" warnings.
+    /// Whether the rule names `tool` (`read(src/**)` names `read`, not `grep`): what the rule
+    /// makes visible in an allow list, and what "matches no registered tool" checks.
     pub(crate) fn tool_matches(&self, tool: ToolRef<'_>, groups: &Groups) -> bool {
-        match &self.tool {
-            RuleTool::Named(m) => m.matches(tool, groups),
-            RuleTool::Exec => tool.name == "exec",
-            RuleTool::Read => READ_TOOLS.contains(&tool.name),
-            RuleTool::Write => WRITE_TOOLS.contains(&tool.name),
-        }
+        self.name.matches(tool, groups)
     }
 
     /// The named tool matcher, when the rule is about named tools.

@@ -182,6 +182,8 @@ fn deny_allow_also_allow_precedence() {
         // plain entry narrows visibility.
         ("allow = [\"read\", \"exec(cargo test:*)\"]", "main", "read exec"),
         ("allow = [\"exec(cargo test:*)\"]", "main", ALL),
+        ("allow = [\"exec\", \"read(src/**)\"]", "main", "read exec"),
+        ("allow = [\"ls\", \"Edit(src/**)\"]", "main", "edit ls"),
         ("profile = \"minimal\"\nalsoAllow = [\"exec(cargo test:*)\"]", "main", "exec session_status"),
         // Aliases and custom groups.
         ("allow = [\"Bash\", \"read_file\"]", "main", "read exec"),
