@@ -21,6 +21,8 @@ impl Class {
 
 const MAX_NAME: usize = 64;
 const MIN_VALUE: usize = 8;
+/// Keys, tokens and secrets are long; short values after such names are ids and settings.
+const MIN_KEY_VALUE: usize = 16;
 const MAX_VALUE: usize = 256;
 
 fn is_name_byte(b: u8) -> bool {
@@ -224,6 +226,9 @@ pub(crate) fn assignment(bytes: &[u8], kw_start: usize, kw_end: usize) -> Option
     if i < bytes.len() && matches!(bytes[i], b'"' | b'\'' | b'`') {
         i += 1;
     }
+    if i < bytes.len() && bytes[i] == b']' {
+        i += 1; // config["SECRET_KEY"] = ...
+    }
     i = skip_blanks(bytes, i);
     let sep_start = i;
     match bytes.get(i) {
@@ -271,13 +276,54 @@ pub(crate) fn assignment(bytes: &[u8], kw_start: usize, kw_end: usize) -> Option
         (None, Some(b)) if b.is_ascii_whitespace() || b",;)}]&".contains(b) => {}
         (None, Some(_)) => return None,
     }
+    // `NAME: Type = ...` is a declaration: the "value" is a type.
+    if quote.is_none() && bytes[sep_start] == b':' {
+        let after = skip_blanks(bytes, value_end);
+        if bytes.get(after) == Some(&b'=') {
+            return None;
+        }
+    }
     let name = &bytes[name_start..name_end];
     let class = classify(name)?;
     let value = &bytes[value_start..value_end];
+    if class != Class::Password && len < MIN_KEY_VALUE {
+        return None;
+    }
     if !credential_like(value, class) {
         return None;
     }
     Some((value_start..value_end, class))
+}
+
+/// `snake_case_2`, `CONSTANT_CASE_V2`, `_private`: names, not secrets. Random tokens with `_`
+/// mix cases and digits.
+fn is_identifier(value: &[u8]) -> bool {
+    if !value.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+        return false;
+    }
+    let underscores = value.iter().filter(|&&b| b == b'_').count();
+    let digits = value.iter().filter(|b| b.is_ascii_digit()).count();
+    let upper = value.iter().any(u8::is_ascii_uppercase);
+    let lower = value.iter().any(u8::is_ascii_lowercase);
+    value[0] == b'_' || (underscores >= 1 && !(upper && lower) && digits * 4 < value.len())
+}
+
+/// Mostly made of words (runs of 3+ lower-case letters): `AtomicU32Provider`,
+/// `m2m-access-token-12345`, `other.colon2_token`. Random tokens have short lower-case runs.
+fn is_wordy(value: &[u8]) -> bool {
+    let mut in_words = 0;
+    let mut run = 0;
+    for &b in value.iter().chain(std::iter::once(&b' ')) {
+        if b.is_ascii_lowercase() {
+            run += 1;
+        } else {
+            if run >= 3 {
+                in_words += run;
+            }
+            run = 0;
+        }
+    }
+    in_words * 2 >= value.len()
 }
 
 fn skip_blanks(bytes: &[u8], mut i: usize) -> usize {
@@ -313,6 +359,12 @@ fn credential_like(value: &[u8], class: Class) -> bool {
         return false;
     }
     if matches!(value[0], b'$' | b'%' | b'/' | b'.' | b'~' | b'@' | b'#') || is_placeholder(value) {
+        return false;
+    }
+    if is_identifier(value) || (class != Class::Password && is_wordy(value)) {
+        return false;
+    }
+    if class == Class::Password && lower.starts_with(b"pass") {
         return false;
     }
     let digits = value.iter().filter(|b| b.is_ascii_digit()).count();

@@ -151,6 +151,11 @@ fn decode_base64(s: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A URL password worth reporting: not a default, and letters mixed with digits.
+fn is_strong_url_password(pw: &[u8]) -> bool {
+    is_real_password(pw) && pw.iter().any(u8::is_ascii_digit) && pw.iter().any(u8::is_ascii_alphabetic)
+}
+
 /// A database URL's password is a placeholder when it equals a common default.
 fn is_real_password(pw: &[u8]) -> bool {
     const DEFAULTS: &[&str] = &[
@@ -182,9 +187,13 @@ fn is_real_password(pw: &[u8]) -> bool {
         "mysecretpassword",
         "p4ssw0rd",
         "s3cret",
+        "opensesame",
     ];
     let lower = pw.to_ascii_lowercase();
+    let has = |w: &[u8]| lower.windows(w.len()).any(|x| x == w);
     !(DEFAULTS.iter().any(|d| d.as_bytes() == lower.as_slice())
+        || has(b"secret")
+        || has(b"pass")
         || matches!(pw.first(), Some(b'$' | b'%' | b'{' | b'<' | b'['))
         || pw.iter().all(|&b| b == b'*' || b == b'x' || b == b'X' || b == b'.')
         || lower.starts_with(b"your")
@@ -664,10 +673,10 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "Telegram bot token",
             High,
             &[":AA"],
-            r"(?:^|[^0-9A-Za-z_])(\d{8,10}:AA[A-Za-z0-9_-]{33})%END",
+            r"(?:^|[^0-9A-Za-z_]|bot)(\d{8,10}:AA[A-Za-z0-9_-]{33})%END",
             40,
         )
-        .before(12),
+        .before(15),
         named(
             "discord-bot-token",
             "Discord bot token near the word discord",
@@ -684,7 +693,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
             &["/api/webhooks/"],
             r"discord(?:app)?\.com/api/webhooks/\d{17,20}/([A-Za-z0-9_-]{60,68})(?:[^A-Za-z0-9_-]|$)",
             16,
-            100,
+            120,
         ),
         named(
             "teams-webhook-url",
@@ -820,7 +829,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
                 "cockroachdb://",
                 "couchdb://",
             ],
-            r#"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|clickhouse|cockroachdb|couchdb)://[^\s:/@'"]{0,64}:([^\s@/'"]{1,128})@[A-Za-z0-9._\[-]"#,
+            r#"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|clickhouse|cockroachdb|couchdb)://[^\s:/@'"\[]{0,64}:([^\s@/'"]{1,128})@(?:[A-Za-z0-9-]{1,63}\.[A-Za-z0-9-]|\[[0-9A-Fa-f:]|[A-Za-z0-9-]{2,63}(?:[:/]|\s|$))"#,
             0,
             240,
         )
@@ -830,11 +839,11 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "Password in a URL's user-info (https://user:PASSWORD@host)",
             Medium,
             &["://"],
-            r#"(?i)\b(?:https?|ftps?|sftp|ssh|git|smtps?|imaps?|ldaps?)://[^\s:/@'"]{1,64}:([^\s@/'"]{4,128})@[A-Za-z0-9._\[-]"#,
+            r#"(?i)\b(?:https?|ftps?|sftp|ssh|git|smtps?|imaps?|ldaps?)://[^\s:/@'"\[]{1,64}:([^\s@/'"]{4,128})@(?:[A-Za-z0-9-]{1,63}\.[A-Za-z0-9-]|\[[0-9A-Fa-f:]|[A-Za-z0-9-]{2,63}(?:[:/]|\s|$))"#,
             12,
             240,
         )
-        .validate(is_real_password)
+        .validate(is_strong_url_password)
         .entropy(2.5)
         .generic(),
         named(
