@@ -367,6 +367,14 @@ fn table() {
         ("rg --pre-glob '*.gz' pattern", S),
         ("grep -r password ~/.ssh", D),
         ("ls ~/.ssh", S),
+        ("cd ~/.ssh && cat id_rsa", D),
+        ("RIPGREP_CONFIG_PATH=./evil rg foo", N),
+        ("env GIT_EXTERNAL_DIFF=./x git diff", N),
+        ("export LESSOPEN='|rm -rf ~'; git log", N),
+        ("export LANG=C; ls", S),
+        ("x=1; echo $x", S),
+        ("IFS=/; ls", N),
+        ("TZ=UTC date", S),
     ]);
 }
 

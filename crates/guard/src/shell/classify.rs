@@ -305,6 +305,9 @@ pub(crate) fn assignment_risk(name: &str) -> Option<String> {
         "XDG_CONFIG_HOME",
         "ZDOTDIR",
         "HISTFILE",
+        "RIPGREP_CONFIG_PATH",
+        "LESS",
+        "SYSTEMD_PAGER",
         "JAVA_TOOL_OPTIONS",
         "_JAVA_OPTIONS",
         "CLASSPATH",
@@ -327,6 +330,38 @@ pub(crate) fn assignment_risk(name: &str) -> Option<String> {
     ];
     (EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p)))
         .then(|| format!("sets {name}, which changes which programs run or how"))
+}
+
+/// A variable set for a command's environment (`NAME=value cmd`, `env NAME=value cmd`,
+/// `export NAME=value`): anything but a short list of harmless locale and display variables
+/// can change what a program runs (`RIPGREP_CONFIG_PATH`, `GIT_SSH_COMMAND`, `LD_PRELOAD`).
+pub(crate) fn env_assignment_risk(name: &str) -> Option<String> {
+    const HARMLESS: &[&str] = &[
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CLICOLOR",
+        "CLICOLOR_FORCE",
+        "TERM",
+        "COLUMNS",
+        "LINES",
+        "RUST_BACKTRACE",
+        "RUST_LOG",
+        "CI",
+        "COLORTERM",
+        "GREP_COLOR",
+        "GREP_COLORS",
+        "LS_COLORS",
+        "TIME_STYLE",
+        "POSIXLY_CORRECT",
+        "DEBIAN_FRONTEND",
+    ];
+    if HARMLESS.contains(&name) || name.starts_with("LC_") {
+        return None;
+    }
+    Some(assignment_risk(name).unwrap_or_else(|| format!("sets {name} in the environment of the command")))
 }
 
 /// Whether `arg` is a GNU long option whose (possibly abbreviated) name means `--full`.
@@ -526,7 +561,7 @@ pub(crate) fn classify(args: &[Arg], ctx: &Context<'_>) -> Verdict {
         let path = a.text.split_once('=').map_or(a.text.as_str(), |(_, p)| p);
         let path = path.strip_prefix('@').unwrap_or(path);
         v.raise_opt(read_risk(path));
-        if !matches!(name, "ls" | "stat" | "file" | "du" | "test" | "[" | "cd" | "mkdir" | "echo" | "printf")
+        if !matches!(name, "ls" | "stat" | "file" | "du" | "test" | "[" | "mkdir" | "echo" | "printf")
             && paths::is_secret_dir(path)
         {
             v.raise(CommandClass::Dangerous, format!("{name} reads the secret directory {path}"));
@@ -641,7 +676,7 @@ pub(crate) fn classify(args: &[Arg], ctx: &Context<'_>) -> Verdict {
         "export" | "declare" | "typeset" | "local" | "readonly" => {
             for a in rest {
                 if let Some((n, _)) = a.text.split_once('=')
-                    && let Some(r) = assignment_risk(n.trim_end_matches('+'))
+                    && let Some(r) = env_assignment_risk(n.trim_end_matches('+'))
                 {
                     v.raise(CommandClass::NeedsApproval, r);
                 }

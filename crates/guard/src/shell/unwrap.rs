@@ -2,7 +2,7 @@
 //! really runs.
 
 use super::CommandClass;
-use super::classify::assignment_risk;
+use super::classify::env_assignment_risk;
 use super::word::{Arg, basename};
 
 /// How many wrappers deep [`unwrap`] looks before giving up (and asking for approval).
@@ -201,7 +201,7 @@ fn step(u: &mut Unwrapped) -> bool {
                         if !a.literal {
                             u.floor.push((CommandClass::NeedsApproval, format!("env sets {n} from an expansion")));
                         }
-                        if let Some(r) = assignment_risk(n) {
+                        if let Some(r) = env_assignment_risk(n) {
                             u.floor.push((CommandClass::NeedsApproval, r));
                         }
                         u.assignments.push(a.clone());

@@ -572,7 +572,7 @@ impl Walker {
             let mut floor = Verdict::safe();
             for a in &assignments {
                 let n = a.text.split_once('=').map_or(a.text.as_str(), |(n, _)| n);
-                if let Some(r) = classify::assignment_risk(n) {
+                if let Some(r) = classify::env_assignment_risk(n) {
                     floor.raise(CommandClass::NeedsApproval, r);
                 }
             }
@@ -632,7 +632,7 @@ impl Walker {
         let name = u.args.first().map(|a| basename(&a.text).to_string()).unwrap_or_default();
         for a in &assignments {
             let n = a.text.split_once('=').map_or(a.text.as_str(), |(n, _)| n);
-            if let Some(r) = classify::assignment_risk(n) {
+            if let Some(r) = classify::env_assignment_risk(n) {
                 v.raise(CommandClass::NeedsApproval, r);
             }
         }
