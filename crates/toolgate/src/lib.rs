@@ -30,6 +30,7 @@
 
 #![deny(missing_docs)]
 
+pub mod approvals;
 pub mod config;
 mod gate;
 pub mod mcp;

@@ -577,3 +577,58 @@ fn bad_hook_matchers_are_config_errors() {
     let err = Gate::builder(dir.path()).config(hooked(&[("(", "true")], &[])).build().unwrap_err();
     assert!(err.to_string().contains("hook matcher `(` is not a valid regular expression"), "{err}");
 }
+
+#[tokio::test]
+async fn concurrent_pending_approvals_resolve_independently_over_the_api() {
+    use toolgate::approvals::PendingApprovals;
+    let pending = PendingApprovals::new();
+    let f = Arc::new(gate(Config::default(), |b| b.tool(deploy()).approver(pending.clone())));
+    let mut calls = Vec::new();
+    for token in ["a", "b", "c"] {
+        let f = f.clone();
+        calls.push(tokio::spawn(async move { f.call("deploy", json!({"token": token})).await }));
+    }
+    let listed = loop {
+        let (status, body) = pending.handle_api("GET", "/api/approvals", b"").unwrap();
+        assert_eq!(status, 200);
+        let list = body["pending"].as_array().unwrap().clone();
+        if list.len() == 3 {
+            break list;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert!(listed.iter().all(|r| r["params"]["token"] == "[REDACTED]" && r["reason"] == "deploys to production"));
+    let ids: Vec<String> = listed.iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect();
+    let answer =
+        |id: &str, body: &str| pending.handle_api("POST", &format!("/api/approvals/{id}"), body.as_bytes()).unwrap();
+    assert_eq!(answer(&ids[1], r#"{"decision": "deny", "message": "no"}"#).0, 200);
+    assert_eq!(answer(&ids[0], r#"{"decision": "allow_once"}"#).0, 200);
+    assert_eq!(answer(&ids[2], r#"{"decision": "allow_always"}"#).0, 200);
+    assert_eq!(answer(&ids[2], r#"{"decision": "deny"}"#).0, 404, "already answered");
+    assert_eq!(answer("nope", r#"{"decision": "maybe"}"#).0, 400);
+    let results: Vec<bool> = futures_results(calls).await;
+    let outcomes: std::collections::BTreeSet<bool> = results.iter().copied().collect();
+    assert_eq!(results.iter().filter(|ok| **ok).count(), 2, "{results:?}");
+    assert!(outcomes.contains(&false));
+    assert!(pending.list().is_empty(), "answered requests leave the queue");
+}
+
+async fn futures_results(calls: Vec<tokio::task::JoinHandle<Result<ToolOutput, ToolError>>>) -> Vec<bool> {
+    let mut out = Vec::new();
+    for c in calls {
+        out.push(c.await.unwrap().is_ok());
+    }
+    out
+}
+
+#[tokio::test]
+async fn unanswered_approvals_time_out_as_deny_and_leave_the_queue() {
+    use toolgate::approvals::PendingApprovals;
+    let pending = PendingApprovals::new();
+    let mut config = Config::default();
+    config.approval.timeout_secs = 1;
+    let f = gate(config, |b| b.tool(deploy()).approver(pending.clone()));
+    let err = f.call("deploy", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("no answer within 1 s"), "{err}");
+    assert!(pending.list().is_empty());
+}
