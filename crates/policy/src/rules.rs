@@ -252,6 +252,10 @@ impl CommandPattern {
     /// (`--force=yes`) or, for short options, clustered in any order (`-fr` for `-rf`).
     fn matches_loose(&self, argv: &[String]) -> bool {
         let Some(rule) = &self.argv else { return !argv.is_empty() };
+        // Leading `NAME=value` words are assignments, never the program (should the analyzer
+        // have left them in place).
+        let start = argv.iter().take_while(|w| is_assignment(w)).count();
+        let argv = &argv[start..];
         let (Some(program), Some(rule_program)) = (argv.first(), rule.first()) else { return false };
         if basename(program) != basename(rule_program) {
             return false;
@@ -269,6 +273,14 @@ impl CommandPattern {
         }
         true
     }
+}
+
+/// `NAME=value` with a shell variable name.
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 fn basename(program: &str) -> &str {
@@ -557,6 +569,9 @@ mod tests {
             ("rm -rf:*", "rm -fr x", false, true),
             ("rm -rf:*", "rm x", false, false),
             ("*", "anything at all", true, true),
+            ("rm -rf:*", "FOO=1 _B=2 rm -rf x", false, true),
+            ("cargo test:*", "RUSTC_WRAPPER=./evil cargo test", false, true),
+            ("rm:*", "=x rm", false, false),
         ];
         for (rule, cmd, strict, loose) in cases {
             let p = CommandPattern::parse(rule).unwrap();
