@@ -64,6 +64,8 @@ async fn read_refuses_binary_and_returns_images() {
     ws.put("blob.bin", b"\x7fELF\x00\x01\x02binary");
     let e = ws.err("read", json!({ "path": "blob.bin" })).await;
     assert!(e.to_string().contains("binary file"), "{e}");
+    // Seen, so it may be replaced.
+    ws.ok("write", json!({ "path": "blob.bin", "content": "text now" })).await;
 
     let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
     png.extend_from_slice(&[0u8; 32]);
@@ -409,6 +411,25 @@ async fn ls_shows_types_sizes_and_skips() {
     assert!(out.contains("Listing cut at 500 entries"), "{}", &out[out.len() - 200..]);
     let e = ws.err("ls", json!({ "path": ".toolgate" })).await;
     assert!(matches!(e, ToolError::Denied { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn configured_denied_globs_are_invisible() {
+    let ws =
+        Ws::with_config(FsConfig { denied: vec!["*.pem".to_owned(), "secrets/".to_owned()], ..FsConfig::default() });
+    ws.put("keys/server.pem", "hello key\n");
+    ws.put("secrets/token.txt", "hello token\n");
+    ws.put("ok.txt", "hello\n");
+    assert_eq!(ws.ok("grep", json!({ "pattern": "hello" })).await, "ok.txt\n");
+    assert_eq!(ws.ok("glob", json!({ "pattern": "**/*" })).await, "ok.txt\n");
+    let out = ws.ok("ls", json!({ "recursive": true })).await;
+    assert!(!out.contains("server.pem") && !out.contains("secrets"), "{out}");
+    for p in ["keys/server.pem", "secrets/token.txt", "secrets"] {
+        let e = ws.err("read", json!({ "path": p })).await;
+        assert!(e.to_string().contains("denied by policy"), "{p}: {e}");
+        let e = ws.err("write", json!({ "path": p, "content": "x" })).await;
+        assert!(matches!(e, ToolError::Denied { .. }), "{p}: {e}");
+    }
 }
 
 // ---------------------------------------------------------------- locks

@@ -22,6 +22,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
@@ -206,6 +207,30 @@ fn strip_root<'a>(root: &Path, p: &'a Path) -> Option<&'a str> {
     s.strip_prefix(r).and_then(|rest| rest.strip_prefix('/'))
 }
 
+/// Set when the kernel turned out not to have `openat2`.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// Opens one component relative to `dir` without following a symlink; a symlink is refused.
+fn open_component(dir: &OwnedFd, name: &str, flags: OFlags) -> Result<OwnedFd, PathError> {
+    let result = rustix::fs::openat(dir, name, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty());
+    let fd = match result {
+        Ok(fd) => fd,
+        Err(e) => {
+            if let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                && FileType::from_raw_mode(st.st_mode) == FileType::Symlink
+            {
+                return Err(PathError::SymlinkOutside);
+            }
+            return Err(e.into());
+        }
+    };
+    // `O_PATH | O_NOFOLLOW` opens a symlink itself instead of failing.
+    if flags.contains(OFlags::PATH) && FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) == FileType::Symlink {
+        return Err(PathError::SymlinkOutside);
+    }
+    Ok(fd)
+}
+
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 
 /// An open handle on the workspace root; every access goes through it.
@@ -229,15 +254,45 @@ impl Root {
 
     /// Opens `rel` beneath the root with `flags` (the kernel refuses every escape).
     pub(crate) fn open_beneath(&self, rel: &RelPath, flags: OFlags) -> Result<OwnedFd, PathError> {
-        let fd = rustix::fs::openat2(&self.fd, rel.kernel(), flags | OFlags::CLOEXEC, Mode::empty(), RESOLVE)?;
-        Ok(fd)
+        self.openat2_or_walk(rel, flags, RESOLVE)
     }
 
     /// Opens `rel` beneath the root following no symlink at all (`RESOLVE_NO_SYMLINKS`).
     pub(crate) fn open_beneath_strict(&self, rel: &RelPath, flags: OFlags) -> Result<OwnedFd, PathError> {
-        let resolve = RESOLVE.union(ResolveFlags::NO_SYMLINKS);
-        let fd = rustix::fs::openat2(&self.fd, rel.kernel(), flags | OFlags::CLOEXEC, Mode::empty(), resolve)?;
-        Ok(fd)
+        self.openat2_or_walk(rel, flags, RESOLVE.union(ResolveFlags::NO_SYMLINKS))
+    }
+
+    /// `openat2` when the kernel has it (Linux 5.6+); otherwise [`Root::walk_no_symlinks`].
+    fn openat2_or_walk(&self, rel: &RelPath, flags: OFlags, resolve: ResolveFlags) -> Result<OwnedFd, PathError> {
+        if !NO_OPENAT2.load(Ordering::Relaxed) {
+            match rustix::fs::openat2(&self.fd, rel.kernel(), flags | OFlags::CLOEXEC, Mode::empty(), resolve) {
+                Err(Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+                // A seccomp filter that does not know openat2 may answer EPERM for it.
+                Err(Errno::PERM)
+                    if rustix::fs::openat2(&self.fd, ".", OFlags::PATH, Mode::empty(), resolve).is_err() =>
+                {
+                    NO_OPENAT2.store(true, Ordering::Relaxed)
+                }
+                other => return Ok(other?),
+            }
+        }
+        self.walk_no_symlinks(rel, flags)
+    }
+
+    /// The fallback without `openat2`: walks one component at a time relative to the previous
+    /// directory's descriptor with `O_NOFOLLOW`, refusing every symlink (inside the workspace
+    /// too), so nothing can lead out. `rel` is already normalized (no `..`).
+    pub(crate) fn walk_no_symlinks(&self, rel: &RelPath, flags: OFlags) -> Result<OwnedFd, PathError> {
+        let comps: Vec<&str> = rel.components().collect();
+        let Some((last, parents)) = comps.split_last() else {
+            return Ok(rustix::fs::openat(&self.fd, ".", flags | OFlags::CLOEXEC, Mode::empty())?);
+        };
+        let mut dir =
+            rustix::fs::openat(&self.fd, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        for comp in parents {
+            dir = open_component(&dir, comp, OFlags::PATH | OFlags::DIRECTORY)?;
+        }
+        open_component(&dir, last, flags)
     }
 
     /// Where an open descriptor really is, relative to the root (through `/proc/self/fd`).
@@ -509,6 +564,28 @@ pub(crate) fn rel_of(root: &Path, p: &Path) -> Option<RelPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fallback_walk_refuses_every_symlink() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("a/b")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("a/b/f.txt"), "x").unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("/etc", ws.join("etc")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("a", ws.join("inside")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("/etc/passwd", ws.join("a/pw")).unwrap_or_else(|e| panic!("{e}"));
+        let root = Root::open(&ws).unwrap_or_else(|e| panic!("{e}"));
+        let rel = |s: &str| RelPath(s.to_owned());
+        assert!(root.walk_no_symlinks(&rel("a/b/f.txt"), OFlags::RDONLY).is_ok());
+        assert!(root.walk_no_symlinks(&rel(""), OFlags::PATH).is_ok());
+        for p in ["etc/passwd", "etc", "inside/b/f.txt", "a/pw"] {
+            for flags in [OFlags::RDONLY, OFlags::PATH] {
+                let r = root.walk_no_symlinks(&rel(p), flags);
+                assert!(matches!(r, Err(PathError::SymlinkOutside)), "{p}: {r:?}");
+            }
+        }
+        assert!(matches!(root.walk_no_symlinks(&rel("a/missing"), OFlags::RDONLY), Err(PathError::NotFound)));
+    }
 
     #[test]
     fn normalizes_lexically() {

@@ -108,7 +108,10 @@ fn read(state: &FsState, ctx: &CallContext, params: &Value) -> Result<ToolOutput
         return read_image(state, ctx, &opened.real, &opened.stat, reader, size, mime);
     }
     if looks_binary(head) {
-        // Record the read anyway: the model may overwrite a binary file it has seen refused.
+        // Recorded as seen anyway, so the model may replace it with `write`.
+        let mut hasher = Sha256::new();
+        std::io::copy(&mut reader, &mut HashWriter(&mut hasher)).map_err(|e| io_failed(&rel, e))?;
+        state.record(ctx, &opened.real, FileStamp::with_hash(&opened.stat, hasher.finalize().into()));
         return Err(ToolError::failed(format!(
             "`{rel}` is a binary file ({size} bytes); `read` shows text files and images only. Use `ls` for its size, \
              or a command-line tool (`xxd`, `file`) to inspect it"
@@ -246,4 +249,18 @@ fn read_image(
         ],
         structured: None,
     })
+}
+
+/// Feeds what is written into a hasher.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
