@@ -219,16 +219,23 @@ pub(crate) fn is_network_pipe(name: &str) -> bool {
 pub(crate) fn reads_code_from_stdin(args: &[Arg]) -> bool {
     let Some(first) = args.first() else { return false };
     let name = basename(&first.text);
+    let rest = &args[1..];
+    if is_code_executor(name)
+        && rest.iter().any(|a| matches!(a.text.as_str(), "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0"))
+    {
+        return true;
+    }
     if !is_interpreter(name) {
         return false;
     }
-    let rest = &args[1..];
     if rest.iter().any(|a| a.text == "-" || a.text == "-s") {
         return true;
     }
     // Options that take the code or a file from elsewhere.
     if rest.iter().any(|a| matches!(a.text.as_str(), "-c" | "-e" | "-E" | "-m" | "--command" | "-r" | "--eval")) {
-        return false;
+        // Inline code that executes what it reads (`exec(sys.stdin.read())`, `eval <STDIN>`).
+        let code = rest.iter().map(|a| a.text.to_ascii_lowercase()).collect::<Vec<_>>().join(" ");
+        return code.contains("stdin") && (code.contains("exec") || code.contains("eval"));
     }
     !rest.iter().any(|a| !a.text.starts_with('-'))
 }

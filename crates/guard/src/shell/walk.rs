@@ -617,7 +617,8 @@ impl Walker {
                             reason: v.reason,
                         },
                         output: script.taint,
-                        stdin_code: false,
+                        // The script may read its code from standard input (`sh -c "$(cat)"`).
+                        stdin_code: true,
                         args_from_stdin_exec: false,
                         literal_output: None,
                     },
