@@ -3,17 +3,71 @@
 //! The server puts the requesting client in a task-local slot while a `tools/call` runs, so
 //! an approval channel deep in the call pipeline (the `toolgate` crate's `Approver`) can reach
 //! the right client without knowing MCP: it calls [`ask_client`].
+//!
+//! Two protocol eras, two ways to ask:
+//!
+//! - before 2026-07-28: a server-to-client `elicitation/create` request, answered while the
+//!   call waits;
+//! - 2026-07-28 (no server-to-client requests): the call ends with an `InputRequiredResult`
+//!   carrying the elicitation; the client asks its user and retries the call with the answer
+//!   in `inputResponses`, where [`ask_client`] finds it on the second run.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
+    InputRequests, InputRequiredResult, InputResponses,
+};
 use rmcp::service::{ElicitationMode, Peer, RoleServer};
 use serde_json::json;
 
+/// The `inputRequests` key toolgate uses for its approval question.
+pub(crate) const APPROVAL_KEY: &str = "toolgate_approval";
+
+/// How the running call can reach its client's user.
+#[derive(Clone)]
+pub(crate) enum Channel {
+    /// Ask with a server-to-client request (protocols before 2026-07-28).
+    Request(Peer<RoleServer>),
+    /// Ask through an input-required round trip (2026-07-28).
+    Inline(Arc<InlineRound>),
+}
+
+/// One run of a 2026-07-28 call: the answer the client sent, and the question to send back.
+#[derive(Debug, Default)]
+pub(crate) struct InlineRound {
+    answer: Mutex<Option<ClientAnswer>>,
+    question: Mutex<Option<String>>,
+}
+
+impl InlineRound {
+    /// A round for a request whose `inputResponses` may carry an earlier answer.
+    pub(crate) fn from_responses(responses: Option<&InputResponses>) -> Self {
+        let answer = responses
+            .and_then(|r| r.get(APPROVAL_KEY))
+            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
+            .map(|r| answer_of(&r));
+        InlineRound { answer: Mutex::new(answer), question: Mutex::new(None) }
+    }
+
+    /// The `InputRequiredResult` to end the call with, when an approval was asked and not
+    /// answered in this round.
+    pub(crate) fn input_required(&self) -> Option<InputRequiredResult> {
+        let question = lock(&self.question).take()?;
+        let mut requests = InputRequests::new();
+        requests.insert(APPROVAL_KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(form(question)?)));
+        Some(InputRequiredResult::from_input_requests(requests))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 tokio::task_local! {
-    /// The client that sent the `tools/call` being served, when it can be asked (it declared
-    /// form elicitation and speaks a protocol that allows server-to-client requests).
-    static CLIENT: Peer<RoleServer>;
+    /// The client that sent the `tools/call` being served, when it can be asked.
+    static CLIENT: Channel;
 }
 
 /// What the client's user answered.
@@ -34,15 +88,7 @@ const ALLOW_ONCE: &str = "allow once";
 const ALLOW_ALWAYS: &str = "allow always";
 const DENY: &str = "deny";
 
-/// Asks the user of the MCP client whose call is running on this task, through form
-/// elicitation, with `message` as the question.
-///
-/// `None` when nobody can be asked: not inside an MCP `tools/call`, the client did not declare
-/// form elicitation, or the request uses protocol 2026-07-28 (which forbids server-to-client
-/// requests; rmcp 3.9.0 offers only the multi-round-trip `InputRequiredResult` there). The
-/// caller then refuses the call with instructions instead of running it.
-pub async fn ask_client(message: &str, timeout: Duration) -> Option<ClientAnswer> {
-    let peer = CLIENT.try_with(Clone::clone).ok()?;
+fn form(message: String) -> Option<ElicitRequestParams> {
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object",
         "properties": {
@@ -56,19 +102,11 @@ pub async fn ask_client(message: &str, timeout: Duration) -> Option<ClientAnswer
         "required": ["decision"],
     }))
     .ok()?;
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: message.to_owned(),
-        requested_schema: schema,
-    };
-    let result = match peer.create_elicitation_with_timeout(params, Some(timeout)).await {
-        Ok(result) => result,
-        Err(e) => {
-            tracing::warn!("the MCP client could not be asked for approval: {e}");
-            return None;
-        }
-    };
-    Some(match result.action {
+    Some(ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema })
+}
+
+fn answer_of(result: &ElicitResult) -> ClientAnswer {
+    match result.action {
         ElicitationAction::Accept => {
             let decision = result.content.as_ref().and_then(|c| c.get("decision")).and_then(|d| d.as_str());
             match decision {
@@ -79,13 +117,46 @@ pub async fn ask_client(message: &str, timeout: Duration) -> Option<ClientAnswer
         }
         ElicitationAction::Decline => ClientAnswer::Deny { message: Some("the user declined".to_owned()) },
         _ => ClientAnswer::Deny { message: Some("the user dismissed the question".to_owned()) },
-    })
+    }
 }
 
-/// Runs `fut` with `peer` reachable by [`ask_client`], when that client can be asked.
-pub(crate) async fn with_client<F: Future>(peer: Option<Peer<RoleServer>>, fut: F) -> F::Output {
-    match peer.filter(|p| p.supported_elicitation_modes().contains(&ElicitationMode::Form)) {
-        Some(peer) => CLIENT.scope(peer, fut).await,
+/// Asks the user of the MCP client whose call is running on this task, through form
+/// elicitation, with `message` as the question.
+///
+/// `None` when nobody can be asked now: not inside an MCP `tools/call`, or the client did not
+/// declare form elicitation. On 2026-07-28 the first run of a call also gets `None` (the
+/// question goes back to the client in an `InputRequiredResult`, and the retried call gets the
+/// answer). The caller then refuses the call instead of running it.
+pub async fn ask_client(message: &str, timeout: Duration) -> Option<ClientAnswer> {
+    match CLIENT.try_with(Clone::clone).ok()? {
+        Channel::Inline(round) => {
+            if let Some(answer) = lock(&round.answer).take() {
+                return Some(answer);
+            }
+            *lock(&round.question) = Some(message.to_owned());
+            None
+        }
+        Channel::Request(peer) => {
+            match peer.create_elicitation_with_timeout(form(message.to_owned())?, Some(timeout)).await {
+                Ok(result) => Some(answer_of(&result)),
+                Err(e) => {
+                    tracing::warn!("the MCP client could not be asked for approval: {e}");
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// Whether a legacy client declared form elicitation.
+pub(crate) fn can_elicit(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
+}
+
+/// Runs `fut` with `channel` reachable by [`ask_client`].
+pub(crate) async fn with_channel<F: Future>(channel: Option<Channel>, fut: F) -> F::Output {
+    match channel {
+        Some(channel) => CLIENT.scope(channel, fut).await,
         None => fut.await,
     }
 }

@@ -12,8 +12,9 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use toolgate_core::{Progress, ProgressSink, ToolError};
 
+use crate::approval::{self, Channel, InlineRound};
+use crate::convert;
 use crate::handler::CallHandler;
-use crate::{approval, convert};
 
 /// How long a finished call waits for its last progress notifications to go out.
 const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
@@ -91,13 +92,28 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
             }
             None => None,
         };
-        // Server-to-client requests (elicitation) exist only before 2026-07-28.
+        // Server-to-client requests (elicitation) exist only before 2026-07-28; from then on an
+        // approval question goes back in an `InputRequiredResult` and comes back on the retry.
         let legacy = context.protocol_version().is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
-        let peer = legacy.then(|| context.peer.clone());
-        let result = approval::with_client(peer, self.handler.call(&ctx, &request.name, params)).await;
+        let mut round = None;
+        let channel = if legacy {
+            approval::can_elicit(&context.peer).then(|| Channel::Request(context.peer.clone()))
+        } else if context.client_capabilities().is_some_and(|c| c.elicitation.is_some()) {
+            let inline = Arc::new(InlineRound::from_responses(request.input_responses.as_ref()));
+            round = Some(Arc::clone(&inline));
+            Some(Channel::Inline(inline))
+        } else {
+            None
+        };
+        let result = approval::with_channel(channel, self.handler.call(&ctx, &request.name, params)).await;
         drop(ctx);
         if let Some(forwarder) = forwarder {
             let _ = tokio::time::timeout(PROGRESS_DRAIN, forwarder).await;
+        }
+        if let (Err(ToolError::NeedsApproval { .. }), Some(round)) = (&result, round)
+            && let Some(input_required) = round.input_required()
+        {
+            return Ok(CallToolResponse::InputRequired(input_required));
         }
         match result {
             Ok(output) => Ok(convert::success(output).into()),

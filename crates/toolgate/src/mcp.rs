@@ -46,9 +46,10 @@ impl CallHandler for Gate {
 
 /// Asks the user of the MCP client that made the call, through form elicitation.
 ///
-/// When the client cannot be asked (no elicitation, or protocol 2026-07-28, whose
-/// input-required round trips are not supported yet), the call is refused with a message
-/// saying what needs approval and how to grant it.
+/// Before protocol 2026-07-28 the question is an `elicitation/create` request; on 2026-07-28 it
+/// goes back to the client in an `InputRequiredResult` and the answer arrives with the retried
+/// call. When the client cannot be asked (it declared no elicitation), the call is refused with
+/// a message saying what needs approval and how to grant it.
 #[derive(Debug, Clone)]
 pub struct McpApprover {
     /// How long the client's request may stay open; the gate's `[approval] timeout_secs`

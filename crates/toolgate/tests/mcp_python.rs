@@ -228,3 +228,31 @@ fn stdio_stdout_carries_only_protocol() {
     drop(stdin);
     let _ = child.wait();
 }
+
+fn approval(mode: &str) {
+    let ws = workspace();
+    let out = Command::new(python())
+        .arg(repo().join("crates/mcp/tests/python/approval.py"))
+        .args([mode, TOOLGATE, ws.path().to_str().expect("utf-8 path")])
+        .output()
+        .expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "approval checks failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
+/// Elicitation as a server-to-client request (protocols up to 2025-11-25).
+#[test]
+fn python_sdk_approval_by_elicitation_legacy() {
+    approval("legacy");
+}
+
+/// Elicitation through an `InputRequiredResult` round trip (2026-07-28).
+#[test]
+fn python_sdk_approval_by_input_required_2026_07_28() {
+    approval("2026-07-28");
+}
