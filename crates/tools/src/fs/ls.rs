@@ -203,9 +203,7 @@ impl Listing<'_> {
 impl Listing<'_> {
     /// Whether a link in `dir` with this target names a denied path (lexically).
     fn points_to_denied(&self, dir: &RelPath, target: &str) -> bool {
-        let joined = if target.starts_with('/') {
-            target.to_owned()
-        } else if dir.as_str().is_empty() {
+        let joined = if target.starts_with('/') || dir.as_str().is_empty() {
             target.to_owned()
         } else {
             format!("{}/{target}", dir.as_str())
