@@ -91,6 +91,18 @@ fn python_sdk_over_stdio_2026_07_28() {
     stdio("2026-07-28");
 }
 
+/// `mode="auto"` probes with `server/discover` and must settle on 2026-07-28.
+#[test]
+fn python_sdk_over_stdio_discover() {
+    stdio("auto");
+}
+
+#[test]
+fn python_sdk_over_http_discover() {
+    let server = http_server();
+    run_client(&["http", "auto", &server.url, &server.token]);
+}
+
 /// `toolgate serve --http 127.0.0.1:0`, killed on drop.
 struct HttpServer {
     child: Child,

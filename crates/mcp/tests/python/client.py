@@ -3,7 +3,8 @@
 Usage: client.py stdio MODE TOOLGATE WORKSPACE
        client.py http MODE URL TOKEN
 
-MODE is "legacy" (initialize handshake) or "2026-07-28" (per-request _meta, no handshake).
+MODE is "legacy" (initialize handshake), "2026-07-28" (per-request _meta, no handshake) or
+"auto" (probe with server/discover, which must pick 2026-07-28).
 Prints one line per check passed and exits non-zero with a message on the first failure.
 """
 
@@ -38,6 +39,8 @@ async def exercise(client: Client, mode: str, workspace: str | None) -> None:
           f"protocol version {client.protocol_version}")
     if mode == "legacy":
         check(client.protocol_version < "2026-07-28", "legacy mode negotiated a handshake-era version")
+    if mode == "auto":
+        check(client.protocol_version == "2026-07-28", "server/discover negotiated 2026-07-28")
     tools = (await client.list_tools()).tools
     names = {t.name for t in tools}
     if "sleep" in names:
