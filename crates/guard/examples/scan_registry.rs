@@ -63,7 +63,7 @@ fn main() {
     let total: usize = counts.values().sum();
     println!("{total} findings");
     let mut by_count: Vec<_> = counts.into_iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(&a.1));
+    by_count.sort_by_key(|b| std::cmp::Reverse(b.1));
     for (rule, n) in by_count {
         println!("{n:6}  {rule}");
         for (line, at) in shown.get(rule).into_iter().flatten() {

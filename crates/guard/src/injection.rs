@@ -258,7 +258,7 @@ const DETECTORS: &[(&str, &[&str], &str)] = &[
     (
         "ignore-previous-instructions",
         &["ignore", "disregard", "forget", "override", "bypass"],
-        r"(?i)\b(?:ignore|disregard|forget|override|bypass|skip)\s+(?:(?:all|any|the|your|my|of|these|those|every|everything|above|prior)\s+){0,3}(?:(?:previous|prior|above|earlier|preceding|former|original|system|developer|existing|initial|safety)\s+(?:\w+\s+){0,2}?)?(?:instructions?|prompts?|directions?|rules|guidelines|guardrails|directives?|constraints)\b",
+        r"(?i)\b(?:(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|my|of|these|those)\s+){0,3}(?:previous|prior|above|earlier|preceding|former|original|system|developer|existing|initial|safety)\s+(?:\w+\s+){0,2}?(?:instructions?|prompts?|directions?|rules|guidelines|guardrails|directives?|constraints|messages|context)|(?:ignore|disregard|forget)\s+(?:all|any|every)\s+(?:\w+\s+)?(?:instructions?|prompts?|guidelines|guardrails)|(?:ignore|disregard|forget)\s+everything\s+(?:above|before|you\s+were\s+told))\b",
     ),
     (
         "new-instructions",
