@@ -624,6 +624,12 @@ impl Walker {
                     },
                     &c3.floor,
                 );
+                // Parse the visible text too: `sh -c "rm -rf $DIR"` still runs `rm -rf`.
+                // (Substitutions were already walked when the word was decoded.)
+                if !has_substitution(&script.text) {
+                    let text = script.text.clone();
+                    self.script(&text, &c3, false);
+                }
             }
             return script.taint;
         }
@@ -728,7 +734,7 @@ impl Walker {
             let mut c3 = c2.clone();
             c3.wrappers.push(format!("{name} (here-document)"));
             self.feature(Feature::ShellScript);
-            if literal {
+            if literal || !has_substitution(&text) {
                 self.script(&text, &c3, false);
             }
         }
@@ -973,6 +979,11 @@ struct Decoded {
     taint: Taint,
     /// The target or body has no expansions.
     literal: bool,
+}
+
+/// Whether text contains a command or process substitution.
+fn has_substitution(text: &str) -> bool {
+    text.contains("$(") || text.contains('`') || text.contains("<(") || text.contains(">(")
 }
 
 /// Whether two spellings name the same file (`./x.sh` and `x.sh`).
