@@ -37,11 +37,7 @@ pub struct ApprovalRequest {
 
 impl fmt::Display for ApprovalRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "{} (agent {}, user {}) wants to run `{}`",
-            self.identity.agent, self.identity.agent, self.identity.user, self.tool
-        )?;
+        writeln!(f, "agent `{}` (user {}) wants to run `{}`", self.identity.agent, self.identity.user, self.tool)?;
         writeln!(f, "  why: {}", self.reason)?;
         match &self.subject {
             Some(subject) => writeln!(f, "  what: {subject}"),
