@@ -344,6 +344,13 @@ unsafe fn init_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
     let rfd = plan.report_fd;
     // SAFETY (whole body): raw system calls; see child_main.
     unsafe {
+        // The init never calls execve, so close-on-exec does not help here: close every
+        // descriptor but the report pipe, or the init would hold pipes open (the command's own
+        // stdin, other commands' pipes inherited through the clone) for as long as it runs.
+        if rfd > 3 {
+            libc::syscall(libc::SYS_close_range, 3u32, (rfd - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (rfd + 1) as u32, u32::MAX, 0u32);
         let mut exec_pipe = [0 as c_int; 2];
         if libc::pipe2(exec_pipe.as_mut_ptr(), libc::O_CLOEXEC) < 0 {
             fail(rfd, STEP_FORK);

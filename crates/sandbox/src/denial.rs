@@ -145,10 +145,22 @@ fn clip(line: &str) -> String {
     }
 }
 
-/// Words of an error line that look like paths: quoted strings, and words containing `/` or
-/// starting with `.`, stripped of punctuation.
+/// Words of an error line that may be the path: first the last word before `: <errno text>`
+/// (the `program: path: strerror` format of `perror` and most tools), then quoted strings, then
+/// words containing `/` or starting with `.` (except a leading `program:`), stripped of
+/// punctuation.
 fn path_candidates(line: &str) -> Vec<String> {
     let mut found = Vec::new();
+    for errno_text in [": Permission denied", ": Operation not permitted", ": Read-only file system"] {
+        if let Some(i) = line.find(errno_text)
+            && let Some(word) = line[..i].split_whitespace().last()
+        {
+            let w = word.trim_matches(|c: char| "'\"`‘’“”:,;()[]<>".contains(c));
+            if !w.is_empty() && !w.chars().all(|c| c.is_ascii_digit()) {
+                found.push(w.to_string());
+            }
+        }
+    }
     for quote in ['\'', '"', '`', '‘', '’', '“', '”'] {
         for (i, part) in line.split(quote).enumerate() {
             if i % 2 == 1 && looks_like_path(part) {
@@ -156,7 +168,10 @@ fn path_candidates(line: &str) -> Vec<String> {
             }
         }
     }
-    for word in line.split_whitespace() {
+    for (i, word) in line.split_whitespace().enumerate() {
+        if i == 0 && word.ends_with(':') {
+            continue; // the program name
+        }
         let w = word.trim_matches(|c: char| "'\"`‘’“”:,;()[]<>".contains(c));
         if looks_like_path(w) && !found.iter().any(|f| f == w) {
             found.push(w.to_string());

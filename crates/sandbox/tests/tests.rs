@@ -1,0 +1,460 @@
+//! Behaviour of the sandbox through its public API: real processes, real Landlock and seccomp,
+//! canary files in temporary directories. Each attack test plants a canary and checks that the
+//! attack did not reach it. These tests run as whatever user runs `cargo test` (root included:
+//! Landlock and seccomp confine root too).
+
+#![allow(unsafe_code, clippy::unwrap_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+use toolgate_sandbox::{
+    CommandSpec, DenialKind, ExitStatusKind, Network, RunResult, Sandbox, SandboxMode, SandboxPolicy, status,
+};
+
+/// A workspace and, next to it, a directory outside every sandbox rule with a canary.
+struct Fixture {
+    ws: TempDir,
+    outside: TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let ws = tempfile::Builder::new().prefix("tg-ws-").tempdir().unwrap();
+        let outside = tempfile::Builder::new().prefix("tg-outside-").tempdir().unwrap();
+        fs::write(outside.path().join("canary"), "CANARY-SECRET-1234\n").unwrap();
+        Fixture { ws, outside }
+    }
+
+    fn ws(&self) -> &Path {
+        self.ws.path()
+    }
+
+    fn canary(&self) -> PathBuf {
+        self.outside.path().join("canary")
+    }
+
+    fn policy(&self) -> SandboxPolicy {
+        SandboxPolicy::workspace_write(self.ws())
+    }
+
+    fn sandbox(&self) -> Sandbox {
+        Sandbox::new(self.policy()).unwrap()
+    }
+
+    fn assert_canary_intact(&self) {
+        assert_eq!(fs::read_to_string(self.canary()).unwrap(), "CANARY-SECRET-1234\n");
+        let entries: Vec<_> = fs::read_dir(self.outside.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(entries.len(), 1, "something was created outside the workspace: {entries:?}");
+    }
+}
+
+async fn sh(sandbox: &Sandbox, cwd: &Path, script: &str) -> RunResult {
+    let spec = CommandSpec::shell(script, cwd).timeout(Duration::from_secs(20));
+    sandbox.run(spec, CancellationToken::new()).await.unwrap()
+}
+
+fn path_denials(r: &RunResult) -> Vec<(PathBuf, bool)> {
+    r.denials
+        .iter()
+        .filter_map(|d| match &d.kind {
+            DenialKind::Path { path, write } => Some((path.clone(), *write)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Processes on the host whose command line contains `token`.
+fn processes_with(token: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        if !entry.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(token) {
+                found.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+fn rss_kib() -> u64 {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+mod basics {
+    use super::*;
+
+    #[tokio::test]
+    async fn runs_and_reports_enforcement() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let r = sh(&sb, f.ws(), "echo out; echo err >&2; exit 3").await;
+        assert_eq!(r.exit, ExitStatusKind::Code(3));
+        assert_eq!(r.output.text(), "out\nerr\n");
+        let e = &r.enforcement;
+        assert!(e.confined);
+        assert_eq!(e.mode, SandboxMode::WorkspaceWrite);
+        assert!(e.landlock_abi.is_some() && e.seccomp && e.no_new_privs && e.network_blocked);
+        assert!(e.to_string().starts_with("sandboxed (workspace-write, network off)"), "{e}");
+        assert!(r.denials.is_empty(), "{:?}", r.denials);
+    }
+
+    #[tokio::test]
+    async fn writes_in_workspace_and_private_tmp() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        fs::create_dir(f.ws().join("sub")).unwrap();
+        let r = sh(&sb, &f.ws().join("sub"), "echo hi > ../made; echo tmp > \"$TMPDIR/t\"; cat \"$TMPDIR/t\"").await;
+        assert!(r.exit.success(), "{}", r.output.text());
+        assert_eq!(fs::read_to_string(f.ws().join("made")).unwrap(), "hi\n");
+        assert_eq!(r.output.text(), "tmp\n");
+    }
+
+    #[tokio::test]
+    async fn signals_and_missing_programs() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let r = sh(&sb, f.ws(), "kill -SEGV $$").await;
+        assert_eq!(r.exit, ExitStatusKind::Signal(libc::SIGSEGV));
+        let spec = CommandSpec::new("no-such-program-xyz", Vec::<String>::new(), f.ws());
+        let err = sb.run(spec, CancellationToken::new()).await.unwrap_err();
+        assert!(err.to_string().contains("no-such-program-xyz"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn status_says_what_is_enforced() {
+        let s = status();
+        let text = s.to_string();
+        assert!(text.contains("landlock:") && text.contains("seccomp:") && text.contains("namespaces:"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn read_only_mode_writes_nothing() {
+        let f = Fixture::new();
+        let sb = Sandbox::new(SandboxPolicy::read_only(f.ws())).unwrap();
+        let r = sh(&sb, f.ws(), "cat /etc/hostname >/dev/null; echo x > new.txt").await;
+        assert!(!r.exit.success());
+        assert!(!f.ws().join("new.txt").exists());
+        assert!(path_denials(&r).iter().any(|(p, w)| p.ends_with("new.txt") && *w), "{:?}", r.denials);
+    }
+
+    #[tokio::test]
+    async fn full_access_is_reported_as_not_confined() {
+        let f = Fixture::new();
+        let policy = SandboxPolicy { mode: SandboxMode::FullAccess, network: Network::On, ..f.policy() };
+        let sb = Sandbox::new(policy).unwrap();
+        let r = sh(&sb, f.ws(), "cat \"$1\" 2>&1; true").await;
+        assert!(!r.enforcement.confined);
+        assert!(r.enforcement.is_unsandboxed());
+        assert!(r.enforcement.to_string().starts_with("not confined"), "{}", r.enforcement);
+    }
+
+    #[tokio::test]
+    async fn background_process_stdin_poll_and_kill() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let mut spec = CommandSpec::new("/bin/cat", Vec::<String>::new(), f.ws());
+        spec.stdin = true;
+        let mut p = sb.spawn(spec).unwrap();
+        p.write_stdin(b"hello\n").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut seen = String::new();
+        while !seen.contains("hello") && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            seen.push_str(&p.poll_output());
+        }
+        assert_eq!(seen, "hello\n");
+        assert_eq!(p.poll_output(), "");
+        p.close_stdin();
+        let r = p.wait().await.unwrap();
+        assert!(r.exit.success());
+
+        let mut p = sb.spawn(CommandSpec::new("/bin/sleep", ["30"], f.ws())).unwrap();
+        let t = Instant::now();
+        p.kill_tree().await.unwrap();
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert!(matches!(p.try_wait().unwrap(), Some(ExitStatusKind::Signal(_))));
+    }
+}
+
+mod attacks {
+    use super::*;
+
+    #[tokio::test]
+    async fn write_outside_workspace() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let canary = f.canary();
+        let target = f.outside.path().join("new");
+        let script = format!(
+            "echo pwned > {c}; echo pwned >> {c}; rm -f {c}; echo pwned > {t}; mkdir {t}.d; touch /etc/pwned; \
+             echo x > /root/pwned; cp /bin/true /usr/local/bin/pwned",
+            c = canary.display(),
+            t = target.display()
+        );
+        let r = sh(&sb, f.ws(), &script).await;
+        f.assert_canary_intact();
+        assert!(!Path::new("/etc/pwned").exists() && !Path::new("/root/pwned").exists());
+        assert!(!Path::new("/usr/local/bin/pwned").exists());
+        let denied = path_denials(&r);
+        assert!(denied.iter().any(|(p, _)| p == &canary), "{denied:?}\n{}", r.output.text());
+        assert!(denied.iter().any(|(p, w)| p == Path::new("/etc/pwned") && *w), "{denied:?}");
+        assert!(r.denials.iter().all(|d| d.to_string().starts_with("blocked by the sandbox: ")));
+    }
+
+    #[tokio::test]
+    async fn read_outside_readable_set() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let r = sh(&sb, f.ws(), &format!("cat {}; ls {}", f.canary().display(), f.outside.path().display())).await;
+        assert!(!r.output.text().contains("CANARY-SECRET"), "{}", r.output.text());
+        let denied = path_denials(&r);
+        assert!(denied.iter().any(|(p, w)| p == &f.canary() && !*w), "{denied:?}");
+        // The home directory and /etc/shadow are not readable either (as root too).
+        let r = sh(&sb, f.ws(), "cat /etc/shadow; ls /root /home").await;
+        assert!(!r.output.text().contains("root:"), "{}", r.output.text());
+        assert!(!r.exit.success());
+        // System directories are.
+        let r = sh(&sb, f.ws(), "cat /etc/passwd >/dev/null && ls /usr/bin >/dev/null && echo ok").await;
+        assert_eq!(r.output.text(), "ok\n");
+    }
+
+    #[tokio::test]
+    async fn cd_dotdot_tricks() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        fs::create_dir_all(f.ws().join("a/b")).unwrap();
+        let rel = pathdiff(f.outside.path(), &f.ws().join("a/b"));
+        let script = format!(
+            "cd ..; cd ..; cd ..; echo pwned > escaped.txt; cd {ws}/a/b; echo pwned > {rel}/canary; \
+             echo pwned > ../../../{name}/canary; cd /; echo pwned > {out}/canary",
+            ws = f.ws().display(),
+            rel = rel.display(),
+            name = f.outside.path().file_name().unwrap().to_string_lossy(),
+            out = f.outside.path().display(),
+        );
+        let r = sh(&sb, &f.ws().join("a/b"), &script).await;
+        f.assert_canary_intact();
+        assert!(!f.ws().parent().unwrap().join("escaped.txt").exists());
+        assert!(!path_denials(&r).is_empty(), "{}", r.output.text());
+    }
+
+    /// `outside` relative to `from`, with `..` components.
+    fn pathdiff(outside: &Path, from: &Path) -> PathBuf {
+        let mut rel = PathBuf::new();
+        for _ in from.components().skip(1) {
+            rel.push("..");
+        }
+        rel.join(outside.strip_prefix("/").unwrap())
+    }
+
+    #[tokio::test]
+    async fn symlink_pointing_out_then_written_through() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        // A link planted before the run, and one made by the command itself; a dangling one too.
+        std::os::unix::fs::symlink(f.canary(), f.ws().join("planted")).unwrap();
+        let script = format!(
+            "ln -s {c} made; echo pwned > made; echo pwned > planted; ln -s {d} dangling; echo pwned > dangling; \
+             ln -s {o} dirlink; echo pwned > dirlink/new; cat planted",
+            c = f.canary().display(),
+            d = f.outside.path().join("new").display(),
+            o = f.outside.path().display(),
+        );
+        let r = sh(&sb, f.ws(), &script).await;
+        f.assert_canary_intact();
+        assert!(!r.output.text().contains("CANARY-SECRET"), "{}", r.output.text());
+    }
+
+    #[tokio::test]
+    async fn network_connect_with_network_off() {
+        let f = Fixture::new();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sb = f.sandbox();
+        let script = format!(
+            "/usr/bin/bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'; /usr/bin/python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\"; \
+             /usr/bin/perl -e 'use IO::Socket::INET; IO::Socket::INET->new(PeerAddr => \"127.0.0.1:{port}\") or die \"perl: $!\\n\"'"
+        );
+        let r = sh(&sb, f.ws(), &script).await;
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(listener.accept().is_err(), "a sandboxed process connected: {}", r.output.text());
+        assert!(r.denials.iter().any(|d| d.kind == DenialKind::Network), "{:?}\n{}", r.denials, r.output.text());
+
+        // Positive control: with the network on, the same connection arrives.
+        let on = Sandbox::new(SandboxPolicy { network: Network::On, ..f.policy() }).unwrap();
+        let r = sh(&on, f.ws(), &format!("/usr/bin/bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'")).await;
+        assert!(r.exit.success(), "{}", r.output.text());
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(listener.accept().is_ok());
+    }
+
+    #[tokio::test]
+    async fn fork_bomb_is_contained() {
+        let f = Fixture::new();
+        let mut policy = f.policy();
+        policy.limits.max_processes = 64;
+        let sb = Sandbox::new(policy).unwrap();
+        let spec = CommandSpec::new("/usr/bin/bash", ["-c", "bomb() { bomb | bomb & }; bomb; sleep 3"], f.ws())
+            .timeout(Duration::from_secs(4));
+        let t = Instant::now();
+        let r = sb.run(spec, CancellationToken::new()).await.unwrap();
+        assert!(t.elapsed() < Duration::from_secs(12), "took {:?}", t.elapsed());
+        // The test process (and the machine) still works, and no bomb process is left.
+        let ok = sh(&sb, f.ws(), "echo alive").await;
+        assert_eq!(ok.output.text(), "alive\n");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(processes_with("bomb() {").is_empty(), "{:?}", processes_with("bomb() {"));
+        assert!(r.enforcement.process_limit.is_some(), "{}", r.enforcement);
+    }
+
+    #[tokio::test]
+    async fn memory_bomb_hits_the_address_space_limit() {
+        let f = Fixture::new();
+        let mut policy = f.policy();
+        policy.limits.address_space_bytes = 512 << 20;
+        let sb = Sandbox::new(policy).unwrap();
+        let r = sh(&sb, f.ws(), "/usr/bin/python3 -c 'a = bytearray(1 << 30); print(\"allocated\")'").await;
+        assert!(!r.exit.success());
+        assert!(!r.output.text().contains("allocated"), "{}", r.output.text());
+        assert!(r.output.text().contains("MemoryError"), "{}", r.output.text());
+    }
+
+    #[tokio::test]
+    async fn endless_output_is_capped_and_memory_stays_flat() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let log = f.ws().join("out.log");
+        let mut spec = CommandSpec::new("/usr/bin/yes", ["endless output line"], f.ws()).timeout(Duration::from_secs(3));
+        spec.output_cap_bytes = 64 * 1024;
+        spec.log_path = Some(log.clone());
+        spec.log_max_bytes = 4 << 20;
+        let before = rss_kib();
+        let r = sb.run(spec, CancellationToken::new()).await.unwrap();
+        let grown = rss_kib().saturating_sub(before);
+        assert_eq!(r.exit, ExitStatusKind::TimedOut);
+        assert!(r.output.truncated);
+        assert!(r.output.total_bytes > 10 << 20, "only {} bytes", r.output.total_bytes);
+        assert!(r.output.head.len() + r.output.tail.len() <= 64 * 1024);
+        assert!(r.output.tail.ends_with("endless output line\n") || r.output.tail.contains("endless"));
+        let log_len = fs::metadata(&log).unwrap().len();
+        assert!(log_len <= (4 << 20) + 200, "log grew to {log_len}");
+        assert!(grown < 32 * 1024, "RSS grew by {grown} KiB");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_grandchildren_that_ignore_sigterm() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let script = "trap '' TERM; (trap '' TERM; exec /bin/sleep 987651) & \
+                      /usr/bin/setsid /bin/sh -c \"trap '' TERM; exec /bin/sleep 987652\" & \
+                      /bin/sleep 987653";
+        let spec = CommandSpec::shell(script, f.ws()).timeout(Duration::from_secs(1));
+        let t = Instant::now();
+        let r = sb.run(spec, CancellationToken::new()).await.unwrap();
+        assert_eq!(r.exit, ExitStatusKind::TimedOut);
+        assert!(t.elapsed() < Duration::from_secs(1) + Duration::from_secs(5), "{:?}", t.elapsed());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for token in ["sleep 987651", "sleep 987652", "sleep 987653"] {
+            assert!(processes_with(token).is_empty(), "{token} survived: {:?}", processes_with(token));
+        }
+    }
+
+    #[tokio::test]
+    async fn cancellation_kills_the_tree() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let cancel = CancellationToken::new();
+        let c2 = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            c2.cancel();
+        });
+        let spec = CommandSpec::shell("/bin/sleep 987661 & /bin/sleep 987662", f.ws());
+        let r = sb.run(spec, cancel).await.unwrap();
+        assert_eq!(r.exit, ExitStatusKind::Cancelled);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(processes_with("sleep 98766").is_empty());
+    }
+
+    #[tokio::test]
+    async fn secrets_in_the_parent_environment_are_not_visible() {
+        // SAFETY: the test sets variables before any command reads them; concurrent tests only
+        // read the environment through std, which locks.
+        unsafe {
+            std::env::set_var("TOOLGATE_TEST_API_KEY", "sk-planted-secret-1");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "planted-secret-2");
+            std::env::set_var("UNLISTED_VARIABLE", "planted-secret-3");
+        }
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let r = sh(&sb, f.ws(), "env; cat /proc/self/environ").await;
+        let out = r.output.text();
+        assert!(!out.contains("planted-secret"), "{out}");
+        assert!(out.contains("PATH="), "{out}");
+        // Nor can the command read the parent's environment through /proc.
+        let r = sh(&sb, f.ws(), &format!("cat /proc/{}/environ", std::process::id())).await;
+        assert!(!r.output.text().contains("planted-secret"), "{}", r.output.text());
+        // Caller-approved variables do reach the command.
+        let spec = CommandSpec::shell("echo $GREETING", f.ws()).env("GREETING", "hello");
+        let r = sb.run(spec, CancellationToken::new()).await.unwrap();
+        assert_eq!(r.output.text(), "hello\n");
+    }
+
+    #[tokio::test]
+    async fn git_hooks_and_config_stay_read_only() {
+        let f = Fixture::new();
+        fs::create_dir_all(f.ws().join(".git/hooks")).unwrap();
+        fs::write(f.ws().join(".git/config"), "[core]\n").unwrap();
+        fs::create_dir_all(f.ws().join(".toolgate")).unwrap();
+        fs::write(f.ws().join(".toolgate/state.db"), "STATE-SECRET").unwrap();
+        let sb = f.sandbox();
+        let r = sh(
+            &sb,
+            f.ws(),
+            "echo evil > .git/hooks/pre-commit; echo '[core] hooksPath=/tmp' >> .git/config; \
+             mv .git .git-old; mv .git/hooks .git/h2; rm -rf .git/hooks; cat .toolgate/state.db; \
+             echo x > .toolgate/new; mkdir -p .git/objects && echo ok > .git/objects/x && echo objects-writable",
+        )
+        .await;
+        assert!(!f.ws().join(".git/hooks/pre-commit").exists());
+        assert_eq!(fs::read_to_string(f.ws().join(".git/config")).unwrap(), "[core]\n");
+        assert!(f.ws().join(".git/hooks").is_dir() && !f.ws().join(".git-old").exists());
+        let out = r.output.text();
+        assert!(!out.contains("STATE-SECRET"), "{out}");
+        assert!(!f.ws().join(".toolgate/new").exists());
+        assert!(out.contains("objects-writable"), "{out}");
+        assert!(path_denials(&r).iter().any(|(p, w)| p.ends_with(".git/hooks/pre-commit") && *w), "{:?}", r.denials);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[tokio::test]
+    async fn forbidden_syscalls_are_killed_with_sigsys() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        // ptrace (101 on x86_64) through perl's raw syscall.
+        let r = sh(&sb, f.ws(), "exec /usr/bin/perl -e 'syscall(101, 0, 0, 0, 0); print \"survived\\n\"'").await;
+        assert_eq!(r.exit, ExitStatusKind::Signal(libc::SIGSYS), "{}", r.output.text());
+        assert!(r.denials.iter().any(|d| d.kind == DenialKind::Syscall));
+        // New user namespaces are refused.
+        let r = sh(&sb, f.ws(), "/usr/bin/unshare -U /bin/true && echo escaped").await;
+        assert!(!r.output.text().contains("escaped"), "{}", r.output.text());
+        // Signals cannot reach processes outside the sandbox (the test process itself).
+        let r = sh(&sb, f.ws(), &format!("kill -TERM {} && echo sent", std::process::id())).await;
+        assert!(!r.output.text().contains("sent"), "{}", r.output.text());
+    }
+}
