@@ -235,6 +235,9 @@ async fn edit_replaces_once_or_explains() {
     ws.ok("edit", json!({ "path": "f.rs", "old_string": "x", "new_string": "y", "replace_all": true })).await;
     assert_eq!(ws.get_str("f.rs"), "fn a() {\n    y = 1;\n}\nfn b() {\n    y = 2;\n}\n");
 
+    let e = ws.err("edit", json!({ "path": "f.rs", "old_string": "     1\tfn a() {", "new_string": "b" })).await;
+    assert!(e.to_string().contains("line-number prefix"), "{e}");
+
     let e = ws.err("edit", json!({ "path": "nope.rs", "old_string": "a", "new_string": "b" })).await;
     assert!(matches!(e, ToolError::NotFound { .. }), "{e}");
 }
@@ -356,6 +359,15 @@ async fn grep_modes_filters_and_ignores() {
 
     let out = ws.ok("grep", json!({ "pattern": "hello", "path": "src/lib.rs", "output_mode": "content" })).await;
     assert_eq!(out, "src/lib.rs:1:pub fn hello() {}\n");
+
+    // Ignore files of folders above the searched one (inside the workspace) still apply.
+    ws.put("src/trace.log", "hello\n");
+    ws.put("src/.gitignore", "skip.rs\n");
+    ws.put("src/deep/skip.rs", "hello\n");
+    let out = ws.ok("grep", json!({ "pattern": "hello", "path": "src/deep" })).await;
+    assert!(out.contains("No matches"), "{out}");
+    let out = ws.ok("grep", json!({ "pattern": "hello", "path": "src" })).await;
+    assert_eq!(out, "src/lib.rs\nsrc/main.rs\n");
 
     let e = ws.err("grep", json!({ "pattern": "(" })).await;
     assert!(e.to_string().contains("regular expression"), "{e}");

@@ -494,7 +494,8 @@ impl WriteTarget {
     /// failure the old file is untouched and the temporary file removed.
     pub(crate) fn commit(&self, bytes: &[u8]) -> Result<(), PathError> {
         let (dir, _) = self.make_parents()?;
-        let mode = self.current.as_ref().map(|st| st.st_mode & 0o7777).unwrap_or(0o644);
+        // Keep the old permission bits, but never set-user-ID, set-group-ID or sticky.
+        let mode = self.current.as_ref().map(|st| st.st_mode & 0o777).unwrap_or(0o644);
         let tmp = format!(".{}.toolgate-{}.tmp", truncate_name(&self.name), uuid::Uuid::new_v4().simple());
         let fd = rustix::fs::openat(
             &dir,

@@ -27,12 +27,16 @@ pub(crate) enum EditError {
 
 impl EditError {
     /// The message for the model, with the file's closest region shown when not found.
-    pub(crate) fn describe(&self, path: &str, body: &str) -> String {
+    pub(crate) fn describe(&self, path: &str, body: &str, old: &str) -> String {
         match self {
             EditError::EmptyOld => {
                 "`old_string` is empty; give the exact text to replace (use `write` to create a file)".to_owned()
             }
             EditError::NoChange => "`old_string` and `new_string` are the same; nothing would change".to_owned(),
+            EditError::NotFound(_) if looks_numbered(old) => format!(
+                "`old_string` was not found in `{path}`. It seems to start with the line-number prefix of `read` \
+                 output (`   12\\t`); copy only the text after the tab"
+            ),
             EditError::NotFound(None) => format!(
                 "`old_string` was not found in `{path}`, and no region looks similar; `read` the file and copy the text exactly"
             ),
@@ -53,6 +57,15 @@ impl EditError {
             }
         }
     }
+}
+
+/// Whether every line of `s` starts like a line of `read` output (spaces, a number, a tab).
+fn looks_numbered(s: &str) -> bool {
+    s.lines().all(|l| {
+        let t = l.trim_start_matches(' ');
+        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+        digits > 0 && t.as_bytes().get(digits) == Some(&b'\t')
+    })
 }
 
 /// A replacement made: how many occurrences and the first changed line.
@@ -185,7 +198,7 @@ pub(crate) fn edit_file(
                 body = next;
             }
             Err(err) => {
-                let msg = err.describe(checked.rel.as_str(), &body);
+                let msg = err.describe(checked.rel.as_str(), &body, &old);
                 return Err(if edits.len() == 1 {
                     ToolError::invalid(tool, "/old_string", msg)
                 } else {
