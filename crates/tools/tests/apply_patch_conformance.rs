@@ -91,6 +91,10 @@ async fn codex_apply_patch_scenarios() {
         let ctx = CallContext::new(root.clone());
         let result = tool.execute(&ctx, json!({ "patch": patch })).await;
         let after = snapshot(&root);
+        match &result {
+            Ok(out) => eprintln!("{name}: ok: {}", out.text_content().replace('\n', " | ")),
+            Err(e) => eprintln!("{name}: error: {}", e.to_string().replace('\n', " | ")),
+        }
 
         if ALL_OR_NOTHING_DIVERGENCES.contains(&name.as_str()) {
             divergences_checked += 1;

@@ -171,6 +171,11 @@ pub(crate) fn denied_write(tool: &str, rel: &RelPath) -> ToolError {
     }
 }
 
+/// The parameter that holds the paths of `tool`.
+pub(crate) fn path_pointer(tool: &str) -> &'static str {
+    if tool == "apply_patch" { "/patch" } else { "/path" }
+}
+
 /// Turns a confinement error into a message for the model.
 pub(crate) fn path_error(tool: &str, shown: &str, e: PathError) -> ToolError {
     match e {
@@ -179,7 +184,7 @@ pub(crate) fn path_error(tool: &str, shown: &str, e: PathError) -> ToolError {
             hint: Some("check the path with `ls` or `glob`; paths are relative to the workspace root".to_owned()),
         },
         PathError::Nul | PathError::AbsoluteOutside | PathError::Escapes => {
-            ToolError::invalid(tool, "/path", format!("`{}`: {e}", shown.replace('\0', "\\0")))
+            ToolError::invalid(tool, path_pointer(tool), format!("`{}`: {e}", shown.replace('\0', "\\0")))
         }
         PathError::SymlinkOutside => ToolError::Denied { tool: tool.to_owned(), reason: format!("`{shown}`: {e}") },
         other => ToolError::failed(format!("`{shown}`: {other}")),

@@ -56,7 +56,11 @@ pub(crate) fn check_rel(
     let target = match root.prepare_write(&rel) {
         Ok(t) => t,
         Err(PathError::IsDirectory) => {
-            return Err(ToolError::invalid(tool, "/path", format!("`{rel}` is a directory; give a file path")));
+            return Err(ToolError::invalid(
+                tool,
+                super::state::path_pointer(tool),
+                format!("`{rel}` is a directory; give a file path"),
+            ));
         }
         Err(e) => return Err(path_error(tool, rel.display(), e)),
     };
