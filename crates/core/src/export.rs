@@ -251,12 +251,12 @@ pub fn problems(provider: Provider, exported: &Value) -> Vec<String> {
         }
     }
     check_nodes(provider, schema, "", &mut out);
-    if provider == Provider::Mcp {
-        if let Some(ann) = exported.get("annotations").and_then(Value::as_object) {
-            for (k, v) in ann {
-                if !v.is_boolean() {
-                    out.push(format!("annotation `{k}` must be a boolean"));
-                }
+    if provider == Provider::Mcp
+        && let Some(ann) = exported.get("annotations").and_then(Value::as_object)
+    {
+        for (k, v) in ann {
+            if !v.is_boolean() {
+                out.push(format!("annotation `{k}` must be a boolean"));
             }
         }
     }

@@ -136,10 +136,9 @@ fn apply_aliases(object: &mut Map<String, Value>, properties: &Map<String, Value
             && !object.contains_key(*canonical)
             && properties.contains_key(*canonical)
             && !properties.contains_key(*alias)
+            && let Some(value) = object.remove(*alias)
         {
-            if let Some(value) = object.remove(*alias) {
-                object.insert((*canonical).to_owned(), value);
-            }
+            object.insert((*canonical).to_owned(), value);
         }
     }
 }
@@ -231,10 +230,11 @@ fn coerce(value: &mut Value, schema: &Value) {
         }
         ("integer", Value::Number(n)) => {
             // 5.0 is an integer to a person; JSON Schema agrees, serde does not.
-            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
-                if n.as_i64().is_none() && n.as_u64().is_none() {
-                    *value = Value::from(f as i64);
-                }
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                && n.as_i64().is_none()
+                && n.as_u64().is_none()
+            {
+                *value = Value::from(f as i64);
             }
         }
         ("number", Value::String(s)) => {

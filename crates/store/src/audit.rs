@@ -1,5 +1,5 @@
 use std::path::Path;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
@@ -111,10 +111,7 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
             if batch.len() >= 4096 {
                 break;
             }
-            next = match rx.try_recv() {
-                Ok(m) => Some(m),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-            };
+            next = rx.try_recv().ok();
         }
         if !batch.is_empty() {
             if let Err(e) = write_batch(&mut conn, &batch) {

@@ -1,5 +1,7 @@
 //! The call pipeline, through the public API: every stage's behaviour and its errors.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;

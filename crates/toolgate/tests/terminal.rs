@@ -1,6 +1,8 @@
 //! `toolgate call` asks for approval on the terminal it runs in: driven through a real
 //! pseudo-terminal (Python's `pty` module), with the real binary.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use std::path::Path;
 use std::process::Command;
 

@@ -127,10 +127,8 @@ impl GlobalArgs {
     pub(crate) fn gate(&self, approver: bool) -> anyhow::Result<Gate> {
         let config = self.load_config()?;
         let mut builder = Gate::builder(self.workspace()?).config(config);
-        if approver {
-            if let Some(terminal) = terminal::TerminalApprover::if_attached() {
-                builder = builder.approver(std::sync::Arc::new(terminal));
-            }
+        if approver && let Some(terminal) = terminal::TerminalApprover::if_attached() {
+            builder = builder.approver(std::sync::Arc::new(terminal));
         }
         Ok(builder.build()?)
     }

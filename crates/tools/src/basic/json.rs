@@ -101,10 +101,10 @@ impl Tool for Json {
 fn embedded_json(data: Value) -> Value {
     if let Value::String(s) = &data {
         let t = s.trim_start();
-        if t.starts_with('{') || t.starts_with('[') {
-            if let Ok(v) = serde_json::from_str(s) {
-                return v;
-            }
+        if (t.starts_with('{') || t.starts_with('['))
+            && let Ok(v) = serde_json::from_str(s)
+        {
+            return v;
         }
     }
     data

@@ -107,18 +107,17 @@ fn parse(input: &str, pointer: &str) -> Result<DateTime<FixedOffset>, ToolError>
             return Ok(Utc.from_utc_datetime(&naive).fixed_offset());
         }
     }
-    if let Ok(date) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        if let Some(naive) = date.and_hms_opt(0, 0, 0) {
-            return Ok(Utc.from_utc_datetime(&naive).fixed_offset());
-        }
+    if let Ok(date) = NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        && let Some(naive) = date.and_hms_opt(0, 0, 0)
+    {
+        return Ok(Utc.from_utc_datetime(&naive).fixed_offset());
     }
-    if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_finite() && secs.abs() < 1.0e12 {
-            let millis = (secs * 1000.0).round() as i64;
-            if let Some(t) = DateTime::from_timestamp_millis(millis) {
-                return Ok(t.fixed_offset());
-            }
-        }
+    if let Ok(secs) = s.parse::<f64>()
+        && secs.is_finite()
+        && secs.abs() < 1.0e12
+        && let Some(t) = DateTime::from_timestamp_millis((secs * 1000.0).round() as i64)
+    {
+        return Ok(t.fixed_offset());
     }
     Err(ToolError::invalid(
         "time",
