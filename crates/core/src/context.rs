@@ -37,6 +37,10 @@ pub struct CallContext {
     pub provider: Option<String>,
     /// 0 for the main agent, 1 for its sub-agents, and so on.
     pub subagent_depth: u32,
+    /// The agents above this one, outermost first (`["main"]` for a sub-agent of `main`).
+    /// Policy intersects a sub-agent's tools with every ancestor's: it never gains a tool its
+    /// parent lacks.
+    pub ancestors: Vec<String>,
     /// Unique id of this call (also the audit record's id).
     pub call_id: String,
     /// Cancelled when the caller gives up, the call times out, or the gate shuts down.
@@ -53,6 +57,7 @@ impl CallContext {
             workspace: Arc::from(workspace.into().into_boxed_path()),
             provider: None,
             subagent_depth: 0,
+            ancestors: Vec::new(),
             call_id: String::new(),
             cancel: CancellationToken::new(),
             progress: ProgressSink::none(),
@@ -74,6 +79,15 @@ impl CallContext {
     /// Replaces the sub-agent depth.
     pub fn with_depth(mut self, depth: u32) -> Self {
         self.subagent_depth = depth;
+        self
+    }
+
+    /// Makes this the context of a sub-agent `agent` of the current caller: the current agent
+    /// joins the ancestors and the depth grows by one.
+    pub fn subagent(mut self, agent: impl Into<String>) -> Self {
+        let parent = std::mem::replace(&mut self.identity.agent, agent.into());
+        self.ancestors.push(parent);
+        self.subagent_depth += 1;
         self
     }
 

@@ -20,7 +20,7 @@ use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::audit::{CallRecord, redact_params};
 use crate::pipeline::hooks::{self, CommandHook, Hook, HookVerdict};
 use crate::pipeline::limits::ConcurrencyLimits;
-use crate::pipeline::policy::{PolicyStage, apply_verdict, caller as policy_caller};
+use crate::pipeline::policy::{PolicyStage, apply_verdict};
 use crate::pipeline::rate::RateLimiter;
 use crate::pipeline::{execute, output, resolve, validate};
 
@@ -278,7 +278,7 @@ impl Gate {
         if let Some(params) = params {
             let params = validate::validate(&found, params, &self.config.limits)?;
             let safety = found.tool.safety(&params);
-            let decision = self.policy.policy().decide(ToolRef::from(spec), &safety.touches, &policy_caller(ctx));
+            let decision = self.policy.decision(spec, &safety.touches, ctx);
             out.push_str(&format!("\ncall: {decision}"));
             out.push_str(&format!("tool's own approval requirement: {:?}\n", safety.approval));
         }

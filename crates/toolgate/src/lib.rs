@@ -42,5 +42,6 @@ pub use pipeline::hooks::{Hook, HookVerdict};
 
 pub use toolgate_core as core;
 pub use toolgate_guard as guard;
+pub use toolgate_policy as policy;
 pub use toolgate_store as store;
 pub use toolgate_tools as tools;

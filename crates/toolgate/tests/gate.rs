@@ -634,3 +634,24 @@ async fn unanswered_approvals_time_out_as_deny_and_leave_the_queue() {
     assert!(err.to_string().contains("no answer within 1 s"), "{err}");
     assert!(pending.list().is_empty());
 }
+
+#[tokio::test]
+async fn a_subagent_never_gains_a_tool_its_parent_lacks() {
+    let mut config = Config::default();
+    // `coder` may not use `time`; its sub-agent `helper` has no rules of its own.
+    config
+        .tools
+        .agents
+        .insert("coder".into(), toolgate_policy::AgentPolicy { deny: vec!["time".into()], ..Default::default() });
+    let f = gate(config, |b| b);
+    let mut coder = f.gate.context();
+    coder.identity.agent = "coder".into();
+    let helper = coder.clone().subagent("helper");
+    assert_eq!(helper.subagent_depth, 1);
+    let err = f.gate.call(&helper, "time", json!({"operation": "now"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::Denied { .. }), "{err}");
+    let names: Vec<String> = f.gate.visible_tools(&helper).into_iter().map(|s| s.name).collect();
+    assert!(!names.contains(&"time".to_owned()) && names.contains(&"echo".to_owned()), "{names:?}");
+    let main_helper = f.gate.context().subagent("helper");
+    assert!(f.gate.call(&main_helper, "time", json!({"operation": "now"})).await.is_ok(), "main's sub-agent may");
+}

@@ -24,7 +24,7 @@ impl PolicyStage {
 
     /// Whether `ctx`'s caller may see the tool, with the trace.
     pub(crate) fn visible(&self, spec: &ToolSpec, ctx: &CallContext) -> Visibility {
-        self.policy.visible(ToolRef::from(spec), &caller(ctx))
+        with_caller(ctx, |caller| self.policy.visible(ToolRef::from(spec), caller))
     }
 
     /// Refuses a call to a hidden tool.
@@ -37,9 +37,14 @@ impl PolicyStage {
         Err(ToolError::Denied { tool: spec.name.clone(), reason: format!("the tool is hidden by {rule}") })
     }
 
+    /// What policy says about this call (argument rules, for this caller and its ancestors).
+    pub(crate) fn decision(&self, spec: &ToolSpec, touches: &Touches, ctx: &CallContext) -> Decision {
+        with_caller(ctx, |caller| self.policy.decide(ToolRef::from(spec), touches, caller))
+    }
+
     /// Checks argument rules; a deny stops the call.
     pub(crate) fn decide(&self, spec: &ToolSpec, touches: &Touches, ctx: &CallContext) -> Result<Decision, ToolError> {
-        let decision = self.policy.decide(ToolRef::from(spec), touches, &caller(ctx));
+        let decision = self.decision(spec, touches, ctx);
         if decision.verdict == Verdict::Deny {
             return Err(ToolError::Denied { tool: spec.name.clone(), reason: decision.reason });
         }
@@ -62,10 +67,20 @@ pub(crate) fn apply_verdict(verdict: Verdict, safety: &mut CallSafety, decision:
     }
 }
 
-pub(crate) fn caller(ctx: &CallContext) -> Caller<'_> {
-    let mut caller = Caller::agent(&ctx.identity.agent).with_depth(ctx.subagent_depth);
-    if let Some(provider) = &ctx.provider {
-        caller = caller.with_provider(provider);
+/// Runs `f` with the policy's view of `ctx`'s caller: a plain agent, or the last of its chain
+/// of ancestors (so a sub-agent's policy is intersected with each ancestor's).
+fn with_caller<R>(ctx: &CallContext, f: impl FnOnce(&Caller<'_>) -> R) -> R {
+    if ctx.ancestors.is_empty() {
+        let mut caller = Caller::agent(&ctx.identity.agent).with_depth(ctx.subagent_depth);
+        if let Some(provider) = &ctx.provider {
+            caller = caller.with_provider(provider);
+        }
+        return f(&caller);
     }
-    caller
+    let chain: Vec<&str> =
+        ctx.ancestors.iter().map(String::as_str).chain(std::iter::once(ctx.identity.agent.as_str())).collect();
+    Caller::with_chain(&chain, ctx.provider.as_deref(), |caller| {
+        let deeper = caller.with_depth(caller.depth.max(ctx.subagent_depth));
+        f(&deeper)
+    })
 }
