@@ -82,8 +82,11 @@ fn compile(pattern: &str) -> Result<GlobMatcher, ToolError> {
 
 fn glob(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
     let pattern = params::string(NAME, params, "pattern")?;
-    let matcher = compile(pattern)?;
     let root = state.root(ctx)?;
+    // An absolute pattern inside the workspace is taken relative to it.
+    let ws_prefix = format!("{}/", root.path().display());
+    let pattern = pattern.strip_prefix(&ws_prefix).unwrap_or(pattern);
+    let matcher = compile(pattern)?;
     let start = state.resolve(NAME, root.path(), params::opt_string(params, "path").unwrap_or("."))?;
     let (fd, real) = root.open_dir(&start).map_err(|e| path_error(NAME, start.display(), e))?;
     drop(fd);
