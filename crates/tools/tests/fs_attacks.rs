@@ -271,7 +271,7 @@ async fn swap_race_never_touches_the_canary() {
                 if rustix::fs::renameat_with(cwd, &d, cwd, &link_tmp, rustix::fs::RenameFlags::EXCHANGE).is_ok() {
                     swaps += 1;
                 }
-                if swaps % 64 == 0 {
+                if swaps.is_multiple_of(64) {
                     std::thread::yield_now();
                 }
             }
