@@ -174,6 +174,16 @@ pub(crate) fn edit_file(
     path: &str,
     edits: &[Edit],
 ) -> Result<ToolOutput, ToolError> {
+    state.exclusive(ctx, || edit_file_locked(state, ctx, tool, path, edits))
+}
+
+fn edit_file_locked(
+    state: &FsState,
+    ctx: &CallContext,
+    tool: &str,
+    path: &str,
+    edits: &[Edit],
+) -> Result<ToolOutput, ToolError> {
     let checked = writer::check(state, ctx, tool, path, true)?;
     let Some(bytes) = &checked.current else {
         return Err(ToolError::NotFound {

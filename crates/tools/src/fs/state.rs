@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha2::{Digest, Sha256};
 use toolgate_core::{CallContext, ToolError};
@@ -46,6 +46,9 @@ pub struct FsState {
     pub(crate) rules: PathRules,
     reads: Mutex<HashMap<ReadKey, FileStamp>>,
     locks: Mutex<LockTable>,
+    /// One mutex per workspace, held by a writing call from its checks to its commit, so two
+    /// calls in this process cannot both pass the staleness check and then overwrite each other.
+    writers: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
 }
 
 /// How a write-safety check came out.
@@ -65,7 +68,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl FsState {
     pub(crate) fn new(config: FsConfig, rules: PathRules) -> FsState {
-        FsState { config, rules, reads: Mutex::default(), locks: Mutex::default() }
+        FsState { config, rules, reads: Mutex::default(), locks: Mutex::default(), writers: Mutex::default() }
+    }
+
+    /// Runs `f` while holding the write mutex of this call's workspace.
+    pub(crate) fn exclusive<T>(&self, ctx: &CallContext, f: impl FnOnce() -> T) -> T {
+        let m = lock(&self.writers).entry(ctx.workspace.to_path_buf()).or_default().clone();
+        let _guard = lock(&m);
+        f()
     }
 
     fn key(ctx: &CallContext, rel: &RelPath) -> ReadKey {

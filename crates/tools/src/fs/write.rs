@@ -78,8 +78,10 @@ fn write(state: &FsState, ctx: &CallContext, params: &Value) -> Result<ToolOutpu
             format!("content is {} bytes, over the {max}-byte limit; split it into smaller files", content.len()),
         ));
     }
-    let checked = writer::check(state, ctx, NAME, input, true)?;
-    let written = writer::commit(state, ctx, NAME, checked, content.as_bytes())?;
+    let written = state.exclusive(ctx, || {
+        let checked = writer::check(state, ctx, NAME, input, true)?;
+        writer::commit(state, ctx, NAME, checked, content.as_bytes())
+    })?;
     let lines = content.lines().count();
     let verb = if written.existed { "Overwrote" } else { "Created" };
     let mut text = format!("{verb} `{}` ({} bytes, {lines} lines).", written.real, written.bytes);

@@ -232,6 +232,11 @@ fn parse_chunk(lines: &[&str], line_no: usize, first_chunk: bool) -> Result<(Chu
             used += 1;
             break;
         }
+        if line.starts_with("\\ No newline") {
+            // Lenient: unified diff's marker carries no line.
+            used += 1;
+            continue;
+        }
         match line.chars().next() {
             None => {
                 chunk.old.push(String::new());
@@ -325,6 +330,14 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let Hunk::Update { chunks, .. } = &p.hunks[0] else { panic!("not an update") };
         assert_eq!(chunks[0].context.as_deref(), Some("ctx"));
+    }
+
+    #[test]
+    fn skips_no_newline_markers() {
+        let p = parse("*** Begin Patch\n*** Update File: x\n@@\n-a\n\\ No newline at end of file\n+b\n*** End Patch");
+        let p = p.unwrap_or_else(|e| panic!("{e}"));
+        let Hunk::Update { chunks, .. } = &p.hunks[0] else { panic!("not an update") };
+        assert_eq!((chunks[0].old.clone(), chunks[0].new.clone()), (vec!["a".to_owned()], vec!["b".to_owned()]));
     }
 
     #[test]

@@ -52,6 +52,10 @@ impl Staging {
 
 /// Applies `patch` all-or-nothing and reports `A/M/D path` lines like Codex.
 pub(crate) fn apply(state: &FsState, ctx: &CallContext, tool: &str, patch: &Patch) -> Result<ToolOutput, ToolError> {
+    state.exclusive(ctx, || apply_locked(state, ctx, tool, patch))
+}
+
+fn apply_locked(state: &FsState, ctx: &CallContext, tool: &str, patch: &Patch) -> Result<ToolOutput, ToolError> {
     let root = state.root(ctx)?;
     let mut staging = Staging::default();
     let mut summary: Vec<(char, String)> = Vec::new();
