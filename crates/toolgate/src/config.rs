@@ -12,6 +12,7 @@ use toml::{Table, Value};
 use toolgate_core::Limits;
 use toolgate_policy::PolicyConfig;
 use toolgate_tools::fs::FsConfig;
+use toolgate_tools::runtime::RuntimeConfig;
 
 pub use crate::pipeline::hooks::{CommandHookConfig, HooksConfig};
 pub use crate::pipeline::rate::{RateLimitConfig, Window};
@@ -31,6 +32,8 @@ pub struct Config {
     pub tools: PolicyConfig,
     /// The file tools: write safety, denied paths, instruction files, caps (`docs/fs-tools.md`).
     pub fs: FsConfig,
+    /// The runtime tools: sandbox mode, network, limits, timeouts, output cap (`docs/runtime.md`).
+    pub runtime: RuntimeConfig,
     /// When to ask a person.
     pub approval: ApprovalConfig,
     /// Calls per minute and hour, per user and tool.

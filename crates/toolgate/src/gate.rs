@@ -55,6 +55,9 @@ pub enum GateError {
     /// The `[fs]` configuration is invalid.
     #[error("invalid [fs] configuration: {0}")]
     Fs(String),
+    /// The `[runtime]` configuration is invalid.
+    #[error("{0}")]
+    Runtime(#[from] toolgate_tools::runtime::RuntimeError),
 }
 
 /// Where audit records go.
@@ -139,6 +142,9 @@ impl GateBuilder {
             }
             let fs = toolgate_tools::fs::tools(self.config.fs.clone()).map_err(|e| GateError::Fs(e.to_string()))?;
             for tool in fs {
+                registry.register_builtin(tool)?;
+            }
+            for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
                 registry.register_builtin(tool)?;
             }
         }
