@@ -252,6 +252,15 @@ async fn edit_preserves_crlf_and_bom() {
 }
 
 #[tokio::test]
+async fn edit_matches_crlf_regions_of_mixed_files() {
+    let ws = Ws::new();
+    ws.put("mixed.txt", "lf line\nwin one\r\nwin two\r\n");
+    ws.ok("read", json!({ "path": "mixed.txt" })).await;
+    ws.ok("edit", json!({ "path": "mixed.txt", "old_string": "win one\nwin two", "new_string": "a\nb" })).await;
+    assert_eq!(ws.get("mixed.txt"), b"lf line\na\r\nb\r\n");
+}
+
+#[tokio::test]
 async fn multi_edit_is_all_or_nothing() {
     let ws = Ws::new();
     ws.put("m.txt", "alpha\nbeta\ngamma\n");

@@ -304,6 +304,15 @@ impl Root {
         Some(RelPath(rest.to_owned()))
     }
 
+    /// Where `fd` (opened from `rel`) really is. Without `/proc` to tell, `rel` is accepted only
+    /// if it resolves without any symlink, so a link to a denied path cannot pass as `rel`.
+    fn real_or_strict(&self, fd: &impl AsFd, rel: &RelPath) -> Result<RelPath, PathError> {
+        match self.real_rel(fd) {
+            Some(real) => Ok(real),
+            None => self.open_beneath_strict(rel, OFlags::PATH).map(|_| rel.clone()),
+        }
+    }
+
     /// Opens a regular file for reading. Returns the file, its metadata and where it really is.
     pub(crate) fn open_file(&self, rel: &RelPath) -> Result<OpenFile, PathError> {
         let fd = self.open_beneath(rel, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY)?;
@@ -315,14 +324,14 @@ impl Root {
         }
         // Reads should block normally from here on.
         rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
-        let real = self.real_rel(&fd).unwrap_or_else(|| rel.clone());
+        let real = self.real_or_strict(&fd, rel)?;
         Ok(OpenFile { file: File::from(fd), stat, real })
     }
 
     /// Opens a directory beneath the root for listing.
     pub(crate) fn open_dir(&self, rel: &RelPath) -> Result<(OwnedFd, RelPath), PathError> {
         let fd = self.open_beneath(rel, OFlags::RDONLY | OFlags::DIRECTORY)?;
-        let real = self.real_rel(&fd).unwrap_or_else(|| rel.clone());
+        let real = self.real_or_strict(&fd, rel)?;
         Ok((fd, real))
     }
 
@@ -330,7 +339,7 @@ impl Root {
     pub(crate) fn stat(&self, rel: &RelPath) -> Result<(Stat, RelPath), PathError> {
         let fd = self.open_beneath(rel, OFlags::PATH)?;
         let stat = rustix::fs::fstat(&fd)?;
-        let real = self.real_rel(&fd).unwrap_or_else(|| rel.clone());
+        let real = self.real_or_strict(&fd, rel)?;
         Ok((stat, real))
     }
 
@@ -356,7 +365,7 @@ impl Root {
                 Err(e) => return Err(e),
             }
         };
-        let base_real = self.real_rel(&base).unwrap_or_else(|| RelPath(comps[..existing].join("/")));
+        let base_real = self.real_or_strict(&base, &RelPath(comps[..existing].join("/")))?;
         let missing: Vec<String> = comps[existing..].iter().map(|s| (*s).to_owned()).collect();
         let mut real = base_real.clone();
         for m in &missing {

@@ -202,7 +202,15 @@ fn edit_file_locked(
     for (i, e) in edits.iter().enumerate() {
         let old = file.adapt(&e.old);
         let new = file.adapt(&e.new);
-        match apply_edit(&body, &old, &new, e.replace_all) {
+        let mut result = apply_edit(&body, &old, &new, e.replace_all);
+        // A file with mixed line endings: try the model's LF text as CRLF too.
+        if matches!(result, Err(EditError::NotFound(_))) && !file.crlf && old.contains('\n') && body.contains("\r\n") {
+            let crlf = |s: &str| s.replace("\r\n", "\n").replace('\n', "\r\n");
+            if let Ok(ok) = apply_edit(&body, &crlf(&old), &crlf(&new), e.replace_all) {
+                result = Ok(ok);
+            }
+        }
+        match result {
             Ok((next, replaced)) => {
                 summary.push((replaced, new.matches('\n').count() + 1));
                 body = next;
