@@ -7,8 +7,8 @@
 //! 12-byte record on the report pipe, then the child exits with status 127.
 //!
 //! With a PID namespace the child is the namespace's init: after the setup it forks the command
-//! (pid 2), reports whether `execve` succeeded, closes its standard descriptors, reaps orphans and,
-//! when the command exits, reports its wait status and exits. The kernel then kills everything
+//! (pid 2, which reports a failed `execve` itself), closes its standard descriptors, reaps
+//! orphans and, when the command exits, reports its wait status and exits. The kernel then kills everything
 //! left in the namespace: no orphans, even from processes that called `setsid` or ignore
 //! `SIGTERM`.
 
@@ -20,8 +20,6 @@ use libc::{c_char, c_int, c_ulong, sock_filter};
 
 /// Report record kinds (first word of a 12-byte record).
 pub(crate) const REPORT_SETUP_FAILED: u32 = 1;
-/// `execve` succeeded (init mode only; otherwise EOF on the pipe says so).
-pub(crate) const REPORT_EXEC_OK: u32 = 2;
 /// `execve` failed; the second word is the errno.
 pub(crate) const REPORT_EXEC_FAILED: u32 = 3;
 /// The command exited; the second word is its wait status (init mode only).
@@ -254,8 +252,13 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
             fail(rfd, STEP_SETSID);
         }
         if plan.mount_ns {
-            if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null())
-                < 0
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                std::ptr::null(),
+            ) < 0
             {
                 fail(rfd, STEP_MOUNT_PRIVATE);
             }
@@ -335,7 +338,7 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
     }
 }
 
-/// Init of the PID namespace: fork the command, report, reap, exit with it.
+/// Init of the PID namespace: fork the command, reap, report its status, exit.
 ///
 /// # Safety
 ///
@@ -351,10 +354,6 @@ unsafe fn init_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
             libc::syscall(libc::SYS_close_range, 3u32, (rfd - 1) as u32, 0u32);
         }
         libc::syscall(libc::SYS_close_range, (rfd + 1) as u32, u32::MAX, 0u32);
-        let mut exec_pipe = [0 as c_int; 2];
-        if libc::pipe2(exec_pipe.as_mut_ptr(), libc::O_CLOEXEC) < 0 {
-            fail(rfd, STEP_FORK);
-        }
         // A plain fork (clone without namespace flags): allowed by our own seccomp filter.
         let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as c_ulong, 0usize, 0usize, 0usize, 0usize);
         if pid < 0 {
@@ -362,32 +361,14 @@ unsafe fn init_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
         }
         if pid == 0 {
             libc::execve(plan.program.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
-            let e = errno();
-            libc::write(exec_pipe[1], (&e as *const i32).cast(), 4);
+            report(rfd, REPORT_EXEC_FAILED, errno(), 0);
             libc::_exit(127);
         }
         let pid = pid as libc::pid_t;
-        libc::close(exec_pipe[1]);
-        let mut e: i32 = 0;
-        let n = loop {
-            let n = libc::read(exec_pipe[0], (&mut e as *mut i32).cast(), 4);
-            if n < 0 && errno() == libc::EINTR {
-                continue;
-            }
-            break n;
-        };
-        libc::close(exec_pipe[0]);
-        // Only the command holds the output pipe from now on.
+        // Only the command holds the standard descriptors (and the output pipe) from now on.
         libc::close(0);
         libc::close(1);
         libc::close(2);
-        if n == 4 {
-            report(rfd, REPORT_EXEC_FAILED, e, 0);
-            let mut status = 0;
-            libc::waitpid(pid, &mut status, 0);
-            libc::_exit(127);
-        }
-        report(rfd, REPORT_EXEC_OK, 0, 0);
         loop {
             let mut status: c_int = 0;
             let r = libc::waitpid(-1, &mut status, 0);

@@ -55,7 +55,12 @@ impl fmt::Display for Denial {
                 write!(f, "blocked by the sandbox: writing {} is not allowed ({})", path.display(), self.evidence)
             }
             DenialKind::Path { path, write: false } => {
-                write!(f, "blocked by the sandbox: {} is outside the readable paths ({})", path.display(), self.evidence)
+                write!(
+                    f,
+                    "blocked by the sandbox: {} is outside the readable paths ({})",
+                    path.display(),
+                    self.evidence
+                )
             }
             DenialKind::Network => {
                 write!(f, "blocked by the sandbox: network access is off ({})", self.evidence)
@@ -125,7 +130,8 @@ impl DenialContext {
                 if readable && self.writable(&path) {
                     continue; // not confined by us
                 }
-                let write = readable || line.contains("Read-only file system") || std::fs::symlink_metadata(&path).is_err();
+                let write =
+                    readable || line.contains("Read-only file system") || std::fs::symlink_metadata(&path).is_err();
                 let kind = DenialKind::Path { path, write };
                 if !out.iter().any(|d| d.kind == kind) {
                     out.push(Denial { kind, evidence: clip(line) });

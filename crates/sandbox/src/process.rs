@@ -12,13 +12,13 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::child::{REPORT_EXEC_FAILED, REPORT_EXITED, REPORT_SETUP_FAILED, STEPS};
 use crate::command::{ExitStatusKind, RunResult};
 use crate::denial::DenialContext;
 use crate::enforcement::Enforcement;
 use crate::error::SandboxError;
 use crate::output::{self, CapturedOutput, SharedOutput};
 use crate::sandbox::{from_wait_status, read_record};
-use crate::child::REPORT_EXITED;
 
 /// How long a process group has between `SIGTERM` and `SIGKILL`.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -38,7 +38,8 @@ pub(crate) enum Outcome {
 pub(crate) struct Parts {
     pub(crate) pid: libc::pid_t,
     pub(crate) pidfd: OwnedFd,
-    pub(crate) report: Option<File>,
+    pub(crate) report: File,
+    pub(crate) program: PathBuf,
     pub(crate) stdin: Option<File>,
     pub(crate) output_read: OwnedFd,
     pub(crate) output: SharedOutput,
@@ -57,7 +58,11 @@ pub(crate) struct Parts {
 pub struct RunningProcess {
     pid: libc::pid_t,
     pidfd: AsyncFd<OwnedFd>,
-    report: Option<File>,
+    /// The child's report pipe: setup or exec failures, and (init mode) the command's status.
+    report: File,
+    /// A setup or exec failure reported by the child: `(kind, a, b)`.
+    failure: Option<(u32, i32, i32)>,
+    program: PathBuf,
     stdin: Option<File>,
     output: SharedOutput,
     eof: watch::Receiver<bool>,
@@ -92,6 +97,8 @@ impl RunningProcess {
             pid: parts.pid,
             pidfd,
             report: parts.report,
+            failure: None,
+            program: parts.program,
             stdin: parts.stdin,
             output: parts.output,
             eof,
@@ -117,7 +124,10 @@ impl RunningProcess {
     /// Writes to the command's stdin (only when the spec asked for a stdin pipe).
     pub fn write_stdin(&mut self, data: &[u8]) -> Result<(), SandboxError> {
         let Some(stdin) = &mut self.stdin else {
-            return Err(SandboxError::io("writing to stdin", io::Error::new(io::ErrorKind::BrokenPipe, "no stdin pipe")));
+            return Err(SandboxError::io(
+                "writing to stdin",
+                io::Error::new(io::ErrorKind::BrokenPipe, "no stdin pipe"),
+            ));
         };
         stdin.write_all(data).map_err(|e| SandboxError::io("writing to the command's stdin", e))
     }
@@ -213,15 +223,16 @@ impl RunningProcess {
         }
         // SAFETY: si_status is valid for CLD_* codes.
         let raw = unsafe { info.si_status() };
-        let direct = if info.si_code == libc::CLD_EXITED { ExitStatusKind::Code(raw) } else { ExitStatusKind::Signal(raw) };
-        let status = match &mut self.report {
-            // Init mode: the init reported the command's own wait status.
-            Some(report) => match read_record(report) {
-                Ok(Some((REPORT_EXITED, st, _))) => from_wait_status(st),
-                _ => direct,
-            },
-            None => direct,
-        };
+        let direct =
+            if info.si_code == libc::CLD_EXITED { ExitStatusKind::Code(raw) } else { ExitStatusKind::Signal(raw) };
+        // The write ends are closed now (exec or exit closed them): read what the child said.
+        let mut status = direct;
+        while let Ok(Some(record)) = read_record(&mut self.report) {
+            match record {
+                (REPORT_EXITED, st, _) => status = from_wait_status(st),
+                other => self.failure = self.failure.or(Some(other)),
+            }
+        }
         self.status = Some(status);
         Ok(Some(status))
     }
@@ -232,8 +243,7 @@ impl RunningProcess {
             if let Some(s) = self.try_wait()? {
                 return Ok(s);
             }
-            let mut guard =
-                self.pidfd.readable().await.map_err(|e| SandboxError::io("waiting for the command", e))?;
+            let mut guard = self.pidfd.readable().await.map_err(|e| SandboxError::io("waiting for the command", e))?;
             guard.clear_ready();
         }
     }
@@ -247,6 +257,9 @@ impl RunningProcess {
 
     pub(crate) async fn finish(mut self, outcome: Outcome) -> Result<RunResult, SandboxError> {
         let status = self.wait_exit().await?;
+        if let Some(failure) = self.failure {
+            return Err(failure_error(failure, &self.program));
+        }
         let mut eof = self.eof.clone();
         let _ = tokio::time::timeout(DRAIN_GRACE, eof.wait_for(|done| *done)).await;
         self.pump.abort();
@@ -262,13 +275,7 @@ impl RunningProcess {
             Outcome::TimedOut => ExitStatusKind::TimedOut,
             Outcome::Cancelled => ExitStatusKind::Cancelled,
         };
-        Ok(RunResult {
-            exit,
-            output,
-            duration: self.started.elapsed(),
-            enforcement: self.enforcement.clone(),
-            denials,
-        })
+        Ok(RunResult { exit, output, duration: self.started.elapsed(), enforcement: self.enforcement.clone(), denials })
     }
 
     /// The working directory.
@@ -322,4 +329,21 @@ fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The error for a failure record from the child.
+fn failure_error((kind, a, b): (u32, i32, i32), program: &Path) -> SandboxError {
+    match kind {
+        REPORT_SETUP_FAILED => SandboxError::Setup {
+            step: STEPS.get(a as usize).copied().unwrap_or("setting up the sandbox"),
+            source: io::Error::from_raw_os_error(b),
+        },
+        REPORT_EXEC_FAILED => {
+            SandboxError::Spawn { program: program.to_path_buf(), source: io::Error::from_raw_os_error(a) }
+        }
+        _ => SandboxError::Setup {
+            step: "setting up the sandbox",
+            source: io::Error::other(format!("unknown report {kind}")),
+        },
+    }
 }

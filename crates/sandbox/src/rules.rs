@@ -82,7 +82,8 @@ pub(crate) fn path_rules(inputs: &RuleInputs<'_>) -> Vec<(PathBuf, Grant)> {
     rules.push((PathBuf::from("/dev"), Grant::ListDir));
     rules.push((PathBuf::from("/proc"), Grant::Read));
     rules.push((PathBuf::from("/sys"), Grant::Read));
-    for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"]
+    for dev in
+        ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"]
     {
         rules.push((PathBuf::from(dev), Grant::Device));
     }
@@ -114,7 +115,10 @@ pub(crate) fn path_rules(inputs: &RuleInputs<'_>) -> Vec<(PathBuf, Grant)> {
 pub(crate) fn build_ruleset(inputs: &RuleInputs<'_>) -> Result<OwnedFd, SandboxError> {
     let abi = ABI::from(inputs.abi as i32);
     let err = |e: landlock::RulesetError| SandboxError::Unenforceable { what: format!("Landlock ruleset: {e}") };
-    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(AccessFs::from_all(abi)).map_err(err)?;
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(err)?;
     if inputs.network_off && inputs.abi >= 4 {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(err)?;
     }
@@ -164,10 +168,19 @@ fn etc_verdict(rel: &Path) -> Verdict {
         "ssl/private" | "security/opasswd" => Verdict::Deny,
         _ if rel.starts_with("ssh/") && name.starts_with("ssh_host_") && !name.ends_with(".pub") => Verdict::Deny,
         _ if name.starts_with("shadow") || name.starts_with("gshadow") => Verdict::Deny,
-        "sudoers" | "sudoers.d" | "krb5.keytab" | "ipsec.secrets" | "credstore" | "credstore.encrypted"
-        | "NetworkManager" | "wireguard" | "letsencrypt" | "ppp" | "openvpn" | "docker" | "containerd" => {
-            Verdict::Deny
-        }
+        "sudoers"
+        | "sudoers.d"
+        | "krb5.keytab"
+        | "ipsec.secrets"
+        | "credstore"
+        | "credstore.encrypted"
+        | "NetworkManager"
+        | "wireguard"
+        | "letsencrypt"
+        | "ppp"
+        | "openvpn"
+        | "docker"
+        | "containerd" => Verdict::Deny,
         _ => Verdict::Allow,
     }
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 use libc::{c_int, c_ulong, sock_filter};
 use tokio_util::sync::CancellationToken;
 
-use crate::child::{self, ChildPlan, ExecArgs, MountOp, STEPS};
+use crate::child::{self, ChildPlan, ExecArgs, MountOp};
 use crate::command::{CommandSpec, ExitStatusKind, RunResult};
 use crate::denial::DenialContext;
 use crate::enforcement::Enforcement;
@@ -66,7 +66,10 @@ impl Sandbox {
         for sub in policy.read_only_subpaths.iter().chain(&policy.hidden_subpaths) {
             if sub.is_absolute() || sub.components().any(|c| !matches!(c, Component::Normal(_))) {
                 return Err(SandboxError::InvalidPolicy {
-                    what: format!("read-only subpath {} must be relative to the workspace, without `..`", sub.display()),
+                    what: format!(
+                        "read-only subpath {} must be relative to the workspace, without `..`",
+                        sub.display()
+                    ),
                 });
             }
         }
@@ -100,9 +103,8 @@ impl Sandbox {
         let filter_network = network_off && fallback_reason.is_none();
 
         let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute() && h != Path::new("/"));
-        let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
-            .map(|p| std::env::split_paths(&p).collect())
-            .unwrap_or_default();
+        let path_dirs: Vec<PathBuf> =
+            std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
         let abi = st.landlock_abi.unwrap_or(0);
         let inputs = RuleInputs {
             abi,
@@ -136,7 +138,8 @@ impl Sandbox {
 
         let mut read_only: Vec<PathBuf> = Vec::new();
         if confined {
-            read_only.extend(policy.read_only_subpaths.iter().chain(&policy.hidden_subpaths).map(|s| workspace.join(s)));
+            read_only
+                .extend(policy.read_only_subpaths.iter().chain(&policy.hidden_subpaths).map(|s| workspace.join(s)));
         }
         let denials = Arc::new(DenialContext {
             mode: if confined { policy.mode } else { SandboxMode::FullAccess },
@@ -211,10 +214,14 @@ impl Sandbox {
         process.finish(outcome).await
     }
 
-    /// Starts a command and returns at once (after `execve` succeeded), for background
-    /// processes. Must be called inside a Tokio runtime (the output is pumped by a task).
-    /// `spec.timeout` is not applied here: the caller decides when to
-    /// [`RunningProcess::kill_tree`].
+    /// Starts a command and returns at once, for background processes. Must be called inside a
+    /// Tokio runtime (the output is pumped by a task). `spec.timeout` is not applied here: the
+    /// caller decides when to [`RunningProcess::kill_tree`].
+    ///
+    /// A program that is not found in `PATH` fails here; a failure inside the child (a setup
+    /// step, or `execve` itself, e.g. Landlock refusing to execute a file outside the allowed
+    /// paths) is reported by [`RunningProcess::wait`] (and [`Sandbox::run`]) as an error, so
+    /// that spawning never waits for the child.
     pub fn spawn(&self, spec: CommandSpec) -> Result<RunningProcess, SandboxError> {
         let started = Instant::now();
         if tokio::runtime::Handle::try_current().is_err() {
@@ -288,26 +295,12 @@ impl Sandbox {
         drop(report_write);
         drop(stdin_child);
 
-        let mut report = File::from(report_read);
-        let first = read_record(&mut report).map_err(|e| SandboxError::io("reading the sandbox setup report", e))?;
-        match first {
-            None | Some((child::REPORT_EXEC_OK, _, _)) => {}
-            Some((kind, a, b)) => {
-                reap_blocking(&pidfd);
-                return Err(match kind {
-                    child::REPORT_SETUP_FAILED => SandboxError::Setup {
-                        step: STEPS.get(a as usize).copied().unwrap_or("setting up the sandbox"),
-                        source: io::Error::from_raw_os_error(b),
-                    },
-                    _ => SandboxError::Spawn { program: spec.program.clone(), source: io::Error::from_raw_os_error(a) },
-                });
-            }
-        }
         let output = Arc::new(Mutex::new(OutputBuffer::new(spec.output_cap_bytes, log, spec.log_max_bytes)));
         RunningProcess::start(crate::process::Parts {
             pid,
             pidfd,
-            report: self.namespaces.pid.then_some(report),
+            report: File::from(report_read),
+            program: spec.program.clone(),
             stdin: stdin_parent,
             output_read: out_read,
             output,
@@ -479,15 +472,6 @@ pub(crate) fn read_record(file: &mut File) -> io::Result<Option<(u32, i32, i32)>
     }
     let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
     Ok(Some((u32::from_ne_bytes(word(0)), i32::from_ne_bytes(word(4)), i32::from_ne_bytes(word(8)))))
-}
-
-/// Waits for a child that is about to exit (setup failure) and reaps it.
-fn reap_blocking(pidfd: &OwnedFd) {
-    // SAFETY: waitid on our own pidfd writes only into the zeroed siginfo.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED);
-    }
 }
 
 /// Converts a wait status (from the init's report) to an [`ExitStatusKind`].

@@ -53,10 +53,11 @@ impl Namespaces {
 
 impl fmt::Display for Namespaces {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = [(self.user, "user"), (self.mount, "mount"), (self.pid, "pid"), (self.ipc, "ipc"), (self.net, "net")]
-            .into_iter()
-            .filter_map(|(on, name)| on.then_some(name))
-            .collect();
+        let names: Vec<&str> =
+            [(self.user, "user"), (self.mount, "mount"), (self.pid, "pid"), (self.ipc, "ipc"), (self.net, "net")]
+                .into_iter()
+                .filter_map(|(on, name)| on.then_some(name))
+                .collect();
         if names.is_empty() { f.write_str("none") } else { f.write_str(&names.join(", ")) }
     }
 }
@@ -172,8 +173,8 @@ fn probe() -> SandboxStatus {
     } else {
         Namespaces::default()
     };
-    let pid_max_per_namespace = namespaces.pid
-        && probe_namespaces(namespaces.clone_flags(), namespaces.user.then_some(&maps), true);
+    let pid_max_per_namespace =
+        namespaces.pid && probe_namespaces(namespaces.clone_flags(), namespaces.user.then_some(&maps), true);
     SandboxStatus {
         landlock_abi: landlock_abi(),
         seccomp: seccomp::available(),

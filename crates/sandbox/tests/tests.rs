@@ -135,6 +135,18 @@ mod basics {
     }
 
     #[tokio::test]
+    async fn executing_a_program_outside_the_allowed_paths_is_an_error() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let tool = f.outside.path().join("tool");
+        fs::copy("/bin/true", &tool).unwrap();
+        let spec = CommandSpec::new(&tool, Vec::<String>::new(), f.ws());
+        let err = sb.run(spec, CancellationToken::new()).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("tool") && text.contains("Permission denied"), "{text}");
+    }
+
+    #[tokio::test]
     async fn status_says_what_is_enforced() {
         let s = status();
         let text = s.to_string();
@@ -339,7 +351,8 @@ mod attacks {
         let f = Fixture::new();
         let sb = f.sandbox();
         let log = f.ws().join("out.log");
-        let mut spec = CommandSpec::new("/usr/bin/yes", ["endless output line"], f.ws()).timeout(Duration::from_secs(3));
+        let mut spec =
+            CommandSpec::new("/usr/bin/yes", ["endless output line"], f.ws()).timeout(Duration::from_secs(3));
         spec.output_cap_bytes = 64 * 1024;
         spec.log_path = Some(log.clone());
         spec.log_max_bytes = 4 << 20;
