@@ -22,6 +22,9 @@ pub struct RuntimeConfig {
     pub output_max_chars: usize,
     /// Background processes that may run at once in one workspace (64).
     pub max_processes: usize,
+    /// Largest log a command writes to `.toolgate/outputs/`, in bytes (64 MiB); output beyond it
+    /// is counted but not kept.
+    pub log_max_bytes: u64,
     /// The programs `execute_code` runs, looked up in the sandbox's `PATH` unless absolute.
     pub interpreters: Interpreters,
 }
@@ -34,6 +37,7 @@ impl Default for RuntimeConfig {
             max_timeout_secs: 600,
             output_max_chars: 30_000,
             max_processes: 64,
+            log_max_bytes: 64 << 20,
             interpreters: Interpreters::default(),
         }
     }
@@ -60,6 +64,9 @@ impl RuntimeConfig {
         }
         if self.max_processes == 0 || self.max_processes > 4096 {
             return bad("max_processes", format!("{} is not between 1 and 4096", self.max_processes));
+        }
+        if self.log_max_bytes < 64 * 1024 {
+            return bad("log_max_bytes", format!("{} is less than 65536", self.log_max_bytes));
         }
         for (field, paths) in [
             ("sandbox.extra_writable", &self.sandbox.extra_writable),

@@ -139,6 +139,7 @@ impl Runtime {
         spec.env = l.env;
         spec.output_cap_bytes = self.capture_bytes();
         spec.log_path = Some(log.clone());
+        spec.log_max_bytes = self.config.log_max_bytes;
         if l.background {
             spec.stdin = true;
             let new = NewEntry {

@@ -123,6 +123,13 @@ pub(crate) fn status_line(exit: &ExitStatusKind, timeout: Duration, max_timeout_
     }
 }
 
+/// Whether the output has the errno texts a sandbox denial produces.
+fn has_permission_errors(out: &CapturedOutput) -> bool {
+    ["Permission denied", "Operation not permitted", "Read-only file system"]
+        .iter()
+        .any(|t| out.head.contains(t) || out.tail.contains(t))
+}
+
 /// The structured fields every result shares.
 fn exit_json(exit: &ExitStatusKind) -> (Value, Value) {
     match exit {
@@ -160,6 +167,13 @@ pub(crate) fn finished(f: Finished<'_>) -> (ToolOutput, bool) {
         let advice = denial_advice(d, &r.enforcement, f.workspace);
         text.push_str(&format!("{d}; {advice}\n"));
         denials.push(json!({ "denial": d, "message": d.to_string(), "advice": advice }));
+    }
+    if r.denials.is_empty() && r.enforcement.confined && has_permission_errors(&r.output) {
+        text.push_str(
+            "note: the output shows permission errors; in this sandbox only the workspace and $TMPDIR are \
+             writable, and only system folders and the workspace are readable (symbolic links count as the path \
+             they point to)\n",
+        );
     }
     if shown.text.is_empty() {
         text.push_str("output: (none)");
