@@ -41,6 +41,7 @@ pub(crate) const STEPS: &[&str] = &[
     "applying the Landlock ruleset",
     "loading the seccomp filter",
     "forking the command inside the PID namespace",
+    "hiding a directory behind an empty tmpfs",
 ];
 const STEP_MAPS: u32 = 0;
 const STEP_SETSID: u32 = 1;
@@ -56,6 +57,7 @@ const STEP_NNP: u32 = 10;
 const STEP_LANDLOCK: u32 = 11;
 const STEP_SECCOMP: u32 = 12;
 const STEP_FORK: u32 = 13;
+const STEP_HIDE: u32 = 14;
 
 /// A mount to make in the child's mount namespace.
 #[derive(Debug)]
@@ -68,6 +70,29 @@ pub(crate) struct MountOp {
     /// Cover the directory with an empty read-only tmpfs instead (its content is hidden).
     pub(crate) hide: bool,
 }
+
+/// A directory (`/tmp`, `/run`, `/home`, ...) covered by an empty tmpfs, with the paths the
+/// sandbox needs inside it bound back in (so that no UNIX socket, lock or file under it is
+/// reachable: Landlock does not mediate `connect` to a socket path).
+#[derive(Debug, Clone)]
+pub(crate) struct HideRoot {
+    pub(crate) root: CString,
+    pub(crate) keeps: Vec<KeepPath>,
+}
+
+/// A path bound back into a hidden root.
+#[derive(Debug, Clone)]
+pub(crate) struct KeepPath {
+    pub(crate) path: CString,
+    /// Directories to create in the tmpfs first, outermost first (the last is `path` itself
+    /// unless it is a file).
+    pub(crate) dirs: Vec<CString>,
+    /// `path` is a file: create an empty file as the mount point.
+    pub(crate) is_file: bool,
+}
+
+/// At most this many paths are bound back into one hidden root.
+pub(crate) const MAX_KEEPS: usize = 32;
 
 /// Everything the child needs, prepared before `clone3`.
 #[derive(Debug)]
@@ -82,6 +107,7 @@ pub(crate) struct ChildPlan {
     /// `Some((uid_map, gid_map))` when a user namespace is created.
     pub(crate) id_maps: Option<(Vec<u8>, Vec<u8>)>,
     pub(crate) mount_ns: bool,
+    pub(crate) hidden_roots: Vec<HideRoot>,
     pub(crate) mounts: Vec<MountOp>,
     /// Init mode: the child forks the command inside a new PID namespace.
     pub(crate) pid_ns_init: bool,
@@ -262,6 +288,9 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
             {
                 fail(rfd, STEP_MOUNT_PRIVATE);
             }
+            for h in &plan.hidden_roots {
+                hide_root(rfd, h);
+            }
             for m in &plan.mounts {
                 let p = m.path.as_ptr();
                 if m.hide {
@@ -335,6 +364,69 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
             libc::_exit(127);
         }
         init_main(plan, exec)
+    }
+}
+
+/// Covers `h.root` with an empty tmpfs and binds `h.keeps` back in.
+///
+/// # Safety
+///
+/// Child-only, async-signal-safe (mount syscalls on prepared strings, a stack array of fds).
+unsafe fn hide_root(rfd: RawFd, h: &HideRoot) {
+    const SYS_OPEN_TREE: libc::c_long = 428;
+    const SYS_MOVE_MOUNT: libc::c_long = 429;
+    const OPEN_TREE_CLONE: u32 = 1;
+    const AT_RECURSIVE: u32 = 0x8000;
+    const MOVE_MOUNT_F_EMPTY_PATH: u32 = 4;
+    let mut fds = [-1 as c_int; MAX_KEEPS];
+    // SAFETY (whole body): raw system calls on NUL-terminated strings owned by `h`.
+    unsafe {
+        for (i, keep) in h.keeps.iter().take(MAX_KEEPS).enumerate() {
+            let fd = libc::syscall(
+                SYS_OPEN_TREE,
+                libc::AT_FDCWD,
+                keep.path.as_ptr(),
+                OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as u32,
+            );
+            if fd < 0 {
+                fail(rfd, STEP_HIDE);
+            }
+            fds[i] = fd as c_int;
+        }
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        if libc::mount(c"tmpfs".as_ptr(), h.root.as_ptr(), c"tmpfs".as_ptr(), flags, c"mode=0755".as_ptr().cast()) < 0 {
+            fail(rfd, STEP_HIDE);
+        }
+        for (i, keep) in h.keeps.iter().take(MAX_KEEPS).enumerate() {
+            for dir in &keep.dirs {
+                if libc::mkdir(dir.as_ptr(), 0o755) < 0 && errno() != libc::EEXIST {
+                    fail(rfd, STEP_HIDE);
+                }
+            }
+            if keep.is_file {
+                let fd = libc::open(keep.path.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644);
+                if fd < 0 {
+                    fail(rfd, STEP_HIDE);
+                }
+                libc::close(fd);
+            }
+            let empty = c"";
+            if libc::syscall(
+                SYS_MOVE_MOUNT,
+                fds[i],
+                empty.as_ptr(),
+                libc::AT_FDCWD,
+                keep.path.as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH,
+            ) < 0
+            {
+                fail(rfd, STEP_HIDE);
+            }
+            libc::close(fds[i]);
+        }
+        // The tmpfs itself becomes read-only (Landlock already refuses writes to it).
+        let ro = libc::MS_REMOUNT | libc::MS_RDONLY | flags;
+        libc::mount(std::ptr::null(), h.root.as_ptr(), std::ptr::null(), ro, std::ptr::null());
     }
 }
 

@@ -81,6 +81,8 @@ pub(crate) struct DenialContext {
     pub(crate) network_off: bool,
     pub(crate) rules: Vec<(PathBuf, Grant)>,
     pub(crate) read_only: Vec<PathBuf>,
+    /// Directories covered by an empty tmpfs, with the paths bound back into them.
+    pub(crate) hidden: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
 impl DenialContext {
@@ -93,6 +95,11 @@ impl DenialContext {
             return false;
         }
         self.covered(path, |g| matches!(g, Grant::Write | Grant::Device))
+    }
+
+    /// Under a hidden root and not bound back: the command saw an empty directory.
+    fn hidden(&self, path: &Path) -> bool {
+        self.hidden.iter().any(|(root, keeps)| path.starts_with(root) && !keeps.iter().any(|k| path.starts_with(k)))
     }
 
     fn readable(&self, path: &Path) -> bool {
@@ -116,6 +123,20 @@ impl DenialContext {
                 continue;
             }
             if self.mode == SandboxMode::FullAccess {
+                continue;
+            }
+            if line.contains("No such file or directory") || line.contains("Directory nonexistent") {
+                // Only a path under a directory the sandbox hid counts.
+                for candidate in path_candidates(line) {
+                    let path = normalize(&cwd.join(&candidate));
+                    if self.hidden(&path) {
+                        let kind = DenialKind::Path { path, write: false };
+                        if !out.iter().any(|d| d.kind == kind) {
+                            out.push(Denial { kind, evidence: clip(line) });
+                        }
+                        break;
+                    }
+                }
                 continue;
             }
             let errno_text = ["Permission denied", "Operation not permitted", "Read-only file system"]
@@ -157,7 +178,13 @@ fn clip(line: &str) -> String {
 /// punctuation.
 fn path_candidates(line: &str) -> Vec<String> {
     let mut found = Vec::new();
-    for errno_text in [": Permission denied", ": Operation not permitted", ": Read-only file system"] {
+    for errno_text in [
+        ": Permission denied",
+        ": Operation not permitted",
+        ": Read-only file system",
+        ": No such file or directory",
+        ": Directory nonexistent",
+    ] {
         if let Some(i) = line.find(errno_text)
             && let Some(word) = line[..i].split_whitespace().last()
         {
@@ -215,6 +242,7 @@ mod tests {
             network_off: true,
             rules: vec![(PathBuf::from("/usr"), Grant::ReadExec), (PathBuf::from("/ws"), Grant::Write)],
             read_only: vec![PathBuf::from("/ws/.git/hooks")],
+            hidden: vec![(PathBuf::from("/home"), vec![])],
         }
     }
 

@@ -14,7 +14,7 @@ use std::time::Instant;
 use libc::{c_int, c_ulong, sock_filter};
 use tokio_util::sync::CancellationToken;
 
-use crate::child::{self, ChildPlan, ExecArgs, MountOp};
+use crate::child::{self, ChildPlan, ExecArgs, HideRoot, KeepPath, MAX_KEEPS, MountOp};
 use crate::command::{CommandSpec, ExitStatusKind, RunResult};
 use crate::denial::DenialContext;
 use crate::enforcement::Enforcement;
@@ -35,6 +35,8 @@ use crate::status::{self, Namespaces};
 #[derive(Debug)]
 pub struct Sandbox {
     policy: SandboxPolicy,
+    /// Directories covered by an empty tmpfs in the child, with the needed paths bound back.
+    hidden_roots: Vec<HideRoot>,
     workspace: PathBuf,
     private_tmp: tempfile::TempDir,
     landlock: Option<OwnedFd>,
@@ -141,12 +143,32 @@ impl Sandbox {
             read_only
                 .extend(policy.read_only_subpaths.iter().chain(&policy.hidden_subpaths).map(|s| workspace.join(s)));
         }
+        let hidden_roots = if namespaces.mount {
+            let mut needed: Vec<PathBuf> = vec![workspace.clone(), private_tmp.path().to_path_buf()];
+            needed.extend(policy.extra_readable.iter().cloned());
+            if policy.mode == SandboxMode::WorkspaceWrite {
+                needed.extend(policy.extra_writable.iter().cloned());
+            }
+            needed.extend(path_dirs.iter().cloned());
+            if let Some(home) = &home {
+                needed.push(home.join(".cargo"));
+                needed.push(home.join(".rustup"));
+            }
+            hidden_roots(&needed)
+        } else {
+            Vec::new()
+        };
         let denials = Arc::new(DenialContext {
             mode: if confined { policy.mode } else { SandboxMode::FullAccess },
             network_off: filter_network,
             rules: if confined { rules::path_rules(&inputs) } else { Vec::new() },
             read_only,
+            hidden: hidden_roots
+                .iter()
+                .map(|(root, keeps)| (root.clone(), keeps.iter().map(|k| k.0.clone()).collect()))
+                .collect(),
         });
+        let hidden_roots = hidden_roots.into_iter().map(|(root, keeps)| hide_op(&root, &keeps)).collect();
         let enforcement = Enforcement {
             mode: policy.mode,
             network: policy.network,
@@ -162,6 +184,7 @@ impl Sandbox {
         };
         Ok(Sandbox {
             policy,
+            hidden_roots,
             workspace,
             private_tmp,
             landlock,
@@ -275,6 +298,7 @@ impl Sandbox {
             report_fd: report_write.as_raw_fd(),
             id_maps: self.id_maps.clone(),
             mount_ns: self.namespaces.mount,
+            hidden_roots: self.hidden_roots.clone(),
             mounts: if self.namespaces.mount { self.mounts()? } else { Vec::new() },
             pid_ns_init: self.namespaces.pid,
             pid_max: self.pid_max.clone(),
@@ -378,6 +402,69 @@ impl Sandbox {
         }
         all.extend(ops);
         Ok(all)
+    }
+}
+
+/// Directories whose content a confined command never sees (with a mount namespace): they may
+/// hold UNIX sockets (tmux, ssh-agent, docker, D-Bus, X11) that Landlock cannot keep a command
+/// from connecting to.
+pub(crate) const HIDDEN_ROOTS: &[&str] =
+    &["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/home", "/root", "/mnt", "/media", "/srv"];
+
+/// For each hidden root: its canonical path and the needed paths under it, as
+/// `(path, is_file)`, without paths nested in another kept path.
+fn hidden_roots(needed: &[PathBuf]) -> Vec<(PathBuf, Vec<(PathBuf, bool)>)> {
+    let needed: Vec<(PathBuf, bool)> = needed
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .map(|p| {
+            let is_file = !p.is_dir();
+            (p, is_file)
+        })
+        .collect();
+    let mut out: Vec<(PathBuf, Vec<(PathBuf, bool)>)> = Vec::new();
+    for root in HIDDEN_ROOTS {
+        let Ok(root) = Path::new(root).canonicalize() else { continue };
+        if !root.is_dir() || root == Path::new("/") || out.iter().any(|(r, _)| r == &root) {
+            continue;
+        }
+        // A needed path at or above the root: the root stays visible.
+        if needed.iter().any(|(p, _)| root.starts_with(p)) {
+            continue;
+        }
+        let mut keeps: Vec<(PathBuf, bool)> = needed.iter().filter(|(p, _)| p.starts_with(&root)).cloned().collect();
+        keeps.sort();
+        keeps.dedup();
+        let outer: Vec<(PathBuf, bool)> =
+            keeps.iter().filter(|(p, _)| !keeps.iter().any(|(q, _)| q != p && p.starts_with(q))).cloned().collect();
+        if outer.len() > MAX_KEEPS {
+            continue; // too many to bind back: leave this root visible
+        }
+        out.push((root, outer));
+    }
+    out
+}
+
+fn hide_op(root: &Path, keeps: &[(PathBuf, bool)]) -> HideRoot {
+    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).unwrap_or_default();
+    HideRoot {
+        root: c(root),
+        keeps: keeps
+            .iter()
+            .map(|(path, is_file)| {
+                let mut dirs = Vec::new();
+                let mut cur = root.to_path_buf();
+                let rel = path.strip_prefix(root).unwrap_or(Path::new(""));
+                let comps: Vec<_> = rel.components().collect();
+                for (i, comp) in comps.iter().enumerate() {
+                    cur.push(comp);
+                    if i + 1 < comps.len() || !is_file {
+                        dirs.push(c(&cur));
+                    }
+                }
+                KeepPath { path: c(path), dirs, is_file: *is_file }
+            })
+            .collect(),
     }
 }
 
