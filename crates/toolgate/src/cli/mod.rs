@@ -4,6 +4,7 @@ mod approvals;
 mod audit;
 mod call;
 mod policy;
+mod sandbox;
 mod serve;
 mod terminal;
 mod tools;
@@ -65,6 +66,9 @@ enum Command {
     /// Inspect the tool policy.
     #[command(subcommand)]
     Policy(policy::Command),
+    /// Show what the sandbox can enforce on this machine and how commands run here.
+    #[command(subcommand)]
+    Sandbox(sandbox::Command),
 }
 
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
@@ -79,6 +83,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Audit(args)) => audit::run(&cli.global, args),
             Some(Command::Serve(args)) => serve::run(&cli.global, args).await,
             Some(Command::Policy(command)) => policy::run(&cli.global, command),
+            Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
             None => tools::welcome(&cli.global),
         }

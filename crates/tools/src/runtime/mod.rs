@@ -63,7 +63,8 @@ pub use exec::ExecTool;
 pub use execute_code::ExecuteCodeTool;
 pub use process::ProcessTool;
 pub use toolgate_sandbox::{
-    Enforcement, Network, ResourceLimits, SandboxMode, SandboxPolicy, SandboxStatus, status as sandbox_status,
+    Enforcement, Network, ResourceLimits, Sandbox, SandboxError, SandboxMode, SandboxPolicy, SandboxStatus,
+    status as sandbox_status,
 };
 
 /// Why a [`RuntimeConfig`] was refused.
