@@ -226,6 +226,7 @@ enum Trigger {
 }
 
 struct Tables {
+    literals: Vec<String>,
     triggers: AhoCorasick,
     kinds: Vec<Trigger>,
     special_token: meta::Regex,
@@ -334,7 +335,7 @@ fn tables() -> &'static Tables {
             .build(&patterns)
             .expect("the injection trigger automaton builds: triggers are short literals");
         let special_token = compile(r"<\|[A-Za-z0-9_ .:/-]{1,48}\|>");
-        Tables { triggers, kinds, special_token, detectors }
+        Tables { literals: patterns, triggers, kinds, special_token, detectors }
     })
 }
 
@@ -376,19 +377,72 @@ pub fn neutralize(text: &str) -> Neutralized {
     let t = tables();
     let mut found = Found::default();
     scan(t, &Hay { text, map: None }, &mut found);
-    // Lines with non-ASCII characters: search their folded form too.
+    scan_folded_lines(t, text, &mut found);
+    let Found { edits, warnings, suspicious, .. } = found;
+    Neutralized { text: apply(text, edits), warnings: finish_warnings(warnings), suspicious }
+}
+
+/// Untrusted output after leak redaction and neutralizing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guarded {
+    /// The text with secrets replaced by `[REDACTED:<rule-id>]` and injection markers defanged.
+    pub text: String,
+    /// The leak findings, with ranges into the original text.
+    pub findings: Vec<crate::leak::Finding>,
+    /// Whether a finding asks to withhold the whole output ([`crate::leak::Redacted::blocked`]).
+    pub blocked: bool,
+    /// What neutralizing found, for the audit log ([`Neutralized::warnings`]).
+    pub warnings: Vec<String>,
+    /// Whether to add [`SUSPICIOUS_NOTE`] inside the wrapper.
+    pub suspicious: bool,
+}
+
+/// The output pipeline's leak and injection stages in one pass over `text`: the same result as
+/// [`neutralize`] applied to [`crate::leak::LeakDetector::redact`]'s text, but the secrets'
+/// keywords and the injection triggers are found by one automaton pass, and the text is
+/// rewritten once.
+pub fn redact_and_neutralize(detector: &crate::leak::LeakDetector, text: &str) -> Guarded {
+    let t = tables();
+    let mut hits = Vec::new();
+    let findings = detector.scan_with_triggers(text, Some(&mut hits));
+    let mut found = Found::default();
+    let hay = Hay { text, map: None };
+    for (trigger, start, end) in hits {
+        handle(t, &hay, trigger, start..end, &mut found);
+    }
+    scan_folded_lines(t, text, &mut found);
+    let Found { mut edits, warnings, suspicious, .. } = found;
+    // Redactions win over neutralizing edits they overlap.
+    let redactions: Vec<&crate::leak::Finding> =
+        findings.iter().filter(|f| f.action != crate::leak::LeakAction::Warn).collect();
+    edits.retain(|e| {
+        let i = redactions.partition_point(|f| f.range.end <= e.range.start);
+        !redactions.get(i).is_some_and(|f| f.range.start < e.range.end)
+    });
+    edits.extend(
+        redactions.iter().map(|f| Edit { range: f.range.clone(), with: crate::leak::redaction_marker(f.rule_id) }),
+    );
+    let blocked = findings.iter().any(|f| f.action == crate::leak::LeakAction::Block);
+    Guarded { text: apply(text, edits), findings, blocked, warnings: finish_warnings(warnings), suspicious }
+}
+
+/// Searches the folded form of every line that contains non-ASCII characters.
+fn scan_folded_lines(t: &Tables, text: &str, found: &mut Found) {
     let bytes = text.as_bytes();
     let mut from = 0;
     while let Some(p) = next_non_ascii(bytes, from) {
         let line_start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |x| x + 1);
         let line_end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |x| p + x);
         let (folded, map) = fold(&text[line_start..line_end], line_start);
-        scan(t, &Hay { text: &folded, map: Some(&map) }, &mut found);
+        scan(t, &Hay { text: &folded, map: Some(&map) }, found);
         from = line_end;
     }
-    let Found { mut edits, mut warnings, suspicious, .. } = found;
+}
+
+/// Applies non-overlapping edits (the first by position wins an overlap).
+fn apply(text: &str, mut edits: Vec<Edit>) -> String {
     edits.sort_by_key(|e| (e.range.start, std::cmp::Reverse(e.range.end)));
-    let mut out = String::with_capacity(text.len() + edits.len() * 4);
+    let mut out = String::with_capacity(text.len() + edits.len() * 8);
     let mut at = 0;
     for e in &edits {
         if e.range.start < at {
@@ -399,40 +453,57 @@ pub fn neutralize(text: &str) -> Neutralized {
         at = e.range.end;
     }
     out.push_str(&text[at..]);
+    out
+}
+
+fn finish_warnings(mut warnings: Vec<(usize, String)>) -> Vec<String> {
     warnings.sort();
     warnings.dedup();
-    Neutralized { text: out, warnings: warnings.into_iter().map(|(_, w)| w).collect(), suspicious }
+    warnings.into_iter().map(|(_, w)| w).collect()
+}
+
+/// The trigger literals (matched ASCII case-insensitively), for the leak detector's automaton:
+/// [`redact_and_neutralize`] finds secrets and injection triggers in one pass.
+pub(crate) fn trigger_literals() -> &'static [String] {
+    &tables().literals
 }
 
 fn scan(t: &Tables, hay: &Hay<'_>, found: &mut Found) {
+    for m in t.triggers.find_overlapping_iter(hay.text.as_bytes()) {
+        handle(t, hay, m.pattern().as_usize(), m.range(), found);
+    }
+}
+
+/// Checks one trigger hit at `m` in `hay`.
+fn handle(t: &Tables, hay: &Hay<'_>, trigger: usize, m: Range<usize>, found: &mut Found) {
     let bytes = hay.text.as_bytes();
-    for m in t.triggers.find_overlapping_iter(bytes) {
-        let Some(kind) = t.kinds.get(m.pattern().as_usize()) else { continue };
+    {
+        let Some(kind) = t.kinds.get(trigger) else { return };
         match *kind {
             Trigger::Boundary => {
-                let mut i = m.start();
-                while i > 0 && bytes[i - 1] == b' ' && m.start() - i < 3 {
+                let mut i = m.start;
+                while i > 0 && bytes[i - 1] == b' ' && m.start - i < 3 {
                     i -= 1;
                 }
                 let closing = i > 0 && bytes[i - 1] == b'/';
                 if closing {
                     i -= 1;
-                    while i > 0 && bytes[i - 1] == b' ' && m.start() - i < 6 {
+                    while i > 0 && bytes[i - 1] == b' ' && m.start - i < 6 {
                         i -= 1;
                     }
                 }
                 if i == 0 || bytes[i - 1] != b'<' {
-                    continue;
+                    return;
                 }
                 let start = hay.orig(i - 1);
-                let end = hay.orig(m.end());
+                let end = hay.orig(m.end);
                 let with = if closing { "\u{2039}/tool_output" } else { "\u{2039}tool_output" };
                 push_edit(found, start..end, with.to_owned(), "forged boundary tag", true);
             }
             Trigger::SpecialToken => {
                 // Anchored at the trigger: `\A` in the pattern would mean the start of the whole text.
                 let input = Input::new(bytes)
-                    .range(m.start()..bytes.len().min(m.start() + 56))
+                    .range(m.start..bytes.len().min(m.start + 56))
                     .anchored(regex_automata::Anchored::Yes);
                 if let Some(tok) = t.special_token.find(input) {
                     let with = defang(&hay.text[tok.range()]);
@@ -441,32 +512,32 @@ fn scan(t: &Tables, hay: &Hay<'_>, found: &mut Found) {
                 }
             }
             Trigger::Marker { suspicious } => {
-                let with = defang(&hay.text[m.range()]);
-                let (start, end) = (hay.orig(m.start()), hay.orig(m.end()));
+                let with = defang(&hay.text[m.clone()]);
+                let (start, end) = (hay.orig(m.start), hay.orig(m.end));
                 push_edit(found, start..end, with, "chat-template marker", suspicious);
             }
             Trigger::LineRole { suspicious } => {
-                let mut i = m.start();
+                let mut i = m.start;
                 while i > 0 && matches!(bytes[i - 1], b' ' | b'\t') {
                     i -= 1;
                 }
                 if i > 0 && bytes[i - 1] != b'\n' {
-                    continue;
+                    return;
                 }
-                let colon = m.end() - 1;
-                let (start, end) = (hay.orig(colon), hay.orig(m.end()));
+                let colon = m.end - 1;
+                let (start, end) = (hay.orig(colon), hay.orig(m.end));
                 push_edit(found, start..end, "\u{2236}".to_owned(), "role prefix at a line start", suspicious);
             }
             Trigger::Instruction(n) => {
-                let start = m.start().saturating_sub(120);
-                let end = bytes.len().min(m.end() + 160);
-                if found.detected.contains(&(n, hay.orig(m.start()))) {
-                    continue;
+                let start = m.start.saturating_sub(120);
+                let end = bytes.len().min(m.end + 160);
+                if found.detected.contains(&(n, hay.orig(m.start))) {
+                    return;
                 }
                 let (name, re) = &t.detectors[n];
                 if let Some(hit) = re.find(Input::new(bytes).range(start..end)) {
                     let at = hay.orig(hit.start());
-                    found.detected.push((n, hay.orig(m.start())));
+                    found.detected.push((n, hay.orig(m.start)));
                     found.suspicious = true;
                     found.warnings.push((at, format!("instruction-like text ({name}) at byte {at}")));
                 }

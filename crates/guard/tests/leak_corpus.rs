@@ -149,3 +149,15 @@ fn detector_is_send_sync() {
     fn check<T: Send + Sync>() {}
     check::<LeakDetector>();
 }
+
+#[test]
+fn windowed_scan_finds_what_the_naive_scan_finds() {
+    let d = LeakDetector::new().with_secret_values(["planted-env-value-42".to_owned()]);
+    let mut all = String::new();
+    for (_, text) in positives().into_iter().chain(negatives()) {
+        assert_eq!(d.scan(&text), d.scan_naive(&text), "{text}");
+        all.push_str(&text);
+        all.push_str(" planted-env-value-42 ");
+    }
+    assert_eq!(d.scan(&all), d.scan_naive(&all));
+}

@@ -3,7 +3,7 @@
 //! lets a redacted secret or a forged boundary through.
 
 use proptest::prelude::*;
-use toolgate_guard::injection::{neutralize, sanitize_text};
+use toolgate_guard::injection::{neutralize, redact_and_neutralize, sanitize_text};
 use toolgate_guard::leak::{LeakAction, LeakDetector};
 use toolgate_guard::output::{truncate_middle, wrap_untrusted};
 
@@ -18,10 +18,9 @@ fn detector() -> &'static LeakDetector {
 /// The pipeline the gate runs for untrusted output.
 fn pipeline(bytes: &[u8], cap: usize) -> (String, bool) {
     let clean = sanitize_text(bytes, cap);
-    let redacted = detector().redact(&clean.text);
-    let n = neutralize(&redacted.text);
-    let text = if n.text.len() > cap { truncate_middle(&n.text, cap).text } else { n.text };
-    (wrap_untrusted("web_fetch", &text), redacted.blocked)
+    let g = redact_and_neutralize(detector(), &clean.text);
+    let text = if g.text.len() > cap { truncate_middle(&g.text, cap).text } else { g.text };
+    (wrap_untrusted("web_fetch", &text), g.blocked)
 }
 
 /// Fragments that exercise every stage: secrets, boundaries, markers, lookalikes, invisible
@@ -106,6 +105,17 @@ proptest! {
         let once = neutralize(&text);
         let twice = neutralize(&once.text);
         prop_assert!(!twice.warnings.iter().any(|w| w.contains("boundary")), "{:?} -> {:?}", text, once.text);
+    }
+
+    #[test]
+    fn one_pass_equals_redact_then_neutralize(parts in prop::collection::vec(prop::sample::select(FRAGMENTS), 0..40), sep in prop::sample::select(&["", " ", "\n"][..])) {
+        let text = parts.join(sep);
+        let redacted = detector().redact(&text);
+        let two_step = neutralize(&redacted.text);
+        let one = redact_and_neutralize(detector(), &text);
+        prop_assert_eq!(&one.text, &two_step.text);
+        prop_assert_eq!(one.blocked, redacted.blocked);
+        prop_assert_eq!(one.findings, redacted.findings);
     }
 
     #[test]

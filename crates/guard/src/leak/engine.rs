@@ -1,6 +1,7 @@
 //! The scanning engine: keyword prefilter, windowed regex search, filters, overlap resolution.
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex_automata::{Input, meta, util::syntax};
@@ -45,6 +46,8 @@ enum Target {
     Rule { rule: usize, exact: Option<&'static str> },
     /// The verbatim secret value number `value`.
     Value(usize),
+    /// Injection trigger number `n` ([`crate::injection`]), searched in the same pass.
+    Trigger(usize),
 }
 
 /// The leak detector: built once (rules compiled, one Aho-Corasick automaton over all their
@@ -117,6 +120,16 @@ impl LeakDetector {
 
     /// Every secret in `text`, sorted by position, non-overlapping.
     pub fn scan(&self, text: &str) -> Vec<Finding> {
+        self.scan_with_triggers(text, None)
+    }
+
+    /// [`LeakDetector::scan`], also collecting the injection triggers' hits
+    /// (`(trigger, start, end)`) found by the same automaton pass.
+    pub(crate) fn scan_with_triggers(
+        &self,
+        text: &str,
+        mut triggers: Option<&mut Vec<(usize, usize, usize)>>,
+    ) -> Vec<Finding> {
         let bytes = text.as_bytes();
         let mut windows: Vec<(usize, usize, usize)> = Vec::new();
         let mut cands: Vec<Cand> = Vec::new();
@@ -124,6 +137,11 @@ impl LeakDetector {
             let Some(targets) = self.targets.get(m.pattern().as_usize()) else { continue };
             for target in targets {
                 match *target {
+                    Target::Trigger(n) => {
+                        if let Some(t) = triggers.as_deref_mut() {
+                            t.push((n, m.start(), m.end()));
+                        }
+                    }
                     Target::Value(i) => {
                         if self.values.get(i).is_some_and(|v| v.as_bytes() == &bytes[m.range()]) {
                             cands.push(Cand { rule: self.value_rule, range: m.range(), generic: false });
@@ -182,6 +200,41 @@ impl LeakDetector {
                 }
             }
         }
+    }
+
+    /// The same scan without the keyword prefilter and without windows: every rule's regex runs
+    /// separately over the whole text (the generic rules run their matcher at every match of
+    /// their keyword regex). Only for benchmarks (the baseline) and tests (it must find exactly
+    /// what [`LeakDetector::scan`] finds).
+    #[doc(hidden)]
+    pub fn scan_naive(&self, text: &str) -> Vec<Finding> {
+        static GENERIC_KEYWORDS: OnceLock<meta::Regex> = OnceLock::new();
+        let bytes = text.as_bytes();
+        let mut cands = Vec::new();
+        for (rule, r) in self.rules.iter().enumerate() {
+            match &r.matcher {
+                Matcher::Regex { .. } => self.run_windows(bytes, &mut [(rule, 0, bytes.len())], &mut cands),
+                Matcher::Assignment(class) => {
+                    let keywords = GENERIC_KEYWORDS
+                        .get_or_init(|| compile("generic", "(?i)passw|pwd|passphrase|secret|token|key"));
+                    for m in keywords.find_iter(bytes) {
+                        if let Some((range, c)) = generic::assignment(bytes, m.start(), m.end()) {
+                            if c == *class {
+                                cands.push(Cand { rule, range, generic: true });
+                            }
+                        }
+                    }
+                }
+                Matcher::SecretValue => {
+                    for v in &self.values {
+                        for at in memchr::memmem::find_iter(bytes, v.as_bytes()) {
+                            cands.push(Cand { rule, range: at..at + v.len(), generic: false });
+                        }
+                    }
+                }
+            }
+        }
+        resolve(text, &self.rules, cands)
     }
 
     /// Scans `text` and replaces every `Block` or `Redact` finding with `[REDACTED:<rule-id>]`.
@@ -295,6 +348,9 @@ fn build_prefilter(rules: &[Rule], values: &[String]) -> (AhoCorasick, Vec<Vec<T
         for kw in rule.keywords {
             add(kw.to_ascii_lowercase().into_bytes(), Target::Rule { rule: i, exact: case_sensitive.then_some(*kw) });
         }
+    }
+    for (n, t) in crate::injection::trigger_literals().iter().enumerate() {
+        add(t.to_ascii_lowercase().into_bytes(), Target::Trigger(n));
     }
     for (i, v) in values.iter().enumerate() {
         add(v.to_ascii_lowercase().into_bytes(), Target::Value(i));
