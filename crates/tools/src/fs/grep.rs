@@ -1,6 +1,7 @@
 //! `grep`: search file contents with the ripgrep engine (`grep-searcher`, `grep-regex`, `ignore`).
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -18,6 +19,9 @@ use super::state::{FsState, denied, path_error};
 use super::walk;
 
 const NAME: &str = "grep";
+/// Lines kept in memory across all files in content mode (at least 4 × `head_limit`); past it
+/// matches are still counted but their lines are not kept.
+const MAX_STORED_LINES: usize = 20_000;
 /// Longest line shown in content mode, in characters.
 const MAX_LINE_CHARS: usize = 1000;
 
@@ -110,13 +114,15 @@ struct Collect<'a> {
     rel: &'a str,
     mode: OutputMode,
     keep: usize,
+    /// Lines stored by all files so far; storing stops at [`MAX_STORED_LINES`].
+    stored: &'a AtomicUsize,
     count: u64,
     lines: Vec<String>,
 }
 
 impl Collect<'_> {
     fn push(&mut self, sep: char, line_no: Option<u64>, bytes: &[u8]) {
-        if self.lines.len() >= self.keep {
+        if self.lines.len() >= self.keep || self.stored.fetch_add(1, Ordering::Relaxed) >= self.stored_cap() {
             return;
         }
         let mut text = String::from_utf8_lossy(bytes).into_owned();
@@ -130,6 +136,12 @@ impl Collect<'_> {
         }
         let n = line_no.map(|n| n.to_string()).unwrap_or_default();
         self.lines.push(format!("{}{sep}{n}{sep}{text}", self.rel));
+    }
+}
+
+impl Collect<'_> {
+    fn stored_cap(&self) -> usize {
+        self.keep.saturating_mul(4).max(MAX_STORED_LINES)
     }
 }
 
@@ -168,11 +180,13 @@ struct Search {
     builder: SearcherBuilder,
     mode: OutputMode,
     keep: usize,
+    stored: AtomicUsize,
 }
 
 impl Search {
     fn file(&self, searcher: &mut Searcher, file: &std::fs::File, rel: &str) -> Option<FileHits> {
-        let mut sink = Collect { rel, mode: self.mode, keep: self.keep, count: 0, lines: Vec::new() };
+        let mut sink =
+            Collect { rel, mode: self.mode, keep: self.keep, stored: &self.stored, count: 0, lines: Vec::new() };
         searcher.search_file(&self.matcher, file, &mut sink).ok()?;
         if sink.count == 0 {
             return None;
@@ -219,7 +233,7 @@ fn grep(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
         .binary_detection(BinaryDetection::quit(b'\x00'))
         .before_context(if mode == OutputMode::Content { context } else { 0 })
         .after_context(if mode == OutputMode::Content { context } else { 0 });
-    let search = Search { matcher, builder, mode, keep: head_limit };
+    let search = Search { matcher, builder, mode, keep: head_limit, stored: AtomicUsize::new(0) };
 
     let root = state.root(ctx)?;
     let start = state.resolve(NAME, root.path(), params::opt_string(params, "path").unwrap_or("."))?;
