@@ -88,7 +88,17 @@ fn glob(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
     let pattern = pattern.strip_prefix(&ws_prefix).unwrap_or(pattern);
     let matcher = compile(pattern)?;
     let start = state.resolve(NAME, root.path(), params::opt_string(params, "path").unwrap_or("."))?;
-    let (fd, real) = root.open_dir(&start).map_err(|e| path_error(NAME, start.display(), e))?;
+    let (fd, real) = match root.open_dir(&start) {
+        Ok(d) => d,
+        Err(super::confine::PathError::NotADirectory) => {
+            return Err(ToolError::invalid(
+                NAME,
+                "/path",
+                format!("`{start}` is a file; `path` is the folder to search in (use `read` for a file)"),
+            ));
+        }
+        Err(e) => return Err(path_error(NAME, start.display(), e)),
+    };
     drop(fd);
     if state.rules.denied(real.as_str()) {
         return Err(denied(NAME, &real));
