@@ -69,9 +69,12 @@ async fn cd_dotdot_tricks() {
     f.assert_canary_intact();
     assert!(!text.contains(CANARY.trim()), "{text}");
     assert!(text.contains("end"), "{text}");
-    assert!(text.contains("Permission denied"), "{text}");
-    // After `cd` nobody knows the shell's directory: the result explains permission errors.
-    assert!(text.contains("note: the output shows permission errors"), "{text}");
+    // Outside paths are either hidden (an empty tmpfs over /tmp) or refused by Landlock.
+    assert!(text.contains("No such file or directory") || text.contains("Permission denied"), "{text}");
+    // After `cd` nobody knows the shell's directory: permission errors come with a note.
+    if text.contains("Permission denied") && !text.contains("blocked by the sandbox") {
+        assert!(text.contains("note: the output shows permission errors"), "{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,8 +90,10 @@ async fn symlink_made_inside_pointing_out_then_written_through() {
     let text = out.text_content();
     f.assert_canary_intact();
     assert!(!text.contains(CANARY.trim()), "{text}");
-    assert!(text.contains("link: Permission denied"), "{text}");
-    assert!(text.contains("symbolic links"), "{text}");
+    assert!(text.contains("link: Permission denied") || text.contains("link: No such file or directory"), "{text}");
+    if text.contains("Permission denied") && !text.contains("blocked by the sandbox") {
+        assert!(text.contains("symbolic links"), "{text}");
+    }
     // The links stay in the workspace, dangling as far as the sandbox is concerned.
     assert!(std::fs::symlink_metadata(f.ws().join("link")).unwrap().file_type().is_symlink());
 }

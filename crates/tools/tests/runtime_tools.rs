@@ -233,3 +233,39 @@ async fn dropping_the_tools_stops_background_processes() {
     assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
     runtime_support::assert_all_gone(&pids);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_never_reads_its_input_can_still_be_polled_and_killed() {
+    let f = Fixture::new();
+    let out = f.exec(json!({ "command": "echo up; sleep 60", "background": true })).await.unwrap();
+    let id = out.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    // The pipe holds 64 KiB; the next write blocks until the process reads, which it never does.
+    let chunk = "x".repeat(64 * 1024);
+    f.process(json!({ "action": "write", "id": id, "input": chunk })).await.unwrap();
+    let t = Instant::now();
+    let err = f.process(json!({ "action": "write", "id": id, "input": "more\n" })).await.unwrap_err();
+    assert!(err.to_string().contains("has not read its input"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(8));
+    let err = f.process(json!({ "action": "write", "id": id, "input": "again\n" })).await.unwrap_err();
+    assert!(err.to_string().contains("still waiting"), "{err}");
+    let polled = f.process(json!({ "action": "poll", "id": id })).await.unwrap().text_content();
+    assert!(polled.contains("does not read its input"), "{polled}");
+    let log = f.process(json!({ "action": "log", "id": id })).await.unwrap().text_content();
+    assert!(log.contains("up"), "{log}");
+    let t = Instant::now();
+    let killed = f.process(json!({ "action": "kill", "id": id })).await.unwrap().text_content();
+    assert!(killed.contains("killed"), "{killed}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(f.background_pids().await, Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_interpreter_says_so() {
+    let f = Fixture::with_config(|c| c.interpreters.node = "/nonexistent/node".into());
+    let r = f.code(json!({ "language": "node", "code": "1" })).await;
+    let text = match &r {
+        Ok(out) => out.text_content(),
+        Err(e) => e.to_string(),
+    };
+    assert!(text.contains("/nonexistent/node"), "{text}");
+}

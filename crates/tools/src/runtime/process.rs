@@ -192,8 +192,12 @@ impl ProcessTool {
         let wait = Duration::from_secs(opt_u64(NAME, params, "wait")?.unwrap_or(0).min(MAX_POLL_WAIT));
         let deadline = Instant::now() + wait;
         let mut collected = String::new();
+        let mut stdin_blocked = false;
         let exit = loop {
-            let (out, exit) = entry.poll().await;
+            let Some((out, exit)) = entry.poll().await else {
+                stdin_blocked = true;
+                break entry.exit();
+            };
             collected.push_str(&out);
             if !collected.is_empty() || exit.is_some() || Instant::now() >= deadline || ctx.cancel.is_cancelled() {
                 break exit;
@@ -208,6 +212,12 @@ impl ProcessTool {
         let hint = log_hint(&entry.id, &rel_log(&entry.id));
         let shown = cut(&captured, self.runtime.config.output_max_chars, Some(&hint));
         let mut text = format!("process {}: {} after {}\n", entry.id, entry.status(), secs(entry.runtime()));
+        if stdin_blocked {
+            text.push_str(
+                "a write to its stdin is still waiting: the process does not read its input, so its output \
+                 cannot be taken now; read the log ({\"action\": \"log\"}) or kill it\n",
+            );
+        }
         if shown.text.is_empty() {
             text.push_str("no new output");
         } else {
@@ -287,7 +297,7 @@ impl ProcessTool {
         let entry = self.entry(ctx, params)?;
         let already = entry.exit().is_some();
         entry.stop(StoppedBy::Kill).await?;
-        let (out, _) = entry.poll().await;
+        let out = entry.poll().await.map(|(out, _)| out).unwrap_or_default();
         let captured = CapturedOutput { total_bytes: out.len() as u64, head: out, ..CapturedOutput::default() };
         let hint = log_hint(&entry.id, &rel_log(&entry.id));
         let shown = cut(&captured, self.runtime.config.output_max_chars, Some(&hint));

@@ -82,7 +82,7 @@ pub(crate) struct Entry {
     /// Set while a `write` may be blocked inside the lock (the process does not read): then the
     /// process cannot be reaped, so its group id cannot be reused, and a kill may signal it
     /// without the lock.
-    writing: AtomicBool,
+    writing: Arc<AtomicBool>,
     state: Mutex<EntryState>,
     /// Keeps the sandbox (its private temporary folder) alive while the process runs.
     _sandbox: Arc<Sandbox>,
@@ -133,13 +133,28 @@ impl Entry {
     /// Takes the lock for a stop: if a blocked `write` holds it, kills the group first so the
     /// write fails and lets go.
     async fn lock_for_stop(&self) -> tokio::sync::MutexGuard<'_, RunningProcess> {
-        if let Ok(guard) = tokio::time::timeout(Duration::from_millis(300), self.process.lock()).await {
-            return guard;
+        match self.lock_unless_writing().await {
+            Some(guard) => guard,
+            None => {
+                signal_group(self.pid, libc::SIGKILL);
+                self.process.lock().await
+            }
         }
-        if self.writing.load(Ordering::SeqCst) {
-            kill_group(self.pid);
+    }
+
+    /// Takes the lock, or `None` while a `write` the process does not read holds it.
+    async fn lock_unless_writing(&self) -> Option<tokio::sync::MutexGuard<'_, RunningProcess>> {
+        loop {
+            if let Ok(guard) = self.process.try_lock() {
+                return Some(guard);
+            }
+            if self.writing.load(Ordering::SeqCst) {
+                return None;
+            }
+            if let Ok(guard) = tokio::time::timeout(Duration::from_millis(100), self.process.lock()).await {
+                return Some(guard);
+            }
         }
-        self.process.lock().await
     }
 
     /// Reaps the process if it exited; returns how it ended.
@@ -147,8 +162,10 @@ impl Entry {
         if let Some(exit) = self.exit() {
             return Some(exit);
         }
-        let mut p = self.process.lock().await;
-        self.reap(&mut p)
+        match self.lock_unless_writing().await {
+            Some(mut p) => self.reap(&mut p),
+            None => None,
+        }
     }
 
     fn reap(&self, p: &mut RunningProcess) -> Option<ExitStatusKind> {
@@ -161,20 +178,25 @@ impl Entry {
         }
     }
 
-    /// The output since the last poll, and how the process ended if it did.
-    pub(crate) async fn poll(&self) -> (String, Option<ExitStatusKind>) {
-        let mut p = self.process.lock().await;
+    /// The output since the last poll, and how the process ended if it did; `None` while a
+    /// `write` waits for the process to read its input (the output cannot be taken then).
+    pub(crate) async fn poll(&self) -> Option<(String, Option<ExitStatusKind>)> {
+        let mut p = self.lock_unless_writing().await?;
         let exit = self.reap(&mut p);
         // After the exit, give the output pump a moment to read what is left in the pipe.
         if exit.is_some() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        (p.poll_output(), exit)
+        Some((p.poll_output(), exit))
     }
 
     /// Sends `signal` to the process group.
     pub(crate) async fn signal(&self, signal: i32) -> Result<(), ToolError> {
-        let mut p = self.lock_for_stop().await;
+        let Some(mut p) = self.lock_unless_writing().await else {
+            // A blocked writer holds the handle, so the process has not been reaped.
+            signal_group(self.pid, signal);
+            return Ok(());
+        };
         if self.reap(&mut p).is_some() {
             return Err(ToolError::failed(format!("process {} already ended ({})", self.id, self.status())));
         }
@@ -195,7 +217,23 @@ impl Entry {
 
     /// Writes `data` to the process's stdin, then closes it if `close`.
     pub(crate) async fn write(&self, data: Vec<u8>, close: bool) -> Result<(), ToolError> {
-        let mut guard: OwnedMutexGuard<RunningProcess> = Arc::clone(&self.process).lock_owned().await;
+        let mut guard: OwnedMutexGuard<RunningProcess> = loop {
+            if let Ok(guard) = Arc::clone(&self.process).try_lock_owned() {
+                break guard;
+            }
+            if self.writing.load(Ordering::SeqCst) {
+                return Err(ToolError::failed(format!(
+                    "an earlier write to process {} is still waiting for it to read its input; poll it, read \
+                     its log, or kill it",
+                    self.id
+                )));
+            }
+            if let Ok(guard) =
+                tokio::time::timeout(Duration::from_millis(100), Arc::clone(&self.process).lock_owned()).await
+            {
+                break guard;
+            }
+        };
         if self.reap(&mut guard).is_some() {
             return Err(ToolError::failed(format!(
                 "process {} already ended ({}); its stdin is closed",
@@ -204,23 +242,23 @@ impl Entry {
             )));
         }
         self.writing.store(true, Ordering::SeqCst);
+        let writing = Arc::clone(&self.writing);
         let task = tokio::task::spawn_blocking(move || {
             let r = if data.is_empty() { Ok(()) } else { guard.write_stdin(&data) };
             if close {
                 guard.close_stdin();
             }
+            // Cleared while the lock is still held (the guard drops after this).
+            writing.store(false, Ordering::SeqCst);
             r
         });
         let waited = tokio::time::timeout(WRITE_WAIT, task).await;
         match waited {
-            Ok(joined) => {
-                self.writing.store(false, Ordering::SeqCst);
-                match joined {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(stdin_error(&self.id, e)),
-                    Err(e) => Err(ToolError::failed(format!("writing to process {} failed: {e}", self.id))),
-                }
-            }
+            Ok(joined) => match joined {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(stdin_error(&self.id, e)),
+                Err(e) => Err(ToolError::failed(format!("writing to process {} failed: {e}", self.id))),
+            },
             // The write goes on in the background (the flag stays set until the process is
             // stopped or reads its input).
             Err(_) => Err(ToolError::failed(format!(
@@ -237,11 +275,12 @@ fn stdin_error(id: &str, e: SandboxError) -> ToolError {
     ToolError::failed(format!("cannot write to process {id}: {e} (it may have closed its input or ended)"))
 }
 
-/// `SIGKILL` to a process group, without its handle. Only used while the handle's lock is held
-/// by a blocked writer, which guarantees the group has not been reaped.
-fn kill_group(pid: u32) {
-    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+/// A signal to a process group, without its handle. Only used while the handle's lock is held
+/// by a blocked writer, which guarantees the group has not been reaped (so its id is not reused).
+fn signal_group(pid: u32, signal: i32) {
+    let pid = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw);
+    if let (Some(pid), Some(signal)) = (pid, rustix::process::Signal::from_named_raw(signal)) {
+        let _ = rustix::process::kill_process_group(pid, signal);
     }
 }
 
@@ -291,7 +330,7 @@ impl ProcessTable {
             started: Instant::now(),
             deadline: new.deadline.map(|d| Instant::now() + d),
             process: Arc::new(AsyncMutex::new(process)),
-            writing: AtomicBool::new(false),
+            writing: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(EntryState::default()),
             _sandbox: new.sandbox,
         });
@@ -368,7 +407,7 @@ impl Drop for ProcessTable {
             }
             match e.process.try_lock() {
                 Ok(guard) => held.push(guard),
-                Err(_) if e.writing.load(Ordering::SeqCst) => kill_group(e.pid),
+                Err(_) if e.writing.load(Ordering::SeqCst) => signal_group(e.pid, libc::SIGKILL),
                 // Another task holds it (a watchdog stopping it); the process dies with that
                 // task's last reference at the latest.
                 Err(_) => {}
