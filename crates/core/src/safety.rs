@@ -23,6 +23,9 @@ pub struct CallSafety {
     pub rate_class: RateClass,
     /// What the call will touch, for policy argument rules (`exec(cargo test:*)`, `read(src/**)`).
     pub touches: Touches,
+    /// Why this call must never run (a blocked command), whatever policy, hooks or approvals
+    /// say. The gate refuses such a call before anyone is asked.
+    pub refusal: Option<Cow<'static, str>>,
 }
 
 /// What one call will touch, as the tool itself understands its parameters. Policy argument
@@ -51,6 +54,7 @@ impl Default for CallSafety {
             timeout: None,
             rate_class: RateClass::Default,
             touches: Touches::default(),
+            refusal: None,
         }
     }
 }

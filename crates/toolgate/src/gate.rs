@@ -374,6 +374,9 @@ impl Gate {
         let decision = self.policy.decide(spec, &safety.touches, ctx)?;
         trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));
         apply_verdict(decision.verdict, &mut safety, &decision);
+        if let Some(reason) = safety.refusal.take() {
+            return Err(ToolError::Denied { tool: spec.name.clone(), reason: reason.into_owned() });
+        }
         self.rate.check(&ctx.identity.user, &ctx.identity.agent, &spec.name, safety.rate_class)?;
         let _permit = self.limits.acquire(&ctx.identity.agent).await?;
         match hooks::before(&self.hooks, ctx, &spec.name, &audited.params).await {

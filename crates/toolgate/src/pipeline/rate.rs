@@ -106,9 +106,11 @@ impl RateLimiter {
             None => calls.entry((user.to_owned(), tool.to_owned())).or_default(),
         };
         prune(times, now);
-        let in_minute = times.iter().rev().take_while(|t| now.duration_since(**t) < MINUTE).count();
+        // Instants are in call order, so the minute window starts at a binary-searched index.
+        let minute_start = times.partition_point(|t| now.duration_since(*t) >= MINUTE);
+        let in_minute = times.len() - minute_start;
         if in_minute >= window.per_minute as usize {
-            let oldest_in_minute = times.get(times.len() - in_minute).copied();
+            let oldest_in_minute = times.get(minute_start).copied();
             return Err(ToolError::RateLimited {
                 tool: tool.to_owned(),
                 window: RateWindow::Minute,

@@ -186,6 +186,10 @@ impl ShellCheck {
                 opaque: self.analysis.parse_error.is_some() || dynamic_name(&self.analysis),
                 ..Touches::default()
             },
+            refusal: self.refusal(tool).and_then(|e| match e {
+                ToolError::Denied { reason, .. } => Some(reason.into()),
+                _ => None,
+            }),
         }
     }
 

@@ -130,6 +130,7 @@ impl Tool for ExecuteCodeTool {
                         opaque: true,
                         ..Touches::default()
                     },
+                    refusal: None,
                 }
             }
         };
