@@ -278,13 +278,16 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
             fail(rfd, STEP_SETSID);
         }
         if plan.mount_ns {
-            if libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_SLAVE,
-                std::ptr::null(),
-            ) < 0
+            // In a new user namespace the copied mounts are already slaves (nothing propagates
+            // back to the host); without one (root), make them so.
+            if plan.id_maps.is_none()
+                && libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                ) < 0
             {
                 fail(rfd, STEP_MOUNT_PRIVATE);
             }
@@ -424,9 +427,8 @@ unsafe fn hide_root(rfd: RawFd, h: &HideRoot) {
             }
             libc::close(fds[i]);
         }
-        // The tmpfs itself becomes read-only (Landlock already refuses writes to it).
-        let ro = libc::MS_REMOUNT | libc::MS_RDONLY | flags;
-        libc::mount(std::ptr::null(), h.root.as_ptr(), std::ptr::null(), ro, std::ptr::null());
+        // The tmpfs stays writable for the mount points above, but no Landlock rule covers it:
+        // the command can neither write nor read it.
     }
 }
 

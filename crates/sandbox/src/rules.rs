@@ -12,8 +12,8 @@
 //!
 //! **Writable** (workspace-write): the workspace, the private temporary folder and
 //! [`crate::SandboxPolicy::extra_writable`]; plus, in every confined mode, the harmless devices
-//! (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty`, `/dev/ptmx`,
-//! `/dev/pts`). Creating device nodes is never allowed.
+//! (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty`; not
+//! `/dev/pts`, where every terminal of the host lives). Creating device nodes is never allowed.
 
 use std::fs;
 use std::os::fd::OwnedFd;
@@ -82,9 +82,8 @@ pub(crate) fn path_rules(inputs: &RuleInputs<'_>) -> Vec<(PathBuf, Grant)> {
     rules.push((PathBuf::from("/dev"), Grant::ListDir));
     rules.push((PathBuf::from("/proc"), Grant::Read));
     rules.push((PathBuf::from("/sys"), Grant::Read));
-    for dev in
-        ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"]
-    {
+    // Not /dev/pts or /dev/ptmx: write access there reaches every terminal of the host.
+    for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"] {
         rules.push((PathBuf::from(dev), Grant::Device));
     }
     for dir in inputs.path_dirs {

@@ -409,7 +409,7 @@ impl Sandbox {
 /// hold UNIX sockets (tmux, ssh-agent, docker, D-Bus, X11) that Landlock cannot keep a command
 /// from connecting to.
 pub(crate) const HIDDEN_ROOTS: &[&str] =
-    &["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/home", "/root", "/mnt", "/media", "/srv"];
+    &["/tmp", "/var/tmp", "/run", "/var/run", "/home", "/root", "/mnt", "/media", "/srv"];
 
 /// For each hidden root: its canonical path and the needed paths under it, as
 /// `(path, is_file)`, without paths nested in another kept path.
@@ -426,6 +426,10 @@ fn hidden_roots(needed: &[PathBuf]) -> Vec<(PathBuf, Vec<(PathBuf, bool)>)> {
     for root in HIDDEN_ROOTS {
         let Ok(root) = Path::new(root).canonicalize() else { continue };
         if !root.is_dir() || root == Path::new("/") || out.iter().any(|(r, _)| r == &root) {
+            continue;
+        }
+        // An empty directory holds no socket yet: not worth a mount per command.
+        if std::fs::read_dir(&root).map(|mut d| d.next().is_none()).unwrap_or(true) {
             continue;
         }
         // A needed path at or above the root: the root stays visible.
