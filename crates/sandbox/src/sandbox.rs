@@ -57,6 +57,11 @@ impl Sandbox {
     /// and the policy does not allow falling back; with [`SandboxError::InvalidPolicy`] when the
     /// workspace does not exist or a subpath is not relative.
     pub fn new(policy: SandboxPolicy) -> Result<Self, SandboxError> {
+        Sandbox::with_status(policy, status::status())
+    }
+
+    /// [`Sandbox::new`] against a given machine status (tests simulate missing features).
+    pub(crate) fn with_status(policy: SandboxPolicy, st: status::SandboxStatus) -> Result<Self, SandboxError> {
         let workspace = policy.workspace.canonicalize().map_err(|e| SandboxError::InvalidPolicy {
             what: format!("workspace {}: {e}", policy.workspace.display()),
         })?;
@@ -80,7 +85,6 @@ impl Sandbox {
             .tempdir()
             .map_err(|e| SandboxError::io("creating the sandbox's private temporary folder", e))?;
 
-        let st = status::status();
         let confine = policy.mode != SandboxMode::FullAccess;
         let network_off = policy.network == Network::Off;
         let needs_mounts = confine && (!policy.read_only_subpaths.is_empty() || !policy.hidden_subpaths.is_empty());
@@ -573,5 +577,48 @@ pub(crate) fn from_wait_status(status: c_int) -> ExitStatusKind {
         ExitStatusKind::Signal(libc::WTERMSIG(status))
     } else {
         ExitStatusKind::Code(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::SandboxStatus;
+
+    fn bare_machine() -> SandboxStatus {
+        SandboxStatus {
+            landlock_abi: None,
+            seccomp: false,
+            namespaces: Namespaces::default(),
+            pid_max_per_namespace: false,
+            root: false,
+            kernel: "test".into(),
+        }
+    }
+
+    #[test]
+    fn refuses_when_the_machine_cannot_enforce() {
+        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let err = Sandbox::with_status(SandboxPolicy::workspace_write(ws.path()), bare_machine());
+        let Err(SandboxError::Unenforceable { what }) = err else { panic!("expected Unenforceable") };
+        assert!(what.contains("Landlock") && what.contains("seccomp") && what.contains("mount namespace"), "{what}");
+    }
+
+    #[tokio::test]
+    async fn fallback_runs_unconfined_and_says_so() {
+        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let policy = SandboxPolicy { allow_unsandboxed_fallback: true, ..SandboxPolicy::workspace_write(ws.path()) };
+        let sb = Sandbox::with_status(policy, bare_machine()).unwrap_or_else(|e| panic!("{e}"));
+        let r = sb
+            .run(CommandSpec::shell("echo ran", ws.path()), CancellationToken::new())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.output.text(), "ran\n");
+        assert!(r.enforcement.is_unsandboxed());
+        assert!(
+            r.enforcement.to_string().starts_with("NOT sandboxed (fallback allowed by config: Landlock"),
+            "{}",
+            r.enforcement
+        );
     }
 }

@@ -232,6 +232,25 @@ mod attacks {
     }
 
     #[tokio::test]
+    async fn hard_link_to_a_read_only_file_then_written() {
+        let f = Fixture::new();
+        let readable = tempfile::Builder::new().prefix("tg-readable-").tempdir().unwrap();
+        let canary = readable.path().join("canary");
+        fs::write(&canary, "CANARY\n").unwrap();
+        let policy = SandboxPolicy { extra_readable: vec![readable.path().to_path_buf()], ..f.policy() };
+        let sb = Sandbox::new(policy).unwrap();
+        let r = sh(
+            &sb,
+            f.ws(),
+            &format!("cat {c}; ln {c} hard; echo pwned >> hard; echo pwned >> {c}", c = canary.display()),
+        )
+        .await;
+        assert!(r.output.text().starts_with("CANARY"), "{}", r.output.text());
+        assert_eq!(fs::read_to_string(&canary).unwrap(), "CANARY\n");
+        assert!(path_denials(&r).iter().any(|(p, w)| p == &canary && *w), "{:?}", r.denials);
+    }
+
+    #[tokio::test]
     async fn read_outside_readable_set() {
         let f = Fixture::new();
         let sb = f.sandbox();
