@@ -1,6 +1,6 @@
 //! Scans the cargo registry sources on this machine (`~/.cargo/registry/src`, or the directory
 //! given as the first argument) with the built-in leak rules and prints how often each rule
-//! fires, with a few samples. Registry code is real code with few real secrets: a rule that
+//! fires, with a few samples, and what injection neutralizing finds. Registry code is real code with few real secrets: a rule that
 //! fires often here fires on ordinary code.
 //!
 //! ```text
@@ -29,6 +29,8 @@ fn main() {
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut shown: BTreeMap<&'static str, Vec<(String, String)>> = BTreeMap::new();
     let (mut bytes, mut scanned) = (0usize, 0usize);
+    let mut suspicious_files = 0usize;
+    let mut injection: BTreeMap<String, (usize, String)> = BTreeMap::new();
     let mut scan_time = std::time::Duration::ZERO;
     for path in &files {
         let Ok(raw) = std::fs::read(path) else { continue };
@@ -41,6 +43,19 @@ fn main() {
         let t = Instant::now();
         let findings = detector.scan(&text);
         scan_time += t.elapsed();
+        let n = toolgate_guard::injection::neutralize(&text);
+        if n.suspicious {
+            suspicious_files += 1;
+            for w in &n.warnings {
+                let kind = w.split(" at byte").next().unwrap_or(w).to_owned();
+                let entry = injection.entry(kind).or_insert((0, String::new()));
+                entry.0 += 1;
+                if entry.1.is_empty() {
+                    let rel = path.strip_prefix(&root).unwrap_or(path);
+                    entry.1 = rel.components().skip(1).collect::<PathBuf>().display().to_string();
+                }
+            }
+        }
         for f in findings {
             *counts.entry(f.rule_id).or_default() += 1;
             let list = shown.entry(f.rule_id).or_default();
@@ -60,6 +75,10 @@ fn main() {
         scan_time.as_secs_f64(),
         bytes as f64 / 1e6 / scan_time.as_secs_f64().max(1e-9)
     );
+    println!("injection: {suspicious_files} files would get the suspicious-content note");
+    for (kind, (n, first)) in &injection {
+        println!("{n:6}  {kind}  (first in {first})");
+    }
     let total: usize = counts.values().sum();
     println!("{total} findings");
     let mut by_count: Vec<_> = counts.into_iter().collect();

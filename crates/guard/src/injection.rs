@@ -274,7 +274,7 @@ const DETECTORS: &[(&str, &[&str], &str)] = &[
     (
         "you-are-now",
         &["are now", "from now on", "pretend", "act as"],
-        r"(?i)\b(?:you\s+are\s+now\s+(?:a|an|the|my|dan|acting|no\s+longer|free|unrestricted|jailbroken|unfiltered|in\s+(?:developer|god|dan|jailbreak|unrestricted))\b|from\s+now\s+on,?\s+(?:you|your|the\s+assistant|ignore|respond|answer)\b|pretend\s+(?:to\s+be|you\s+are)\b|act\s+as\s+(?:if\s+you\s+are\s+)?(?:a|an|the|my|dan)\s+(?:\w+\s+)?(?:without|with\s+no|unrestricted|jailbroken)\b)",
+        r"(?i)\b(?:you\s+are\s+now\s+(?:a|an|the|my|dan|acting|no\s+longer|free|unrestricted|jailbroken|unfiltered|in\s+(?:developer|god|dan|jailbreak|unrestricted))\b|from\s+now\s+on,?\s+(?:you|your|the\s+assistant|ignore|respond|answer)\b|pretend\s+(?:that\s+)?you\s+are\b|act\s+as\s+(?:if\s+you\s+are\s+)?(?:a|an|the|my|dan)\s+(?:\w+\s+)?(?:without|with\s+no|unrestricted|jailbroken)\b)",
     ),
     (
         "fake-tool-call",
@@ -481,6 +481,10 @@ fn handle(t: &Tables, hay: &Hay<'_>, trigger: usize, m: Range<usize>, found: &mu
         let Some(kind) = t.kinds.get(trigger) else { return };
         match *kind {
             Trigger::Boundary => {
+                // `<ToolOutputFile>` is C++, not our tag: the word must end here.
+                if bytes.get(m.end).is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+                    return;
+                }
                 let mut i = m.start;
                 while i > 0 && bytes[i - 1] == b' ' && m.start - i < 3 {
                     i -= 1;

@@ -174,6 +174,16 @@ const KNOWN_SAMPLES: &[&str] = &[
     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "AKIAIOSFODNN7EXAMPLE",
     "xoxb-not-a-real-token-this-will-not-work",
+    // RFC 6749 (OAuth 2.0) and RFC 5849 (OAuth 1.0) examples.
+    "2YotnFZFEjr1zCsicMWpAA",
+    "tGzv3JOkF0XG5Qx2TlKWIA",
+    "czZCaGRSa3F0MzpnWDFmQmF0M2JW",
+    "ad180jjd733klru7",
+    "0685bd9184jfhq22",
+    "nnch734d00sl2jdk",
+    "pfkkdhi9sl3r4s00",
+    // PyJWT's README example.
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzb21lIjoicGF5bG9hZCJ9.4twFt5NiznN84AWoo1d7KO1T_yoc0Z6XOpOVswacPZg",
 ];
 
 /// Whether a candidate secret is a documentation placeholder: contains `example`, is a
@@ -244,6 +254,8 @@ pub(crate) fn assignment(bytes: &[u8], kw_start: usize, kw_end: usize) -> Option
                 i += 1;
             } else if bytes.get(i) == Some(&b':') {
                 return None; // a path: `Token::new`
+            } else if let Some(eq) = type_annotation_end(bytes, i) {
+                i = eq; // `API_KEY: &str = "..."`, `api_key: str = "..."`: the value follows `=`
             }
         }
         _ => return None,
@@ -308,6 +320,77 @@ fn is_identifier(value: &[u8]) -> bool {
     value[0] == b'_' || (underscores >= 1 && !(upper && lower) && digits * 4 < value.len())
 }
 
+/// `module.Type`, `obj.attr`, `win32api.RegOpenKeyEx`: a path of identifiers.
+fn is_qualified_name(value: &[u8]) -> bool {
+    value.contains(&b'.')
+        && value.split(|b| *b == b'.').all(|seg| {
+            seg.first().is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+                && seg.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        })
+}
+
+/// Format strings: `VS%0.f0TOOLS`, `key_%s`, `{}`.
+fn is_format_string(lower: &[u8]) -> bool {
+    const MARKS: &[&[u8]] = &[b"%s", b"%d", b"%r", b"%(", b"%.", b"%0.", b"{}", b"{0}"];
+    MARKS.iter().any(|m| lower.windows(m.len()).any(|w| w == *m))
+}
+
+/// `16384u32`, `0x8004004A_u32`, `1_000i64`, `0xFFul`: numbers in code.
+fn is_number_literal(value: &[u8]) -> bool {
+    let mut lower = value.to_ascii_lowercase();
+    if lower.first() == Some(&b'-') {
+        lower.remove(0);
+    }
+    let (digits, radix16): (&[u8], bool) = match lower.strip_prefix(b"0x") {
+        Some(rest) => (rest, true),
+        None => (&lower[..], false),
+    };
+    let mut end = digits.len();
+    for suffix in [
+        &b"usize"[..],
+        b"isize",
+        b"u128",
+        b"i128",
+        b"u64",
+        b"i64",
+        b"u32",
+        b"i32",
+        b"u16",
+        b"i16",
+        b"u8",
+        b"i8",
+        b"f32",
+        b"f64",
+        b"ull",
+        b"ul",
+        b"u",
+        b"l",
+    ] {
+        if digits.ends_with(suffix) && digits.len() > suffix.len() {
+            end = digits.len() - suffix.len();
+            break;
+        }
+    }
+    let body = &digits[..end];
+    !body.is_empty()
+        && body[0].is_ascii_digit() | radix16
+        && body.iter().all(|b| *b == b'_' || if radix16 { b.is_ascii_hexdigit() } else { b.is_ascii_digit() })
+}
+
+/// After `NAME:`, a type followed by `=` (not `==`) on the same line: the position after `=`.
+fn type_annotation_end(bytes: &[u8], from: usize) -> Option<usize> {
+    let end = bytes.len().min(from + 48);
+    let mut i = from;
+    while i < end {
+        match bytes[i] {
+            b'=' => return (bytes.get(i + 1) != Some(&b'=') && i > from).then_some(i + 1),
+            b if b.is_ascii_alphanumeric() || b" \t_&<>[]:'.,()".contains(&b) => i += 1,
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// Mostly made of words (runs of 3+ lower-case letters): `AtomicU32Provider`,
 /// `m2m-access-token-12345`, `other.colon2_token`. Random tokens have short lower-case runs.
 fn is_wordy(value: &[u8]) -> bool {
@@ -361,7 +444,11 @@ fn credential_like(value: &[u8], class: Class) -> bool {
     if matches!(value[0], b'$' | b'%' | b'/' | b'.' | b'~' | b'@' | b'#') || is_placeholder(value) {
         return false;
     }
-    if is_identifier(value) || (class != Class::Password && is_wordy(value)) {
+    if is_identifier(value) || is_number_literal(value) || is_qualified_name(value) || is_format_string(&lower) {
+        return false;
+    }
+    let separated = value.iter().any(|b| *b == b'-' || *b == b'_');
+    if (class != Class::Password || separated) && is_wordy(value) {
         return false;
     }
     if class == Class::Password && lower.starts_with(b"pass") {
@@ -421,6 +508,11 @@ mod tests {
             "public_key = \"ed25519:9fJ2kQ8mZ3xV7bN1pL4w\"",
             "key = v1.22.3",
             "secret_path = /etc/secrets/db1",
+            "pub const ERROR_BAD_PASSWORD: u32 = 2147483737u32;",
+            "pub const E_PASSWORD: HRESULT = 0x8004004A_u32 as _;",
+            "def sign(self, private_key: ed25519.Ed25519PrivateKey, f_priv: _FragList):",
+            "toolskey = \"VS%0.f0COMNTOOLS\" % version",
+            "#password_encryption = scram-sha-256",
         ] {
             assert_eq!(find(miss), None, "{miss}");
         }

@@ -188,6 +188,7 @@ fn is_real_password(pw: &[u8]) -> bool {
         "p4ssw0rd",
         "s3cret",
         "opensesame",
+        "qwerty",
     ];
     let lower = pw.to_ascii_lowercase();
     let has = |w: &[u8]| lower.windows(w.len()).any(|x| x == w);

@@ -238,6 +238,14 @@ add("generic-token", "SERVICE_TOKEN=" + r(AN, 40), '"access_token": "' + r(AN + 
 add("generic-api-key", "API_KEY=" + r(AN, 32) + "9", "x-api-key: " + r(HEX, 40), 'apiKey: "' + r(AN, 24) + '3",',
     "DATADOG_API_KEY=" + r(HEX, 32))
 
+# --- Generic assignments in more languages and formats -----------------------------------------
+add("generic-password", "services:\n  db:\n    environment:\n      POSTGRES_PASSWORD: \"" + r(AN, 10) + "4\"",
+    "spring.datasource.password=" + r(AN, 12) + "8")
+add("generic-api-key", 'const API_KEY: &str = "' + r(AN, 28) + '5";', 'api_key: str = "' + r(AN, 30) + '1"',
+    "const apiKey = '" + r(AN, 32) + "7';", '<add key="ApiKey" value="x" />\nApiKey=' + r(AN, 24) + "0")
+add("generic-secret", "  client-secret: " + r(AN + "-_", 34) + "3", "Secret = \"" + r(HEX, 48) + "\"")
+add("generic-token", "apiToken := \"" + r(AN, 36) + "2\"", 'refresh_token="' + r(AN + "-_.", 60) + '9"')
+
 for rule, text in records:
     print("### " + rule)
     print(text)
