@@ -118,6 +118,8 @@ pub(crate) struct ChildPlan {
     pub(crate) no_new_privs: bool,
     pub(crate) landlock_fd: Option<RawFd>,
     pub(crate) seccomp: Option<Vec<sock_filter>>,
+    /// The stack on which the init's command child runs until `execve` (init mode only).
+    pub(crate) init_stack: Vec<u8>,
 }
 
 /// The pointer arrays for `execve`, built in the parent (they borrow the plan's strings).
@@ -370,6 +372,24 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
     }
 }
 
+/// What the command's clone needs (passed through `clone`'s argument pointer).
+struct ExecCtx<'a> {
+    plan: &'a ChildPlan,
+    exec: &'a ExecArgs,
+}
+
+/// Runs on the init's spare stack in the command process: `execve`, or report and exit.
+extern "C" fn exec_command(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` points to the init's `ExecCtx`, alive while the init is suspended by
+    // CLONE_VFORK; only execve, write and _exit are called.
+    unsafe {
+        let ctx = &*(arg as *const ExecCtx<'_>);
+        libc::execve(ctx.plan.program.as_ptr(), ctx.exec.argv.as_ptr(), ctx.exec.envp.as_ptr());
+        report(ctx.plan.report_fd, REPORT_EXEC_FAILED, errno(), 0);
+        libc::_exit(127)
+    }
+}
+
 /// Covers `h.root` with an empty tmpfs and binds `h.keeps` back in.
 ///
 /// # Safety
@@ -448,15 +468,20 @@ unsafe fn init_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
             libc::syscall(libc::SYS_close_range, 3u32, (rfd - 1) as u32, 0u32);
         }
         libc::syscall(libc::SYS_close_range, (rfd + 1) as u32, u32::MAX, 0u32);
-        // A plain fork (clone without namespace flags): allowed by our own seccomp filter.
-        let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as c_ulong, 0usize, 0usize, 0usize, 0usize);
+        // posix_spawn-style: the command shares the init's memory on its own stack until it
+        // calls execve (CLONE_VFORK suspends the init meanwhile), so no page tables are copied.
+        // No CLONE_NEW* flag: allowed by our own seccomp filter.
+        let stack = plan.init_stack.as_ptr() as usize + plan.init_stack.len();
+        let stack_top = (stack & !15) as *mut libc::c_void;
+        let ctx = ExecCtx { plan, exec };
+        let pid = libc::clone(
+            exec_command,
+            stack_top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&ctx as *const ExecCtx<'_>).cast_mut().cast(),
+        );
         if pid < 0 {
             fail(rfd, STEP_FORK);
-        }
-        if pid == 0 {
-            libc::execve(plan.program.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
-            report(rfd, REPORT_EXEC_FAILED, errno(), 0);
-            libc::_exit(127);
         }
         let pid = pid as libc::pid_t;
         // Only the command holds the standard descriptors (and the output pipe) from now on.

@@ -311,6 +311,7 @@ impl Sandbox {
             no_new_privs: self.no_new_privs,
             landlock_fd: self.landlock.as_ref().map(|fd| fd.as_raw_fd()),
             seccomp: self.seccomp.clone(),
+            init_stack: if self.namespaces.pid { vec![0u8; 64 * 1024] } else { Vec::new() },
         };
         let exec = ExecArgs::new(&plan);
         // SAFETY: plan and exec live until spawn_child returns and every descriptor in plan is
