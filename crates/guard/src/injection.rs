@@ -344,6 +344,9 @@ fn tables() -> &'static Tables {
 struct Edit {
     range: Range<usize>,
     with: String,
+    /// The whole trigger the edit came from (wider than `range` for a role prefix, where only
+    /// the colon changes).
+    source: Range<usize>,
 }
 
 /// Results gathered over the raw text and the folded lines.
@@ -416,12 +419,14 @@ pub fn redact_and_neutralize(detector: &crate::leak::LeakDetector, text: &str) -
     let redactions: Vec<&crate::leak::Finding> =
         findings.iter().filter(|f| f.action != crate::leak::LeakAction::Warn).collect();
     edits.retain(|e| {
-        let i = redactions.partition_point(|f| f.range.end <= e.range.start);
-        !redactions.get(i).is_some_and(|f| f.range.start < e.range.end)
+        let i = redactions.partition_point(|f| f.range.end <= e.source.start);
+        !redactions.get(i).is_some_and(|f| f.range.start < e.source.end)
     });
-    edits.extend(
-        redactions.iter().map(|f| Edit { range: f.range.clone(), with: crate::leak::redaction_marker(f.rule_id) }),
-    );
+    edits.extend(redactions.iter().map(|f| Edit {
+        range: f.range.clone(),
+        with: crate::leak::redaction_marker(f.rule_id),
+        source: f.range.clone(),
+    }));
     let blocked = findings.iter().any(|f| f.action == crate::leak::LeakAction::Block);
     Guarded { text: apply(text, edits), findings, blocked, warnings: finish_warnings(warnings), suspicious }
 }
@@ -481,8 +486,9 @@ fn handle(t: &Tables, hay: &Hay<'_>, trigger: usize, m: Range<usize>, found: &mu
         let Some(kind) = t.kinds.get(trigger) else { return };
         match *kind {
             Trigger::Boundary => {
-                // `<ToolOutputFile>` is C++, not our tag: the word must end here.
-                if bytes.get(m.end).is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+                // `<ToolOutputFile>` is C++, not our tag: without a separator the word must end.
+                let joined = m.end - m.start == "tooloutput".len();
+                if joined && bytes.get(m.end).is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_') {
                     return;
                 }
                 let mut i = m.start;
@@ -530,7 +536,9 @@ fn handle(t: &Tables, hay: &Hay<'_>, trigger: usize, m: Range<usize>, found: &mu
                 }
                 let colon = m.end - 1;
                 let (start, end) = (hay.orig(colon), hay.orig(m.end));
-                push_edit(found, start..end, "\u{2236}".to_owned(), "role prefix at a line start", suspicious);
+                let source = hay.orig(m.start)..end;
+                let what = "role prefix at a line start";
+                push_edit_from(found, source, start..end, "\u{2236}".to_owned(), what, suspicious);
             }
             Trigger::Instruction(n) => {
                 let start = m.start.saturating_sub(120);
@@ -551,12 +559,23 @@ fn handle(t: &Tables, hay: &Hay<'_>, trigger: usize, m: Range<usize>, found: &mu
 }
 
 fn push_edit(found: &mut Found, range: Range<usize>, with: String, what: &str, suspicious: bool) {
+    push_edit_from(found, range.clone(), range, with, what, suspicious);
+}
+
+fn push_edit_from(
+    found: &mut Found,
+    source: Range<usize>,
+    range: Range<usize>,
+    with: String,
+    what: &str,
+    suspicious: bool,
+) {
     if found.edits.iter().rev().take(8).any(|e| e.range == range) {
         return;
     }
     found.warnings.push((range.start, format!("{what} defanged at byte {}", range.start)));
     found.suspicious |= suspicious;
-    found.edits.push(Edit { range, with });
+    found.edits.push(Edit { range, with, source });
 }
 
 /// `<` → `‹`, `>` → `›`, `[` → `⁅`, `]` → `⁆`: visibly the same, never read as markup.
