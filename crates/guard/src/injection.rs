@@ -420,7 +420,7 @@ pub fn redact_and_neutralize(detector: &crate::leak::LeakDetector, text: &str) -
         findings.iter().filter(|f| f.action != crate::leak::LeakAction::Warn).collect();
     edits.retain(|e| {
         let i = redactions.partition_point(|f| f.range.end <= e.source.start);
-        !redactions.get(i).is_some_and(|f| f.range.start < e.source.end)
+        redactions.get(i).is_none_or(|f| f.range.start >= e.source.end)
     });
     edits.extend(redactions.iter().map(|f| Edit {
         range: f.range.clone(),

@@ -18,7 +18,7 @@ pub(crate) enum Matcher {
     /// A byte regex searched in a window of `before` bytes before the keyword start to `after`
     /// bytes after it. The secret is the first capture group that took part in the match, or
     /// the whole match when the pattern has no group.
-    Regex { regex: meta::Regex, before: usize, after: usize, filter: Filter },
+    Regex { regex: meta::Regex, pattern: String, before: usize, after: usize, filter: Filter },
     /// The hand-written `name = value` matcher of the generic rules ([`generic`]).
     Assignment(generic::Class),
     /// Verbatim values of secret environment variables (no keywords of its own).
@@ -218,10 +218,10 @@ impl LeakDetector {
                     let keywords = GENERIC_KEYWORDS
                         .get_or_init(|| compile("generic", "(?i)passw|pwd|passphrase|secret|token|key"));
                     for m in keywords.find_iter(bytes) {
-                        if let Some((range, c)) = generic::assignment(bytes, m.start(), m.end()) {
-                            if c == *class {
-                                cands.push(Cand { rule, range, generic: true });
-                            }
+                        if let Some((range, c)) = generic::assignment(bytes, m.start(), m.end())
+                            && c == *class
+                        {
+                            cands.push(Cand { rule, range, generic: true });
                         }
                     }
                 }

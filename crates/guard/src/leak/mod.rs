@@ -1,6 +1,6 @@
 //! Finding credentials in text: tool output, outgoing requests, audit entries.
 //!
-//! A [`LeakDetector`] is built once from the built-in rule set ([`rules`]: cloud providers,
+//! A [`LeakDetector`] is built once from the built-in rule set ([`LeakDetector::rules`]: cloud providers,
 //! code hosts, AI providers, payments, messaging, package registries, private keys, JWTs,
 //! database URLs and entropy-gated `key = value` assignments) plus, optionally, the verbatim
 //! values of the server's own secret environment variables ([`LeakDetector::from_env`]).
@@ -81,6 +81,18 @@ pub struct Rule {
     /// Whether keyword hits must match the keyword's case exactly.
     pub(crate) case_sensitive: bool,
     pub(crate) matcher: engine::Matcher,
+}
+
+impl Rule {
+    /// The rule's regex (ASCII byte mode; the secret is its first capture group, or the whole
+    /// match), or `None` for rules matched by code: the generic `name = value` rules and the
+    /// secret environment values.
+    pub fn pattern(&self) -> Option<&str> {
+        match &self.matcher {
+            engine::Matcher::Regex { pattern, .. } => Some(pattern),
+            _ => None,
+        }
+    }
 }
 
 /// A credential found in a text.

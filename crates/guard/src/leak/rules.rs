@@ -103,7 +103,13 @@ impl Spec {
             action: self.action,
             keywords: self.keywords,
             case_sensitive: self.case_sensitive,
-            matcher: Matcher::Regex { regex, before: self.before, after: self.after, filter: self.filter },
+            matcher: Matcher::Regex {
+                regex,
+                pattern: self.pattern,
+                before: self.before,
+                after: self.after,
+                filter: self.filter,
+            },
         }
     }
 }
