@@ -18,7 +18,7 @@ use crate::denial::DenialContext;
 use crate::enforcement::Enforcement;
 use crate::error::SandboxError;
 use crate::output::{self, CapturedOutput, SharedOutput};
-use crate::sandbox::{from_wait_status, read_record};
+use crate::sandbox::from_wait_status;
 
 /// How long a process group has between `SIGTERM` and `SIGKILL`.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -38,7 +38,8 @@ pub(crate) enum Outcome {
 pub(crate) struct Parts {
     pub(crate) pid: libc::pid_t,
     pub(crate) pidfd: OwnedFd,
-    pub(crate) report: File,
+    pub(crate) report: OwnedFd,
+    pub(crate) init_mode: bool,
     pub(crate) program: PathBuf,
     pub(crate) stdin: Option<File>,
     pub(crate) output_read: OwnedFd,
@@ -57,9 +58,14 @@ pub(crate) struct Parts {
 #[derive(Debug)]
 pub struct RunningProcess {
     pid: libc::pid_t,
-    pidfd: AsyncFd<OwnedFd>,
+    /// `None` once reaped, or handed to a reaper task (init mode, after the init reported the
+    /// command's exit; the init's own exit tears the namespaces down, which takes a while).
+    pidfd: Option<AsyncFd<OwnedFd>>,
     /// The child's report pipe: setup or exec failures, and (init mode) the command's status.
-    report: File,
+    report: AsyncFd<OwnedFd>,
+    report_buf: Vec<u8>,
+    report_eof: bool,
+    init_mode: bool,
     /// A setup or exec failure reported by the child: `(kind, a, b)`.
     failure: Option<(u32, i32, i32)>,
     program: PathBuf,
@@ -91,12 +97,19 @@ impl RunningProcess {
         // SAFETY: as above.
         let pidfd = unsafe { AsyncFd::register_with_interest(parts.pidfd, Interest::READABLE) }
             .map_err(|e| SandboxError::io("registering the process descriptor", e.into()))?;
+        set_nonblocking(&parts.report).map_err(|e| SandboxError::io("configuring the report pipe", e))?;
+        // SAFETY: as above.
+        let report = unsafe { AsyncFd::register_with_interest(parts.report, Interest::READABLE) }
+            .map_err(|e| SandboxError::io("registering the report pipe", e.into()))?;
         let (tx, eof) = watch::channel(false);
         let pump = tokio::spawn(pump(reader, Arc::clone(&parts.output), tx));
         Ok(RunningProcess {
             pid: parts.pid,
-            pidfd,
-            report: parts.report,
+            pidfd: Some(pidfd),
+            report,
+            report_buf: Vec::new(),
+            report_eof: false,
+            init_mode: parts.init_mode,
             failure: None,
             program: parts.program,
             stdin: parts.stdin,
@@ -175,7 +188,9 @@ impl RunningProcess {
         // SAFETY: pidfd_send_signal on our own pidfd (SIGKILL also reaches a PID namespace's
         // init), then kill on the group; no memory is passed.
         unsafe {
-            libc::syscall(libc::SYS_pidfd_send_signal, self.pidfd.get_ref().as_raw_fd(), libc::SIGKILL, 0usize, 0u32);
+            if let Some(pidfd) = &self.pidfd {
+                libc::syscall(libc::SYS_pidfd_send_signal, pidfd.get_ref().as_raw_fd(), libc::SIGKILL, 0usize, 0u32);
+            }
             libc::kill(-self.pid, libc::SIGKILL);
         }
     }
@@ -195,16 +210,54 @@ impl RunningProcess {
         Ok(())
     }
 
-    /// Reaps the process if it has exited.
+    /// Reads the records the child wrote so far (non-blocking).
+    fn drain_report(&mut self) -> Option<ExitStatusKind> {
+        let mut exited = None;
+        let mut buf = [0u8; 256];
+        while !self.report_eof {
+            match read_fd(self.report.get_ref(), &mut buf) {
+                Ok(0) => self.report_eof = true,
+                Ok(n) => self.report_buf.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break, // WouldBlock (or a broken pipe: nothing more to read)
+            }
+        }
+        while self.report_buf.len() >= 12 {
+            let record: Vec<u8> = self.report_buf.drain(..12).collect();
+            let word = |i: usize| [record[i], record[i + 1], record[i + 2], record[i + 3]];
+            let kind = u32::from_ne_bytes(word(0));
+            let (a, b) = (i32::from_ne_bytes(word(4)), i32::from_ne_bytes(word(8)));
+            if kind == REPORT_EXITED {
+                exited = Some(from_wait_status(a));
+            } else {
+                self.failure = self.failure.or(Some((kind, a, b)));
+            }
+        }
+        exited
+    }
+
+    /// Returns the exit status if the command has exited (and reaps what can be reaped).
     pub fn try_wait(&mut self) -> Result<Option<ExitStatusKind>, SandboxError> {
         if let Some(s) = self.status {
             return Ok(Some(s));
         }
-        // Kill what is left of the group while the leader is a zombie (the group id cannot be
-        // reused yet). With a PID namespace the kernel already killed the rest.
+        let reported = self.drain_report();
+        if self.init_mode
+            && let Some(status) = reported
+        {
+            // The init reported the command's exit and is exiting; the kernel kills the rest
+            // of the namespace. Reap the init in the background instead of waiting for the
+            // namespaces to be torn down.
+            if let Some(pidfd) = self.pidfd.take() {
+                tokio::spawn(reap(pidfd));
+            }
+            self.status = Some(status);
+            return Ok(Some(status));
+        }
+        let Some(pidfd) = &self.pidfd else { return Ok(self.status) };
         // SAFETY: waitid with WNOWAIT only fills the zeroed siginfo.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let fd = self.pidfd.get_ref().as_raw_fd() as libc::id_t;
+        let fd = pidfd.get_ref().as_raw_fd() as libc::id_t;
         // SAFETY: see above.
         let r = unsafe { libc::waitid(libc::P_PIDFD, fd, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
         if r < 0 {
@@ -214,6 +267,8 @@ impl RunningProcess {
         if unsafe { info.si_pid() } == 0 {
             return Ok(None);
         }
+        // Kill what is left of the group while the leader is a zombie (the group id cannot be
+        // reused yet). With a PID namespace the kernel already killed the rest.
         // SAFETY: signalling our own zombie's group; see `signal`.
         unsafe { libc::kill(-self.pid, libc::SIGKILL) };
         // SAFETY: reaps the zombie, filling the zeroed siginfo.
@@ -221,30 +276,41 @@ impl RunningProcess {
         if r < 0 {
             return Err(SandboxError::io("reaping the command", io::Error::last_os_error()));
         }
+        self.pidfd = None;
         // SAFETY: si_status is valid for CLD_* codes.
         let raw = unsafe { info.si_status() };
         let direct =
             if info.si_code == libc::CLD_EXITED { ExitStatusKind::Code(raw) } else { ExitStatusKind::Signal(raw) };
-        // The write ends are closed now (exec or exit closed them): read what the child said.
-        let mut status = direct;
-        while let Ok(Some(record)) = read_record(&mut self.report) {
-            match record {
-                (REPORT_EXITED, st, _) => status = from_wait_status(st),
-                other => self.failure = self.failure.or(Some(other)),
-            }
-        }
+        // Every writer is gone now: what the child said is in the pipe.
+        let status = self.drain_report().or(reported).unwrap_or(direct);
         self.status = Some(status);
         Ok(Some(status))
     }
 
-    /// Waits until the process exits and reaps it.
+    /// Waits until the command exits.
     pub async fn wait_exit(&mut self) -> Result<ExitStatusKind, SandboxError> {
         loop {
             if let Some(s) = self.try_wait()? {
                 return Ok(s);
             }
-            let mut guard = self.pidfd.readable().await.map_err(|e| SandboxError::io("waiting for the command", e))?;
-            guard.clear_ready();
+            let pid_ready = async {
+                match &self.pidfd {
+                    Some(p) => p.readable().await.map(|mut g| g.clear_ready()),
+                    None => std::future::pending().await,
+                }
+            };
+            let report_ready = async {
+                if self.report_eof {
+                    std::future::pending().await
+                } else {
+                    self.report.readable().await.map(|mut g| g.clear_ready())
+                }
+            };
+            tokio::select! {
+                r = pid_ready => r,
+                r = report_ready => r,
+            }
+            .map_err(|e| SandboxError::io("waiting for the command", e))?;
         }
     }
 
@@ -287,14 +353,26 @@ impl RunningProcess {
 impl Drop for RunningProcess {
     fn drop(&mut self) {
         self.pump.abort();
-        if self.status.is_none() {
-            self.kill_now();
-            // SAFETY: reaps our own child after SIGKILL; fills the zeroed siginfo.
+        if let Some(pidfd) = &self.pidfd {
+            if self.status.is_none() {
+                self.kill_now();
+            }
+            // SAFETY: reaps our own child (killed above, or exiting); fills the zeroed siginfo.
             unsafe {
                 let mut info: libc::siginfo_t = std::mem::zeroed();
-                libc::waitid(libc::P_PIDFD, self.pidfd.get_ref().as_raw_fd() as libc::id_t, &mut info, libc::WEXITED);
+                libc::waitid(libc::P_PIDFD, pidfd.get_ref().as_raw_fd() as libc::id_t, &mut info, libc::WEXITED);
             }
         }
+    }
+}
+
+/// Reaps an init that reported its command's exit.
+async fn reap(pidfd: AsyncFd<OwnedFd>) {
+    let _ = pidfd.readable().await;
+    // SAFETY: reaps our own child; fills the zeroed siginfo.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(libc::P_PIDFD, pidfd.get_ref().as_raw_fd() as libc::id_t, &mut info, libc::WEXITED);
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -328,7 +328,8 @@ impl Sandbox {
         RunningProcess::start(crate::process::Parts {
             pid,
             pidfd,
-            report: File::from(report_read),
+            report: report_read,
+            init_mode: self.namespaces.pid,
             program: spec.program.clone(),
             stdin: stdin_parent,
             output_read: out_read,
@@ -549,25 +550,6 @@ fn high_fd(fd: OwnedFd) -> io::Result<OwnedFd> {
     }
     // SAFETY: fresh descriptor.
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
-}
-
-/// Reads one 12-byte report record; `None` on EOF.
-pub(crate) fn read_record(file: &mut File) -> io::Result<Option<(u32, i32, i32)>> {
-    let mut buf = [0u8; 12];
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    if got < buf.len() {
-        return Ok(None);
-    }
-    let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
-    Ok(Some((u32::from_ne_bytes(word(0)), i32::from_ne_bytes(word(4)), i32::from_ne_bytes(word(8)))))
 }
 
 /// Converts a wait status (from the init's report) to an [`ExitStatusKind`].
