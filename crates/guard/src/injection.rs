@@ -355,7 +355,10 @@ struct Found {
     edits: Vec<Edit>,
     warnings: Vec<(usize, String)>,
     suspicious: bool,
-    detected: Vec<(usize, usize)>,
+    /// Detectors that already matched (one warning per kind is enough).
+    detected: Vec<usize>,
+    /// Instruction detector windows to search: `(detector, start, end)` in the current hay.
+    pending: Vec<(usize, usize, usize)>,
 }
 
 /// A text to search: the original (`map == None`) or a folded line whose byte `i` came from
@@ -413,6 +416,7 @@ pub fn redact_and_neutralize(detector: &crate::leak::LeakDetector, text: &str) -
     for (trigger, start, end) in hits {
         handle(t, &hay, trigger, start..end, &mut found);
     }
+    run_detectors(t, &hay, &mut found);
     scan_folded_lines(t, text, &mut found);
     let Found { mut edits, warnings, suspicious, .. } = found;
     // Redactions win over neutralizing edits they overlap.
@@ -477,6 +481,7 @@ fn scan(t: &Tables, hay: &Hay<'_>, found: &mut Found) {
     for m in t.triggers.find_overlapping_iter(hay.text.as_bytes()) {
         handle(t, hay, m.pattern().as_usize(), m.range(), found);
     }
+    run_detectors(t, hay, found);
 }
 
 /// Checks one trigger hit at `m` in `hay`.
@@ -543,17 +548,35 @@ fn handle(t: &Tables, hay: &Hay<'_>, trigger: usize, m: Range<usize>, found: &mu
             Trigger::Instruction(n) => {
                 let start = m.start.saturating_sub(120);
                 let end = bytes.len().min(m.end + 160);
-                if found.detected.contains(&(n, hay.orig(m.start))) {
-                    return;
-                }
-                let (name, re) = &t.detectors[n];
-                if let Some(hit) = re.find(Input::new(bytes).range(start..end)) {
-                    let at = hay.orig(hit.start());
-                    found.detected.push((n, hay.orig(m.start)));
-                    found.suspicious = true;
-                    found.warnings.push((at, format!("instruction-like text ({name}) at byte {at}")));
-                }
+                found.pending.push((n, start, end));
             }
+        }
+    }
+}
+
+/// Runs the instruction detectors over the merged windows of `found.pending` in `hay` (merged so
+/// that text repeating a keyword costs one pass, not one pass per repetition).
+fn run_detectors(t: &Tables, hay: &Hay<'_>, found: &mut Found) {
+    let bytes = hay.text.as_bytes();
+    let mut pending = std::mem::take(&mut found.pending);
+    pending.sort_unstable();
+    let mut i = 0;
+    while i < pending.len() {
+        let (n, start, mut end) = pending[i];
+        i += 1;
+        while i < pending.len() && pending[i].0 == n && pending[i].1 <= end {
+            end = end.max(pending[i].2);
+            i += 1;
+        }
+        if found.detected.contains(&n) {
+            continue;
+        }
+        let (name, re) = &t.detectors[n];
+        if let Some(hit) = re.find(Input::new(bytes).range(start..end)) {
+            let at = hay.orig(hit.start());
+            found.detected.push(n);
+            found.suspicious = true;
+            found.warnings.push((at, format!("instruction-like text ({name}) at byte {at}")));
         }
     }
 }

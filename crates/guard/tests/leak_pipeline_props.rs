@@ -125,3 +125,27 @@ proptest! {
         prop_assert!(s.text.chars().all(|c| c == '\n' || c == '\t' || !c.is_control()));
     }
 }
+
+/// Repetitive hostile input must stay linear: every keyword repeated to fill 1 MB (windows are
+/// merged, so this finishes in about a second; a quadratic path would not finish).
+#[test]
+fn repeated_keywords_stay_linear() {
+    for unit in [
+        "key=",
+        "ignore ",
+        "eyJ",
+        "-----BEGIN PRIVATE KEY-----",
+        "<|",
+        "</tool_output",
+        "\nHuman: ",
+        "password: hU7kq2Lm9x#4 ",
+        "\u{200B}\u{043E}",
+        "sk-proj-",
+        "://a:b@",
+    ] {
+        let text = unit.repeat((1 << 20) / unit.len());
+        let g = redact_and_neutralize(detector(), &text);
+        let n = neutralize(&text);
+        assert!(!g.text.is_empty() && !n.text.is_empty(), "{unit:?}");
+    }
+}
