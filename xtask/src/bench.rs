@@ -3,7 +3,13 @@
 use crate::{deps, run as sh};
 
 /// (package, bench target) pairs, in the order they run.
-const BENCHES: &[(&str, &str)] = &[("toolgate", "gate")];
+const BENCHES: &[(&str, &str)] = &[
+    ("toolgate", "gate"),
+    ("toolgate-guard", "leak"),
+    ("toolgate-tools", "fs_vs_rg"),
+    ("toolgate-sandbox", "start"),
+    ("toolgate", "mcp"),
+];
 
 pub(crate) fn run(filter: &[String]) -> anyhow::Result<()> {
     deps::install()?;
