@@ -99,7 +99,27 @@ pub const SECRET_VARS: &[&str] = &[
     "ACTIONS_RUNTIME_TOKEN",
 ];
 
-/// Whether a variable with this name holds a secret: one of [`SECRET_VARS`], or `*_KEY`, `*_TOKEN`, `*_SECRET`,
+/// Variables whose names look secret (`SESSION`, `AUTH`) but whose values are addresses, paths
+/// or session types: treating them as secrets would redact every output that mentions them.
+pub const NOT_SECRET_VARS: &[&str] = &[
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DESKTOP_SESSION",
+    "SESSION_MANAGER",
+    "XDG_SESSION_ID",
+    "XDG_SESSION_TYPE",
+    "XDG_SESSION_CLASS",
+    "XDG_SESSION_DESKTOP",
+    "XDG_SESSION_PATH",
+    "SSH_AUTH_SOCK",
+    "XAUTHORITY",
+    "GPG_AGENT_INFO",
+    "KRB5CCNAME",
+    "TOKENIZERS_PARALLELISM",
+    "PASSWORD_STORE_DIR",
+];
+
+/// Whether a variable with this name holds a secret: one of [`SECRET_VARS`], or (unless it is one
+/// of [`NOT_SECRET_VARS`] or names an author, `GIT_AUTHOR_NAME`) `*_KEY`, `*_TOKEN`, `*_SECRET`,
 /// `*PASSWORD*`, `*PASSWD*`, `*_CREDENTIALS`, `*_PAT`, `*AUTH*`, `*COOKIE*`, `*_DSN`,
 /// `*PRIVATE*`, `*SESSION*`, `*_KEY_ID`, `*_WEBHOOK_URL`, `*_DATABASE_URL`,
 /// `*_CONNECTION_STRING` (case-insensitive).
@@ -107,6 +127,9 @@ pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     if SECRET_VARS.contains(&upper.as_str()) {
         return true;
+    }
+    if NOT_SECRET_VARS.contains(&upper.as_str()) || upper.contains("AUTHOR") {
+        return false;
     }
     const SUFFIXES: &[&str] = &[
         "_KEY",
@@ -142,6 +165,9 @@ mod tests {
             assert!(!is_secret_name(name), "{name}");
         }
         assert!(!is_safe("LD_PRELOAD"), "not on the allowlist");
+        for name in ["DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK", "GIT_AUTHOR_NAME", "XAUTHORITY"] {
+            assert!(!is_secret_name(name), "{name}");
+        }
         for name in ["DATABASE_URL", "database_url", "AWS_ACCESS_KEY_ID", "SLACK_WEBHOOK_URL", "MAIN_DATABASE_URL"] {
             assert!(is_secret_name(name), "{name}");
         }

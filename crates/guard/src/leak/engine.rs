@@ -102,12 +102,15 @@ impl LeakDetector {
     }
 
     /// Adds the values of this process's environment variables whose names
-    /// [`crate::env::is_secret_name`] calls secret.
+    /// [`crate::env::is_secret_name`] calls secret. Values that are file paths (`/...`, `~/...`,
+    /// `./...`: `GOOGLE_APPLICATION_CREDENTIALS` names a file, it is not the secret) are skipped.
     pub fn from_env(self) -> Self {
         let values: Vec<String> = std::env::vars_os()
             .filter_map(|(k, v)| {
                 let k = k.to_str()?;
-                crate::env::is_secret_name(k).then(|| v.into_string().ok()).flatten()
+                let v = v.into_string().ok()?;
+                let path = v.starts_with('/') || v.starts_with("~/") || v.starts_with("./");
+                (crate::env::is_secret_name(k) && !path).then_some(v)
             })
             .collect();
         self.with_secret_values(values)
