@@ -82,6 +82,10 @@ pub async fn serve_http<H: CallHandler>(
                 Err(source) => break Err(Error::Http { source }),
             },
         };
+        // Small JSON-RPC messages must not wait for Nagle's algorithm (40 ms per round trip).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY for {peer}: {e}");
+        }
         let service = service.clone();
         let token = Arc::clone(&token);
         let shutdown = shutdown.clone();
