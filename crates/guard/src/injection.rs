@@ -250,8 +250,9 @@ const MARKERS: &[(&str, bool)] = &[
     ("<invoke ", true),
     ("<tool_use>", true),
 ];
-const LINE_ROLES: &[(&str, bool)] =
-    &[("human:", true), ("assistant:", true), ("system:", false), ("user:", false), ("### instruction:", true)];
+/// Role prefixes defanged at line starts. `system:` and `user:` are left alone: they are ordinary
+/// YAML keys and log prefixes, and changing them would corrupt files a model reads and edits.
+const LINE_ROLES: &[(&str, bool)] = &[("human:", true), ("assistant:", true), ("### instruction:", true)];
 
 /// Instruction detectors: (name for the audit log, keywords, pattern). Patterns run on a window
 /// around each keyword hit, ASCII case-insensitive.

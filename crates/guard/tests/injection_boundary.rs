@@ -87,6 +87,8 @@ fn role_prefixes_only_at_line_starts() {
     assert!(!n.text.contains("Human:"), "{}", n.text);
     assert!(!n.text.contains("Assistant:"), "{}", n.text);
     assert!(n.suspicious);
+    let yaml = "db:\n  user: admin\n  system: linux\nsystem: x\n";
+    assert_eq!(neutralize(yaml).text, yaml, "YAML keys stay intact");
     let n = neutralize("The Human: a species. Our Assistant: helpful.");
     assert_eq!(n.text, "The Human: a species. Our Assistant: helpful.");
     assert!(!n.suspicious);
