@@ -249,7 +249,10 @@ impl RunningProcess {
             // of the namespace. Reap the init in the background instead of waiting for the
             // namespaces to be torn down.
             if let Some(pidfd) = self.pidfd.take() {
-                tokio::spawn(reap(pidfd));
+                match tokio::runtime::Handle::try_current() {
+                    Ok(rt) => drop(rt.spawn(reap(pidfd))),
+                    Err(_) => reap_blocking(&pidfd),
+                }
             }
             self.status = Some(status);
             return Ok(Some(status));
@@ -357,11 +360,7 @@ impl Drop for RunningProcess {
             if self.status.is_none() {
                 self.kill_now();
             }
-            // SAFETY: reaps our own child (killed above, or exiting); fills the zeroed siginfo.
-            unsafe {
-                let mut info: libc::siginfo_t = std::mem::zeroed();
-                libc::waitid(libc::P_PIDFD, pidfd.get_ref().as_raw_fd() as libc::id_t, &mut info, libc::WEXITED);
-            }
+            reap_blocking(pidfd);
         }
     }
 }
@@ -369,6 +368,11 @@ impl Drop for RunningProcess {
 /// Reaps an init that reported its command's exit.
 async fn reap(pidfd: AsyncFd<OwnedFd>) {
     let _ = pidfd.readable().await;
+    reap_blocking(&pidfd);
+}
+
+/// Waits for our child behind `pidfd` to exit and reaps it.
+fn reap_blocking(pidfd: &AsyncFd<OwnedFd>) {
     // SAFETY: reaps our own child; fills the zeroed siginfo.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();

@@ -206,6 +206,44 @@ mod basics {
     }
 }
 
+mod concurrency {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parallel_runs_keep_their_own_output_and_stdin() {
+        let f = Fixture::new();
+        let sb = std::sync::Arc::new(f.sandbox());
+        let mut tasks = Vec::new();
+        for i in 0..12 {
+            let sb = std::sync::Arc::clone(&sb);
+            let ws = f.ws().to_path_buf();
+            tasks.push(tokio::spawn(async move {
+                let mut spec = CommandSpec::shell(format!("cat; echo run-{i}"), ws).timeout(Duration::from_secs(20));
+                spec.stdin = true;
+                let r = sb.run(spec, CancellationToken::new()).await.unwrap();
+                (i, r)
+            }));
+        }
+        for t in tasks {
+            let (i, r) = t.await.unwrap();
+            assert_eq!(r.exit, ExitStatusKind::Code(0));
+            assert_eq!(r.output.text(), format!("run-{i}\n"));
+        }
+    }
+
+    #[tokio::test]
+    async fn dropping_a_running_process_kills_its_tree() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let p = sb.spawn(CommandSpec::shell("/bin/sleep 987671 & /bin/sleep 987672", f.ws())).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!processes_with("sleep 98767").is_empty());
+        drop(p);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(processes_with("sleep 98767").is_empty(), "{:?}", processes_with("sleep 98767"));
+    }
+}
+
 mod attacks {
     use super::*;
 
