@@ -443,9 +443,13 @@ fn scan_folded_lines(t: &Tables, text: &str, found: &mut Found) {
     while let Some(p) = next_non_ascii(bytes, from) {
         let line_start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |x| x + 1);
         let line_end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |x| p + x);
-        let (folded, map) = fold(&text[line_start..line_end], line_start);
-        scan(t, &Hay { text: &folded, map: Some(&map) }, found);
+        let line = &text[line_start..line_end];
         from = line_end;
+        if !line.chars().any(is_foldable) {
+            continue; // CJK, Arabic, emoji, ...: nothing folds to ASCII, the raw pass saw the rest
+        }
+        let (folded, map) = fold(line, line_start);
+        scan(t, &Hay { text: &folded, map: Some(&map) }, found);
     }
 }
 
@@ -626,6 +630,19 @@ fn next_non_ascii(bytes: &[u8], from: usize) -> Option<usize> {
         return bytes[i..end].iter().position(|&b| b >= 0x80).map(|p| i + p);
     }
     None
+}
+
+/// Non-ASCII characters that folding may turn into ASCII or drop: Latin, Greek and Cyrillic
+/// letters and marks, punctuation and symbol blocks, fullwidth and mathematical forms, invisible
+/// and tag characters. Lines without any are not folded.
+fn is_foldable(c: char) -> bool {
+    matches!(c,
+        '\u{0080}'..='\u{052F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{13A0}'..='\u{13FF}' | '\u{1400}'..='\u{167F}'
+        | '\u{17B4}' | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{1D00}'..='\u{2BFF}' | '\u{2E00}'..='\u{2E7F}'
+        | '\u{3000}'..='\u{303F}' | '\u{3164}' | '\u{3200}'..='\u{33FF}' | '\u{A640}'..='\u{A69F}' | '\u{A700}'..='\u{A7FF}'
+        | '\u{AB30}'..='\u{AB6F}' | '\u{FB00}'..='\u{FB4F}' | '\u{FE00}'..='\u{FE6F}' | '\u{FEFF}'..='\u{FFFF}'
+        | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}' | '\u{1D400}'..='\u{1D7FF}' | '\u{1F100}'..='\u{1F1FF}'
+        | '\u{E0000}'..='\u{E0FFF}')
 }
 
 /// Characters that render as nothing: zero-width, bidi controls, word joiners, tags, variation
