@@ -175,17 +175,21 @@ fn unicode_baseline() -> Vec<regex::Regex> {
         .collect()
 }
 
-fn time<F: FnMut() -> usize>(mut f: F) -> Duration {
-    // Best of a few runs, after a warm-up.
-    std::hint::black_box(f());
-    (0..5)
-        .map(|_| {
+/// Best time of each closure over `rounds` rounds, the closures taking turns in every round so
+/// that load from other processes hits them alike.
+fn best_of(rounds: usize, fs: &mut [&mut dyn FnMut() -> usize]) -> Vec<Duration> {
+    let mut best = vec![Duration::MAX; fs.len()];
+    for f in fs.iter_mut() {
+        std::hint::black_box(f()); // warm-up
+    }
+    for _ in 0..rounds {
+        for (f, b) in fs.iter_mut().zip(best.iter_mut()) {
             let t = Instant::now();
             std::hint::black_box(f());
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
+            *b = (*b).min(t.elapsed());
+        }
+    }
+    best
 }
 
 fn main() {
@@ -204,14 +208,20 @@ fn main() {
     let mut ids: Vec<_> = findings.iter().map(|f| f.rule_id).collect();
     ids.dedup();
     println!("rules that fired: {ids:?}");
-    let full = time(|| pipeline(text));
-    let two = time(|| two_step(text));
-    let scan = time(|| d.scan(text).len());
-    let redact = time(|| d.redact(text).text.len());
-    let neut = time(|| neutralize(text).text.len());
-    let base = time(|| d.scan_naive(text).len());
     let unicode = unicode_baseline();
-    let base_unicode = time(|| unicode.iter().map(|re| re.find_iter(text).count()).sum());
+    let times = best_of(
+        7,
+        &mut [
+            &mut || pipeline(text),
+            &mut || two_step(text),
+            &mut || d.scan(text).len(),
+            &mut || d.redact(text).text.len(),
+            &mut || neutralize(text).text.len(),
+            &mut || d.scan_naive(text).len(),
+            &mut || unicode.iter().map(|re| re.find_iter(text).count()).sum(),
+        ],
+    );
+    let [full, two, scan, redact, neut, base, base_unicode] = times[..] else { return };
     println!("pipeline (scan + redact + neutralize): {:7.0} MB/s", mbs(full));
     println!("  as two calls (redact, neutralize):   {:7.0} MB/s", mbs(two));
     println!("  leak scan:                           {:7.0} MB/s", mbs(scan));
