@@ -118,3 +118,44 @@ async fn python_sdk_progress_and_cancel_over_http_legacy() {
 async fn python_sdk_progress_and_cancel_over_http_2026_07_28() {
     progress_and_cancellation("2026-07-28").await;
 }
+
+/// Cancellation on the byte-stream transport `toolgate serve` uses over stdio: a
+/// `notifications/cancelled` for a running `tools/call` fires the call's token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_notification_stops_the_call_over_a_byte_stream() {
+    use rmcp::ServiceExt;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let handler = Arc::new(Slow::default());
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let server = toolgate_mcp::McpServer::new(Arc::clone(&handler));
+    let running = tokio::spawn(async move {
+        let service = server.serve(tokio::io::split(server_io)).await.expect("handshake");
+        let _ = service.waiting().await;
+    });
+    let (read, mut write) = tokio::io::split(client_io);
+    let mut lines = BufReader::new(read).lines();
+    let send = |v: Value| format!("{v}\n");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    write.write_all(send(init).as_bytes()).await.expect("write");
+    let reply = lines.next_line().await.expect("read").expect("initialize reply");
+    assert!(reply.contains("\"id\":1"), "{reply}");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    write.write_all(send(initialized).as_bytes()).await.expect("write");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sleep", "arguments": {"ms": 30000}}});
+    write.write_all(send(call).as_bytes()).await.expect("write");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}});
+    write.write_all(send(cancel).as_bytes()).await.expect("write");
+    for _ in 0..50 {
+        if handler.cancelled.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(handler.cancelled.load(Ordering::SeqCst), 1, "the cancelled call saw its token fire");
+    drop(write);
+    drop(lines);
+    let _ = tokio::time::timeout(Duration::from_secs(5), running).await;
+}
