@@ -153,7 +153,7 @@ impl Sandbox {
             if policy.mode == SandboxMode::WorkspaceWrite {
                 needed.extend(policy.extra_writable.iter().cloned());
             }
-            needed.extend(path_dirs.iter().cloned());
+            needed.extend(path_dirs.iter().filter(|d| d.is_absolute()).cloned());
             if let Some(home) = &home {
                 needed.push(home.join(".cargo"));
                 needed.push(home.join(".rustup"));
