@@ -36,7 +36,6 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex_automata::{Input, meta, util::syntax};
 
 /// The line the gate puts inside the wrapper of suspicious content. It names nothing that was
@@ -227,7 +226,7 @@ enum Trigger {
 
 struct Tables {
     literals: Vec<String>,
-    triggers: AhoCorasick,
+    triggers: crate::leak::multi::Keywords,
     kinds: Vec<Trigger>,
     special_token: meta::Regex,
     detectors: Vec<(&'static str, meta::Regex)>,
@@ -329,12 +328,8 @@ fn tables() -> &'static Tables {
             }
             detectors.push((*name, compile(pattern)));
         }
-        let triggers = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&patterns)
-            .expect("the injection trigger automaton builds: triggers are short literals");
+        let lowered: Vec<Vec<u8>> = patterns.iter().map(|p| p.to_ascii_lowercase().into_bytes()).collect();
+        let triggers = crate::leak::multi::Keywords::new(&lowered);
         let special_token = compile(r"<\|[A-Za-z0-9_ .:/-]{1,48}\|>");
         Tables { literals: patterns, triggers, kinds, special_token, detectors }
     })
@@ -483,8 +478,8 @@ pub(crate) fn trigger_literals() -> &'static [String] {
 }
 
 fn scan(t: &Tables, hay: &Hay<'_>, found: &mut Found) {
-    for m in t.triggers.find_overlapping_iter(hay.text.as_bytes()) {
-        handle(t, hay, m.pattern().as_usize(), m.range(), found);
+    for (trigger, start, end) in t.triggers.find_all(hay.text.as_bytes()) {
+        handle(t, hay, trigger, start..end, found);
     }
     run_detectors(t, hay, found);
 }

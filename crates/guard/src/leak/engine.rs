@@ -3,9 +3,9 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex_automata::{Input, meta, util::syntax};
 
+use super::multi::Keywords;
 use super::{Finding, LeakAction, Redacted, Rule, generic, rules};
 use crate::output::{ceil_char_boundary, floor_char_boundary};
 
@@ -59,7 +59,7 @@ pub struct LeakDetector {
     value_rule: usize,
     /// Rule index per [`generic::Class`].
     generic_rules: [usize; generic::Class::COUNT],
-    prefilter: AhoCorasick,
+    prefilter: Keywords,
     /// Per Aho-Corasick pattern id: where a hit goes.
     targets: Vec<Vec<Target>>,
 }
@@ -136,32 +136,32 @@ impl LeakDetector {
         let bytes = text.as_bytes();
         let mut windows: Vec<(usize, usize, usize)> = Vec::new();
         let mut cands: Vec<Cand> = Vec::new();
-        for m in self.prefilter.find_overlapping_iter(bytes) {
-            let Some(targets) = self.targets.get(m.pattern().as_usize()) else { continue };
+        for (pattern, hit_start, hit_end) in self.prefilter.find_all(bytes) {
+            let Some(targets) = self.targets.get(pattern) else { continue };
             for target in targets {
                 match *target {
                     Target::Trigger(n) => {
                         if let Some(t) = triggers.as_deref_mut() {
-                            t.push((n, m.start(), m.end()));
+                            t.push((n, hit_start, hit_end));
                         }
                     }
                     Target::Value(i) => {
-                        if self.values.get(i).is_some_and(|v| v.as_bytes() == &bytes[m.range()]) {
-                            cands.push(Cand { rule: self.value_rule, range: m.range(), generic: false });
+                        if self.values.get(i).is_some_and(|v| v.as_bytes() == &bytes[hit_start..hit_end]) {
+                            cands.push(Cand { rule: self.value_rule, range: hit_start..hit_end, generic: false });
                         }
                     }
                     Target::Rule { rule, exact } => {
-                        if exact.is_some_and(|e| e.as_bytes() != &bytes[m.range()]) {
+                        if exact.is_some_and(|e| e.as_bytes() != &bytes[hit_start..hit_end]) {
                             continue;
                         }
                         match &self.rules[rule].matcher {
                             Matcher::Regex { before, after, .. } => {
-                                let start = m.start().saturating_sub(*before);
-                                let end = m.start().saturating_add(*after).max(m.end()).min(bytes.len());
+                                let start = hit_start.saturating_sub(*before);
+                                let end = hit_start.saturating_add(*after).max(hit_end).min(bytes.len());
                                 windows.push((rule, start, end));
                             }
                             Matcher::Assignment(_) => {
-                                if let Some((range, class)) = generic::assignment(bytes, m.start(), m.end()) {
+                                if let Some((range, class)) = generic::assignment(bytes, hit_start, hit_end) {
                                     let rule = self.generic_rules[class as usize];
                                     cands.push(Cand { rule, range, generic: true });
                                 }
@@ -333,7 +333,7 @@ fn resolve(text: &str, rules: &[Rule], mut cands: Vec<Cand>) -> Vec<Finding> {
         .collect()
 }
 
-fn build_prefilter(rules: &[Rule], values: &[String]) -> (AhoCorasick, Vec<Vec<Target>>) {
+fn build_prefilter(rules: &[Rule], values: &[String]) -> (Keywords, Vec<Vec<Target>>) {
     // One automaton pattern per distinct lower-cased keyword.
     let mut patterns: Vec<Vec<u8>> = Vec::new();
     let mut targets: Vec<Vec<Target>> = Vec::new();
@@ -358,13 +358,7 @@ fn build_prefilter(rules: &[Rule], values: &[String]) -> (AhoCorasick, Vec<Vec<T
     for (i, v) in values.iter().enumerate() {
         add(v.to_ascii_lowercase().into_bytes(), Target::Value(i));
     }
-    let prefilter = AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .match_kind(MatchKind::Standard)
-        .kind(Some(AhoCorasickKind::DFA))
-        .build(&patterns)
-        .or_else(|_| AhoCorasick::builder().ascii_case_insensitive(true).build(&patterns))
-        .expect("the keyword automaton builds: keywords are short literals");
+    let prefilter = Keywords::new(&patterns);
     (prefilter, targets)
 }
 

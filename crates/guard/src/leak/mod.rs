@@ -34,6 +34,7 @@
 
 mod engine;
 mod generic;
+pub(crate) mod multi;
 mod rules;
 
 use std::ops::Range;
