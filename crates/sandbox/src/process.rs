@@ -1,7 +1,6 @@
 //! [`RunningProcess`]: a started command: stdin, output, signals, the group kill and the wait.
 
-use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,7 +40,7 @@ pub(crate) struct Parts {
     pub(crate) report: OwnedFd,
     pub(crate) init_mode: bool,
     pub(crate) program: PathBuf,
-    pub(crate) stdin: Option<File>,
+    pub(crate) stdin: Option<OwnedFd>,
     pub(crate) output_read: OwnedFd,
     pub(crate) output: SharedOutput,
     pub(crate) started: Instant,
@@ -69,7 +68,7 @@ pub struct RunningProcess {
     /// A setup or exec failure reported by the child: `(kind, a, b)`.
     failure: Option<(u32, i32, i32)>,
     program: PathBuf,
-    stdin: Option<File>,
+    stdin: Option<AsyncFd<OwnedFd>>,
     output: SharedOutput,
     eof: watch::Receiver<bool>,
     pump: JoinHandle<()>,
@@ -101,6 +100,17 @@ impl RunningProcess {
         // SAFETY: as above.
         let report = unsafe { AsyncFd::register_with_interest(parts.report, Interest::READABLE) }
             .map_err(|e| SandboxError::io("registering the report pipe", e.into()))?;
+        let stdin = match parts.stdin {
+            Some(fd) => {
+                set_nonblocking(&fd).map_err(|e| SandboxError::io("configuring the stdin pipe", e))?;
+                // SAFETY: as above.
+                Some(
+                    unsafe { AsyncFd::register_with_interest(fd, Interest::WRITABLE) }
+                        .map_err(|e| SandboxError::io("registering the stdin pipe", e.into()))?,
+                )
+            }
+            None => None,
+        };
         let (tx, eof) = watch::channel(false);
         let pump = tokio::spawn(pump(reader, Arc::clone(&parts.output), tx));
         Ok(RunningProcess {
@@ -112,7 +122,7 @@ impl RunningProcess {
             init_mode: parts.init_mode,
             failure: None,
             program: parts.program,
-            stdin: parts.stdin,
+            stdin,
             output: parts.output,
             eof,
             pump,
@@ -134,15 +144,29 @@ impl RunningProcess {
         &self.enforcement
     }
 
-    /// Writes to the command's stdin (only when the spec asked for a stdin pipe).
-    pub fn write_stdin(&mut self, data: &[u8]) -> Result<(), SandboxError> {
-        let Some(stdin) = &mut self.stdin else {
-            return Err(SandboxError::io(
-                "writing to stdin",
-                io::Error::new(io::ErrorKind::BrokenPipe, "no stdin pipe"),
-            ));
+    /// Writes all of `data` to the command's stdin (only when the spec asked for a stdin pipe),
+    /// waiting while the pipe is full.
+    pub async fn write_stdin(&mut self, data: &[u8]) -> Result<(), SandboxError> {
+        let err = |e| SandboxError::io("writing to the command's stdin", e);
+        let Some(stdin) = &self.stdin else {
+            return Err(err(io::Error::new(io::ErrorKind::BrokenPipe, "the command has no stdin pipe")));
         };
-        stdin.write_all(data).map_err(|e| SandboxError::io("writing to the command's stdin", e))
+        let mut rest = data;
+        while !rest.is_empty() {
+            let mut guard = stdin.writable().await.map_err(err)?;
+            match guard.try_io(|fd| write_fd(fd.get_ref(), rest)) {
+                Ok(Ok(n)) => rest = &rest[n..],
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) => return Err(err(e)),
+                Err(_would_block) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// When the command was started.
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     /// Closes stdin (the command reads end of file).
@@ -399,6 +423,12 @@ async fn pump(reader: AsyncFd<OwnedFd>, output: SharedOutput, done: watch::Sende
 fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: reads into a valid buffer from a descriptor we own.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+fn write_fd(fd: &OwnedFd, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: writes from a valid buffer to a descriptor we own.
+    let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 

@@ -279,7 +279,7 @@ impl Sandbox {
         let (report_read, report_write) = pipe().map_err(|e| SandboxError::io("creating the report pipe", e))?;
         let (stdin_child, stdin_parent) = if spec.stdin {
             let (r, w) = pipe().map_err(|e| SandboxError::io("creating the stdin pipe", e))?;
-            (r, Some(File::from(w)))
+            (r, Some(w))
         } else {
             let null = File::open("/dev/null").map_err(|e| SandboxError::io("opening /dev/null", e))?;
             (high_fd(OwnedFd::from(null)).map_err(|e| SandboxError::io("opening /dev/null", e))?, None)

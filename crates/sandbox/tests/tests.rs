@@ -185,7 +185,7 @@ mod basics {
         let mut spec = CommandSpec::new("/bin/cat", Vec::<String>::new(), f.ws());
         spec.stdin = true;
         let mut p = sb.spawn(spec).unwrap();
-        p.write_stdin(b"hello\n").unwrap();
+        p.write_stdin(b"hello\n").await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut seen = String::new();
         while !seen.contains("hello") && Instant::now() < deadline {
@@ -194,9 +194,13 @@ mod basics {
         }
         assert_eq!(seen, "hello\n");
         assert_eq!(p.poll_output(), "");
+        // More than a pipe holds: write_stdin waits for the command to read.
+        let big = vec![b'x'; 1 << 20];
+        p.write_stdin(&big).await.unwrap();
         p.close_stdin();
         let r = p.wait().await.unwrap();
         assert!(r.exit.success());
+        assert_eq!(r.output.total_bytes, 6 + (1 << 20));
 
         let mut p = sb.spawn(CommandSpec::new("/bin/sleep", ["30"], f.ws())).unwrap();
         let t = Instant::now();
