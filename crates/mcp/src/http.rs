@@ -33,6 +33,16 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// The largest request body accepted, in bytes (default 4 MiB).
     pub max_body_bytes: usize,
+    /// JSON endpoints served under `/api/` beside `/mcp` (the approvals API), behind the same
+    /// token, Host/Origin checks and size limit.
+    pub api: Option<Arc<dyn ApiHandler>>,
+}
+
+/// JSON endpoints under `/api/` (the `toolgate` crate serves its approvals API through this).
+pub trait ApiHandler: Send + Sync + std::fmt::Debug {
+    /// Answers `method path` with `body`: an HTTP status and a JSON body, or `None` when the
+    /// path is not one of its endpoints (404).
+    fn handle(&self, method: &str, path: &str, body: &[u8]) -> Option<(u16, serde_json::Value)>;
 }
 
 impl HttpConfig {
@@ -43,6 +53,7 @@ impl HttpConfig {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
             allowed_origins: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
+            api: None,
         }
     }
 }
@@ -69,7 +80,8 @@ pub async fn serve_http<H: CallHandler>(
         .with_cancellation_token(shutdown.child_token());
     let service =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), rmcp_config);
-    let token = Arc::new(config.token);
+    let token = Arc::new(config.token.clone());
+    let guard = Arc::new(config);
     let result = loop {
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break Ok(()),
@@ -88,12 +100,14 @@ pub async fn serve_http<H: CallHandler>(
         }
         let service = service.clone();
         let token = Arc::clone(&token);
+        let guard = Arc::clone(&guard);
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let service = service.clone();
                 let token = Arc::clone(&token);
-                async move { Ok::<_, Infallible>(route(&service, &token, req).await) }
+                let guard = Arc::clone(&guard);
+                async move { Ok::<_, Infallible>(route(&service, &token, &guard, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
@@ -111,6 +125,7 @@ pub async fn serve_http<H: CallHandler>(
 async fn route<H: CallHandler>(
     service: &StreamableHttpService<McpServer<H>, LocalSessionManager>,
     token: &HttpToken,
+    config: &HttpConfig,
     req: Request<Incoming>,
 ) -> Response<Body> {
     if !token.admits(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
@@ -120,10 +135,44 @@ async fn route<H: CallHandler>(
              <workspace>/.toolgate/http-token",
         );
     }
+    if let (Some(api), true) = (&config.api, req.uri().path().starts_with("/api/")) {
+        return serve_api(api.as_ref(), config, req).await;
+    }
     if req.uri().path() != MCP_PATH {
         return plain(StatusCode::NOT_FOUND, "the MCP endpoint is /mcp");
     }
     service.handle(req).await
+}
+
+/// `/api/...`: the same Host and Origin allowlists as `/mcp` (rmcp checks those only for its
+/// own endpoint), a size-limited body, JSON out.
+async fn serve_api(api: &dyn ApiHandler, config: &HttpConfig, req: Request<Incoming>) -> Response<Body> {
+    let host_ok = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).is_some_and(|host| {
+        let name = host.rsplit_once(':').filter(|(_, port)| port.parse::<u16>().is_ok()).map_or(host, |(n, _)| n);
+        config.allowed_hosts.iter().any(|allowed| allowed == host || allowed == name)
+    });
+    if !host_ok {
+        return plain(StatusCode::FORBIDDEN, "this Host is not allowed (DNS rebinding protection)");
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let allowed = origin.to_str().is_ok_and(|o| config.allowed_origins.iter().any(|a| a == o));
+        if !allowed {
+            return plain(StatusCode::FORBIDDEN, "this Origin is not allowed");
+        }
+    }
+    let method = req.method().as_str().to_owned();
+    let path = req.uri().path().to_owned();
+    let body = match http_body_util::Limited::new(req.into_body(), config.max_body_bytes).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
+    };
+    let Some((status, json)) = api.handle(&method, &path, &body) else {
+        return plain(StatusCode::NOT_FOUND, "no such endpoint under /api/");
+    };
+    let mut response = Response::new(Full::new(Bytes::from(json.to_string())).boxed());
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<Body> {

@@ -69,7 +69,7 @@ mod token;
 pub use approval::{ClientAnswer, ask_client};
 pub use error::Error;
 pub use handler::CallHandler;
-pub use http::{HttpConfig, serve_http};
+pub use http::{ApiHandler, HttpConfig, serve_http};
 pub use server::McpServer;
 pub use stdio::serve_stdio;
 pub use token::HttpToken;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
 pub use toolgate_mcp::{
-    CallHandler, ClientAnswer, Error, HttpConfig, HttpToken, McpServer, ask_client, serve_http, serve_stdio,
+    ApiHandler, CallHandler, ClientAnswer, Error, HttpConfig, HttpToken, McpServer, ask_client, serve_http, serve_stdio,
 };
 
 use crate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
@@ -72,5 +72,12 @@ impl Approver for McpApprover {
             ClientAnswer::AllowAlways => ApprovalAnswer::AllowAlways,
             ClientAnswer::Deny { message } => ApprovalAnswer::Deny { message },
         })
+    }
+}
+
+/// The approvals API (`GET /api/approvals`, `POST /api/approvals/{id}`) served beside `/mcp`.
+impl ApiHandler for crate::approvals::PendingApprovals {
+    fn handle(&self, method: &str, path: &str, body: &[u8]) -> Option<(u16, Value)> {
+        self.handle_api(method, path, body)
     }
 }

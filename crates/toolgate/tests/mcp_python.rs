@@ -172,11 +172,16 @@ fn python_sdk_over_http_2026_07_28() {
     run_client(&["http", "2026-07-28", &server.url, &server.token]);
 }
 
-/// Sends one raw HTTP/1.1 POST and returns the status code.
+/// Sends one raw HTTP/1.1 POST to /mcp and returns the status code.
 fn post(addr: &str, headers: &[(&str, &str)], body: &str) -> u16 {
+    request(addr, "POST", "/mcp", headers, body).0
+}
+
+/// Sends one raw HTTP/1.1 request and returns the status code and the body.
+fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    let mut req = format!("POST /mcp HTTP/1.1\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+    let mut req = format!("{method} {path} HTTP/1.1\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -185,7 +190,9 @@ fn post(addr: &str, headers: &[(&str, &str)], body: &str) -> u16 {
     stream.write_all(req.as_bytes()).expect("send");
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
-    response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status line")
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status line");
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
 }
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
@@ -267,4 +274,37 @@ fn python_sdk_approval_by_elicitation_legacy() {
 #[test]
 fn python_sdk_approval_by_input_required_2026_07_28() {
     approval("2026-07-28");
+}
+
+/// A call that needs approval waits in the approvals API until a person answers it there
+/// (the Python client has no elicitation): `allow_once` runs it, `deny` makes it an error.
+#[test]
+fn approvals_are_answered_over_the_http_api() {
+    let server = http_server();
+    let script = repo().join("crates/toolgate/tests/python/approvals_http.py");
+    let out = Command::new(python()).arg(script).args([&server.url, &server.token]).output().expect("run the client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "approvals over HTTP failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_approvals_api_has_the_same_guards_as_mcp() {
+    let server = http_server();
+    let bearer = format!("Bearer {}", server.token);
+    let auth = ("Authorization", bearer.as_str());
+    let host = ("Host", server.addr.as_str());
+    let get = |headers: &[(&str, &str)]| request(&server.addr, "GET", "/api/approvals", headers, "");
+    assert_eq!(get(&[host]).0, 401, "no token");
+    assert_eq!(get(&[("Host", "evil.example"), auth]).0, 403, "foreign Host");
+    assert_eq!(get(&[host, auth, ("Origin", "http://evil.example")]).0, 403, "foreign Origin");
+    assert_eq!(get(&[host, auth]), (200, r#"{"pending":[]}"#.to_owned()));
+    let answer = request(&server.addr, "POST", "/api/approvals/nope", &[host, auth], r#"{"decision":"deny"}"#);
+    assert_eq!(answer.0, 404, "{}", answer.1);
+    let big = "x".repeat(5 * 1024 * 1024);
+    assert_eq!(request(&server.addr, "POST", "/api/approvals/nope", &[host, auth], &big).0, 413);
+    assert_eq!(request(&server.addr, "GET", "/api/other", &[host, auth], "").0, 404);
 }

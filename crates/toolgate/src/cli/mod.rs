@@ -85,7 +85,10 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Policy(command)) => policy::run(&cli.global, command),
             Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
-            None => tools::welcome(&cli.global),
+            None => {
+                tools::welcome(&cli.global)?;
+                serve::run_default(&cli.global).await
+            }
         }
     })
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use toolgate::Gate;
+use toolgate::approvals::{FirstAvailable, PendingApprovals};
 use toolgate::mcp::{HttpConfig, HttpToken, McpApprover};
 
 use super::GlobalArgs;
@@ -37,8 +38,14 @@ pub(crate) struct Args {
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let workspace = global.workspace()?;
     let config = global.load_config()?;
-    // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a prompt.
-    let gate = Gate::builder(&workspace).config(config).approver(Arc::new(McpApprover::default())).build()?;
+    // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a
+    // prompt. Over HTTP, requests the client cannot answer wait in the approvals API.
+    let pending = PendingApprovals::new();
+    let approver: Arc<dyn toolgate::Approver> = match args.http {
+        Some(_) => Arc::new(FirstAvailable(vec![Arc::new(McpApprover::default()), pending.clone()])),
+        None => Arc::new(McpApprover::default()),
+    };
+    let gate = Gate::builder(&workspace).config(config).approver(approver).build()?;
     let gate = Arc::new(gate);
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
@@ -67,9 +74,21 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     http.allowed_hosts.extend(args.allow_hosts);
     http.allowed_origins = args.allow_origins;
     http.max_body_bytes = args.max_body_bytes;
+    http.api = Some(pending);
     print_banner(local, &token);
     toolgate::mcp::serve_http(gate, listener, http, shutdown).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a bare `toolgate` does: serve MCP over HTTP on loopback with the defaults.
+pub(crate) async fn run_default(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let args = Args {
+        http: Some(DEFAULT_HTTP_ADDR.parse().context("the default address")?),
+        allow_hosts: Vec::new(),
+        allow_origins: Vec::new(),
+        max_body_bytes: 4 * 1024 * 1024,
+    };
+    run(global, args).await
 }
 
 fn print_banner(local: SocketAddr, token: &HttpToken) {
@@ -90,4 +109,5 @@ fn print_banner(local: SocketAddr, token: &HttpToken) {
         "toolgate: client config example:\n  {{\"mcpServers\": {{\"toolgate\": {{\"type\": \"http\", \"url\": \"{url}\", \
          \"headers\": {{\"Authorization\": \"Bearer {shown}\"}}}}}}}}"
     );
+    eprintln!("toolgate: pending approvals: GET http://{local}/api/approvals (same token); Ctrl-C stops the server");
 }

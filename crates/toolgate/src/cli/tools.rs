@@ -29,8 +29,7 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let provider = match args.format {
         Format::Text => {
             for spec in &specs {
-                let first = spec.description.split(". ").next().unwrap_or_default().trim_end_matches('.');
-                println!("{:<14} {:<8} {first}", spec.name, spec.group);
+                println!("{:<14} {:<8} {}", spec.name, spec.group, first_sentence(&spec.description, 100));
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -47,24 +46,42 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A bare `toolgate`: what this is, what it would serve here, and what to try.
+/// A bare `toolgate`: what this is and what it serves here; the caller then starts the server.
 pub(crate) fn welcome(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let gate = global.gate(false)?;
     let specs = gate.visible_tools(&gate.context());
-    println!("toolgate {} — a secure tool runtime for AI agents", env!("CARGO_PKG_VERSION"));
-    println!("workspace: {}", gate.workspace().display());
-    println!("state:     {}", gate.workspace().join(".toolgate/state.db").display());
     let profile =
         gate.config().tools.profile.map_or("full (the default: approvals and the sandbox protect it)", |p| p.as_str());
-    println!("profile:   {profile}");
-    println!("\n{} tools visible:", specs.len());
+    eprintln!("toolgate {} — a secure tool runtime for AI agents", env!("CARGO_PKG_VERSION"));
+    eprintln!("workspace: {}", gate.workspace().display());
+    eprintln!("state:     {}", gate.workspace().join(".toolgate/state.db").display());
+    eprintln!("profile:   {profile}");
+    eprintln!("\n{} tools visible:", specs.len());
     for spec in &specs {
-        println!("  {:<14} {}", spec.name, spec.group);
+        eprintln!("  {:<13} {:<8} {}", spec.name, spec.group, first_sentence(&spec.description, 70));
     }
-    println!("\ntry:");
-    println!("  toolgate call echo '{{\"message\":\"hi\"}}'");
-    println!("  toolgate call time '{{\"operation\":\"now\"}}'");
-    println!("  toolgate tools --format openai");
-    println!("  toolgate audit");
+    eprintln!("\nfrom another terminal:");
+    eprintln!("  toolgate call echo '{{\"message\":\"hi\"}}'        one call through the whole pipeline");
+    eprintln!("  toolgate tools --format openai                 the tools as OpenAI function definitions");
+    eprintln!("  toolgate audit                                 what was called, decided and returned");
+    eprintln!("  toolgate serve                                 MCP over stdio, for a client that starts it\n");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first sentence of a description (up to the first line break, or the first ". " that
+/// does not end "e.g." or "i.e."), at most `max` characters.
+fn first_sentence(description: &str, max: usize) -> String {
+    let line = description.lines().next().unwrap_or_default();
+    let end = line
+        .match_indices(". ")
+        .map(|(i, _)| i)
+        .find(|&i| !line[..i].ends_with("e.g") && !line[..i].ends_with("i.e"))
+        .unwrap_or(line.len());
+    let sentence = line[..end].trim_end_matches('.');
+    if sentence.chars().count() <= max {
+        sentence.to_owned()
+    } else {
+        let cut: String = sentence.chars().take(max - 1).collect();
+        format!("{cut}…")
+    }
 }
