@@ -18,7 +18,9 @@ pub struct CommandSpec {
     pub program: PathBuf,
     /// Arguments after the program name.
     pub args: Vec<String>,
-    /// The working directory.
+    /// The working directory; a relative path is taken from the workspace. It must be inside
+    /// the paths the sandbox shows (a directory under a hidden root such as `/tmp` that is not
+    /// bound back does not exist for the command).
     pub cwd: PathBuf,
     /// Extra environment variables, already approved by the caller; added on top of the
     /// allowlist ([`toolgate_guard::env::SAFE_VARS`]) and not filtered again.

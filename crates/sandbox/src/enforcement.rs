@@ -65,7 +65,7 @@ impl fmt::Display for Enforcement {
             parts.push(format!("namespaces {}", self.namespaces));
         }
         if self.read_only_subpaths {
-            parts.push("read-only .git/hooks, .git/config, .toolgate".into());
+            parts.push("read-only and hidden subpaths".into());
         }
         if self.no_new_privs {
             parts.push("no_new_privs".into());
