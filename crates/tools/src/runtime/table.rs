@@ -243,8 +243,8 @@ impl Entry {
         }
         self.writing.store(true, Ordering::SeqCst);
         let writing = Arc::clone(&self.writing);
-        let task = tokio::task::spawn_blocking(move || {
-            let r = if data.is_empty() { Ok(()) } else { guard.write_stdin(&data) };
+        let task = tokio::spawn(async move {
+            let r = if data.is_empty() { Ok(()) } else { guard.write_stdin(&data).await };
             if close {
                 guard.close_stdin();
             }
