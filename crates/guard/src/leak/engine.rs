@@ -37,6 +37,9 @@ pub(crate) struct Filter {
     pub validate: Option<fn(&[u8]) -> bool>,
     /// Lower priority: loses every overlap with a specific rule.
     pub generic: bool,
+    /// A cheap check at a keyword hit (`bytes`, keyword end) before its window is searched,
+    /// for keywords that occur often in ordinary text (`://`).
+    pub precheck: Option<fn(&[u8], usize) -> bool>,
 }
 
 /// Where a keyword hit sends the scan.
@@ -155,7 +158,10 @@ impl LeakDetector {
                             continue;
                         }
                         match &self.rules[rule].matcher {
-                            Matcher::Regex { before, after, .. } => {
+                            Matcher::Regex { before, after, filter, .. } => {
+                                if filter.precheck.is_some_and(|check| !check(bytes, hit_end)) {
+                                    continue;
+                                }
                                 let start = hit_start.saturating_sub(*before);
                                 let end = hit_start.saturating_add(*after).max(hit_end).min(bytes.len());
                                 windows.push((rule, start, end));

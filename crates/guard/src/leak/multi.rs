@@ -77,20 +77,25 @@ fn walk<A: Automaton>(a: &A, hay: &[u8]) -> Vec<(usize, usize, usize)> {
     }
     let chunk = n / WAYS;
     let begins: [usize; WAYS] = std::array::from_fn(|i| i * chunk);
-    let mut sid = [start; WAYS];
     let (q0, q1, q2, q3) =
         (&hay[..chunk], &hay[chunk..2 * chunk], &hay[2 * chunk..3 * chunk], &hay[3 * chunk..4 * chunk]);
+    // Four states in four registers; the match check is one branch for all four (matches are
+    // rare), the slow path sorts out which walk matched.
+    let (mut s0, mut s1, mut s2, mut s3) = (start, start, start, start);
     for (j, (((&b0, &b1), &b2), &b3)) in q0.iter().zip(q1).zip(q2).zip(q3).enumerate() {
-        sid[0] = a.next_state(Anchored::No, sid[0], b0);
-        sid[1] = a.next_state(Anchored::No, sid[1], b1);
-        sid[2] = a.next_state(Anchored::No, sid[2], b2);
-        sid[3] = a.next_state(Anchored::No, sid[3], b3);
-        for (w, &s) in sid.iter().enumerate() {
-            if a.is_match(s) {
-                report(&mut hits, s, begins[w] + j + 1, begins[w], n);
+        s0 = a.next_state(Anchored::No, s0, b0);
+        s1 = a.next_state(Anchored::No, s1, b1);
+        s2 = a.next_state(Anchored::No, s2, b2);
+        s3 = a.next_state(Anchored::No, s3, b3);
+        if a.is_match(s0) | a.is_match(s1) | a.is_match(s2) | a.is_match(s3) {
+            for (w, s) in [s0, s1, s2, s3].into_iter().enumerate() {
+                if a.is_match(s) {
+                    report(&mut hits, s, begins[w] + j + 1, begins[w], n);
+                }
             }
         }
     }
+    let sid = [s0, s1, s2, s3];
     // Each walk goes on past its quarter far enough to finish the keywords that start in it;
     // the last one to the end of the text.
     let longest = a.max_pattern_len();

@@ -51,7 +51,7 @@ fn token(
         pattern: pattern.replace("%END", END),
         before: 0,
         after,
-        filter: Filter { placeholder: true, min_entropy: 0.0, validate: None, generic: false },
+        filter: Filter { placeholder: true, min_entropy: 0.0, validate: None, generic: false, precheck: None },
     }
 }
 
@@ -94,6 +94,10 @@ impl Spec {
         self.filter.generic = true;
         self
     }
+    fn precheck(mut self, f: fn(&[u8], usize) -> bool) -> Self {
+        self.filter.precheck = Some(f);
+        self
+    }
     fn build(self) -> Rule {
         let regex = compile(self.id, &self.pattern);
         Rule {
@@ -124,6 +128,21 @@ fn assignment(id: &'static str, description: &'static str, keywords: &'static [&
         case_sensitive: false,
         matcher: Matcher::Assignment(class),
     }
+}
+
+/// After `scheme://`: a user-info with a password (`user:pw@`) before the URL ends.
+fn has_userinfo(bytes: &[u8], from: usize) -> bool {
+    let mut colon = false;
+    for &b in bytes.iter().skip(from).take(200) {
+        match b {
+            b':' => colon = true,
+            b'@' => return colon,
+            b'/' | b'?' | b'#' | b'"' | b'\'' | b'<' | b'>' | b'`' => return false,
+            b if b.is_ascii_whitespace() => return false,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Base64 that decodes to `user:password` (Docker `auth`, HTTP Basic).
@@ -852,6 +871,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
         )
         .validate(is_strong_url_password)
         .entropy(2.5)
+        .precheck(has_userinfo)
         .generic(),
         named(
             "authorization-bearer",
