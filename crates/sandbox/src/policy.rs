@@ -66,7 +66,8 @@ pub struct ResourceLimits {
     pub cpu_seconds: u64,
     /// `RLIMIT_AS`: address space per process, 2 GiB by default.
     pub address_space_bytes: u64,
-    /// `RLIMIT_NPROC`: processes (and threads) of the sandbox's user.
+    /// `RLIMIT_NPROC`: processes (and threads) of the command, counted in its own user
+    /// namespace (not applied without one); for root, the PID namespace's `pid_max`.
     pub max_processes: u64,
     /// `RLIMIT_FSIZE`: the largest file a command may write.
     pub max_file_size_bytes: u64,
@@ -96,10 +97,11 @@ pub struct SandboxPolicy {
     pub network: Network,
     /// The workspace: readable in every mode, writable in [`SandboxMode::WorkspaceWrite`].
     pub workspace: PathBuf,
-    /// More writable directories (workspace-write only), e.g. a build cache.
+    /// More writable directories (workspace-write only), e.g. a build cache; relative paths are
+    /// taken from the workspace.
     pub extra_writable: Vec<PathBuf>,
-    /// More readable directories, e.g. `~/.cargo` or `~/.rustup` (the home directory is not
-    /// readable by default).
+    /// More readable directories, e.g. `~/.npm` or `~/.pyenv/versions` (the home directory is
+    /// not readable by default); relative paths are taken from the workspace.
     pub extra_readable: Vec<PathBuf>,
     /// Paths relative to the workspace that stay read-only in workspace-write.
     pub read_only_subpaths: Vec<PathBuf>,

@@ -80,6 +80,13 @@ impl Sandbox {
                 });
             }
         }
+        // Relative extra paths are taken from the workspace.
+        let mut policy = policy;
+        for p in policy.extra_readable.iter_mut().chain(policy.extra_writable.iter_mut()) {
+            if p.is_relative() {
+                *p = workspace.join(&*p);
+            }
+        }
         let private_tmp = tempfile::Builder::new()
             .prefix("toolgate-sandbox-")
             .tempdir()
@@ -132,7 +139,7 @@ impl Sandbox {
         let limits = &policy.limits;
         let pid_max = (namespaces.pid && st.pid_max_per_namespace)
             .then(|| limits.max_processes.saturating_add(2).max(301).to_string().into_bytes());
-        let process_limit = if !st.root {
+        let process_limit = if namespaces.user && !st.root {
             Some(limits.max_processes)
         } else if pid_max.is_some() {
             Some(limits.max_processes.saturating_add(1).max(300))
@@ -358,14 +365,20 @@ impl Sandbox {
     fn rlimits(&self) -> Vec<(c_int, libc::rlimit)> {
         let l = &self.policy.limits;
         let lim = |v: u64| libc::rlimit { rlim_cur: v as libc::rlim_t, rlim_max: v as libc::rlim_t };
-        vec![
+        let mut limits = vec![
             (libc::RLIMIT_CPU as c_int, lim(l.cpu_seconds)),
             (libc::RLIMIT_AS as c_int, lim(l.address_space_bytes)),
-            (libc::RLIMIT_NPROC as c_int, lim(l.max_processes)),
             (libc::RLIMIT_FSIZE as c_int, lim(l.max_file_size_bytes)),
             (libc::RLIMIT_NOFILE as c_int, lim(l.max_open_files)),
             (libc::RLIMIT_CORE as c_int, lim(0)),
-        ]
+        ];
+        // RLIMIT_NPROC counts every process of the user in its user namespace: only in a fresh
+        // namespace does it count the command's processes alone (on the host it would count
+        // the user's whole session and make commands fail to fork).
+        if self.namespaces.user {
+            limits.push((libc::RLIMIT_NPROC as c_int, lim(l.max_processes)));
+        }
+        limits
     }
 
     /// The mounts for this spawn: pin the directories between the workspace and each protected
