@@ -615,14 +615,23 @@ fn defang(s: &str) -> String {
 }
 
 fn next_non_ascii(bytes: &[u8], from: usize) -> Option<usize> {
+    // Large blocks first (`is_ascii` runs a word at a time), then narrow down.
     let mut i = from;
     while i < bytes.len() {
-        let end = bytes.len().min(i + 64);
+        let end = bytes.len().min(i + 4096);
         if bytes[i..end].is_ascii() {
             i = end;
             continue;
         }
-        return bytes[i..end].iter().position(|&b| b >= 0x80).map(|p| i + p);
+        let mut j = i;
+        while j < end {
+            let e = end.min(j + 64);
+            if !bytes[j..e].is_ascii() {
+                return bytes[j..e].iter().position(|&b| b >= 0x80).map(|p| j + p);
+            }
+            j = e;
+        }
+        i = end;
     }
     None
 }

@@ -7,8 +7,11 @@
 //!
 //! # How a scan works
 //!
-//! 1. One Aho-Corasick pass over the text finds every rule keyword (`ghp_`, `AKIA`,
-//!    `PRIVATE KEY-----`, `password`, ...) and every secret environment value.
+//! 1. One Aho-Corasick DFA pass over the text finds every rule keyword (`ghp_`, `AKIA`,
+//!    `PRIVATE KEY-----`, `password`, ...) and every secret environment value; the DFA walks the
+//!    four quarters of a large text in lockstep, which doubles its speed (its steps are bound by
+//!    load latency). The same pass finds the injection triggers when called through
+//!    [`crate::injection::redact_and_neutralize`].
 //! 2. Only the rules whose keyword hit run, and only on a window around each hit (the window is
 //!    sized by the rule: a fixed-length token needs a few dozen bytes, a PEM block a few KB).
 //!    Patterns are byte regexes in ASCII mode; the window search still sees the bytes around
@@ -20,6 +23,11 @@
 //! [`LeakDetector::redact`] replaces `Block` and `Redact` findings with `[REDACTED:<rule-id>]`
 //! and reports whether any finding asked to block the whole output. Text carrying that marker
 //! must never be stored back as a value: see [`contains_redaction_marker`].
+//!
+//! `cargo bench -p toolgate-guard --bench leak` measures the whole leak + injection stage on
+//! 10 MB of source code and logs against a baseline running every rule's regex over the whole
+//! text; `cargo run --release -p toolgate-guard --example scan_registry` counts findings per rule
+//! on the cargo registry sources (real code, few real secrets).
 //!
 //! # Example
 //!
