@@ -664,3 +664,25 @@ async fn blocked_commands_are_refused_before_anyone_is_asked() {
     assert!(matches!(err, ToolError::Denied { .. }), "{err}");
     assert_eq!(approver.asked.load(Ordering::SeqCst), 0, "nobody is asked about a call that cannot run");
 }
+
+#[tokio::test]
+async fn writes_refuse_to_store_redaction_markers() {
+    let f = gate(Config::default(), |b| b);
+    let err =
+        f.call("write", json!({"path": "config.env", "content": "TOKEN=[REDACTED:github-pat]\n"})).await.unwrap_err();
+    assert!(err.to_string().contains("`[REDACTED:...]` marker"), "{err}");
+    assert!(!f.dir.path().join("config.env").exists());
+    f.call("write", json!({"path": "app.env", "content": "TOKEN=real\nMODE=dev\n"})).await.unwrap();
+    let err = f
+        .call("edit", json!({"path": "app.env", "old_string": "TOKEN=real", "new_string": "TOKEN=[REDACTED:generic]"}))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("marker"), "{err}");
+    let patch = "*** Begin Patch\n*** Add File: b.env\n+KEY=[REDACTED:aws-access-key]\n*** End Patch";
+    assert!(f.call("apply_patch", json!({"patch": patch})).await.is_err());
+    assert!(!f.dir.path().join("b.env").exists());
+    // A file that already documents the marker can still be edited.
+    std::fs::write(f.dir.path().join("notes.md"), "Secrets show as [REDACTED:rule].\n").unwrap();
+    f.call("read", json!({"path": "notes.md"})).await.unwrap();
+    f.call("edit", json!({"path": "notes.md", "old_string": "Secrets", "new_string": "Credentials"})).await.unwrap();
+}

@@ -88,6 +88,23 @@ pub(crate) fn check_rel(
     Ok(Checked { target, rel, current, warning })
 }
 
+/// Refuses content that adds toolgate's redaction markers (`[REDACTED:<rule>]`): a model that
+/// read redacted output and writes it back would replace a real secret with the marker (a peer
+/// once wrote its own `***` markers back into a config file). Markers the file already had are
+/// allowed to stay.
+pub(crate) fn refuse_redaction_markers(tool: &str, rel: &str, old: Option<&[u8]>, new: &[u8]) -> Result<(), ToolError> {
+    let count = |bytes: &[u8]| memchr::memmem::find_iter(bytes, b"[REDACTED").count();
+    let added = count(new) > old.map_or(0, count);
+    if added && toolgate_guard::leak::contains_redaction_marker(&String::from_utf8_lossy(new)) {
+        return Err(ToolError::failed(format!(
+            "`{tool}` refuses to write `{rel}`: the new content contains a `[REDACTED:...]` marker, which stands \
+             for a secret toolgate hid from you. Writing it would replace the real value with the marker. \
+             Leave that part of the file as it is, or ask the user to fill in the value"
+        )));
+    }
+    Ok(())
+}
+
 /// Commits `bytes` to a checked target and records the new stamp for the session.
 pub(crate) fn commit(
     state: &FsState,
@@ -96,6 +113,7 @@ pub(crate) fn commit(
     checked: Checked,
     bytes: &[u8],
 ) -> Result<Written, ToolError> {
+    refuse_redaction_markers(tool, &checked.rel.to_string(), checked.current.as_deref(), bytes)?;
     let max = state.config.max_write_bytes;
     if bytes.len() > max {
         return Err(ToolError::failed(format!(

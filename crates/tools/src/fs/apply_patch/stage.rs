@@ -102,6 +102,13 @@ fn apply_locked(state: &FsState, ctx: &CallContext, tool: &str, patch: &Patch) -
             }
         }
     }
+    for e in &staging.entries {
+        if let Some(bytes) = &e.result {
+            let shown = e.checked.real_shown();
+            super::super::writer::refuse_redaction_markers(tool, &shown, e.original.as_deref(), bytes)
+                .map_err(|err| fail(err.to_string()))?;
+        }
+    }
     let max = state.config.max_write_bytes;
     for e in &staging.entries {
         if let Some(bytes) = &e.result
