@@ -193,6 +193,9 @@ fn best_of(rounds: usize, fs: &mut [&mut dyn FnMut() -> usize]) -> Vec<Duration>
 }
 
 fn main() {
+    let t = Instant::now();
+    let built = LeakDetector::new();
+    println!("building the detector ({} rules): {:.1} ms", built.rules().len(), t.elapsed().as_secs_f64() * 1e3);
     let text = corpus();
     let d = detector();
     let mb = text.len() as f64 / 1e6;

@@ -20,6 +20,12 @@
 //! bidi controls, tag characters) dropped, and common Cyrillic/Greek lookalikes mapped to
 //! Latin. Edits found on the folded copy are mapped back to the original text.
 //!
+//! [`redact_and_neutralize`] runs leak redaction ([`crate::leak`]) and step 2 together, with one
+//! keyword pass over the text and one rewrite: it is what the gate calls. Markers and defanged
+//! characters can make the text a little longer than the input, so the gate cuts it to its cap
+//! again ([`crate::output::truncate_middle`]) before wrapping; the property tests check that the
+//! whole stage never grows past the cap plus a fixed overhead.
+//!
 //! The model is never told *what* was filtered: [`Neutralized::warnings`] is for the audit log
 //! only, and the note is one fixed sentence.
 //!
