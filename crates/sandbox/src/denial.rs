@@ -148,7 +148,9 @@ impl DenialContext {
             for candidate in path_candidates(line) {
                 let path = normalize(&cwd.join(&candidate));
                 let readable = self.readable(&path);
-                if readable && self.writable(&path) {
+                // EROFS under a writable root comes from our read-only mounts (a hooks path
+                // found in .git/config at spawn time, too).
+                if readable && self.writable(&path) && !line.contains("Read-only file system") {
                     continue; // not confined by us
                 }
                 let write =

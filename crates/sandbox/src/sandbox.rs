@@ -388,12 +388,28 @@ impl Sandbox {
         let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
         let mut ops = Vec::new();
         let writable = self.policy.mode == SandboxMode::WorkspaceWrite;
-        let protected: BTreeSet<&PathBuf> = if writable {
-            self.policy.read_only_subpaths.iter().chain(&self.policy.hidden_subpaths).collect()
+        let mut protected: BTreeSet<PathBuf> = if writable {
+            self.policy.read_only_subpaths.iter().chain(&self.policy.hidden_subpaths).cloned().collect()
         } else {
-            self.policy.hidden_subpaths.iter().collect()
+            self.policy.hidden_subpaths.iter().cloned().collect()
         };
-        for rel in protected {
+        if writable && protected.contains(Path::new(".git/hooks")) {
+            let git = self.workspace.join(".git");
+            // A repository without a hooks directory: create the (empty) directory, which git
+            // itself would create, so that the command cannot plant hooks in it.
+            if git.is_dir() && std::fs::symlink_metadata(git.join("hooks")).is_err() {
+                let _ = std::fs::create_dir(git.join("hooks"));
+            }
+            // Hooks moved elsewhere in the workspace (`core.hooksPath = .husky`) stay read-only
+            // too: the host's git would run them.
+            if let Some(hooks) = hooks_path(&git.join("config"))
+                && hooks.is_relative()
+                && hooks.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+            {
+                protected.insert(hooks);
+            }
+        }
+        for rel in &protected {
             let path = self.workspace.join(rel);
             if std::fs::symlink_metadata(&path).is_err() {
                 continue;
@@ -489,6 +505,31 @@ fn hide_op(root: &Path, keeps: &[(PathBuf, bool)]) -> HideRoot {
             })
             .collect(),
     }
+}
+
+/// `core.hooksPath` from a git config file, if set (a plain scan of `key = value` lines in the
+/// `[core]` section; includes and conditional includes are not followed).
+fn hooks_path(config: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let mut in_core = false;
+    let mut found = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_core = line.trim_start_matches('[').trim_end_matches(']').trim().eq_ignore_ascii_case("core");
+            continue;
+        }
+        if let Some((key, value)) = line.split_once('=')
+            && in_core
+            && key.trim().eq_ignore_ascii_case("hookspath")
+        {
+            let value = value.trim().trim_matches('"');
+            if !value.is_empty() {
+                found = Some(PathBuf::from(value));
+            }
+        }
+    }
+    found
 }
 
 /// The flags of the mount holding `path` that an unprivileged remount must keep.

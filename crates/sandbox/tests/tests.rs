@@ -543,6 +543,25 @@ mod attacks {
         assert!(path_denials(&r).iter().any(|(p, w)| p.ends_with(".git/hooks/pre-commit") && *w), "{:?}", r.denials);
     }
 
+    #[tokio::test]
+    async fn missing_hooks_dir_and_hooks_path_are_protected() {
+        let f = Fixture::new();
+        fs::create_dir_all(f.ws().join(".git")).unwrap();
+        fs::write(f.ws().join(".git/config"), "[core]\n\thooksPath = .husky\n").unwrap();
+        fs::create_dir_all(f.ws().join(".husky")).unwrap();
+        let sb = f.sandbox();
+        let r = sh(
+            &sb,
+            f.ws(),
+            "mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit; echo evil > .husky/pre-commit; echo ok > src.txt",
+        )
+        .await;
+        assert!(!f.ws().join(".git/hooks/pre-commit").exists(), "{}", r.output.text());
+        assert!(!f.ws().join(".husky/pre-commit").exists(), "{}", r.output.text());
+        assert!(f.ws().join("src.txt").exists());
+        assert!(path_denials(&r).iter().any(|(p, _)| p.ends_with(".husky/pre-commit")), "{:?}", r.denials);
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[tokio::test]
     async fn forbidden_syscalls_are_killed_with_sigsys() {
