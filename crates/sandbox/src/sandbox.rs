@@ -221,6 +221,8 @@ impl Sandbox {
     }
 
     /// The private temporary folder (the child's `TMPDIR`), writable in every confined mode.
+    /// It is deleted when the sandbox is dropped: keep the sandbox alive as long as the
+    /// processes it spawned.
     pub fn private_tmp(&self) -> &Path {
         self.private_tmp.path()
     }
