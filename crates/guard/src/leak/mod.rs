@@ -50,7 +50,8 @@ use std::ops::Range;
 pub use engine::LeakDetector;
 
 /// How bad a leak of this kind is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Severity {
     /// Identifies an account but grants little (a DSN's public key).
     Low,
@@ -63,7 +64,8 @@ pub enum Severity {
 }
 
 /// What the output pipeline does with a finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LeakAction {
     /// Replace it and withhold the whole output ([`Redacted::blocked`]).
     Block,
@@ -104,8 +106,9 @@ impl Rule {
     }
 }
 
-/// A credential found in a text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A credential found in a text (serializable for the audit log: rule, severity, action and
+/// byte range, never the secret itself).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Finding {
     /// The rule that matched.
     pub rule_id: &'static str,
@@ -185,6 +188,13 @@ mod tests {
         assert!(!contains_redaction_marker("[REDACTED: nope"));
         assert!(!contains_redaction_marker("[REDACTED"));
         assert_eq!(redaction_marker("jwt"), "[REDACTED:jwt]");
+    }
+
+    #[test]
+    fn findings_serialize_without_the_secret() {
+        let f = Finding { rule_id: "jwt", severity: Severity::High, action: LeakAction::Redact, range: 3..9 };
+        let json = serde_json::to_string(&f).unwrap_or_default();
+        assert_eq!(json, r#"{"rule_id":"jwt","severity":"high","action":"redact","range":{"start":3,"end":9}}"#);
     }
 
     #[test]

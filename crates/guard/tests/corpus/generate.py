@@ -246,6 +246,9 @@ add("generic-api-key", 'const API_KEY: &str = "' + r(AN, 28) + '5";', 'api_key: 
 add("generic-secret", "  client-secret: " + r(AN + "-_", 34) + "3", "Secret = \"" + r(HEX, 48) + "\"")
 add("generic-token", "apiToken := \"" + r(AN, 36) + "2\"", 'refresh_token="' + r(AN + "-_.", 60) + '9"')
 
+add("slack-webhook-url",
+    '{"url": "https:\\/\\/hooks.slack.com\\/services\\/T' + r(UP + DG, 8) + "\\/B" + r(UP + DG, 10) + "\\/" + fake(AN, 24) + '"}')
+
 for rule, text in records:
     print("### " + rule)
     print(text)
