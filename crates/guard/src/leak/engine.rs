@@ -11,6 +11,11 @@ use crate::output::{ceil_char_boundary, floor_char_boundary};
 
 /// Secret environment values shorter than this are ignored (too many false hits).
 const MIN_SECRET_VALUE_LEN: usize = 8;
+/// Longer values (a whole certificate bundle in a variable) are not looked for verbatim; the
+/// private-key rules still see keys inside them.
+const MAX_SECRET_VALUE_LEN: usize = 16 << 10;
+/// At most this many values, so the keyword automaton stays small.
+const MAX_SECRET_VALUES: usize = 1024;
 
 /// How a rule finds its matches once its keyword hit.
 #[derive(Debug)]
@@ -90,11 +95,13 @@ impl LeakDetector {
 
     /// Adds verbatim secret values (for example the values of the server's secret environment
     /// variables): any occurrence in a scanned text is a finding of rule `env-secret-value`.
-    /// Values shorter than 8 bytes are ignored.
+    /// Values shorter than 8 bytes or longer than 16 KB are ignored, and at most 1,024 values
+    /// are kept.
     pub fn with_secret_values(mut self, values: impl IntoIterator<Item = String>) -> Self {
         for v in values {
             let v = v.trim().to_owned();
-            if v.len() >= MIN_SECRET_VALUE_LEN && !self.values.contains(&v) {
+            let fits = (MIN_SECRET_VALUE_LEN..=MAX_SECRET_VALUE_LEN).contains(&v.len());
+            if fits && self.values.len() < MAX_SECRET_VALUES && !self.values.contains(&v) {
                 self.values.push(v);
             }
         }
