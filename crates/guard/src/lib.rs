@@ -17,10 +17,10 @@
 //! ```
 //! use toolgate_guard::output::{truncate_middle, Truncation};
 //!
-//! let text = "a".repeat(100);
-//! let cut = truncate_middle(&text, 40);
+//! let text = "a".repeat(10_000);
+//! let cut = truncate_middle(&text, 1_000);
 //! assert!(matches!(cut.truncation, Truncation::Cut { .. }));
-//! assert!(cut.text.len() < 100);
+//! assert!(cut.text.len() < 1_100); // the kept head and tail, plus one marker line
 //! ```
 
 #![deny(missing_docs)]
