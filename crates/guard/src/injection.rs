@@ -646,6 +646,14 @@ fn next_non_ascii(bytes: &[u8], from: usize) -> Option<usize> {
 /// letters and marks, punctuation and symbol blocks, fullwidth and mathematical forms, invisible
 /// and tag characters. Lines without any are not folded.
 fn is_foldable(c: char) -> bool {
+    // Common prose and drawing characters that fold to nothing we look for: curly quotes,
+    // bullets, ellipsis, primes, arrows, box drawing (except the vertical bar), shapes, symbols.
+    if matches!(c,
+        '\u{2018}'..='\u{2023}' | '\u{2026}' | '\u{2030}'..='\u{2038}' | '\u{2190}'..='\u{21FF}'
+        | '\u{2500}'..='\u{2501}' | '\u{2503}'..='\u{26FF}' | '\u{2700}'..='\u{2767}')
+    {
+        return false;
+    }
     matches!(c,
         '\u{0080}'..='\u{052F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{13A0}'..='\u{13FF}' | '\u{1400}'..='\u{167F}'
         | '\u{17B4}' | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{1D00}'..='\u{2BFF}' | '\u{2E00}'..='\u{2E7F}'
