@@ -59,7 +59,7 @@ pub use async_trait::async_trait;
 pub use context::{CallContext, Identity, Progress, ProgressSink};
 pub use error::{ParamProblem, RateWindow, ToolError};
 pub use output::{Content, ToolOutput};
-pub use registry::{RegisteredTool, Registry, RegistryError};
+pub use registry::{RESERVED_NAMES, RegisteredTool, Registry, RegistryError, canonical_tool_name};
 pub use safety::{ApprovalRequirement, CallSafety, RateClass, Touches};
 pub use spec::{Annotations, OutputTrust, ToolSpec};
 pub use tokio_util::sync::CancellationToken;

@@ -55,7 +55,23 @@ const TOOL_ALIASES: &[(&str, &str)] = &[
     ("list_dir", "ls"),
     ("list_directory", "ls"),
     ("fetch", "web_fetch"),
+    ("webfetch", "web_fetch"),
+    ("websearch", "web_search"),
 ];
+
+/// The canonical name of a tool as models and other runtimes write it: a known alias
+/// (`bash`, `Bash`, `read_file`, `WebFetch`) becomes the built-in's name, a built-in in another
+/// case (`Read`) becomes lowercase, anything else is returned as it is.
+pub fn canonical_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
+    let lower = name.to_ascii_lowercase();
+    if let Some((_, canonical)) = TOOL_ALIASES.iter().find(|(alias, _)| *alias == lower) {
+        return std::borrow::Cow::Borrowed(canonical);
+    }
+    if lower != name && RESERVED_NAMES.contains(&lower.as_str()) {
+        return std::borrow::Cow::Owned(lower);
+    }
+    std::borrow::Cow::Borrowed(name)
+}
 
 /// Why a tool could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

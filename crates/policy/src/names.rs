@@ -4,71 +4,15 @@ use std::collections::BTreeMap;
 
 use crate::ToolRef;
 
-/// Names other runtimes (and Claude Code's permission rules) use for toolgate's tools.
-const ALIASES: &[(&str, &str)] = &[
-    ("bash", "exec"),
-    ("Bash", "exec"),
-    ("shell", "exec"),
-    ("run_command", "exec"),
-    ("read_file", "read"),
-    ("Read", "read"),
-    ("write_file", "write"),
-    ("Write", "write"),
-    ("edit_file", "edit"),
-    ("Edit", "edit"),
-    ("multiedit", "multi_edit"),
-    ("MultiEdit", "multi_edit"),
-    ("apply-patch", "apply_patch"),
-    ("applypatch", "apply_patch"),
-    ("list_dir", "ls"),
-    ("list_directory", "ls"),
-    ("LS", "ls"),
-    ("Grep", "grep"),
-    ("Glob", "glob"),
-    ("fetch", "web_fetch"),
-    ("WebFetch", "web_fetch"),
-    ("WebSearch", "web_search"),
-];
-
 /// Tool names toolgate knows without a registry: its built-ins and the seed inventory that
 /// profiles and the default subagent lists mention. Other names draw a load-time warning.
-const KNOWN_TOOLS: &[&str] = &[
-    "echo",
-    "time",
-    "json",
-    "read",
-    "write",
-    "edit",
-    "multi_edit",
-    "apply_patch",
-    "grep",
-    "glob",
-    "ls",
-    "lock_paths",
-    "unlock_paths",
-    "exec",
-    "process",
-    "execute_code",
-    "web_fetch",
-    "web_search",
-    "http",
-    "memory_search",
-    "memory_write",
-    "memory_read",
-    "memory_get",
-    "memory_tree",
-    "cron",
+/// Beyond toolgate's built-in and reserved names (`toolgate_core::RESERVED_NAMES`).
+const SEED_TOOLS: &[&str] = &[
     "gateway",
-    "spawn",
-    "subagent",
     "subagents",
-    "sessions_list",
     "sessions_history",
-    "sessions_send",
     "sessions_spawn",
     "session_status",
-    "message",
-    "tool_search",
     "image",
     "tts",
     "browser",
@@ -101,14 +45,14 @@ pub(crate) const BUILTIN_GROUPS: &[&str] = &[
     "mcp",
 ];
 
-/// The canonical name for `name` (`bash` → `exec`), or `name` itself.
-pub(crate) fn canonical(name: &str) -> &str {
-    ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, canonical)| canonical)
+/// The canonical name for `name` (`bash`, `Bash` → `exec`; `Read` → `read`), or `name` itself.
+pub(crate) fn canonical(name: &str) -> std::borrow::Cow<'_, str> {
+    toolgate_core::canonical_tool_name(name)
 }
 
 /// Whether toolgate knows this tool name without a registry.
 pub(crate) fn is_known_tool(name: &str) -> bool {
-    KNOWN_TOOLS.contains(&name)
+    toolgate_core::RESERVED_NAMES.contains(&name) || SEED_TOOLS.contains(&name)
 }
 
 /// Whether `tool` was bridged from an MCP server.
@@ -164,7 +108,7 @@ pub(crate) fn parse_name(entry: &str) -> Result<NameMatcher, String> {
              or an argument rule such as `exec(cargo test:*)`"
             .to_owned());
     }
-    Ok(if wildcard { NameMatcher::Prefix(stem.to_owned()) } else { NameMatcher::Exact(canonical(stem).to_owned()) })
+    Ok(if wildcard { NameMatcher::Prefix(stem.to_owned()) } else { NameMatcher::Exact(canonical(stem).into_owned()) })
 }
 
 /// Custom groups from `[tools.groups]`, already checked for cycles.

@@ -77,7 +77,7 @@ impl ArgRule {
         }
         let tool = tool.trim();
         let name = parse_name(tool)?;
-        let rule_tool = match canonical(tool) {
+        let rule_tool = match canonical(tool).as_ref() {
             "exec" => RuleTool::Exec,
             "read" => RuleTool::Read,
             "write" | "edit" | "multi_edit" | "apply_patch" => RuleTool::Write,
