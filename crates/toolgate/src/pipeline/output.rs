@@ -5,17 +5,20 @@
 //! 2. sanitize: valid UTF-8, control characters removed (except newline and tab);
 //! 3. leak detection: credentials are replaced by `[REDACTED:<rule-id>]`; a `block` rule
 //!    withholds the whole output;
-//! 4. for untrusted output: neutralize forged boundaries and chat-template markers, then wrap
-//!    the text in a boundary with a fresh random id (with a warning line inside when the text
-//!    looks like instructions).
+//! 4. for untrusted output: neutralize forged boundaries and chat-template markers (in the same
+//!    pass as step 3), cap the length again, then wrap the text in a boundary with a fresh random
+//!    id (with a warning line inside when the text looks like instructions).
 //!
 //! Structured JSON output gets step 3 on every string it holds.
 
 use serde_json::Value;
 use toolgate_core::{Content, OutputTrust, ToolError, ToolOutput, ToolSpec};
-use toolgate_guard::injection::{neutralize, sanitize_text};
-use toolgate_guard::leak::LeakDetector;
+use toolgate_guard::injection::{SUSPICIOUS_NOTE, redact_and_neutralize, sanitize_text};
+use toolgate_guard::leak::{Finding, LeakDetector};
 use toolgate_guard::output::{truncate_middle, wrap_untrusted};
+
+/// Room for the marker line a cut adds, so a re-cap only happens when redaction grew the text.
+const CUT_MARKER_SLACK: usize = 256;
 
 /// What the output stage did, for the audit trace.
 #[derive(Debug, Default)]
@@ -41,15 +44,27 @@ pub(crate) fn shape(
             if needs_sanitizing(text) {
                 *text = sanitize_text(text.as_bytes(), usize::MAX).text;
             }
-            redact(text, spec, detector, &mut report)?;
             if spec.output_trust == OutputTrust::Untrusted {
-                let neutral = neutralize(text);
-                report.suspicious |= neutral.suspicious;
-                let body = match neutral.note() {
-                    Some(note) => format!("{note}\n{}", neutral.text),
-                    None => neutral.text,
-                };
+                // Leak redaction and injection neutralizing in one pass over the text.
+                let guarded = redact_and_neutralize(detector, text);
+                if guarded.blocked {
+                    return Err(withheld(spec, &guarded.findings));
+                }
+                report.redacted.extend(guarded.findings.iter().map(|f| f.rule_id));
+                report.suspicious |= guarded.suspicious;
+                let mut body = guarded.text;
+                // Redaction markers and defanged characters can lengthen the text: cap it again,
+                // past the fixed overhead of the first cut's marker line.
+                if body.len() > max_bytes + CUT_MARKER_SLACK {
+                    body = truncate_middle(&body, max_bytes).text;
+                }
+                if guarded.suspicious {
+                    body.insert(0, '\n');
+                    body.insert_str(0, SUSPICIOUS_NOTE);
+                }
                 *text = wrap_untrusted(&spec.name, &body);
+            } else {
+                redact(text, spec, detector, &mut report)?;
             }
         }
     }
@@ -76,13 +91,7 @@ fn redact(
         return Ok(());
     }
     if redacted.blocked {
-        let rules: Vec<&str> = redacted.findings.iter().map(|f| f.rule_id).collect();
-        return Err(ToolError::failed(format!(
-            "the output of `{}` was withheld because it contained a credential ({}); ask the user to \
-             look at it directly if it is needed",
-            spec.name,
-            rules.join(", ")
-        )));
+        return Err(withheld(spec, &redacted.findings));
     }
     report.redacted.extend(redacted.findings.iter().map(|f| f.rule_id));
     *text = redacted.text;
@@ -101,6 +110,17 @@ fn redact_json(
         Value::Object(map) => map.values_mut().try_for_each(|v| redact_json(v, spec, detector, report)),
         _ => Ok(()),
     }
+}
+
+/// The error for output that contained a credential whose rule says to withhold it.
+fn withheld(spec: &ToolSpec, findings: &[Finding]) -> ToolError {
+    let rules: Vec<&str> = findings.iter().map(|f| f.rule_id).collect();
+    ToolError::failed(format!(
+        "the output of `{}` was withheld because it contained a credential ({}); ask the user to look at \
+         it directly if it is needed",
+        spec.name,
+        rules.join(", ")
+    ))
 }
 
 /// Redacts credentials in text bound for the audit log, an approval request or a log line.
