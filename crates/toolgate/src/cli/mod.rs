@@ -3,6 +3,7 @@
 mod approvals;
 mod audit;
 mod call;
+mod logging;
 mod policy;
 mod sandbox;
 mod serve;
@@ -73,7 +74,7 @@ enum Command {
 
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    init_logging();
+    logging::init();
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(async move {
@@ -91,12 +92,6 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             }
         }
     })
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 impl GlobalArgs {
