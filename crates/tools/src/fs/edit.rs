@@ -135,26 +135,20 @@ impl Tool for EditTool {
     }
 
     fn safety(&self, params: &Value) -> CallSafety {
-        params::write_safety(
-            &self.state,
-            params::opt_string(params, "path").map(params::touch_path).into_iter().collect(),
-        )
+        params::path_write_safety(&self.state, params)
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
-        let state = self.state.clone();
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || {
-            let path = params::string(NAME, &params, "path")?;
+        params::blocking(NAME, &self.state, ctx, params, |state, ctx, params| {
+            let path = params::string(NAME, params, "path")?;
             let edit = Edit {
-                old: params::string(NAME, &params, "old_string")?.to_owned(),
-                new: params::string(NAME, &params, "new_string")?.to_owned(),
-                replace_all: params::flag(&params, "replace_all"),
+                old: params::string(NAME, params, "old_string")?.to_owned(),
+                new: params::string(NAME, params, "new_string")?.to_owned(),
+                replace_all: params::flag(params, "replace_all"),
             };
-            edit_file(&state, &ctx, NAME, path, &[edit])
+            edit_file(state, ctx, NAME, path, &[edit])
         })
         .await
-        .map_err(|e| ToolError::failed(format!("edit failed: {e}")))?
     }
 }
 

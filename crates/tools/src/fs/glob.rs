@@ -58,16 +58,11 @@ impl Tool for GlobTool {
     }
 
     fn safety(&self, params: &Value) -> CallSafety {
-        let path = params::opt_string(params, "path").map(params::touch_path).unwrap_or_else(|| ".".to_owned());
-        params::read_safety(vec![path])
+        params::path_read_safety(params)
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
-        let state = self.state.clone();
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || glob(&state, &ctx, &params))
-            .await
-            .map_err(|e| ToolError::failed(format!("glob failed: {e}")))?
+        params::blocking(NAME, &self.state, ctx, params, glob).await
     }
 }
 

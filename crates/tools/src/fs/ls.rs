@@ -61,16 +61,11 @@ impl Tool for LsTool {
     }
 
     fn safety(&self, params: &Value) -> CallSafety {
-        let path = params::opt_string(params, "path").map(params::touch_path).unwrap_or_else(|| ".".to_owned());
-        params::read_safety(vec![path])
+        params::path_read_safety(params)
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
-        let state = self.state.clone();
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || ls(&state, &ctx, &params))
-            .await
-            .map_err(|e| ToolError::failed(format!("ls failed: {e}")))?
+        params::blocking(NAME, &self.state, ctx, params, ls).await
     }
 }
 
@@ -83,7 +78,7 @@ struct Listing<'a> {
     more: bool,
 }
 
-fn ls(state: &FsState, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
+fn ls(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
     let recursive = params::flag(params, "recursive");
     let max_depth = if recursive {
         params::opt_u64(NAME, params, "max_depth")?.unwrap_or(DEFAULT_RECURSIVE_DEPTH).clamp(1, 20)

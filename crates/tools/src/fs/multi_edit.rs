@@ -63,22 +63,15 @@ impl Tool for MultiEditTool {
     }
 
     fn safety(&self, params: &Value) -> CallSafety {
-        params::write_safety(
-            &self.state,
-            params::opt_string(params, "path").map(params::touch_path).into_iter().collect(),
-        )
+        params::path_write_safety(&self.state, params)
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
-        let state = self.state.clone();
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || {
-            let path = params::string(NAME, &params, "path")?;
-            let edits = parse_edits(&params)?;
-            edit_file(&state, &ctx, NAME, path, &edits)
+        params::blocking(NAME, &self.state, ctx, params, |state, ctx, params| {
+            let path = params::string(NAME, params, "path")?;
+            edit_file(state, ctx, NAME, path, &parse_edits(params)?)
         })
         .await
-        .map_err(|e| ToolError::failed(format!("multi_edit failed: {e}")))?
     }
 }
 

@@ -1,9 +1,11 @@
-//! Reading validated parameters, and the safety metadata shared by the writing tools.
+//! Reading validated parameters, the safety metadata the tools share, and running a tool's body
+//! off the async runtime.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde_json::Value;
-use toolgate_core::{ApprovalRequirement, CallSafety, RateClass, ToolError, Touches};
+use toolgate_core::{ApprovalRequirement, CallContext, CallSafety, RateClass, ToolError, ToolOutput, Touches};
 
 use super::state::FsState;
 
@@ -76,4 +78,30 @@ pub(crate) fn write_safety(state: &FsState, paths: Vec<String>) -> CallSafety {
 /// Safety of a call that reads `paths`.
 pub(crate) fn read_safety(paths: Vec<String>) -> CallSafety {
     CallSafety { touches: Touches { reads: paths, ..Touches::default() }, ..CallSafety::default() }
+}
+
+/// Safety of a call that reads its optional `path` parameter (the workspace root when absent).
+pub(crate) fn path_read_safety(params: &Value) -> CallSafety {
+    read_safety(vec![opt_string(params, "path").map(touch_path).unwrap_or_else(|| ".".to_owned())])
+}
+
+/// Safety of a call that writes its `path` parameter.
+pub(crate) fn path_write_safety(state: &FsState, params: &Value) -> CallSafety {
+    write_safety(state, opt_string(params, "path").map(touch_path).into_iter().collect())
+}
+
+/// Runs a tool's body on tokio's blocking pool: file I/O and directory walks must not stall the
+/// async runtime. A panic in the body becomes an error that names the tool.
+pub(crate) async fn blocking(
+    tool: &'static str,
+    state: &Arc<FsState>,
+    ctx: &CallContext,
+    params: Value,
+    body: impl FnOnce(&Arc<FsState>, &CallContext, &Value) -> Result<ToolOutput, ToolError> + Send + 'static,
+) -> Result<ToolOutput, ToolError> {
+    let state = Arc::clone(state);
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || body(&state, &ctx, &params))
+        .await
+        .map_err(|e| ToolError::failed(format!("{tool} failed: {e}")))?
 }

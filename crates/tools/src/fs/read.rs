@@ -64,19 +64,15 @@ impl Tool for ReadTool {
     }
 
     fn safety(&self, params: &Value) -> CallSafety {
-        params::read_safety(params::opt_string(params, "path").map(params::touch_path).into_iter().collect())
+        params::path_read_safety(params)
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
-        let state = self.state.clone();
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || read(&state, &ctx, &params))
-            .await
-            .map_err(|e| ToolError::failed(format!("read failed: {e}")))?
+        params::blocking(NAME, &self.state, ctx, params, read).await
     }
 }
 
-fn read(state: &FsState, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
+fn read(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
     let input = params::string(NAME, params, "path")?;
     let offset = params::opt_u64(NAME, params, "offset")?.unwrap_or(1).max(1);
     let limit = params::opt_u64(NAME, params, "limit")?.unwrap_or(DEFAULT_LIMIT).max(1);

@@ -52,22 +52,15 @@ impl Tool for WriteTool {
     }
 
     fn safety(&self, params: &Value) -> CallSafety {
-        params::write_safety(
-            &self.state,
-            params::opt_string(params, "path").map(params::touch_path).into_iter().collect(),
-        )
+        params::path_write_safety(&self.state, params)
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
-        let state = self.state.clone();
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || write(&state, &ctx, &params))
-            .await
-            .map_err(|e| ToolError::failed(format!("write failed: {e}")))?
+        params::blocking(NAME, &self.state, ctx, params, write).await
     }
 }
 
-fn write(state: &FsState, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
+fn write(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
     let input = params::string(NAME, params, "path")?;
     let content = params::string(NAME, params, "content")?;
     let max = state.config.max_write_bytes;

@@ -90,10 +90,8 @@ impl Tool for ApplyPatchTool {
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
-        let state = self.state.clone();
-        let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || {
-            let text = params::string(NAME, &params, "patch")?;
+        params::blocking(NAME, &self.state, ctx, params, |state, ctx, params| {
+            let text = params::string(NAME, params, "patch")?;
             let patch = parser::parse(text).map_err(|e| ToolError::invalid(NAME, "/patch", e.to_string()))?;
             if patch.hunks.is_empty() {
                 return Err(ToolError::invalid(
@@ -102,9 +100,8 @@ impl Tool for ApplyPatchTool {
                     "the patch contains no file operations; nothing was changed",
                 ));
             }
-            stage::apply(&state, &ctx, NAME, &patch)
+            stage::apply(state, ctx, NAME, &patch)
         })
         .await
-        .map_err(|e| ToolError::failed(format!("apply_patch failed: {e}")))?
     }
 }
