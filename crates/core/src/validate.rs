@@ -77,23 +77,28 @@ impl ParamValidator {
     /// Turns what the model sent into the parameters the tool receives, or lists every problem.
     ///
     /// `null` or a missing parameter object counts as `{}`.
-    pub fn check(&self, params: Value, limits: &Limits) -> Result<Value, ToolError> {
-        let mut object = match params {
-            Value::Object(map) => map,
-            Value::Null => Map::new(),
-            other => {
-                return Err(self.error(vec![ParamProblem {
-                    pointer: String::new(),
-                    message: format!("expected an object of parameters, got {}", describe(&other)),
-                }]));
-            }
+    pub fn check(&self, mut params: Value, limits: &Limits) -> Result<Value, ToolError> {
+        self.check_in_place(&mut params, limits).map(|()| params)
+    }
+
+    /// [`check`](Self::check) without taking the parameters: they are rewritten in place (aliases,
+    /// coercions), and stay with the caller when they are refused (the audit log records them).
+    pub fn check_in_place(&self, params: &mut Value, limits: &Limits) -> Result<(), ToolError> {
+        if params.is_null() {
+            *params = Value::Object(Map::new());
+        }
+        let Value::Object(object) = params else {
+            return Err(self.error(vec![ParamProblem {
+                pointer: String::new(),
+                message: format!("expected an object of parameters, got {}", describe(params)),
+            }]));
         };
         let properties = self.schema.get("properties").and_then(Value::as_object);
         if let Some(properties) = properties {
-            apply_aliases(&mut object, properties);
+            apply_aliases(object, properties);
         }
         let mut problems = Vec::new();
-        check_limits(&object, limits, &mut problems);
+        check_limits(object, limits, &mut problems);
         if !problems.is_empty() {
             return Err(self.error(problems));
         }
@@ -111,9 +116,8 @@ impl ParamValidator {
                 }
             }
         }
-        let params = Value::Object(object);
         if let Some(compiled) = &self.compiled {
-            for error in compiled.iter_errors(&params) {
+            for error in compiled.iter_errors(params) {
                 let pointer = error.instance_path().to_string();
                 // Additional-property errors are already reported with a suggestion above.
                 if self.strict_properties && pointer.is_empty() && error.to_string().contains("Additional properties") {
@@ -122,7 +126,7 @@ impl ParamValidator {
                 problems.push(ParamProblem { pointer, message: error.to_string() });
             }
         }
-        if problems.is_empty() { Ok(params) } else { Err(self.error(problems)) }
+        if problems.is_empty() { Ok(()) } else { Err(self.error(problems)) }
     }
 
     fn error(&self, problems: Vec<ParamProblem>) -> ToolError {

@@ -17,7 +17,7 @@ use toolgate_store::{AuditLog, Store, StoreError};
 
 use crate::config::Config;
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
-use crate::pipeline::audit::{CallRecord, redact_params};
+use crate::pipeline::audit::{CallRecord, audit_params, redact_params};
 use crate::pipeline::hooks::{self, CommandHook, Hook, HookVerdict};
 use crate::pipeline::limits::ConcurrencyLimits;
 use crate::pipeline::policy::{PolicyStage, apply_verdict};
@@ -282,7 +282,8 @@ impl Gate {
         }
         out.push_str(&format!("tool `{}` (group {}): {}", spec.name, spec.group, self.policy.visible(spec, ctx)));
         if let Some(params) = params {
-            let params = validate::validate(&found, params, &self.config.limits)?;
+            let mut params = params;
+            validate::validate(&found, &mut params, &self.config.limits)?;
             let safety = found.tool.safety(&params);
             let decision = self.policy.decision(spec, &safety.touches, ctx);
             out.push_str(&format!("\ncall: {decision}"));
@@ -315,7 +316,7 @@ impl Gate {
         }
         let caller_cancel = std::mem::replace(&mut ctx.cancel, self.shutdown.child_token());
         let mut trace: Vec<String> = Vec::with_capacity(6);
-        let mut audited = Audited { tool: name.to_owned(), params: Value::Null };
+        let mut audited = Audited { tool: name.to_owned(), params: String::new() };
         let result = self.run(&ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
         if let Some(audit) = &self.audit {
@@ -348,7 +349,7 @@ impl Gate {
         let tool = match resolve::resolve(&self.registry, name) {
             Ok(tool) => tool,
             Err(e) => {
-                audited.params = params;
+                audited.params = self.audit_text(&params, &[]);
                 return Err(e);
             }
         };
@@ -358,19 +359,14 @@ impl Gate {
         }
         audited.tool.clone_from(&spec.name);
         self.policy.check_visible(spec, ctx)?;
-        // Keep what the model sent for the audit log in case validation refuses it.
-        let raw = self.audit.is_some().then(|| params.clone());
-        let params = match validate::validate(&tool, params, &self.config.limits) {
-            Ok(params) => params,
-            Err(e) => {
-                if let Some(raw) = raw {
-                    audited.params = redact_params(&raw, &tool.tool.safety(&raw).sensitive_params);
-                }
-                return Err(e);
-            }
-        };
+        let mut params = params;
+        if let Err(e) = validate::validate(&tool, &mut params, &self.config.limits) {
+            audited.params = self.audit_text(&params, &tool.tool.safety(&params).sensitive_params);
+            return Err(e);
+        }
         let mut safety = tool.tool.safety(&params);
-        audited.params = redact_params(&params, &safety.sensitive_params);
+        audited.params = self.audit_text(&params, &safety.sensitive_params);
+        let redacted = redact_params(&params, &safety.sensitive_params);
         let decision = self.policy.decide(spec, &safety.touches, ctx)?;
         trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));
         apply_verdict(decision.verdict, &mut safety, &decision);
@@ -379,7 +375,7 @@ impl Gate {
         }
         self.rate.check(&ctx.identity.user, &ctx.identity.agent, &spec.name, safety.rate_class)?;
         let _permit = self.limits.acquire(&ctx.identity.agent).await?;
-        match hooks::before(&self.hooks, ctx, &spec.name, &audited.params).await {
+        match hooks::before(&self.hooks, ctx, &spec.name, &redacted).await {
             HookVerdict::Continue => {}
             HookVerdict::Block(message) => {
                 return Err(ToolError::Denied {
@@ -404,7 +400,7 @@ impl Gate {
             .check(spec, &safety, &params, |reason| ApprovalRequest {
                 id: ctx.call_id.clone(),
                 tool: spec.name.clone(),
-                params: scrub_json(&audited.params, &self.detector),
+                params: scrub_json(&redacted, &self.detector),
                 subject: safety.approval_subject.as_deref().map(|s| output::scrub(s, &self.detector)),
                 reason,
                 identity: ctx.identity.clone(),
@@ -432,6 +428,14 @@ impl Gate {
         }
     }
 
+    /// The audit log's text of `params`, or nothing when there is no audit log.
+    fn audit_text(&self, params: &Value, sensitive: &[&str]) -> String {
+        if self.audit.is_none() {
+            return String::new();
+        }
+        audit_params(params, sensitive, &self.detector)
+    }
+
     /// Waits until every call made so far is in the audit log.
     pub fn flush_audit(&self) {
         if let Some(audit) = &self.audit {
@@ -440,10 +444,11 @@ impl Gate {
     }
 }
 
-/// What the audit log records of a call: the canonical tool name and the redacted parameters.
+/// What the audit log records of a call: the canonical tool name and the parameters as text,
+/// redacted, scrubbed and capped (empty when the audit log is off).
 struct Audited {
     tool: String,
-    params: Value,
+    params: String,
 }
 
 /// `value` with credentials in its strings redacted.

@@ -686,3 +686,16 @@ async fn writes_refuse_to_store_redaction_markers() {
     f.call("read", json!({"path": "notes.md"})).await.unwrap();
     f.call("edit", json!({"path": "notes.md", "old_string": "Secrets", "new_string": "Credentials"})).await.unwrap();
 }
+
+#[tokio::test]
+async fn large_parameters_are_capped_in_the_audit_log() {
+    let f = gate(Config::default(), |b| b);
+    let content = "line of file content\n".repeat(4_500); // about 94 KB, under the 100 KB parameter limit
+    f.call("write", json!({"path": "big.txt", "content": content})).await.unwrap();
+    let audit = f.audit();
+    let params = &audit[0].params;
+    assert!(params.len() < 66 * 1024, "{} bytes", params.len());
+    assert!(params.starts_with(r#"{"content":"line of file content"#), "{}", &params[..60]);
+    assert!(params.contains("cut from the middle"), "the cut is marked");
+    assert_eq!(std::fs::read_to_string(f.dir.path().join("big.txt")).unwrap(), content, "the tool got it all");
+}

@@ -1,10 +1,12 @@
 //! Stage 10: record the call (sensitive parameters redacted) in the audit log.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput};
 use toolgate_guard::leak::LeakDetector;
+use toolgate_guard::output::truncate_middle;
 use toolgate_store::AuditRecord;
 
 use crate::pipeline::output::scrub;
@@ -12,8 +14,17 @@ use crate::pipeline::output::scrub;
 /// The marker that replaces sensitive values.
 pub(crate) const REDACTED: &str = "[REDACTED]";
 
-/// `params` with the values of `sensitive` top-level keys replaced by [`REDACTED`].
-pub(crate) fn redact_params(params: &Value, sensitive: &[&str]) -> Value {
+/// The longest parameter text an audit record keeps; longer text keeps its head and tail (a
+/// `write` of a 5 MB file must not put 5 MB in the log).
+const MAX_AUDIT_PARAMS_BYTES: usize = 64 * 1024;
+
+/// `params` with the values of `sensitive` top-level keys replaced by [`REDACTED`]; borrowed,
+/// without a copy, when the call has none of them.
+pub(crate) fn redact_params<'a>(params: &'a Value, sensitive: &[&str]) -> Cow<'a, Value> {
+    let Value::Object(map) = params else { return Cow::Borrowed(params) };
+    if !sensitive.iter().any(|key| map.contains_key(*key)) {
+        return Cow::Borrowed(params);
+    }
     let mut params = params.clone();
     if let Value::Object(map) = &mut params {
         for key in sensitive {
@@ -22,14 +33,25 @@ pub(crate) fn redact_params(params: &Value, sensitive: &[&str]) -> Value {
             }
         }
     }
-    params
+    Cow::Owned(params)
+}
+
+/// The parameters as the audit log keeps them: sensitive values redacted, credentials scrubbed
+/// (before the cap, so no half of a secret survives at a cut), then capped.
+pub(crate) fn audit_params(params: &Value, sensitive: &[&str], detector: &LeakDetector) -> String {
+    let text = scrub(&redact_params(params, sensitive).to_string(), detector);
+    if text.len() <= MAX_AUDIT_PARAMS_BYTES {
+        return text;
+    }
+    truncate_middle(&text, MAX_AUDIT_PARAMS_BYTES).text
 }
 
 pub(crate) struct CallRecord<'a> {
     pub ctx: &'a CallContext,
     pub started: SystemTime,
     pub tool: &'a str,
-    pub params: &'a Value,
+    /// Already redacted, scrubbed and capped ([`audit_params`]).
+    pub params: &'a str,
     pub trace: &'a [&'a str],
     pub result: &'a Result<ToolOutput, ToolError>,
     pub duration: Duration,
@@ -49,7 +71,7 @@ pub(crate) fn record(detector: &LeakDetector, rec: CallRecord<'_>) -> AuditRecor
         session: rec.ctx.identity.session.clone(),
         provider: rec.ctx.provider.clone(),
         tool: rec.tool.to_owned(),
-        params: scrub(&rec.params.to_string(), detector),
+        params: rec.params.to_owned(),
         decision: rec.trace.join("; "),
         outcome,
         error,

@@ -3,6 +3,7 @@
 use serde_json::Value;
 use toolgate_core::{Limits, RegisteredTool, ToolError};
 
-pub(crate) fn validate(tool: &RegisteredTool, params: Value, limits: &Limits) -> Result<Value, ToolError> {
-    tool.validator.check(params, limits)
+/// Checks and normalizes `params` in place; refused parameters stay with the caller.
+pub(crate) fn validate(tool: &RegisteredTool, params: &mut Value, limits: &Limits) -> Result<(), ToolError> {
+    tool.validator.check_in_place(params, limits)
 }
