@@ -410,6 +410,9 @@ impl Gate {
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         let out = execute::execute(&tool, ctx, caller_cancel, params, timeout).await?;
         let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.detector)?;
+        if report.truncated {
+            trace.push("output: cut to its head and tail".to_owned());
+        }
         if !report.redacted.is_empty() {
             trace.push(format!("output: redacted {}", report.redacted.join(", ")));
         }

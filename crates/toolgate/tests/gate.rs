@@ -304,6 +304,7 @@ async fn untrusted_output_is_truncated_then_wrapped() {
     let text = f.call("deploy", json!({"size": 5000})).await.unwrap().text_content();
     assert!(text.starts_with("<tool_output name=\"deploy\" id=\""), "{}", &text[..80]);
     assert!(text.contains("cut from the middle of 10000 bytes"));
+    assert!(f.audit()[0].decision.contains("output: cut to its head and tail"), "the audit trace says so");
     assert!(text.len() < 1200, "{}", text.len());
     let small = f.call("deploy", json!({"size": 1})).await.unwrap().text_content();
     let id = small.split("id=\"").nth(1).unwrap().split('"').next().unwrap();
