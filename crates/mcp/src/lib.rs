@@ -58,6 +58,7 @@
 #![deny(missing_docs)]
 
 mod approval;
+pub mod bridge;
 mod convert;
 mod error;
 mod handler;

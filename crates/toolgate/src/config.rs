@@ -42,6 +42,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// The audit log.
     pub audit: AuditConfig,
+    /// External MCP servers whose tools the gate takes in (`[mcp.servers.NAME]`, `docs/mcp.md`).
+    pub mcp: toolgate_mcp::bridge::McpConfig,
 }
 
 /// `[identity]`: defaults for the caller's identity.
@@ -223,8 +225,13 @@ impl ConfigSources {
             check_layer(&layer, &format!("command-line flag for `{key}`"))?;
             merge(&mut merged, layer);
         }
-        Config::deserialize(Value::Table(merged))
-            .map_err(|e| ConfigError::Invalid { origin: "the merged configuration".into(), message: e.to_string() })
+        let config = Config::deserialize(Value::Table(merged))
+            .map_err(|e| ConfigError::Invalid { origin: "the merged configuration".into(), message: e.to_string() })?;
+        // A server entry is whole only once every layer is in (a flag may add its `url`).
+        if let Some(message) = config.mcp.servers.iter().find_map(|(name, server)| server.problem(name)) {
+            return Err(ConfigError::Invalid { origin: "the merged configuration".into(), message });
+        }
+        Ok(config)
     }
 }
 
@@ -310,6 +317,19 @@ mod tests {
             ConfigSources { env: vec![("TOOLGATE__GATE__NOPE".into(), "1".into())], ..ConfigSources::default() };
         let err = sources.load(None).unwrap_err().to_string();
         assert!(err.contains("TOOLGATE__GATE__NOPE") && err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn mcp_servers_are_checked_once_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = write(dir.path(), "toolgate.toml", "[mcp.servers.gh]\nurl = \"https://example.com/mcp\"\n");
+        let sources = ConfigSources { workspace_file: Some(ws), ..ConfigSources::default() };
+        let config = sources.load(None).unwrap();
+        assert_eq!(config.mcp.servers["gh"].url.as_deref(), Some("https://example.com/mcp"));
+        let ws = write(dir.path(), "toolgate.toml", "[mcp.servers.gh]\nenabled = true\n");
+        let sources = ConfigSources { workspace_file: Some(ws), ..ConfigSources::default() };
+        let err = sources.load(None).unwrap_err().to_string();
+        assert!(err.contains("[mcp.servers.gh] needs `command`"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,234 @@
+//! `[mcp.servers.NAME]`: how to reach one external MCP server and which of its tools to take.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The prefix of a bridged tool's name when the server sets none: `mcp__NAME__tool`, the form
+/// Claude Code uses.
+pub const DEFAULT_PREFIX: &str = "mcp__";
+
+/// `[mcp]`: the external MCP servers whose tools the gate takes in.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// The servers, by name (`[mcp.servers.github]`). A name is letters, digits, `_` or `-`.
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// One external MCP server: either a command (stdio) or a URL (Streamable HTTP or legacy SSE).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Whether the gate connects to it (default true).
+    pub enabled: bool,
+    /// stdio: the program to start.
+    pub command: Option<String>,
+    /// stdio: its arguments.
+    pub args: Vec<String>,
+    /// stdio: the child's whole environment. Nothing else from toolgate's environment is passed
+    /// on (not even `PATH`, unless listed). A value `${NAME}` is taken from toolgate's own
+    /// environment, so a secret need not be written in the file.
+    pub env: BTreeMap<String, String>,
+    /// stdio: the child's working directory (default: the workspace).
+    pub cwd: Option<PathBuf>,
+    /// HTTP: the server's endpoint (`https://host/mcp`, or `https://host/sse` for legacy SSE).
+    pub url: Option<String>,
+    /// HTTP: which protocol the URL speaks. Default: `http` (Streamable HTTP), or `sse` when the
+    /// URL's path ends in `/sse`.
+    pub transport: Option<HttpTransport>,
+    /// HTTP: extra request headers (`Authorization = "Bearer ${TOKEN}"`); `${NAME}` expands as in
+    /// `env`.
+    pub headers: BTreeMap<String, String>,
+    /// HTTP: OAuth 2.1 settings. Without this table the bridge still follows a server's 401
+    /// challenge when `toolgate mcp login NAME` has stored a token.
+    pub oauth: Option<OAuthConfig>,
+    /// Which of the server's tools to take in.
+    pub tools: ToolFilter,
+    /// The prefix of every tool name from this server; the default `mcp__` gives
+    /// `mcp__NAME__tool`. Setting it replaces `mcp__NAME__`, e.g. `prefix = "gh_"` gives
+    /// `gh_create_issue`.
+    pub prefix: Option<String>,
+    /// Deadline of one call to this server, in seconds (default: the gate's).
+    pub timeout_secs: Option<f64>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            enabled: true,
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            url: None,
+            transport: None,
+            headers: BTreeMap::new(),
+            oauth: None,
+            tools: ToolFilter::default(),
+            prefix: None,
+            timeout_secs: None,
+        }
+    }
+}
+
+/// The two HTTP protocols a server may speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HttpTransport {
+    /// Streamable HTTP (2025-03-26 and later).
+    Http,
+    /// The legacy HTTP+SSE transport (2024-11-05): `GET` an event stream, `POST` to the
+    /// endpoint it names.
+    Sse,
+}
+
+/// `[mcp.servers.NAME.tools]`: `allow` and `deny` lists of the server's own tool names (before
+/// the prefix); `*` at the end of an entry matches any rest. Deny wins; an empty `allow` takes
+/// every tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolFilter {
+    /// Only these tools (empty: all).
+    pub allow: Vec<String>,
+    /// Never these tools.
+    pub deny: Vec<String>,
+}
+
+impl ToolFilter {
+    /// Whether the server's tool `name` is taken in.
+    pub fn admits(&self, name: &str) -> bool {
+        let matches = |entry: &String| match entry.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => entry == name,
+        };
+        !self.deny.iter().any(matches) && (self.allow.is_empty() || self.allow.iter().any(matches))
+    }
+}
+
+/// `[mcp.servers.NAME.oauth]`: OAuth 2.1 (authorization code + PKCE S256) for an HTTP server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// A pre-registered client ID. Without one, toolgate uses `client_metadata_url` when the
+    /// authorization server supports client ID metadata documents, else dynamic client
+    /// registration.
+    pub client_id: Option<String>,
+    /// The pre-registered client's secret (`${NAME}` expands); public clients have none.
+    pub client_secret: Option<String>,
+    /// An HTTPS URL of a client ID metadata document that names toolgate.
+    pub client_metadata_url: Option<String>,
+    /// Scopes to request (default: what the server's metadata advertises).
+    pub scopes: Vec<String>,
+    /// The loopback port `toolgate mcp login` listens on for the redirect (default: any free port).
+    pub redirect_port: Option<u16>,
+}
+
+impl ServerConfig {
+    /// What is wrong with this entry, if anything, for an error that names the server.
+    pub fn problem(&self, name: &str) -> Option<String> {
+        if !valid_server_name(name) {
+            return Some(format!(
+                "MCP server name `{name}` is not usable: use 1-32 letters, digits, `_` or `-` (it becomes part of tool names)"
+            ));
+        }
+        match (&self.command, &self.url) {
+            (Some(_), Some(_)) => Some(format!("[mcp.servers.{name}] sets both `command` and `url`; keep one")),
+            (None, None) => Some(format!(
+                "[mcp.servers.{name}] needs `command` (a program speaking MCP over stdio) or `url` (an HTTP endpoint)"
+            )),
+            (Some(command), None) if command.trim().is_empty() => {
+                Some(format!("[mcp.servers.{name}] has an empty `command`"))
+            }
+            (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                Some(format!("[mcp.servers.{name}] `url` must start with http:// or https://, got `{url}`"))
+            }
+            _ if self.command.is_some() && (!self.headers.is_empty() || self.oauth.is_some()) => {
+                Some(format!("[mcp.servers.{name}] `headers` and `oauth` apply to `url` servers, not `command`"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The HTTP protocol to use for `url`.
+    pub fn http_transport(&self) -> HttpTransport {
+        self.transport.unwrap_or_else(|| {
+            let path = self.url.as_deref().unwrap_or_default().split(['?', '#']).next().unwrap_or_default();
+            if path.trim_end_matches('/').ends_with("/sse") { HttpTransport::Sse } else { HttpTransport::Http }
+        })
+    }
+
+    /// The name a server's tool gets in the gate: `mcp__NAME__tool` by default.
+    pub fn tool_name(&self, server: &str, tool: &str) -> String {
+        match &self.prefix {
+            Some(prefix) => format!("{prefix}{tool}"),
+            None => format!("{DEFAULT_PREFIX}{server}__{tool}"),
+        }
+    }
+}
+
+/// A server name: it becomes part of tool names and of the `group:mcp:NAME` policy group.
+pub fn valid_server_name(name: &str) -> bool {
+    (1..=32).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Expands `${NAME}` in a config value from toolgate's environment. An unset variable is an
+/// error naming it, so a missing secret is not silently sent as an empty string.
+pub fn expand_env(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("unclosed `${{` in `{value}`"));
+        };
+        let var = &after[..end];
+        match std::env::var(var) {
+            Ok(v) => out.push_str(&v),
+            Err(_) => return Err(format!("environment variable `{var}` is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_deny_wins_and_wildcards_match_a_prefix() {
+        let f = ToolFilter { allow: vec!["get_*".into(), "echo".into()], deny: vec!["get_secret".into()] };
+        assert!(f.admits("echo"));
+        assert!(f.admits("get_sum"));
+        assert!(!f.admits("get_secret"));
+        assert!(!f.admits("echoes"));
+        assert!(ToolFilter::default().admits("anything"));
+        assert!(!ToolFilter { allow: vec![], deny: vec!["*".into()] }.admits("x"));
+    }
+
+    #[test]
+    fn transport_and_names() {
+        let mut s = ServerConfig { url: Some("http://127.0.0.1:3001/sse".into()), ..Default::default() };
+        assert_eq!(s.http_transport(), HttpTransport::Sse);
+        s.url = Some("http://127.0.0.1:3001/mcp".into());
+        assert_eq!(s.http_transport(), HttpTransport::Http);
+        assert_eq!(s.tool_name("everything", "echo"), "mcp__everything__echo");
+        s.prefix = Some("ev_".into());
+        assert_eq!(s.tool_name("everything", "echo"), "ev_echo");
+        assert!(s.problem("everything").is_none());
+        assert!(s.problem("bad name").is_some());
+        assert!(ServerConfig::default().problem("x").unwrap().contains("needs `command`"));
+    }
+
+    #[test]
+    fn env_expansion_names_a_missing_variable() {
+        assert_eq!(expand_env("plain").unwrap(), "plain");
+        let err = expand_env("Bearer ${TOOLGATE_TEST_SURELY_UNSET_VAR}").unwrap_err();
+        assert!(err.contains("TOOLGATE_TEST_SURELY_UNSET_VAR"), "{err}");
+        assert!(expand_env("${PATH}").unwrap().contains('/'));
+    }
+}
