@@ -4,6 +4,7 @@ mod approvals;
 mod audit;
 mod call;
 mod logging;
+mod mcp;
 mod policy;
 mod sandbox;
 mod serve;
@@ -61,6 +62,9 @@ enum Command {
     Audit(audit::Args),
     /// Serve the tools to MCP clients over stdio (default) or Streamable HTTP (`--http`).
     Serve(serve::Args),
+    /// Manage the external MCP servers whose tools the gate bridges in.
+    #[command(subcommand)]
+    Mcp(mcp::Command),
     /// List or revoke "allow always" approval grants.
     #[command(subcommand)]
     Approvals(approvals::Command),
@@ -86,6 +90,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Policy(command)) => policy::run(&cli.global, command),
             Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
+            Some(Command::Mcp(command)) => mcp::run(&cli.global, command),
             None => {
                 tools::welcome(&cli.global)?;
                 serve::run_default(&cli.global).await

@@ -1,0 +1,340 @@
+//! `toolgate mcp list|add|remove|login|tools`: the external MCP servers the gate bridges in.
+//!
+//! `add` and `remove` edit the config file in place with `toml_edit`, so the user's comments
+//! and layout survive; the new file is written next to the old one, synced and renamed over it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use toolgate_mcp::bridge::{HttpTransport, ServerConfig, ToolFilter, valid_server_name};
+
+use super::GlobalArgs;
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Command {
+    /// List the configured MCP servers.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a server to toolgate.toml: `add NAME --url URL`, or `add NAME -- COMMAND [ARGS...]`.
+    Add(AddArgs),
+    /// Remove a server from the config file (and forget its OAuth tokens).
+    Remove {
+        /// The server's name.
+        name: String,
+        /// Edit the user's config file instead of the workspace's.
+        #[arg(long)]
+        user: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AddArgs {
+    /// The server's name: its tools become `mcp__NAME__tool`.
+    name: String,
+    /// An HTTP endpoint (Streamable HTTP, or legacy SSE when the path ends in `/sse`).
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    url: Option<String>,
+    /// Force the HTTP protocol: `http` (Streamable HTTP) or `sse` (legacy HTTP+SSE).
+    #[arg(long, value_name = "T", requires = "url", value_parser = ["http", "sse"])]
+    transport: Option<String>,
+    /// An HTTP header, `NAME: VALUE` (repeatable); `${VAR}` is expanded when connecting.
+    #[arg(long = "header", short = 'H', value_name = "HEADER", requires = "url")]
+    headers: Vec<String>,
+    /// An environment variable for a stdio server, `NAME=VALUE` (repeatable). The server gets
+    /// only these; `${VAR}` takes a value from toolgate's environment when connecting.
+    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Take only these of the server's tools (repeatable; `get_*` matches a prefix).
+    #[arg(long, value_name = "TOOL")]
+    allow: Vec<String>,
+    /// Never take these tools (repeatable; deny wins over allow).
+    #[arg(long, value_name = "TOOL")]
+    deny: Vec<String>,
+    /// Name tools `PREFIXtool` instead of `mcp__NAME__tool`.
+    #[arg(long, value_name = "PREFIX")]
+    prefix: Option<String>,
+    /// Add it switched off (`enabled = false`).
+    #[arg(long)]
+    disabled: bool,
+    /// Replace an existing entry of the same name.
+    #[arg(long)]
+    force: bool,
+    /// Edit the user's config file instead of the workspace's.
+    #[arg(long)]
+    user: bool,
+    /// A stdio server: the command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::List { json } => list(global, json),
+        Command::Add(args) => add(global, args),
+        Command::Remove { name, user } => remove(global, &name, user),
+    }
+}
+
+fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let config = global.load_config()?;
+    if config.mcp.servers.is_empty() && !json {
+        println!("no MCP servers configured; add one with `toolgate mcp add NAME --url URL` or `-- COMMAND ARGS`");
+    }
+    for (name, server) in &config.mcp.servers {
+        if json {
+            let line = serde_json::json!({
+                "name": name,
+                "enabled": server.enabled,
+                "transport": transport_name(server),
+                "target": target(server),
+                "tools": {"allow": server.tools.allow, "deny": server.tools.deny},
+                "prefix": server.tool_name(name, ""),
+            });
+            println!("{line}");
+        } else {
+            let state = if server.enabled { "" } else { "  (disabled)" };
+            println!("{name:<16} {:<6} {}{state}", transport_name(server), target(server));
+            let ToolFilter { allow, deny } = &server.tools;
+            if !allow.is_empty() {
+                println!("{:<16} allow: {}", "", allow.join(", "));
+            }
+            if !deny.is_empty() {
+                println!("{:<16} deny: {}", "", deny.join(", "));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn transport_name(server: &ServerConfig) -> &'static str {
+    match (&server.command, server.http_transport()) {
+        (Some(_), _) => "stdio",
+        (None, HttpTransport::Http) => "http",
+        (None, HttpTransport::Sse) => "sse",
+    }
+}
+
+fn target(server: &ServerConfig) -> String {
+    match (&server.command, &server.url) {
+        (Some(command), _) => std::iter::once(command.as_str())
+            .chain(server.args.iter().map(String::as_str))
+            .map(shell_word)
+            .collect::<Vec<_>>()
+            .join(" "),
+        (None, Some(url)) => url.clone(),
+        (None, None) => String::new(),
+    }
+}
+
+/// A word quoted for display when it has spaces or shell metacharacters.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@+,%".contains(&b)) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+fn add(global: &GlobalArgs, args: AddArgs) -> anyhow::Result<ExitCode> {
+    let name = args.name.clone();
+    if !valid_server_name(&name) {
+        bail!(
+            "`{name}` cannot name an MCP server: use 1-32 letters, digits, `_` or `-` (it becomes part of tool names)"
+        );
+    }
+    let mut server = ServerConfig { enabled: !args.disabled, prefix: args.prefix, ..ServerConfig::default() };
+    server.tools = ToolFilter { allow: args.allow, deny: args.deny };
+    match (args.url, args.command.split_first()) {
+        (Some(url), None) => {
+            server.url = Some(url);
+            server.transport = match args.transport.as_deref() {
+                Some("sse") => Some(HttpTransport::Sse),
+                Some(_) => Some(HttpTransport::Http),
+                None => None,
+            };
+            for header in &args.headers {
+                let Some((key, value)) = header.split_once(':') else {
+                    bail!("header `{header}` is not `NAME: VALUE`");
+                };
+                server.headers.insert(key.trim().to_owned(), value.trim().to_owned());
+            }
+        }
+        (None, Some((command, rest))) => {
+            server.command = Some(command.clone());
+            server.args = rest.to_vec();
+        }
+        (Some(_), Some(_)) => bail!("give either `--url URL` or `-- COMMAND ARGS`, not both"),
+        (None, None) => bail!("say how to reach `{name}`: `--url URL`, or `-- COMMAND ARGS` for a stdio server"),
+    }
+    for pair in &args.env {
+        let Some((key, value)) = pair.split_once('=') else {
+            bail!("environment entry `{pair}` is not `NAME=VALUE`");
+        };
+        if key.is_empty() {
+            bail!("environment entry `{pair}` has no name");
+        }
+        server.env.insert(key.to_owned(), value.to_owned());
+    }
+    if let Some(problem) = server.problem(&name) {
+        bail!("{problem}");
+    }
+    let path = config_path(global, args.user)?;
+    let mut doc = read_document(&path)?;
+    let servers = servers_table(&mut doc, &path)?;
+    if servers.contains_key(&name) && !args.force {
+        bail!("{} already has an MCP server `{name}`; pass `--force` to replace it", path.display());
+    }
+    servers.insert(&name, toml_edit::Item::Table(server_table(&server)?));
+    write_document(&path, &doc)?;
+    println!("added MCP server `{name}` to {}", path.display());
+    println!("its tools will appear as `{}*`; see them with `toolgate mcp tools {name}`", server.tool_name(&name, ""));
+    if server.url.is_some() {
+        println!("if it needs OAuth, sign in with `toolgate mcp login {name}`");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn remove(global: &GlobalArgs, name: &str, user: bool) -> anyhow::Result<ExitCode> {
+    let path = config_path(global, user)?;
+    let mut doc = read_document(&path)?;
+    let removed = servers_table(&mut doc, &path)?.remove(name).is_some();
+    if !removed {
+        eprintln!("error: {} has no MCP server `{name}`; `toolgate mcp list` shows them", path.display());
+        return Ok(ExitCode::from(1));
+    }
+    // Leave no empty `[mcp.servers]` / `[mcp]` headers behind.
+    if let Some(mcp) = doc.get_mut("mcp").and_then(|m| m.as_table_like_mut()) {
+        if mcp.get("servers").and_then(|s| s.as_table_like()).is_some_and(|s| s.is_empty()) {
+            mcp.remove("servers");
+        }
+        if mcp.is_empty() {
+            doc.remove("mcp");
+        }
+    }
+    write_document(&path, &doc)?;
+    println!("removed MCP server `{name}` from {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The file `add`/`remove` edit: `--config`, else the workspace's `toolgate.toml`, or with
+/// `--user` the user's config file.
+fn config_path(global: &GlobalArgs, user: bool) -> anyhow::Result<PathBuf> {
+    if user {
+        let sources = toolgate::config::ConfigSources::standard(&global.workspace()?, None);
+        return sources
+            .user_file
+            .context("cannot locate the user config file: neither XDG_CONFIG_HOME nor HOME is set");
+    }
+    match &global.config {
+        Some(file) => Ok(file.clone()),
+        None => Ok(global.workspace()?.join("toolgate.toml")),
+    }
+}
+
+fn read_document(path: &Path) -> anyhow::Result<toml_edit::DocumentMut> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    text.parse().with_context(|| format!("{} is not valid TOML", path.display()))
+}
+
+/// `[mcp.servers]` of `doc`, created when missing (as implicit tables, so only
+/// `[mcp.servers.NAME]` headers appear).
+fn servers_table<'d>(doc: &'d mut toml_edit::DocumentMut, path: &Path) -> anyhow::Result<&'d mut toml_edit::Table> {
+    let not_table = || format!("`mcp.servers` in {} is not a table", path.display());
+    let mcp = doc.entry("mcp").or_insert_with(implicit_table).as_table_mut().with_context(not_table)?;
+    mcp.entry("servers").or_insert_with(implicit_table).as_table_mut().with_context(not_table)
+}
+
+fn implicit_table() -> toml_edit::Item {
+    let mut table = toml_edit::Table::new();
+    table.set_implicit(true);
+    toml_edit::Item::Table(table)
+}
+
+/// `server` as a TOML table, through serde so the keys are exactly the config's. Keys that only
+/// repeat a default are left out, and sub-tables (`env`, `headers`, `tools`) are written inline,
+/// so the entry stays one block under its `[mcp.servers.NAME]` header.
+fn server_table(server: &ServerConfig) -> anyhow::Result<toml_edit::Table> {
+    let toml::Value::Table(fields) = toml::Value::try_from(server).context("cannot write the server entry as TOML")?
+    else {
+        bail!("the server entry is not a table");
+    };
+    let defaults = match toml::Value::try_from(ServerConfig::default()) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => toml::Table::new(),
+    };
+    // The order of `ServerConfig`'s fields, not the alphabet: `command` before `args`.
+    const ORDER: [&str; 12] = [
+        "enabled",
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "url",
+        "transport",
+        "headers",
+        "oauth",
+        "tools",
+        "prefix",
+        "timeout_secs",
+    ];
+    let mut fields: Vec<(String, toml::Value)> = fields.into_iter().collect();
+    fields.sort_by_key(|(key, _)| ORDER.iter().position(|k| k == key).unwrap_or(ORDER.len()));
+    let mut table = toml_edit::Table::new();
+    for (key, value) in fields {
+        if defaults.get(&key) == Some(&value) {
+            continue;
+        }
+        let value = match value {
+            toml::Value::Table(sub) => {
+                let sub: toml::Table = sub.into_iter().filter(|(_, v)| !is_empty(v)).collect();
+                if sub.is_empty() {
+                    continue;
+                }
+                toml::Value::Table(sub)
+            }
+            other => other,
+        };
+        // `Value`'s display is inline TOML; re-parse it as a `toml_edit` value.
+        let parsed: toml_edit::Value = value.to_string().parse().context("cannot re-read the server entry")?;
+        table.insert(&key, toml_edit::value(parsed));
+    }
+    Ok(table)
+}
+
+fn is_empty(value: &toml::Value) -> bool {
+    match value {
+        toml::Value::Array(a) => a.is_empty(),
+        toml::Value::Table(t) => t.is_empty(),
+        _ => false,
+    }
+}
+
+/// Writes `doc` to `path` atomically: a temporary file beside it, fsync, rename.
+fn write_document(path: &Path, doc: &toml_edit::DocumentMut) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
+    let mut text = doc.to_string();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    tmp.write_all(text.as_bytes()).and_then(|()| tmp.as_file().sync_all()).context("cannot write the config")?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        // Keep the old file's permissions (a config with headers may be private).
+        let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
+    }
+    tmp.persist(path).map_err(|e| e.error).with_context(|| format!("cannot replace {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! `toolgate mcp add|list|remove`: edits of `toolgate.toml` that keep the user's text, refuse
+//! bad entries, and round-trip through the config loader.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+fn toolgate(ws: &Path, args: &[&str]) -> Output {
+    Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .args(args)
+        .env("XDG_CONFIG_HOME", ws.join("xdg"))
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn add_list_remove_round_trip_and_keep_comments() {
+    let ws = tempfile::tempdir().unwrap();
+    let file = ws.path().join("toolgate.toml");
+    std::fs::write(&file, "# team settings\n[gate]\ntimeout_secs = 12 # slow CI\n").unwrap();
+
+    let out = toolgate(
+        ws.path(),
+        &[
+            "mcp",
+            "add",
+            "everything",
+            "-e",
+            "PATH=${PATH}",
+            "--deny",
+            "get-env",
+            "--",
+            "mcp-server-everything",
+            "stdio",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("mcp__everything__*"), "{}", text(&out));
+    let out = toolgate(ws.path(), &["mcp", "add", "gh", "--url", "https://h.example/mcp", "-H", "X-Team: blue"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.starts_with("# team settings\n[gate]\ntimeout_secs = 12 # slow CI\n"), "{written}");
+    assert!(written.contains("[mcp.servers.everything]\ncommand = \"mcp-server-everything\"\nargs = [\"stdio\"]"));
+
+    let out = toolgate(ws.path(), &["mcp", "list", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["name"], "everything");
+    assert_eq!(lines[0]["transport"], "stdio");
+    assert_eq!(lines[0]["tools"]["deny"], serde_json::json!(["get-env"]));
+    assert_eq!(lines[1]["transport"], "http");
+    assert_eq!(lines[1]["target"], "https://h.example/mcp");
+
+    let out = toolgate(ws.path(), &["mcp", "add", "gh", "--url", "https://other.example/mcp"]);
+    assert!(!out.status.success() && text(&out).contains("--force"), "{}", text(&out));
+    let out = toolgate(ws.path(), &["mcp", "add", "gh", "--url", "https://other.example/sse", "--force"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = toolgate(ws.path(), &["mcp", "list"]);
+    assert!(text(&out).contains("gh               sse    https://other.example/sse"), "{}", text(&out));
+
+    for name in ["everything", "gh"] {
+        let out = toolgate(ws.path(), &["mcp", "remove", name]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "# team settings\n[gate]\ntimeout_secs = 12 # slow CI\n");
+    let out = toolgate(ws.path(), &["mcp", "remove", "gh"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+}
+
+#[test]
+fn bad_entries_are_refused_and_the_file_is_untouched() {
+    let ws = tempfile::tempdir().unwrap();
+    let file = ws.path().join("toolgate.toml");
+    std::fs::write(&file, "[gate]\ntimeout_secs = 12\n").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["mcp", "add", "x"], "--url URL"),
+        (&["mcp", "add", "bad name", "--url", "https://h.example/mcp"], "letters, digits"),
+        (&["mcp", "add", "x", "--url", "ftp://h.example/mcp"], "http:// or https://"),
+        (&["mcp", "add", "x", "-e", "NOEQUALS", "--", "srv"], "NAME=VALUE"),
+        (&["mcp", "add", "x", "--url", "https://h.example/mcp", "-H", "no colon"], "NAME: VALUE"),
+    ];
+    for (args, expect) in cases {
+        let out = toolgate(ws.path(), args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(text(&out).contains(expect), "{args:?}: {}", text(&out));
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "[gate]\ntimeout_secs = 12\n");
+
+    // A hand-written entry missing its target is named when the config loads.
+    std::fs::write(&file, "[mcp.servers.half]\nenabled = true\n").unwrap();
+    let out = toolgate(ws.path(), &["mcp", "list"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("[mcp.servers.half] needs `command`"), "{}", text(&out));
+}
+
+#[test]
+fn user_flag_edits_the_user_config() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = toolgate(ws.path(), &["mcp", "add", "mine", "--user", "--url", "http://127.0.0.1:9/mcp"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let user = ws.path().join("xdg/toolgate/config.toml");
+    assert!(std::fs::read_to_string(user).unwrap().contains("[mcp.servers.mine]"));
+    assert!(!ws.path().join("toolgate.toml").exists());
+    let out = toolgate(ws.path(), &["mcp", "list"]);
+    assert!(text(&out).contains("mine"), "{}", text(&out));
+}
