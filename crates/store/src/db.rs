@@ -36,6 +36,12 @@ const MIGRATIONS: &[&str] = &[
         created_ms INTEGER NOT NULL,
         UNIQUE (user, agent, tool, subject)
     );",
+    // 3: secrets (MCP OAuth tokens), each value AES-256-GCM sealed: nonce || ciphertext.
+    "CREATE TABLE secrets (
+        name TEXT PRIMARY KEY,
+        value BLOB NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.

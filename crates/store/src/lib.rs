@@ -1,5 +1,6 @@
 //! toolgate's persistence, in embedded SQLite: the audit log, "allow always" approval grants,
-//! and other state as their issues land.
+//! encrypted secrets (MCP OAuth tokens: [`Store::secret_put`], AES-256-GCM), and other state as
+//! their issues land.
 //!
 //! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
 //! its schema. [`AuditLog`] takes [`AuditRecord`]s from the call path without waiting on disk: a
@@ -28,8 +29,10 @@ mod audit;
 mod db;
 mod error;
 mod grants;
+mod secrets;
 
 pub use audit::{AuditLog, AuditRecord};
 pub use db::Store;
 pub use error::StoreError;
 pub use grants::Grant;
+pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError};
