@@ -34,6 +34,7 @@ pub mod approvals;
 pub mod config;
 mod gate;
 pub mod mcp;
+pub mod mcp_vault;
 mod pipeline;
 
 pub use gate::{Gate, GateBuilder, GateError};
