@@ -1,0 +1,399 @@
+//! Opening one connection to a bridged server: a child process over stdio, or Streamable HTTP
+//! (legacy HTTP+SSE through [`super::sse`]), then the MCP handshake.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
+use rmcp::service::{ClientInitializeError, Peer, QuitReason, RunningService, RunningServiceCancellationToken};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHttpClientTransportConfig};
+use rmcp::{RoleClient, ServiceExt};
+use tokio::io::AsyncReadExt;
+use tokio::process::ChildStderr;
+use tokio::task::JoinHandle;
+
+use super::client::BridgeClient;
+use super::link::ServerLink;
+use super::mapping::clean_text;
+use super::{HttpTransport, expand_env};
+
+/// How many of a child's last stderr lines a failed handshake quotes in the log.
+const STDERR_TAIL_LINES: usize = 8;
+/// Longest stderr line logged; the rest of the line is dropped.
+const MAX_STDERR_LINE: usize = 1000;
+/// Stderr bytes logged per connection; after that the child's stderr is read and dropped, so a
+/// chatty or hostile server cannot flood the log.
+const STDERR_LOG_BUDGET: usize = 256 * 1024;
+/// How long a stopping stdio server gets to exit after its stdin closes, before its process
+/// group is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// Why a connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectError {
+    /// The server's configuration cannot be used as it is.
+    #[error("{0}")]
+    Config(String),
+    /// The stdio server's program could not be started.
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        /// The program.
+        command: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server refused or broke off the MCP handshake.
+    #[error("the MCP handshake failed: {detail}")]
+    Handshake {
+        /// rmcp's account of it, which may quote the server (cleaned and capped).
+        detail: String,
+    },
+    /// The server wants an OAuth token toolgate does not have.
+    #[error("the server requires authorization")]
+    Unauthorized,
+    /// No answer within the connect timeout.
+    #[error("no answer to the MCP handshake within {} s", .0.as_secs())]
+    Timeout(Duration),
+}
+
+impl ConnectError {
+    /// What a model may read: the kind of failure in toolgate's own words, without the
+    /// server's text (that goes to the log only).
+    pub(crate) fn summary(&self, server: &str) -> String {
+        match self {
+            ConnectError::Handshake { .. } => {
+                "the MCP handshake failed (the server's messages are in toolgate's log)".to_owned()
+            }
+            ConnectError::Unauthorized => {
+                format!("the server requires authorization; run `toolgate mcp login {server}`")
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// An open, initialized connection to a server.
+pub(crate) struct Connection {
+    peer: Peer<RoleClient>,
+    /// Stops rmcp's service loop (which closes the transport).
+    cancel: Option<RunningServiceCancellationToken>,
+    /// rmcp's service loop; finishes when the transport closes or is cancelled (`None` once
+    /// it has).
+    service: Option<JoinHandle<Result<QuitReason, tokio::task::JoinError>>>,
+    /// The stdio server's process group, killed when the connection goes.
+    child: Option<ChildGuard>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").field("peer", &self.peer).field("child", &self.child).finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    fn new(service: RunningService<RoleClient, BridgeClient>, child: Option<ChildGuard>) -> Self {
+        let peer = service.peer().clone();
+        let cancel = Some(service.cancellation_token());
+        Connection { peer, cancel, service: Some(tokio::spawn(service.waiting())), child }
+    }
+
+    /// The peer calls go through.
+    pub(crate) fn peer(&self) -> &Peer<RoleClient> {
+        &self.peer
+    }
+
+    /// Resolves when the server closed the connection (or its process ended).
+    pub(crate) async fn closed(&mut self) {
+        match &mut self.service {
+            Some(service) => {
+                let _ = service.await;
+                self.service = None;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Closes the connection: the transport first (a stdio server sees its stdin close), then
+    /// the process group after a short grace.
+    pub(crate) async fn close(mut self) {
+        if let Some(cancel) = self.cancel.take() {
+            cancel.cancel();
+        }
+        if let Some(service) = self.service.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), service).await;
+        }
+        if let Some(mut child) = self.child.take() {
+            child.stop(EXIT_GRACE).await;
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.cancel.take() {
+            cancel.cancel();
+        }
+        // `child`'s own Drop kills the process group.
+    }
+}
+
+/// A stdio server's process group: the child is its leader, so everything it starts dies with
+/// it.
+#[derive(Debug)]
+struct ChildGuard {
+    child: Box<dyn ChildWrapper>,
+}
+
+impl ChildGuard {
+    /// Waits up to `grace` for the child to exit, then kills its process group.
+    async fn stop(&mut self, grace: Duration) {
+        let _ = tokio::time::timeout(grace, self.child.wait()).await;
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        // SIGKILL to the whole group (harmless when it is gone already); tokio reaps the leader.
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Connects to `link`'s server and completes the MCP handshake within `timeout`.
+pub(crate) async fn connect(
+    link: &Arc<ServerLink>,
+    workspace: &Path,
+    timeout: Duration,
+) -> Result<Connection, ConnectError> {
+    let handler = BridgeClient::new(Arc::clone(link));
+    let config = &link.config;
+    if let Some(command) = &config.command {
+        return connect_stdio(link, command, workspace, handler, timeout).await;
+    }
+    let Some(url) = config.url.as_deref() else {
+        return Err(ConnectError::Config(format!("[mcp.servers.{}] has neither `command` nor `url`", link.name)));
+    };
+    let headers = headers(link)?;
+    let client = http_client()?;
+    match config.http_transport() {
+        HttpTransport::Http => {
+            let mut transport = StreamableHttpClientTransportConfig::with_uri(url);
+            transport = transport.custom_headers(headers);
+            let service = handshake(serve_streamable(client, transport, handler), timeout).await?;
+            Ok(Connection::new(service, None))
+        }
+        HttpTransport::Sse => Err(ConnectError::Config(format!(
+            "[mcp.servers.{}] uses the legacy SSE transport, which this build of toolgate cannot speak yet; use the \
+             server's Streamable HTTP endpoint (`transport = \"http\"`)",
+            link.name
+        ))),
+    }
+}
+
+/// Serves the handshake over Streamable HTTP with any HTTP client rmcp accepts: a plain
+/// `reqwest::Client`, or an OAuth-authorized client.
+async fn serve_streamable<C>(
+    client: C,
+    config: StreamableHttpClientTransportConfig,
+    handler: BridgeClient,
+) -> Result<RunningService<RoleClient, BridgeClient>, ClientInitializeError>
+where
+    C: StreamableHttpClient + Send + Sync + 'static,
+    C::Error: std::error::Error + Send + Sync + 'static,
+{
+    handler.serve(StreamableHttpClientTransport::with_client(client, config)).await
+}
+
+/// Runs a handshake future within `timeout`, turning rmcp's error into ours.
+async fn handshake(
+    serve: impl Future<Output = Result<RunningService<RoleClient, BridgeClient>, ClientInitializeError>>,
+    timeout: Duration,
+) -> Result<RunningService<RoleClient, BridgeClient>, ConnectError> {
+    match tokio::time::timeout(timeout, serve).await {
+        Ok(Ok(service)) => Ok(service),
+        Ok(Err(e)) if e.is_authorization_required() => Err(ConnectError::Unauthorized),
+        Ok(Err(e)) => Err(ConnectError::Handshake { detail: clean_text(&e.to_string(), 2000) }),
+        Err(_) => Err(ConnectError::Timeout(timeout)),
+    }
+}
+
+async fn connect_stdio(
+    link: &Arc<ServerLink>,
+    command: &str,
+    workspace: &Path,
+    handler: BridgeClient,
+    timeout: Duration,
+) -> Result<Connection, ConnectError> {
+    let config = &link.config;
+    let cwd = match &config.cwd {
+        Some(dir) => workspace.join(dir),
+        None => workspace.to_path_buf(),
+    };
+    let program = resolve_program(command, &cwd);
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(&config.args)
+        .env_clear()
+        .envs(child_env(link)?)
+        .current_dir(&cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut wrapped = CommandWrap::from(cmd);
+    wrapped.wrap(ProcessGroup::leader());
+    let spawn_error = |source| ConnectError::Spawn { command: command.to_owned(), source };
+    let mut child = wrapped.spawn().map_err(spawn_error)?;
+    let stdin = child.stdin().take();
+    let stdout = child.stdout().take();
+    let stderr = child.stderr().take();
+    let mut guard = ChildGuard { child };
+    let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+        return Err(spawn_error(std::io::Error::other("its stdin or stdout could not be connected")));
+    };
+    let tail = Arc::new(Mutex::new(VecDeque::new()));
+    if let Some(stderr) = stderr {
+        tokio::spawn(drain_stderr(link.name.clone(), stderr, Arc::clone(&tail)));
+    }
+    match handshake(handler.serve((stdout, stdin)), timeout).await {
+        Ok(service) => Ok(Connection::new(service, Some(guard))),
+        Err(e) => {
+            // Let the child's last words reach the log before quoting them.
+            guard.stop(Duration::from_millis(200)).await;
+            let tail: Vec<String> = tail.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
+            if !tail.is_empty() {
+                tracing::warn!(server = %link.name, "its last stderr lines:\n  {}", tail.join("\n  "));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The child's whole environment: exactly `env`, with `${VAR}` taken from toolgate's own.
+fn child_env(link: &ServerLink) -> Result<Vec<(String, String)>, ConnectError> {
+    link.config
+        .env
+        .iter()
+        .map(|(key, value)| {
+            expand_env(value)
+                .map(|v| (key.clone(), v))
+                .map_err(|e| ConnectError::Config(format!("[mcp.servers.{}] env `{key}`: {e}", link.name)))
+        })
+        .collect()
+}
+
+/// The program to run: a path with a `/` is taken relative to the server's working directory;
+/// a bare name is looked up in toolgate's own `PATH` (the child's `PATH` is only what `env`
+/// gives it), so `command = "npx"` works without passing `PATH` on.
+fn resolve_program(command: &str, cwd: &Path) -> PathBuf {
+    if command.contains('/') {
+        return cwd.join(command);
+    }
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path).map(|dir| dir.join(command)).find(|candidate| is_executable(candidate))
+    });
+    found.unwrap_or_else(|| PathBuf::from(command))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Logs a child's stderr line by line (capped per line and per connection) and keeps the last
+/// lines for a failed handshake's report. Reads to the end, so the child never blocks on a
+/// full pipe.
+async fn drain_stderr(server: String, mut stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut logged = 0usize;
+    let mut line: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 4096];
+    let emit = |line: &mut Vec<u8>, logged: &mut usize| {
+        let text = clean_text(&String::from_utf8_lossy(line), MAX_STDERR_LINE);
+        line.clear();
+        if text.trim().is_empty() {
+            return;
+        }
+        if *logged < STDERR_LOG_BUDGET {
+            *logged += text.len();
+            tracing::info!(server = %server, "MCP server stderr: {text}");
+            if *logged >= STDERR_LOG_BUDGET {
+                tracing::warn!(server = %server, "MCP server stderr: over {STDERR_LOG_BUDGET} bytes; not logging more of it");
+            }
+        }
+        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+    };
+    loop {
+        let n = match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                emit(&mut line, &mut logged);
+            } else if line.len() < MAX_STDERR_LINE * 4 {
+                line.push(b);
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&mut line, &mut logged);
+    }
+}
+
+/// `headers`, with `${VAR}` expanded, as HTTP headers.
+fn headers(link: &ServerLink) -> Result<HashMap<HeaderName, HeaderValue>, ConnectError> {
+    let bad = |what: String| ConnectError::Config(format!("[mcp.servers.{}] headers: {what}", link.name));
+    let mut out = HashMap::new();
+    for (key, value) in &link.config.headers {
+        let name = HeaderName::try_from(key.as_str()).map_err(|_| bad(format!("`{key}` is not a header name")))?;
+        let expanded = expand_env(value).map_err(|e| bad(format!("`{key}`: {e}")))?;
+        let mut value = HeaderValue::try_from(expanded)
+            .map_err(|_| bad(format!("the value of `{key}` has characters a header cannot carry")))?;
+        value.set_sensitive(true);
+        out.insert(name, value);
+    }
+    Ok(out)
+}
+
+/// The HTTP client of bridged servers: rustls with the ring provider (installed as the process
+/// default once, so every reqwest client in the process, rmcp's OAuth ones included, finds it)
+/// and the system's certificate store.
+pub(crate) fn http_client() -> Result<reqwest::Client, ConnectError> {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        // Another part of the process may have installed one first; that one is used then.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| ConnectError::Config(format!("cannot set up the HTTP client: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_resolve_in_toolgates_path_or_the_working_directory() {
+        let sh = resolve_program("sh", Path::new("/nowhere"));
+        assert!(sh.is_absolute() && sh.ends_with("sh"), "{}", sh.display());
+        assert_eq!(resolve_program("./run.sh", Path::new("/srv")), Path::new("/srv/./run.sh"));
+        assert_eq!(resolve_program("/bin/true", Path::new("/srv")), Path::new("/bin/true"));
+        assert_eq!(resolve_program("surely-not-a-program-xyz", Path::new("/")), Path::new("surely-not-a-program-xyz"));
+    }
+
+    #[test]
+    fn https_clients_build_with_the_ring_provider() {
+        assert!(http_client().is_ok());
+        assert!(http_client().is_ok(), "installing the provider twice is fine");
+    }
+}

@@ -1,0 +1,162 @@
+//! One bridged server's live state, shared by its supervisor (which connects and reconnects)
+//! and its tools (which call through the current connection or say why they cannot).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::Peer;
+use tokio::sync::{Notify, watch};
+use toolgate_core::{ProgressSink, ToolError};
+
+use super::ServerConfig;
+use super::mapping::{MAX_PROGRESS_MESSAGE_CHARS, clean_text};
+
+/// Where a server's connection stands.
+#[derive(Debug, Clone)]
+pub(crate) enum LinkState {
+    /// The first connection attempt is running.
+    Connecting,
+    /// Connected: calls go through this peer.
+    Ready(Peer<RoleClient>),
+    /// The connection failed or was lost; reconnection attempt `attempt` (of `max`) comes
+    /// after `delay`.
+    Retrying { error: String, attempt: u32, max: u32, delay: Duration },
+    /// Every reconnection attempt failed; the server stays down until toolgate restarts.
+    GaveUp { error: String, attempts: u32 },
+    /// The bridge shut down.
+    Stopped,
+}
+
+/// A bridged server, as its tools and its supervisor share it.
+#[derive(Debug)]
+pub(crate) struct ServerLink {
+    /// The server's name (`[mcp.servers.NAME]`).
+    pub name: String,
+    /// Its configuration.
+    pub config: ServerConfig,
+    /// Written by the supervisor only; tools read it on every call.
+    state: RwLock<LinkState>,
+    /// Becomes true when the first connection attempt has finished, either way; calls that
+    /// arrive while the server is starting wait on it.
+    first_attempt: watch::Sender<bool>,
+    /// Progress sinks of the calls in flight, by the progress token their request carries.
+    progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    /// Signalled by the client handler when the server says its tool list changed.
+    pub list_changed: Notify,
+    /// The gate names of the tools registered for this server now.
+    tools: Mutex<Vec<String>>,
+}
+
+impl ServerLink {
+    pub(crate) fn new(name: String, config: ServerConfig) -> Self {
+        ServerLink {
+            name,
+            config,
+            state: RwLock::new(LinkState::Connecting),
+            first_attempt: watch::Sender::new(false),
+            progress: Mutex::new(HashMap::new()),
+            list_changed: Notify::new(),
+            tools: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn state(&self) -> LinkState {
+        self.state.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn set_state(&self, state: LinkState) {
+        *self.state.write().unwrap_or_else(PoisonError::into_inner) = state;
+    }
+
+    /// The gate names of this server's registered tools.
+    pub(crate) fn tools(&self) -> Vec<String> {
+        self.tools.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn set_tools(&self, tools: Vec<String>) {
+        *self.tools.lock().unwrap_or_else(PoisonError::into_inner) = tools;
+    }
+
+    /// Marks the first connection attempt as finished (waking every waiter).
+    pub(crate) fn first_attempt_done(&self) {
+        self.first_attempt.send_replace(true);
+    }
+
+    /// Whether the first connection attempt has finished.
+    pub(crate) fn started(&self) -> bool {
+        *self.first_attempt.borrow()
+    }
+
+    /// Waits until the first connection attempt has finished (or the bridge is dropped).
+    pub(crate) async fn wait_started(&self) {
+        let mut rx = self.first_attempt.subscribe();
+        // An error means the sender is gone: nothing will change any more.
+        let _ = rx.wait_for(|done| *done).await;
+    }
+
+    /// The live peer, or the error a call gets while there is none.
+    pub(crate) fn peer(&self) -> Result<Peer<RoleClient>, ToolError> {
+        match self.state() {
+            LinkState::Ready(peer) if !peer.is_transport_closed() => Ok(peer),
+            other => Err(self.unavailable(&other)),
+        }
+    }
+
+    /// The error for a call that cannot reach the server, saying why and what toolgate does.
+    fn unavailable(&self, state: &LinkState) -> ToolError {
+        let name = &self.name;
+        let message = match state {
+            LinkState::Connecting => {
+                format!("MCP server `{name}` is still starting; try again in a few seconds")
+            }
+            LinkState::Ready(_) => {
+                format!("MCP server `{name}` closed its connection; toolgate is reconnecting, try again in a few seconds")
+            }
+            LinkState::Retrying { error, attempt, max, delay } => format!(
+                "MCP server `{name}` is unavailable: {error}; toolgate retries (attempt {attempt} of {max} in {} s), try again later",
+                delay.as_secs().max(1)
+            ),
+            LinkState::GaveUp { error, attempts } => format!(
+                "MCP server `{name}` is unavailable after {attempts} reconnection attempts: {error}; fix the server \
+                 (see toolgate's log) and restart toolgate to use its tools"
+            ),
+            LinkState::Stopped => format!("MCP server `{name}` is disconnected because toolgate is shutting down"),
+        };
+        ToolError::failed(message)
+    }
+
+    /// Routes progress notifications carrying `token` to `sink` until the guard drops.
+    pub(crate) fn route_progress(&self, token: ProgressToken, sink: ProgressSink) -> ProgressRoute<'_> {
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner).insert(token.clone(), sink);
+        ProgressRoute { link: self, token }
+    }
+
+    /// Delivers a progress notification to the call it belongs to; others are dropped (a
+    /// server cannot report progress on calls it was not given).
+    pub(crate) fn progress(&self, params: ProgressNotificationParam) {
+        let sink = self.progress.lock().unwrap_or_else(PoisonError::into_inner).get(&params.progress_token).cloned();
+        if let Some(sink) = sink
+            && params.progress.is_finite()
+        {
+            let total = params.total.filter(|t| t.is_finite());
+            let message = params.message.as_deref().map(|m| clean_text(m, MAX_PROGRESS_MESSAGE_CHARS));
+            sink.report(params.progress, total, message);
+        }
+    }
+}
+
+/// Removes a call's progress route when the call ends.
+#[derive(Debug)]
+pub(crate) struct ProgressRoute<'a> {
+    link: &'a ServerLink,
+    token: ProgressToken,
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        self.link.progress.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.token);
+    }
+}

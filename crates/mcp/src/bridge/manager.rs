@@ -1,0 +1,209 @@
+//! [`Bridge`]: starts one supervisor per enabled server and answers questions about them
+//! (is a server still starting, why is it down, which tools does it have).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use toolgate_core::{Registry, ToolError};
+
+use super::link::{LinkState, ServerLink};
+use super::supervisor::{BridgeTimings, Supervisor};
+use super::{DEFAULT_PREFIX, McpConfig};
+
+/// What the bridge needs besides the configuration.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BridgeOptions {
+    /// The workspace: stdio servers run in it unless their `cwd` says otherwise (a relative
+    /// `cwd` is taken from it).
+    pub workspace: PathBuf,
+    /// Health-check and reconnection timings.
+    pub timings: BridgeTimings,
+}
+
+impl BridgeOptions {
+    /// Options for `workspace` with the default timings.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        BridgeOptions { workspace: workspace.into(), timings: BridgeTimings::default() }
+    }
+
+    /// Replaces the timings (tests use short ones).
+    pub fn timings(mut self, timings: BridgeTimings) -> Self {
+        self.timings = timings;
+        self
+    }
+}
+
+/// Where one server stands, for `toolgate mcp list` and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerState {
+    /// The first connection attempt is running.
+    Starting,
+    /// Connected; its tools work.
+    Connected,
+    /// Down; toolgate reconnects (attempt `attempt` of `max`).
+    Reconnecting {
+        /// The next attempt.
+        attempt: u32,
+        /// The most attempts made.
+        max: u32,
+        /// Why it is down.
+        error: String,
+    },
+    /// Down for good: every reconnection attempt failed.
+    Unavailable {
+        /// The last failure.
+        error: String,
+    },
+    /// The bridge has shut down.
+    Stopped,
+}
+
+/// One server's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerStatus {
+    /// The server's name.
+    pub name: String,
+    /// Its connection.
+    pub state: ServerState,
+    /// The gate names of its registered tools.
+    pub tools: Vec<String>,
+}
+
+/// The client bridge: a supervised connection to every enabled `[mcp.servers.NAME]`, whose
+/// tools are registered in a shared [`Registry`] as `mcp__NAME__tool`.
+///
+/// Dropping the bridge (or [`Bridge::shutdown`]) stops every connection and kills every stdio
+/// server's process group.
+#[derive(Debug)]
+pub struct Bridge {
+    links: Vec<Arc<ServerLink>>,
+    /// Cancelled on shutdown; every supervisor watches it.
+    shutdown: CancellationToken,
+}
+
+impl Bridge {
+    /// Starts connecting every enabled server in the background and returns at once; use
+    /// [`Bridge::wait_started`] to wait for the first attempts. Needs a Tokio runtime; without
+    /// one, every server is reported unavailable.
+    ///
+    /// A server that fails to start is logged and its tools are absent; toolgate keeps
+    /// retrying it with backoff.
+    pub fn start(config: &McpConfig, registry: Arc<Registry>, options: BridgeOptions) -> Bridge {
+        let shutdown = CancellationToken::new();
+        let runtime = tokio::runtime::Handle::try_current();
+        let mut links = Vec::new();
+        for (name, server) in &config.servers {
+            if !server.enabled {
+                continue;
+            }
+            let link = Arc::new(ServerLink::new(name.clone(), server.clone()));
+            links.push(Arc::clone(&link));
+            if let Some(problem) = server.problem(name) {
+                tracing::error!(server = %name, "MCP server not started: {problem}");
+                link.set_state(LinkState::GaveUp { error: problem, attempts: 0 });
+                link.first_attempt_done();
+                continue;
+            }
+            let Ok(runtime) = &runtime else {
+                let error = "toolgate started the bridge outside an async runtime (a bug)".to_owned();
+                tracing::error!(server = %name, "MCP server not started: {error}");
+                link.set_state(LinkState::GaveUp { error, attempts: 0 });
+                link.first_attempt_done();
+                continue;
+            };
+            let supervisor = Supervisor {
+                link,
+                registry: Arc::clone(&registry),
+                workspace: options.workspace.clone(),
+                timings: options.timings,
+                shutdown: shutdown.child_token(),
+                registered: Default::default(),
+            };
+            runtime.spawn(supervisor.run());
+        }
+        Bridge { links, shutdown }
+    }
+
+    /// Waits until every server's first connection attempt has finished (its tools are
+    /// registered if it succeeded), at most `timeout`. Returns whether all had.
+    pub async fn wait_started(&self, timeout: Duration) -> bool {
+        let all = futures::future::join_all(self.links.iter().map(|l| l.wait_started()));
+        tokio::time::timeout(timeout, all).await.is_ok()
+    }
+
+    /// The server a tool name belongs to (by its prefix), whether or not the tool exists.
+    pub fn server_of(&self, tool: &str) -> Option<&str> {
+        self.link_of(tool).map(|l| l.name.as_str())
+    }
+
+    /// For a call to `tool` that is not registered: when it belongs to a server whose first
+    /// connection attempt is still running, waits for that attempt (at most `timeout`).
+    /// Returns whether it waited, so the caller looks the tool up again.
+    pub async fn wait_for_tool(&self, tool: &str, timeout: Duration) -> bool {
+        let Some(link) = self.link_of(tool) else { return false };
+        if link.started() {
+            return false;
+        }
+        let _ = tokio::time::timeout(timeout, link.wait_started()).await;
+        true
+    }
+
+    /// For a call to `tool` that is not registered: the error to give when it belongs to a
+    /// server that is down (so the model learns why, instead of "unknown tool").
+    pub fn unavailable(&self, tool: &str) -> Option<ToolError> {
+        let link = self.link_of(tool)?;
+        link.peer().err()
+    }
+
+    /// Every server's status, by name.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        self.links
+            .iter()
+            .map(|link| {
+                let state = match link.state() {
+                    LinkState::Connecting => ServerState::Starting,
+                    LinkState::Ready(_) => ServerState::Connected,
+                    LinkState::Retrying { error, attempt, max, .. } => {
+                        ServerState::Reconnecting { attempt, max, error }
+                    }
+                    LinkState::GaveUp { error, .. } => ServerState::Unavailable { error },
+                    LinkState::Stopped => ServerState::Stopped,
+                };
+                ServerStatus { name: link.name.clone(), state, tools: link.tools() }
+            })
+            .collect()
+    }
+
+    /// Stops every connection (stdio servers get their stdin closed, then their process group
+    /// killed). Their tools stay registered and fail with a message saying toolgate is
+    /// shutting down.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// The link whose tool-name prefix `tool` starts with (the longest, when prefixes nest).
+    fn link_of(&self, tool: &str) -> Option<&Arc<ServerLink>> {
+        self.links
+            .iter()
+            .filter_map(|link| {
+                let prefix = match &link.config.prefix {
+                    Some(prefix) => prefix.clone(),
+                    None => format!("{DEFAULT_PREFIX}{}__", link.name),
+                };
+                (tool.len() > prefix.len() && tool.starts_with(&prefix)).then_some((prefix.len(), link))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, link)| link)
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

@@ -1,0 +1,318 @@
+//! One server's life: connect, register its tools, check its health, follow its tool-list
+//! changes, and reconnect with backoff when the connection goes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{ClientRequest, PaginatedRequestParams, PingRequest, Tool as McpTool};
+use rmcp::service::{Peer, ServiceError};
+use tokio_util::sync::CancellationToken;
+use toolgate_core::{Registry, RegistryError};
+
+use super::connect::{Connection, connect};
+use super::link::{LinkState, ServerLink};
+use super::mapping::{BridgedSpec, Skip, bridged_spec};
+use super::tool::BridgedTool;
+
+/// Most tools taken from one server; the rest are dropped with a warning.
+const MAX_TOOLS: usize = 512;
+/// Most `tools/list` pages read from one server.
+const MAX_PAGES: usize = 64;
+
+/// How often and how patiently the bridge checks servers and reconnects them. The defaults are
+/// the documented behaviour; tests shorten them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BridgeTimings {
+    /// Time between health checks (an MCP `ping`) of a connected server. Default 30 s.
+    pub health_interval: Duration,
+    /// How long a health check waits for the answer. Default 10 s.
+    pub ping_timeout: Duration,
+    /// How long one connection attempt may take: start, handshake and tool listing. Default 30 s.
+    pub connect_timeout: Duration,
+    /// The wait before the first reconnection attempt; it doubles after each failure. Default 2 s.
+    pub backoff_initial: Duration,
+    /// The longest wait between reconnection attempts. Default 60 s.
+    pub backoff_max: Duration,
+    /// Reconnection attempts before the server is given up. Default 10.
+    pub max_attempts: u32,
+}
+
+impl Default for BridgeTimings {
+    fn default() -> Self {
+        BridgeTimings {
+            health_interval: Duration::from_secs(30),
+            ping_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(30),
+            backoff_initial: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(60),
+            max_attempts: 10,
+        }
+    }
+}
+
+impl BridgeTimings {
+    /// The wait before reconnection attempt `attempt` (1-based): 2, 4, 8, 16, 32, 60, 60, ... s.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
+        self.backoff_initial.saturating_mul(factor).min(self.backoff_max)
+    }
+}
+
+/// Why a connection ended.
+enum Ended {
+    /// The bridge is shutting down.
+    Shutdown,
+    /// The connection was lost; the text says how.
+    Lost(String),
+}
+
+/// Runs one server until the bridge shuts down.
+pub(crate) struct Supervisor {
+    pub link: Arc<ServerLink>,
+    pub registry: Arc<Registry>,
+    pub workspace: PathBuf,
+    pub timings: BridgeTimings,
+    pub shutdown: CancellationToken,
+    /// What this server has in the registry now, by gate name.
+    pub registered: BTreeMap<String, BridgedSpec>,
+}
+
+impl Supervisor {
+    pub(crate) async fn run(mut self) {
+        let name = self.link.name.clone();
+        let max = self.timings.max_attempts;
+        let mut retry = 0u32;
+        loop {
+            let error = match self.attempt().await {
+                Some(Ok(connection)) => {
+                    retry = 0;
+                    match self.serve(connection).await {
+                        Ended::Shutdown => break,
+                        Ended::Lost(why) => {
+                            tracing::warn!(server = %name, "MCP server connection lost: {why}; reconnecting");
+                            why
+                        }
+                    }
+                }
+                Some(Err(why)) => why,
+                None => break,
+            };
+            self.link.first_attempt_done();
+            retry += 1;
+            if retry > max {
+                tracing::error!(
+                    server = %name,
+                    "MCP server is unavailable after {max} reconnection attempts ({error}); its tools fail until toolgate restarts"
+                );
+                self.link.set_state(LinkState::GaveUp { error, attempts: max });
+                self.shutdown.cancelled().await;
+                break;
+            }
+            let delay = self.timings.backoff(retry);
+            self.link.set_state(LinkState::Retrying { error, attempt: retry, max, delay });
+            tokio::select! {
+                () = self.shutdown.cancelled() => break,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        self.link.set_state(LinkState::Stopped);
+        self.link.first_attempt_done();
+    }
+
+    /// One connection attempt, tools listed and registered: `None` on shutdown, else the
+    /// connection or what went wrong (in toolgate's words; the details are logged).
+    async fn attempt(&mut self) -> Option<Result<Connection, String>> {
+        let name = self.link.name.clone();
+        let timeout = self.timings.connect_timeout;
+        let connected = tokio::select! {
+            () = self.shutdown.cancelled() => return None,
+            connected = connect(&self.link, &self.workspace, timeout) => connected,
+        };
+        let connection = match connected {
+            Ok(connection) => connection,
+            Err(e) => {
+                tracing::error!(server = %name, "cannot connect to MCP server: {e}");
+                return Some(Err(e.summary(&name)));
+            }
+        };
+        let peer = connection.peer().clone();
+        let shutdown = self.shutdown.clone();
+        let synced = tokio::select! {
+            () = shutdown.cancelled() => {
+                connection.close().await;
+                return None;
+            }
+            synced = tokio::time::timeout(timeout, self.sync_tools(&peer)) => synced,
+        };
+        match synced {
+            Ok(Ok(())) => {
+                self.link.set_state(LinkState::Ready(peer));
+                self.link.first_attempt_done();
+                Some(Ok(connection))
+            }
+            Ok(Err(e)) => {
+                connection.close().await;
+                tracing::error!(server = %name, "MCP server connected but its tools could not be listed: {e}");
+                Some(Err("its tool list could not be read (details in toolgate's log)".to_owned()))
+            }
+            Err(_) => {
+                connection.close().await;
+                Some(Err(format!("it did not list its tools within {} s", timeout.as_secs())))
+            }
+        }
+    }
+
+    /// Keeps a connection: health checks, tool-list refreshes, until it ends.
+    async fn serve(&mut self, mut connection: Connection) -> Ended {
+        let peer = connection.peer().clone();
+        let mut health = tokio::time::interval(self.timings.health_interval);
+        health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        health.tick().await;
+        let shutdown = self.shutdown.clone();
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => {
+                    connection.close().await;
+                    return Ended::Shutdown;
+                }
+                () = connection.closed() => {
+                    return Ended::Lost("the server closed the connection (or its process ended)".to_owned());
+                }
+                () = self.link.list_changed.notified() => {
+                    let refreshed = tokio::time::timeout(self.timings.connect_timeout, self.sync_tools(&peer)).await;
+                    match refreshed {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::warn!(server = %self.link.name, "cannot refresh the tool list: {e}"),
+                        Err(_) => tracing::warn!(server = %self.link.name, "the tool list refresh timed out"),
+                    }
+                }
+                _ = health.tick() => {
+                    if !self.healthy(&peer).await {
+                        let why = format!(
+                            "it did not answer a health check (ping) within {} s",
+                            self.timings.ping_timeout.as_secs_f64()
+                        );
+                        connection.close().await;
+                        return Ended::Lost(why);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A health check: an answer to `ping`, even an error (a server without `ping` is alive).
+    async fn healthy(&self, peer: &Peer<RoleClient>) -> bool {
+        let ping = peer.send_request(ClientRequest::PingRequest(PingRequest::default()));
+        match tokio::time::timeout(self.timings.ping_timeout, ping).await {
+            Ok(Ok(_) | Err(ServiceError::McpError(_))) => true,
+            Ok(Err(_)) | Err(_) => false,
+        }
+    }
+
+    /// Lists the server's tools and makes the registry match: new tools are added, gone ones
+    /// removed, changed ones replaced.
+    async fn sync_tools(&mut self, peer: &Peer<RoleClient>) -> Result<(), ServiceError> {
+        let listed = list_tools(peer).await?;
+        let name = self.link.name.clone();
+        if listed.len() > MAX_TOOLS {
+            tracing::warn!(server = %name, "the server lists {} tools; only the first {MAX_TOOLS} are taken", listed.len());
+        }
+        let mut wanted: BTreeMap<String, BridgedSpec> = BTreeMap::new();
+        for tool in listed.iter().take(MAX_TOOLS) {
+            match bridged_spec(&name, &self.link.config, tool) {
+                Ok(bridged) if wanted.contains_key(&bridged.spec.name) => {
+                    tracing::warn!(server = %name, "the server lists `{}` twice; the first one is kept", bridged.remote);
+                }
+                Ok(bridged) => {
+                    wanted.insert(bridged.spec.name.clone(), bridged);
+                }
+                Err(Skip::Filtered) => {}
+                Err(Skip::Unusable(why)) => tracing::warn!(server = %name, "skipping a tool: {why}"),
+            }
+        }
+        let mut removed = Vec::new();
+        self.registered.retain(|gate_name, old| {
+            if wanted.get(gate_name) == Some(old) {
+                return true;
+            }
+            self.registry.unregister_dynamic(gate_name);
+            if !wanted.contains_key(gate_name) {
+                removed.push(gate_name.clone());
+            }
+            false
+        });
+        let mut added = Vec::new();
+        for (gate_name, bridged) in wanted {
+            if self.registered.contains_key(&gate_name) {
+                continue;
+            }
+            let tool = Arc::new(BridgedTool::new(Arc::clone(&self.link), bridged.clone()));
+            match self.registry.register_dynamic(tool) {
+                Ok(()) => {
+                    added.push(gate_name.clone());
+                    self.registered.insert(gate_name, bridged);
+                }
+                Err(RegistryError::ProtectedName { .. }) => tracing::warn!(
+                    server = %name,
+                    "skipping `{}`: its name `{gate_name}` would shadow a built-in tool (set another `prefix`)",
+                    bridged.remote
+                ),
+                Err(RegistryError::Duplicate { .. }) => tracing::warn!(
+                    server = %name,
+                    "skipping `{}`: another tool is already named `{gate_name}` (set another `prefix`)",
+                    bridged.remote
+                ),
+                Err(e) => tracing::warn!(server = %name, "skipping `{}`: {e}", bridged.remote),
+            }
+        }
+        self.link.set_tools(self.registered.keys().cloned().collect());
+        if !added.is_empty() || !removed.is_empty() {
+            tracing::info!(
+                server = %name,
+                "MCP server tools: {} registered (added {}; removed {})",
+                self.registered.len(),
+                list_or_none(&added),
+                list_or_none(&removed)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Every page of `tools/list`, bounded in pages and tools.
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, ServiceError> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_PAGES {
+        let page = peer.list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor))).await?;
+        tools.extend(page.tools);
+        cursor = page.next_cursor;
+        if cursor.is_none() || tools.len() > MAX_TOOLS {
+            break;
+        }
+    }
+    Ok(tools)
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_2_s_to_60_s() {
+        let t = BridgeTimings::default();
+        let waits: Vec<u64> = (1..=10).map(|a| t.backoff(a).as_secs()).collect();
+        assert_eq!(waits, [2, 4, 8, 16, 32, 60, 60, 60, 60, 60]);
+        assert_eq!(t.backoff(u32::MAX), Duration::from_secs(60));
+        assert_eq!(t.max_attempts, 10);
+        assert_eq!(t.health_interval, Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,141 @@
+//! A bridged server's tool as a toolgate [`Tool`]: the gate's pipeline runs around it like
+//! around any built-in, and `execute` forwards the call to the server's live connection.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId, ServerResult,
+};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
+use serde_json::{Map, Value};
+use toolgate_core::{CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec, Touches};
+
+use super::link::ServerLink;
+use super::mapping::{self, BridgedSpec, clean_text, remote_error, requirement};
+
+/// The longest per-call deadline `timeout_secs` may set (a day).
+const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
+/// One tool of a bridged server, registered as `mcp__NAME__tool`.
+#[derive(Debug)]
+pub(crate) struct BridgedTool {
+    link: Arc<ServerLink>,
+    bridged: BridgedSpec,
+    /// The host of an HTTP server, for policy's `domain:` rules.
+    hosts: Vec<String>,
+}
+
+impl BridgedTool {
+    pub(crate) fn new(link: Arc<ServerLink>, bridged: BridgedSpec) -> Self {
+        let hosts = link
+            .config
+            .url
+            .as_deref()
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase()))
+            .into_iter()
+            .collect();
+        BridgedTool { link, bridged, hosts }
+    }
+
+    /// A failure of the request itself (not a tool error result).
+    fn request_error(&self, error: ServiceError) -> ToolError {
+        let server = &self.link.name;
+        match error {
+            ServiceError::McpError(e) => {
+                remote_error(server, &format!("error {} calling `{}`: {}", e.code.0, self.bridged.remote, e.message))
+            }
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => ToolError::failed(format!(
+                "MCP server `{server}` closed its connection during the call; toolgate reconnects by itself, \
+                 try again in a few seconds"
+            )),
+            ServiceError::Cancelled { .. } => ToolError::Cancelled,
+            other => ToolError::failed(format!(
+                "the call to MCP server `{server}` failed: {}",
+                clean_text(&other.to_string(), 300)
+            )),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for BridgedTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.bridged.spec
+    }
+
+    fn safety(&self, _params: &Value) -> CallSafety {
+        let timeout = self
+            .link
+            .config
+            .timeout_secs
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map(|s| Duration::from_secs_f64(s.min(MAX_TIMEOUT_SECS)));
+        CallSafety {
+            approval: requirement(self.bridged.approval.as_deref()),
+            approval_reason: self.bridged.approval.clone().map(Cow::Owned),
+            timeout,
+            touches: Touches { hosts: self.hosts.clone(), ..Touches::default() },
+            ..CallSafety::default()
+        }
+    }
+
+    async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
+        let peer = self.link.peer()?;
+        let arguments = match params {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            _ => return Err(ToolError::invalid(&self.bridged.spec.name, "", "expected an object of parameters")),
+        };
+        let params = CallToolRequestParams::new(self.bridged.remote.clone()).with_arguments(arguments);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // rmcp puts a fresh progress token on every request; progress with it goes to this call.
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.request_error(e))?;
+        let _progress = self.link.route_progress(handle.progress_token.clone(), ctx.progress.clone());
+        // From here on, a call that stops waiting (cancelled, timed out: the gate drops this
+        // future) tells the server with `notifications/cancelled`.
+        let mut abandon = AbandonGuard { peer: peer.clone(), id: Some(handle.id.clone()) };
+        let response = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            response = handle.await_response() => response,
+        };
+        abandon.id = None;
+        match response.map_err(|e| self.request_error(e))? {
+            ServerResult::CallToolResult(result) => mapping::result(&self.link.name, result),
+            ServerResult::CreateTaskResult(_) | ServerResult::InputRequiredResult(_) => Err(ToolError::failed(format!(
+                "MCP server `{}` answered `{}` with a task or a request for input, which toolgate's bridge does \
+                 not support",
+                self.link.name, self.bridged.remote
+            ))),
+            _ => Err(ToolError::failed(format!(
+                "MCP server `{}` answered `{}` with something that is not a tool result",
+                self.link.name, self.bridged.remote
+            ))),
+        }
+    }
+}
+
+/// Sends `notifications/cancelled` for a request nobody waits for any more.
+struct AbandonGuard {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let peer = self.peer.clone();
+        runtime.spawn(async move {
+            let reason = Some("cancelled by toolgate (the caller stopped waiting)".to_owned());
+            let _ = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason)).await;
+        });
+    }
+}
