@@ -12,9 +12,11 @@ use toolgate_core::{
     ApprovalRequirement, CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput, ToolSpec,
 };
 use toolgate_guard::leak::LeakDetector;
+use toolgate_mcp::bridge::oauth::SecretVault;
 use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, Store, StoreError};
 
+use crate::bridge::{BridgeTimings, McpBridge, shape_remote_error};
 use crate::config::Config;
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::audit::{CallRecord, audit_params, redact_params};
@@ -81,6 +83,7 @@ pub struct GateBuilder {
     approver: Option<Arc<dyn Approver>>,
     hooks: Vec<Arc<dyn Hook>>,
     audit: AuditTarget,
+    mcp_timings: Option<BridgeTimings>,
 }
 
 impl GateBuilder {
@@ -127,7 +130,15 @@ impl GateBuilder {
         self
     }
 
-    /// Builds the gate: resolves the workspace, registers tools, opens the audit log.
+    /// Sets the MCP bridge's health-check and reconnection timings (default: 30 s health
+    /// checks, backoff 2 s to 60 s, 10 attempts); tests shorten them.
+    pub fn mcp_timings(mut self, timings: BridgeTimings) -> Self {
+        self.mcp_timings = Some(timings);
+        self
+    }
+
+    /// Builds the gate: resolves the workspace, registers tools, opens the audit log. MCP
+    /// servers are connected later, by [`Gate::start_mcp`].
     pub fn build(self) -> Result<Gate, GateError> {
         let workspace = std::fs::canonicalize(&self.workspace)
             .map_err(|source| GateError::Workspace { path: self.workspace.clone(), source })?;
@@ -161,6 +172,7 @@ impl GateBuilder {
             _ => None,
         };
         let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
+        let vault = store.clone().map(|s| Arc::new(crate::mcp_vault::StoreVault::new(s)) as Arc<dyn SecretVault>);
         let config = self.config;
         let policy = PolicyStage::new(config.tools.clone())?;
         let specs: Vec<ToolSpec> = registry.all().iter().map(|t| t.tool.spec().clone()).collect();
@@ -190,6 +202,7 @@ impl GateBuilder {
             id_prefix: toolgate_guard::random::hex_id(6),
             next_id: AtomicU64::new(1),
             detector: Arc::new(LeakDetector::new().from_env()),
+            mcp: McpBridge::new(vault, self.mcp_timings),
             config,
         })
     }
@@ -200,7 +213,7 @@ impl GateBuilder {
 /// Cheap to share: wrap it in an `Arc` and call it from many tasks.
 #[derive(Debug)]
 pub struct Gate {
-    registry: Arc<Registry>,
+    pub(crate) registry: Arc<Registry>,
     workspace: Arc<Path>,
     config: Config,
     policy: PolicyStage,
@@ -215,6 +228,8 @@ pub struct Gate {
     next_id: AtomicU64,
     /// Finds credentials in output, audit records and approval requests.
     detector: Arc<LeakDetector>,
+    /// The MCP client bridge (`[mcp.servers]`), started by [`Gate::start_mcp`].
+    pub(crate) mcp: McpBridge,
 }
 
 impl Gate {
@@ -228,6 +243,7 @@ impl Gate {
             approver: None,
             hooks: Vec::new(),
             audit: AuditTarget::Workspace,
+            mcp_timings: None,
         }
     }
 
@@ -348,10 +364,14 @@ impl Gate {
     ) -> Result<ToolOutput, ToolError> {
         let tool = match resolve::resolve(&self.registry, name) {
             Ok(tool) => tool,
-            Err(e) => {
-                audited.params = self.audit_text(&params, &[]);
-                return Err(e);
-            }
+            // A bridged server's tool: its server may still be connecting, or be down.
+            Err(e) => match self.mcp.resolve_missing(&self.registry, name).await {
+                Some(Ok(tool)) => tool,
+                found => {
+                    audited.params = self.audit_text(&params, &[]);
+                    return Err(found.and_then(Result::err).unwrap_or(e));
+                }
+            },
         };
         let spec = tool.tool.spec();
         if spec.name != name {
@@ -408,7 +428,9 @@ impl Gate {
             .await?;
         trace.push(approval.to_owned());
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
-        let out = execute::execute(&tool, ctx, caller_cancel, params, timeout).await?;
+        let out = execute::execute(&tool, ctx, caller_cancel, params, timeout)
+            .await
+            .map_err(|e| shape_remote_error(spec, e, &self.detector))?;
         let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.detector)?;
         if report.truncated {
             trace.push("output: cut to its head and tail".to_owned());
@@ -422,10 +444,12 @@ impl Gate {
         Ok(out)
     }
 
-    /// Cancels every running call and writes the audit log out. Calls made afterwards still
-    /// run; use this when the process is about to exit.
+    /// Cancels every running call, disconnects the MCP servers and writes the audit log out.
+    /// Calls made afterwards still run (bridged tools fail); use this when the process is about
+    /// to exit.
     pub fn shutdown(&self) {
         self.shutdown.cancel();
+        self.mcp.shutdown();
         if let Some(audit) = &self.audit {
             audit.flush();
         }

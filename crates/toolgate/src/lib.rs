@@ -25,12 +25,15 @@
 //! - The sibling crates are re-exported as modules: [`core`] (the vocabulary: `Tool`,
 //!   `ToolSpec`, `ToolOutput`, ...), [`guard`], [`store`], [`tools`].
 //! - [`mcp`]: serving the gate over MCP (`toolgate serve`), from `toolgate-mcp`.
+//! - [`bridge`]: external MCP servers' tools in the gate (`[mcp.servers.NAME]`): [`Gate::start_mcp`],
+//!   [`Gate::connect_mcp`].
 //!
 //! The `toolgate` binary (`src/main.rs`) is a thin CLI over this library.
 
 #![deny(missing_docs)]
 
 pub mod approvals;
+pub mod bridge;
 pub mod config;
 mod gate;
 pub mod mcp;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use rmcp::ClientHandler;
 use rmcp::RoleClient;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion};
 #[allow(deprecated, reason = "servers before 2026-07-28 still send log notifications")]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion};
 use rmcp::service::NotificationContext;
 
 use super::link::ServerLink;
@@ -38,7 +38,8 @@ impl ClientHandler for BridgeClient {
         info.title = Some("toolgate MCP bridge".to_owned());
         // The newest version with the `initialize` handshake: a session with `ping` for
         // health checks and unsolicited `tools/list_changed` notifications.
-        ClientConfig::new(ClientCapabilities::default(), info).with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        ClientConfig::new(ClientCapabilities::default(), info)
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {

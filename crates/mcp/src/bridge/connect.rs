@@ -20,6 +20,8 @@ use tokio::task::JoinHandle;
 use super::client::BridgeClient;
 use super::link::ServerLink;
 use super::mapping::clean_text;
+use super::oauth::{OAuthError, SecretVault, authorized_client, login_required_message};
+use super::sse::{SseClientTransport, SseError, SseOptions};
 use super::{HttpTransport, expand_env};
 
 /// How many of a child's last stderr lines a failed handshake quotes in the log.
@@ -60,6 +62,12 @@ pub(crate) enum ConnectError {
     /// No answer within the connect timeout.
     #[error("no answer to the MCP handshake within {} s", .0.as_secs())]
     Timeout(Duration),
+    /// The legacy SSE stream could not be opened.
+    #[error(transparent)]
+    Sse(#[from] SseError),
+    /// The stored OAuth credentials could not be used.
+    #[error(transparent)]
+    OAuth(#[from] OAuthError),
 }
 
 impl ConnectError {
@@ -73,6 +81,9 @@ impl ConnectError {
             ConnectError::Unauthorized => {
                 format!("the server requires authorization; run `toolgate mcp login {server}`")
             }
+            ConnectError::Sse(_) => "the legacy SSE stream could not be opened (details in toolgate's log)".to_owned(),
+            ConnectError::OAuth(e @ OAuthError::LoginRequired { .. }) => e.to_string(),
+            ConnectError::OAuth(_) => "its OAuth sign-in could not be used (details in toolgate's log)".to_owned(),
             other => other.to_string(),
         }
     }
@@ -165,34 +176,62 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Connects to `link`'s server and completes the MCP handshake within `timeout`.
-pub(crate) async fn connect(
-    link: &Arc<ServerLink>,
-    workspace: &Path,
-    timeout: Duration,
-) -> Result<Connection, ConnectError> {
+/// Where a connection's pieces come from besides the server's own configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectEnv {
+    /// stdio servers run here unless their `cwd` says otherwise.
+    pub workspace: PathBuf,
+    /// OAuth credentials of HTTP servers (`toolgate mcp login NAME` stores them).
+    pub vault: Option<Arc<dyn SecretVault>>,
+    /// How long the whole connection attempt may take.
+    pub timeout: Duration,
+}
+
+/// Connects to `link`'s server and completes the MCP handshake within `env.timeout`.
+pub(crate) async fn connect(link: &Arc<ServerLink>, env: &ConnectEnv) -> Result<Connection, ConnectError> {
     let handler = BridgeClient::new(Arc::clone(link));
     let config = &link.config;
     if let Some(command) = &config.command {
-        return connect_stdio(link, command, workspace, handler, timeout).await;
+        return connect_stdio(link, command, &env.workspace, handler, env.timeout).await;
     }
     let Some(url) = config.url.as_deref() else {
         return Err(ConnectError::Config(format!("[mcp.servers.{}] has neither `command` nor `url`", link.name)));
     };
-    let headers = headers(link)?;
+    let mut headers = headers(link)?;
     let client = http_client()?;
+    // A stored OAuth sign-in, when there is one; without it a 401 says to log in.
+    let authorized = match &env.vault {
+        Some(vault) => tokio::time::timeout(env.timeout, authorized_client(&link.name, config, Arc::clone(vault)))
+            .await
+            .map_err(|_| ConnectError::Timeout(env.timeout))??,
+        None => None,
+    };
     match config.http_transport() {
         HttpTransport::Http => {
-            let mut transport = StreamableHttpClientTransportConfig::with_uri(url);
-            transport = transport.custom_headers(headers);
-            let service = handshake(serve_streamable(client, transport, handler), timeout).await?;
+            let transport = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+            let serve = match authorized {
+                Some(client) => handshake(&link.name, serve_streamable(client, transport, handler), env.timeout).await,
+                None => handshake(&link.name, serve_streamable(client, transport, handler), env.timeout).await,
+            };
+            Ok(Connection::new(serve?, None))
+        }
+        HttpTransport::Sse => {
+            let url = url::Url::parse(url)
+                .map_err(|e| ConnectError::Config(format!("[mcp.servers.{}] `url`: {e}", link.name)))?;
+            if let Some(authorized) = &authorized {
+                let token = authorized.access_token().await.map_err(|_| ConnectError::Unauthorized)?;
+                let mut bearer =
+                    HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| ConnectError::Unauthorized)?;
+                bearer.set_sensitive(true);
+                headers.insert(http::header::AUTHORIZATION, bearer);
+            }
+            let options = SseOptions { endpoint_timeout: env.timeout, ..SseOptions::default() };
+            let open = SseClientTransport::connect_with(url, client, headers.into_iter().collect(), options);
+            let transport =
+                tokio::time::timeout(env.timeout, open).await.map_err(|_| ConnectError::Timeout(env.timeout))??;
+            let service = handshake(&link.name, handler.serve(transport), env.timeout).await?;
             Ok(Connection::new(service, None))
         }
-        HttpTransport::Sse => Err(ConnectError::Config(format!(
-            "[mcp.servers.{}] uses the legacy SSE transport, which this build of toolgate cannot speak yet; use the \
-             server's Streamable HTTP endpoint (`transport = \"http\"`)",
-            link.name
-        ))),
     }
 }
 
@@ -210,14 +249,18 @@ where
     handler.serve(StreamableHttpClientTransport::with_client(client, config)).await
 }
 
-/// Runs a handshake future within `timeout`, turning rmcp's error into ours.
+/// Runs a handshake future within `timeout`, turning rmcp's error into ours. `server` names the
+/// server for the OAuth client's sign-in-again error.
 async fn handshake(
+    server: &str,
     serve: impl Future<Output = Result<RunningService<RoleClient, BridgeClient>, ClientInitializeError>>,
     timeout: Duration,
 ) -> Result<RunningService<RoleClient, BridgeClient>, ConnectError> {
     match tokio::time::timeout(timeout, serve).await {
         Ok(Ok(service)) => Ok(service),
         Ok(Err(e)) if e.is_authorization_required() => Err(ConnectError::Unauthorized),
+        // The OAuth client's "sign in again" after its one refresh + retry.
+        Ok(Err(e)) if e.to_string().contains(&login_required_message(server)) => Err(ConnectError::Unauthorized),
         Ok(Err(e)) => Err(ConnectError::Handshake { detail: clean_text(&e.to_string(), 2000) }),
         Err(_) => Err(ConnectError::Timeout(timeout)),
     }
@@ -259,7 +302,7 @@ async fn connect_stdio(
     if let Some(stderr) = stderr {
         tokio::spawn(drain_stderr(link.name.clone(), stderr, Arc::clone(&tail)));
     }
-    match handshake(handler.serve((stdout, stdin)), timeout).await {
+    match handshake(&link.name, handler.serve((stdout, stdin)), timeout).await {
         Ok(service) => Ok(Connection::new(service, Some(guard))),
         Err(e) => {
             // Let the child's last words reach the log before quoting them.
@@ -372,7 +415,9 @@ pub(crate) fn http_client() -> Result<reqwest::Client, ConnectError> {
         // Another part of the process may have installed one first; that one is used then.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+    // No redirects: one could carry the configured headers (and messages) to another host.
     reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| ConnectError::Config(format!("cannot set up the HTTP client: {e}")))

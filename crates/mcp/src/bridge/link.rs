@@ -113,7 +113,9 @@ impl ServerLink {
                 format!("MCP server `{name}` is still starting; try again in a few seconds")
             }
             LinkState::Ready(_) => {
-                format!("MCP server `{name}` closed its connection; toolgate is reconnecting, try again in a few seconds")
+                format!(
+                    "MCP server `{name}` closed its connection; toolgate is reconnecting, try again in a few seconds"
+                )
             }
             LinkState::Retrying { error, attempt, max, delay } => format!(
                 "MCP server `{name}` is unavailable: {error}; toolgate retries (attempt {attempt} of {max} in {} s), try again later",

@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{Registry, ToolError};
 
+use super::connect::ConnectEnv;
 use super::link::{LinkState, ServerLink};
+use super::oauth::SecretVault;
 use super::supervisor::{BridgeTimings, Supervisor};
 use super::{DEFAULT_PREFIX, McpConfig};
 
@@ -21,12 +23,21 @@ pub struct BridgeOptions {
     pub workspace: PathBuf,
     /// Health-check and reconnection timings.
     pub timings: BridgeTimings,
+    /// Where OAuth credentials are (`toolgate mcp login NAME` stores them); without a vault, an
+    /// HTTP server that asks for authorization stays unavailable.
+    pub vault: Option<Arc<dyn SecretVault>>,
 }
 
 impl BridgeOptions {
     /// Options for `workspace` with the default timings.
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
-        BridgeOptions { workspace: workspace.into(), timings: BridgeTimings::default() }
+        BridgeOptions { workspace: workspace.into(), timings: BridgeTimings::default(), vault: None }
+    }
+
+    /// Sets the vault of OAuth credentials.
+    pub fn vault(mut self, vault: Arc<dyn SecretVault>) -> Self {
+        self.vault = Some(vault);
+        self
     }
 
     /// Replaces the timings (tests use short ones).
@@ -119,7 +130,11 @@ impl Bridge {
             let supervisor = Supervisor {
                 link,
                 registry: Arc::clone(&registry),
-                workspace: options.workspace.clone(),
+                env: ConnectEnv {
+                    workspace: options.workspace.clone(),
+                    vault: options.vault.clone(),
+                    timeout: options.timings.connect_timeout,
+                },
                 timings: options.timings,
                 shutdown: shutdown.child_token(),
                 registered: Default::default(),

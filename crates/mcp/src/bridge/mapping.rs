@@ -159,7 +159,10 @@ pub(crate) fn result(server: &str, result: CallToolResult) -> Result<ToolOutput,
 /// An error whose text comes from server `server`: capped and cleaned here, wrapped as untrusted
 /// content by the gate.
 pub(crate) fn remote_error(server: &str, message: &str) -> ToolError {
-    ToolError::ExternalService { service: format!("MCP server `{server}`"), message: clean_text(message, MAX_ERROR_CHARS) }
+    ToolError::ExternalService {
+        service: format!("MCP server `{server}`"),
+        message: clean_text(message, MAX_ERROR_CHARS),
+    }
 }
 
 fn text_of(block: &ContentBlock) -> Option<String> {
@@ -180,7 +183,11 @@ fn content(block: ContentBlock) -> Content {
             Content::Image { data: i.data, mime_type: clean_text(&i.mime_type, 100) }
         }
         ContentBlock::Image(i) => Content::Text {
-            text: format!("[an image ({}) of {} bytes, too large to keep]", clean_text(&i.mime_type, 100), i.data.len()),
+            text: format!(
+                "[an image ({}) of {} bytes, too large to keep]",
+                clean_text(&i.mime_type, 100),
+                i.data.len()
+            ),
         },
         ContentBlock::Audio(a) => Content::Text {
             text: format!("[audio ({}) of {} bytes, not shown]", clean_text(&a.mime_type, 100), a.data.len()),
@@ -232,7 +239,9 @@ pub(crate) fn clean_text(text: &str, max: usize) -> String {
 /// Control characters (except newline and tab), and the bidirectional overrides that can make
 /// text read differently from what it is.
 fn is_unwanted(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t') || ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c)
+    (c.is_control() && c != '\n' && c != '\t')
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
 }
 
 #[cfg(test)]
@@ -275,8 +284,11 @@ mod tests {
             assert!(matches!(bridged_spec("ev", &config, &tool(bad, None)), Err(Skip::Unusable(_))), "{bad:?}");
         }
         let long = "x".repeat(60);
-        assert!(matches!(bridged_spec("ev", &config, &tool(&long, None)), Err(Skip::Unusable(m)) if m.contains("longer than 64")));
-        let denied = ServerConfig { tools: ToolFilter { allow: vec![], deny: vec!["echo".into()] }, ..Default::default() };
+        assert!(
+            matches!(bridged_spec("ev", &config, &tool(&long, None)), Err(Skip::Unusable(m)) if m.contains("longer than 64"))
+        );
+        let denied =
+            ServerConfig { tools: ToolFilter { allow: vec![], deny: vec!["echo".into()] }, ..Default::default() };
         assert_eq!(bridged_spec("ev", &denied, &tool("echo", None)), Err(Skip::Filtered));
         let mut huge = tool("huge", None);
         let props: Map<String, Value> = (0..5000).map(|i| (format!("p{i}"), json!({"type": "string"}))).collect();
@@ -295,7 +307,10 @@ mod tests {
         assert!(d.starts_with("ok[31m"), "{d}");
         assert_eq!(d.chars().count(), MAX_DESCRIPTION_CHARS + 1);
         t.description = None;
-        assert_eq!(bridged_spec("ev", &ServerConfig::default(), &t).unwrap().spec.description, "`echo` from MCP server `ev`.");
+        assert_eq!(
+            bridged_spec("ev", &ServerConfig::default(), &t).unwrap().spec.description,
+            "`echo` from MCP server `ev`."
+        );
     }
 
     /// The approval rule: asked unless `readOnlyHint: true` or `destructiveHint: false`.
@@ -339,7 +354,9 @@ mod tests {
         assert_eq!(out.content[0], Content::Text { text: "hello".into() });
         assert_eq!(out.content[1], Content::Image { data: "aGk=".into(), mime_type: "image/png".into() });
         assert!(matches!(&out.content[2], Content::Text { text } if text.contains("audio/wav")));
-        assert!(matches!(&out.content[3], Content::Text { text } if text.contains("mem://x") && text.contains("inside")));
+        assert!(
+            matches!(&out.content[3], Content::Text { text } if text.contains("mem://x") && text.contains("inside"))
+        );
         assert!(matches!(&out.content[4], Content::ResourceLink { uri, .. } if uri == "file:///a.txt"));
 
         let mut structured = CallToolResult::success(vec![]);

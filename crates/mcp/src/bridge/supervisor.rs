@@ -2,7 +2,6 @@
 //! changes, and reconnect with backoff when the connection goes.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use rmcp::service::{Peer, ServiceError};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{Registry, RegistryError};
 
-use super::connect::{Connection, connect};
+use super::connect::{ConnectEnv, Connection, connect};
 use super::link::{LinkState, ServerLink};
 use super::mapping::{BridgedSpec, Skip, bridged_spec};
 use super::tool::BridgedTool;
@@ -74,7 +73,7 @@ enum Ended {
 pub(crate) struct Supervisor {
     pub link: Arc<ServerLink>,
     pub registry: Arc<Registry>,
-    pub workspace: PathBuf,
+    pub env: ConnectEnv,
     pub timings: BridgeTimings,
     pub shutdown: CancellationToken,
     /// What this server has in the registry now, by gate name.
@@ -130,7 +129,7 @@ impl Supervisor {
         let timeout = self.timings.connect_timeout;
         let connected = tokio::select! {
             () = self.shutdown.cancelled() => return None,
-            connected = connect(&self.link, &self.workspace, timeout) => connected,
+            connected = connect(&self.link, &self.env) => connected,
         };
         let connection = match connected {
             Ok(connection) => connection,

@@ -109,11 +109,13 @@ impl Tool for BridgedTool {
         abandon.id = None;
         match response.map_err(|e| self.request_error(e))? {
             ServerResult::CallToolResult(result) => mapping::result(&self.link.name, result),
-            ServerResult::CreateTaskResult(_) | ServerResult::InputRequiredResult(_) => Err(ToolError::failed(format!(
-                "MCP server `{}` answered `{}` with a task or a request for input, which toolgate's bridge does \
+            ServerResult::CreateTaskResult(_) | ServerResult::InputRequiredResult(_) => {
+                Err(ToolError::failed(format!(
+                    "MCP server `{}` answered `{}` with a task or a request for input, which toolgate's bridge does \
                  not support",
-                self.link.name, self.bridged.remote
-            ))),
+                    self.link.name, self.bridged.remote
+                )))
+            }
             _ => Err(ToolError::failed(format!(
                 "MCP server `{}` answered `{}` with something that is not a tool result",
                 self.link.name, self.bridged.remote

@@ -33,6 +33,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         anyhow::anyhow!("the parameters are not valid JSON: {e}; pass an object such as '{{\"message\": \"hi\"}}'")
     })?;
     let gate = global.gate(true)?;
+    // Bridged MCP servers connect in the background; a call to one of their tools waits for
+    // its server's first connection attempt.
+    gate.start_mcp();
     let ctx = gate.context();
     let result = gate.call(&ctx, &args.tool, params).await;
     gate.shutdown();
