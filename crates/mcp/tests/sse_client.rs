@@ -426,16 +426,21 @@ async fn messages_are_posted_to_the_endpoint_with_the_headers() {
     let mut headers = HeaderMap::new();
     headers.insert(http::header::AUTHORIZATION, HeaderValue::from_static("Bearer secret"));
     headers.insert("x-extra", HeaderValue::from_static("1"));
+    // The transport's own `Accept` and `Content-Type` replace the caller's, never add to them.
+    headers.insert(http::header::ACCEPT, HeaderValue::from_static("application/json"));
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     let mut transport = SseClientTransport::connect(server.url.clone(), client(), headers).await.unwrap();
     transport.send(initialized()).await.unwrap();
 
     let get = server.seen.recv().await.unwrap();
     assert_eq!((get.method, get.path_and_query.as_str()), (http::Method::GET, "/sse"));
-    assert_eq!(get.headers["accept"], "text/event-stream");
+    let accept: Vec<_> = get.headers.get_all("accept").iter().collect();
+    assert_eq!(accept, ["text/event-stream"]);
     assert_eq!(get.headers["authorization"], "Bearer secret");
     let post = server.seen.recv().await.unwrap();
     assert_eq!((post.method, post.path_and_query.as_str()), (http::Method::POST, "/message?sessionId=abc"));
-    assert_eq!(post.headers["content-type"], "application/json");
+    let content_type: Vec<_> = post.headers.get_all("content-type").iter().collect();
+    assert_eq!(content_type, ["application/json"]);
     assert_eq!(post.headers["authorization"], "Bearer secret");
     assert_eq!(post.headers["x-extra"], "1");
     let body: Value = serde_json::from_slice(&post.body).unwrap();

@@ -29,8 +29,10 @@
 //! use toolgate_mcp::bridge::sse::SseClientTransport;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let _ = rustls::crypto::ring::default_provider().install_default(); // reqwest has no default
+//! let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
 //! let url = url::Url::parse("http://127.0.0.1:3001/sse")?;
-//! let transport = SseClientTransport::connect(url, reqwest::Client::new(), http::HeaderMap::new()).await?;
+//! let transport = SseClientTransport::connect(url, client, http::HeaderMap::new()).await?;
 //! let client = ().serve(transport).await?;
 //! let tools = client.list_all_tools().await?;
 //! # Ok(()) }
@@ -65,8 +67,9 @@ const EXCERPT_CHARS: usize = 300;
 const EXCERPT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Messages read ahead of [`Transport::receive`]; when full, the reader stops reading the stream
-/// (backpressure instead of an unbounded queue).
-const INBOUND_CAPACITY: usize = 64;
+/// (backpressure instead of an unbounded queue). rmcp drains it promptly, and it is small because
+/// each message may be as large as the event limit.
+const INBOUND_CAPACITY: usize = 8;
 
 /// Knobs of [`SseClientTransport::connect_with`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,10 +236,11 @@ impl fmt::Debug for SseClientTransport {
     }
 }
 
-/// The HTTP client, the validated endpoint and the configured headers.
+/// The HTTP client, the validated endpoint and the headers of every POST.
 struct Poster {
     client: reqwest::Client,
     endpoint: Url,
+    /// The configured headers plus `Content-Type: application/json`.
     headers: HeaderMap,
 }
 
@@ -252,6 +256,11 @@ impl Drop for AbortOnDrop {
 impl SseClientTransport {
     /// Opens the SSE stream at `url` (sending `headers` with it and with every POST) and waits
     /// up to [`DEFAULT_ENDPOINT_TIMEOUT`] for the `endpoint` event.
+    ///
+    /// The endpoint is checked to be on the SSE URL's origin, but HTTP redirects are the
+    /// `client`'s business: build it with [`reqwest::redirect::Policy::none()`] (or a
+    /// same-origin policy) so a redirect cannot carry the messages and `headers` elsewhere.
+    /// Timeouts on each POST are the `client`'s too.
     ///
     /// # Errors
     ///
@@ -273,10 +282,11 @@ impl SseClientTransport {
         options: SseOptions,
     ) -> Result<Self, SseError> {
         let deadline = tokio::time::Instant::now() + options.endpoint_timeout;
-        let mut request = client.get(url.clone()).headers(headers.clone());
-        request = request
-            .header(header::ACCEPT, HeaderValue::from_static("text/event-stream"))
-            .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        // `insert`, not reqwest's `header()`, which would add a second `Accept` to the caller's.
+        let mut get_headers = headers.clone();
+        get_headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+        get_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        let request = client.get(url.clone()).headers(get_headers);
         let response = match tokio::time::timeout_at(deadline, request.send()).await {
             Err(_) => return Err(SseError::NoResponse { url, timeout: options.endpoint_timeout }),
             Ok(Err(source)) => return Err(SseError::Connect { url, source }),
@@ -310,6 +320,8 @@ impl SseClientTransport {
             Ok(Ok(Ok(data))) => resolve_endpoint(&url, &data)?,
         };
         tracing::debug!(%url, %endpoint, "legacy SSE transport connected");
+        let mut headers = headers;
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         Ok(SseClientTransport {
             poster: Arc::new(Poster { client, endpoint, headers }),
             inbound,
@@ -365,7 +377,6 @@ impl Poster {
             .client
             .post(self.endpoint.clone())
             .headers(self.headers.clone())
-            .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .body(body)
             .send()
             .await
