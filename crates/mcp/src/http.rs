@@ -23,8 +23,10 @@ pub const MCP_PATH: &str = "/mcp";
 /// How the HTTP transport guards itself.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
-    /// The token every request must carry as `Authorization: Bearer <token>`.
-    pub token: HttpToken,
+    /// The token every request must carry as `Authorization: Bearer <token>`. `None` only for
+    /// the conformance suite, which cannot send headers (`toolgate serve --conformance`, on
+    /// loopback only: [`serve_http`] refuses any other address without a token).
+    pub token: Option<HttpToken>,
     /// `Host` values (name or `name:port`) accepted, against DNS rebinding. Default: loopback
     /// names only (`localhost`, `127.0.0.1`, `::1`).
     pub allowed_hosts: Vec<String>,
@@ -49,7 +51,7 @@ impl HttpConfig {
     /// Loopback hosts only, no browser origins, 4 MiB bodies.
     pub fn new(token: HttpToken) -> Self {
         HttpConfig {
-            token,
+            token: Some(token),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
             allowed_origins: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
@@ -71,6 +73,10 @@ pub async fn serve_http<H: CallHandler>(
     config: HttpConfig,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
+    if config.token.is_none() && !listener.local_addr().map_err(|source| Error::Http { source })?.ip().is_loopback() {
+        let refusal = "serving without a bearer token is allowed on loopback addresses only";
+        return Err(Error::Http { source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal) });
+    }
     let server = McpServer::new(Arc::clone(&handler));
     let rmcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(config.allowed_hosts.clone())
@@ -107,7 +113,7 @@ pub async fn serve_http<H: CallHandler>(
                 let service = service.clone();
                 let token = Arc::clone(&token);
                 let guard = Arc::clone(&guard);
-                async move { Ok::<_, Infallible>(route(&service, &token, &guard, req).await) }
+                async move { Ok::<_, Infallible>(route(&service, token.as_ref().as_ref(), &guard, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
@@ -124,11 +130,13 @@ pub async fn serve_http<H: CallHandler>(
 
 async fn route<H: CallHandler>(
     service: &StreamableHttpService<McpServer<H>, LocalSessionManager>,
-    token: &HttpToken,
+    token: Option<&HttpToken>,
     config: &HttpConfig,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    if !token.admits(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
+    if let Some(token) = token
+        && !token.admits(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes()))
+    {
         return plain(
             StatusCode::UNAUTHORIZED,
             "missing or wrong bearer token: send `Authorization: Bearer <token>`; the token is in \

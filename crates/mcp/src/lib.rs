@@ -53,12 +53,15 @@
 //! - `server.rs`: the rmcp `ServerHandler` (tools/list, tools/call, progress, cancellation).
 //! - `convert.rs`: toolgate types ↔ MCP types.
 //! - `approval.rs`: asking the client's user through elicitation.
+//! - `conformance.rs`: the official conformance suite's fixtures ([`WithConformanceFixtures`]),
+//!   for `toolgate serve --conformance` only.
 //! - `stdio.rs`, `http.rs`: the two transports; `token.rs`: the HTTP bearer token.
 
 #![deny(missing_docs)]
 
 mod approval;
 pub mod bridge;
+mod conformance;
 mod convert;
 mod error;
 mod handler;
@@ -68,6 +71,7 @@ mod stdio;
 mod token;
 
 pub use approval::{ClientAnswer, ask_client};
+pub use conformance::WithConformanceFixtures;
 pub use error::Error;
 pub use handler::CallHandler;
 pub use http::{ApiHandler, HttpConfig, serve_http};

@@ -1,18 +1,27 @@
-//! The rmcp `ServerHandler`: `tools/list` and `tools/call` over a [`CallHandler`].
+//! The rmcp `ServerHandler`: `tools/list` and `tools/call` over a [`CallHandler`], plus the
+//! conformance suite's fixtures when the handler asks for them (`conformance.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
+#[allow(deprecated, reason = "logging/setLevel is legacy, served for the conformance suite")]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams, CompleteResult,
+    GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsRequestMethod,
+    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    ReadResourceRequestMethod, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestMethod, SubscribeRequestMethod, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use serde_json::Value;
 use toolgate_core::{Progress, ProgressSink, ToolError};
 
 use crate::approval::{self, Channel, InlineRound};
+use crate::conformance::{self, Fixtures};
 use crate::convert;
 use crate::handler::CallHandler;
 
@@ -23,18 +32,22 @@ const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct McpServer<H> {
     handler: Arc<H>,
+    /// The conformance suite's fixtures, only when the handler asks for them.
+    fixtures: Option<Arc<Fixtures>>,
 }
 
 impl<H> Clone for McpServer<H> {
     fn clone(&self) -> Self {
-        McpServer { handler: Arc::clone(&self.handler) }
+        McpServer { handler: Arc::clone(&self.handler), fixtures: self.fixtures.clone() }
     }
 }
 
 impl<H: CallHandler> McpServer<H> {
-    /// A server for `handler`.
+    /// A server for `handler` (with the conformance fixtures when
+    /// [`CallHandler::conformance_fixtures`] says so).
     pub fn new(handler: Arc<H>) -> Self {
-        McpServer { handler }
+        let fixtures = handler.conformance_fixtures().then(|| Arc::new(Fixtures::default()));
+        McpServer { handler, fixtures }
     }
 
     /// The handler served.
@@ -43,9 +56,24 @@ impl<H: CallHandler> McpServer<H> {
     }
 }
 
+/// Without fixtures, methods of capabilities not declared are not found (rmcp's defaults would
+/// answer them with empty results).
+macro_rules! fixtures_or_not_found {
+    ($self:ident, $method:ty) => {
+        match &$self.fixtures {
+            Some(fixtures) => fixtures,
+            None => return Err(McpError::method_not_found::<$method>()),
+        }
+    };
+}
+
 impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = match self.fixtures {
+            Some(_) => Fixtures::capabilities(),
+            None => ServerCapabilities::builder().enable_tools().build(),
+        };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "toolgate: policy-checked, audited tools confined to one workspace. Tool errors say what \
@@ -59,8 +87,16 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let ctx = self.handler.context();
-        let tools = self.handler.list(&ctx).iter().map(convert::tool).collect();
+        let mut tools: Vec<Tool> = self.handler.list(&ctx).iter().map(convert::tool).collect();
+        if self.fixtures.is_some() {
+            tools.extend_from_slice(Fixtures::tools());
+        }
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        // Only the fixtures declare `x-mcp-header` parameters, whose headers rmcp checks.
+        self.fixtures.as_ref().and_then(|_| Fixtures::tool(name))
     }
 
     async fn call_tool(
@@ -68,6 +104,11 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if let Some(fixtures) = &self.fixtures
+            && let Some(result) = fixtures.call(&request, &context).await
+        {
+            return result;
+        }
         let params = request.arguments.map_or_else(|| Value::Object(Default::default()), Value::Object);
         let mut ctx = self.handler.context();
         // A cancelled request (or, on 2026-07-28 over HTTP, a closed stream) cancels the call.
@@ -122,5 +163,105 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
             Err(e @ ToolError::UnknownTool { .. }) => Err(McpError::invalid_params(e.to_string(), None)),
             Err(e) => Ok(convert::failure(&e).into()),
         }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        fixtures_or_not_found!(self, ListResourcesRequestMethod);
+        Fixtures::resources()
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        fixtures_or_not_found!(self, ListResourceTemplatesRequestMethod);
+        Fixtures::templates()
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        fixtures_or_not_found!(self, ReadResourceRequestMethod);
+        Fixtures::read(&request.uri).map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        fixtures_or_not_found!(self, ListPromptsRequestMethod);
+        Fixtures::prompts()
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        fixtures_or_not_found!(self, GetPromptRequestMethod).get_prompt(&request, &context).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        fixtures_or_not_found!(self, CompleteRequestMethod);
+        Fixtures::complete(&request)
+    }
+
+    #[allow(deprecated, reason = "logging/setLevel is legacy, served for the conformance suite")]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let fixtures = fixtures_or_not_found!(self, SetLevelRequestMethod);
+        // 2026-07-28 removed `logging/setLevel` (each request carries its level).
+        if conformance::modern(&context) {
+            return Err(McpError::method_not_found::<SetLevelRequestMethod>());
+        }
+        fixtures.set_level(&request.level)
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        // Without fixtures nothing changes, so there is nothing to listen to.
+        self.fixtures.as_ref().map(|_| requested.clone())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        match &self.fixtures {
+            Some(fixtures) => fixtures.listen(subscription).await,
+            None => subscription.cancelled().await,
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated, reason = "legacy resources/subscribe, served for the conformance suite")]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        fixtures_or_not_found!(self, SubscribeRequestMethod).subscribe(&request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated, reason = "legacy resources/unsubscribe, served for the conformance suite")]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        fixtures_or_not_found!(self, UnsubscribeRequestMethod).unsubscribe(&request.uri);
+        Ok(())
     }
 }

@@ -5,6 +5,7 @@
 //! bearer token generated on first start.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use toolgate::Gate;
 use toolgate::approvals::{FirstAvailable, PendingApprovals};
-use toolgate::mcp::{HttpConfig, HttpToken, McpApprover};
+use toolgate::mcp::{CallHandler, HttpConfig, HttpToken, McpApprover, WithConformanceFixtures};
 
 use super::GlobalArgs;
 
@@ -33,6 +34,10 @@ pub(crate) struct Args {
     /// The largest HTTP request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024, requires = "http")]
     max_body_bytes: usize,
+    /// For the MCP conformance suite only, never in normal use: also serve its fixture tools,
+    /// resources and prompts, and over HTTP (loopback only) require no bearer token.
+    #[arg(long, hide = true)]
+    conformance: bool,
 }
 
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
@@ -45,8 +50,21 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         Some(_) => Arc::new(FirstAvailable(vec![Arc::new(McpApprover::default()), pending.clone()])),
         None => Arc::new(McpApprover::default()),
     };
-    let gate = Gate::builder(&workspace).config(config).approver(approver).build()?;
-    let gate = Arc::new(gate);
+    let gate = Arc::new(Gate::builder(&workspace).config(config).approver(approver).build()?);
+    if args.conformance {
+        serve(Arc::new(WithConformanceFixtures(gate)), &workspace, args, pending).await
+    } else {
+        serve(gate, &workspace, args, pending).await
+    }
+}
+
+/// Serves `handler` over stdio or HTTP until the client leaves or Ctrl-C.
+async fn serve<H: CallHandler>(
+    handler: Arc<H>,
+    workspace: &Path,
+    args: Args,
+    pending: Arc<PendingApprovals>,
+) -> anyhow::Result<ExitCode> {
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
@@ -55,13 +73,21 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         }
     });
     let Some(addr) = args.http else {
-        toolgate::mcp::serve_stdio(gate, shutdown).await?;
+        toolgate::mcp::serve_stdio(handler, shutdown).await?;
         return Ok(ExitCode::SUCCESS);
     };
-    let token = HttpToken::load_or_create(&workspace)?;
+    if args.conformance && !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "--conformance serves without a bearer token, so it binds loopback addresses only \
+             (e.g. --http 127.0.0.1:PORT), not {addr}"
+        );
+    }
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr().context("cannot read the listening address")?;
-    let mut http = HttpConfig::new(token.clone());
+    // The conformance suite cannot send headers, so --conformance (loopback only) goes without.
+    let token = if args.conformance { None } else { Some(HttpToken::load_or_create(workspace)?) };
+    let mut http = HttpConfig::new(token.clone().unwrap_or_else(|| HttpToken::fixed(String::new())));
+    http.token = token.clone();
     if !local.ip().is_loopback() {
         eprintln!(
             "toolgate: warning: listening on {local}, which is reachable from other machines; \
@@ -73,10 +99,20 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     }
     http.allowed_hosts.extend(args.allow_hosts);
     http.allowed_origins = args.allow_origins;
+    if args.conformance {
+        // The suite checks that the server's own loopback origin is accepted (no page can have
+        // that origin: nothing here serves HTML). Normal use stays stricter: --allow-origin only.
+        let port = local.port();
+        http.allowed_origins
+            .extend(["localhost", "127.0.0.1", "[::1]"].iter().map(|host| format!("http://{host}:{port}")));
+    }
     http.max_body_bytes = args.max_body_bytes;
     http.api = Some(pending);
-    print_banner(local, &token);
-    toolgate::mcp::serve_http(gate, listener, http, shutdown).await?;
+    match &token {
+        Some(token) => print_banner(local, token),
+        None => print_conformance_banner(local),
+    }
+    toolgate::mcp::serve_http(handler, listener, http, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -87,8 +123,19 @@ pub(crate) async fn run_default(global: &GlobalArgs) -> anyhow::Result<ExitCode>
         allow_hosts: Vec::new(),
         allow_origins: Vec::new(),
         max_body_bytes: 4 * 1024 * 1024,
+        conformance: false,
     };
     run(global, args).await
+}
+
+fn print_conformance_banner(local: SocketAddr) {
+    eprintln!("toolgate: serving MCP over Streamable HTTP at http://{local}/mcp");
+    eprintln!(
+        "toolgate: WARNING: --conformance mode, for the MCP conformance suite only: NO BEARER TOKEN is \
+         required, so any process on this machine can call every tool served here. Never use it \
+         for anything else."
+    );
+    eprintln!("toolgate: Ctrl-C stops the server");
 }
 
 fn print_banner(local: SocketAddr, token: &HttpToken) {
