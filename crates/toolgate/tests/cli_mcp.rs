@@ -116,3 +116,44 @@ fn user_flag_edits_the_user_config() {
     let out = toolgate(ws.path(), &["mcp", "list"]);
     assert!(text(&out).contains("mine"), "{}", text(&out));
 }
+
+fn everything() -> std::path::PathBuf {
+    let bin =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/npm/node_modules/.bin/mcp-server-everything");
+    assert!(bin.exists(), "{} is missing; run `cargo xtask deps`", bin.display());
+    bin
+}
+
+#[test]
+fn tools_connects_to_one_server_and_shows_the_gate_names() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = everything();
+    let path = format!("PATH={}", std::env::var("PATH").unwrap());
+    let out = toolgate(
+        ws.path(),
+        &["mcp", "add", "ev", "--disabled", "-e", &path, "--deny", "get-env", "--", server.to_str().unwrap(), "stdio"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // Also a server that cannot start: `tools` must not touch it.
+    let out = toolgate(ws.path(), &["mcp", "add", "broken", "--", "/nonexistent/mcp-server"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let out = toolgate(ws.path(), &["mcp", "tools", "ev", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let tools: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"mcp__ev__echo") && names.contains(&"mcp__ev__get-sum"), "{names:?}");
+    assert!(!names.iter().any(|n| n.ends_with("get-env")), "denied tool listed: {names:?}");
+    let echo = tools.iter().find(|t| t["name"] == "mcp__ev__echo").unwrap();
+    assert_eq!(echo["visible"], true);
+
+    let out = toolgate(ws.path(), &["mcp", "tools", "broken"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("/nonexistent/mcp-server"), "{}", text(&out));
+    let out = toolgate(ws.path(), &["mcp", "tools", "nope"]);
+    assert!(!out.status.success() && text(&out).contains("configured: broken, ev"), "{}", text(&out));
+    let out = toolgate(ws.path(), &["mcp", "login", "ev"]);
+    assert!(!out.status.success() && text(&out).contains("stdio server"), "{}", text(&out));
+    assert!(!ws.path().join(".toolgate/state.db").exists() || text(&out).contains("stdio"));
+}

@@ -29,20 +29,20 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
         Command::List { json } => {
             let grants = store.grants()?;
             if grants.is_empty() && !json {
-                println!("no standing approvals (answer \"always\" to an approval prompt to add one)");
+                outln!("no standing approvals (answer \"always\" to an approval prompt to add one)");
             }
             for g in grants {
                 if json {
-                    println!("{}", serde_json::to_string(&g)?);
+                    outln!("{}", serde_json::to_string(&g)?);
                 } else {
-                    println!("{:>4}  {:<8} {:<8} {:<12} {}", g.id, g.user, g.agent, g.tool, g.shown);
+                    outln!("{:>4}  {:<8} {:<8} {:<12} {}", g.id, g.user, g.agent, g.tool, g.shown);
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Revoke { id } => {
             if store.grant_revoke(id)? {
-                println!("revoked grant {id}");
+                outln!("revoked grant {id}");
                 Ok(ExitCode::SUCCESS)
             } else {
                 eprintln!("error: no grant with id {id}; `toolgate approvals list` shows the ids");

@@ -20,19 +20,24 @@ pub(crate) struct Args {
 pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let db = global.workspace()?.join(".toolgate/state.db");
     if !db.exists() {
-        println!("no calls recorded yet in {} (run `toolgate call echo '{{\"message\":\"hi\"}}'` first)", db.display());
+        outln!("no calls recorded yet in {} (run `toolgate call echo '{{\"message\":\"hi\"}}'` first)", db.display());
         return Ok(ExitCode::SUCCESS);
     }
     let store = Store::open(&db).context("cannot open the audit log")?;
     for r in store.audit_tail(args.tail)? {
         if args.json {
-            println!("{}", serde_json::to_string(&r)?);
+            outln!("{}", serde_json::to_string(&r)?);
         } else {
             let when = chrono_like(r.ts_ms);
             let error = r.error.as_deref().map(|e| format!("  {}", first_line(e))).unwrap_or_default();
-            println!(
+            outln!(
                 "{when}  {:<8} {:<14} {:<14} {:>8}µs {:>7}B  {}{error}",
-                r.agent, r.tool, r.outcome, r.duration_us, r.output_bytes, r.params
+                r.agent,
+                r.tool,
+                r.outcome,
+                r.duration_us,
+                r.output_bytes,
+                r.params
             );
         }
     }

@@ -42,15 +42,15 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     match result {
         Ok(output) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&output)?);
+                outln!("{}", serde_json::to_string_pretty(&output)?);
             } else {
                 let text = output.text_content();
                 if text.is_empty() {
                     if let Some(structured) = &output.structured {
-                        println!("{}", serde_json::to_string_pretty(structured)?);
+                        outln!("{}", serde_json::to_string_pretty(structured)?);
                     }
                 } else {
-                    println!("{text}");
+                    outln!("{text}");
                 }
             }
             Ok(ExitCode::SUCCESS)

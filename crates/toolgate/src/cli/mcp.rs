@@ -6,9 +6,16 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use toolgate_mcp::bridge::{HttpTransport, ServerConfig, ToolFilter, valid_server_name};
+use toolgate::Gate;
+use toolgate::config::Config;
+use toolgate::core::ApprovalRequirement;
+use toolgate::mcp_vault::StoreVault;
+use toolgate_mcp::bridge::oauth::{self, SecretVault};
+use toolgate_mcp::bridge::{HttpTransport, ServerConfig, ServerState, ToolFilter, valid_server_name};
 
 use super::GlobalArgs;
 
@@ -29,6 +36,27 @@ pub(crate) enum Command {
         /// Edit the user's config file instead of the workspace's.
         #[arg(long)]
         user: bool,
+    },
+    /// Sign in to an HTTP server with OAuth 2.1: prints a URL to open, waits for the redirect.
+    Login {
+        /// The server's name.
+        name: String,
+        /// Print the URL only; don't try to open a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the OAuth tokens stored for a server.
+    Logout {
+        /// The server's name.
+        name: String,
+    },
+    /// Connect to one server and list its tools as the gate would take them in.
+    Tools {
+        /// The server's name.
+        name: String,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -72,18 +100,23 @@ pub(crate) struct AddArgs {
     command: Vec<String>,
 }
 
-pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::List { json } => list(global, json),
         Command::Add(args) => add(global, args),
         Command::Remove { name, user } => remove(global, &name, user),
+        Command::Login { name, no_browser } => login(global, &name, no_browser).await,
+        Command::Logout { name } => logout(global, &name),
+        Command::Tools { name, json } => tools(global, &name, json).await,
     }
 }
 
 fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = global.load_config()?;
+    let vault = existing_vault(global)?;
+    let signed_in = |name: &str| vault.as_ref().is_some_and(|v| oauth::is_logged_in(name, v).unwrap_or(false));
     if config.mcp.servers.is_empty() && !json {
-        println!("no MCP servers configured; add one with `toolgate mcp add NAME --url URL` or `-- COMMAND ARGS`");
+        outln!("no MCP servers configured; add one with `toolgate mcp add NAME --url URL` or `-- COMMAND ARGS`");
     }
     for (name, server) in &config.mcp.servers {
         if json {
@@ -94,17 +127,19 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
                 "target": target(server),
                 "tools": {"allow": server.tools.allow, "deny": server.tools.deny},
                 "prefix": server.tool_name(name, ""),
+                "signed_in": signed_in(name),
             });
-            println!("{line}");
+            outln!("{line}");
         } else {
             let state = if server.enabled { "" } else { "  (disabled)" };
-            println!("{name:<16} {:<6} {}{state}", transport_name(server), target(server));
+            let oauth = if signed_in(name) { "  (signed in)" } else { "" };
+            outln!("{name:<16} {:<6} {}{state}{oauth}", transport_name(server), target(server));
             let ToolFilter { allow, deny } = &server.tools;
             if !allow.is_empty() {
-                println!("{:<16} allow: {}", "", allow.join(", "));
+                outln!("{:<16} allow: {}", "", allow.join(", "));
             }
             if !deny.is_empty() {
-                println!("{:<16} deny: {}", "", deny.join(", "));
+                outln!("{:<16} deny: {}", "", deny.join(", "));
             }
         }
     }
@@ -191,10 +226,10 @@ fn add(global: &GlobalArgs, args: AddArgs) -> anyhow::Result<ExitCode> {
     }
     servers.insert(&name, toml_edit::Item::Table(server_table(&server)?));
     write_document(&path, &doc)?;
-    println!("added MCP server `{name}` to {}", path.display());
-    println!("its tools will appear as `{}*`; see them with `toolgate mcp tools {name}`", server.tool_name(&name, ""));
+    outln!("added MCP server `{name}` to {}", path.display());
+    outln!("its tools will appear as `{}*`; see them with `toolgate mcp tools {name}`", server.tool_name(&name, ""));
     if server.url.is_some() {
-        println!("if it needs OAuth, sign in with `toolgate mcp login {name}`");
+        outln!("if it needs OAuth, sign in with `toolgate mcp login {name}`");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -217,7 +252,12 @@ fn remove(global: &GlobalArgs, name: &str, user: bool) -> anyhow::Result<ExitCod
         }
     }
     write_document(&path, &doc)?;
-    println!("removed MCP server `{name}` from {}", path.display());
+    outln!("removed MCP server `{name}` from {}", path.display());
+    if let Some(vault) = existing_vault(global)?
+        && oauth::logout(name, &vault)?
+    {
+        outln!("and forgot its OAuth tokens");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -337,4 +377,151 @@ fn write_document(path: &Path, doc: &toml_edit::DocumentMut) -> anyhow::Result<(
     }
     tmp.persist(path).map_err(|e| e.error).with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(())
+}
+
+/// The vault of the workspace's state database, when that database exists (listing and
+/// logging out never create state).
+fn existing_vault(global: &GlobalArgs) -> anyhow::Result<Option<StoreVault>> {
+    let db = global.workspace()?.join(".toolgate/state.db");
+    if !db.exists() {
+        return Ok(None);
+    }
+    Ok(Some(StoreVault::open(&db).context("cannot open the state database")?))
+}
+
+/// The configured server `name`, or an error listing the ones there are.
+fn configured(config: &Config, name: &str) -> anyhow::Result<ServerConfig> {
+    match config.mcp.servers.get(name) {
+        Some(server) => Ok(server.clone()),
+        None => {
+            let known: Vec<&str> = config.mcp.servers.keys().map(String::as_str).collect();
+            if known.is_empty() {
+                bail!("no MCP server `{name}` is configured (none is); add it with `toolgate mcp add {name} --url URL`")
+            }
+            bail!("no MCP server `{name}` is configured; configured: {}", known.join(", "))
+        }
+    }
+}
+
+async fn login(global: &GlobalArgs, name: &str, no_browser: bool) -> anyhow::Result<ExitCode> {
+    let config = global.load_config()?;
+    let server = configured(&config, name)?;
+    if server.url.is_none() {
+        bail!("`{name}` is a stdio server; OAuth sign-in applies to servers reached by `url`");
+    }
+    let db = global.workspace()?.join(".toolgate/state.db");
+    let vault: Arc<dyn SecretVault> = Arc::new(StoreVault::open(&db).context("cannot open the state database")?);
+    oauth::install_crypto_provider();
+    let on_url = |url: &str| {
+        eprintln!("toolgate: to sign in to `{name}`, open this URL in a browser:\n\n  {url}\n");
+        if !no_browser && open_browser(url) {
+            eprintln!("toolgate: (opened it in your browser)");
+        }
+        eprintln!("toolgate: waiting for the browser to come back (up to 5 minutes; Ctrl-C cancels)...");
+    };
+    let outcome = oauth::login(name, &server, vault, on_url).await?;
+    let how = match outcome.registration {
+        oauth::Registration::PreRegistered => "the configured client ID",
+        oauth::Registration::MetadataDocument => "a client ID metadata document",
+        _ => "dynamic client registration",
+    };
+    outln!("signed in to `{name}` (client registered by {how})");
+    if !outcome.scopes.is_empty() {
+        outln!("scopes: {}", outcome.scopes.join(" "));
+    }
+    match (outcome.expires_in, outcome.refreshable) {
+        (Some(ttl), true) => outln!("the access token lasts {} s and is refreshed automatically", ttl.as_secs()),
+        (Some(ttl), false) => outln!("the access token lasts {} s; sign in again when it expires", ttl.as_secs()),
+        (None, _) => {}
+    }
+    outln!("tokens are stored encrypted in {}", db.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Tries `xdg-open` (Linux desktops) or `open` (macOS); says whether one started.
+fn open_browser(url: &str) -> bool {
+    ["xdg-open", "open"].iter().any(|program| {
+        std::process::Command::new(program)
+            .arg(url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .is_ok()
+    })
+}
+
+fn logout(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
+    let forgot = match existing_vault(global)? {
+        Some(vault) => oauth::logout(name, &vault)?,
+        None => false,
+    };
+    if forgot {
+        outln!("forgot the OAuth tokens of `{name}`");
+    } else {
+        outln!("no OAuth tokens were stored for `{name}`");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How long `toolgate mcp tools` waits for the server's first connection.
+const TOOLS_WAIT: Duration = Duration::from_secs(40);
+
+async fn tools(global: &GlobalArgs, name: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let mut config = global.load_config()?;
+    let mut server = configured(&config, name)?;
+    // Show the tools even of a server switched off, and of no other server.
+    server.enabled = true;
+    config.mcp.servers = [(name.to_owned(), server)].into_iter().collect();
+    let gate = Gate::builder(global.workspace()?).config(config).build()?;
+    let connected = gate.connect_mcp(TOOLS_WAIT).await;
+    let status = gate.mcp_status().into_iter().find(|s| s.name == name);
+    gate.shutdown();
+    let Some(status) = status else { bail!("the bridge did not start `{name}`") };
+    match &status.state {
+        ServerState::Connected => {}
+        ServerState::Unavailable { error } | ServerState::Reconnecting { error, .. } => {
+            eprintln!("error: MCP server `{name}` is not reachable: {error}");
+            return Ok(ExitCode::from(1));
+        }
+        other => {
+            let why =
+                if connected { format!("{other:?}") } else { format!("no answer within {} s", TOOLS_WAIT.as_secs()) };
+            eprintln!("error: MCP server `{name}` did not connect: {why}");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let ctx = gate.context();
+    let visible: Vec<String> = gate.visible_tools(&ctx).into_iter().map(|s| s.name).collect();
+    if status.tools.is_empty() && !json {
+        outln!("`{name}` offers no tools (after its `tools.allow` / `tools.deny`)");
+    }
+    let width = status.tools.iter().map(String::len).max().unwrap_or(0);
+    for tool in &status.tools {
+        let Some(found) = gate.registry().resolve(tool) else { continue };
+        let spec = found.tool.spec();
+        let approval = !matches!(found.tool.safety(&serde_json::json!({})).approval, ApprovalRequirement::Never);
+        let shown = visible.contains(tool);
+        if json {
+            let line = serde_json::json!({
+                "name": tool,
+                "visible": shown,
+                "approval": approval,
+                "read_only": spec.annotations.read_only,
+                "description": spec.description,
+            });
+            outln!("{line}");
+        } else {
+            let mut notes = Vec::new();
+            if approval {
+                notes.push("asks for approval");
+            }
+            if !shown {
+                notes.push("hidden by policy");
+            }
+            let notes = if notes.is_empty() { String::new() } else { format!("  [{}]", notes.join(", ")) };
+            outln!("{tool:<width$}  {}{notes}", super::tools::first_sentence(&spec.description, 80));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

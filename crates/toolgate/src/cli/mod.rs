@@ -1,5 +1,14 @@
 //! Command-line parsing (clap) and one module per subcommand.
 
+/// `println!` for command output that survives a closed pipe (`toolgate tools | head`): the
+/// rest of the output is dropped, and the command still finishes (audit records are written),
+/// where `println!` would panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::print_line(format_args!($($arg)*))
+    };
+}
+
 mod approvals;
 mod audit;
 mod call;
@@ -90,13 +99,20 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Policy(command)) => policy::run(&cli.global, command),
             Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
-            Some(Command::Mcp(command)) => mcp::run(&cli.global, command),
+            Some(Command::Mcp(command)) => mcp::run(&cli.global, command).await,
             None => {
                 tools::welcome(&cli.global)?;
                 serve::run_default(&cli.global).await
             }
         }
     })
+}
+
+/// Writes one line to stdout; see [`outln!`]. Errors (a closed pipe, a full disk) end the
+/// output quietly: the command's result does not depend on whether anyone reads it.
+pub(crate) fn print_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{args}");
 }
 
 impl GlobalArgs {

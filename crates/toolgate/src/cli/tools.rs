@@ -30,12 +30,12 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let provider = match args.format {
         Format::Text => {
             for spec in &specs {
-                println!("{:<14} {:<8} {}", spec.name, spec.group, first_sentence(&spec.description, 100));
+                outln!("{:<14} {:<8} {}", spec.name, spec.group, first_sentence(&spec.description, 100));
             }
             return Ok(ExitCode::SUCCESS);
         }
         Format::Json => {
-            println!("{}", serde_json::to_string_pretty(&specs)?);
+            outln!("{}", serde_json::to_string_pretty(&specs)?);
             return Ok(ExitCode::SUCCESS);
         }
         Format::Openai => Provider::OpenAi,
@@ -43,7 +43,7 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Format::Gemini => Provider::Gemini,
         Format::Mcp => Provider::Mcp,
     };
-    println!("{}", serde_json::to_string_pretty(&export::export_all(&specs, provider))?);
+    outln!("{}", serde_json::to_string_pretty(&export::export_all(&specs, provider))?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -92,7 +92,7 @@ pub(crate) fn welcome(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
 
 /// The first sentence of a description (up to the first line break, or the first ". " that
 /// does not end "e.g." or "i.e."), at most `max` characters.
-fn first_sentence(description: &str, max: usize) -> String {
+pub(crate) fn first_sentence(description: &str, max: usize) -> String {
     let line = description.lines().next().unwrap_or_default();
     let end = line
         .match_indices(". ")
