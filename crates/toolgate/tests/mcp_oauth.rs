@@ -24,11 +24,13 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
+use toolgate::Gate;
+use toolgate::config::{ApprovalMode, Config};
 use toolgate::mcp_vault::StoreVault;
-use toolgate_mcp::bridge::ServerConfig;
 use toolgate_mcp::bridge::oauth::{
     self, AuthorizedClient, LoginOptions, LoginOutcome, OAuthError, Registration, SecretVault,
 };
+use toolgate_mcp::bridge::{ServerConfig, ServerState};
 
 fn node_modules() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/npm/node_modules");
@@ -385,4 +387,43 @@ async fn login_gives_up_when_the_browser_never_comes_back() {
     }
     assert!(url.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A"), "{url}");
     assert!(ws.vault.store().secret_keys("mcp.oauth.").unwrap().is_empty(), "nothing stored");
+}
+
+/// A gate over the workspace whose store holds the sign-in, bridging `server` as `demo`.
+fn bridging_gate(ws: &Workspace, server: &ServerConfig) -> Gate {
+    let mut config = Config::default();
+    config.mcp.servers.insert("demo".into(), server.clone());
+    // The example's tools carry no annotations, which means "ask"; nobody is here to answer.
+    config.approval.mode = ApprovalMode::Never;
+    Gate::builder(ws.dir.path()).config(config).build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_bridges_the_example_with_the_stored_token() {
+    let peer = Peer::example();
+    let ws = Workspace::new();
+    let server = peer.server();
+    login("demo", &server, &ws).await;
+
+    let gate = bridging_gate(&ws, &server);
+    assert!(gate.connect_mcp(Duration::from_secs(120)).await, "the first connection attempt did not finish");
+    let status = gate.mcp_status();
+    assert_eq!(status[0].state, ServerState::Connected, "{status:?}");
+    assert!(status[0].tools.iter().any(|t| t == "mcp__demo__greet"), "{status:?}");
+    let out = gate.call(&gate.context(), "mcp__demo__greet", json!({"name": "toolgate"})).await.unwrap();
+    assert!(out.text_content().contains("Hello, toolgate!"), "{out:?}");
+    drop(gate);
+
+    // Signed out: the server refuses the bridge, and both the status and a call say to log in.
+    assert!(oauth::logout("demo", ws.vault.as_ref()).unwrap());
+    let gate = bridging_gate(&ws, &server);
+    assert!(gate.connect_mcp(Duration::from_secs(120)).await, "the first connection attempt did not finish");
+    let status = gate.mcp_status();
+    let error = match &status[0].state {
+        ServerState::Reconnecting { error, .. } | ServerState::Unavailable { error } => error.clone(),
+        other => panic!("connected without credentials: {other:?}"),
+    };
+    assert!(error.contains("toolgate mcp login demo"), "{error}");
+    let err = gate.call(&gate.context(), "mcp__demo__greet", json!({"name": "x"})).await.unwrap_err();
+    assert!(err.to_string().contains("toolgate mcp login demo"), "{err}");
 }

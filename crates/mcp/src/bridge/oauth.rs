@@ -389,7 +389,9 @@ pub async fn authorized_client(
             .configure_client(OAuthClientConfig::new(stored.client_id.clone(), url).with_client_secret(secret))
             .map_err(|e| OAuthError::Discovery { server: name.to_owned(), detail: describe(&e) })?;
     }
+    // No redirects: the bearer token goes to the configured URL only.
     let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| OAuthError::Client { server: name.to_owned(), detail: e.to_string() })?;
     Ok(Some(AuthorizedClient::new(AuthClient::new(http, manager), name)))
