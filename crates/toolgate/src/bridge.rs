@@ -21,7 +21,9 @@ use toolgate_guard::injection::redact_and_neutralize;
 use toolgate_guard::leak::LeakDetector;
 use toolgate_guard::output::wrap_untrusted;
 use toolgate_mcp::bridge::oauth::SecretVault;
-pub use toolgate_mcp::bridge::{Bridge, BridgeOptions, BridgeTimings, ServerState, ServerStatus};
+pub use toolgate_mcp::bridge::{
+    Bridge, BridgeOptions, BridgeTimings, McpConfig, ServerConfig, ServerState, ServerStatus, ToolFilter,
+};
 
 use crate::Gate;
 
