@@ -30,7 +30,7 @@ use toolgate::mcp_vault::StoreVault;
 use toolgate_mcp::bridge::oauth::{
     self, AuthorizedClient, LoginOptions, LoginOutcome, OAuthError, Registration, SecretVault,
 };
-use toolgate_mcp::bridge::{ServerConfig, ServerState};
+use toolgate_mcp::bridge::{OAuthConfig, ServerConfig, ServerState};
 
 fn node_modules() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/npm/node_modules");
@@ -426,4 +426,56 @@ async fn a_gate_bridges_the_example_with_the_stored_token() {
     assert!(error.contains("toolgate mcp login demo"), "{error}");
     let err = gate.call(&gate.context(), "mcp__demo__greet", json!({"name": "x"})).await.unwrap_err();
     assert!(err.to_string().contains("toolgate mcp login demo"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_registered_client_on_a_fixed_redirect_port() {
+    let peer = Peer::example();
+    let ws = Workspace::new();
+    let port = free_port();
+    let mut server = peer.server();
+    // A client ID metadata document the server does not advertise support for: rmcp falls back
+    // to dynamic registration.
+    server.oauth = Some(OAuthConfig {
+        client_metadata_url: Some("https://example.invalid/toolgate-client.json".into()),
+        redirect_port: Some(port),
+        ..OAuthConfig::default()
+    });
+    let (first, (_, at, _)) = login("demo", &server, &ws).await;
+    assert_eq!(first.registration, Registration::Dynamic);
+    assert!(at.starts_with(&format!("http://127.0.0.1:{port}/callback?")), "{at}");
+
+    // That registration, configured as a pre-registered client (same redirect URI): no new
+    // registration, and the sign-in works.
+    server.oauth = Some(OAuthConfig {
+        client_id: Some(first.client_id.clone()),
+        redirect_port: Some(port),
+        ..OAuthConfig::default()
+    });
+    let (second, _) = login("demo", &server, &ws).await;
+    assert_eq!(second.registration, Registration::PreRegistered);
+    assert_eq!(second.client_id, first.client_id);
+    let client = oauth::authorized_client("demo", &server, ws.vault.clone()).await.unwrap().expect("credentials");
+    let mcp = connect(client, &peer.url).await;
+    assert_eq!(greet(&mcp).await.unwrap(), "Hello, toolgate!");
+    let _ = mcp.cancel().await;
+
+    // A client ID the authorization server does not know: the browser lands on its error, not
+    // on toolgate's callback, and the login times out without storing anything new.
+    server.oauth = Some(OAuthConfig { client_id: Some("unknown-client".into()), ..OAuthConfig::default() });
+    let before = ws.access_token("demo");
+    let err = oauth::login_with(
+        "demo",
+        &server,
+        ws.vault.clone(),
+        LoginOptions::default().with_timeout(Duration::from_secs(1)),
+        |url| {
+            let url = url.to_owned();
+            tokio::spawn(async move { reqwest::get(&url).await.map(|r| r.status()) });
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, OAuthError::Timeout { .. }), "{err:?}");
+    assert_eq!(ws.access_token("demo"), before, "the stored sign-in is untouched");
 }

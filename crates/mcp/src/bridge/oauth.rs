@@ -478,6 +478,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn stored_credentials_for_an_https_server_build_tls_clients_and_report_an_unreachable_server() {
+        // The TLS stack must be usable (reqwest panics without a crypto provider); the server
+        // itself is a closed loopback port, so discovery fails with an error naming it.
+        let vault: Arc<dyn SecretVault> = Arc::new(MemoryVault::default());
+        let creds =
+            serde_json::json!({"client_id": "c", "token_response": {"access_token": "a", "token_type": "bearer"}});
+        vault.put("mcp.oauth.tls", creds.to_string().as_bytes()).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let server = ServerConfig { url: Some(format!("https://127.0.0.1:{port}/mcp")), ..Default::default() };
+        let err = authorized_client("tls", &server, vault).await.unwrap_err();
+        assert!(matches!(err, OAuthError::Discovery { .. }), "{err:?}");
+        assert!(err.to_string().contains("MCP server `tls`"), "{err}");
+    }
+
+    #[tokio::test]
     async fn a_command_server_cannot_log_in() {
         let vault: Arc<dyn SecretVault> = Arc::new(MemoryVault::default());
         let server = ServerConfig { command: Some("srv".into()), ..Default::default() };
