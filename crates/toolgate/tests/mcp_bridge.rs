@@ -200,9 +200,11 @@ async fn echo_sum_and_progress(gate: &Gate, server: &str) {
         .unwrap()
         .unwrap();
     assert!(out.text_content().contains("Long running operation completed"), "{out:?}");
+    // The server reports a step every 100 ms; the last report and the result leave together and
+    // may race (rmcp handles each notification in a task of its own).
     let seen = seen.lock().unwrap().clone();
     let steps: Vec<f64> = seen.iter().map(|p| p.progress).collect();
-    assert_eq!(steps, [1.0, 2.0, 3.0, 4.0], "{seen:?}");
+    assert!(steps == [1.0, 2.0, 3.0, 4.0] || steps == [1.0, 2.0, 3.0], "{seen:?}");
     assert!(seen.iter().all(|p| p.total == Some(4.0)), "{seen:?}");
 }
 

@@ -79,7 +79,9 @@ impl ConnectError {
                 "the MCP handshake failed (the server's messages are in toolgate's log)".to_owned()
             }
             ConnectError::Unauthorized => {
-                format!("the server requires authorization; run `toolgate mcp login {server}`")
+                format!(
+                    "the server requires authorization (HTTP 401); run `toolgate mcp login {server}` to sign in, or check the credentials in its `headers`"
+                )
             }
             ConnectError::Sse(_) => "the legacy SSE stream could not be opened (details in toolgate's log)".to_owned(),
             ConnectError::OAuth(e @ OAuthError::LoginRequired { .. }) => e.to_string(),

@@ -42,8 +42,9 @@ pub(crate) struct ServerLink {
     /// Becomes true when the first connection attempt has finished, either way; calls that
     /// arrive while the server is starting wait on it.
     first_attempt: watch::Sender<bool>,
-    /// Progress sinks of the calls in flight, by the progress token their request carries.
-    progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    /// Progress sinks of the calls in flight, by the progress token their request carries, with
+    /// the last progress value delivered.
+    progress: Mutex<HashMap<ProgressToken, (ProgressSink, f64)>>,
     /// Signalled by the client handler when the server says its tool list changed.
     pub list_changed: Notify,
     /// The gate names of the tools registered for this server now.
@@ -132,21 +133,31 @@ impl ServerLink {
 
     /// Routes progress notifications carrying `token` to `sink` until the guard drops.
     pub(crate) fn route_progress(&self, token: ProgressToken, sink: ProgressSink) -> ProgressRoute<'_> {
-        self.progress.lock().unwrap_or_else(PoisonError::into_inner).insert(token.clone(), sink);
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner).insert(token.clone(), (sink, f64::NEG_INFINITY));
         ProgressRoute { link: self, token }
     }
 
     /// Delivers a progress notification to the call it belongs to; others are dropped (a
-    /// server cannot report progress on calls it was not given).
+    /// server cannot report progress on calls it was not given). rmcp handles each
+    /// notification in its own task, so they can arrive out of order: one that does not
+    /// increase the call's progress is dropped, as the protocol says progress only grows.
     pub(crate) fn progress(&self, params: ProgressNotificationParam) {
-        let sink = self.progress.lock().unwrap_or_else(PoisonError::into_inner).get(&params.progress_token).cloned();
-        if let Some(sink) = sink
-            && params.progress.is_finite()
-        {
-            let total = params.total.filter(|t| t.is_finite());
-            let message = params.message.as_deref().map(|m| clean_text(m, MAX_PROGRESS_MESSAGE_CHARS));
-            sink.report(params.progress, total, message);
+        if !params.progress.is_finite() {
+            return;
         }
+        let sink = {
+            let mut routes = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+            match routes.get_mut(&params.progress_token) {
+                Some((sink, last)) if params.progress > *last => {
+                    *last = params.progress;
+                    sink.clone()
+                }
+                _ => return,
+            }
+        };
+        let total = params.total.filter(|t| t.is_finite());
+        let message = params.message.as_deref().map(|m| clean_text(m, MAX_PROGRESS_MESSAGE_CHARS));
+        sink.report(params.progress, total, message);
     }
 }
 

@@ -107,6 +107,9 @@ impl Tool for BridgedTool {
             response = handle.await_response() => response,
         };
         abandon.id = None;
+        // Progress notifications that came before the result are handled in tasks of their own;
+        // give them a turn so the last reports are not dropped with the route.
+        tokio::task::yield_now().await;
         match response.map_err(|e| self.request_error(e))? {
             ServerResult::CallToolResult(result) => mapping::result(&self.link.name, result),
             ServerResult::CreateTaskResult(_) | ServerResult::InputRequiredResult(_) => {
