@@ -201,7 +201,8 @@ impl Bridge {
         self.shutdown.cancel();
     }
 
-    /// The link whose tool-name prefix `tool` starts with (the longest, when prefixes nest).
+    /// The link whose tool-name prefix `tool` starts with (the longest, when prefixes nest). An
+    /// empty `prefix` claims no names: every unknown name would otherwise be that server's.
     fn link_of(&self, tool: &str) -> Option<&Arc<ServerLink>> {
         self.links
             .iter()
@@ -210,7 +211,8 @@ impl Bridge {
                     Some(prefix) => prefix.clone(),
                     None => format!("{DEFAULT_PREFIX}{}__", link.name),
                 };
-                (tool.len() > prefix.len() && tool.starts_with(&prefix)).then_some((prefix.len(), link))
+                (!prefix.is_empty() && tool.len() > prefix.len() && tool.starts_with(&prefix))
+                    .then_some((prefix.len(), link))
             })
             .max_by_key(|(len, _)| *len)
             .map(|(_, link)| link)
