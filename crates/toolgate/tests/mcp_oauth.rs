@@ -474,3 +474,58 @@ async fn a_pre_registered_client_on_a_fixed_redirect_port() {
     assert!(matches!(err, OAuthError::Timeout { .. }), "{err:?}");
     assert_eq!(ws.access_token("demo"), before, "the stored sign-in is untouched");
 }
+
+/// The whole CLI path a user takes: `toolgate mcp add`, `toolgate mcp login` (the URL it prints
+/// is opened by the scripted browser), `toolgate mcp list` shows the sign-in, and `toolgate
+/// call` reaches the server's tool with the stored token; `toolgate mcp logout` forgets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_signs_in_prints_the_url_and_calls_with_the_token() {
+    let peer = Peer::example();
+    let ws = Workspace::new();
+    let toolgate = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        command.arg("--workspace").arg(ws.dir.path()).args(args).env("XDG_CONFIG_HOME", ws.dir.path().join("xdg"));
+        command
+    };
+    let out = toolgate(&["mcp", "add", "demo", "--url", &peer.url]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let mut login = toolgate(&["mcp", "login", "demo", "--no-browser"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(login.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    // Keep reading to the end: closing the pipe early would kill the CLI's next `eprintln!`.
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.trim().starts_with("http") {
+                let _ = tx.send(line.trim().to_owned());
+            }
+        }
+    });
+    let url = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(120)))
+        .await
+        .unwrap()
+        .expect("`toolgate mcp login` printed no URL");
+    assert!(url.contains("code_challenge_method=S256") && url.contains("state="), "{url}");
+    let page = reqwest::get(&url).await.unwrap();
+    assert!(page.status().is_success(), "{}", page.status());
+    let status = tokio::task::spawn_blocking(move || login.wait_with_output()).await.unwrap().unwrap();
+    let printed = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success() && printed.contains("signed in to `demo`"), "{printed}");
+    assert!(!printed.contains(&ws.access_token("demo")), "the token was printed");
+
+    let out = toolgate(&["mcp", "list"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(signed in)"), "{out:?}");
+    let out = toolgate(&["--approval", "never", "call", "mcp__demo__greet", r#"{"name":"cli"}"#]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("cli"), "{said}{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = toolgate(&["mcp", "logout", "demo"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("forgot"), "{out:?}");
+    let out = toolgate(&["--approval", "never", "call", "mcp__demo__greet", r#"{"name":"cli"}"#]).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && said.contains("toolgate mcp login demo"), "{said}");
+}
