@@ -483,3 +483,21 @@ async fn a_server_that_cannot_start_does_not_fail_the_gate() {
     // A name no server owns is just unknown.
     assert_eq!(call(&gate, "mcp__other__x", json!({})).await.unwrap_err().kind(), "unknown_tool");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misconfigured_server_is_not_retried() {
+    let mut server = everything_stdio(&marker("unset"));
+    server.env.insert("TOKEN".into(), "${TOOLGATE_BRIDGE_TEST_SURELY_UNSET}".into());
+    let setup = start(vec![("unset", server)], |_| {});
+    assert!(setup.gate.connect_mcp(HANG_GUARD).await);
+    let ServerState::Unavailable { error } = &setup.gate.mcp_status()[0].state else {
+        panic!("{:?}", setup.gate.mcp_status())
+    };
+    assert!(error.contains("`TOOLGATE_BRIDGE_TEST_SURELY_UNSET` is not set"), "{error}");
+    let err = call(&setup.gate, "mcp__unset__echo", json!({"message": "x"})).await.unwrap_err();
+    assert!(
+        err.to_string().contains("MCP server `unset` is not usable") && err.to_string().contains("restart"),
+        "{err}"
+    );
+    assert!(pids_with(&marker("unset")).is_empty(), "nothing was started");
+}

@@ -71,6 +71,11 @@ pub(crate) enum ConnectError {
 }
 
 impl ConnectError {
+    /// Whether retrying cannot help: the configuration itself is wrong.
+    pub(crate) fn is_permanent(&self) -> bool {
+        matches!(self, ConnectError::Config(_))
+    }
+
     /// What a model may read: the kind of failure in toolgate's own words, without the
     /// server's text (that goes to the log only).
     pub(crate) fn summary(&self, server: &str) -> String {

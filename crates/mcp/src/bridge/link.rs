@@ -26,6 +26,8 @@ pub(crate) enum LinkState {
     Retrying { error: String, attempt: u32, max: u32, delay: Duration },
     /// Every reconnection attempt failed; the server stays down until toolgate restarts.
     GaveUp { error: String, attempts: u32 },
+    /// The configuration cannot work (a bad entry, an unset variable); not retried.
+    Misconfigured { error: String },
     /// The bridge shut down.
     Stopped,
 }
@@ -125,6 +127,10 @@ impl ServerLink {
             LinkState::GaveUp { error, attempts } => format!(
                 "MCP server `{name}` is unavailable after {attempts} reconnection attempts: {error}; fix the server \
                  (see toolgate's log) and restart toolgate to use its tools"
+            ),
+            LinkState::Misconfigured { error } => format!(
+                "MCP server `{name}` is not usable: {error}; fix its entry in toolgate.toml (or the environment) and \
+                 restart toolgate"
             ),
             LinkState::Stopped => format!("MCP server `{name}` is disconnected because toolgate is shutting down"),
         };

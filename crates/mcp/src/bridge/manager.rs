@@ -116,14 +116,14 @@ impl Bridge {
             links.push(Arc::clone(&link));
             if let Some(problem) = server.problem(name) {
                 tracing::error!(server = %name, "MCP server not started: {problem}");
-                link.set_state(LinkState::GaveUp { error: problem, attempts: 0 });
+                link.set_state(LinkState::Misconfigured { error: problem });
                 link.first_attempt_done();
                 continue;
             }
             let Ok(runtime) = &runtime else {
                 let error = "toolgate started the bridge outside an async runtime (a bug)".to_owned();
                 tracing::error!(server = %name, "MCP server not started: {error}");
-                link.set_state(LinkState::GaveUp { error, attempts: 0 });
+                link.set_state(LinkState::Misconfigured { error });
                 link.first_attempt_done();
                 continue;
             };
@@ -186,7 +186,9 @@ impl Bridge {
                     LinkState::Retrying { error, attempt, max, .. } => {
                         ServerState::Reconnecting { attempt, max, error }
                     }
-                    LinkState::GaveUp { error, .. } => ServerState::Unavailable { error },
+                    LinkState::GaveUp { error, .. } | LinkState::Misconfigured { error } => {
+                        ServerState::Unavailable { error }
+                    }
                     LinkState::Stopped => ServerState::Stopped,
                 };
                 ServerStatus { name: link.name.clone(), state, tools: link.tools() }

@@ -61,6 +61,17 @@ impl BridgeTimings {
     }
 }
 
+/// What one connection attempt gave.
+enum Attempt {
+    /// Connected, tools registered.
+    Connected(Connection),
+    /// Failed; the text says why in toolgate's words (details are logged). `permanent`: the
+    /// configuration is wrong, retrying cannot help.
+    Failed { why: String, permanent: bool },
+    /// The bridge is shutting down.
+    Shutdown,
+}
+
 /// Why a connection ended.
 enum Ended {
     /// The bridge is shutting down.
@@ -87,7 +98,7 @@ impl Supervisor {
         let mut retry = 0u32;
         loop {
             let error = match self.attempt().await {
-                Some(Ok(connection)) => {
+                Attempt::Connected(connection) => {
                     retry = 0;
                     match self.serve(connection).await {
                         Ended::Shutdown => break,
@@ -97,8 +108,14 @@ impl Supervisor {
                         }
                     }
                 }
-                Some(Err(why)) => why,
-                None => break,
+                Attempt::Failed { why, permanent: true } => {
+                    self.link.set_state(LinkState::Misconfigured { error: why });
+                    self.link.first_attempt_done();
+                    self.shutdown.cancelled().await;
+                    break;
+                }
+                Attempt::Failed { why, permanent: false } => why,
+                Attempt::Shutdown => break,
             };
             self.link.first_attempt_done();
             retry += 1;
@@ -122,20 +139,19 @@ impl Supervisor {
         self.link.first_attempt_done();
     }
 
-    /// One connection attempt, tools listed and registered: `None` on shutdown, else the
-    /// connection or what went wrong (in toolgate's words; the details are logged).
-    async fn attempt(&mut self) -> Option<Result<Connection, String>> {
+    /// One connection attempt, tools listed and registered.
+    async fn attempt(&mut self) -> Attempt {
         let name = self.link.name.clone();
         let timeout = self.timings.connect_timeout;
         let connected = tokio::select! {
-            () = self.shutdown.cancelled() => return None,
+            () = self.shutdown.cancelled() => return Attempt::Shutdown,
             connected = connect(&self.link, &self.env) => connected,
         };
         let connection = match connected {
             Ok(connection) => connection,
             Err(e) => {
                 tracing::error!(server = %name, "cannot connect to MCP server: {e}");
-                return Some(Err(e.summary(&name)));
+                return Attempt::Failed { why: e.summary(&name), permanent: e.is_permanent() };
             }
         };
         let peer = connection.peer().clone();
@@ -143,7 +159,7 @@ impl Supervisor {
         let synced = tokio::select! {
             () = shutdown.cancelled() => {
                 connection.close().await;
-                return None;
+                return Attempt::Shutdown;
             }
             synced = tokio::time::timeout(timeout, self.sync_tools(&peer)) => synced,
         };
@@ -151,16 +167,18 @@ impl Supervisor {
             Ok(Ok(())) => {
                 self.link.set_state(LinkState::Ready(peer));
                 self.link.first_attempt_done();
-                Some(Ok(connection))
+                Attempt::Connected(connection)
             }
             Ok(Err(e)) => {
                 connection.close().await;
                 tracing::error!(server = %name, "MCP server connected but its tools could not be listed: {e}");
-                Some(Err("its tool list could not be read (details in toolgate's log)".to_owned()))
+                let why = "its tool list could not be read (details in toolgate's log)".to_owned();
+                Attempt::Failed { why, permanent: false }
             }
             Err(_) => {
                 connection.close().await;
-                Some(Err(format!("it did not list its tools within {} s", timeout.as_secs())))
+                let why = format!("it did not list its tools within {} s", timeout.as_secs());
+                Attempt::Failed { why, permanent: false }
             }
         }
     }
