@@ -35,6 +35,8 @@
 pub mod approvals;
 pub mod bridge;
 pub mod config;
+#[doc(hidden)]
+pub mod conformance_client;
 mod gate;
 pub mod mcp;
 pub mod mcp_vault;

@@ -24,6 +24,8 @@ struct Entry {
     scenario: String,
     /// One check id, or `None` for the whole scenario.
     check: Option<String>,
+    /// A timing check of the suite that load decides: tolerated, never judged stale.
+    flaky: bool,
 }
 
 /// One check the suite recorded.
@@ -64,7 +66,8 @@ fn baseline(role: &str) -> Vec<Entry> {
             let scenario = field("scenario").unwrap_or_else(|| panic!("a [[{role}]] entry has no scenario: {e}"));
             let why = field("why").unwrap_or_default();
             assert!(why.trim().len() > 20, "baseline entry {role} {scenario} must say why it fails");
-            Entry { scenario, check: field("check") }
+            let flaky = e.get("flaky").and_then(toml::Value::as_bool).unwrap_or(false);
+            Entry { scenario, check: field("check"), flaky }
         })
         .collect()
 }
@@ -119,7 +122,7 @@ fn judge(checks: &[Check], entries: &[Entry]) -> Verdict {
     for e in entries {
         let ran = checks.iter().any(|c| c.scenario == e.scenario);
         let failed = checks.iter().any(|c| c.status == "FAILURE" && covers(e, c));
-        if ran && !failed {
+        if ran && !failed && !e.flaky {
             let what = e.check.as_ref().map_or(e.scenario.clone(), |id| format!("{}:{id}", e.scenario));
             verdict.stale.push(what);
         }
@@ -205,6 +208,65 @@ fn conformance_server_suite_2026_07_28() {
     assert!(scenarios.contains("server-stateless") && scenarios.contains("input-required-result-multi-round"));
 }
 
+/// Runs `conformance client ARGS` with [`conformance_client_entry`] as the client and judges it.
+fn client_suite(args: &[&str]) -> (Vec<Check>, Verdict) {
+    let work = tempfile::tempdir().unwrap();
+    let results = work.path().join("results");
+    let exe = std::env::current_exe().unwrap();
+    let command =
+        format!("{} --ignored --exact conformance_client_entry --nocapture --test-threads 1 -q", exe.display());
+    let out = suite(work.path())
+        .env("RUST_BACKTRACE", "0")
+        .args(["client", "--command", &command, "-o"])
+        .arg(&results)
+        .args(args)
+        .output()
+        .expect("run the conformance suite");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(results.is_dir(), "the suite wrote no results ({}):\n{stdout}\n{stderr}", out.status);
+    let checks = checks(&results, "client");
+    let verdict = judge(&checks, &baseline("client"));
+    report(&verdict, &stdout);
+    (checks, verdict)
+}
+
+/// Every client scenario, each at the protocol version the suite picks for it, with toolgate's
+/// bridge as the client.
+#[test]
+fn conformance_client_suite_all() {
+    let (checks, _) = client_suite(&["--suite", "all"]);
+    let scenarios: std::collections::BTreeSet<&str> = checks.iter().map(|c| c.scenario.as_str()).collect();
+    assert!(scenarios.len() >= 40, "the suite ran only {} scenarios: {scenarios:?}", scenarios.len());
+    for entry in baseline("client") {
+        assert!(
+            scenarios.contains(entry.scenario.as_str()),
+            "baseline names a scenario the suite has not: {}",
+            entry.scenario
+        );
+    }
+}
+
+/// Not a test: the client the conformance suite starts for each client scenario (this test
+/// binary again, with `--ignored --exact conformance_client_entry` and the server URL last).
+/// It runs `toolgate::conformance_client`, the bridge driven through a gate.
+#[test]
+#[ignore = "the conformance suite's client, started by conformance_client_suite_all"]
+fn conformance_client_entry() {
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").expect("MCP_CONFORMANCE_SCENARIO (set by the suite)");
+    let url = std::env::args().next_back().expect("the server URL (the suite's last argument)");
+    let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
+    // The bridge's log (TOOLGATE_LOG, default warn) lands in the scenario's stderr.txt.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let result = runtime.block_on(toolgate::conformance_client::run(&url, &scenario, context.as_deref()));
+    if let Err(e) = result {
+        panic!("conformance client, scenario {scenario}: {e}");
+    }
+}
+
 /// The judge itself: a new failure and a stale entry are both reported.
 #[test]
 fn the_baseline_judge_reports_new_failures_and_stale_entries() {
@@ -221,12 +283,21 @@ fn the_baseline_judge_reports_new_failures_and_stale_entries() {
         check("c", "c-1", "SUCCESS"),
         check("d", "d-1", "WARNING"),
     ];
-    let entry = |scenario: &str, check: Option<&str>| Entry { scenario: scenario.into(), check: check.map(Into::into) };
-    let entries = vec![entry("a", None), entry("b", Some("b-2")), entry("c", None), entry("z", None)];
+    let entry = |scenario: &str, check: Option<&str>| Entry {
+        scenario: scenario.into(),
+        check: check.map(Into::into),
+        flaky: false,
+    };
+    let flaky = Entry { flaky: true, ..entry("d", None) };
+    let entries = vec![entry("a", None), entry("b", Some("b-2")), entry("c", None), entry("z", None), flaky];
     let verdict = judge(&checks, &entries);
     assert_eq!(verdict.expected, 1, "a:a-1 is covered by the whole-scenario entry");
     assert_eq!(verdict.unexpected, vec!["b:b-1: m".to_owned()], "a per-check entry covers only its check");
-    assert_eq!(verdict.stale, vec!["b:b-2".to_owned(), "c".to_owned()], "z did not run, so it is not stale");
+    assert_eq!(
+        verdict.stale,
+        vec!["b:b-2".to_owned(), "c".to_owned()],
+        "z did not run, so it is not stale; d is flaky, so it never is"
+    );
     assert_eq!(verdict.passed, 2);
     assert_eq!(verdict.warnings.len(), 1);
     // The real baseline parses and every entry says why.
