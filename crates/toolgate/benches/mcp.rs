@@ -1,184 +1,380 @@
-//! Sequential `echo` round trips through MCP, from a small rmcp client: `toolgate serve` over
-//! stdio and over Streamable HTTP, and the reference server
-//! `@modelcontextprotocol/server-everything` (installed by `cargo xtask deps` into
-//! `.cache/peers/npm`) over the same two transports, measured in the same run and reported as
-//! ratios. `toolgate serve` runs its whole pipeline, audit log included.
+//! MCP round trips, toolgate against the reference servers, in one run (`cargo xtask bench mcp`,
+//! or `cargo bench -p toolgate --bench mcp [-- SECTION...]`, SECTION one of `echo-rmcp`,
+//! `echo-python`, `read`):
+//!
+//! - `echo-rmcp`: sequential `echo` calls from a small rmcp client against `toolgate serve` and
+//!   `@modelcontextprotocol/server-everything`, over stdio and Streamable HTTP;
+//! - `echo-python`: the same from the official MCP Python SDK (`benches/mcp_client.py`);
+//! - `read`: the same 100 KB text file through toolgate's `read` and through
+//!   `@modelcontextprotocol/server-filesystem`'s `read_text_file`, over stdio, rmcp client.
+//!
+//! The servers of a section are all connected first and then take turns (rounds of calls), so
+//! load from other work on the machine falls on all of them alike. `toolgate serve` runs its
+//! whole pipeline, audit log included; each toolgate server has its own workspace. The peers
+//! are installed by `cargo xtask deps`; a missing one fails the run.
 
-use std::io::{BufRead, BufReader};
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// Beside this file, in a folder cargo does not take for benchmarks of their own.
+#[path = "mcp/python.rs"]
+mod python;
+#[path = "mcp/servers.rs"]
+mod servers;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use serde_json::json;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
 
-const CALLS: usize = 2_000;
-const WARMUP: usize = 200;
-const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+use python::Endpoint;
+
+/// Warm-up calls per server, then rounds × calls measured per server.
+const ECHO: Plan = Plan { warmup: 200, rounds: 5, calls: 400 };
+const ECHO_PYTHON: Plan = Plan { warmup: 50, rounds: 5, calls: 100 };
+const READ: Plan = Plan { warmup: 20, rounds: 5, calls: 40 };
+
+/// The file read: 1,250 lines of 80 bytes.
+const READ_FILE: &str = "bench-100k.txt";
+const READ_LINES: usize = 1_250;
+const READ_BYTES: usize = 100_000;
+
+struct Plan {
+    warmup: usize,
+    rounds: usize,
+    calls: usize,
+}
+
+/// Every call's round-trip time, and the time the rounds took together.
+#[derive(Debug)]
+pub struct Samples {
+    times: Vec<Duration>,
+    elapsed: Duration,
+    /// The size of one result as JSON, where measured.
+    bytes: Option<usize>,
+}
 
 struct Figures {
+    min: Duration,
     median: Duration,
     p99: Duration,
     per_sec: f64,
 }
 
-async fn measure<S: rmcp::service::Service<rmcp::RoleClient>>(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, S>,
-) -> Figures {
-    let args = json!({"message": "hello from the benchmark"}).as_object().cloned().unwrap_or_default();
-    let call = || client.call_tool(CallToolRequestParams::new("echo").with_arguments(args.clone()));
-    for _ in 0..WARMUP {
-        call().await.expect("echo");
+impl Samples {
+    fn figures(&self) -> Figures {
+        let mut t = self.times.clone();
+        t.sort();
+        let n = t.len();
+        Figures { min: t[0], median: t[n / 2], p99: t[n * 99 / 100], per_sec: n as f64 / self.elapsed.as_secs_f64() }
     }
-    let mut times = Vec::with_capacity(CALLS);
-    let start = Instant::now();
-    for _ in 0..CALLS {
-        let t = Instant::now();
-        let result = call().await.expect("echo");
-        assert_ne!(result.is_error, Some(true), "echo failed: {result:?}");
-        times.push(t.elapsed());
-    }
-    let total = start.elapsed();
-    times.sort();
-    Figures { median: times[CALLS / 2], p99: times[CALLS * 99 / 100], per_sec: CALLS as f64 / total.as_secs_f64() }
 }
 
-async fn over_stdio(mut command: tokio::process::Command) -> Figures {
-    command.stderr(Stdio::null());
-    let transport = TokioChildProcess::new(command).expect("spawn the server");
-    let client = ().serve(transport).await.expect("initialize over stdio");
-    let figures = measure(&client).await;
-    let _ = client.cancel().await;
-    figures
+type Client = RunningService<RoleClient, ()>;
+
+/// One tool call and what its result must show.
+struct Call {
+    tool: &'static str,
+    args: serde_json::Map<String, Value>,
+    check: fn(&CallToolResult),
 }
 
-async fn over_http(url: &str, token: Option<&str>) -> Figures {
+struct Target<'a> {
+    client: &'a Client,
+    call: &'a Call,
+}
+
+async fn call_once(target: &Target<'_>) -> CallToolResult {
+    let request = CallToolRequestParams::new(target.call.tool).with_arguments(target.call.args.clone());
+    let result = target.client.call_tool(request).await.expect("tools/call");
+    (target.call.check)(&result);
+    result
+}
+
+/// Warms every target up, then runs the rounds, targets taking turns.
+async fn interleaved(targets: &[Target<'_>], plan: &Plan) -> Vec<Samples> {
+    for target in targets {
+        for _ in 0..plan.warmup {
+            call_once(target).await;
+        }
+    }
+    let mut samples: Vec<Samples> = targets
+        .iter()
+        .map(|_| Samples { times: Vec::with_capacity(plan.rounds * plan.calls), elapsed: Duration::ZERO, bytes: None })
+        .collect();
+    for _ in 0..plan.rounds {
+        for (target, s) in targets.iter().zip(&mut samples) {
+            let start = Instant::now();
+            let mut last = None;
+            for _ in 0..plan.calls {
+                let t = Instant::now();
+                last = Some(call_once(target).await);
+                s.times.push(t.elapsed());
+            }
+            s.elapsed += start.elapsed();
+            s.bytes = last.map(|r| serde_json::to_vec(&r).map_or(0, |v| v.len()));
+        }
+    }
+    samples
+}
+
+async fn connect_stdio(command: &[String]) -> Client {
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn the server");
+    ().serve(transport).await.expect("initialize over stdio")
+}
+
+async fn connect_http(url: &str, token: Option<&str>) -> Client {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url);
     if let Some(token) = token {
         config = config.auth_header(token);
     }
     let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
-    let client = ().serve(transport).await.expect("initialize over HTTP");
-    let figures = measure(&client).await;
-    let _ = client.cancel().await;
-    figures
+    ().serve(transport).await.expect("initialize over HTTP")
 }
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A fresh workspace for one toolgate server. Rate limiting stays on (it is part of the
+/// pipeline measured) with limits the run cannot reach; the output cap is raised above the
+/// numbered 100 KB file so `read` returns all of it.
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary workspace");
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[gate]\nmax_output_bytes = 262144\n\n[rate_limits.tools]\n\
+         echo = { per_minute = 4294967295, per_hour = 4294967295 }\n\
+         read = { per_minute = 4294967295, per_hour = 4294967295 }\n",
+    )
+    .expect("write toolgate.toml");
+    dir
 }
 
-/// Starts `toolgate serve --http 127.0.0.1:0`; returns the process, URL and token.
-fn toolgate_http(workspace: &Path) -> (Killed, String, String) {
-    let mut child = Command::new(TOOLGATE)
-        .arg("--workspace")
-        .arg(workspace)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start toolgate serve --http");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut url = None;
-    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
-    for line in lines.by_ref() {
-        if let Some(u) = line.split_whitespace().find(|w| w.starts_with("http://") && w.ends_with("/mcp")) {
-            url = Some(u.to_owned());
-            break;
-        }
-    }
-    // Keep reading: the server must not write into a closed pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    let token = std::fs::read_to_string(workspace.join(".toolgate/http-token")).expect("token").trim().to_owned();
-    (Killed(child), url.expect("toolgate printed its URL"), token)
+fn echo_call() -> Call {
+    let args = json!({"message": "hello from the benchmark"}).as_object().cloned().unwrap_or_default();
+    Call { tool: "echo", args, check: |r| assert_ne!(r.is_error, Some(true), "echo failed: {r:?}") }
 }
 
-fn everything() -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.cache/peers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    path.exists().then_some(path)
+fn text_of(result: &CallToolResult) -> String {
+    result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
-fn everything_http(script: &Path) -> (Killed, String) {
-    let port = free_port();
-    let child = Command::new("node")
-        .arg(script)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start server-everything streamableHttp");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server-everything did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Killed(child), format!("http://127.0.0.1:{port}/mcp"))
-}
-
-fn row(name: &str, f: &Figures, peer: Option<&Figures>) {
-    let ratio = peer.map_or_else(|| "-".to_owned(), |p| format!("{:.2}x", f.per_sec / p.per_sec));
-    println!(
-        "| {name} | {:.1} µs | {:.1} µs | {:.0} | {ratio} |",
-        f.median.as_secs_f64() * 1e6,
-        f.p99.as_secs_f64() * 1e6,
-        f.per_sec
+/// The whole file must come back: first and last line, and at least its size in text.
+fn check_read(result: &CallToolResult) {
+    assert_ne!(result.is_error, Some(true), "read failed: {}", text_of(result));
+    let text = text_of(result);
+    assert!(
+        text.len() >= READ_BYTES && text.contains(&line(0)) && text.contains(&line(READ_LINES - 1)),
+        "the read did not return the whole file ({} bytes): {}",
+        text.len(),
+        &text[text.len().saturating_sub(300)..]
     );
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
-    let dir = tempfile::tempdir().expect("a temporary workspace");
-    // Rate limiting stays on (it is part of the pipeline measured), with a limit the run cannot reach.
-    std::fs::write(
-        dir.path().join("toolgate.toml"),
-        "[rate_limits.tools]\necho = { per_minute = 4294967295, per_hour = 4294967295 }\n",
-    )
-    .expect("write toolgate.toml");
-    runtime.block_on(async {
-        let mut cmd = tokio::process::Command::new(TOOLGATE);
-        cmd.arg("--workspace").arg(dir.path()).arg("serve");
-        let tg_stdio = over_stdio(cmd).await;
-        let (_server, url, token) = toolgate_http(dir.path());
-        let tg_http = over_http(&url, Some(&token)).await;
+/// Line `i` of the read file: 79 characters of prose-like words and a newline's worth.
+fn line(i: usize) -> String {
+    const WORDS: &[&str] = &[
+        "the",
+        "gate",
+        "checks",
+        "every",
+        "call",
+        "against",
+        "policy",
+        "before",
+        "a",
+        "tool",
+        "runs",
+        "and",
+        "records",
+        "what",
+        "it",
+        "did",
+        "in",
+        "audit",
+        "log",
+        "workspace",
+        "file",
+        "reads",
+        "are",
+        "confined",
+        "to",
+        "one",
+        "tree",
+    ];
+    let mut out = format!("{i:05}");
+    let mut k = i.wrapping_mul(2_654_435_761);
+    while out.len() < 79 {
+        k = k.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        out.push(' ');
+        out.push_str(WORDS[(k >> 33) % WORDS.len()]);
+    }
+    out.truncate(79);
+    out
+}
 
-        let (ev_stdio, ev_http) = match everything() {
-            Some(script) => {
-                let mut cmd = tokio::process::Command::new("node");
-                cmd.arg(&script).arg("stdio");
-                let stdio = over_stdio(cmd).await;
-                let (_server, url) = everything_http(&script);
-                let http = over_http(&url, None).await;
-                (Some(stdio), Some(http))
+fn write_read_file(dir: &Path) -> PathBuf {
+    let text: String = (0..READ_LINES).map(|i| line(i) + "\n").collect();
+    assert_eq!(text.len(), READ_BYTES);
+    let path = dir.join(READ_FILE);
+    std::fs::write(&path, text).expect("write the file to read");
+    path
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Prints a table of `rows` (name, samples, index of the peer row or none).
+fn table(rows: &[(&str, &Samples, Option<usize>)]) {
+    let figures: Vec<Figures> = rows.iter().map(|(_, s, _)| s.figures()).collect();
+    let bytes = rows.iter().any(|(_, s, _)| s.bytes.is_some());
+    println!(
+        "| server, transport | min | median | p99 | calls/s |{} toolgate vs peer: median | calls/s |",
+        if bytes { " result bytes |" } else { "" }
+    );
+    println!("|---|---|---|---|---|{}---|---|", if bytes { "---|" } else { "" });
+    for ((name, s, peer), f) in rows.iter().zip(&figures) {
+        let (by_median, by_rate) = match peer {
+            Some(p) => {
+                let p = &figures[*p];
+                (
+                    format!("{:.2}x", p.median.as_secs_f64() / f.median.as_secs_f64()),
+                    format!("{:.2}x", f.per_sec / p.per_sec),
+                )
             }
-            None => {
-                eprintln!("server-everything is not installed (run `cargo xtask deps`): no peer ratios");
-                (None, None)
-            }
+            None => ("-".to_owned(), "-".to_owned()),
         };
-        println!("{CALLS} sequential echo calls after {WARMUP} warm-up calls; ratio = calls/s of toolgate / peer");
-        println!("| server, transport | median | p99 | calls/s | vs server-everything |");
-        println!("|---|---|---|---|---|");
-        row("toolgate serve, stdio", &tg_stdio, ev_stdio.as_ref());
-        row("toolgate serve, Streamable HTTP", &tg_http, ev_http.as_ref());
-        if let (Some(s), Some(h)) = (&ev_stdio, &ev_http) {
-            row("server-everything 2026.8.31, stdio", s, None);
-            row("server-everything 2026.8.31, Streamable HTTP", h, None);
-        }
-    });
+        let size = if bytes {
+            format!(" {} |", s.bytes.map_or_else(|| "-".to_owned(), |b| b.to_string()))
+        } else {
+            String::new()
+        };
+        println!(
+            "| {name} | {} | {} | {} | {:.0} |{size} {by_median} | {by_rate} |",
+            us(f.min),
+            us(f.median),
+            us(f.p99),
+            f.per_sec
+        );
+    }
+    println!();
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map_or_else(|_| "?".to_owned(), |l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+}
+
+async fn echo_rmcp() {
+    let (ws_stdio, ws_http) = (workspace(), workspace());
+    let tg_stdio = connect_stdio(&servers::toolgate_stdio(ws_stdio.path())).await;
+    let (_tg, url, token) = servers::toolgate_http(ws_http.path());
+    let tg_http = connect_http(&url, Some(&token)).await;
+    let ev_stdio = connect_stdio(&servers::everything_stdio()).await;
+    let (_ev, ev_url) = servers::everything_http();
+    let ev_http = connect_http(&ev_url, None).await;
+    let echo = echo_call();
+    let clients = [&tg_stdio, &tg_http, &ev_stdio, &ev_http];
+    let targets: Vec<Target<'_>> = clients.iter().map(|client| Target { client, call: &echo }).collect();
+    let s = interleaved(&targets, &ECHO).await;
+    println!(
+        "### echo, rmcp 3.9.0 client: {} rounds of {} sequential calls per server, after {} warm-up calls\n",
+        ECHO.rounds, ECHO.calls, ECHO.warmup
+    );
+    table(&[
+        ("toolgate serve, stdio", &s[0], Some(2)),
+        ("toolgate serve, Streamable HTTP", &s[1], Some(3)),
+        ("server-everything, stdio", &s[2], None),
+        ("server-everything, Streamable HTTP", &s[3], None),
+    ]);
+    for client in [tg_stdio, tg_http, ev_stdio, ev_http] {
+        let _ = client.cancel().await;
+    }
+}
+
+fn echo_python() {
+    let (ws_stdio, ws_http) = (workspace(), workspace());
+    let (_tg, url, token) = servers::toolgate_http(ws_http.path());
+    let (_ev, ev_url) = servers::everything_http();
+    let targets = [
+        ("toolgate serve, stdio", Endpoint::Stdio(servers::toolgate_stdio(ws_stdio.path()))),
+        ("toolgate serve, Streamable HTTP", Endpoint::Http { url, token: Some(token) }),
+        ("server-everything, stdio", Endpoint::Stdio(servers::everything_stdio())),
+        ("server-everything, Streamable HTTP", Endpoint::Http { url: ev_url, token: None }),
+    ];
+    let p = &ECHO_PYTHON;
+    let args = json!({"message": "hello from the benchmark"});
+    let s = python::run("echo", &args, p.warmup, p.rounds, p.calls, &targets);
+    println!(
+        "### echo, Python SDK client (mcp 2.3.0, mode=\"legacy\"): {} rounds of {} sequential calls per server, after {} warm-up calls\n",
+        p.rounds, p.calls, p.warmup
+    );
+    table(&[
+        (targets[0].0, &s[0], Some(2)),
+        (targets[1].0, &s[1], Some(3)),
+        (targets[2].0, &s[2], None),
+        (targets[3].0, &s[3], None),
+    ]);
+}
+
+async fn read() {
+    let ws = workspace();
+    let file = write_read_file(ws.path());
+    let tg = connect_stdio(&servers::toolgate_stdio(ws.path())).await;
+    let fs = connect_stdio(&servers::filesystem_stdio(ws.path())).await;
+    // The page is raised above the file (default 50 KiB); the line limit (2,000) already is.
+    let tg_call = Call {
+        tool: "read",
+        args: json!({"path": READ_FILE, "max_bytes": 262_144}).as_object().cloned().unwrap_or_default(),
+        check: check_read,
+    };
+    let fs_call = Call {
+        tool: "read_text_file",
+        args: json!({"path": file.display().to_string()}).as_object().cloned().unwrap_or_default(),
+        check: check_read,
+    };
+    let targets = [Target { client: &tg, call: &tg_call }, Target { client: &fs, call: &fs_call }];
+    let s = interleaved(&targets, &READ).await;
+    println!(
+        "### read a {READ_BYTES}-byte text file ({READ_LINES} lines), rmcp client, stdio: {} rounds of {} sequential calls per server, after {} warm-up calls\n",
+        READ.rounds, READ.calls, READ.warmup
+    );
+    table(&[
+        ("toolgate serve `read`, stdio", &s[0], Some(1)),
+        ("server-filesystem `read_text_file`, stdio", &s[1], None),
+    ]);
+    let _ = tg.cancel().await;
+    let _ = fs.cancel().await;
+}
+
+fn main() {
+    // reqwest is built with `rustls-no-provider` in this workspace; loopback HTTP needs no TLS,
+    // but building a client needs a provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let wanted = |section: &str| filters.is_empty() || filters.iter().any(|f| section.contains(f.as_str()));
+    let node = std::process::Command::new(servers::node()).arg("--version").output().expect("run node");
+    println!(
+        "MCP benchmark: server-everything {}, server-filesystem {}, Node {}, load average at start {}\n",
+        servers::npm_version("@modelcontextprotocol/server-everything"),
+        servers::npm_version("@modelcontextprotocol/server-filesystem"),
+        String::from_utf8_lossy(&node.stdout).trim(),
+        loadavg()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    if wanted("echo-rmcp") {
+        runtime.block_on(echo_rmcp());
+    }
+    if wanted("echo-python") {
+        echo_python();
+    }
+    if wanted("read") {
+        runtime.block_on(read());
+    }
+    println!("load average at end {}", loadavg());
 }
