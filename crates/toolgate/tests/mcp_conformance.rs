@@ -269,6 +269,22 @@ fn conformance_client_entry() {
     }
 }
 
+/// `--conformance` serves without a token, so it refuses any address but loopback.
+#[test]
+fn conformance_mode_binds_loopback_only() {
+    let ws = npm::workspace();
+    let out = std::process::Command::new(npm::TOOLGATE)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["serve", "--http", "0.0.0.0:0", "--conformance"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "--conformance on 0.0.0.0 must not start:\n{stderr}");
+    assert!(stderr.contains("loopback addresses only"), "{stderr}");
+}
+
 /// The judge itself: a new failure and a stale entry are both reported.
 #[test]
 fn the_baseline_judge_reports_new_failures_and_stale_entries() {

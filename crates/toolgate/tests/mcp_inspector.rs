@@ -83,6 +83,9 @@ fn lists_and_calls(target: &Target<'_>, era: &str, version: &str) {
     assert_eq!(read["annotations"]["destructiveHint"], false, "{read}");
     assert_eq!(tool("write")["annotations"]["readOnlyHint"], false);
     assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"), "every input schema is an object");
+    let fixtures: Vec<&Value> =
+        tools.iter().filter(|t| t["name"].as_str().is_some_and(|n| n.starts_with("test_"))).collect();
+    assert!(fixtures.is_empty(), "conformance fixtures are served only with --conformance: {fixtures:?}");
 
     let echoed = ok(
         inspector(

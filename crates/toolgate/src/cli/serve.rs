@@ -3,6 +3,10 @@
 //! Over stdio (the default) stdout carries nothing but protocol; every message for a person
 //! goes to stderr. Over HTTP the endpoint is `http://ADDR/mcp`, loopback by default, behind a
 //! bearer token generated on first start.
+//!
+//! The hidden `--conformance` flag is for the official MCP conformance suite only: it adds the
+//! suite's fixtures and, over HTTP, drops the token (loopback only), because the suite cannot
+//! send headers (`docs/mcp-conformance.md`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -86,8 +90,7 @@ async fn serve<H: CallHandler>(
     let local = listener.local_addr().context("cannot read the listening address")?;
     // The conformance suite cannot send headers, so --conformance (loopback only) goes without.
     let token = if args.conformance { None } else { Some(HttpToken::load_or_create(workspace)?) };
-    let mut http = HttpConfig::new(token.clone().unwrap_or_else(|| HttpToken::fixed(String::new())));
-    http.token = token.clone();
+    let mut http = HttpConfig { token: token.clone(), ..HttpConfig::new(HttpToken::fixed(String::new())) };
     if !local.ip().is_loopback() {
         eprintln!(
             "toolgate: warning: listening on {local}, which is reachable from other machines; \
