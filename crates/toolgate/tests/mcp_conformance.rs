@@ -208,13 +208,13 @@ fn conformance_server_suite_2026_07_28() {
     assert!(scenarios.contains("server-stateless") && scenarios.contains("input-required-result-multi-round"));
 }
 
-/// Runs `conformance client ARGS` with [`conformance_client_entry`] as the client and judges it.
+/// Runs `conformance client ARGS` with `toolgate mcp conformance-client` (the bridge driven
+/// through a gate, `toolgate::conformance_client`) as the client, and judges it. The bridge's
+/// log (`TOOLGATE_LOG`, default warn) lands in each scenario's stderr.txt.
 fn client_suite(args: &[&str]) -> (Vec<Check>, Verdict) {
     let work = tempfile::tempdir().unwrap();
     let results = work.path().join("results");
-    let exe = std::env::current_exe().unwrap();
-    let command =
-        format!("{} --ignored --exact conformance_client_entry --nocapture --test-threads 1 -q", exe.display());
+    let command = format!("{} mcp conformance-client", npm::TOOLGATE);
     let out = suite(work.path())
         .env("RUST_BACKTRACE", "0")
         .args(["client", "--command", &command, "-o"])
@@ -246,26 +246,6 @@ fn conformance_client_suite_all() {
             "baseline names a scenario the suite has not: {}",
             entry.scenario
         );
-    }
-}
-
-/// Not a test: the client the conformance suite starts for each client scenario (this test
-/// binary again, with `--ignored --exact conformance_client_entry` and the server URL last).
-/// It runs `toolgate::conformance_client`, the bridge driven through a gate.
-#[test]
-#[ignore = "the conformance suite's client, started by conformance_client_suite_all"]
-fn conformance_client_entry() {
-    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").expect("MCP_CONFORMANCE_SCENARIO (set by the suite)");
-    let url = std::env::args().next_back().expect("the server URL (the suite's last argument)");
-    let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
-    // The bridge's log (TOOLGATE_LOG, default warn) lands in the scenario's stderr.txt.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).try_init();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let result = runtime.block_on(toolgate::conformance_client::run(&url, &scenario, context.as_deref()));
-    if let Err(e) = result {
-        panic!("conformance client, scenario {scenario}: {e}");
     }
 }
 
