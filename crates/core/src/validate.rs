@@ -96,6 +96,7 @@ impl ParamValidator {
         let properties = self.schema.get("properties").and_then(Value::as_object);
         if let Some(properties) = properties {
             apply_aliases(object, properties);
+            drop_null_optionals(object, properties, self.schema.get("required"));
         }
         let mut problems = Vec::new();
         check_limits(object, limits, &mut problems);
@@ -220,6 +221,22 @@ fn walk_limits(value: &Value, depth: usize, limits: &Limits, pointer: &mut Strin
         }
         _ => {}
     }
+}
+
+/// `"flag": null` for an optional parameter means "not given": OpenAI's strict mode and many
+/// MCP clients send it for every optional field. Dropped unless the parameter's schema accepts
+/// `null` itself (then the tool gets it) or the parameter is required (then it is an error).
+fn drop_null_optionals(object: &mut Map<String, Value>, properties: &Map<String, Value>, required: Option<&Value>) {
+    let required = |key: &str| required.and_then(Value::as_array).is_some_and(|r| r.iter().any(|k| k == key));
+    let accepts_null = |schema: &Value| match schema.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+        // No type (or `anyOf` ...): let the schema decide.
+        _ => true,
+    };
+    object.retain(|key, value| {
+        !(value.is_null() && !required(key) && properties.get(key).is_some_and(|schema| !accepts_null(schema)))
+    });
 }
 
 /// Safe coercions of what models often send as strings: `"5"` for an integer, `"true"` for a
@@ -373,6 +390,21 @@ mod tests {
         let deep = json!({"path": "a", "x": {"a": {"b": {"c": 1}}}});
         let p = problems(ParamValidator::new("t", &json!({"type": "object"})).unwrap().check(deep, &limits));
         assert_eq!(p[0].pointer, "/x/a/b");
+    }
+
+    #[test]
+    fn null_for_an_optional_parameter_means_absent() {
+        let out = validator().check(json!({"path": "a", "flag": null, "count": null}), &Limits::default()).unwrap();
+        assert_eq!(out, json!({"path": "a"}));
+        let p = problems(validator().check(json!({"path": null}), &Limits::default()));
+        assert_eq!(p.len(), 1, "a required parameter cannot be null: {p:?}");
+        let nullable = ParamValidator::new(
+            "t",
+            &json!({"type": "object", "properties": {"note": {"type": ["string", "null"]}, "any": {}}}),
+        )
+        .unwrap();
+        let out = nullable.check(json!({"note": null, "any": null}), &Limits::default()).unwrap();
+        assert_eq!(out, json!({"note": null, "any": null}), "a schema that takes null gets it");
     }
 
     #[test]
