@@ -316,20 +316,23 @@ async fn a_401_mid_session_refreshes_once_and_retries() {
     let (outcome, _) = login("fixture", &server, &ws).await;
     assert!(outcome.refreshable);
     let first = ws.access_token("fixture");
+    // The login's own probe for the 401 challenge is counted; every count below is from here.
+    let (r0, u0) = peer.stats().await;
+    let since = |(r, u): (u64, u64)| (r - r0, u - u0);
 
     let client = oauth::authorized_client("fixture", &server, ws.vault.clone()).await.unwrap().expect("credentials");
     let mcp = connect(client, &peer.url).await;
     assert_eq!(greet(&mcp).await.unwrap(), "Hello, toolgate!");
-    assert_eq!(peer.stats().await, (0, 0), "no refresh while the token is good");
+    assert_eq!(since(peer.stats().await), (0, 0), "no refresh while the token is good");
 
     // The server forgets every access token: the next call gets 401, refreshes, retries.
     peer.expire_access_tokens().await;
     assert_eq!(greet(&mcp).await.unwrap(), "Hello, toolgate!");
-    assert_eq!(peer.stats().await, (1, 1), "one 401, one refresh");
+    assert_eq!(since(peer.stats().await), (1, 1), "one 401, one refresh");
     let second = ws.access_token("fixture");
     assert_ne!(second, first, "the refreshed token was stored");
     assert_eq!(greet(&mcp).await.unwrap(), "Hello, toolgate!");
-    assert_eq!(peer.stats().await, (1, 1), "the new token is used from then on");
+    assert_eq!(since(peer.stats().await), (1, 1), "the new token is used from then on");
     let _ = mcp.cancel().await;
 
     // A stored token overwritten with garbage: the first request of a new session is refused,
@@ -338,8 +341,7 @@ async fn a_401_mid_session_refreshes_once_and_retries() {
     let client = oauth::authorized_client("fixture", &server, ws.vault.clone()).await.unwrap().expect("credentials");
     let mcp = connect(client, &peer.url).await;
     assert_eq!(greet(&mcp).await.unwrap(), "Hello, toolgate!");
-    let (refreshes, unauthorized) = peer.stats().await;
-    assert_eq!((refreshes, unauthorized), (2, 2));
+    assert_eq!(since(peer.stats().await), (2, 2));
     assert_ne!(ws.access_token("fixture"), "garbage-token");
     let _ = mcp.cancel().await;
 }
@@ -350,6 +352,7 @@ async fn a_second_401_after_the_refresh_asks_for_login() {
     let ws = Workspace::new();
     let server = peer.server();
     login("fixture", &server, &ws).await;
+    let (r0, u0) = peer.stats().await;
     let client = oauth::authorized_client("fixture", &server, ws.vault.clone()).await.unwrap().expect("credentials");
     let mcp = connect(client, &peer.url).await;
     assert_eq!(greet(&mcp).await.unwrap(), "Hello, toolgate!");
@@ -358,7 +361,8 @@ async fn a_second_401_after_the_refresh_asks_for_login() {
     let err = greet(&mcp).await.unwrap_err();
     assert!(err.contains("run `toolgate mcp login fixture`"), "{err}");
     assert!(!err.contains(&ws.access_token("fixture")), "no token in the error: {err}");
-    assert_eq!(peer.stats().await, (1, 2), "exactly one refresh and one retry");
+    let (r, u) = peer.stats().await;
+    assert_eq!((r - r0, u - u0), (1, 2), "exactly one refresh and one retry");
     let _ = mcp.cancel().await;
 }
 

@@ -439,13 +439,33 @@ async fn probe_challenge(url: &str) -> Option<String> {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .ok()?;
-    let response =
-        client.get(url).header(http::header::ACCEPT, "text/event-stream, application/json").send().await.ok()?;
-    if response.status() != reqwest::StatusCode::UNAUTHORIZED {
-        return None;
+    // What a client sends first, an `initialize` POST, is what every protected server must
+    // challenge; some answer a GET with 404 or 405 instead. GET is the fallback.
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION")},
+        },
+    });
+    let post = client
+        .post(url)
+        .header(http::header::ACCEPT, "application/json, text/event-stream")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(initialize.to_string());
+    let get = client.get(url).header(http::header::ACCEPT, "text/event-stream, application/json");
+    for request in [post, get] {
+        let Ok(response) = request.send().await else { continue };
+        if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+            continue;
+        }
+        let header = response.headers().get(http::header::WWW_AUTHENTICATE)?.to_str().ok()?;
+        return (header.len() <= 4096).then(|| header.to_owned());
     }
-    let header = response.headers().get(http::header::WWW_AUTHENTICATE)?.to_str().ok()?;
-    (header.len() <= 4096).then(|| header.to_owned())
+    None
 }
 
 /// An rmcp auth error as one printable line of bounded length (it may quote server text).

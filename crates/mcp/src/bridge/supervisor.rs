@@ -117,7 +117,6 @@ impl Supervisor {
                 Attempt::Failed { why, permanent: false } => why,
                 Attempt::Shutdown => break,
             };
-            self.link.first_attempt_done();
             retry += 1;
             if retry > max {
                 tracing::error!(
@@ -125,11 +124,14 @@ impl Supervisor {
                     "MCP server is unavailable after {max} reconnection attempts ({error}); its tools fail until toolgate restarts"
                 );
                 self.link.set_state(LinkState::GaveUp { error, attempts: max });
+                self.link.first_attempt_done();
                 self.shutdown.cancelled().await;
                 break;
             }
             let delay = self.timings.backoff(retry);
             self.link.set_state(LinkState::Retrying { error, attempt: retry, max, delay });
+            // Only now: whoever waited for the first attempt must see why it failed.
+            self.link.first_attempt_done();
             tokio::select! {
                 () = self.shutdown.cancelled() => break,
                 () = tokio::time::sleep(delay) => {}
