@@ -125,9 +125,17 @@ impl std::fmt::Debug for RegisteredTool {
 
 /// The tools a gate knows, shared by every call. Dynamic tools can come and go at run time
 /// (an MCP server reconnects), so the map sits behind a lock that calls only read.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
     tools: RwLock<BTreeMap<String, Arc<RegisteredTool>>>,
+    /// Bumped on every insert and removal, so servers can tell their clients the list changed.
+    generation: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry { tools: RwLock::default(), generation: tokio::sync::watch::Sender::new(0) }
+    }
 }
 
 impl Registry {
@@ -160,10 +168,22 @@ impl Registry {
         let mut tools = self.write();
         if tools.get(name).is_some_and(|t| !t.builtin) {
             tools.remove(name);
+            drop(tools);
+            self.changed();
             true
         } else {
             false
         }
+    }
+
+    /// A receiver that sees a new value whenever a tool is added or removed (an MCP server
+    /// connected, reconnected or changed its list).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    fn changed(&self) {
+        self.generation.send_modify(|g| *g += 1);
     }
 
     fn insert(&self, tool: Arc<dyn Tool>, builtin: bool) -> Result<(), RegistryError> {
@@ -179,6 +199,8 @@ impl Registry {
             return Err(RegistryError::Duplicate { name });
         }
         tools.insert(name, Arc::new(RegisteredTool { tool, validator, builtin }));
+        drop(tools);
+        self.changed();
         Ok(())
     }
 

@@ -19,6 +19,13 @@ pub trait CallHandler: Send + Sync + 'static {
     /// Runs one call. Errors become `isError` results (or, for an unknown tool, a protocol error).
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError>;
 
+    /// A receiver that changes whenever the tool list may have changed (bridged servers come
+    /// and go); the server then sends `notifications/tools/list_changed` to its clients.
+    /// `None` (the default): the list never changes.
+    fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+
     /// Called once when the server stops (flush audit logs, cancel running calls).
     fn shutdown(&self) {}
 

@@ -16,7 +16,7 @@ use rmcp::model::{
     SetLevelRequestMethod, SubscribeRequestMethod, SubscribeRequestParams, SubscriptionFilter, Tool,
     UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::Value;
 use toolgate_core::{Progress, ProgressSink, ToolError};
 
@@ -24,6 +24,12 @@ use crate::approval::{self, Channel, InlineRound};
 use crate::conformance::{self, Fixtures};
 use crate::convert;
 use crate::handler::CallHandler;
+
+/// How long tool-list changes are gathered into one `notifications/tools/list_changed`.
+const LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// How often a session's list-change watcher checks that its client is still there.
+const SESSION_CHECK: Duration = Duration::from_secs(15);
 
 /// How long a finished call waits for its last progress notifications to go out.
 const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
@@ -71,6 +77,9 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
     fn get_info(&self) -> ServerConfig {
         let capabilities = match self.fixtures {
             Some(_) => Fixtures::capabilities(),
+            None if self.handler.tool_changes().is_some() => {
+                ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build()
+            }
             None => ServerCapabilities::builder().enable_tools().build(),
         };
         ServerConfig::new(capabilities)
@@ -79,6 +88,36 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
                 "toolgate: policy-checked, audited tools confined to one workspace. Tool errors say what \
                  to do next; calls that need approval ask the user when this client supports elicitation.",
             )
+    }
+
+    /// A session began (protocol eras with `initialize`): from now on, tell this client when the
+    /// tool list changes, until its transport closes.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Some(mut changes) = self.handler.tool_changes() else { return };
+        changes.mark_unchanged();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        // A reconnecting server swaps many tools at once: one notification.
+                        tokio::time::sleep(LIST_CHANGED_DEBOUNCE).await;
+                        changes.mark_unchanged();
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    () = tokio::time::sleep(SESSION_CHECK) => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
     }
 
     async fn list_tools(

@@ -40,6 +40,10 @@ impl CallHandler for Gate {
         Gate::call(self, ctx, name, params).await
     }
 
+    fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.registry().changes())
+    }
+
     fn shutdown(&self) {
         Gate::shutdown(self);
     }

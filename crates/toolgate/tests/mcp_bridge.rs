@@ -501,3 +501,58 @@ async fn a_misconfigured_server_is_not_retried() {
     );
     assert!(pids_with(&marker("unset")).is_empty(), "nothing was started");
 }
+
+// ---------------------------------------------------------------------------------------------
+// `toolgate serve` re-exports bridged tools.
+
+/// An rmcp client that forwards `notifications/tools/list_changed` to a channel.
+struct ListWatcher(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl rmcp::ClientHandler for ListWatcher {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        let _ = self.0.send(());
+    }
+}
+
+/// The binary end to end: `toolgate serve` bridges the fixture from `toolgate.toml`, its first
+/// `tools/list` already has the bridged tools (serve waits for the first connection), a call
+/// reaches the fixture through the gate, and when the fixture's list changes the MCP client is
+/// told with `notifications/tools/list_changed` and sees the new list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_lists_bridged_tools_and_announces_list_changes() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+
+    let workspace = tempfile::tempdir().unwrap();
+    let markers = tempfile::tempdir().unwrap();
+    let server = fixture(markers.path());
+    let config = format!(
+        "[mcp.servers.fx]\ncommand = {:?}\nargs = [{:?}, {:?}]\n",
+        server.command.unwrap(),
+        server.args[0],
+        server.args[1]
+    );
+    std::fs::write(workspace.path().join("toolgate.toml"), config).unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    command.arg("--workspace").arg(workspace.path()).args(["--approval", "never", "serve"]);
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let client = ListWatcher(tx).serve(transport).await.unwrap();
+
+    let names = |tools: Vec<rmcp::model::Tool>| tools.into_iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
+    let first = names(client.list_all_tools().await.unwrap());
+    assert!(first.contains(&"read".to_owned()), "{first:?}");
+    assert!(first.contains(&"mcp__fx__peek".to_owned()) && first.contains(&"mcp__fx__doomed".to_owned()), "{first:?}");
+    assert!(!first.contains(&"mcp__fx__grown".to_owned()), "{first:?}");
+
+    let result = client.call_tool(CallToolRequestParams::new("mcp__fx__peek")).await.unwrap();
+    let text: String = result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect();
+    assert!(text.contains("peeked"), "{text}");
+
+    client.call_tool(CallToolRequestParams::new("mcp__fx__grow")).await.unwrap();
+    tokio::time::timeout(HANG_GUARD, rx.recv()).await.expect("no tools/list_changed reached the client").unwrap();
+    let after = names(client.list_all_tools().await.unwrap());
+    assert!(after.contains(&"mcp__fx__grown".to_owned()), "{after:?}");
+    assert!(!after.contains(&"mcp__fx__doomed".to_owned()), "{after:?}");
+    let _ = client.cancel().await;
+}

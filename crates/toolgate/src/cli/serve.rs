@@ -44,6 +44,9 @@ pub(crate) struct Args {
     conformance: bool,
 }
 
+/// How long `serve` waits for bridged MCP servers before it starts answering clients.
+const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let workspace = global.workspace()?;
     let config = global.load_config()?;
@@ -55,6 +58,15 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         None => Arc::new(McpApprover::default()),
     };
     let gate = Arc::new(Gate::builder(&workspace).config(config).approver(approver).build()?);
+    // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
+    // the client's first `tools/list`; later arrivals are announced with `list_changed`.
+    if gate.config().mcp.servers.values().any(|s| s.enabled) && !gate.connect_mcp(MCP_START_WAIT).await {
+        eprintln!(
+            "toolgate: some MCP servers did not connect within {} s; their tools appear when they do \
+             (`toolgate mcp list`, and the log, say why)",
+            MCP_START_WAIT.as_secs()
+        );
+    }
     if args.conformance {
         serve(Arc::new(WithConformanceFixtures(gate)), &workspace, args, pending).await
     } else {
