@@ -82,6 +82,13 @@ pub(crate) fn welcome(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     for spec in &specs {
         eprintln!("  {:<13} {:<8} {}", spec.name, spec.group, first_sentence(&spec.description, 70));
     }
+    let servers: Vec<&str> =
+        gate.config().mcp.servers.iter().filter(|(_, s)| s.enabled).map(|(n, _)| n.as_str()).collect();
+    if servers.is_empty() {
+        eprintln!("\nno MCP servers bridged in (add one: toolgate mcp add NAME --url URL | -- COMMAND ARGS)");
+    } else {
+        eprintln!("\nbridging MCP servers: {} (their tools join as mcp__NAME__*)", servers.join(", "));
+    }
     eprintln!("\nfrom another terminal:");
     eprintln!("  toolgate call echo '{{\"message\":\"hi\"}}'        one call through the whole pipeline");
     eprintln!("  toolgate tools --format openai                 the tools as OpenAI function definitions");
