@@ -12,6 +12,10 @@
 //! load from other work on the machine falls on all of them alike. `toolgate serve` runs its
 //! whole pipeline, audit log included; each toolgate server has its own workspace. The peers
 //! are installed by `cargo xtask deps`; a missing one fails the run.
+//!
+//! `TOOLGATE_BENCH_BIN=PATH` measures another `toolgate` build instead of the one cargo built;
+//! `TOOLGATE_BENCH_COMPARE=PATH` adds a second build's rows to `echo-rmcp` (before/after in one
+//! run, on the same load).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -270,39 +274,57 @@ fn loadavg() -> String {
         .map_or_else(|_| "?".to_owned(), |l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
 }
 
-async fn echo_rmcp() {
+/// Connects to `binary` serving a fresh workspace over stdio and over HTTP.
+async fn toolgate_pair(binary: &str) -> ([Client; 2], servers::Killed, [tempfile::TempDir; 2]) {
     let (ws_stdio, ws_http) = (workspace(), workspace());
-    let tg_stdio = connect_stdio(&servers::toolgate_stdio(ws_stdio.path())).await;
-    let (_tg, url, token) = servers::toolgate_http(ws_http.path());
-    let tg_http = connect_http(&url, Some(&token)).await;
+    let stdio = connect_stdio(&servers::toolgate_stdio(binary, ws_stdio.path())).await;
+    let (process, url, token) = servers::toolgate_http(binary, ws_http.path());
+    let http = connect_http(&url, Some(&token)).await;
+    ([stdio, http], process, [ws_stdio, ws_http])
+}
+
+async fn echo_rmcp() {
+    let ([tg_stdio, tg_http], _tg, _ws) = toolgate_pair(&servers::toolgate()).await;
     let ev_stdio = connect_stdio(&servers::everything_stdio()).await;
     let (_ev, ev_url) = servers::everything_http();
     let ev_http = connect_http(&ev_url, None).await;
+    let mut clients = vec![
+        ("toolgate serve, stdio".to_owned(), tg_stdio, Some(2)),
+        ("toolgate serve, Streamable HTTP".to_owned(), tg_http, Some(3)),
+        ("server-everything, stdio".to_owned(), ev_stdio, None),
+        ("server-everything, Streamable HTTP".to_owned(), ev_http, None),
+    ];
+    let compare = servers::toolgate_compare();
+    let mut _compared = None;
+    if let Some(binary) = &compare {
+        let ([stdio, http], process, ws) = toolgate_pair(binary).await;
+        clients.push((format!("{binary} serve, stdio"), stdio, Some(2)));
+        clients.push((format!("{binary} serve, Streamable HTTP"), http, Some(3)));
+        _compared = Some((process, ws));
+    }
     let echo = echo_call();
-    let clients = [&tg_stdio, &tg_http, &ev_stdio, &ev_http];
-    let targets: Vec<Target<'_>> = clients.iter().map(|client| Target { client, call: &echo }).collect();
+    let targets: Vec<Target<'_>> = clients.iter().map(|(_, client, _)| Target { client, call: &echo }).collect();
     let s = interleaved(&targets, &ECHO).await;
     println!(
         "### echo, rmcp 3.9.0 client: {} rounds of {} sequential calls per server, after {} warm-up calls\n",
         ECHO.rounds, ECHO.calls, ECHO.warmup
     );
-    table(&[
-        ("toolgate serve, stdio", &s[0], Some(2)),
-        ("toolgate serve, Streamable HTTP", &s[1], Some(3)),
-        ("server-everything, stdio", &s[2], None),
-        ("server-everything, Streamable HTTP", &s[3], None),
-    ]);
-    for client in [tg_stdio, tg_http, ev_stdio, ev_http] {
+    let rows: Vec<(&str, &Samples, Option<usize>)> =
+        clients.iter().zip(&s).map(|((name, _, peer), s)| (name.as_str(), s, *peer)).collect();
+    table(&rows);
+    drop(targets);
+    for (_, client, _) in clients {
         let _ = client.cancel().await;
     }
 }
 
 fn echo_python() {
     let (ws_stdio, ws_http) = (workspace(), workspace());
-    let (_tg, url, token) = servers::toolgate_http(ws_http.path());
+    let toolgate = servers::toolgate();
+    let (_tg, url, token) = servers::toolgate_http(&toolgate, ws_http.path());
     let (_ev, ev_url) = servers::everything_http();
     let targets = [
-        ("toolgate serve, stdio", Endpoint::Stdio(servers::toolgate_stdio(ws_stdio.path()))),
+        ("toolgate serve, stdio", Endpoint::Stdio(servers::toolgate_stdio(&toolgate, ws_stdio.path()))),
         ("toolgate serve, Streamable HTTP", Endpoint::Http { url, token: Some(token) }),
         ("server-everything, stdio", Endpoint::Stdio(servers::everything_stdio())),
         ("server-everything, Streamable HTTP", Endpoint::Http { url: ev_url, token: None }),
@@ -325,7 +347,7 @@ fn echo_python() {
 async fn read() {
     let ws = workspace();
     let file = write_read_file(ws.path());
-    let tg = connect_stdio(&servers::toolgate_stdio(ws.path())).await;
+    let tg = connect_stdio(&servers::toolgate_stdio(&servers::toolgate(), ws.path())).await;
     let fs = connect_stdio(&servers::filesystem_stdio(ws.path())).await;
     // The page is raised above the file (default 50 KiB); the line limit (2,000) already is.
     let tg_call = Call {
@@ -366,7 +388,7 @@ fn main() {
         String::from_utf8_lossy(&node.stdout).trim(),
         loadavg()
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     if wanted("echo-rmcp") {
         runtime.block_on(echo_rmcp());
     }

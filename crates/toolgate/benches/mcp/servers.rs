@@ -5,7 +5,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+/// The `toolgate` binary measured: the one cargo built with this bench, or another build named by
+/// `TOOLGATE_BENCH_BIN` (to measure an older build, or one under `strace`/`perf`).
+pub fn toolgate() -> String {
+    std::env::var("TOOLGATE_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_toolgate").to_owned())
+}
+
+/// A second build to put beside the first in the `echo-rmcp` rows (`TOOLGATE_BENCH_COMPARE`):
+/// before/after figures from one run, on the same load.
+pub fn toolgate_compare() -> Option<String> {
+    std::env::var("TOOLGATE_BENCH_COMPARE").ok()
+}
 
 /// A server process killed when dropped.
 pub struct Killed(Child);
@@ -60,8 +70,8 @@ pub fn npm_version(package: &str) -> String {
 }
 
 /// `toolgate --workspace DIR serve` as a command line (stdio).
-pub fn toolgate_stdio(workspace: &Path) -> Vec<String> {
-    vec![TOOLGATE.to_owned(), "--workspace".to_owned(), workspace.display().to_string(), "serve".to_owned()]
+pub fn toolgate_stdio(binary: &str, workspace: &Path) -> Vec<String> {
+    vec![binary.to_owned(), "--workspace".to_owned(), workspace.display().to_string(), "serve".to_owned()]
 }
 
 /// `node <server-everything> stdio`.
@@ -75,8 +85,8 @@ pub fn filesystem_stdio(root: &Path) -> Vec<String> {
 }
 
 /// Starts `toolgate serve --http 127.0.0.1:0`; returns the process, URL and token.
-pub fn toolgate_http(workspace: &Path) -> (Killed, String, String) {
-    let mut child = Command::new(TOOLGATE)
+pub fn toolgate_http(binary: &str, workspace: &Path) -> (Killed, String, String) {
+    let mut child = Command::new(binary)
         .arg("--workspace")
         .arg(workspace)
         .args(["serve", "--http", "127.0.0.1:0"])
