@@ -1,4 +1,6 @@
-//! `cargo xtask bench`: runs every benchmark; each prints its own figures and peer ratios.
+//! `cargo xtask bench [FILTER...]`: runs every benchmark; each prints its own figures and peer
+//! ratios. A FILTER picks benchmarks by name or package; an MCP section name
+//! (`cargo xtask bench read`) runs only that part of the `mcp` benchmark.
 
 use crate::{deps, run as sh};
 
@@ -11,13 +13,26 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate", "mcp"),
 ];
 
+/// The sections of `crates/toolgate/benches/mcp.rs`, passed through to it.
+const MCP_SECTIONS: &[&str] = &["echo-rmcp", "echo-python", "read"];
+
 pub(crate) fn run(filter: &[String]) -> anyhow::Result<()> {
     deps::install()?;
+    let (sections, filter): (Vec<&String>, Vec<&String>) =
+        filter.iter().partition(|f| MCP_SECTIONS.contains(&f.as_str()));
     for (package, bench) in BENCHES {
-        if !filter.is_empty() && !filter.iter().any(|f| bench.contains(f.as_str()) || package.contains(f.as_str())) {
+        let everything = filter.is_empty() && sections.is_empty();
+        let by_section = *bench == "mcp" && !sections.is_empty();
+        let by_name = filter.iter().any(|f| bench.contains(f.as_str()) || package.contains(f.as_str()));
+        if !(everything || by_name || by_section) {
             continue;
         }
-        sh("cargo", &["bench", "--package", package, "--bench", bench])?;
+        let mut args = vec!["bench", "--package", package, "--bench", bench];
+        if *bench == "mcp" && !sections.is_empty() {
+            args.push("--");
+            args.extend(sections.iter().map(|s| s.as_str()));
+        }
+        sh("cargo", &args)?;
     }
     Ok(())
 }
