@@ -16,7 +16,7 @@ pub async fn serve_stdio<H: CallHandler>(handler: Arc<H>, shutdown: Cancellation
     // When stdin and stdout are pipes (clients that spawn the server with pipes: the Python SDK,
     // rmcp, Codex), read and write them on the runtime's reactor. `stdio()` would hand every read
     // and write to the blocking pool, a thread switch each way per message (about 40 µs of a
-    // 170 µs echo round trip in `benches/mcp.rs`). Anything else, a socket pair (Node clients) or
+    // 200 µs echo round trip in `benches/mcp.rs`). Anything else, a socket pair (Node clients) or
     // a terminal, keeps the blocking handles. Reopened descriptors keep O_NONBLOCK off fd 0/1.
     let result = match server.serve_with_ct(rmcp::transport::stdio_pipes(), shutdown).await {
         Ok(running) => running
