@@ -9,7 +9,8 @@
 //!   `@modelcontextprotocol/server-filesystem`'s `read_text_file`, over stdio, rmcp client.
 //!
 //! The servers of a section are all connected first and then take turns (rounds of calls), so
-//! load from other work on the machine falls on all of them alike. `toolgate serve` runs its
+//! load from other work on the machine falls on all of them alike. The rmcp client runs on a
+//! current-thread runtime, to keep its own share of each round trip small. `toolgate serve` runs its
 //! whole pipeline, audit log included; each toolgate server has its own workspace. The peers
 //! are installed by `cargo xtask deps`; a missing one fails the run.
 //!
@@ -54,7 +55,7 @@ struct Plan {
     calls: usize,
 }
 
-/// Every call's round-trip time, and the time the rounds took together.
+/// Every call's round-trip time, and their sum (calls/s is calls over the sum).
 #[derive(Debug)]
 pub struct Samples {
     times: Vec<Duration>,
@@ -93,11 +94,14 @@ struct Target<'a> {
     call: &'a Call,
 }
 
-async fn call_once(target: &Target<'_>) -> CallToolResult {
+/// One call, timed from sending the request to having the parsed result; checked afterwards.
+async fn call_once(target: &Target<'_>) -> (Duration, CallToolResult) {
     let request = CallToolRequestParams::new(target.call.tool).with_arguments(target.call.args.clone());
+    let start = Instant::now();
     let result = target.client.call_tool(request).await.expect("tools/call");
+    let took = start.elapsed();
     (target.call.check)(&result);
-    result
+    (took, result)
 }
 
 /// Warms every target up, then runs the rounds, targets taking turns.
@@ -113,14 +117,13 @@ async fn interleaved(targets: &[Target<'_>], plan: &Plan) -> Vec<Samples> {
         .collect();
     for _ in 0..plan.rounds {
         for (target, s) in targets.iter().zip(&mut samples) {
-            let start = Instant::now();
             let mut last = None;
             for _ in 0..plan.calls {
-                let t = Instant::now();
-                last = Some(call_once(target).await);
-                s.times.push(t.elapsed());
+                let (took, result) = call_once(target).await;
+                s.times.push(took);
+                s.elapsed += took;
+                last = Some(result);
             }
-            s.elapsed += start.elapsed();
             s.bytes = last.map(|r| serde_json::to_vec(&r).map_or(0, |v| v.len()));
         }
     }

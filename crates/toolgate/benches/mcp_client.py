@@ -8,8 +8,7 @@ SPEC_JSON: {"tool": "echo", "args": {...}, "warmup": W, "rounds": R, "calls": N,
 Every target is connected first (mode="legacy": the initialize handshake, which every server
 measured speaks), warmed up with W calls, then the targets take turns: R rounds of N calls
 each, so load on the machine falls on all of them alike. Only the calls are timed (not process
-start or the handshake). Prints one JSON object on stdout:
-{name: {"times_us": [...], "elapsed_s": total time of that target's rounds}}.
+start or the handshake). Prints one JSON object on stdout: {name: [microseconds per call, ...]}.
 """
 
 from __future__ import annotations
@@ -35,33 +34,32 @@ async def connect(stack: AsyncExitStack, target: dict) -> Client:
     return await stack.enter_async_context(Client(streamable_http_client(target["url"], http_client=http), mode="legacy"))
 
 
-async def call(client: Client, tool: str, args: dict) -> None:
+async def call(client: Client, tool: str, args: dict) -> float:
+    """One call; returns its round trip in microseconds (the check is not timed)."""
+    start = time.perf_counter()
     result = await client.call_tool(tool, args)
+    took = (time.perf_counter() - start) * 1e6
     if result.is_error:
         raise SystemExit(f"{tool} failed: {result.content!r}"[:2000])
+    return took
 
 
 async def main() -> None:
     spec = json.loads(sys.argv[1])
     tool, args = spec["tool"], spec["args"]
-    out: dict[str, dict] = {}
+    out: dict[str, list[float]] = {}
     async with AsyncExitStack() as stack:
         clients = []
         for target in spec["targets"]:
             clients.append((target["name"], await connect(stack, target)))
-            out[target["name"]] = {"times_us": [], "elapsed_s": 0.0}
+            out[target["name"]] = []
         for _, client in clients:
             for _ in range(spec["warmup"]):
                 await call(client, tool, args)
         for _ in range(spec["rounds"]):
             for name, client in clients:
-                times = out[name]["times_us"]
-                start = time.perf_counter()
                 for _ in range(spec["calls"]):
-                    t = time.perf_counter()
-                    await call(client, tool, args)
-                    times.append((time.perf_counter() - t) * 1e6)
-                out[name]["elapsed_s"] += time.perf_counter() - start
+                    out[name].append(await call(client, tool, args))
     print(json.dumps(out), flush=True)
 
 
