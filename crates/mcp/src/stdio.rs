@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
+use rmcp::service::ServerInitializeError;
 use tokio_util::sync::CancellationToken;
 
 use crate::{CallHandler, Error, McpServer};
@@ -24,6 +25,12 @@ pub async fn serve_stdio<H: CallHandler>(handler: Arc<H>, shutdown: Cancellation
             .await
             .map(|reason| tracing::debug!("MCP stdio session ended: {reason:?}"))
             .map_err(|e| Error::Stdio { message: e.to_string() }),
+        // A 2026-07-28 client never sends `initialize`, so its leaving (stdin closed) ends the
+        // wait for one: a normal end, as is Ctrl-C before anyone connected.
+        Err(ServerInitializeError::ConnectionClosed(_) | ServerInitializeError::Cancelled) => {
+            tracing::debug!("MCP stdio session ended before or without `initialize`");
+            Ok(())
+        }
         Err(e) => Err(Error::Stdio { message: e.to_string() }),
     };
     handler.shutdown();

@@ -154,3 +154,20 @@ fn inspector_without_the_token_is_refused() {
         assert!(run.stderr.contains(".toolgate/http-token"), "{}", run.stderr);
     }
 }
+
+/// A client that leaves without `initialize` (a 2026-07-28 client never sends one) ends a stdio
+/// session normally: exit 0, no error printed.
+#[test]
+fn stdio_serve_ends_cleanly_when_the_client_leaves_without_initialize() {
+    let ws = npm::workspace();
+    let out = std::process::Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("serve")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("error"), "{stderr}");
+}

@@ -44,6 +44,13 @@ pub(crate) struct Args {
     conformance: bool,
 }
 
+impl Args {
+    /// Serving over stdio (no `--http`).
+    pub(crate) fn is_stdio(&self) -> bool {
+        self.http.is_none()
+    }
+}
+
 /// How long `serve` waits for bridged MCP servers before it starts answering clients.
 const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
