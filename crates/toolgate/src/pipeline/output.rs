@@ -9,7 +9,9 @@
 //!    pass as step 3), cap the length again, then wrap the text in a boundary with a fresh random
 //!    id (with a warning line inside when the text looks like instructions).
 //!
-//! Structured JSON output gets step 3 on every string it holds.
+//! The text budget is for the whole result: blocks past it are dropped with a note (images have
+//! their own budget). Structured JSON output gets step 3 on every string it holds; untrusted
+//! structured output also gets step 4's neutralizing, and is dropped when larger than the cap.
 
 use serde_json::Value;
 use toolgate_core::{Content, OutputTrust, ToolError, ToolOutput, ToolSpec};
@@ -35,43 +37,139 @@ pub(crate) fn shape(
     detector: &LeakDetector,
 ) -> Result<(ToolOutput, OutputReport), ToolError> {
     let mut report = OutputReport::default();
-    for block in &mut output.content {
-        if let Content::Text { text } = block {
-            if text.len() > max_bytes {
-                *text = truncate_middle(text, max_bytes).text;
-                report.truncated = true;
+    let untrusted = spec.output_trust == OutputTrust::Untrusted;
+    // One budget for the whole result, not one per block: 200 blocks of 100 KB are 20 MB.
+    let mut text_left = max_bytes;
+    let mut binary_left = MAX_BINARY_BYTES;
+    let mut omitted = 0usize;
+    let blocks = std::mem::take(&mut output.content);
+    let mut kept = Vec::with_capacity(blocks.len());
+    for mut block in blocks {
+        match &mut block {
+            Content::Text { text } => {
+                if text_left == 0 {
+                    omitted += 1;
+                    continue;
+                }
+                let cap = text_left;
+                if text.len() > cap {
+                    *text = truncate_middle(text, cap).text;
+                    report.truncated = true;
+                }
+                text_left = text_left.saturating_sub(text.len());
+                if needs_sanitizing(text) {
+                    *text = sanitize_text(text.as_bytes(), usize::MAX).text;
+                }
+                if untrusted {
+                    *text = guard_untrusted(spec, text, cap, detector, &mut report)?;
+                } else {
+                    redact(text, spec, detector, &mut report)?;
+                }
             }
-            if needs_sanitizing(text) {
-                *text = sanitize_text(text.as_bytes(), usize::MAX).text;
+            Content::Image { data, .. } => {
+                if data.len() > binary_left {
+                    omitted += 1;
+                    continue;
+                }
+                binary_left -= data.len();
             }
-            if spec.output_trust == OutputTrust::Untrusted {
-                // Leak redaction and injection neutralizing in one pass over the text.
-                let guarded = redact_and_neutralize(detector, text);
-                if guarded.blocked {
-                    return Err(withheld(spec, &guarded.findings));
+            Content::ResourceLink { name, description, uri, .. } => {
+                for field in [Some(name), description.as_mut()].into_iter().flatten() {
+                    if field.len() > LINK_TEXT_BYTES {
+                        *field = truncate_middle(field, LINK_TEXT_BYTES).text;
+                    }
+                    if untrusted {
+                        neutralize(field, spec, detector, &mut report)?;
+                    } else {
+                        redact(field, spec, detector, &mut report)?;
+                    }
                 }
-                report.redacted.extend(guarded.findings.iter().map(|f| f.rule_id));
-                report.suspicious |= guarded.suspicious;
-                let mut body = guarded.text;
-                // Redaction markers and defanged characters can lengthen the text: cap it again,
-                // past the fixed overhead of the first cut's marker line.
-                if body.len() > max_bytes + CUT_MARKER_SLACK {
-                    body = truncate_middle(&body, max_bytes).text;
+                if uri.len() > LINK_TEXT_BYTES {
+                    omitted += 1;
+                    continue;
                 }
-                if guarded.suspicious {
-                    body.insert(0, '\n');
-                    body.insert_str(0, SUSPICIOUS_NOTE);
-                }
-                *text = wrap_untrusted(&spec.name, &body);
-            } else {
-                redact(text, spec, detector, &mut report)?;
             }
         }
+        kept.push(block);
     }
+    if omitted > 0 {
+        report.truncated = true;
+        kept.push(Content::Text {
+            text: format!(
+                "[{omitted} more content block(s) omitted: the output cap ({max_bytes} bytes of text, \
+                 {MAX_BINARY_BYTES} bytes of images) was reached]"
+            ),
+        });
+    }
+    output.content = kept;
     if let Some(structured) = &mut output.structured {
-        redact_json(structured, spec, detector, &mut report)?;
+        if untrusted {
+            // Structured output reaches the model unwrapped: it gets the same neutralizing as
+            // text, and the same size cap (past it, the text blocks carry the result alone).
+            let size = serde_json::to_string(structured).map_or(usize::MAX, |s| s.len());
+            if size > max_bytes {
+                output.structured = None;
+                report.truncated = true;
+            } else {
+                walk_strings(structured, &mut |s| neutralize(s, spec, detector, &mut report))?;
+            }
+        } else {
+            walk_strings(structured, &mut |s| redact(s, spec, detector, &mut report))?;
+        }
     }
     Ok((output, report))
+}
+
+/// The longest name, description or URI of a resource link kept.
+const LINK_TEXT_BYTES: usize = 2048;
+
+/// Image data one result may carry in all (base64 bytes).
+const MAX_BINARY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Untrusted text: leak redaction and injection neutralizing in one pass, a re-cap, the
+/// suspicious-text note, and the boundary wrapper.
+fn guard_untrusted(
+    spec: &ToolSpec,
+    text: &str,
+    cap: usize,
+    detector: &LeakDetector,
+    report: &mut OutputReport,
+) -> Result<String, ToolError> {
+    let guarded = redact_and_neutralize(detector, text);
+    if guarded.blocked {
+        return Err(withheld(spec, &guarded.findings));
+    }
+    report.redacted.extend(guarded.findings.iter().map(|f| f.rule_id));
+    report.suspicious |= guarded.suspicious;
+    let mut body = guarded.text;
+    // Redaction markers and defanged characters can lengthen the text: cap it again, past the
+    // fixed overhead of the first cut's marker line.
+    if body.len() > cap + CUT_MARKER_SLACK {
+        body = truncate_middle(&body, cap).text;
+    }
+    if guarded.suspicious {
+        body.insert(0, '\n');
+        body.insert_str(0, SUSPICIOUS_NOTE);
+    }
+    Ok(wrap_untrusted(&spec.name, &body))
+}
+
+/// Untrusted text that cannot be wrapped (a JSON string, a link's name): redaction and
+/// neutralizing only.
+fn neutralize(
+    text: &mut String,
+    spec: &ToolSpec,
+    detector: &LeakDetector,
+    report: &mut OutputReport,
+) -> Result<(), ToolError> {
+    let guarded = redact_and_neutralize(detector, text);
+    if guarded.blocked {
+        return Err(withheld(spec, &guarded.findings));
+    }
+    report.redacted.extend(guarded.findings.iter().map(|f| f.rule_id));
+    report.suspicious |= guarded.suspicious;
+    *text = guarded.text;
+    Ok(())
 }
 
 /// Only text with control characters other than `\n` and `\t` needs the sanitizer's copy.
@@ -98,16 +196,12 @@ fn redact(
     Ok(())
 }
 
-fn redact_json(
-    value: &mut Value,
-    spec: &ToolSpec,
-    detector: &LeakDetector,
-    report: &mut OutputReport,
-) -> Result<(), ToolError> {
+/// Applies `f` to every string in `value`, keys excepted.
+fn walk_strings(value: &mut Value, f: &mut impl FnMut(&mut String) -> Result<(), ToolError>) -> Result<(), ToolError> {
     match value {
-        Value::String(s) => redact(s, spec, detector, report),
-        Value::Array(items) => items.iter_mut().try_for_each(|v| redact_json(v, spec, detector, report)),
-        Value::Object(map) => map.values_mut().try_for_each(|v| redact_json(v, spec, detector, report)),
+        Value::String(s) => f(s),
+        Value::Array(items) => items.iter_mut().try_for_each(|v| walk_strings(v, f)),
+        Value::Object(map) => map.values_mut().try_for_each(|v| walk_strings(v, f)),
         _ => Ok(()),
     }
 }
