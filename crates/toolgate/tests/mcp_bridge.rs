@@ -556,3 +556,36 @@ async fn serve_lists_bridged_tools_and_announces_list_changes() {
     assert!(!after.contains(&"mcp__fx__doomed".to_owned()), "{after:?}");
     let _ = client.cancel().await;
 }
+
+/// A client or service manager stopping `toolgate serve` with SIGTERM (or SIGHUP) must not leave
+/// the bridged servers running: they sit in process groups of their own, which no signal to
+/// toolgate's group reaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_to_serve_stops_the_bridged_servers() {
+    for signal in ["TERM", "HUP"] {
+        let workspace = tempfile::tempdir().unwrap();
+        let marker = marker(&format!("sig{signal}"));
+        let server = everything_stdio(&marker);
+        let args: Vec<String> = server.args.iter().map(|a| format!("{a:?}")).collect();
+        let config =
+            format!("[mcp.servers.ev]\ncommand = {:?}\nargs = [{}]\n", server.command.unwrap(), args.join(", "));
+        std::fs::write(workspace.path().join("toolgate.toml"), config).unwrap();
+        let mut serve = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .arg("--workspace")
+            .arg(workspace.path())
+            .arg("serve")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        eventually("the bridged server started", || !pids_with(&marker).is_empty()).await;
+        let pid = serve.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
+        assert!(sent.success());
+        let status = tokio::time::timeout(HANG_GUARD, serve.wait()).await.expect("serve did not stop").unwrap();
+        assert!(status.success(), "SIG{signal}: {status:?}");
+        eventually("the bridged server gone", || pids_with(&marker).is_empty()).await;
+    }
+}

@@ -130,7 +130,7 @@ impl ServerConfig {
     pub fn problem(&self, name: &str) -> Option<String> {
         if !valid_server_name(name) {
             return Some(format!(
-                "MCP server name `{name}` is not usable: use 1-32 letters, digits, `_` or `-` (it becomes part of tool names)"
+                "MCP server name `{name}` is not usable: use 1-32 letters, digits, `_` or `-`, without `__` (it becomes part of tool names)"
             ));
         }
         match (&self.command, &self.url) {
@@ -168,9 +168,13 @@ impl ServerConfig {
     }
 }
 
-/// A server name: it becomes part of tool names and of the `group:mcp:NAME` policy group.
+/// A server name: it becomes part of tool names and of the `group:mcp:NAME` policy group. No
+/// `__`, the separator in `mcp__NAME__tool`: servers `a` (tool `b__c`) and `a__b` (tool `c`)
+/// would both claim `mcp__a__b__c`, and `mcp__a__b__*` in a policy would reach server `a`.
 pub fn valid_server_name(name: &str) -> bool {
-    (1..=32).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=32).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !name.contains("__")
 }
 
 /// Expands `${NAME}` in a config value from toolgate's environment. An unset variable is an
@@ -182,7 +186,8 @@ pub fn expand_env(value: &str) -> Result<String, String> {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!("unclosed `${{` in `{value}`"));
+            // Not the value itself: it may hold a secret written in the file.
+            return Err("a `${` without its closing `}`".to_owned());
         };
         let var = &after[..end];
         match std::env::var(var) {
@@ -221,6 +226,8 @@ mod tests {
         assert_eq!(s.tool_name("everything", "echo"), "ev_echo");
         assert!(s.problem("everything").is_none());
         assert!(s.problem("bad name").is_some());
+        assert!(s.problem("a__b").is_some(), "`__` would make tool names ambiguous");
+        assert!(s.problem("a_b-c").is_none());
         assert!(ServerConfig::default().problem("x").unwrap().contains("needs `command`"));
     }
 
@@ -230,5 +237,7 @@ mod tests {
         let err = expand_env("Bearer ${TOOLGATE_TEST_SURELY_UNSET_VAR}").unwrap_err();
         assert!(err.contains("TOOLGATE_TEST_SURELY_UNSET_VAR"), "{err}");
         assert!(expand_env("${PATH}").unwrap().contains('/'));
+        let err = expand_env("Bearer sk_live_secret ${X").unwrap_err();
+        assert!(!err.contains("sk_live_secret"), "the value is not quoted: {err}");
     }
 }

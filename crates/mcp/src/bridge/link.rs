@@ -1,7 +1,7 @@
 //! One bridged server's live state, shared by its supervisor (which connects and reconnects)
 //! and its tools (which call through the current connection or say why they cannot).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -12,6 +12,9 @@ use tokio::sync::{Notify, watch};
 use toolgate_core::{ProgressSink, ToolError};
 
 use super::ServerConfig;
+
+/// Progress notifications kept for calls that have not registered their token yet.
+const EARLY_PROGRESS_KEPT: usize = 32;
 use super::mapping::{MAX_PROGRESS_MESSAGE_CHARS, clean_text};
 
 /// Where a server's connection stands.
@@ -47,6 +50,10 @@ pub(crate) struct ServerLink {
     /// Progress sinks of the calls in flight, by the progress token their request carries, with
     /// the last progress value delivered.
     progress: Mutex<HashMap<ProgressToken, (ProgressSink, f64)>>,
+    /// The latest notification for tokens with no route yet: rmcp sends the request before the
+    /// call can register its token, and a fast server's first report can win that race. A
+    /// few, oldest dropped first, so a server sending made-up tokens holds no memory.
+    early_progress: Mutex<VecDeque<ProgressNotificationParam>>,
     /// Signalled by the client handler when the server says its tool list changed.
     pub list_changed: Notify,
     /// The gate names of the tools registered for this server now.
@@ -61,6 +68,7 @@ impl ServerLink {
             state: RwLock::new(LinkState::Connecting),
             first_attempt: watch::Sender::new(false),
             progress: Mutex::new(HashMap::new()),
+            early_progress: Mutex::new(VecDeque::new()),
             list_changed: Notify::new(),
             tools: Mutex::new(Vec::new()),
         }
@@ -140,6 +148,15 @@ impl ServerLink {
     /// Routes progress notifications carrying `token` to `sink` until the guard drops.
     pub(crate) fn route_progress(&self, token: ProgressToken, sink: ProgressSink) -> ProgressRoute<'_> {
         self.progress.lock().unwrap_or_else(PoisonError::into_inner).insert(token.clone(), (sink, f64::NEG_INFINITY));
+        let early: Vec<ProgressNotificationParam> = {
+            let mut early = self.early_progress.lock().unwrap_or_else(PoisonError::into_inner);
+            let (mine, others): (VecDeque<_>, VecDeque<_>) = early.drain(..).partition(|p| p.progress_token == token);
+            *early = others;
+            mine.into()
+        };
+        for params in early {
+            self.progress(params);
+        }
         ProgressRoute { link: self, token }
     }
 
@@ -158,7 +175,16 @@ impl ServerLink {
                     *last = params.progress;
                     sink.clone()
                 }
-                _ => return,
+                Some(_) => return,
+                None => {
+                    drop(routes);
+                    let mut early = self.early_progress.lock().unwrap_or_else(PoisonError::into_inner);
+                    if early.len() >= EARLY_PROGRESS_KEPT {
+                        early.pop_front();
+                    }
+                    early.push_back(params);
+                    return;
+                }
             }
         };
         let total = params.total.filter(|t| t.is_finite());
@@ -177,5 +203,52 @@ pub(crate) struct ProgressRoute<'a> {
 impl Drop for ProgressRoute<'_> {
     fn drop(&mut self) {
         self.link.progress.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.token);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use rmcp::model::{NumberOrString, ProgressNotificationParam, ProgressToken};
+    use toolgate_core::ProgressSink;
+
+    use super::*;
+
+    fn token(n: i64) -> ProgressToken {
+        ProgressToken(NumberOrString::Number(n))
+    }
+
+    fn recorder() -> (ProgressSink, Arc<Mutex<Vec<f64>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let seen = Arc::clone(&seen);
+            ProgressSink::new(move |p| seen.lock().unwrap().push(p.progress))
+        };
+        (sink, seen)
+    }
+
+    #[test]
+    fn progress_that_beats_the_route_is_delivered_when_the_call_registers() {
+        let link = ServerLink::new("s".into(), ServerConfig::default());
+        link.progress(ProgressNotificationParam::new(token(7), 0.0));
+        link.progress(ProgressNotificationParam::new(token(7), 1.0));
+        let (sink, seen) = recorder();
+        let route = link.route_progress(token(7), sink);
+        assert_eq!(*seen.lock().unwrap(), vec![0.0, 1.0]);
+        link.progress(ProgressNotificationParam::new(token(7), 0.5));
+        link.progress(ProgressNotificationParam::new(token(7), 2.0));
+        assert_eq!(*seen.lock().unwrap(), vec![0.0, 1.0, 2.0], "progress only grows");
+        drop(route);
+        assert!(link.early_progress.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn made_up_tokens_hold_a_bounded_buffer() {
+        let link = ServerLink::new("s".into(), ServerConfig::default());
+        for n in 0..10_000 {
+            link.progress(ProgressNotificationParam::new(token(n), 1.0));
+        }
+        assert_eq!(link.early_progress.lock().unwrap().len(), EARLY_PROGRESS_KEPT);
     }
 }

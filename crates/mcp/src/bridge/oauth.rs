@@ -296,9 +296,25 @@ pub async fn login_with(
         e => OAuthError::Discovery { server: name.to_owned(), detail: describe(&e) },
     })?;
     let auth_url = session.get_authorization_url().to_owned();
-    let state = url::Url::parse(&auth_url)
-        .ok()
-        .and_then(|u| u.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()))
+    let parsed = url::Url::parse(&auth_url).map_err(|e| OAuthError::Discovery {
+        server: name.to_owned(),
+        detail: format!("the authorization URL is not a URL: {e}"),
+    })?;
+    // The URL comes from the server's metadata and is handed to a browser opener: a `file:` or
+    // custom-scheme URL there would launch a program (the mcp-remote bug, CVE-2025-6514).
+    if !browser_safe(&parsed) {
+        return Err(OAuthError::Discovery {
+            server: name.to_owned(),
+            detail: format!(
+                "the authorization endpoint `{}` is neither https nor http on a loopback address; refusing to open it",
+                printable(&format!("{}://{}", parsed.scheme(), parsed.host_str().unwrap_or_default()), 200)
+            ),
+        });
+    }
+    let state = parsed
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
         .ok_or_else(|| OAuthError::Discovery {
             server: name.to_owned(),
             detail: "the authorization URL carries no `state`".into(),
@@ -468,6 +484,21 @@ async fn probe_challenge(url: &str) -> Option<String> {
     None
 }
 
+/// Whether an authorization URL may go to a browser: https, or http to a loopback host (local
+/// development servers and the tests).
+fn browser_safe(url: &url::Url) -> bool {
+    match url.scheme() {
+        "https" => true,
+        "http" => match url.host() {
+            Some(url::Host::Domain(host)) => host.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        },
+        _ => false,
+    }
+}
+
 /// An rmcp auth error as one printable line of bounded length (it may quote server text).
 fn describe(e: &AuthError) -> String {
     let mut text = e.to_string();
@@ -484,6 +515,22 @@ fn describe(e: &AuthError) -> String {
 mod tests {
     use super::vault::tests::MemoryVault;
     use super::*;
+
+    #[test]
+    fn only_https_or_loopback_http_goes_to_the_browser() {
+        let ok = |u: &str| browser_safe(&url::Url::parse(u).unwrap());
+        assert!(ok("https://auth.example.com/authorize?x=1"));
+        assert!(ok("http://127.0.0.1:9000/authorize") && ok("http://localhost/a") && ok("http://[::1]:1/a"));
+        for bad in [
+            "http://auth.example.com/authorize",
+            "file:///Applications/Evil.app",
+            "javascript:alert(1)",
+            "x-custom-handler://run?cmd=rm",
+            "http://127.0.0.1.evil.com/a",
+        ] {
+            assert!(!ok(bad), "{bad}");
+        }
+    }
 
     #[tokio::test]
     async fn nothing_stored_means_no_client_and_logout_is_idempotent() {

@@ -55,6 +55,22 @@ impl Args {
 const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    // Ctrl-C, and SIGTERM / SIGHUP from a client or service manager stopping us: shut down the
+    // same way, so running commands and bridged servers' process groups are killed, not orphaned.
+    // The handlers are installed here, before anything is started.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        on_signal.cancel();
+    });
     let workspace = global.workspace()?;
     let config = global.load_config()?;
     // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a
@@ -67,34 +83,36 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let gate = Arc::new(Gate::builder(&workspace).config(config).approver(approver).build()?);
     // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
     // the client's first `tools/list`; later arrivals are announced with `list_changed`.
-    if gate.config().mcp.servers.values().any(|s| s.enabled) && !gate.connect_mcp(MCP_START_WAIT).await {
-        eprintln!(
-            "toolgate: some MCP servers did not connect within {} s; their tools appear when they do \
-             (`toolgate mcp list`, and the log, say why)",
-            MCP_START_WAIT.as_secs()
-        );
+    if gate.config().mcp.servers.values().any(|s| s.enabled) {
+        tokio::select! {
+            all = gate.connect_mcp(MCP_START_WAIT) => if !all {
+                eprintln!(
+                    "toolgate: some MCP servers did not connect within {} s; their tools appear when they do \
+                     (`toolgate mcp list`, and the log, say why)",
+                    MCP_START_WAIT.as_secs()
+                );
+            },
+            () = shutdown.cancelled() => {
+                gate.shutdown();
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
     }
     if args.conformance {
-        serve(Arc::new(WithConformanceFixtures(gate)), &workspace, args, pending).await
+        serve(Arc::new(WithConformanceFixtures(gate)), &workspace, args, pending, shutdown).await
     } else {
-        serve(gate, &workspace, args, pending).await
+        serve(gate, &workspace, args, pending, shutdown).await
     }
 }
 
-/// Serves `handler` over stdio or HTTP until the client leaves or Ctrl-C.
+/// Serves `handler` over stdio or HTTP until the client leaves or `shutdown` (a signal).
 async fn serve<H: CallHandler>(
     handler: Arc<H>,
     workspace: &Path,
     args: Args,
     pending: Arc<PendingApprovals>,
+    shutdown: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
-    let shutdown = CancellationToken::new();
-    let on_signal = shutdown.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_signal.cancel();
-        }
-    });
     let Some(addr) = args.http else {
         toolgate::mcp::serve_stdio(handler, shutdown).await?;
         return Ok(ExitCode::SUCCESS);
