@@ -21,6 +21,9 @@ const MAX_TOOLS: usize = 512;
 /// Most `tools/list` pages read from one server.
 const MAX_PAGES: usize = 64;
 
+/// The most bytes of tool definitions taken from one server's list (its JSON size).
+const MAX_LIST_BYTES: usize = 8 * 1024 * 1024;
+
 /// How often and how patiently the bridge checks servers and reconnects them. The defaults are
 /// the documented behaviour; tests shorten them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,13 +305,22 @@ impl Supervisor {
     }
 }
 
-/// Every page of `tools/list`, bounded in pages and tools.
+/// Every page of `tools/list`, bounded in pages, tools and bytes: a server sending 64 pages of
+/// one tool with a 16 MiB schema each must not make toolgate hold a gigabyte.
 async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, ServiceError> {
     let mut tools = Vec::new();
+    let mut bytes = 0usize;
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
         let page = peer.list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor))).await?;
-        tools.extend(page.tools);
+        for tool in page.tools {
+            bytes += serde_json::to_string(&tool).map_or(usize::MAX / 2, |t| t.len());
+            if bytes > MAX_LIST_BYTES {
+                tracing::warn!("a tool list larger than {MAX_LIST_BYTES} bytes: the rest is not taken");
+                return Ok(tools);
+            }
+            tools.push(tool);
+        }
         cursor = page.next_cursor;
         if cursor.is_none() || tools.len() > MAX_TOOLS {
             break;
