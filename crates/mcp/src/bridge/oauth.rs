@@ -311,14 +311,9 @@ pub async fn login_with(
             ),
         });
     }
-    let state = parsed
-        .query_pairs()
-        .find(|(k, _)| k == "state")
-        .map(|(_, v)| v.into_owned())
-        .ok_or_else(|| OAuthError::Discovery {
-            server: name.to_owned(),
-            detail: "the authorization URL carries no `state`".into(),
-        })?;
+    let state = parsed.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()).ok_or_else(|| {
+        OAuthError::Discovery { server: name.to_owned(), detail: "the authorization URL carries no `state`".into() }
+    })?;
 
     on_url(&auth_url);
 
