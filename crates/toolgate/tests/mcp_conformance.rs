@@ -139,10 +139,18 @@ fn suite(home: &Path) -> std::process::Command {
 fn server_suite(args: &[&str]) -> (Vec<Check>, Verdict) {
     let server = HttpServer::start(&["--conformance"]);
     assert!(server.token.is_none(), "--conformance makes no bearer token:\n{}", server.banner);
+    run_suite("server", &["server", "--url", &server.url], args)
+}
+
+/// Runs `conformance LEADING -o RESULTS ARGS` and judges its checks of `kind` (`server` or
+/// `client`) against the baseline.
+fn run_suite(kind: &str, leading: &[&str], args: &[&str]) -> (Vec<Check>, Verdict) {
     let work = tempfile::tempdir().unwrap();
     let results = work.path().join("results");
     let out = suite(work.path())
-        .args(["server", "--url", &server.url, "-o"])
+        .env("RUST_BACKTRACE", "0")
+        .args(leading)
+        .arg("-o")
         .arg(&results)
         .args(args)
         .output()
@@ -150,8 +158,8 @@ fn server_suite(args: &[&str]) -> (Vec<Check>, Verdict) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(results.is_dir(), "the suite wrote no results ({}):\n{stdout}\n{stderr}", out.status);
-    let checks = checks(&results, "server");
-    let verdict = judge(&checks, &baseline("server"));
+    let checks = checks(&results, kind);
+    let verdict = judge(&checks, &baseline(kind));
     report(&verdict, &stdout);
     (checks, verdict)
 }
@@ -218,23 +226,8 @@ fn conformance_server_suite_2026_07_28() {
 /// through a gate, `toolgate::conformance_client`) as the client, and judges it. The bridge's
 /// log (`TOOLGATE_LOG`, default warn) lands in each scenario's stderr.txt.
 fn client_suite(args: &[&str]) -> (Vec<Check>, Verdict) {
-    let work = tempfile::tempdir().unwrap();
-    let results = work.path().join("results");
     let command = format!("{} mcp conformance-client", npm::TOOLGATE);
-    let out = suite(work.path())
-        .env("RUST_BACKTRACE", "0")
-        .args(["client", "--command", &command, "-o"])
-        .arg(&results)
-        .args(args)
-        .output()
-        .expect("run the conformance suite");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(results.is_dir(), "the suite wrote no results ({}):\n{stdout}\n{stderr}", out.status);
-    let checks = checks(&results, "client");
-    let verdict = judge(&checks, &baseline("client"));
-    report(&verdict, &stdout);
-    (checks, verdict)
+    run_suite("client", &["client", "--command", &command], args)
 }
 
 /// Every client scenario, each at the protocol version the suite picks for it, with toolgate's
