@@ -3,39 +3,17 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
+mod approver;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use approver::Scripted;
 use serde_json::{Value, json};
 use toolgate::config::{ApprovalMode, Config};
-use toolgate::core::{ToolError, ToolOutput, async_trait};
+use toolgate::core::{ToolError, ToolOutput};
 use toolgate::store::Store;
-use toolgate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
-
-/// Answers approval requests from a script and remembers them.
-#[derive(Debug, Default)]
-struct Scripted {
-    answers: std::sync::Mutex<Vec<ApprovalAnswer>>,
-    asked: AtomicUsize,
-    seen: std::sync::Mutex<Vec<ApprovalRequest>>,
-}
-
-impl Scripted {
-    fn new(answers: Vec<ApprovalAnswer>) -> Arc<Self> {
-        Arc::new(Scripted { answers: std::sync::Mutex::new(answers), ..Scripted::default() })
-    }
-}
-
-#[async_trait]
-impl Approver for Scripted {
-    async fn ask(&self, request: &ApprovalRequest) -> Option<ApprovalAnswer> {
-        self.asked.fetch_add(1, Ordering::SeqCst);
-        self.seen.lock().unwrap().push(request.clone());
-        let mut answers = self.answers.lock().unwrap();
-        if answers.is_empty() { None } else { Some(answers.remove(0)) }
-    }
-}
+use toolgate::{ApprovalAnswer, Gate};
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -109,25 +87,25 @@ async fn safe_commands_run_without_asking_and_others_ask_with_the_unwrapped_comm
     let f = gate(Config::default(), Some(approver.clone()));
     let out = f.call("exec", json!({ "command": "ls -la && pwd" })).await.unwrap();
     assert!(out.text_content().contains("exit code 0"), "{}", out.text_content());
-    assert_eq!(approver.asked.load(Ordering::SeqCst), 0);
+    assert_eq!(approver.asked(), 0);
 
     // NeedsApproval: asked once, then "allow always" covers the same unwrapped commands.
     let out = f.call("exec", json!({ "command": "env A=1 sh -c 'touch made-by-exec'" })).await.unwrap();
     assert!(out.text_content().contains("exit code 0"));
     assert!(f.path("made-by-exec").exists());
-    assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(approver.asked(), 1);
     let request = approver.seen.lock().unwrap()[0].clone();
     let subject = request.subject.unwrap();
     assert!(subject.contains("touch made-by-exec"), "{subject}");
     assert!(subject.contains("[needs approval]"), "{subject}");
     assert!(request.reason.contains("needs approval"), "{}", request.reason);
     f.call("exec", json!({ "command": "env A=1 sh -c 'touch made-by-exec'" })).await.unwrap();
-    assert_eq!(approver.asked.load(Ordering::SeqCst), 1, "allow always covers the same command");
+    assert_eq!(approver.asked(), 1, "allow always covers the same command");
 
     // Dangerous: asked every time, "allow always" or not.
     std::fs::create_dir(f.path("build")).unwrap();
     f.call("exec", json!({ "command": "rm -rf build" })).await.unwrap();
-    assert_eq!(approver.asked.load(Ordering::SeqCst), 2);
+    assert_eq!(approver.asked(), 2);
     assert!(!f.path("build").exists());
     let err = f.call("exec", json!({ "command": "rm -rf build" })).await.unwrap_err();
     assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
