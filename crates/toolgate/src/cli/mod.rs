@@ -100,7 +100,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
     let runtime = runtime.enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Some(Command::Tools(args)) => tools::run(&cli.global, args),
+            Some(Command::Tools(args)) => tools::run(&cli.global, args).await,
             Some(Command::Call(args)) => call::run(&cli.global, args).await,
             Some(Command::Audit(args)) => audit::run(&cli.global, args),
             Some(Command::Serve(args)) => serve::run(&cli.global, args).await,

@@ -83,19 +83,18 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let gate = Arc::new(Gate::builder(&workspace).config(config).approver(approver).build()?);
     // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
     // the client's first `tools/list`; later arrivals are announced with `list_changed`.
-    if gate.config().mcp.servers.values().any(|s| s.enabled) {
-        tokio::select! {
-            all = gate.connect_mcp(MCP_START_WAIT) => if !all {
-                eprintln!(
-                    "toolgate: some MCP servers did not connect within {} s; their tools appear when they do \
-                     (`toolgate mcp list`, and the log, say why)",
-                    MCP_START_WAIT.as_secs()
-                );
-            },
-            () = shutdown.cancelled() => {
-                gate.shutdown();
-                return Ok(ExitCode::SUCCESS);
-            }
+    // (Without bridged servers this returns at once.)
+    tokio::select! {
+        all = gate.connect_mcp(MCP_START_WAIT) => if !all {
+            eprintln!(
+                "toolgate: some MCP servers did not connect within {} s; their tools appear when they do \
+                 (`toolgate mcp list`, and the log, say why)",
+                MCP_START_WAIT.as_secs()
+            );
+        },
+        () = shutdown.cancelled() => {
+            gate.shutdown();
+            return Ok(ExitCode::SUCCESS);
         }
     }
     if args.conformance {

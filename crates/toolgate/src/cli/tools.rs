@@ -23,9 +23,17 @@ pub(crate) struct Args {
     format: Format,
 }
 
-pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let gate = global.gate(false)?;
-    wait_for_mcp(&gate);
+    // Bridged MCP servers (each one's first attempt, bounded): a server that does not come up
+    // is logged and left out.
+    if !gate.connect_mcp(MCP_LIST_WAIT).await {
+        eprintln!(
+            "toolgate: some MCP servers did not connect within {} s; their tools are not listed",
+            MCP_LIST_WAIT.as_secs()
+        );
+    }
+    gate.shutdown();
     let specs = gate.visible_tools(&gate.context());
     let provider = match args.format {
         Format::Text => {
@@ -45,24 +53,6 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     };
     outln!("{}", serde_json::to_string_pretty(&export::export_all(&specs, provider))?);
     Ok(ExitCode::SUCCESS)
-}
-
-/// Connects the bridged MCP servers (each server's first attempt, bounded) so their tools are
-/// listed; a server that does not come up is logged and left out. `run` is synchronous inside
-/// the CLI's multi-threaded runtime, hence `block_in_place`.
-fn wait_for_mcp(gate: &toolgate::Gate) {
-    if gate.config().mcp.servers.values().all(|s| !s.enabled) {
-        return;
-    }
-    let timeout = MCP_LIST_WAIT;
-    let all = tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(gate.connect_mcp(timeout)));
-    if !all {
-        eprintln!(
-            "toolgate: some MCP servers did not connect within {} s; their tools are not listed",
-            timeout.as_secs()
-        );
-    }
-    gate.shutdown();
 }
 
 /// How long `toolgate tools` waits for MCP servers.
