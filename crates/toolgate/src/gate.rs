@@ -16,7 +16,7 @@ use toolgate_mcp::bridge::oauth::SecretVault;
 use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, Store, StoreError};
 
-use crate::bridge::{BridgeTimings, McpBridge, shape_remote_error};
+use crate::bridge::{BridgeTimings, McpBridge};
 use crate::config::Config;
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::audit::{CallRecord, audit_params, redact_params};
@@ -430,7 +430,7 @@ impl Gate {
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         let out = execute::execute(&tool, ctx, caller_cancel, params, timeout)
             .await
-            .map_err(|e| shape_remote_error(spec, e, &self.detector))?;
+            .map_err(|e| output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.detector))?;
         let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.detector)?;
         if report.truncated {
             trace.push("output: cut to its head and tail".to_owned());
