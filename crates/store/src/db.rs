@@ -42,6 +42,60 @@ const MIGRATIONS: &[&str] = &[
         value BLOB NOT NULL,
         updated_ms INTEGER NOT NULL
     );",
+    // 4: agent sessions, their messages, team task boards and team messages (toolgate-agent).
+    "CREATE TABLE agent_sessions (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        user TEXT NOT NULL,
+        parent TEXT,
+        kind TEXT NOT NULL,
+        label TEXT,
+        status TEXT NOT NULL,
+        depth INTEGER NOT NULL DEFAULT 0,
+        task TEXT NOT NULL,
+        result TEXT,
+        error TEXT,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );
+    CREATE INDEX agent_sessions_parent ON agent_sessions(parent);
+    CREATE INDEX agent_sessions_created ON agent_sessions(created_ms);
+    CREATE TABLE agent_messages (
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        tool_calls TEXT,
+        tool_call_id TEXT,
+        tool_name TEXT,
+        is_error INTEGER NOT NULL DEFAULT 0,
+        ts_ms INTEGER NOT NULL,
+        PRIMARY KEY (session, seq)
+    );
+    CREATE TABLE team_tasks (
+        id INTEGER PRIMARY KEY,
+        team TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        description TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        owner TEXT,
+        blocked_by TEXT NOT NULL DEFAULT '[]',
+        result TEXT,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE INDEX team_tasks_team ON team_tasks(team, status);
+    CREATE TABLE team_messages (
+        id INTEGER PRIMARY KEY,
+        team TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        recipient TEXT,
+        content TEXT NOT NULL,
+        ts_ms INTEGER NOT NULL
+    );",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.

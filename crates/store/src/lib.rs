@@ -30,9 +30,11 @@ mod db;
 mod error;
 mod grants;
 mod secrets;
+mod sessions;
 
 pub use audit::{AuditLog, AuditRecord};
 pub use db::Store;
 pub use error::StoreError;
 pub use grants::Grant;
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError};
+pub use sessions::{MessageRecord, SessionFilter, SessionRecord, TeamMessage, TeamTask};

@@ -1,0 +1,565 @@
+//! Agent sessions: one row per agent run (a top-level run, a sub-agent, a delegation), its
+//! messages in order, its token usage and cost; and team task boards with atomic claims.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Context;
+use crate::{Store, StoreError};
+
+/// One agent session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Unique id.
+    pub id: String,
+    /// The agent that runs in it.
+    pub agent: String,
+    /// The user it acts for.
+    pub user: String,
+    /// The session that spawned or delegated it, if any.
+    pub parent: Option<String>,
+    /// `run`, `subagent`, `spawn` or `delegation`.
+    pub kind: String,
+    /// A short label given by whoever started it.
+    pub label: Option<String>,
+    /// `running`, `done`, `failed`, `cancelled`, `stopped` or `archived`.
+    pub status: String,
+    /// Sub-agent depth (0 for a top-level run).
+    pub depth: u32,
+    /// The task it was given (first user message).
+    pub task: String,
+    /// The final answer, when done.
+    pub result: Option<String>,
+    /// Why it failed or stopped.
+    pub error: Option<String>,
+    /// Prompt (input) tokens used so far.
+    pub input_tokens: u64,
+    /// Completion (output) tokens used so far.
+    pub output_tokens: u64,
+    /// Cost so far in US dollars, from the configured price table (0 when unknown).
+    pub cost_usd: f64,
+    /// Messages in the session.
+    pub message_count: u64,
+    /// Unix milliseconds.
+    pub created_ms: i64,
+    /// Unix milliseconds of the last change.
+    pub updated_ms: i64,
+}
+
+/// One message of a session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageRecord {
+    /// Position in the session, from 1.
+    pub seq: i64,
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+    /// For an assistant turn: its tool calls as JSON (`[{"id","name","arguments"}]`).
+    pub tool_calls: Option<String>,
+    /// For a tool result: the call it answers.
+    pub tool_call_id: Option<String>,
+    /// For a tool result: the tool's name.
+    pub tool_name: Option<String>,
+    /// For a tool result: whether it is an error.
+    pub is_error: bool,
+    /// Unix milliseconds.
+    pub ts_ms: i64,
+}
+
+/// Filters for [`Store::sessions`].
+#[derive(Debug, Clone, Default)]
+pub struct SessionFilter<'a> {
+    /// Only this agent's sessions.
+    pub agent: Option<&'a str>,
+    /// Only children of this session.
+    pub parent: Option<&'a str>,
+    /// Only sessions with this status.
+    pub status: Option<&'a str>,
+    /// At most this many, newest first.
+    pub limit: usize,
+}
+
+/// One task on a team's board.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TeamTask {
+    /// Row id.
+    pub id: i64,
+    /// The team.
+    pub team: String,
+    /// One line.
+    pub subject: String,
+    /// The details.
+    pub description: String,
+    /// Higher runs first.
+    pub priority: i64,
+    /// `pending`, `blocked`, `claimed` or `done`.
+    pub status: String,
+    /// The agent that claimed it.
+    pub owner: Option<String>,
+    /// Task ids that must be done first.
+    pub blocked_by: Vec<i64>,
+    /// What the owner reported when completing it.
+    pub result: Option<String>,
+    /// Unix milliseconds.
+    pub created_ms: i64,
+}
+
+/// One message between team members.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TeamMessage {
+    /// Row id.
+    pub id: i64,
+    /// The team.
+    pub team: String,
+    /// The sender.
+    pub from: String,
+    /// The recipient, or `None` for a broadcast.
+    pub to: Option<String>,
+    /// The text.
+    pub content: String,
+    /// Unix milliseconds.
+    pub ts_ms: i64,
+}
+
+const SESSION_COLUMNS: &str = "id, agent, user, parent, kind, label, status, depth, task, result, error,
+    input_tokens, output_tokens, cost_usd, created_ms, updated_ms,
+    (SELECT COUNT(*) FROM agent_messages m WHERE m.session = s.id)";
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
+    Ok(SessionRecord {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        user: r.get(2)?,
+        parent: r.get(3)?,
+        kind: r.get(4)?,
+        label: r.get(5)?,
+        status: r.get(6)?,
+        depth: r.get::<_, i64>(7)? as u32,
+        task: r.get(8)?,
+        result: r.get(9)?,
+        error: r.get(10)?,
+        input_tokens: r.get::<_, i64>(11)? as u64,
+        output_tokens: r.get::<_, i64>(12)? as u64,
+        cost_usd: r.get(13)?,
+        created_ms: r.get(14)?,
+        updated_ms: r.get(15)?,
+        message_count: r.get::<_, i64>(16)? as u64,
+    })
+}
+
+fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TeamTask> {
+    let blocked: String = r.get(7)?;
+    Ok(TeamTask {
+        id: r.get(0)?,
+        team: r.get(1)?,
+        subject: r.get(2)?,
+        description: r.get(3)?,
+        priority: r.get(4)?,
+        status: r.get(5)?,
+        owner: r.get(6)?,
+        blocked_by: serde_json::from_str(&blocked).unwrap_or_default(),
+        result: r.get(8)?,
+        created_ms: r.get(9)?,
+    })
+}
+
+const TASK_COLUMNS: &str = "id, team, subject, description, priority, status, owner, blocked_by, result, created_ms";
+
+impl Store {
+    /// Records a new session (its message count and usage start at zero).
+    pub fn session_create(&self, s: &SessionRecord) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "INSERT INTO agent_sessions (id, agent, user, parent, kind, label, status, depth, task, created_ms, updated_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+                rusqlite::params![
+                    s.id,
+                    s.agent,
+                    s.user,
+                    s.parent,
+                    s.kind,
+                    s.label,
+                    s.status,
+                    s.depth as i64,
+                    s.task,
+                    s.created_ms
+                ],
+            )
+            .map(drop)
+            .doing("creating an agent session")
+        })
+    }
+
+    /// One session, if it exists.
+    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.with(|conn| {
+            let sql = format!("SELECT {SESSION_COLUMNS} FROM agent_sessions s WHERE id = ?1");
+            let mut stmt = conn.prepare_cached(&sql).doing("reading an agent session")?;
+            let mut rows = stmt.query_map([id], session_row).doing("reading an agent session")?;
+            rows.next().transpose().doing("reading an agent session")
+        })
+    }
+
+    /// Sessions matching `filter`, newest first.
+    pub fn sessions(&self, filter: &SessionFilter<'_>) -> Result<Vec<SessionRecord>, StoreError> {
+        self.with(|conn| {
+            let sql = format!(
+                "SELECT {SESSION_COLUMNS} FROM agent_sessions s
+                 WHERE (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR parent = ?2) AND (?3 IS NULL OR status = ?3)
+                 ORDER BY created_ms DESC, rowid DESC LIMIT ?4"
+            );
+            let mut stmt = conn.prepare_cached(&sql).doing("listing agent sessions")?;
+            let limit = if filter.limit == 0 { -1 } else { filter.limit as i64 };
+            let rows = stmt
+                .query_map(rusqlite::params![filter.agent, filter.parent, filter.status, limit], session_row)
+                .doing("listing agent sessions")?;
+            rows.collect::<Result<Vec<_>, _>>().doing("listing agent sessions")
+        })
+    }
+
+    /// Sets a session's status, and its result or error when given.
+    pub fn session_finish(
+        &self,
+        id: &str,
+        status: &str,
+        result: Option<&str>,
+        error: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE agent_sessions SET status = ?2, result = COALESCE(?3, result), error = ?4, updated_ms = ?5
+                 WHERE id = ?1",
+                rusqlite::params![id, status, result, error, now_ms],
+            )
+            .map(drop)
+            .doing("updating an agent session")
+        })
+    }
+
+    /// Adds token usage and cost to a session.
+    pub fn session_add_usage(
+        &self,
+        id: &str,
+        input: u64,
+        output: u64,
+        cost: f64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE agent_sessions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3,
+                     cost_usd = cost_usd + ?4, updated_ms = ?5 WHERE id = ?1",
+                rusqlite::params![id, input as i64, output as i64, cost, now_ms],
+            )
+            .map(drop)
+            .doing("recording agent usage")
+        })
+    }
+
+    /// Appends a message to a session; returns its sequence number.
+    pub fn session_append(&self, session: &str, m: &MessageRecord) -> Result<i64, StoreError> {
+        self.with(|conn| {
+            let seq = conn.query_row(
+                "INSERT INTO agent_messages (session, seq, role, content, tool_calls, tool_call_id, tool_name, is_error, ts_ms)
+                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM agent_messages WHERE session = ?1),
+                         ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 RETURNING seq",
+                rusqlite::params![
+                    session,
+                    m.role,
+                    m.content,
+                    m.tool_calls,
+                    m.tool_call_id,
+                    m.tool_name,
+                    m.is_error,
+                    m.ts_ms
+                ],
+                |r| r.get(0),
+            )
+            .doing("saving an agent message")?;
+            conn.execute("UPDATE agent_sessions SET updated_ms = ?2 WHERE id = ?1", rusqlite::params![session, m.ts_ms])
+                .doing("saving an agent message")?;
+            Ok(seq)
+        })
+    }
+
+    /// A session's messages in order; `last` keeps only the last so many (0: all).
+    pub fn session_messages(&self, session: &str, last: usize) -> Result<Vec<MessageRecord>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT seq, role, content, tool_calls, tool_call_id, tool_name, is_error, ts_ms FROM (
+                        SELECT * FROM agent_messages WHERE session = ?1 ORDER BY seq DESC LIMIT ?2
+                     ) ORDER BY seq",
+                )
+                .doing("reading agent messages")?;
+            let limit = if last == 0 { -1 } else { last as i64 };
+            let rows = stmt
+                .query_map(rusqlite::params![session, limit], |r| {
+                    Ok(MessageRecord {
+                        seq: r.get(0)?,
+                        role: r.get(1)?,
+                        content: r.get(2)?,
+                        tool_calls: r.get(3)?,
+                        tool_call_id: r.get(4)?,
+                        tool_name: r.get(5)?,
+                        is_error: r.get(6)?,
+                        ts_ms: r.get(7)?,
+                    })
+                })
+                .doing("reading agent messages")?;
+            rows.collect::<Result<Vec<_>, _>>().doing("reading agent messages")
+        })
+    }
+
+    /// Marks finished sessions idle since before `before_ms` as `archived`; returns how many.
+    pub fn sessions_archive_idle(&self, before_ms: i64) -> Result<usize, StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE agent_sessions SET status = 'archived'
+                 WHERE status IN ('done', 'failed', 'cancelled', 'stopped') AND updated_ms < ?1",
+                [before_ms],
+            )
+            .doing("archiving agent sessions")
+        })
+    }
+
+    /// Marks sessions left `running` by a process that ended as `failed` (called at start).
+    pub fn sessions_fail_orphans(&self, now_ms: i64) -> Result<usize, StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE agent_sessions SET status = 'failed', error = 'the process running it ended', updated_ms = ?1
+                 WHERE status = 'running'",
+                [now_ms],
+            )
+            .doing("closing orphaned agent sessions")
+        })
+    }
+
+    /// Adds a task to a team's board. It starts `blocked` when any of `blocked_by` is not done.
+    pub fn team_task_create(&self, t: &TeamTask) -> Result<TeamTask, StoreError> {
+        self.with(|conn| {
+            let blocked = serde_json::to_string(&t.blocked_by).unwrap_or_else(|_| "[]".into());
+            let open: i64 = if t.blocked_by.is_empty() {
+                0
+            } else {
+                let ids = serde_json::to_string(&t.blocked_by).unwrap_or_else(|_| "[]".into());
+                conn.query_row(
+                    "SELECT COUNT(*) FROM team_tasks WHERE team = ?1 AND status != 'done'
+                       AND id IN (SELECT value FROM json_each(?2))",
+                    rusqlite::params![t.team, ids],
+                    |r| r.get(0),
+                )
+                .doing("creating a team task")?
+            };
+            let status = if open > 0 { "blocked" } else { "pending" };
+            let sql = format!(
+                "INSERT INTO team_tasks (team, subject, description, priority, status, blocked_by, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING {TASK_COLUMNS}"
+            );
+            conn.query_row(
+                &sql,
+                rusqlite::params![t.team, t.subject, t.description, t.priority, status, blocked, t.created_ms],
+                task_row,
+            )
+            .doing("creating a team task")
+        })
+    }
+
+    /// A team's tasks, by priority then age; `query` keeps those whose subject or description
+    /// contains it.
+    pub fn team_tasks(&self, team: &str, query: Option<&str>) -> Result<Vec<TeamTask>, StoreError> {
+        self.with(|conn| {
+            let sql = format!(
+                "SELECT {TASK_COLUMNS} FROM team_tasks WHERE team = ?1
+                   AND (?2 IS NULL OR instr(lower(subject || ' ' || description), lower(?2)) > 0)
+                 ORDER BY priority DESC, id"
+            );
+            let mut stmt = conn.prepare_cached(&sql).doing("listing team tasks")?;
+            let rows = stmt.query_map(rusqlite::params![team, query], task_row).doing("listing team tasks")?;
+            rows.collect::<Result<Vec<_>, _>>().doing("listing team tasks")
+        })
+    }
+
+    /// Claims a pending task for `owner`, atomically: of many claimers exactly one wins.
+    /// Returns the task when this claim won, `None` when it is not pending (any more).
+    pub fn team_task_claim(&self, team: &str, id: i64, owner: &str) -> Result<Option<TeamTask>, StoreError> {
+        self.with(|conn| {
+            let sql = format!(
+                "UPDATE team_tasks SET status = 'claimed', owner = ?3
+                 WHERE team = ?1 AND id = ?2 AND status = 'pending' RETURNING {TASK_COLUMNS}"
+            );
+            let mut stmt = conn.prepare_cached(&sql).doing("claiming a team task")?;
+            let mut rows =
+                stmt.query_map(rusqlite::params![team, id, owner], task_row).doing("claiming a team task")?;
+            rows.next().transpose().doing("claiming a team task")
+        })
+    }
+
+    /// Completes a task claimed by `owner` and unblocks the tasks that waited only on done
+    /// tasks. Returns the task, or `None` when `owner` does not hold it.
+    pub fn team_task_complete(
+        &self,
+        team: &str,
+        id: i64,
+        owner: &str,
+        result: &str,
+    ) -> Result<Option<TeamTask>, StoreError> {
+        self.with(|conn| {
+            let tx = conn.unchecked_transaction().doing("completing a team task")?;
+            let sql = format!(
+                "UPDATE team_tasks SET status = 'done', result = ?4
+                 WHERE team = ?1 AND id = ?2 AND owner = ?3 AND status = 'claimed' RETURNING {TASK_COLUMNS}"
+            );
+            let done = {
+                let mut stmt = tx.prepare_cached(&sql).doing("completing a team task")?;
+                let mut rows = stmt
+                    .query_map(rusqlite::params![team, id, owner, result], task_row)
+                    .doing("completing a team task")?;
+                rows.next().transpose().doing("completing a team task")?
+            };
+            if done.is_some() {
+                tx.execute(
+                    "UPDATE team_tasks SET status = 'pending' WHERE team = ?1 AND status = 'blocked'
+                       AND NOT EXISTS (SELECT 1 FROM json_each(team_tasks.blocked_by) b
+                                       JOIN team_tasks d ON d.id = b.value WHERE d.status != 'done')",
+                    [team],
+                )
+                .doing("unblocking team tasks")?;
+            }
+            tx.commit().doing("completing a team task")?;
+            Ok(done)
+        })
+    }
+
+    /// Sends a team message (`to` = `None` broadcasts).
+    pub fn team_message_send(&self, m: &TeamMessage) -> Result<i64, StoreError> {
+        self.with(|conn| {
+            conn.query_row(
+                "INSERT INTO team_messages (team, sender, recipient, content, ts_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                 RETURNING id",
+                rusqlite::params![m.team, m.from, m.to, m.content, m.ts_ms],
+                |r| r.get(0),
+            )
+            .doing("sending a team message")
+        })
+    }
+
+    /// Messages `reader` can see on a team (sent to it, broadcast, or sent by it), oldest first,
+    /// after row id `after`.
+    pub fn team_messages(&self, team: &str, reader: &str, after: i64) -> Result<Vec<TeamMessage>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, team, sender, recipient, content, ts_ms FROM team_messages
+                     WHERE team = ?1 AND id > ?3 AND (recipient IS NULL OR recipient = ?2 OR sender = ?2)
+                     ORDER BY id LIMIT 200",
+                )
+                .doing("reading team messages")?;
+            let rows = stmt
+                .query_map(rusqlite::params![team, reader, after], |r| {
+                    Ok(TeamMessage {
+                        id: r.get(0)?,
+                        team: r.get(1)?,
+                        from: r.get(2)?,
+                        to: r.get(3)?,
+                        content: r.get(4)?,
+                        ts_ms: r.get(5)?,
+                    })
+                })
+                .doing("reading team messages")?;
+            rows.collect::<Result<Vec<_>, _>>().doing("reading team messages")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn sessions_messages_and_usage() {
+        let (_dir, store) = store();
+        let s = SessionRecord {
+            id: "s1".into(),
+            agent: "main".into(),
+            user: "local".into(),
+            kind: "run".into(),
+            status: "running".into(),
+            task: "do it".into(),
+            created_ms: 10,
+            ..SessionRecord::default()
+        };
+        store.session_create(&s).unwrap();
+        let child = SessionRecord { id: "s2".into(), parent: Some("s1".into()), created_ms: 11, ..s.clone() };
+        store.session_create(&child).unwrap();
+        for role in ["user", "assistant", "tool"] {
+            let m = MessageRecord { role: role.into(), content: role.into(), ts_ms: 12, ..MessageRecord::default() };
+            store.session_append("s1", &m).unwrap();
+        }
+        store.session_add_usage("s1", 100, 20, 0.5, 13).unwrap();
+        store.session_add_usage("s1", 1, 2, 0.25, 14).unwrap();
+        store.session_finish("s1", "done", Some("ok"), None, 15).unwrap();
+        let got = store.session("s1").unwrap().unwrap();
+        assert_eq!((got.input_tokens, got.output_tokens, got.message_count), (101, 22, 3));
+        assert!((got.cost_usd - 0.75).abs() < 1e-9);
+        assert_eq!((got.status.as_str(), got.result.as_deref()), ("done", Some("ok")));
+        let msgs = store.session_messages("s1", 2).unwrap();
+        assert_eq!(msgs.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![2, 3]);
+        let kids = store.sessions(&SessionFilter { parent: Some("s1"), limit: 20, ..Default::default() }).unwrap();
+        assert_eq!(kids.len(), 1);
+        assert_eq!(store.sessions_archive_idle(100).unwrap(), 1, "only the finished one");
+        assert_eq!(store.sessions_fail_orphans(200).unwrap(), 1);
+        assert!(store.session("nope").unwrap().is_none());
+    }
+
+    #[test]
+    fn team_tasks_claim_once_and_unblock() {
+        let (dir, store) = store();
+        let t = |subject: &str, blocked_by: Vec<i64>| TeamTask {
+            team: "t".into(),
+            subject: subject.into(),
+            blocked_by,
+            ..TeamTask::default()
+        };
+        let a = store.team_task_create(&t("a", vec![])).unwrap();
+        let b = store.team_task_create(&t("b", vec![a.id])).unwrap();
+        assert_eq!((a.status.as_str(), b.status.as_str()), ("pending", "blocked"));
+        // Many claimers on separate connections: exactly one wins.
+        let db = dir.path().join("state.db");
+        let winners: usize = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..16)
+                .map(|i| {
+                    let db = db.clone();
+                    scope.spawn(move || {
+                        let s = Store::open(&db).unwrap();
+                        s.team_task_claim("t", a.id, &format!("agent{i}")).unwrap().is_some() as usize
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(winners, 1);
+        let owner = store.team_tasks("t", None).unwrap()[0].owner.clone().unwrap();
+        assert!(store.team_task_complete("t", a.id, "someone-else", "x").unwrap().is_none());
+        assert!(store.team_task_complete("t", a.id, &owner, "done").unwrap().is_some());
+        let tasks = store.team_tasks("t", Some("B")).unwrap();
+        assert_eq!(tasks[0].status, "pending", "b unblocked");
+        store
+            .team_message_send(&TeamMessage {
+                team: "t".into(),
+                from: "x".into(),
+                content: "hi".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(store.team_messages("t", "y", 0).unwrap().len(), 1);
+    }
+}
