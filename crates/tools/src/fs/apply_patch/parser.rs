@@ -55,10 +55,23 @@ pub(crate) struct Chunk {
     pub(crate) old: Vec<String>,
     /// Lines to put in their place (context and added lines).
     pub(crate) new: Vec<String>,
+    /// For each line of `new`: the index in `old` of the same context line, or `None` for an
+    /// added line. Context lines are anchors, not edits: the file keeps its own spelling of them
+    /// even when they matched only after normalization.
+    pub(crate) context_of: Vec<Option<usize>>,
     /// `*** End of File`: the chunk must match at the end of the file.
     pub(crate) eof: bool,
     /// The line of the patch where the chunk starts (1-based), for messages.
     pub(crate) patch_line: usize,
+}
+
+impl Chunk {
+    /// Adds an unchanged context line: to find, and to keep.
+    fn push_context(&mut self, line: String) {
+        self.context_of.push(Some(self.old.len()));
+        self.old.push(line.clone());
+        self.new.push(line);
+    }
 }
 
 /// Why a patch could not be parsed.
@@ -220,7 +233,7 @@ fn parse_chunk(lines: &[&str], line_no: usize, first_chunk: bool) -> Result<(Chu
             format!("expected a chunk starting with `@@` (optionally `@@ context line`), found `{}`", lines[0]),
         ));
     };
-    let mut chunk = Chunk { context, old: Vec::new(), new: Vec::new(), eof: false, patch_line: line_no };
+    let mut chunk = Chunk { context, old: Vec::new(), new: Vec::new(), context_of: Vec::new(), eof: false, patch_line: line_no };
     let mut body_lines = 0;
     while used < lines.len() {
         let line = lines[used];
@@ -238,16 +251,13 @@ fn parse_chunk(lines: &[&str], line_no: usize, first_chunk: bool) -> Result<(Chu
             continue;
         }
         match line.chars().next() {
-            None => {
-                chunk.old.push(String::new());
-                chunk.new.push(String::new());
-            }
-            Some(' ') => {
-                chunk.old.push(line[1..].to_owned());
-                chunk.new.push(line[1..].to_owned());
-            }
+            None => chunk.push_context(String::new()),
+            Some(' ') => chunk.push_context(line[1..].to_owned()),
             Some('-') => chunk.old.push(line[1..].to_owned()),
-            Some('+') => chunk.new.push(line[1..].to_owned()),
+            Some('+') => {
+                chunk.new.push(line[1..].to_owned());
+                chunk.context_of.push(None);
+            }
             Some(_) => {
                 if body_lines == 0 {
                     return Err(err(

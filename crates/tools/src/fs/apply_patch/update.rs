@@ -92,9 +92,23 @@ fn locate(
         return Err(not_found(path, body, chunk));
     }
     match one(&found) {
-        Some(p) => Ok((p, old.len(), new.to_vec())),
+        Some(p) => Ok((p, old.len(), keep_context(&lines[p..p + old.len()], new, &chunk.context_of))),
         None => Err(ambiguous(path, chunk, &found)),
     }
+}
+
+/// The lines that replace `matched`: added lines as the patch spells them, context lines as the
+/// file spells them. A context line may have matched only after normalization (trailing
+/// whitespace, typographic quotes, dashes and spaces): it is an anchor, not an edit, so it stays
+/// byte for byte what it was.
+fn keep_context(matched: &[String], new: &[String], context_of: &[Option<usize>]) -> Vec<String> {
+    new.iter()
+        .enumerate()
+        .map(|(j, line)| match context_of.get(j).copied().flatten().and_then(|i| matched.get(i)) {
+            Some(original) => original.clone(),
+            None => line.clone(),
+        })
+        .collect()
 }
 
 fn one(set: &BTreeSet<usize>) -> Option<usize> {
@@ -136,11 +150,13 @@ fn not_found(path: &str, body: &str, chunk: &Chunk) -> String {
 mod tests {
     use super::*;
 
+    /// A chunk of removed `old` and added `new` lines (no context lines).
     fn chunk(ctx: Option<&str>, old: &[&str], new: &[&str]) -> Chunk {
         Chunk {
             context: ctx.map(str::to_owned),
             old: old.iter().map(|s| (*s).to_owned()).collect(),
             new: new.iter().map(|s| (*s).to_owned()).collect(),
+            context_of: vec![None; new.len()],
             eof: false,
             patch_line: 3,
         }
@@ -164,5 +180,109 @@ mod tests {
     fn pure_addition_goes_after_anchor_or_at_end() {
         assert_eq!(apply_chunks("f", "a\nb\n", &[chunk(None, &[], &["c"])]).as_deref(), Ok("a\nb\nc\n"));
         assert_eq!(apply_chunks("f", "a\nb\n", &[chunk(Some("a"), &[], &["x"])]).as_deref(), Ok("a\nx\nb\n"));
+    }
+
+    #[test]
+    fn context_lines_keep_the_files_spelling() {
+        // The file has curly quotes, an em dash, a no-break space and trailing spaces; the patch
+        // spells its context in ASCII. Only the removed line changes.
+        let body = "say(\u{201c}hi\u{201d})  \nold \u{2014} line\nit\u{2019}s\u{a0}fine\t\n";
+        let patch = "*** Begin Patch\n*** Update File: f\n@@\n say(\"hi\")\n-old - line\n+new line\n it's fine\n*** End Patch";
+        let out = apply_patch_text(body, patch);
+        assert_eq!(out.as_deref(), Ok("say(\u{201c}hi\u{201d})  \nnew line\nit\u{2019}s\u{a0}fine\t\n"));
+    }
+
+    /// Parses `patch` (one update of one file) and applies it to `body`.
+    fn apply_patch_text(body: &str, patch: &str) -> Result<String, String> {
+        let parsed = super::super::parser::parse(patch).map_err(|e| e.to_string())?;
+        let Some(super::super::parser::Hunk::Update { chunks, .. }) = parsed.hunks.first() else {
+            return Err("not an update".into());
+        };
+        apply_chunks("f", body, chunks)
+    }
+
+    mod props {
+        use proptest::prelude::*;
+
+        /// Pieces of text with their ASCII spellings: what a model writes for them.
+        const PIECES: &[(&str, &str)] = &[
+            ("word", "word"),
+            ("\u{201c}q\u{201d}", "\"q\""),
+            ("it\u{2019}s", "it's"),
+            ("a\u{2014}b", "a-b"),
+            ("x\u{2013}y", "x-y"),
+            ("no\u{a0}break", "no break"),
+            ("thin\u{2009}space", "thin space"),
+            ("(x)", "(x)"),
+            ("\u{2212}1", "-1"),
+        ];
+
+        /// A file line: its text as stored, and the normalized spelling a patch may use.
+        fn line(index: usize) -> impl Strategy<Value = (String, String)> {
+            (
+                prop::collection::vec(0..PIECES.len(), 1..4),
+                prop::sample::select(vec!["", " ", "  ", "\t"]),
+                prop::sample::select(vec!["", "  ", "\t"]),
+            )
+                .prop_map(move |(pieces, trailing, leading)| {
+                    let stored: Vec<&str> = pieces.iter().map(|&p| PIECES[p].0).collect();
+                    let ascii: Vec<&str> = pieces.iter().map(|&p| PIECES[p].1).collect();
+                    // A unique token per line keeps every chunk unambiguous.
+                    (
+                        format!("{leading}l{index} {}{trailing}", stored.join(" ")),
+                        format!("l{index} {}", ascii.join(" ")),
+                    )
+                })
+        }
+
+        fn file() -> impl Strategy<Value = Vec<(String, String)>> {
+            (3usize..24).prop_flat_map(|n| (0..n).map(line).collect::<Vec<_>>())
+        }
+
+        proptest! {
+            /// Whatever the spelling of the context, every line the patch neither removes nor
+            /// adds is byte for byte what it was.
+            #[test]
+            fn untouched_lines_never_change(
+                lines in file(),
+                at in any::<prop::sample::Index>(),
+                before in 0usize..4,
+                after in 0usize..4,
+                op in 0u8..3,
+                exact_context in any::<bool>(),
+            ) {
+                let k = at.index(lines.len());
+                let body: String = lines.iter().map(|(stored, _)| format!("{stored}\n")).collect();
+                let spell = |i: usize| if exact_context { lines[i].0.clone() } else { lines[i].1.clone() };
+                let mut patch = String::from("*** Begin Patch\n*** Update File: f\n@@\n");
+                for i in k.saturating_sub(before)..k {
+                    patch.push_str(&format!(" {}\n", spell(i)));
+                }
+                let mut expected: Vec<String> = lines[..k].iter().map(|(s, _)| s.clone()).collect();
+                match op {
+                    // Replace line k.
+                    0 => {
+                        patch.push_str(&format!("-{}\n+NEW\n", spell(k)));
+                        expected.push("NEW".into());
+                    }
+                    // Delete line k.
+                    1 => patch.push_str(&format!("-{}\n", spell(k))),
+                    // Insert before line k (after its context), keeping k as context.
+                    _ => {
+                        patch.push_str(&format!("+NEW\n {}\n", spell(k)));
+                        expected.push("NEW".into());
+                        expected.push(lines[k].0.clone());
+                    }
+                }
+                let end = (k + 1 + after).min(lines.len());
+                for i in k + 1..end {
+                    patch.push_str(&format!(" {}\n", spell(i)));
+                }
+                patch.push_str("*** End Patch");
+                expected.extend(lines[k + 1..].iter().map(|(s, _)| s.clone()));
+                let want: String = expected.iter().map(|l| format!("{l}\n")).collect();
+                prop_assert_eq!(super::apply_patch_text(&body, &patch), Ok(want));
+            }
+        }
     }
 }
