@@ -8,6 +8,7 @@
 //! - [`leak`]: finds credentials in text (tool output, outgoing requests, audit entries).
 //! - [`injection`]: neutralizes prompt-injection markers inside untrusted content.
 //! - [`env`]: which environment variables a child process may see, and which names are secrets.
+//! - [`net`]: SSRF defence: which IP addresses and host names a network tool may reach.
 //!
 //! The `toolgate` crate runs these in its call pipeline; `toolgate-sandbox` uses [`env`];
 //! `toolgate-policy` matches rules against the commands that [`shell`] finds.
@@ -28,6 +29,7 @@
 pub mod env;
 pub mod injection;
 pub mod leak;
+pub mod net;
 pub mod output;
 pub mod random;
 pub mod shell;
