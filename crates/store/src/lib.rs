@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 mod audit;
+mod custom_tools;
 mod db;
 mod error;
 mod grants;
@@ -33,6 +34,7 @@ mod secrets;
 mod sessions;
 
 pub use audit::{AuditLog, AuditRecord};
+pub use custom_tools::StoredCustomTool;
 pub use db::Store;
 pub use error::StoreError;
 pub use grants::Grant;

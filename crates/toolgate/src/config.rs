@@ -10,11 +10,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 use toolgate_core::Limits;
-use toolgate_policy::PolicyConfig;
 use toolgate_tools::fs::FsConfig;
 use toolgate_tools::runtime::RuntimeConfig;
 
+pub use crate::pipeline::cache::CacheConfig;
 pub use crate::pipeline::hooks::{CommandHookConfig, HooksConfig};
+pub use crate::pipeline::loop_breaker::LoopBreakerConfig;
 pub use crate::pipeline::rate::{RateLimitConfig, Window};
 
 /// toolgate's whole configuration. Every field has a default, so an empty file is valid.
@@ -28,8 +29,8 @@ pub struct Config {
     /// Size limits on parameters.
     pub limits: Limits,
     /// Which tools are visible and allowed: profiles, allow/deny lists, argument rules
-    /// (`docs/policy.md`).
-    pub tools: PolicyConfig,
+    /// (`docs/policy.md`); `[[tools.custom]]` user-defined tools (`docs/extensions.md`).
+    pub tools: crate::extensions::ToolsConfig,
     /// The file tools: write safety, denied paths, instruction files, caps (`docs/fs-tools.md`).
     pub fs: FsConfig,
     /// The runtime tools: sandbox mode, network, limits, timeouts, output cap (`docs/runtime.md`).
@@ -44,6 +45,10 @@ pub struct Config {
     pub audit: AuditConfig,
     /// External MCP servers whose tools the gate takes in (`[mcp.servers.NAME]`, `docs/mcp.md`).
     pub mcp: toolgate_mcp::bridge::McpConfig,
+    /// The result cache for read-only tools (`docs/extensions.md`).
+    pub cache: CacheConfig,
+    /// Refusing a call repeated too many times in a row (`docs/extensions.md`).
+    pub loop_breaker: LoopBreakerConfig,
 }
 
 /// `[identity]`: defaults for the caller's identity.

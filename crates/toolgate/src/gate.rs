@@ -19,6 +19,8 @@ use toolgate_store::{AuditLog, Store, StoreError};
 use crate::bridge::{BridgeTimings, McpBridge};
 use crate::config::Config;
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
+use crate::pipeline::cache::ResultCache;
+use crate::pipeline::loop_breaker::LoopBreaker;
 use crate::pipeline::audit::{CallRecord, audit_params, redact_params};
 use crate::pipeline::hooks::{self, CommandHook, Hook, HookVerdict};
 use crate::pipeline::limits::ConcurrencyLimits;
@@ -60,6 +62,9 @@ pub enum GateError {
     /// The `[runtime]` configuration is invalid.
     #[error("{0}")]
     Runtime(#[from] toolgate_tools::runtime::RuntimeError),
+    /// A custom tool (`[[tools.custom]]` or the store) is invalid.
+    #[error("{0}")]
+    Extension(#[from] crate::extensions::ExtensionError),
 }
 
 /// Where audit records go.
@@ -174,7 +179,10 @@ impl GateBuilder {
         let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
         let vault = store.clone().map(|s| Arc::new(crate::mcp_vault::StoreVault::new(s)) as Arc<dyn SecretVault>);
         let config = self.config;
-        let policy = PolicyStage::new(config.tools.clone())?;
+        for tool in crate::extensions::custom_tools(&config, store.as_ref())? {
+            registry.register_dynamic(tool)?;
+        }
+        let policy = PolicyStage::new(config.tools.policy.clone())?;
         let specs: Vec<ToolSpec> = registry.all().iter().map(|t| t.tool.spec().clone()).collect();
         let refs: Vec<ToolRef<'_>> = specs.iter().map(ToolRef::from).collect();
         for warning in policy.policy().warnings().iter().cloned().chain(policy.policy().known_tools(&refs)) {
@@ -203,6 +211,8 @@ impl GateBuilder {
             next_id: AtomicU64::new(1),
             detector: Arc::new(LeakDetector::new().from_env()),
             mcp: McpBridge::new(vault, self.mcp_timings),
+            cache: ResultCache::new(config.cache.clone()),
+            loops: LoopBreaker::new(config.loop_breaker.clone()),
             config,
         })
     }
@@ -230,6 +240,10 @@ pub struct Gate {
     detector: Arc<LeakDetector>,
     /// The MCP client bridge (`[mcp.servers]`), started by [`Gate::start_mcp`].
     pub(crate) mcp: McpBridge,
+    /// Results of read-only tools (`[cache]`).
+    cache: ResultCache,
+    /// Refuses a call repeated too many times in a row (`[loop_breaker]`).
+    loops: LoopBreaker,
 }
 
 impl Gate {
@@ -386,6 +400,7 @@ impl Gate {
         }
         let mut safety = tool.tool.safety(&params);
         audited.params = self.audit_text(&params, &safety.sensitive_params);
+        self.loops.stage(ctx, &spec.name, &params, trace)?;
         let redacted = redact_params(&params, &safety.sensitive_params);
         let decision = self.policy.decide(spec, &safety.touches, ctx)?;
         trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));
@@ -427,8 +442,9 @@ impl Gate {
             })
             .await?;
         trace.push(approval.to_owned());
+        let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
-        let out = execute::execute(&tool, ctx, caller_cancel, params, timeout)
+        let out = self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout))
             .await
             .map_err(|e| output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.detector))?;
         let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.detector)?;

@@ -37,6 +37,7 @@ pub mod bridge;
 pub mod config;
 #[doc(hidden)]
 pub mod conformance_client;
+pub mod extensions;
 mod gate;
 pub mod mcp;
 pub mod mcp_vault;

@@ -4,6 +4,7 @@
 //! - [`fs`]: files: `read`, `write`, `edit`, `multi_edit`, `apply_patch`, `grep`, `glob`, `ls`,
 //!   `lock_paths`, `unlock_paths`, all confined to the workspace by the kernel.
 //! - [`runtime`]: `exec`, `process`, `execute_code`, run in `toolgate-sandbox`.
+//! - [`custom`]: user-defined shell-template tools, analyzed and run like `exec`.
 //!
 //! Tools receive parameters the gate already validated against their schema; each still checks
 //! the meaning of its parameters and returns a [`toolgate_core::ToolError`] that says what was
@@ -12,5 +13,6 @@
 #![deny(missing_docs)]
 
 pub mod basic;
+pub mod custom;
 pub mod fs;
 pub mod runtime;

@@ -12,6 +12,7 @@ macro_rules! outln {
 mod approvals;
 mod audit;
 mod call;
+mod extensions;
 mod logging;
 mod mcp;
 mod policy;

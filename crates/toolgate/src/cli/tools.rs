@@ -21,9 +21,15 @@ pub(crate) struct Args {
     /// Output format: a table, toolgate's own JSON specs, or a provider's tool definitions.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Custom tools in the store: `add --file def.json`, `remove`, `custom`, `secret`.
+    #[command(subcommand)]
+    action: Option<super::extensions::Command>,
 }
 
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(action) = args.action {
+        return super::extensions::run(global, action);
+    }
     let gate = global.gate(false)?;
     // Bridged MCP servers (each one's first attempt, bounded): a server that does not come up
     // is logged and left out.

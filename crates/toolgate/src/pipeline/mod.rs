@@ -7,9 +7,11 @@
 
 pub(crate) mod approval;
 pub(crate) mod audit;
+pub mod cache;
 pub(crate) mod execute;
 pub(crate) mod hooks;
 pub(crate) mod limits;
+pub mod loop_breaker;
 pub(crate) mod output;
 pub(crate) mod policy;
 pub(crate) mod rate;

@@ -62,6 +62,9 @@ pub use config::{Interpreters, RuntimeConfig, SandboxConfig};
 pub use exec::ExecTool;
 pub use execute_code::ExecuteCodeTool;
 pub use process::ProcessTool;
+// Custom tools (`crate::custom`) analyze and launch their commands exactly like `exec`.
+pub(crate) use classify::ShellCheck;
+pub(crate) use exec::{DEADLINE_GRACE, Launch};
 pub use toolgate_sandbox::{
     Enforcement, Network, ResourceLimits, Sandbox, SandboxError, SandboxMode, SandboxPolicy, SandboxStatus,
     status as sandbox_status,
@@ -92,7 +95,7 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
-    fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+    pub(crate) fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
         config.validate()?;
         Ok(Runtime {
             sandboxes: sandboxes::Sandboxes::new(config.sandbox.clone()),

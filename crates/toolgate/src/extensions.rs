@@ -1,0 +1,158 @@
+//! Extensions the user adds without writing Rust: custom shell-template tools from
+//! `[[tools.custom]]` and from the store (`toolgate tools add --file def.json`), with their
+//! environment values in the encrypted secrets store. See `docs/extensions.md`.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use toolgate_core::Tool;
+use toolgate_policy::PolicyConfig;
+use toolgate_store::Store;
+use toolgate_tools::custom::{self, CustomToolDef, SecretSource};
+
+use crate::config::Config;
+
+/// The `[tools]` table: the tool policy (`docs/policy.md`) plus `[[tools.custom]]`, the
+/// custom tool definitions. It dereferences to the [`PolicyConfig`], so `config.tools.deny`
+/// reads as before.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolsConfig {
+    /// Which tools are visible and allowed.
+    pub policy: PolicyConfig,
+    /// `[[tools.custom]]`: user-defined shell-template tools (`docs/extensions.md`).
+    pub custom: Vec<CustomToolDef>,
+}
+
+impl Deref for ToolsConfig {
+    type Target = PolicyConfig;
+    fn deref(&self) -> &PolicyConfig {
+        &self.policy
+    }
+}
+
+impl DerefMut for ToolsConfig {
+    fn deref_mut(&mut self) -> &mut PolicyConfig {
+        &mut self.policy
+    }
+}
+
+impl Serialize for ToolsConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Flat<'a> {
+            #[serde(flatten)]
+            policy: &'a PolicyConfig,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            custom: &'a [CustomToolDef],
+        }
+        Flat { policy: &self.policy, custom: &self.custom }.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolsConfig {
+    /// `custom` is taken out first; the rest must be a valid policy, whose unknown keys are
+    /// still reported (`#[serde(flatten)]` would silently drop them).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = toml::Table::deserialize(d)?;
+        let custom = match table.remove("custom") {
+            None => Vec::new(),
+            Some(value) => Vec::<CustomToolDef>::deserialize(value)
+                .map_err(|e| D::Error::custom(format!("[[tools.custom]]: {e}")))?,
+        };
+        let policy = PolicyConfig::deserialize(toml::Value::Table(table))
+            .map_err(|e| D::Error::custom(format!("[tools]: {e}")))?;
+        Ok(ToolsConfig { policy, custom })
+    }
+}
+
+/// The prefix of custom tools' secrets in the store (MCP tokens use another).
+pub const SECRET_PREFIX: &str = "custom/";
+
+/// Custom tools' environment values, from the store's encrypted secrets.
+#[derive(Debug)]
+pub struct StoreSecrets(pub Arc<Store>);
+
+impl SecretSource for StoreSecrets {
+    fn secret(&self, name: &str) -> Result<Option<String>, String> {
+        let value = self.0.secret_get(&format!("{SECRET_PREFIX}{name}")).map_err(|e| e.to_string())?;
+        value.map(|v| String::from_utf8(v).map_err(|_| format!("the secret `{name}` is not UTF-8 text"))).transpose()
+    }
+}
+
+/// Why a custom tool could not be loaded or added.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtensionError {
+    /// A definition is invalid.
+    #[error(transparent)]
+    Custom(#[from] custom::CustomError),
+    /// A stored definition is not valid JSON for a definition.
+    #[error("the custom tool `{name}` {origin} is not a valid definition: {message}")]
+    Parse {
+        /// The tool.
+        name: String,
+        /// Where it came from.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two definitions have the same name.
+    #[error("two custom tools are named `{0}`; names must be unique across `[[tools.custom]]` and the store")]
+    Duplicate(String),
+    /// The state database failed.
+    #[error(transparent)]
+    Store(#[from] toolgate_store::StoreError),
+}
+
+/// Every enabled custom definition for this configuration's agent: `[[tools.custom]]` first,
+/// then the store's. A stored definition that no longer validates is skipped with a warning
+/// (the file wins over the store on a name clash is refused instead: both are the user's).
+pub fn custom_defs(config: &Config, store: Option<&Store>) -> Result<Vec<CustomToolDef>, ExtensionError> {
+    let mut defs: Vec<CustomToolDef> = config.tools.custom.clone();
+    if let Some(store) = store {
+        for stored in store.custom_tools()? {
+            match serde_json::from_str::<CustomToolDef>(&stored.definition) {
+                Ok(def) => defs.push(def),
+                Err(e) => tracing::warn!("skipping the stored custom tool `{}`: {e}", stored.name),
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for def in &defs {
+        if !seen.insert(def.name.as_str()) {
+            return Err(ExtensionError::Duplicate(def.name.clone()));
+        }
+    }
+    let agent = &config.identity.agent;
+    defs.retain(|d| d.enabled && d.agent.as_ref().is_none_or(|a| a == agent));
+    Ok(defs)
+}
+
+/// The custom tools to register in a gate.
+pub(crate) fn custom_tools(config: &Config, store: Option<&Arc<Store>>) -> Result<Vec<Arc<dyn Tool>>, ExtensionError> {
+    let defs = custom_defs(config, store.map(|s| s.as_ref()))?;
+    let secrets: Arc<dyn SecretSource> = match store {
+        Some(s) => Arc::new(StoreSecrets(Arc::clone(s))),
+        None => Arc::new(custom::NoSecrets),
+    };
+    Ok(custom::tools(defs, config.runtime.clone(), secrets)?)
+}
+
+/// Parses and validates a definition (JSON text) and stores it; returns it.
+pub fn add_custom_tool(store: &Store, json: &str) -> Result<CustomToolDef, ExtensionError> {
+    let def: CustomToolDef = serde_json::from_str(json).map_err(|e| ExtensionError::Parse {
+        name: String::new(),
+        origin: "in the file".into(),
+        message: e.to_string(),
+    })?;
+    def.validate()?;
+    let text = serde_json::to_string(&def).map_err(|e| ExtensionError::Parse {
+        name: def.name.clone(),
+        origin: "being stored".into(),
+        message: e.to_string(),
+    })?;
+    store.custom_tool_put(&def.name, &text)?;
+    Ok(def)
+}
