@@ -33,11 +33,110 @@ fn is_value_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"_-+/=.~!@#$%^*?|".contains(&b)
 }
 
-/// Name fragments that make a `key`/`token`/`secret` name something other than a credential.
-const NAME_DENY: &[&str] = &[
+/// Words of a name (split at `_`, `-`, `.`, and camelCase humps) that make a
+/// `key`/`token`/`secret` name something other than a credential: `token_type`, `apiKeyName`,
+/// `SECRET_PATH`. Whole words, so that `ACCOUNT_KEY` (count), `ALGOLIA_API_KEY` (algo) and
+/// `SECURITY_TOKEN` (uri) stay credentials.
+const NAME_DENY_WORDS: &[&str] = &[
     "public",
+    "pub",
+    "id",
+    "ids",
+    "cache",
+    "foreign",
+    "sort",
+    "partition",
+    "path",
+    "paths",
+    "file",
+    "files",
+    "filename",
+    "dir",
+    "name",
+    "names",
+    "type",
+    "types",
+    "size",
+    "len",
+    "length",
+    "count",
+    "format",
+    "kind",
+    "prefix",
+    "suffix",
+    "header",
+    "headers",
+    "field",
+    "fields",
+    "param",
+    "params",
+    "url",
+    "urls",
+    "uri",
+    "endpoint",
+    "limit",
+    "ref",
+    "refs",
+    "version",
+    "algorithm",
+    "algo",
+    "alg",
+    "hash",
+    "index",
+    "digest",
+    "env",
+    "var",
+    "vars",
+    "mode",
+    "policy",
+    "ttl",
+    "label",
+    "at",
+    "page",
+    "next",
+    "max",
+    "min",
+    "num",
+    "fn",
+    "func",
+    "column",
+    "tokens",
+    "keys",
+    "expires",
+    "expiry",
+    "expiration",
+    "expire",
+    "expired",
+    "event",
+    "events",
+    "usage",
+    "lifetime",
+    "timeout",
+    "regex",
+    "pattern",
+    "location",
+    "loc",
+    "position",
+    "pos",
+    "attr",
+    "attribute",
+    "store",
+    "ring",
+    "chain",
+    "code",
+    "map",
+    "set",
+    "up",
+    "down",
+    "press",
+    "frame",
+    "space",
+];
+
+/// Lower-cased substrings of a name that make it a non-credential even inside one word
+/// (`keyboard`, `monkey`, `tokenizer`, `idempotency_key`).
+const NAME_DENY: &[&str] = &[
     "pubkey",
-    "pub_key",
     "keyboard",
     "keyword",
     "keyspace",
@@ -51,77 +150,67 @@ const NAME_DENY: &[&str] = &[
     "keyring",
     "keystore",
     "keyframe",
+    "keyname",
+    "keypath",
+    "keyfile",
+    "keysize",
+    "keylen",
+    "keytype",
     "monkey",
     "turkey",
     "hotkey",
     "donkey",
-    "_id",
-    "-id",
-    ".id",
     "keyid",
     "tokenid",
-    "cache",
-    "primary",
-    "foreign",
-    "sort_key",
-    "sortkey",
-    "partition",
-    "idempot",
-    "path",
-    "file",
-    "name",
-    "type",
-    "size",
-    "len",
-    "count",
-    "format",
-    "kind",
-    "prefix",
-    "suffix",
-    "header",
-    "field",
-    "param",
-    "url",
-    "uri",
-    "endpoint",
     "tokenizer",
     "tokenize",
-    "tokens",
-    "token_type",
-    "max_token",
-    "num_token",
-    "page_token",
+    "tokentype",
+    "tokenname",
+    "maxtoken",
+    "numtoken",
     "pagetoken",
-    "next_token",
     "nexttoken",
     "continuation",
-    "cursor",
-    "limit",
+    "sortkey",
+    "idempot",
     "secretref",
-    "secret_ref",
     "secretname",
-    "keys",
-    "key_fn",
     "keyfn",
-    "key_func",
-    "keyer",
+    "keyfunc",
     "keyed",
-    "hash",
-    "index",
-    "digest",
-    "version",
-    "algorithm",
-    "algo",
-    "env",
-    "var",
-    "mode",
-    "policy",
-    "expir",
-    "ttl",
-    "length",
-    "_at",
-    "label",
+    "keyer",
 ];
+
+/// The words of a name, lower-cased: `apiKeyName` and `API_KEY_NAME` give `api`, `key`, `name`.
+fn name_words(name: &[u8]) -> Vec<Vec<u8>> {
+    let mut words: Vec<Vec<u8>> = Vec::new();
+    let mut cur: Vec<u8> = Vec::new();
+    for (i, &b) in name.iter().enumerate() {
+        if !b.is_ascii_alphanumeric() {
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        let prev = i.checked_sub(1).map(|j| name[j]);
+        let next = name.get(i + 1).copied();
+        // A hump: `aB`, or the last capital of a run followed by a lower-case letter (`APIKey`).
+        let hump = b.is_ascii_uppercase()
+            && prev.is_some_and(|p| {
+                p.is_ascii_lowercase()
+                    || p.is_ascii_digit()
+                    || (p.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase()))
+            });
+        if hump && !cur.is_empty() {
+            words.push(std::mem::take(&mut cur));
+        }
+        cur.push(b.to_ascii_lowercase());
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
 
 /// Values (lower-cased substrings) that are placeholders, not credentials.
 const VALUE_DENY: &[&str] = &[
@@ -158,6 +247,7 @@ const VALUE_DENY: &[&str] = &[
     "12345678",
     "abcdef",
     "qwerty",
+    "foo",
     "localhost",
     "process.env",
     "os.environ",
@@ -272,7 +362,13 @@ pub(crate) fn assignment(bytes: &[u8], kw_start: usize, kw_end: usize) -> Option
         _ => None,
     };
     let value_start = i;
-    while i < bytes.len() && i - value_start <= MAX_VALUE && is_value_byte(bytes[i]) {
+    // Inside quotes a value may hold any visible character but the quote and `\\` (Django's
+    // generated keys have `(`, `&`, `)`); unquoted, it ends at the first character of syntax.
+    let in_value = |b: u8| match quote {
+        Some(q) => is_value_byte(b) || (b.is_ascii_graphic() && b != q && b != b'\\'),
+        None => is_value_byte(b),
+    };
+    while i < bytes.len() && i - value_start <= MAX_VALUE && in_value(bytes[i]) {
         i += 1;
     }
     let value_end = i;
@@ -285,6 +381,15 @@ pub(crate) fn assignment(bytes: &[u8], kw_start: usize, kw_end: usize) -> Option
         (Some(q), Some(&b)) if b == q => {}
         (Some(_), _) => return None,
         (None, None) => {}
+        // An unquoted identifier followed by code punctuation is a reference in code
+        // (`X => kSecKeyAlgorithmECDH,`), not a literal: literals in code are quoted.
+        (None, Some(b))
+            if b",;)".contains(b)
+                && bytes[value_start].is_ascii_alphabetic()
+                && bytes[value_start..value_end].iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_') =>
+        {
+            return None;
+        }
         (None, Some(b)) if b.is_ascii_whitespace() || b",;)}]&".contains(b) => {}
         (None, Some(_)) => return None,
     }
@@ -298,6 +403,9 @@ pub(crate) fn assignment(bytes: &[u8], kw_start: usize, kw_end: usize) -> Option
     let name = &bytes[name_start..name_end];
     let class = classify(name)?;
     let value = &bytes[value_start..value_end];
+    if is_bare_key_with_hex(name, value) {
+        return None;
+    }
     if class != Class::Password && len < MIN_KEY_VALUE {
         return None;
     }
@@ -317,7 +425,11 @@ fn is_identifier(value: &[u8]) -> bool {
     let digits = value.iter().filter(|b| b.is_ascii_digit()).count();
     let upper = value.iter().any(u8::is_ascii_uppercase);
     let lower = value.iter().any(u8::is_ascii_lowercase);
-    value[0] == b'_' || (underscores >= 1 && !(upper && lower) && digits * 4 < value.len())
+    // `TLS13_CHACHA20_POLY1305_SHA256`: several upper-case segments, each starting with a letter.
+    let constant = underscores >= 2
+        && !lower
+        && value.split(|b| *b == b'_').all(|seg| seg.first().is_some_and(u8::is_ascii_alphabetic));
+    value[0] == b'_' || constant || (underscores >= 1 && !(upper && lower) && digits * 4 < value.len())
 }
 
 /// `module.Type`, `obj.attr`, `win32api.RegOpenKeyEx`: a path of identifiers.
@@ -416,24 +528,45 @@ fn skip_blanks(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The class of a name: a password wherever `passw`, `pwd` or `passphrase` occurs in it;
+/// otherwise a secret, token or key only when a word of the name *ends* with that keyword
+/// (`client_secret`, `GITHUB_TOKEN_2`, `apikey`: yes; `keydefs.py`, `tokenizer`, `keyboard`: no)
+/// and no word says it is something else (`token_type`, `secret_path`).
 fn classify(name: &[u8]) -> Option<Class> {
     let lower = name.to_ascii_lowercase();
     let has = |s: &str| contains_ci(&lower, s.as_bytes());
-    let class = if has("passw") || has("pwd") || has("passphrase") {
-        Class::Password
-    } else if has("secret") {
-        Class::Secret
-    } else if has("token") {
-        Class::Token
-    } else if has("key") {
-        Class::ApiKey
-    } else {
-        return None;
-    };
-    if class != Class::Password && NAME_DENY.iter().any(|d| has(d)) {
+    if has("passw") || has("pwd") || has("passphrase") {
+        return Some(Class::Password);
+    }
+    if NAME_DENY.iter().any(|d| has(d)) {
         return None;
     }
-    Some(class)
+    let words = name_words(name);
+    if words.iter().any(|w| NAME_DENY_WORDS.contains(&std::str::from_utf8(w).unwrap_or(""))) {
+        return None;
+    }
+    let ends = |k: &str| {
+        words.iter().any(|w| {
+            let digits = w.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+            w[..w.len() - digits].ends_with(k.as_bytes())
+        })
+    };
+    if ends("secret") {
+        Some(Class::Secret)
+    } else if ends("token") {
+        Some(Class::Token)
+    } else if ends("key") {
+        Some(Class::ApiKey)
+    } else {
+        None
+    }
+}
+
+/// A name that is only the word `key` (`Key = ...`, `let key = "..."`): with a hex value it is
+/// cryptographic material in test vectors and examples, or a digest; API keys carry a longer
+/// name (`api_key`, `x-api-key`) or a provider rule of their own.
+fn is_bare_key_with_hex(name: &[u8], value: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"key") && value.iter().all(u8::is_ascii_hexdigit)
 }
 
 fn credential_like(value: &[u8], class: Class) -> bool {
@@ -495,6 +628,19 @@ mod tests {
         );
         assert_eq!(find("db_password: hU7#kq2Lm9"), Some(("hU7#kq2Lm9", Class::Password)));
         assert_eq!(find("token := \"aB3dE5fG7hJ9kL1m\""), Some(("aB3dE5fG7hJ9kL1m", Class::Token)));
+        // Names the issue listed, and names a substring deny list used to drop (`account`
+        // has `count`, `algolia` has `algo`, `security` has `uri`).
+        for (line, class) in [
+            ("STORAGE_ACCOUNT_KEY=Zq8vR2mX9tLw4KpB7nYc", Class::ApiKey),
+            ("ALGOLIA_API_KEY=Zq8vR2mX9tLw4KpB7nYc", Class::ApiKey),
+            ("AWS_SECURITY_TOKEN=Zq8vR2mX9tLw4KpB7nYc", Class::Token),
+            ("GITHUB_TOKEN_2=Zq8vR2mX9tLw4KpB7nYc", Class::Token),
+            ("DJANGO_SECRET_KEY='k3(x&z9)!q#m2^v@w8*p+y'", Class::Secret),
+            ("apiKey: \"Zq8vR2mX9tLw4KpB7nYc\"", Class::ApiKey),
+            ("MYSQL_ROOT_PASSWORD=hU7kq2Lm9x", Class::Password),
+        ] {
+            assert_eq!(find(line).map(|(_, c)| c), Some(class), "{line}");
+        }
         for miss in [
             "let key = HashMap::new();",
             "password: String,",
@@ -513,6 +659,11 @@ mod tests {
             "def sign(self, private_key: ed25519.Ed25519PrivateKey, f_priv: _FragList):",
             "toolskey = \"VS%0.f0COMNTOOLS\" % version",
             "#password_encryption = scram-sha-256",
+            "* keydefs.py: py-cvs-2001_07_13 (Rev 1.3) merge",
+            "Key = 2d773be37adb1e4d683bf0075e79c4ee037918535a7f99ccb7040fb5f5f43aea",
+            "ECDHKeyExchangeCofactorX963SHA1 => kSecKeyAlgorithmECDHKeyExchangeCofactorX963SHA1,",
+            "let traffic_secret_expander = TLS13_CHACHA20_POLY1305_SHA256_INTERNAL",
+            r#""password": "foo(b%5Dc","#,
         ] {
             assert_eq!(find(miss), None, "{miss}");
         }

@@ -44,6 +44,7 @@ mod engine;
 mod generic;
 pub(crate) mod multi;
 mod rules;
+mod vendors;
 
 use std::ops::Range;
 

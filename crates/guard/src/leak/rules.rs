@@ -176,6 +176,15 @@ fn decode_base64(s: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Base64 of a JSON Web Token: decodes to `eyJ<header>.eyJ<payload>.`.
+fn is_base64_jwt(b64: &[u8]) -> bool {
+    decode_base64(b64).is_some_and(|raw| {
+        let mut parts = raw.split(|&b| b == b'.');
+        let ok = |p: Option<&[u8]>| p.is_some_and(|p| p.starts_with(b"eyJ") && p.len() >= 10);
+        ok(parts.next()) && ok(parts.next())
+    })
+}
+
 /// A URL password worth reporting: not a default, and letters mixed with digits.
 fn is_strong_url_password(pw: &[u8]) -> bool {
     is_real_password(pw) && pw.iter().any(u8::is_ascii_digit) && pw.iter().any(u8::is_ascii_alphabetic)
@@ -245,7 +254,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "PEM private key (PKCS#1, PKCS#8, SEC1, DSA, encrypted), raw or JSON-escaped",
             Critical,
             &["PRIVATE KEY-----"],
-            r"-----BEGIN (?:(?:RSA|EC|DSA|ENCRYPTED) )?PRIVATE KEY-----(?:[A-Za-z0-9+/=\s\\:,.-]{64,}?-----END (?:(?:RSA|EC|DSA|ENCRYPTED) )?PRIVATE KEY-----|[A-Za-z0-9+/=\r\n\\]{64,})",
+            r"-----BEGIN (?:(?:RSA|EC|DSA|ENCRYPTED|ED25519|ED448|X25519|X448|DH|ANY|SSH2(?: ENCRYPTED)?) )?PRIVATE KEY-----(?:[A-Za-z0-9+/=\s\\:,.-]{64,}?-----END (?:(?:RSA|EC|DSA|ENCRYPTED|ED25519|ED448|X25519|X448|DH|ANY|SSH2(?: ENCRYPTED)?) )?PRIVATE KEY-----|[A-Za-z0-9+/=\r\n\\]{64,})",
             40,
             20_000,
         )
@@ -291,8 +300,8 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "aws-access-key-id",
             "AWS access key id (long-term AKIA, temporary ASIA, ...)",
             High,
-            &["AKIA", "ASIA", "ABIA", "ACCA"],
-            r"\b((?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b",
+            &["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
+            r"\b((?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}|A3T[A-Z0-9][A-Z2-7]{16})\b",
             24,
         ),
         named(
@@ -344,7 +353,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "Google OAuth refresh token",
             High,
             &["1//0"],
-            r"(?:^|[^0-9A-Za-z_/-])(1//0[0-9A-Za-z_-]{40,400})%END",
+            r"(?:^|[^0-9A-Za-z_/-])(1//0[0-9A-Za-z_-]{40,400})(?:[^0-9A-Za-z_/-]|$)",
             420,
         )
         .before(1),
@@ -471,10 +480,10 @@ pub(crate) fn builtin() -> Vec<Rule> {
         token("postman-api-key", "Postman API key", Medium, &["PMAK-"], r"\b(PMAK-[a-f0-9]{24}-[a-f0-9]{34})\b", 70),
         token(
             "grafana-token",
-            "Grafana Cloud API token or service account token",
+            "Grafana Cloud API token, service account token or legacy API key",
             High,
-            &["glc_", "glsa_"],
-            r"\b(glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})(?:[^A-Za-z0-9+/=_]|$)",
+            &["glc_", "glsa_", "eyJrIjoi"],
+            r"\b(glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|eyJrIjoi[A-Za-z0-9]{70,400}={0,2})(?:[^A-Za-z0-9+/=_]|$)",
             420,
         ),
         token("newrelic-user-key", "New Relic user API key", High, &["NRAK-"], r"\b(NRAK-[A-Z0-9]{27})\b", 40),
@@ -557,15 +566,15 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "GitLab runner authentication or registration token",
             High,
             &["glrt-", "GR1348941"],
-            r"\b(glrt-[A-Za-z0-9_-]{20,64}|GR1348941[A-Za-z0-9_-]{20,40})%END",
+            r"\b(glrt-[A-Za-z0-9_-]{20,300}(?:\.[0-9a-z]{2}\.?[0-9a-z]{7})?|GR1348941[A-Za-z0-9_-]{20,40})%END",
             80,
         ),
         token(
             "gitlab-other-token",
-            "GitLab pipeline trigger, deploy, feed, OAuth or agent token",
+            "GitLab pipeline trigger, deploy, feed, OAuth, agent, CI job, incoming mail, SCIM or feature-flag token",
             High,
-            &["glptt-", "gldt-", "glft-", "glsoat-", "glimt-", "glagent-", "gloas-", "glcbt-"],
-            r"\b(gl(?:ptt|dt|ft|soat|imt|agent|oas|cbt)-[A-Za-z0-9_-]{20,64})%END",
+            &["glptt-", "gldt-", "glft-", "glsoat-", "glimt-", "glagent-", "gloas-", "glcbt-", "glffct-"],
+            r"\b(gl(?:ptt|dt|ft|soat|imt|agent|oas|cbt|ffct)-[A-Za-z0-9_-]{20,64})%END",
             80,
         ),
         token(
@@ -621,8 +630,8 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "stripe-secret-key",
             "Stripe secret or restricted key (live or test)",
             Critical,
-            &["sk_live_", "sk_test_", "rk_live_", "rk_test_"],
-            r"\b((?:sk|rk)_(?:live|test)_[A-Za-z0-9]{24,247})\b",
+            &["sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_"],
+            r"\b((?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{24,247})\b",
             260,
         ),
         token("stripe-webhook-secret", "Stripe webhook signing secret", High, &["whsec_"], r"\b(whsec_[A-Za-z0-9+/=]{32,88})(?:[^A-Za-z0-9+/=]|$)", 100),
@@ -660,7 +669,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "Slack bot, user, app, refresh or configuration token",
             High,
             &["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-", "xoxe-", "xoxe.xox"],
-            r"\b(xox[abeoprs]-(?:\d+-)+[0-9A-Za-z]{24,64}|xoxe\.xox[bp]-1-[A-Za-z0-9-]{100,300})\b",
+            r"\b(xox[abeoprs]-(?:\d+-)*[0-9A-Za-z]{8,200}(?:-[0-9A-Za-z]{8,200})?|xoxe\.xox[bp]-1-[A-Za-z0-9-]{100,300})\b",
             320,
         ),
         token("slack-app-token", "Slack app-level token", High, &["xapp-"], r"\b(xapp-\d-[A-Z0-9]{9,12}-\d{10,14}-[a-f0-9]{64})\b", 110),
@@ -673,15 +682,9 @@ pub(crate) fn builtin() -> Vec<Rule> {
             0,
             160,
         ),
-        named(
-            "twilio-api-key",
-            "Twilio API key SID near the word twilio",
-            High,
-            &["twilio"],
-            r"(?i)twilio.{0,40}?\b(SK[0-9a-f]{32})\b",
-            0,
-            90,
-        ),
+        token("twilio-api-key", "Twilio API key SID", High, &["SK"], r"\b(SK[0-9a-f]{32})\b", 36)
+            .entropy(3.0)
+            .precheck(|b, end| b.len() >= end + 32 && b[end..end + 32].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))),
         named(
             "twilio-auth-token",
             "Twilio auth token or API secret after its name",
@@ -741,11 +744,11 @@ pub(crate) fn builtin() -> Vec<Rule> {
         .before(11),
         token(
             "facebook-access-token",
-            "Facebook (Meta) user access token",
+            "Facebook (Meta) user or page access token",
             High,
-            &["EAACEdEose0cBA"],
-            r"\b(EAACEdEose0cBA[0-9A-Za-z]{20,300})\b",
-            320,
+            &["EAACEdEose0cBA", "EAAM", "EAAC"],
+            r"\b(EAACEdEose0cBA[0-9A-Za-z]{20,300}|EAA[MC][0-9A-Za-z]{100,400})\b",
+            420,
         ),
         // --- Package registries and developer tools -----------------------------------------
         token("npm-access-token", "npm access token", High, &["npm_"], r"\b(npm_[A-Za-z0-9]{36})\b", 40),
@@ -825,6 +828,220 @@ pub(crate) fn builtin() -> Vec<Rule> {
             0,
             90,
         ),
+        // --- More providers with distinctive prefixes ----------------------------------------
+        token(
+            "onepassword-secret-key",
+            "1Password account secret key (A3-...)",
+            Critical,
+            &["A3-"],
+            r"\b(A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5})\b",
+            50,
+        )
+        .entropy(3.0),
+        token("adobe-client-secret", "Adobe OAuth client secret", High, &["p8e-"], r"\b(p8e-[A-Za-z0-9]{32})%END", 40),
+        token(
+            "airtable-pat",
+            "Airtable personal access token",
+            High,
+            &["pat"],
+            r"\b(pat[A-Za-z0-9]{14}\.[a-f0-9]{64})\b",
+            90,
+        )
+        .precheck(|b, end| b.get(end + 14) == Some(&b'.')),
+        named(
+            "authress-access-key",
+            "Authress service client access key",
+            High,
+            &[".acc_", ".acc-"],
+            r"\b((?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120})(?:[^A-Za-z0-9+/_=-]|$)",
+            50,
+            170,
+        ),
+        token(
+            "aws-bedrock-api-key",
+            "Amazon Bedrock API key (long-term ABSK, short-term bedrock-api-key-)",
+            Critical,
+            &["ABSK", "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t"],
+            r"\b(ABSK[A-Za-z0-9+/]{109,269}={0,2}|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/=%_-]{20,4000})(?:[^A-Za-z0-9+/=%_-]|$)",
+            4_100,
+        )
+        .entropy(3.0),
+        token("clickhouse-cloud-key", "ClickHouse Cloud API secret key", High, &["4b1d"], r"\b(4b1d[A-Za-z0-9]{38})\b", 44)
+            .entropy(3.0),
+        token(
+            "cloudflare-origin-ca-key",
+            "Cloudflare Origin CA key",
+            High,
+            &["v1.0-"],
+            r"\b(v1\.0-[a-f0-9]{24}-[a-f0-9]{146})%END",
+            180,
+        ),
+        token(
+            "defined-networking-token",
+            "Defined Networking (Nebula) API token",
+            High,
+            &["dnkey-"],
+            r"\b(dnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52})(?:[^A-Za-z0-9=_-]|$)",
+            90,
+        ),
+        token(
+            "flutterwave-encryption-key",
+            "Flutterwave encryption key",
+            High,
+            &["FLWSECK_TEST", "FLWSECK"],
+            r"\b(FLWSECK(?:_TEST)?-?[a-f0-9]{12})\b",
+            30,
+        ),
+        token("frameio-api-token", "Frame.io API token", High, &["fio-u-"], r"\b(fio-u-[A-Za-z0-9_=-]{64})(?:[^A-Za-z0-9_=-]|$)", 72),
+        named(
+            "gitlab-session-cookie",
+            "GitLab session cookie",
+            High,
+            &["_gitlab_session="],
+            r"_gitlab_session=([0-9a-z]{32})\b",
+            0,
+            52,
+        ),
+        token(
+            "harness-api-key",
+            "Harness personal or service account token",
+            High,
+            &["pat.", "sat."],
+            r"\b((?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20})\b",
+            76,
+        )
+        .precheck(|b, end| b.get(end + 22) == Some(&b'.')),
+        token(
+            "hubspot-private-app-token",
+            "HubSpot private app access token",
+            High,
+            &["pat-na", "pat-eu"],
+            r"\b(pat-(?:na|eu)\d-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b",
+            50,
+        ),
+        token("infracost-api-token", "Infracost API token", High, &["ico-"], r"\b(ico-[A-Za-z0-9]{32})\b", 40).entropy(3.0),
+        token(
+            "intra42-client-secret",
+            "42 intranet (Intra) client secret",
+            High,
+            &["s-s4t2ud-", "s-s4t2af-"],
+            r"\b(s-s4t2(?:ud|af)-[a-f0-9]{64})\b",
+            76,
+        ),
+        token(
+            "jwt-base64",
+            "A JSON Web Token encoded once more in base64",
+            High,
+            &["ZXlK"],
+            r"\b(ZXlK[A-Za-z0-9+/_-]{60,8000}={0,2})(?:[^A-Za-z0-9+/_=-]|$)",
+            8_100,
+        )
+        .validate(is_base64_jwt),
+        named(
+            "lob-api-key",
+            "Lob live or test secret API key after the name lob",
+            High,
+            &["live_", "test_"],
+            r#"(?i)(?:^|[^A-Za-z])lob[A-Za-z0-9_.-]{0,24}?["']?[ \t]*(?:=>|:=|=|:)[ \t]*["']?(?-i:((?:live|test)_[a-f0-9]{35}))(?:[^A-Za-z0-9_-]|$)"#,
+            40,
+            48,
+        )
+        .precheck(|b, end| b.len() >= end + 35 && b[end..end + 35].iter().all(u8::is_ascii_hexdigit)),
+        token(
+            "maxmind-license-key",
+            "MaxMind license key",
+            High,
+            &["_mmk"],
+            r"\b([A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk)\b",
+            8,
+        )
+        .before(36)
+        .entropy(3.0),
+        token("netlify-pat", "Netlify personal access token (nfp_)", High, &["nfp_"], r"\b(nfp_[A-Za-z0-9]{36})\b", 44),
+        token("newrelic-insert-key", "New Relic insert key", High, &["NRII-"], r"\b(NRII-[A-Za-z0-9_-]{32})%END", 40),
+        named(
+            "nuget-config-password",
+            "Password in a NuGet.config <packageSourceCredentials> entry",
+            High,
+            &["key=\"password\"", "key=\"cleartextpassword\""],
+            r#"(?i)<add\s+key="(?:ClearText)?Password"\s+value="([^"]{8,200})""#,
+            24,
+            240,
+        )
+        .validate(is_real_password),
+        token("octopus-deploy-api-key", "Octopus Deploy API key", High, &["API-"], r"\b(API-[A-Z0-9]{26})\b", 32).entropy(3.0),
+        token(
+            "openshift-user-token",
+            "OpenShift user token (sha256~)",
+            High,
+            &["sha256~"],
+            r"\b(sha256~[A-Za-z0-9_-]{43})%END",
+            52,
+        ),
+        token(
+            "plaid-access-token",
+            "Plaid access token",
+            High,
+            &["access-sandbox-", "access-development-", "access-production-"],
+            r"\b(access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b",
+            60,
+        ),
+        token("scalingo-api-token", "Scalingo API token", High, &["tk-us-"], r"\b(tk-us-[A-Za-z0-9_-]{48})%END", 56),
+        token(
+            "brevo-api-key",
+            "Brevo (Sendinblue) API or SMTP key",
+            High,
+            &["xkeysib-", "xsmtpsib-"],
+            r"\b(x(?:keysib|smtpsib)-[a-f0-9]{64}-[A-Za-z0-9]{16})\b",
+            92,
+        ),
+        token(
+            "settlemint-token",
+            "SettleMint application, personal or service access token",
+            High,
+            &["sm_aat_", "sm_pat_", "sm_sat_"],
+            r"\b(sm_(?:aat|pat|sat)_[A-Za-z0-9]{16})\b",
+            24,
+        )
+        .entropy(3.0),
+        named(
+            "sidekiq-secret",
+            "Sidekiq Pro/Enterprise credentials (BUNDLE_..._CONTRIBSYS__COM or in the gem source URL)",
+            High,
+            &["contribsys"],
+            r#"(?i)(?:bundle_(?:enterprise|gems)__contribsys__com["']?[ \t]*(?:=|:)[ \t]*["']?([a-f0-9]{8}:[a-f0-9]{8})\b|https?://([a-f0-9]{8}:[a-f0-9]{8})@(?:gems|enterprise)\.contribsys\.com)"#,
+            40,
+            80,
+        ),
+        token(
+            "sonarqube-token",
+            "SonarQube / SonarCloud user, project or global analysis token",
+            High,
+            &["squ_", "sqp_", "sqa_"],
+            r"\b(sq[upa]_[a-f0-9]{40})\b",
+            48,
+        ),
+        token(
+            "sourcegraph-token",
+            "Sourcegraph access token (sgp_)",
+            High,
+            &["sgp_"],
+            r"\b(sgp_(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40})\b",
+            70,
+        ),
+        token("typeform-token", "Typeform personal access token", High, &["tfp_"], r"\b(tfp_[A-Za-z0-9_.=-]{59})(?:[^A-Za-z0-9_.=-]|$)", 66),
+        named(
+            "curl-user-password",
+            "Password in a curl -u / --user option",
+            Medium,
+            &["curl"],
+            r#"\bcurl\b[^\n]{0,300}?[ \t](?:-u|--user)(?:[ \t]+|=)?["']?[^\s:"']{1,64}:([^\s"']{4,128})"#,
+            0,
+            500,
+        )
+        .validate(is_real_password)
+        .entropy(2.5)
+        .generic(),
         // --- Tokens and URLs with embedded credentials ---------------------------------------
         token(
             "jwt",
@@ -905,9 +1122,11 @@ pub(crate) fn builtin() -> Vec<Rule> {
             400,
         )
         .validate(is_real_password)
+        .entropy(2.5)
         .generic(),
     ];
     rules.extend(specs.into_iter().map(Spec::build));
+    rules.extend(super::vendors::rules());
     rules.extend([
         assignment(
             "generic-password",
