@@ -5,6 +5,8 @@ use crate::have;
 
 #[path = "peers.rs"]
 mod peers;
+#[path = "wasm_peers.rs"]
+mod wasm_peers;
 
 /// Debian packages the benchmarks compare against: (command, package).
 const DEBIAN: &[(&str, &str)] = &[("rg", "ripgrep"), ("bwrap", "bubblewrap")];
@@ -17,6 +19,9 @@ pub(crate) fn install() -> anyhow::Result<()> {
         } else {
             eprintln!("xtask: cannot install {missing:?} (no apt-get); tests that need them will say so");
         }
+    }
+    if let Err(e) = wasm_peers::install() {
+        eprintln!("xtask: {e:#}; the WASM component tests will fail until this works");
     }
     if let Err(e) = peers::install() {
         eprintln!("xtask: {e:#}; the MCP peer tests will fail until this works");

@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("toolgate-sandbox", &["toolgate-core", "toolgate-guard"]),
     ("toolgate-tools", &["toolgate-core", "toolgate-guard", "toolgate-sandbox", "toolgate-store", "toolgate-policy"]),
     ("toolgate-mcp", &["toolgate-core", "toolgate-guard"]),
+    ("toolgate-wasm", &["toolgate-core", "toolgate-guard", "toolgate-store"]),
     (
         "toolgate",
         &[
@@ -29,6 +30,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "toolgate-sandbox",
             "toolgate-tools",
             "toolgate-mcp",
+            "toolgate-wasm",
         ],
     ),
     ("xtask", &[]),

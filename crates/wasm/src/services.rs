@@ -1,0 +1,98 @@
+//! What the host lends a guest, as traits the embedding (the `toolgate` crate) implements:
+//! calling tools through the gate, asking the secret store, reading confined workspace files,
+//! and fetching over HTTP. A missing service makes its import answer with an error.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolgate_core::{CallContext, ToolError, ToolOutput};
+
+use crate::capabilities::HttpCapability;
+
+/// Calls a tool through the gate's whole pipeline (policy, approval, limits, output).
+#[async_trait::async_trait]
+pub trait ToolInvoker: Send + Sync + 'static {
+    /// Calls `tool` with `params` for the caller in `ctx`.
+    async fn invoke(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<ToolOutput, ToolError>;
+}
+
+/// Answers whether a secret exists; never returns its value.
+pub trait SecretLookup: Send + Sync + 'static {
+    /// Whether a secret named `name` is stored.
+    fn exists(&self, name: &str) -> bool;
+}
+
+impl SecretLookup for toolgate_store::Store {
+    fn exists(&self, name: &str) -> bool {
+        if name.starts_with(crate::MANIFEST_PREFIX) {
+            return false;
+        }
+        self.secret_keys(name).is_ok_and(|keys| keys.iter().any(|k| k == name))
+    }
+}
+
+/// Reads a workspace file confined like the file tools (the kernel resolves the path beneath
+/// the workspace, denied paths are invisible).
+#[async_trait::async_trait]
+pub trait WorkspaceReader: Send + Sync + 'static {
+    /// The bytes of `rel` (workspace-relative, already normalized) under `workspace`, at most
+    /// `max` bytes, or a message for the guest.
+    async fn read(&self, workspace: &Path, rel: &str, max: usize) -> Result<Vec<u8>, String>;
+}
+
+/// An HTTP request from a guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The absolute URL.
+    pub url: String,
+    /// Headers (the host drops `authorization`, `cookie` and hop-by-hop headers).
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Option<Vec<u8>>,
+}
+
+/// An HTTP response for a guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResponse {
+    /// Status code.
+    pub status: u16,
+    /// Headers.
+    pub headers: Vec<(String, String)>,
+    /// Body (bounded by the client).
+    pub body: Vec<u8>,
+}
+
+/// Sends a guest's request after checking it against the tool's allowlist, adding credentials
+/// on the host side and scanning the response for leaks.
+#[async_trait::async_trait]
+pub trait HttpClient: Send + Sync + 'static {
+    /// Sends `req` if `cap` allows it, or says why not.
+    async fn send(&self, cap: &HttpCapability, req: HttpRequest) -> Result<HttpResponse, String>;
+}
+
+/// The services a runtime lends its guests. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Services {
+    /// `tools.invoke`.
+    pub invoker: Option<Arc<dyn ToolInvoker>>,
+    /// `secrets.exists`.
+    pub secrets: Option<Arc<dyn SecretLookup>>,
+    /// `workspace.read`.
+    pub workspace: Option<Arc<dyn WorkspaceReader>>,
+    /// `http.send`.
+    pub http: Option<Arc<dyn HttpClient>>,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("invoker", &self.invoker.is_some())
+            .field("secrets", &self.secrets.is_some())
+            .field("workspace", &self.workspace.is_some())
+            .field("http", &self.http.is_some())
+            .finish()
+    }
+}
