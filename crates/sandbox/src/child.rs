@@ -42,6 +42,7 @@ pub(crate) const STEPS: &[&str] = &[
     "loading the seccomp filter",
     "forking the command inside the PID namespace",
     "hiding a directory behind an empty tmpfs",
+    "asking to be killed when toolgate dies (PR_SET_PDEATHSIG)",
 ];
 const STEP_MAPS: u32 = 0;
 const STEP_SETSID: u32 = 1;
@@ -58,6 +59,7 @@ const STEP_LANDLOCK: u32 = 11;
 const STEP_SECCOMP: u32 = 12;
 const STEP_FORK: u32 = 13;
 const STEP_HIDE: u32 = 14;
+const STEP_PDEATHSIG: u32 = 15;
 
 /// A mount to make in the child's mount namespace.
 #[derive(Debug)]
@@ -97,6 +99,12 @@ pub(crate) const MAX_KEEPS: usize = 32;
 /// Everything the child needs, prepared before `clone3`.
 #[derive(Debug)]
 pub(crate) struct ChildPlan {
+    /// `getpid()` of toolgate, read before the clone: the child checks that its parent is
+    /// still this process after asking for `PR_SET_PDEATHSIG` (without a PID namespace; inside
+    /// one `getppid()` is 0 and the report pipe tells instead).
+    pub(crate) parent_pid: libc::pid_t,
+    /// The parent's end of the report pipe; the child closes its copy at once.
+    pub(crate) report_read_fd: RawFd,
     pub(crate) program: CString,
     pub(crate) argv: Vec<CString>,
     pub(crate) envp: Vec<CString>,
@@ -248,6 +256,27 @@ unsafe fn write_file(path: &CStr, data: &[u8]) -> bool {
     }
 }
 
+/// Whether toolgate died between the clone and `PR_SET_PDEATHSIG`.
+///
+/// Without a PID namespace the parent is visible: an orphan is re-parented, so `getppid()`
+/// changes. Inside one, `getppid()` is 0 either way; but the parent holds the only read end of
+/// the report pipe (close-on-exec everywhere else), so a write end that polls `POLLERR` means
+/// it is gone.
+///
+/// # Safety
+///
+/// Child-only, async-signal-safe (getppid, poll).
+unsafe fn parent_gone(plan: &ChildPlan) -> bool {
+    // SAFETY: plain system calls on a stack struct.
+    unsafe {
+        if !plan.pid_ns_init && libc::getppid() != plan.parent_pid {
+            return true;
+        }
+        let mut pfd = libc::pollfd { fd: plan.report_fd, events: 0, revents: 0 };
+        libc::poll(&mut pfd, 1, 0) == 1 && pfd.revents & libc::POLLERR != 0
+    }
+}
+
 /// The child after `clone3`. Never returns.
 ///
 /// # Safety
@@ -268,6 +297,19 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
+
+        // Die with toolgate, however it dies (kill -9 included). The signal comes when the
+        // thread that cloned us ends: that is the spawner thread, which lives as long as the
+        // process (see `spawner`). With a PID namespace this is its init, whose death kills
+        // everything inside. Then check that toolgate did not die before the prctl: the
+        // signal would never come.
+        libc::close(plan.report_read_fd);
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0, 0, 0) < 0 {
+            fail(rfd, STEP_PDEATHSIG);
+        }
+        if parent_gone(plan) {
+            libc::_exit(127);
+        }
 
         if let Some((uid_map, gid_map)) = &plan.id_maps {
             // setgroups must be denied before an unprivileged gid_map can be written.

@@ -27,6 +27,8 @@
 //! - `child`: the code between `clone3` and `execve` (the only place with raw `unsafe` setup).
 //! - `sandbox`: [`Sandbox`], preparing a spawn; `process`: [`RunningProcess`], waiting, killing.
 //! - `output`: the capped capture; `denial`: what was blocked; `enforcement`: how it ran.
+//! - `spawner`: the long-lived thread that makes every clone (so `PR_SET_PDEATHSIG` means
+//!   "toolgate died"); `tmpdirs`: private temporary folders named by owner, stale ones swept.
 //!
 //! # Example
 //!
@@ -64,7 +66,9 @@ mod process;
 mod rules;
 mod sandbox;
 mod seccomp;
+mod spawner;
 mod status;
+mod tmpdirs;
 
 pub use command::{CommandSpec, ExitStatusKind, RunResult};
 pub use denial::{Denial, DenialKind};

@@ -14,7 +14,7 @@ use std::time::Instant;
 use libc::{c_int, c_ulong, sock_filter};
 use tokio_util::sync::CancellationToken;
 
-use crate::child::{self, ChildPlan, ExecArgs, HideRoot, KeepPath, MAX_KEEPS, MountOp};
+use crate::child::{ChildPlan, ExecArgs, HideRoot, KeepPath, MAX_KEEPS, MountOp};
 use crate::command::{CommandSpec, ExitStatusKind, RunResult};
 use crate::denial::DenialContext;
 use crate::enforcement::Enforcement;
@@ -25,6 +25,7 @@ use crate::process::{Outcome, RunningProcess};
 use crate::rules::{self, RuleInputs};
 use crate::seccomp::{self, FilterOptions};
 use crate::status::{self, Namespaces};
+use crate::{spawner, tmpdirs};
 
 /// Runs commands under one [`SandboxPolicy`].
 ///
@@ -87,8 +88,9 @@ impl Sandbox {
                 *p = workspace.join(&*p);
             }
         }
+        tmpdirs::sweep_once();
         let private_tmp = tempfile::Builder::new()
-            .prefix("toolgate-sandbox-")
+            .prefix(&tmpdirs::own_prefix())
             .tempdir()
             .map_err(|e| SandboxError::io("creating the sandbox's private temporary folder", e))?;
 
@@ -210,6 +212,16 @@ impl Sandbox {
         })
     }
 
+    /// Removes the private temporary folders (in the system temporary directory) whose owner
+    /// process is dead (a toolgate killed with `SIGKILL` never removes its own), and returns
+    /// how many it removed. Only folders of the current user, named by a toolgate that recorded
+    /// its owner's pid and start time, are touched; a live owner's folders are kept.
+    ///
+    /// toolgate calls it when it starts; [`Sandbox::new`] calls it once per process too.
+    pub fn sweep_stale_temp_dirs() -> usize {
+        tmpdirs::sweep_stale_temp_dirs()
+    }
+
     /// The policy.
     pub fn policy(&self) -> &SandboxPolicy {
         &self.policy
@@ -302,6 +314,8 @@ impl Sandbox {
         };
 
         let plan = ChildPlan {
+            parent_pid: std::process::id() as libc::pid_t,
+            report_read_fd: report_read.as_raw_fd(),
             program: cstr("the program path", program.as_os_str().as_bytes())?,
             argv,
             envp,
@@ -323,9 +337,9 @@ impl Sandbox {
             init_stack: if self.namespaces.pid { vec![0u8; 64 * 1024] } else { Vec::new() },
         };
         let exec = ExecArgs::new(&plan);
-        // SAFETY: plan and exec live until spawn_child returns and every descriptor in plan is
-        // open (owned by locals of this function).
-        let (pid, pidfd) = unsafe { child::spawn_child(&plan, &exec, self.namespaces.clone_flags()) }
+        // SAFETY: plan and exec live until spawn returns and every descriptor in plan is open
+        // (owned by locals of this function).
+        let (pid, pidfd) = unsafe { spawner::spawn(&plan, &exec, self.namespaces.clone_flags()) }
             .map_err(|e| SandboxError::Setup { step: "creating the sandboxed process (clone3)", source: e })?;
         // SAFETY: clone3 returned a fresh pidfd that nothing else owns.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };

@@ -579,3 +579,47 @@ mod attacks {
         assert!(!r.output.text().contains("sent"), "{}", r.output.text());
     }
 }
+
+mod lifetime {
+    use super::*;
+
+    /// The id of the calling thread, from `/proc/thread-self` (`<pid>/task/<tid>`).
+    fn thread_id() -> String {
+        let link = fs::read_link("/proc/thread-self").unwrap();
+        link.file_name().unwrap().to_string_lossy().into_owned()
+    }
+
+    /// Every child asks for `PR_SET_PDEATHSIG`, which fires when the *thread* that cloned it
+    /// ends. Tokio's blocking-pool threads retire when idle: a command spawned from one must
+    /// outlive it (the clone is made on the sandbox's own thread, which never ends). The
+    /// process-death side is tested with a real `kill -9` in `crates/toolgate/tests/kill.rs`.
+    #[test]
+    fn a_command_outlives_the_thread_that_spawned_it() {
+        let fx = Fixture::new();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_keep_alive(Duration::from_millis(20))
+            .enable_all()
+            .build()
+            .unwrap();
+        let sandbox = std::sync::Arc::new(fx.sandbox());
+        runtime.block_on(async {
+            let (sb, ws) = (sandbox.clone(), fx.ws().to_path_buf());
+            let (mut process, tid) = tokio::task::spawn_blocking(move || {
+                let process = sb.spawn(CommandSpec::shell("sleep 30", &ws)).unwrap();
+                (process, thread_id())
+            })
+            .await
+            .unwrap();
+            let task = PathBuf::from(format!("/proc/self/task/{tid}"));
+            let start = Instant::now();
+            while task.exists() {
+                assert!(start.elapsed() < Duration::from_secs(20), "the blocking-pool thread did not retire");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(process.try_wait().unwrap(), None, "the command died with the thread that spawned it");
+            process.kill_tree().await.unwrap();
+        });
+    }
+}

@@ -37,7 +37,16 @@ pub struct AuditRecord {
     pub duration_us: i64,
     /// Bytes of output returned.
     pub output_bytes: i64,
+    /// What an approval would name (the normalized command, path or host), when the tool has
+    /// one: kept from the "started" row when the completed record has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
+
+/// The outcome of a call that has been decided and is running (see [`AuditLog::record_started`]).
+pub const STARTED: &str = "started";
+/// The outcome of a "started" call whose process ended before it completed.
+pub const INTERRUPTED: &str = "interrupted";
 
 enum Message {
     Record(Box<AuditRecord>),
@@ -77,6 +86,16 @@ impl AuditLog {
         }
     }
 
+    /// Queues the record of a call that is about to run (outcome [`STARTED`]) and waits until
+    /// it is written, so that the call leaves a row even if the process dies while it runs.
+    /// The completed record (same `id`, queued with [`record`](AuditLog::record)) later
+    /// updates that row. The row carries this process's id and start time, so that a later
+    /// start closes it as [`INTERRUPTED`] only if this process is gone.
+    pub fn record_started(&self, record: AuditRecord) {
+        self.record(record);
+        self.flush();
+    }
+
     /// Waits until every record queued before this call is written.
     pub fn flush(&self) {
         if let Some(tx) = &self.tx {
@@ -111,6 +130,13 @@ impl Drop for AuditLog {
 const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
 fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
+    // Off the opener's path: rows a dead toolgate left "started" become "interrupted".
+    match close_interrupted(&conn) {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(rows = n, "audit: closed calls left running by a toolgate that died as interrupted"),
+        Err(e) => tracing::error!(error = %e, "could not close interrupted audit rows"),
+    }
+    let writer = Writer { pid: i64::from(std::process::id()), token: start_token(std::process::id()) };
     let mut batch: Vec<Box<AuditRecord>> = Vec::with_capacity(256);
     let mut acks: Vec<SyncSender<()>> = Vec::new();
     // Block for the first message, then drain whatever else is queued into the same batch.
@@ -133,7 +159,7 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
             next = rx.try_recv().ok();
         }
         if !batch.is_empty() {
-            if let Err(e) = write_batch(&mut conn, &batch) {
+            if let Err(e) = write_batch(&mut conn, &batch, &writer) {
                 tracing::error!(error = %e, records = batch.len(), "could not write audit records");
             }
             batch.clear();
@@ -144,13 +170,28 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
     }
 }
 
-fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>]) -> rusqlite::Result<()> {
+/// The process that writes the rows.
+struct Writer {
+    pid: i64,
+    token: Option<String>,
+}
+
+fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Writer) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     {
+        // A completed record updates its "started" row (same id) and keeps its subject.
         let mut stmt = tx.prepare_cached(
-            "INSERT OR REPLACE INTO audit
-             (id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error, duration_us, output_bytes)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            "INSERT INTO audit
+             (id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error, duration_us,
+              output_bytes, subject, writer_pid, writer_token)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+             ON CONFLICT(id) DO UPDATE SET
+               ts_ms = excluded.ts_ms, user = excluded.user, agent = excluded.agent,
+               session = excluded.session, provider = excluded.provider, tool = excluded.tool,
+               params = excluded.params, decision = excluded.decision, outcome = excluded.outcome,
+               error = excluded.error, duration_us = excluded.duration_us,
+               output_bytes = excluded.output_bytes, subject = COALESCE(excluded.subject, audit.subject),
+               writer_pid = excluded.writer_pid, writer_token = excluded.writer_token",
         )?;
         for r in batch {
             stmt.execute(rusqlite::params![
@@ -166,11 +207,63 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>]) -> rusqlite::R
                 r.outcome,
                 r.error,
                 r.duration_us,
-                r.output_bytes
+                r.output_bytes,
+                r.subject,
+                writer.pid,
+                writer.token
             ])?;
         }
     }
     tx.commit()
+}
+
+/// Marks the "started" rows of writers that are no longer running as "interrupted".
+pub(crate) fn close_interrupted(conn: &Connection) -> rusqlite::Result<usize> {
+    let writers: Vec<(Option<i64>, Option<String>)> = {
+        let mut stmt = conn.prepare_cached("SELECT DISTINCT writer_pid, writer_token FROM audit WHERE outcome = ?1")?;
+        stmt.query_map([STARTED], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
+    };
+    let mut closed = 0;
+    for (pid, token) in writers {
+        let alive = match (pid.and_then(|p| u32::try_from(p).ok()), &token) {
+            (Some(pid), Some(token)) => start_token(pid).as_ref() == Some(token),
+            _ => false,
+        };
+        if alive {
+            continue;
+        }
+        let error = match pid {
+            Some(pid) => format!(
+                "toolgate (pid {pid}) ended while this call ran (killed, crashed or out of memory): its effects, if \
+                 any, are unknown"
+            ),
+            None => "toolgate ended while this call ran: its effects, if any, are unknown".to_owned(),
+        };
+        closed += conn.execute(
+            "UPDATE audit SET outcome = ?1, error = ?2
+             WHERE outcome = ?3 AND writer_pid IS ?4 AND writer_token IS ?5",
+            rusqlite::params![INTERRUPTED, error, STARTED, pid, token],
+        )?;
+    }
+    Ok(closed)
+}
+
+/// A token that tells a process from a later one with the same pid: its start time in clock
+/// ticks since boot, and the head of the boot id. `None` when the process does not exist or is
+/// a zombie.
+pub(crate) fn start_token(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    // A zombie is dead: its parent has not reaped it yet (or never will, when that parent is
+    // gone and the reaper it was handed to does not).
+    if fields.next()? == "Z" {
+        return None;
+    }
+    let start = fields.nth(18)?;
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    Some(format!("{start}.{}", boot.trim().get(..8).unwrap_or("0")))
 }
 
 #[cfg(test)]
@@ -215,6 +308,59 @@ mod tests {
         log.flush();
         assert_eq!(store.audit_count().unwrap(), 1);
         assert_eq!(store.audit_tail(5).unwrap()[0], record(1));
+    }
+
+    #[test]
+    fn a_completed_record_updates_its_started_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        let log = AuditLog::open(&db).unwrap();
+        let store = Store::open(&db).unwrap();
+        let started = AuditRecord {
+            outcome: STARTED.into(),
+            subject: Some("sleep 1000".into()),
+            decision: "policy: allow".into(),
+            ..record(1)
+        };
+        log.record_started(started.clone());
+        // Written before record_started returns: no flush needed.
+        assert_eq!(store.audit_tail(5).unwrap(), [started]);
+        log.record(AuditRecord { duration_us: 7, ..record(1) });
+        log.flush();
+        let rows = store.audit_tail(5).unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].outcome, "ok");
+        assert_eq!(rows[0].duration_us, 7);
+        assert_eq!(rows[0].subject.as_deref(), Some("sleep 1000"), "the subject of the started row is kept");
+    }
+
+    #[test]
+    fn started_rows_of_a_dead_writer_become_interrupted_and_a_live_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        let log = AuditLog::open(&db).unwrap();
+        log.record_started(AuditRecord { outcome: STARTED.into(), ..record(1) });
+        log.record_started(AuditRecord { outcome: STARTED.into(), ..record(2) });
+        log.record_started(AuditRecord { outcome: STARTED.into(), ..record(3) });
+        drop(log);
+        // Row 1: a process with this pid but another start time (pid reused); row 2: a pid
+        // that no longer exists; row 3: this live process.
+        let conn = Connection::open(&db).unwrap();
+        conn.execute("UPDATE audit SET writer_token = '1.0' WHERE id = 'call-1'", []).unwrap();
+        conn.execute("UPDATE audit SET writer_pid = 2147483000 WHERE id = 'call-2'", []).unwrap();
+        drop(conn);
+        let store = Store::open(&db).unwrap();
+        assert_eq!(store.close_interrupted_calls().unwrap(), 2);
+        let rows = store.audit_tail(5).unwrap();
+        let outcomes: Vec<&str> = rows.iter().map(|r| r.outcome.as_str()).collect();
+        assert_eq!(outcomes, [INTERRUPTED, INTERRUPTED, STARTED]);
+        assert!(rows[1].error.as_deref().unwrap().contains("pid 2147483000"), "{:?}", rows[1].error);
+        // Opening the log (a later start) does the same, in its writer.
+        let conn = Connection::open(&db).unwrap();
+        conn.execute("UPDATE audit SET writer_token = 'x' WHERE id = 'call-3'", []).unwrap();
+        drop(conn);
+        drop(AuditLog::open(&db).unwrap());
+        assert_eq!(store.audit_tail(5).unwrap()[2].outcome, INTERRUPTED);
     }
 
     #[test]

@@ -96,6 +96,12 @@ const MIGRATIONS: &[&str] = &[
         content TEXT NOT NULL,
         ts_ms INTEGER NOT NULL
     );",
+    // 5: audit rows written before a call runs ("started"), with the writer process, so a
+    // later start can close those of a dead process as "interrupted".
+    "ALTER TABLE audit ADD COLUMN subject TEXT;
+    ALTER TABLE audit ADD COLUMN writer_pid INTEGER;
+    ALTER TABLE audit ADD COLUMN writer_token TEXT;
+    CREATE INDEX audit_started ON audit(writer_pid) WHERE outcome = 'started';",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.
@@ -130,7 +136,7 @@ impl Store {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error,
-                        duration_us, output_bytes
+                        duration_us, output_bytes, subject
                  FROM audit ORDER BY ts_ms DESC, rowid DESC LIMIT ?1",
             )
             .doing("reading the audit log")?;
@@ -150,12 +156,21 @@ impl Store {
                     error: row.get(10)?,
                     duration_us: row.get(11)?,
                     output_bytes: row.get(12)?,
+                    subject: row.get(13)?,
                 })
             })
             .doing("reading the audit log")?;
         let mut out = rows.collect::<Result<Vec<_>, _>>().doing("reading the audit log")?;
         out.reverse();
         Ok(out)
+    }
+
+    /// Closes the audit rows left "started" by a process that is no longer running (killed,
+    /// crashed): their outcome becomes "interrupted". Rows of a live toolgate are kept. Returns
+    /// how many rows were closed. [`crate::AuditLog::open`] does this in its writer thread.
+    pub fn close_interrupted_calls(&self) -> Result<usize, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        crate::audit::close_interrupted(&conn).doing("closing interrupted audit rows")
     }
 
     /// How many audit records there are.

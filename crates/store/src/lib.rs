@@ -33,7 +33,7 @@ mod grants;
 mod secrets;
 mod sessions;
 
-pub use audit::{AuditLog, AuditRecord};
+pub use audit::{AuditLog, AuditRecord, INTERRUPTED, STARTED};
 pub use custom_tools::StoredCustomTool;
 pub use db::Store;
 pub use error::StoreError;

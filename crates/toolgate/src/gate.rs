@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::cache::ResultCache;
 use crate::pipeline::loop_breaker::LoopBreaker;
-use crate::pipeline::audit::{CallRecord, audit_params, redact_params};
+use crate::pipeline::audit::{CallRecord, StartedRecord, audit_params, redact_params};
 use crate::pipeline::hooks::{self, CommandHook, Hook, HookVerdict};
 use crate::pipeline::limits::ConcurrencyLimits;
 use crate::pipeline::policy::{PolicyStage, apply_verdict};
@@ -163,6 +163,9 @@ impl GateBuilder {
             for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
                 registry.register_builtin(tool)?;
             }
+            // A toolgate killed with SIGKILL leaves its sandbox's temporary folder: remove those
+            // of dead processes (one read of the temporary directory).
+            toolgate_tools::runtime::Sandbox::sweep_stale_temp_dirs();
         }
         for tool in self.tools {
             registry.register_dynamic(tool)?;
@@ -442,6 +445,12 @@ impl Gate {
             })
             .await?;
         trace.push(approval.to_owned());
+        if let Some(log) = &self.audit {
+            let read_only = spec.annotations.read_only;
+            let subject = safety.approval_subject.as_deref();
+            let rec = StartedRecord { ctx, tool: &spec.name, params: &audited.params, trace, subject };
+            crate::pipeline::audit::started(log, &self.detector, read_only, rec);
+        }
         let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         let out = self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout))

@@ -1,9 +1,10 @@
-//! `toolgate audit [--tail N] [--json]`.
+//! `toolgate audit [--tail N] [--json]`: the latest calls, including those still running
+//! ("started") and those a dead toolgate never completed ("interrupted").
 
 use std::process::ExitCode;
 
 use anyhow::Context;
-use toolgate::store::Store;
+use toolgate::store::{INTERRUPTED, STARTED, Store};
 
 use super::GlobalArgs;
 
@@ -24,19 +25,29 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let store = Store::open(&db).context("cannot open the audit log")?;
+    // Calls left "started" by a toolgate that died (kill -9, crash) show as "interrupted".
+    if let Err(e) = store.close_interrupted_calls() {
+        tracing::warn!("could not close interrupted calls in the audit log: {e}");
+    }
     for r in store.audit_tail(args.tail)? {
         if args.json {
             outln!("{}", serde_json::to_string(&r)?);
         } else {
             let when = chrono_like(r.ts_ms);
             let error = r.error.as_deref().map(|e| format!("  {}", first_line(e))).unwrap_or_default();
+            // A call that is running ("started") or never completed ("interrupted") has no
+            // duration or output; its subject (the unwrapped command, the path) says what ran.
+            let (duration, bytes) = if r.outcome == STARTED || r.outcome == INTERRUPTED {
+                ("-".to_owned(), "-".to_owned())
+            } else {
+                (r.duration_us.to_string(), r.output_bytes.to_string())
+            };
+            let subject = r.subject.as_deref().map(|s| format!("  [{}]", first_line(s))).unwrap_or_default();
             outln!(
-                "{when}  {:<8} {:<14} {:<14} {:>8}µs {:>7}B  {}{error}",
+                "{when}  {:<8} {:<14} {:<14} {duration:>8}µs {bytes:>7}B  {}{subject}{error}",
                 r.agent,
                 r.tool,
                 r.outcome,
-                r.duration_us,
-                r.output_bytes,
                 r.params
             );
         }

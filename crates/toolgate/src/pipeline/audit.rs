@@ -1,4 +1,5 @@
-//! Stage 10: record the call (sensitive parameters redacted) in the audit log.
+//! Stage 10: record the call (sensitive parameters redacted) in the audit log; a call that is
+//! not read-only is recorded as "started" before it runs ([`started`]) and completed after.
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -7,7 +8,7 @@ use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput};
 use toolgate_guard::leak::LeakDetector;
 use toolgate_guard::output::truncate_middle;
-use toolgate_store::AuditRecord;
+use toolgate_store::{AuditLog, AuditRecord, STARTED};
 
 use crate::pipeline::output::scrub;
 
@@ -77,5 +78,42 @@ pub(crate) fn record(detector: &LeakDetector, rec: CallRecord<'_>) -> AuditRecor
         error,
         duration_us: rec.duration.as_micros() as i64,
         output_bytes: output_bytes as i64,
+        subject: None,
     }
+}
+
+/// What a call that is about to run writes first (see [`AuditLog::record_started`]).
+pub(crate) struct StartedRecord<'a> {
+    pub ctx: &'a CallContext,
+    pub tool: &'a str,
+    /// Already redacted, scrubbed and capped ([`audit_params`]).
+    pub params: &'a str,
+    pub trace: &'a [String],
+    /// The normalized subject (the unwrapped command, the path...), when the tool has one.
+    pub subject: Option<&'a str>,
+}
+
+/// Records a call that was decided and is about to run, and waits until the row is written,
+/// for any call that is not read-only: if the process dies while the tool runs, the row stays
+/// (a later start closes it as "interrupted"). Read-only calls keep the single completed row.
+pub(crate) fn started(log: &AuditLog, detector: &LeakDetector, read_only: bool, rec: StartedRecord<'_>) {
+    if read_only {
+        return;
+    }
+    log.record_started(AuditRecord {
+        id: rec.ctx.call_id.clone(),
+        ts_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64),
+        user: rec.ctx.identity.user.clone(),
+        agent: rec.ctx.identity.agent.clone(),
+        session: rec.ctx.identity.session.clone(),
+        provider: rec.ctx.provider.clone(),
+        tool: rec.tool.to_owned(),
+        params: rec.params.to_owned(),
+        decision: rec.trace.join("; "),
+        outcome: STARTED.to_owned(),
+        error: None,
+        duration_us: 0,
+        output_bytes: 0,
+        subject: rec.subject.map(|s| scrub(s, detector)),
+    });
 }
