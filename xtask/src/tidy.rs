@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("toolgate-sandbox", &["toolgate-core", "toolgate-guard"]),
     ("toolgate-tools", &["toolgate-core", "toolgate-guard", "toolgate-sandbox", "toolgate-store", "toolgate-policy"]),
     ("toolgate-mcp", &["toolgate-core", "toolgate-guard"]),
+    ("toolgate-agent", &["toolgate-core", "toolgate-store"]),
     ("toolgate-wasm", &["toolgate-core", "toolgate-guard", "toolgate-store"]),
     (
         "toolgate",
@@ -30,6 +31,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "toolgate-sandbox",
             "toolgate-tools",
             "toolgate-mcp",
+            "toolgate-agent",
             "toolgate-wasm",
         ],
     ),

@@ -45,6 +45,14 @@ pub struct Config {
     pub audit: AuditConfig,
     /// External MCP servers whose tools the gate takes in (`[mcp.servers.NAME]`, `docs/mcp.md`).
     pub mcp: toolgate_mcp::bridge::McpConfig,
+    /// Model endpoints for agents (`[providers.NAME]`, `docs/agents.md`).
+    pub providers: std::collections::BTreeMap<String, toolgate_agent::ProviderConfig>,
+    /// Agents (`[agents.NAME]`, `docs/agents.md`).
+    pub agents: std::collections::BTreeMap<String, toolgate_agent::AgentConfig>,
+    /// Delegation links in full form (`[[agent_links]]`, `docs/agents.md`).
+    pub agent_links: Vec<toolgate_agent::AgentLink>,
+    /// Teams of agents (`[teams.NAME]`, `docs/agents.md`).
+    pub teams: std::collections::BTreeMap<String, toolgate_agent::TeamConfig>,
     /// The result cache for read-only tools (`docs/extensions.md`).
     pub cache: CacheConfig,
     /// Refusing a call repeated too many times in a row (`docs/extensions.md`).

@@ -181,6 +181,10 @@ impl GateBuilder {
         };
         let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
         let vault = store.clone().map(|s| Arc::new(crate::mcp_vault::StoreVault::new(s)) as Arc<dyn SecretVault>);
+        let agents = crate::agent::build_runtime(&self.config, store.clone(), &workspace);
+        for tool in agents.iter().flat_map(toolgate_agent::tools) {
+            registry.register_builtin(tool)?;
+        }
         let config = self.config;
         for tool in crate::extensions::custom_tools(&config, store.as_ref())? {
             registry.register_dynamic(tool)?;
@@ -214,6 +218,7 @@ impl GateBuilder {
             next_id: AtomicU64::new(1),
             detector: Arc::new(LeakDetector::new().from_env()),
             mcp: McpBridge::new(vault, self.mcp_timings),
+            agents,
             cache: ResultCache::new(config.cache.clone()),
             loops: LoopBreaker::new(config.loop_breaker.clone()),
             config,
@@ -243,6 +248,8 @@ pub struct Gate {
     detector: Arc<LeakDetector>,
     /// The MCP client bridge (`[mcp.servers]`), started by [`Gate::start_mcp`].
     pub(crate) mcp: McpBridge,
+    /// The agent runtime (`[agents]`), bound to this gate by [`Gate::bind_agents`].
+    pub(crate) agents: Option<Arc<toolgate_agent::Runtime>>,
     /// Results of read-only tools (`[cache]`).
     cache: ResultCache,
     /// Refuses a call repeated too many times in a row (`[loop_breaker]`).
@@ -475,6 +482,9 @@ impl Gate {
     pub fn shutdown(&self) {
         self.shutdown.cancel();
         self.mcp.shutdown();
+        if let Some(agents) = &self.agents {
+            agents.shutdown();
+        }
         if let Some(audit) = &self.audit {
             audit.flush();
         }

@@ -32,6 +32,7 @@
 
 #![deny(missing_docs)]
 
+pub mod agent;
 pub mod approvals;
 pub mod bridge;
 pub mod config;

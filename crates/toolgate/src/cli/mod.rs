@@ -9,6 +9,7 @@ macro_rules! outln {
     };
 }
 
+mod agent;
 mod approvals;
 mod audit;
 mod call;
@@ -81,6 +82,9 @@ enum Command {
     /// Inspect the tool policy.
     #[command(subcommand)]
     Policy(policy::Command),
+    /// Run configured agents and read their sessions (`[agents.NAME]`, docs/agents.md).
+    #[command(subcommand)]
+    Agent(agent::Command),
     /// Show what the sandbox can enforce on this machine and how commands run here.
     #[command(subcommand)]
     Sandbox(sandbox::Command),
@@ -106,6 +110,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Audit(args)) => audit::run(&cli.global, args),
             Some(Command::Serve(args)) => serve::run(&cli.global, args).await,
             Some(Command::Policy(command)) => policy::run(&cli.global, command),
+            Some(Command::Agent(command)) => agent::run(&cli.global, command).await,
             Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
             Some(Command::Mcp(command)) => mcp::run(&cli.global, command).await,

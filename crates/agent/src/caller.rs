@@ -1,0 +1,20 @@
+//! [`ToolCaller`]: how the runtime calls tools without knowing the gate.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
+
+/// Calls tools on an agent's behalf. The `toolgate` crate implements it for `Gate`, so every
+/// call an agent makes runs through the gate's whole pipeline (policy for the agent's narrowed
+/// context, validation, limits, approvals, output shaping, audit).
+#[async_trait]
+pub trait ToolCaller: Send + Sync {
+    /// The base context of a call (workspace, configured user and provider).
+    fn context(&self) -> CallContext;
+
+    /// The tools `ctx`'s caller may see, sorted by name.
+    fn tools(&self, ctx: &CallContext) -> Vec<ToolSpec>;
+
+    /// Runs one call. `ctx.cancel` cancels it.
+    async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError>;
+}

@@ -1,0 +1,268 @@
+//! `[providers.NAME]`, `[agents.NAME]`, `[[agent_links]]` and `[teams.NAME]`.
+//!
+//! The facade's `Config` holds these as top-level tables; [`AgentsConfig`] gathers them for the
+//! [`crate::Runtime`]. Every struct denies unknown keys so a typo is reported where it is.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything the runtime needs from configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentsConfig {
+    /// Model endpoints by name.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Agents by name.
+    pub agents: BTreeMap<String, AgentConfig>,
+    /// Delegation links in their full form.
+    pub agent_links: Vec<AgentLink>,
+    /// Teams by name.
+    pub teams: BTreeMap<String, TeamConfig>,
+}
+
+/// The API a provider speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI-compatible Chat Completions (OpenAI, llama.cpp, vLLM, Ollama, LM Studio, OpenRouter).
+    #[default]
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+/// How tool calls travel between the runtime and the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallMode {
+    /// The API's own tool calling (`tools`, `tool_calls`).
+    #[default]
+    Native,
+    /// For models too small to emit tool calls reliably: no `tools` are sent; the model answers
+    /// with JSON constrained by a schema (`response_format` `json_schema`) naming one tool and
+    /// its arguments, or the final answer, so every call it makes is well-formed.
+    JsonSchema,
+}
+
+/// `[providers.NAME]`: a model endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// `openai` (default) or `anthropic`.
+    pub kind: ProviderKind,
+    /// The API root: `https://api.openai.com/v1`, `http://127.0.0.1:8080/v1`,
+    /// `https://api.anthropic.com`.
+    pub base_url: String,
+    /// The environment variable holding the API key (none: no key is sent).
+    pub api_key_env: Option<String>,
+    /// Deadline of one request, in seconds (default 120).
+    pub timeout_secs: f64,
+    /// Retries on 429, 5xx and connection errors, with exponential backoff (default 3).
+    pub max_retries: u32,
+    /// `native` (default) or `json_schema`.
+    pub tool_calls: ToolCallMode,
+    /// Stream the reply (server-sent events) instead of waiting for the whole body.
+    pub stream: bool,
+    /// Most tokens a reply may have (default: the server's; Anthropic requires one: 4096).
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature (default: the server's).
+    pub temperature: Option<f64>,
+    /// Prices per million tokens, by model, for the cost of a session.
+    pub prices: BTreeMap<String, Price>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            kind: ProviderKind::Openai,
+            base_url: String::new(),
+            api_key_env: None,
+            timeout_secs: 120.0,
+            max_retries: 3,
+            tool_calls: ToolCallMode::Native,
+            stream: false,
+            max_tokens: None,
+            temperature: None,
+            prices: BTreeMap::new(),
+        }
+    }
+}
+
+/// A model's price in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Price {
+    /// Per million input (prompt) tokens.
+    pub input: f64,
+    /// Per million output (completion) tokens.
+    pub output: f64,
+}
+
+/// Whether others may configure an agent's behaviour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentType {
+    /// Any agent may spawn it as a sub-agent with its own task.
+    #[default]
+    Open,
+    /// Runs only as configured: reachable by delegation, not spawned as someone's sub-agent.
+    Predefined,
+}
+
+/// `[agents.NAME]`: an agent. Its tool policy is `[tools.agents.NAME]` (profile, allow, deny).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// What it is for (shown by `agents_list` and to delegating agents).
+    pub description: String,
+    /// The provider's name (`[providers.NAME]`).
+    pub provider: String,
+    /// The model name sent to the provider.
+    pub model: String,
+    /// The system prompt.
+    pub system_prompt: Option<String>,
+    /// A file holding the system prompt, relative to the workspace (instead of `system_prompt`).
+    pub system_prompt_file: Option<PathBuf>,
+    /// `open` (default) or `predefined`.
+    #[serde(rename = "type")]
+    pub kind: AgentType,
+    /// Model turns before the run stops (default 20).
+    pub max_iterations: u32,
+    /// Agents this one may delegate to (outbound links; `[[agent_links]]` for more).
+    pub links: Vec<String>,
+    /// Delegations this agent accepts at once (default 5).
+    pub max_delegation_load: u32,
+    /// The tools offered to the model (default: every tool its policy lets it see).
+    pub tools: Vec<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            description: String::new(),
+            provider: String::new(),
+            model: String::new(),
+            system_prompt: None,
+            system_prompt_file: None,
+            kind: AgentType::Open,
+            max_iterations: 20,
+            links: Vec::new(),
+            max_delegation_load: 5,
+            tools: Vec::new(),
+        }
+    }
+}
+
+/// `[[agent_links]]`: `from` may delegate to `to` (and back when `bidirectional`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentLink {
+    /// The delegating agent.
+    pub from: String,
+    /// The agent delegated to.
+    pub to: String,
+    /// `to` may delegate to `from` too.
+    pub bidirectional: bool,
+    /// Delegations running over this link at once (default 3).
+    pub max_concurrent: u32,
+}
+
+impl Default for AgentLink {
+    fn default() -> Self {
+        AgentLink { from: String::new(), to: String::new(), bidirectional: false, max_concurrent: 3 }
+    }
+}
+
+/// `[teams.NAME]`: a lead and its members, sharing a task board and messages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TeamConfig {
+    /// The lead agent.
+    pub lead: String,
+    /// The member agents.
+    pub members: Vec<String>,
+}
+
+impl AgentsConfig {
+    /// The link that lets `from` delegate to `to`, if any (`links = [...]` entries count as
+    /// links with the default `max_concurrent`).
+    pub fn link(&self, from: &str, to: &str) -> Option<AgentLink> {
+        if let Some(l) = self
+            .agent_links
+            .iter()
+            .find(|l| (l.from == from && l.to == to) || (l.bidirectional && l.from == to && l.to == from))
+        {
+            return Some(l.clone());
+        }
+        let listed = self.agents.get(from).is_some_and(|a| a.links.iter().any(|t| t == to));
+        listed.then(|| AgentLink { from: from.to_owned(), to: to.to_owned(), ..AgentLink::default() })
+    }
+
+    /// Every agent `from` may delegate to, sorted.
+    pub fn targets(&self, from: &str) -> Vec<String> {
+        let mut out: Vec<String> = self.agents.keys().filter(|to| self.link(from, to).is_some()).cloned().collect();
+        out.dedup();
+        out
+    }
+
+    /// Problems a person must fix: agents naming missing providers, links naming missing agents.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, a) in &self.agents {
+            if !self.providers.contains_key(&a.provider) {
+                out.push(format!("[agents.{name}] provider `{}` is not a [providers.NAME]", a.provider));
+            }
+            if a.model.is_empty() {
+                out.push(format!("[agents.{name}] has no `model`"));
+            }
+            for to in &a.links {
+                if !self.agents.contains_key(to) {
+                    out.push(format!("[agents.{name}] links to `{to}`, which is not an agent"));
+                }
+            }
+        }
+        for l in &self.agent_links {
+            for end in [&l.from, &l.to] {
+                if !self.agents.contains_key(end) {
+                    out.push(format!("[[agent_links]] names `{end}`, which is not an agent"));
+                }
+            }
+        }
+        for (name, t) in &self.teams {
+            for m in std::iter::once(&t.lead).chain(&t.members) {
+                if !self.agents.contains_key(m) {
+                    out.push(format!("[teams.{name}] names `{m}`, which is not an agent"));
+                }
+            }
+        }
+        for (name, p) in &self.providers {
+            if p.base_url.is_empty() {
+                out.push(format!("[providers.{name}] has no `base_url`"));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_both_forms() {
+        let mut cfg = AgentsConfig::default();
+        for n in ["a", "b", "c"] {
+            cfg.agents.insert(n.into(), AgentConfig::default());
+        }
+        if let Some(a) = cfg.agents.get_mut("a") {
+            a.links = vec!["b".into()];
+        }
+        cfg.agent_links.push(AgentLink { from: "c".into(), to: "a".into(), bidirectional: true, max_concurrent: 1 });
+        assert!(cfg.link("a", "b").is_some());
+        assert!(cfg.link("b", "a").is_none(), "links are outbound");
+        assert_eq!(cfg.link("a", "c").map(|l| l.max_concurrent), Some(1), "bidirectional");
+        assert_eq!(cfg.targets("a"), vec!["b".to_owned(), "c".to_owned()]);
+    }
+}

@@ -1,0 +1,419 @@
+//! The agent loop: ask the model, run the tool calls it makes through the [`ToolCaller`],
+//! hand the results back, until it answers, a limit is reached, or the run is cancelled.
+//!
+//! Everything a model writes is hostile: malformed arguments, unknown tools, megabytes of
+//! arguments and the same call over and over are each answered with an error the model can act
+//! on (and recorded in the session), never a panic or a stuck run.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolgate_core::{CallContext, ToolError};
+use toolgate_store::{MessageRecord, Store};
+
+use crate::caller::ToolCaller;
+use crate::config::Price;
+use crate::model::{Message, ModelClient, ModelRequest, ToolCall, ToolDef, Usage};
+use crate::{AgentError, now_ms};
+
+/// Largest arguments a tool call may carry (1 MiB); more is refused without parsing.
+pub const MAX_ARGUMENTS: usize = 1 << 20;
+/// The third identical call in a row is refused with an error for the model...
+pub const REPEAT_REFUSE: u32 = 3;
+/// ...and the fifth stops the run.
+pub const REPEAT_STOP: u32 = 5;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The model gave its answer.
+    Done,
+    /// `max_iterations` model turns passed without an answer.
+    MaxIterations,
+    /// Stopped by the runtime (the model repeated one call).
+    Stopped,
+    /// The model endpoint failed.
+    Failed,
+    /// Cancelled (by `subagents cancel`, a steer, or shutdown).
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The session status stored for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Done => "done",
+            RunStatus::MaxIterations => "stopped",
+            RunStatus::Stopped => "stopped",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    /// The session id.
+    pub session: String,
+    /// The agent that ran.
+    pub agent: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// The final answer (or the last text the model wrote).
+    pub answer: String,
+    /// Why it did not end with an answer.
+    pub error: Option<String>,
+    /// Model turns.
+    pub iterations: u32,
+    /// Tool calls made through the gate.
+    pub tool_calls: u32,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Cost in US dollars from the price table (0 when unknown).
+    pub cost_usd: f64,
+}
+
+impl RunOutcome {
+    /// The text a delegating model reads: the answer, or why there is none.
+    pub fn for_model(&self) -> String {
+        match (&self.status, &self.error) {
+            (RunStatus::Done, _) => self.answer.clone(),
+            (status, Some(e)) => format!("[session {} ended {}: {e}]\n{}", self.session, status.as_str(), self.answer),
+            (status, None) => format!("[session {} ended {}]\n{}", self.session, status.as_str(), self.answer),
+        }
+    }
+}
+
+/// Something that happened during a run, for a live transcript.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// The model answered: text, tool calls, or both.
+    Assistant {
+        /// The session.
+        session: &'a str,
+        /// Its text.
+        text: Option<&'a str>,
+        /// Its tool calls.
+        calls: &'a [ToolCall],
+    },
+    /// A tool call finished (or was refused before reaching the gate).
+    ToolResult {
+        /// The session.
+        session: &'a str,
+        /// The call.
+        call: &'a ToolCall,
+        /// Whether it failed.
+        is_error: bool,
+        /// What the model reads.
+        content: &'a str,
+    },
+}
+
+/// Receives [`Event`]s. Must be quick.
+pub type EventSink = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
+
+/// What one run needs.
+pub(crate) struct Drive<'a> {
+    pub client: Arc<dyn ModelClient>,
+    pub caller: Arc<dyn ToolCaller>,
+    pub store: &'a Store,
+    pub agent: String,
+    pub model: String,
+    pub price: Price,
+    pub max_iterations: u32,
+    pub tools: Vec<ToolDef>,
+    pub session: String,
+    /// The agent's context; its `cancel` is the run's token.
+    pub ctx: CallContext,
+    pub events: Option<EventSink>,
+}
+
+impl Drive<'_> {
+    /// Runs the loop over `messages` (already stored) and records every new message.
+    pub(crate) async fn run(self, mut messages: Vec<Message>) -> RunOutcome {
+        let cancel = self.ctx.cancel.clone();
+        let mut out = RunOutcome {
+            session: self.session.clone(),
+            agent: self.agent.clone(),
+            status: RunStatus::MaxIterations,
+            answer: String::new(),
+            error: None,
+            iterations: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+        };
+        let mut last_call: Option<String> = None;
+        let mut repeats = 0u32;
+        'turns: while out.iterations < self.max_iterations {
+            if cancel.is_cancelled() {
+                out.status = RunStatus::Cancelled;
+                break;
+            }
+            out.iterations += 1;
+            let request =
+                ModelRequest { model: self.model.clone(), messages: messages.clone(), tools: self.tools.clone() };
+            // Dropping the request future on cancellation aborts the HTTP exchange.
+            let reply = tokio::select! {
+                r = self.client.complete(&request) => r,
+                () = cancel.cancelled() => Err(AgentError::Cancelled),
+            };
+            let reply = match reply {
+                Ok(r) => r,
+                Err(AgentError::Cancelled) => {
+                    out.status = RunStatus::Cancelled;
+                    break;
+                }
+                Err(e) => {
+                    out.status = RunStatus::Failed;
+                    out.error = Some(e.to_string());
+                    break;
+                }
+            };
+            out.usage += reply.usage;
+            let cost = self.price.input * reply.usage.input_tokens as f64 / 1e6
+                + self.price.output * reply.usage.output_tokens as f64 / 1e6;
+            out.cost_usd += cost;
+            self.log(self.store.session_add_usage(
+                &self.session,
+                reply.usage.input_tokens,
+                reply.usage.output_tokens,
+                cost,
+                now_ms(),
+            ));
+            if let Some(text) = &reply.content {
+                out.answer.clone_from(text);
+            }
+            let assistant = Message::Assistant { content: reply.content.clone(), tool_calls: reply.tool_calls.clone() };
+            self.save(&assistant);
+            if let Some(events) = &self.events {
+                events(&Event::Assistant {
+                    session: &self.session,
+                    text: reply.content.as_deref(),
+                    calls: &reply.tool_calls,
+                });
+            }
+            messages.push(assistant);
+            if reply.tool_calls.is_empty() {
+                out.status = RunStatus::Done;
+                break;
+            }
+            for call in &reply.tool_calls {
+                let key = format!("{}\u{0}{}", call.name, canonical_args(&call.arguments));
+                if last_call.as_deref() == Some(key.as_str()) {
+                    repeats += 1;
+                } else {
+                    repeats = 1;
+                    last_call = Some(key);
+                }
+                if repeats >= REPEAT_STOP {
+                    out.status = RunStatus::Stopped;
+                    out.error = Some(format!(
+                        "the model made the same `{}` call {repeats} times in a row; the run was stopped",
+                        call.name
+                    ));
+                    // The model's turn asked for calls: answer each so the stored transcript stays well-formed.
+                    let result = Err(ToolError::failed("not run: the agent run was stopped (endless identical calls)"));
+                    self.answer(&mut messages, call, result);
+                    break 'turns;
+                }
+                let (result, reached_gate) = if repeats >= REPEAT_REFUSE {
+                    let refused = Err(ToolError::failed(format!(
+                        "you already made this exact `{}` call {} times in a row and got the same result; \
+                         do not repeat it: use the result you have, change the arguments, or give your answer",
+                        call.name,
+                        repeats - 1
+                    )));
+                    (refused, false)
+                } else {
+                    self.call_tool(call, &cancel).await
+                };
+                out.tool_calls += u32::from(reached_gate);
+                if matches!(result, Err(ToolError::Cancelled)) && cancel.is_cancelled() {
+                    self.answer(&mut messages, call, result);
+                    out.status = RunStatus::Cancelled;
+                    break 'turns;
+                }
+                self.answer(&mut messages, call, result);
+            }
+        }
+        if out.status == RunStatus::MaxIterations {
+            out.error = Some(format!(
+                "no answer after {} model turns (max_iterations); give a smaller task or raise max_iterations",
+                self.max_iterations
+            ));
+        }
+        if out.status == RunStatus::Cancelled {
+            out.error.get_or_insert_with(|| "cancelled".to_owned());
+        }
+        out
+    }
+
+    /// Checks a call and runs it through the gate; says whether it reached the gate.
+    async fn call_tool(
+        &self,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> (Result<toolgate_core::ToolOutput, ToolError>, bool) {
+        match self.check(call) {
+            Ok(params) => {
+                let mut ctx = self.ctx.clone();
+                ctx.call_id = String::new();
+                ctx.cancel = cancel.child_token();
+                let result = tokio::select! {
+                    r = self.caller.call(&ctx, &call.name, params) => r,
+                    () = cancel.cancelled() => Err(ToolError::Cancelled),
+                };
+                (result, true)
+            }
+            Err(e) => (Err(e), false),
+        }
+    }
+
+    /// The call's parameters, or why it cannot be made.
+    fn check(&self, call: &ToolCall) -> Result<Value, ToolError> {
+        if !self.tools.iter().any(|t| t.name == call.name) {
+            let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(ToolError::UnknownTool {
+                name: truncate(&call.name, 100),
+                suggestion: if names.is_empty() { None } else { Some(names.join("`, `")) },
+            });
+        }
+        if call.arguments.len() > MAX_ARGUMENTS {
+            return Err(ToolError::invalid(
+                &call.name,
+                "",
+                format!(
+                    "the arguments are {} bytes; the limit is {MAX_ARGUMENTS}: send less data",
+                    call.arguments.len()
+                ),
+            ));
+        }
+        let params: Value = if call.arguments.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            match serde_json::from_str(&call.arguments) {
+                Ok(v @ Value::Object(_)) => v,
+                Ok(_) => {
+                    return Err(ToolError::invalid(
+                        &call.name,
+                        "",
+                        "the arguments must be a JSON object such as {\"path\": \"a.txt\"}",
+                    ));
+                }
+                Err(e) => {
+                    return Err(ToolError::invalid(
+                        &call.name,
+                        "",
+                        format!("the arguments are not valid JSON ({e}); send one JSON object"),
+                    ));
+                }
+            }
+        };
+        Ok(params)
+    }
+
+    /// Records a call's result and hands it to the model.
+    fn answer(
+        &self,
+        messages: &mut Vec<Message>,
+        call: &ToolCall,
+        result: Result<toolgate_core::ToolOutput, ToolError>,
+    ) {
+        let (content, is_error) = match result {
+            Ok(out) => {
+                let text = out.text_content();
+                if text.is_empty() {
+                    (out.structured.map(|v| v.to_string()).unwrap_or_default(), false)
+                } else {
+                    (text, false)
+                }
+            }
+            Err(e) => (format!("error ({}): {e}", e.kind()), true),
+        };
+        if let Some(events) = &self.events {
+            events(&Event::ToolResult { session: &self.session, call, is_error, content: &content });
+        }
+        let m = Message::Tool { call_id: call.id.clone(), name: call.name.clone(), content, is_error };
+        self.save(&m);
+        messages.push(m);
+    }
+
+    fn save(&self, m: &Message) {
+        self.log(self.store.session_append(&self.session, &to_record(m)).map(drop));
+    }
+
+    fn log(&self, r: Result<(), toolgate_store::StoreError>) {
+        if let Err(e) = r {
+            tracing::warn!(session = self.session, "agent session not saved: {e}");
+        }
+    }
+}
+
+/// Arguments in a canonical form, so key order and spacing do not hide a repeated call.
+fn canonical_args(raw: &str) -> String {
+    serde_json::from_str::<Value>(raw).map(|v| v.to_string()).unwrap_or_else(|_| raw.to_owned())
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+/// A message as a stored record.
+pub(crate) fn to_record(m: &Message) -> MessageRecord {
+    let ts_ms = now_ms();
+    match m {
+        Message::System { content } => {
+            MessageRecord { role: "system".into(), content: content.clone(), ts_ms, ..Default::default() }
+        }
+        Message::User { content } => {
+            MessageRecord { role: "user".into(), content: content.clone(), ts_ms, ..Default::default() }
+        }
+        Message::Assistant { content, tool_calls } => MessageRecord {
+            role: "assistant".into(),
+            content: content.clone().unwrap_or_default(),
+            tool_calls: (!tool_calls.is_empty()).then(|| serde_json::to_string(tool_calls).unwrap_or_default()),
+            ts_ms,
+            ..Default::default()
+        },
+        Message::Tool { call_id, name, content, is_error } => MessageRecord {
+            role: "tool".into(),
+            content: content.clone(),
+            tool_call_id: Some(call_id.clone()),
+            tool_name: Some(name.clone()),
+            is_error: *is_error,
+            ts_ms,
+            ..Default::default()
+        },
+    }
+}
+
+/// A stored record as a message (for continuing a session).
+pub(crate) fn from_record(r: &MessageRecord) -> Message {
+    match r.role.as_str() {
+        "system" => Message::System { content: r.content.clone() },
+        "assistant" => Message::Assistant {
+            content: (!r.content.is_empty()).then(|| r.content.clone()),
+            tool_calls: r.tool_calls.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default(),
+        },
+        "tool" => Message::Tool {
+            call_id: r.tool_call_id.clone().unwrap_or_default(),
+            name: r.tool_name.clone().unwrap_or_default(),
+            content: r.content.clone(),
+            is_error: r.is_error,
+        },
+        _ => Message::User { content: r.content.clone() },
+    }
+}

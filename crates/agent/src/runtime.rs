@@ -1,0 +1,704 @@
+//! [`Runtime`]: configured agents, their model clients, sessions in the store, and the
+//! sub-agents and delegations running in the background.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use toolgate_core::CallContext;
+use toolgate_store::{SessionFilter, SessionRecord, Store};
+
+use crate::caller::ToolCaller;
+use crate::config::{AgentConfig, AgentType, AgentsConfig};
+use crate::model::{self, Message, ModelClient, ToolDef};
+use crate::runner::{Drive, EventSink, RunOutcome, RunStatus, from_record, to_record};
+use crate::{AgentError, now_ms};
+
+/// Limits on sub-agents (seed 000 §6).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Sub-agents running at once, over the whole runtime (default 8).
+    pub max_concurrent: usize,
+    /// How deep sub-agents nest (default 1: a sub-agent cannot spawn).
+    pub max_depth: u32,
+    /// Sub-agents one session may have running at once (default 5).
+    pub max_children: usize,
+    /// Model turns of a sub-agent (default 20).
+    pub max_subagent_iterations: u32,
+    /// Finished sessions are archived after this long idle (default 60 min).
+    pub archive_after: Duration,
+    /// How long a steer waits after cancelling before it respawns (default 500 ms).
+    pub steer_settle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_concurrent: 8,
+            max_depth: 1,
+            max_children: 5,
+            max_subagent_iterations: 20,
+            archive_after: Duration::from_secs(3600),
+            steer_settle: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What kind of session a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionKind {
+    /// A top-level run (`toolgate agent run`).
+    Run,
+    /// A sub-agent (`subagents`).
+    Subagent,
+    /// A read-only research sub-agent (`sessions_spawn`).
+    Spawn,
+    /// A delegation to a linked agent (`delegate`).
+    Delegation,
+}
+
+impl SessionKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            SessionKind::Run => "run",
+            SessionKind::Subagent => "subagent",
+            SessionKind::Spawn => "spawn",
+            SessionKind::Delegation => "delegation",
+        }
+    }
+}
+
+/// The six read-only tools a `sessions_spawn` research sub-agent gets (seed 002 §6).
+pub const RESEARCH_TOOLS: &[&str] = &["read", "grep", "glob", "ls", "memory_search", "memory_get"];
+
+/// A run to start.
+#[derive(Clone)]
+pub struct RunSpec {
+    /// The agent (an `[agents.NAME]`).
+    pub agent: String,
+    /// Its task: the first user message.
+    pub task: String,
+    /// What kind of session.
+    pub kind: SessionKind,
+    /// A label for listings.
+    pub label: Option<String>,
+    /// Only these tools are offered (besides what policy hides); `None`: the agent's own list.
+    pub only_tools: Option<Vec<String>>,
+    /// Live transcript.
+    pub events: Option<EventSink>,
+}
+
+impl std::fmt::Debug for RunSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSpec").field("agent", &self.agent).field("kind", &self.kind).finish_non_exhaustive()
+    }
+}
+
+impl RunSpec {
+    /// A top-level run of `agent` on `task`.
+    pub fn new(agent: impl Into<String>, task: impl Into<String>) -> Self {
+        RunSpec {
+            agent: agent.into(),
+            task: task.into(),
+            kind: SessionKind::Run,
+            label: None,
+            only_tools: None,
+            events: None,
+        }
+    }
+}
+
+/// A run the runtime tracks (sub-agents and delegations).
+struct Task {
+    agent: String,
+    /// The session that started it.
+    parent: String,
+    /// The agent that started it.
+    from_agent: String,
+    kind: SessionKind,
+    spec: RunSpec,
+    parent_ctx: CallContext,
+    cancel: CancellationToken,
+    done: watch::Receiver<Option<RunOutcome>>,
+    started: Instant,
+}
+
+/// What `subagents list` and `delegate list` show of a task.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TaskInfo {
+    /// The session id (the task's id).
+    pub id: String,
+    /// The agent running it.
+    pub agent: String,
+    /// `running`, or how it ended.
+    pub status: String,
+    /// Its label.
+    pub label: Option<String>,
+    /// Seconds since it started.
+    pub age_secs: u64,
+    /// Its answer, when done.
+    pub result: Option<String>,
+}
+
+/// The agent runtime. Build it with [`Runtime::new`], bind the gate with [`Runtime::bind`],
+/// and register [`crate::tools`] in the gate.
+pub struct Runtime {
+    cfg: AgentsConfig,
+    store: Arc<Store>,
+    base_dir: PathBuf,
+    limits: Limits,
+    /// Late-bound: the gate owns the registry that holds the agent tools, which hold this
+    /// runtime, so a strong reference back would be a cycle.
+    caller: OnceLock<Weak<dyn ToolCaller>>,
+    clients: Mutex<HashMap<String, Arc<dyn ModelClient>>>,
+    tasks: Mutex<HashMap<String, Task>>,
+    /// Parent of every run's token: [`Runtime::shutdown`] stops them all.
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("agents", &self.cfg.agents.keys().collect::<Vec<_>>()).finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime for `cfg`, keeping sessions in `store`; `base_dir` resolves
+    /// `system_prompt_file`s (the workspace).
+    pub fn new(cfg: AgentsConfig, store: Arc<Store>, base_dir: PathBuf) -> Arc<Runtime> {
+        if let Err(e) = store.sessions_fail_orphans(now_ms()) {
+            tracing::warn!("agent sessions: {e}");
+        }
+        Arc::new(Runtime {
+            cfg,
+            store,
+            base_dir,
+            limits: Limits::default(),
+            caller: OnceLock::new(),
+            clients: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// Connects the runtime to the tool caller (the gate). Later calls are ignored.
+    pub fn bind(&self, caller: Weak<dyn ToolCaller>) {
+        let _ = self.caller.set(caller);
+    }
+
+    /// Uses `client` for every agent of `provider` instead of building one from config (tests,
+    /// benchmarks, or a model the library user reaches their own way).
+    pub fn set_client(&self, provider: &str, client: Arc<dyn ModelClient>) {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(provider.to_owned(), client);
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentsConfig {
+        &self.cfg
+    }
+
+    /// The session store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Cancels every run; the runtime still accepts new ones.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    pub(crate) fn caller(&self) -> Result<Arc<dyn ToolCaller>, AgentError> {
+        self.caller.get().and_then(Weak::upgrade).ok_or(AgentError::Unbound)
+    }
+
+    pub(crate) fn agent(&self, name: &str) -> Result<&AgentConfig, AgentError> {
+        self.cfg.agents.get(name).ok_or_else(|| AgentError::UnknownAgent {
+            name: name.chars().take(100).collect(),
+            known: if self.cfg.agents.is_empty() {
+                "none (add an [agents.NAME] table to toolgate.toml)".to_owned()
+            } else {
+                self.cfg.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            },
+        })
+    }
+
+    fn client(&self, provider: &str) -> Result<Arc<dyn ModelClient>, AgentError> {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = clients.get(provider) {
+            return Ok(c.clone());
+        }
+        let cfg = self.cfg.providers.get(provider).ok_or_else(|| AgentError::Provider {
+            provider: provider.to_owned(),
+            message: "not configured: add a [providers.NAME] table".to_owned(),
+        })?;
+        let client = model::client_for(provider, cfg)?;
+        clients.insert(provider.to_owned(), client.clone());
+        Ok(client)
+    }
+
+    fn system_prompt(&self, name: &str, a: &AgentConfig) -> Result<Option<String>, AgentError> {
+        if let Some(file) = &a.system_prompt_file {
+            let path = self.base_dir.join(file);
+            return std::fs::read_to_string(&path).map(Some).map_err(|e| {
+                AgentError::Invalid(format!("[agents.{name}] system_prompt_file {}: {e}", path.display()))
+            });
+        }
+        Ok(a.system_prompt.clone())
+    }
+
+    /// Runs `spec` to the end in the caller's task, as the agent `parent_ctx` names for a
+    /// top-level run or as a child of it otherwise.
+    pub async fn run(&self, spec: RunSpec, parent_ctx: &CallContext) -> Result<RunOutcome, AgentError> {
+        let cancel = self.shutdown.child_token();
+        let (drive, messages) = self.prepare(&spec, parent_ctx, cancel, None)?;
+        let outcome = drive.run(messages).await;
+        self.finish(&outcome);
+        Ok(outcome)
+    }
+
+    /// Continues a finished session with a new user message (`sessions_send`).
+    pub async fn send(
+        &self,
+        session: &str,
+        message: &str,
+        events: Option<EventSink>,
+    ) -> Result<RunOutcome, AgentError> {
+        let record = self.store.session(session)?.ok_or_else(|| {
+            AgentError::Invalid(format!("no session `{}`; list them with sessions_list", clip(session)))
+        })?;
+        if record.status == "running" {
+            return Err(AgentError::Invalid(format!("session `{session}` is still running; wait for it or cancel it")));
+        }
+        let a = self.agent(&record.agent)?.clone();
+        let caller = self.caller()?;
+        let mut ctx = caller.context();
+        ctx.identity.agent.clone_from(&record.agent);
+        ctx.identity.session = record.id.clone();
+        ctx.subagent_depth = record.depth;
+        ctx.cancel = self.shutdown.child_token();
+        let mut messages: Vec<Message> = self.store.session_messages(session, 0)?.iter().map(from_record).collect();
+        let user = Message::User { content: message.to_owned() };
+        self.store.session_append(session, &to_record(&user))?;
+        messages.push(user);
+        self.store.session_finish(session, "running", None, None, now_ms())?;
+        let tools = offered(&*caller, &ctx, &a, None);
+        let drive = Drive {
+            client: self.client(&a.provider)?,
+            caller,
+            store: &self.store,
+            agent: record.agent.clone(),
+            model: a.model.clone(),
+            price: self.price(&a),
+            max_iterations: a.max_iterations.max(1),
+            tools,
+            session: record.id.clone(),
+            ctx,
+            events,
+        };
+        let outcome = drive.run(messages).await;
+        self.finish(&outcome);
+        Ok(outcome)
+    }
+
+    fn price(&self, a: &AgentConfig) -> crate::config::Price {
+        self.cfg.providers.get(&a.provider).and_then(|p| p.prices.get(&a.model)).copied().unwrap_or_default()
+    }
+
+    /// Creates the session and everything the loop needs.
+    fn prepare(
+        &self,
+        spec: &RunSpec,
+        parent_ctx: &CallContext,
+        cancel: CancellationToken,
+        id: Option<String>,
+    ) -> Result<(Drive<'_>, Vec<Message>), AgentError> {
+        let a = self.agent(&spec.agent)?.clone();
+        let client = self.client(&a.provider)?;
+        let caller = self.caller()?;
+        let id = id.unwrap_or_else(new_id);
+        let parent_session = parent_ctx.identity.session.clone();
+        let mut ctx = match spec.kind {
+            SessionKind::Run => {
+                let mut c = parent_ctx.clone();
+                c.identity.agent.clone_from(&spec.agent);
+                c
+            }
+            SessionKind::Subagent | SessionKind::Spawn => parent_ctx.clone().subagent(spec.agent.clone()),
+            // A delegate runs under its own name, at the delegating agent's depth, still
+            // intersected with the delegating agent's ancestors.
+            SessionKind::Delegation => {
+                let mut c = parent_ctx.clone();
+                c.identity.agent.clone_from(&spec.agent);
+                c
+            }
+        };
+        ctx.identity.session = id.clone();
+        ctx.cancel = cancel;
+        let mut max_iterations = a.max_iterations.max(1);
+        if matches!(spec.kind, SessionKind::Subagent | SessionKind::Spawn) {
+            max_iterations = max_iterations.min(self.limits.max_subagent_iterations);
+        }
+        let tools = offered(&*caller, &ctx, &a, spec.only_tools.as_deref());
+        let mut messages = Vec::new();
+        if let Some(system) = self.system_prompt(&spec.agent, &a)? {
+            messages.push(Message::System { content: system });
+        }
+        messages.push(Message::User { content: spec.task.clone() });
+        self.store.session_create(&SessionRecord {
+            id: id.clone(),
+            agent: spec.agent.clone(),
+            user: ctx.identity.user.clone(),
+            parent: (spec.kind != SessionKind::Run).then_some(parent_session),
+            kind: spec.kind.as_str().to_owned(),
+            label: spec.label.clone(),
+            status: "running".to_owned(),
+            depth: ctx.subagent_depth,
+            task: spec.task.clone(),
+            created_ms: now_ms(),
+            ..SessionRecord::default()
+        })?;
+        for m in &messages {
+            self.store.session_append(&id, &to_record(m))?;
+        }
+        let drive = Drive {
+            client,
+            caller,
+            store: &self.store,
+            agent: spec.agent.clone(),
+            model: a.model.clone(),
+            price: self.price(&a),
+            max_iterations,
+            tools,
+            session: id,
+            ctx,
+            events: spec.events.clone(),
+        };
+        Ok((drive, messages))
+    }
+
+    fn finish(&self, o: &RunOutcome) {
+        let result = (!o.answer.is_empty()).then_some(o.answer.as_str());
+        if let Err(e) = self.store.session_finish(&o.session, o.status.as_str(), result, o.error.as_deref(), now_ms()) {
+            tracing::warn!(session = o.session, "agent session not saved: {e}");
+        }
+    }
+
+    /// Checks the sub-agent limits for a child of `parent_ctx`.
+    fn check_spawn(
+        &self,
+        tasks: &HashMap<String, Task>,
+        spec: &RunSpec,
+        parent_ctx: &CallContext,
+    ) -> Result<(), AgentError> {
+        let a = self.agent(&spec.agent)?;
+        if spec.kind != SessionKind::Delegation && a.kind == AgentType::Predefined {
+            return Err(AgentError::Invalid(format!(
+                "agent `{}` is predefined: it cannot be spawned as a sub-agent; delegate to it if you have a link",
+                spec.agent
+            )));
+        }
+        if spec.kind != SessionKind::Delegation && parent_ctx.subagent_depth >= self.limits.max_depth {
+            return Err(AgentError::Limit(format!(
+                "sub-agents cannot spawn sub-agents (depth limit {}); do the work yourself or report back",
+                self.limits.max_depth
+            )));
+        }
+        let running: Vec<&Task> = tasks.values().filter(|t| t.done.borrow().is_none()).collect();
+        let sub = |t: &&&Task| t.kind != SessionKind::Delegation;
+        if spec.kind != SessionKind::Delegation {
+            let n = running.iter().filter(sub).count();
+            if n >= self.limits.max_concurrent {
+                return Err(AgentError::Limit(format!(
+                    "too many sub-agents running ({n}/{}); wait for one to finish (subagents list) or cancel one",
+                    self.limits.max_concurrent
+                )));
+            }
+            let mine = running.iter().filter(sub).filter(|t| t.parent == parent_ctx.identity.session).count();
+            if mine >= self.limits.max_children {
+                return Err(AgentError::Limit(format!(
+                    "you already have {mine}/{} sub-agents running; wait for one (subagents list) or cancel one",
+                    self.limits.max_children
+                )));
+            }
+        } else {
+            let from = &parent_ctx.identity.agent;
+            let link = self.cfg.link(from, &spec.agent).ok_or_else(|| {
+                let targets = self.cfg.targets(from);
+                AgentError::Invalid(format!(
+                    "agent `{from}` has no delegation link to `{}`; {}",
+                    clip(&spec.agent),
+                    if targets.is_empty() {
+                        "you cannot delegate: handle it yourself".to_owned()
+                    } else {
+                        format!("you can delegate to: {}", targets.join(", "))
+                    }
+                ))
+            })?;
+            let to_target: Vec<&&Task> =
+                running.iter().filter(|t| t.kind == SessionKind::Delegation && t.agent == spec.agent).collect();
+            let load = to_target.len();
+            if load >= a.max_delegation_load as usize {
+                return Err(AgentError::Limit(format!(
+                    "Agent at capacity ({load}/{}). Try a different agent or handle it yourself.",
+                    a.max_delegation_load
+                )));
+            }
+            let on_link = to_target.iter().filter(|t| &t.from_agent == from).count();
+            if on_link >= link.max_concurrent as usize {
+                return Err(AgentError::Limit(format!(
+                    "Link from `{from}` to `{}` at capacity ({on_link}/{}). Wait for one of your delegations to finish, try a different agent or handle it yourself.",
+                    spec.agent, link.max_concurrent
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `spec` as a child of `parent_ctx` in the background; returns its session id.
+    /// Limits are checked first; cancelling the task reaches its model request and its tool calls.
+    pub fn spawn(self: &Arc<Self>, spec: RunSpec, parent_ctx: &CallContext) -> Result<String, AgentError> {
+        self.archive();
+        let (id, fut) = self.start(spec, parent_ctx)?;
+        tokio::spawn(fut);
+        Ok(id)
+    }
+
+    /// Runs `spec` as a child of `parent_ctx` and waits for it (limits apply as for [`Runtime::spawn`]).
+    pub async fn run_child(
+        self: &Arc<Self>,
+        spec: RunSpec,
+        parent_ctx: &CallContext,
+    ) -> Result<RunOutcome, AgentError> {
+        self.archive();
+        let (id, fut) = self.start(spec, parent_ctx)?;
+        // If the caller gives up (its own call is cancelled), the child is cancelled too.
+        let _guard = CancelOnDrop(self.task_token(&id));
+        let cancel = parent_ctx.cancel.clone();
+        tokio::select! {
+            o = fut => Ok(o),
+            () = cancel.cancelled() => Err(AgentError::Cancelled),
+        }
+    }
+
+    fn task_token(&self, id: &str) -> Option<CancellationToken> {
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner()).get(id).map(|t| t.cancel.clone())
+    }
+
+    /// Registers the task and returns the future that runs it.
+    fn start(
+        self: &Arc<Self>,
+        spec: RunSpec,
+        parent_ctx: &CallContext,
+    ) -> Result<(String, impl std::future::Future<Output = RunOutcome> + Send + 'static), AgentError> {
+        let cancel = self.shutdown.child_token();
+        let id = new_id();
+        // Fail early (unknown provider, unbound) before registering.
+        self.prepare_check(&spec)?;
+        let (tx, rx) = watch::channel(None);
+        // Check and register under one lock, so concurrent spawns cannot pass a limit together.
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_spawn(&tasks, &spec, parent_ctx)?;
+        tasks.insert(
+            id.clone(),
+            Task {
+                agent: spec.agent.clone(),
+                parent: parent_ctx.identity.session.clone(),
+                from_agent: parent_ctx.identity.agent.clone(),
+                kind: spec.kind,
+                spec: spec.clone(),
+                parent_ctx: parent_ctx.clone(),
+                cancel: cancel.clone(),
+                done: rx,
+                started: Instant::now(),
+            },
+        );
+        drop(tasks);
+        let rt = self.clone();
+        let parent_ctx = parent_ctx.clone();
+        let task_id = id.clone();
+        let fut = async move {
+            let outcome = match rt.prepare(&spec, &parent_ctx, cancel, Some(task_id.clone())) {
+                Ok((drive, messages)) => drive.run(messages).await,
+                Err(e) => RunOutcome {
+                    session: task_id.clone(),
+                    agent: spec.agent.clone(),
+                    status: RunStatus::Failed,
+                    answer: String::new(),
+                    error: Some(e.to_string()),
+                    iterations: 0,
+                    tool_calls: 0,
+                    usage: Default::default(),
+                    cost_usd: 0.0,
+                },
+            };
+            rt.finish(&outcome);
+            let _ = tx.send(Some(outcome.clone()));
+            outcome
+        };
+        Ok((id, fut))
+    }
+
+    fn prepare_check(&self, spec: &RunSpec) -> Result<(), AgentError> {
+        let a = self.agent(&spec.agent)?;
+        self.client(&a.provider)?;
+        self.caller()?;
+        Ok(())
+    }
+
+    /// Waits for a task to end (at most `timeout`); `None` if it is unknown or still running.
+    pub async fn wait(&self, id: &str, timeout: Duration) -> Option<RunOutcome> {
+        let mut rx = self.tasks.lock().unwrap_or_else(|e| e.into_inner()).get(id).map(|t| t.done.clone())?;
+        let _ = tokio::time::timeout(timeout, rx.wait_for(Option::is_some)).await;
+        rx.borrow().clone()
+    }
+
+    /// Tasks started by session `parent` of `kind`s, newest first.
+    pub fn list(&self, parent: &str, delegations: bool) -> Vec<TaskInfo> {
+        self.archive();
+        let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(Instant, TaskInfo)> = tasks
+            .iter()
+            .filter(|(_, t)| t.parent == parent && (t.kind == SessionKind::Delegation) == delegations)
+            .map(|(id, t)| (t.started, info(id, t)))
+            .collect();
+        out.sort_by_key(|(started, _)| std::cmp::Reverse(*started));
+        out.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// Cancels `id` (`all`: every running task of `parent`; `last`: its newest), if it belongs
+    /// to session `parent`. Returns the ids cancelled.
+    pub fn cancel(&self, parent: &str, id: &str, delegations: bool) -> Result<Vec<String>, AgentError> {
+        let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut mine: Vec<(&String, &Task)> = tasks
+            .iter()
+            .filter(|(_, t)| t.parent == parent && (t.kind == SessionKind::Delegation) == delegations)
+            .collect();
+        mine.sort_by_key(|(_, t)| std::cmp::Reverse(t.started));
+        let running = |t: &Task| t.done.borrow().is_none();
+        let chosen: Vec<(&String, &Task)> = match id {
+            "all" => mine.into_iter().filter(|(_, t)| running(t)).collect(),
+            "last" => mine.into_iter().take(1).collect(),
+            _ => mine.into_iter().filter(|(tid, _)| tid.as_str() == id).collect(),
+        };
+        if chosen.is_empty() {
+            return Err(AgentError::Invalid(if id == "all" || id == "last" {
+                "you have no such tasks; list them first".to_owned()
+            } else {
+                format!("no task `{}` of yours; list them first", clip(id))
+            }));
+        }
+        let mut out = Vec::new();
+        for (tid, t) in chosen {
+            if !running(t) {
+                if id != "all" {
+                    return Err(finished_error(tid, t));
+                }
+                continue;
+            }
+            t.cancel.cancel();
+            out.push(tid.clone());
+        }
+        Ok(out)
+    }
+
+    /// Steers a running sub-agent: cancels it, waits the settle time, and starts it again
+    /// with `message` added to its task. Returns the new task's id.
+    pub async fn steer(self: &Arc<Self>, parent: &str, id: &str, message: &str) -> Result<String, AgentError> {
+        let (spec, parent_ctx, mut done) = {
+            let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            let t = tasks
+                .get(id)
+                .filter(|t| t.parent == parent && t.kind != SessionKind::Delegation)
+                .ok_or_else(|| AgentError::Invalid(format!("no sub-agent `{}` of yours; list them first", clip(id))))?;
+            if t.done.borrow().is_some() {
+                return Err(finished_error(id, t));
+            }
+            t.cancel.cancel();
+            (t.spec.clone(), t.parent_ctx.clone(), t.done.clone())
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(10), done.wait_for(Option::is_some)).await;
+        tokio::time::sleep(self.limits.steer_settle).await;
+        let mut spec = spec;
+        spec.task = format!("{}\n\nUpdate from the agent that started you: {message}", spec.task);
+        self.spawn(spec, &parent_ctx)
+    }
+
+    /// Archives sessions idle past the limit and forgets finished tasks as old.
+    fn archive(&self) {
+        let cutoff = now_ms() - self.limits.archive_after.as_millis() as i64;
+        if let Err(e) = self.store.sessions_archive_idle(cutoff) {
+            tracing::warn!("archiving agent sessions: {e}");
+        }
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|_, t| t.done.borrow().is_none() || t.started.elapsed() < self.limits.archive_after);
+    }
+
+    /// Recent sessions (for `sessions_list` and the CLI).
+    pub fn sessions(
+        &self,
+        agent: Option<&str>,
+        parent: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SessionRecord>, AgentError> {
+        self.archive();
+        Ok(self.store.sessions(&SessionFilter { agent, parent, status: None, limit })?)
+    }
+}
+
+/// Cancels a task when a synchronous wait is abandoned.
+struct CancelOnDrop(Option<CancellationToken>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            t.cancel();
+        }
+    }
+}
+
+fn info(id: &str, t: &Task) -> TaskInfo {
+    let done = t.done.borrow();
+    TaskInfo {
+        id: id.to_owned(),
+        agent: t.agent.clone(),
+        status: done.as_ref().map_or("running", |o| o.status.as_str()).to_owned(),
+        label: t.spec.label.clone(),
+        age_secs: t.started.elapsed().as_secs(),
+        result: done.as_ref().map(RunOutcome::for_model),
+    }
+}
+
+fn finished_error(id: &str, t: &Task) -> AgentError {
+    let status = t.done.borrow().as_ref().map_or("done", |o| o.status.as_str());
+    AgentError::Invalid(format!(
+        "task `{id}` already finished ({status}); nothing to cancel or steer: read its result with list, or spawn a new one"
+    ))
+}
+
+/// The tools offered to the model: what the caller's policy lets the agent see, narrowed to the
+/// agent's `tools` list and to `only`.
+fn offered(caller: &dyn ToolCaller, ctx: &CallContext, a: &AgentConfig, only: Option<&[String]>) -> Vec<ToolDef> {
+    caller
+        .tools(ctx)
+        .into_iter()
+        .filter(|s| a.tools.is_empty() || a.tools.iter().any(|t| t == &s.name))
+        .filter(|s| only.is_none_or(|o| o.iter().any(|t| t == &s.name)))
+        .map(|s| ToolDef { name: s.name, description: s.description, parameters: s.input_schema })
+        .collect()
+}
+
+fn new_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+pub(crate) fn clip(s: &str) -> String {
+    s.chars().take(100).collect()
+}

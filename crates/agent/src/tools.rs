@@ -1,0 +1,383 @@
+//! The agent tools, registered in the gate so models (and MCP clients) reach the runtime
+//! through the same pipeline as every other tool: `agents_list`, `sessions_list`,
+//! `sessions_history`, `session_status`, `sessions_send`, `sessions_spawn`, `subagents`,
+//! `delegate`, `team_tasks` and `team_message`.
+//!
+//! Every tool acts as the agent and session its [`CallContext`] names: a model can only list,
+//! steer or cancel what its own session started, and only read sessions of its own user.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use toolgate_core::{Annotations, CallContext, Tool, ToolError, ToolOutput, ToolSpec};
+use toolgate_store::{SessionRecord, TeamMessage, TeamTask};
+
+use crate::runtime::{RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, clip};
+use crate::{AgentError, now_ms};
+
+/// The group every agent tool is in (`group:sessions` in policy).
+pub const GROUP: &str = "sessions";
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    AgentsList,
+    SessionsList,
+    SessionsHistory,
+    SessionStatus,
+    SessionsSend,
+    SessionsSpawn,
+    Subagents,
+    Delegate,
+    TeamTasks,
+    TeamMessage,
+}
+
+/// One agent tool.
+#[derive(Debug)]
+struct AgentTool {
+    spec: ToolSpec,
+    kind: Kind,
+    rt: Arc<Runtime>,
+}
+
+/// Every agent tool, bound to `rt`.
+pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
+    let t = |kind: Kind, spec: ToolSpec| {
+        Arc::new(AgentTool { spec: spec.group(GROUP), kind, rt: rt.clone() }) as Arc<dyn Tool>
+    };
+    let s = |name: &str| json!({"type": "string", "description": name, "maxLength": 200});
+    vec![
+        t(Kind::AgentsList, ToolSpec::new("agents_list", "List the configured agents you can spawn or delegate to, with what each is for.", json!({"type": "object", "properties": {}, "additionalProperties": false})).annotations(Annotations::READ_ONLY)),
+        t(Kind::SessionsList, ToolSpec::new("sessions_list", "List recent agent sessions (newest first): id, agent, status, task.", json!({
+            "type": "object", "additionalProperties": false,
+            "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "agent": s("only this agent's sessions")},
+        })).annotations(Annotations::READ_ONLY)),
+        t(Kind::SessionsHistory, ToolSpec::new("sessions_history", "Read a session's messages: the task, model turns, tool calls and results.", json!({
+            "type": "object", "additionalProperties": false, "required": ["session_id"],
+            "properties": {"session_id": s("the session id"), "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}},
+        })).annotations(Annotations::READ_ONLY)),
+        t(Kind::SessionStatus, ToolSpec::new("session_status", "A session's status, message count, token usage and cost (default: your own session).", json!({
+            "type": "object", "additionalProperties": false,
+            "properties": {"session_id": s("the session id")},
+        })).annotations(Annotations::READ_ONLY)),
+        t(Kind::SessionsSend, ToolSpec::new("sessions_send", "Send a message to a finished session: its agent continues the conversation and answers.", json!({
+            "type": "object", "additionalProperties": false, "required": ["session_id", "message"],
+            "properties": {"session_id": s("the session id"), "message": {"type": "string", "maxLength": 100000}},
+        })).annotations(Annotations::LOCAL_WRITE)),
+        t(Kind::SessionsSpawn, ToolSpec::new("sessions_spawn", "Spawn a read-only research sub-agent (read, grep, glob, ls and memory tools only) on a task; waits and returns its answer.", json!({
+            "type": "object", "additionalProperties": false, "required": ["prompt"],
+            "properties": {"prompt": {"type": "string", "minLength": 1, "maxLength": 100000}, "agent": s("the agent to run (default: yours)"), "label": s("a short label")},
+        })).annotations(Annotations::LOCAL_WRITE)),
+        t(Kind::Subagents, ToolSpec::new("subagents", "Manage sub-agents: spawn (background, returns an id), run (waits for the answer), list, cancel (id, `all` or `last`), steer (restart a running one with a new instruction).", json!({
+            "type": "object", "additionalProperties": false, "required": ["action"],
+            "properties": {
+                "action": {"type": "string", "enum": ["spawn", "run", "list", "cancel", "steer"]},
+                "task": {"type": "string", "maxLength": 100000}, "id": s("a task id, `all` or `last`"),
+                "message": {"type": "string", "maxLength": 100000}, "agent": s("the agent to run (default: yours)"), "label": s("a short label"),
+            },
+        })).annotations(Annotations::LOCAL_WRITE)),
+        t(Kind::Delegate, ToolSpec::new("delegate", "Delegate a task to another agent you are linked to: delegate (mode sync waits, async returns an id), cancel, list, history.", json!({
+            "type": "object", "additionalProperties": false, "required": ["action"],
+            "properties": {
+                "action": {"type": "string", "enum": ["delegate", "cancel", "list", "history"]},
+                "agent": s("the agent to delegate to"), "task": {"type": "string", "maxLength": 100000},
+                "mode": {"type": "string", "enum": ["sync", "async"], "default": "sync"}, "id": s("a delegation id"),
+            },
+        })).annotations(Annotations::LOCAL_WRITE)),
+        t(Kind::TeamTasks, ToolSpec::new("team_tasks", "Your team's task board: list, create (lead), claim (atomic: one claimer wins), complete (unblocks tasks waiting on it), search.", json!({
+            "type": "object", "additionalProperties": false, "required": ["action"],
+            "properties": {
+                "action": {"type": "string", "enum": ["list", "create", "claim", "complete", "search"]},
+                "team": s("the team (default: your first team)"), "subject": {"type": "string", "maxLength": 500},
+                "description": {"type": "string", "maxLength": 20000}, "priority": {"type": "integer", "minimum": -100, "maximum": 100},
+                "blocked_by": {"type": "array", "items": {"type": "integer"}, "maxItems": 50},
+                "task_id": {"type": "integer"}, "result": {"type": "string", "maxLength": 100000}, "query": s("words to look for"),
+            },
+        })).annotations(Annotations::LOCAL_WRITE)),
+        t(Kind::TeamMessage, ToolSpec::new("team_message", "Message your team: send (to one member), broadcast, read.", json!({
+            "type": "object", "additionalProperties": false, "required": ["action"],
+            "properties": {
+                "action": {"type": "string", "enum": ["send", "broadcast", "read"]}, "team": s("the team (default: your first team)"),
+                "to": s("the member"), "content": {"type": "string", "maxLength": 20000},
+            },
+        })).annotations(Annotations::LOCAL_WRITE)),
+    ]
+}
+
+#[async_trait]
+impl Tool for AgentTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn execute(&self, ctx: &CallContext, p: Value) -> Result<ToolOutput, ToolError> {
+        let name = self.spec.name.as_str();
+        let r = &self.rt;
+        let result = match self.kind {
+            Kind::AgentsList => Ok(agents_list(r, ctx)),
+            Kind::SessionsList => {
+                let limit = p["limit"].as_u64().unwrap_or(20).clamp(1, 100) as usize;
+                r.sessions(p["agent"].as_str(), None, limit).map(|list| {
+                    let rows: Vec<Value> =
+                        list.iter().filter(|s| s.user == ctx.identity.user).map(session_json).collect();
+                    ToolOutput::json(json!({ "sessions": rows }))
+                })
+            }
+            Kind::SessionsHistory => {
+                let id = req_str(name, &p, "session_id")?;
+                own_session(r, ctx, id).and_then(|_| {
+                    let limit = p["limit"].as_u64().unwrap_or(50).clamp(1, 200) as usize;
+                    let msgs = r.store().session_messages(id, limit)?;
+                    Ok(ToolOutput::json(json!({ "session_id": id, "messages": msgs })))
+                })
+            }
+            Kind::SessionStatus => {
+                let id = p["session_id"].as_str().unwrap_or(&ctx.identity.session);
+                own_session(r, ctx, id).map(|s| ToolOutput::json(session_json(&s)))
+            }
+            Kind::SessionsSend => {
+                let id = req_str(name, &p, "session_id")?;
+                let message = req_str(name, &p, "message")?;
+                match own_session(r, ctx, id) {
+                    Ok(_) => r.send(id, message, None).await.map(|o| ToolOutput::text(o.for_model())),
+                    Err(e) => Err(e),
+                }
+            }
+            Kind::SessionsSpawn => {
+                let prompt = req_str(name, &p, "prompt")?;
+                let mut spec = RunSpec::new(agent_or_own(&p, ctx), prompt);
+                spec.kind = SessionKind::Spawn;
+                spec.label = p["label"].as_str().map(str::to_owned);
+                spec.only_tools = Some(RESEARCH_TOOLS.iter().map(|s| (*s).to_owned()).collect());
+                r.run_child(spec, ctx).await.map(|o| ToolOutput::text(o.for_model()))
+            }
+            Kind::Subagents => subagents(r, ctx, &p).await,
+            Kind::Delegate => delegate(r, ctx, &p).await,
+            Kind::TeamTasks => team_tasks(r, ctx, &p),
+            Kind::TeamMessage => team_message(r, ctx, &p),
+        };
+        result.map_err(|e| to_tool_error(name, e))
+    }
+}
+
+fn to_tool_error(tool: &str, e: AgentError) -> ToolError {
+    match e {
+        AgentError::Cancelled => ToolError::Cancelled,
+        AgentError::Invalid(m) => ToolError::invalid(tool, "", m),
+        AgentError::Model { .. } | AgentError::Provider { .. } => {
+            ToolError::ExternalService { service: "model".to_owned(), message: e.to_string() }
+        }
+        other => ToolError::failed(other.to_string()),
+    }
+}
+
+fn req_str<'a>(tool: &str, p: &'a Value, key: &str) -> Result<&'a str, ToolError> {
+    p[key]
+        .as_str()
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| ToolError::invalid(tool, format!("/{key}"), format!("`{key}` is required for this action")))
+}
+
+fn need<'a>(p: &'a Value, key: &str, action: &str) -> Result<&'a str, AgentError> {
+    p[key]
+        .as_str()
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| AgentError::Invalid(format!("`{key}` is required for action `{action}`")))
+}
+
+fn agent_or_own(p: &Value, ctx: &CallContext) -> String {
+    p["agent"].as_str().unwrap_or(&ctx.identity.agent).to_owned()
+}
+
+/// The session, if it exists and belongs to the caller's user.
+fn own_session(r: &Runtime, ctx: &CallContext, id: &str) -> Result<SessionRecord, AgentError> {
+    match r.store().session(id)? {
+        Some(s) if s.user == ctx.identity.user => Ok(s),
+        _ => Err(AgentError::Invalid(format!("no session `{}`; list them with sessions_list", clip(id)))),
+    }
+}
+
+fn session_json(s: &SessionRecord) -> Value {
+    json!({
+        "id": s.id, "agent": s.agent, "kind": s.kind, "status": s.status, "label": s.label,
+        "parent": s.parent, "depth": s.depth, "task": clip_text(&s.task, 300),
+        "result": s.result.as_deref().map(|t| clip_text(t, 2000)), "error": s.error,
+        "messages": s.message_count, "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
+        "cost_usd": s.cost_usd, "created_ms": s.created_ms, "updated_ms": s.updated_ms,
+    })
+}
+
+fn clip_text(s: &str, max: usize) -> String {
+    if s.chars().count() <= max { s.to_owned() } else { format!("{}...", s.chars().take(max).collect::<String>()) }
+}
+
+fn agents_list(r: &Runtime, ctx: &CallContext) -> ToolOutput {
+    let cfg = r.config();
+    let targets = cfg.targets(&ctx.identity.agent);
+    let rows: Vec<Value> = cfg
+        .agents
+        .iter()
+        .map(|(name, a)| {
+            json!({
+                "name": name, "description": a.description, "type": a.kind,
+                "can_delegate": targets.contains(name), "model": a.model,
+            })
+        })
+        .collect();
+    ToolOutput::json(json!({ "agents": rows, "you": ctx.identity.agent }))
+}
+
+async fn subagents(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
+    let action = p["action"].as_str().unwrap_or_default();
+    let parent = ctx.identity.session.as_str();
+    match action {
+        "spawn" | "run" => {
+            let mut spec = RunSpec::new(agent_or_own(p, ctx), need(p, "task", action)?);
+            spec.kind = SessionKind::Subagent;
+            spec.label = p["label"].as_str().map(str::to_owned);
+            if action == "spawn" {
+                let id = r.spawn(spec, ctx)?;
+                Ok(ToolOutput::json(json!({"id": id, "status": "running",
+                    "note": "check on it with subagents list; cancel or steer it by id"})))
+            } else {
+                let o = r.run_child(spec, ctx).await?;
+                Ok(ToolOutput::text(o.for_model()).with_structured(json!({"id": o.session, "status": o.status})))
+            }
+        }
+        "list" => Ok(ToolOutput::json(json!({ "subagents": r.list(parent, false) }))),
+        "cancel" => {
+            let ids = r.cancel(parent, need(p, "id", action)?, false)?;
+            Ok(ToolOutput::json(json!({ "cancelled": ids })))
+        }
+        "steer" => {
+            let id = r.steer(parent, need(p, "id", action)?, need(p, "message", action)?).await?;
+            Ok(ToolOutput::json(
+                json!({"id": id, "status": "running", "note": "the old task was cancelled; this is its replacement"}),
+            ))
+        }
+        other => {
+            Err(AgentError::Invalid(format!("unknown action `{}`; use spawn, run, list, cancel or steer", clip(other))))
+        }
+    }
+}
+
+async fn delegate(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
+    let action = p["action"].as_str().unwrap_or_default();
+    let parent = ctx.identity.session.as_str();
+    match action {
+        "delegate" => {
+            let mut spec = RunSpec::new(need(p, "agent", action)?, need(p, "task", action)?);
+            spec.kind = SessionKind::Delegation;
+            if p["mode"].as_str() == Some("async") {
+                let id = r.spawn(spec, ctx)?;
+                Ok(ToolOutput::json(json!({"id": id, "status": "running", "note": "check on it with delegate list"})))
+            } else {
+                let o = r.run_child(spec, ctx).await?;
+                Ok(ToolOutput::text(o.for_model()).with_structured(json!({"id": o.session, "status": o.status})))
+            }
+        }
+        "list" => Ok(ToolOutput::json(json!({ "delegations": r.list(parent, true) }))),
+        "cancel" => Ok(ToolOutput::json(json!({ "cancelled": r.cancel(parent, need(p, "id", action)?, true)? }))),
+        "history" => {
+            let rows: Vec<Value> = r
+                .sessions(None, Some(parent), 50)?
+                .iter()
+                .filter(|s| s.kind == "delegation")
+                .map(session_json)
+                .collect();
+            Ok(ToolOutput::json(json!({ "delegations": rows })))
+        }
+        other => {
+            Err(AgentError::Invalid(format!("unknown action `{}`; use delegate, cancel, list or history", clip(other))))
+        }
+    }
+}
+
+/// The team the caller names (or its first), checking membership.
+fn team(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<(String, bool), AgentError> {
+    let me = ctx.identity.agent.as_str();
+    let teams = &r.config().teams;
+    let found = match p["team"].as_str() {
+        Some(t) => teams.get_key_value(t),
+        None => teams.iter().find(|(_, t)| t.lead == me || t.members.iter().any(|m| m == me)),
+    };
+    match found {
+        Some((name, t)) if t.lead == me || t.members.iter().any(|m| m == me) => Ok((name.clone(), t.lead == me)),
+        Some((name, _)) => Err(AgentError::Invalid(format!("you (`{me}`) are not a member of team `{name}`"))),
+        None => {
+            Err(AgentError::Invalid(format!("no team of yours (`{me}`) by that name; teams are set in [teams.NAME]")))
+        }
+    }
+}
+
+fn team_tasks(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
+    let action = p["action"].as_str().unwrap_or_default();
+    let (team, lead) = team(r, ctx, p)?;
+    let me = ctx.identity.agent.as_str();
+    let store = r.store();
+    let task_id = || {
+        p["task_id"].as_i64().ok_or_else(|| AgentError::Invalid(format!("`task_id` is required for action `{action}`")))
+    };
+    match action {
+        "list" => Ok(ToolOutput::json(json!({"team": team, "tasks": store.team_tasks(&team, None)?}))),
+        "search" => Ok(ToolOutput::json(json!({"team": team, "tasks": store.team_tasks(&team, Some(need(p, "query", action)?))?}))),
+        "create" => {
+            if !lead {
+                return Err(AgentError::Invalid(format!("only the lead of team `{team}` creates tasks; message the lead instead")));
+            }
+            let blocked_by: Vec<i64> = p["blocked_by"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default();
+            let task = store.team_task_create(&TeamTask {
+                team: team.clone(),
+                subject: need(p, "subject", action)?.to_owned(),
+                description: p["description"].as_str().unwrap_or_default().to_owned(),
+                priority: p["priority"].as_i64().unwrap_or(0),
+                blocked_by,
+                created_ms: now_ms(),
+                ..TeamTask::default()
+            })?;
+            Ok(ToolOutput::json(json!({"created": task})))
+        }
+        "claim" => match store.team_task_claim(&team, task_id()?, me)? {
+            Some(t) => Ok(ToolOutput::json(json!({"claimed": t}))),
+            None => Err(AgentError::Invalid("that task is not pending (claimed by someone else, blocked, done, or unknown); list the tasks and claim another".to_owned())),
+        },
+        "complete" => match store.team_task_complete(&team, task_id()?, me, p["result"].as_str().unwrap_or_default())? {
+            Some(t) => Ok(ToolOutput::json(json!({"completed": t}))),
+            None => Err(AgentError::Invalid("you do not hold that task (claim it first); list the tasks".to_owned())),
+        },
+        other => Err(AgentError::Invalid(format!("unknown action `{}`; use list, create, claim, complete or search", clip(other)))),
+    }
+}
+
+fn team_message(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
+    let action = p["action"].as_str().unwrap_or_default();
+    let (team, _) = team(r, ctx, p)?;
+    let me = ctx.identity.agent.clone();
+    let store = r.store();
+    match action {
+        "send" | "broadcast" => {
+            let to = if action == "send" {
+                let to = need(p, "to", action)?;
+                let t = &r.config().teams[&team];
+                if t.lead != to && !t.members.iter().any(|m| m == to) {
+                    return Err(AgentError::Invalid(format!("`{}` is not in team `{team}`", clip(to))));
+                }
+                Some(to.to_owned())
+            } else {
+                None
+            };
+            let id = store.team_message_send(&TeamMessage {
+                team,
+                from: me,
+                to,
+                content: need(p, "content", action)?.to_owned(),
+                ts_ms: now_ms(),
+                ..TeamMessage::default()
+            })?;
+            Ok(ToolOutput::json(json!({"sent": id})))
+        }
+        "read" => Ok(ToolOutput::json(json!({"messages": store.team_messages(&team, &me, 0)?}))),
+        other => Err(AgentError::Invalid(format!("unknown action `{}`; use send, broadcast or read", clip(other)))),
+    }
+}

@@ -1,0 +1,98 @@
+//! The agent runtime (`toolgate-agent`) inside the gate: `[providers]`, `[agents]`,
+//! `[[agent_links]]` and `[teams]` build a [`Runtime`], whose tools (`subagents`, `delegate`,
+//! `sessions_*`, `team_*`) are registered in the gate's registry; [`Gate`] is the runtime's
+//! [`ToolCaller`], so every tool call an agent makes runs through [`Gate::call`] with the
+//! agent's (sub-agent-narrowed) context.
+//!
+//! The gate owns the registry that holds the agent tools and the tools hold the runtime, so the
+//! runtime reaches the gate through a `Weak` set by [`Gate::bind_agents`] once the gate is in an
+//! `Arc`: no reference cycle.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! let config = toolgate::config::Config::default(); // with [providers] and [agents]
+//! let gate = Arc::new(toolgate::Gate::builder(".").config(config).build()?);
+//! gate.bind_agents();
+//! if let Some(rt) = gate.agents() {
+//!     let out = rt.run(toolgate::agent::RunSpec::new("coder", "List the TODOs"), &gate.context()).await?;
+//!     println!("{}", out.answer);
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::path::Path;
+use std::sync::{Arc, Weak};
+
+use serde_json::Value;
+use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
+use toolgate_store::Store;
+
+pub use toolgate_agent::*;
+
+use crate::Gate;
+use crate::config::Config;
+
+#[async_trait::async_trait]
+impl ToolCaller for Gate {
+    fn context(&self) -> CallContext {
+        Gate::context(self)
+    }
+
+    fn tools(&self, ctx: &CallContext) -> Vec<ToolSpec> {
+        self.visible_tools(ctx)
+    }
+
+    async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
+        Gate::call(self, ctx, name, params).await
+    }
+}
+
+impl Gate {
+    /// The agent runtime, when `[agents]` are configured.
+    pub fn agents(&self) -> Option<&Arc<Runtime>> {
+        self.agents.as_ref()
+    }
+
+    /// Connects the agent runtime to this gate (a `Weak`, so no cycle). Call it once the gate is
+    /// in an `Arc`; the agent tools answer "not connected" until then.
+    pub fn bind_agents(self: &Arc<Self>) {
+        if let Some(rt) = &self.agents {
+            let weak: Weak<dyn ToolCaller> = Arc::downgrade(self) as Weak<dyn ToolCaller>;
+            rt.bind(weak);
+        }
+    }
+}
+
+/// The `[agents]` part of `config`.
+pub(crate) fn agents_config(config: &Config) -> AgentsConfig {
+    AgentsConfig {
+        providers: config.providers.clone(),
+        agents: config.agents.clone(),
+        agent_links: config.agent_links.clone(),
+        teams: config.teams.clone(),
+    }
+}
+
+/// The runtime for `config`, or `None` when no agent is configured. Sessions go to `store`, or
+/// to an in-memory database when the gate keeps no state on disk.
+pub(crate) fn build_runtime(config: &Config, store: Option<Arc<Store>>, workspace: &Path) -> Option<Arc<Runtime>> {
+    if config.agents.is_empty() {
+        return None;
+    }
+    let cfg = agents_config(config);
+    for problem in cfg.problems() {
+        tracing::warn!("agents: {problem}");
+    }
+    let store = match store {
+        Some(s) => s,
+        None => match Store::open(Path::new(":memory:")) {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                tracing::warn!("agents: no session store: {e}");
+                return None;
+            }
+        },
+    };
+    Some(Runtime::new(cfg, store, workspace.to_path_buf()))
+}

@@ -1,0 +1,194 @@
+//! `toolgate agent run NAME "prompt" [--json]`, `toolgate agent sessions`, `toolgate agent history ID`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::json;
+use toolgate::agent::{Event, RunSpec};
+use toolgate::store::{SessionFilter, Store};
+
+use super::GlobalArgs;
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Command {
+    /// Run an agent on a prompt and print the transcript: model turns, tool calls, results, and
+    /// each call's policy decision from the audit log.
+    Run {
+        /// The agent (`[agents.NAME]`).
+        name: String,
+        /// The task.
+        prompt: String,
+        /// Print the outcome, the messages and the audited calls as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List recent agent sessions.
+    Sessions {
+        /// How many (default 20).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Only this agent's.
+        #[arg(long = "of")]
+        agent: Option<String>,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session's messages.
+    History {
+        /// The session id.
+        id: String,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run { name, prompt, json } => run_agent(global, name, prompt, json).await,
+        Command::Sessions { limit, agent, json } => {
+            let store = open_store(global)?;
+            let list = store.sessions(&SessionFilter { agent: agent.as_deref(), limit, ..Default::default() })?;
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&list)?);
+            } else if list.is_empty() {
+                outln!("no agent sessions yet (toolgate agent run NAME \"prompt\")");
+            } else {
+                for s in list {
+                    outln!(
+                        "{}  {:<12} {:<10} {:<9} msgs {:>3}  tokens {}/{}  ${:.4}  {}",
+                        s.id,
+                        s.agent,
+                        s.kind,
+                        s.status,
+                        s.message_count,
+                        s.input_tokens,
+                        s.output_tokens,
+                        s.cost_usd,
+                        one_line(&s.task, 60)
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::History { id, json } => {
+            let store = open_store(global)?;
+            let Some(session) = store.session(&id)? else {
+                eprintln!("error: no session `{id}` (toolgate agent sessions lists them)");
+                return Ok(ExitCode::from(1));
+            };
+            let messages = store.session_messages(&id, 0)?;
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&json!({"session": session, "messages": messages}))?);
+            } else {
+                outln!("session {} · agent {} · {} · {}", session.id, session.agent, session.kind, session.status);
+                for m in messages {
+                    match (m.role.as_str(), &m.tool_calls) {
+                        ("assistant", Some(calls)) => {
+                            if !m.content.is_empty() {
+                                outln!("assistant: {}", m.content);
+                            }
+                            outln!("assistant calls: {calls}");
+                        }
+                        ("tool", _) => outln!(
+                            "{} {}: {}",
+                            if m.is_error { "tool error" } else { "tool" },
+                            m.tool_name.as_deref().unwrap_or("?"),
+                            one_line(&m.content, 400)
+                        ),
+                        (role, _) => outln!("{role}: {}", m.content),
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn open_store(global: &GlobalArgs) -> anyhow::Result<Store> {
+    let db = global.workspace()?.join(".toolgate/state.db");
+    Store::open(&db).with_context(|| format!("cannot open {}", db.display()))
+}
+
+async fn run_agent(global: &GlobalArgs, name: String, prompt: String, as_json: bool) -> anyhow::Result<ExitCode> {
+    let gate = Arc::new(global.gate(true)?);
+    gate.bind_agents();
+    gate.start_mcp();
+    let Some(rt) = gate.agents().cloned() else {
+        anyhow::bail!(
+            "no agents are configured: add [providers.NAME] and [agents.NAME] to toolgate.toml (docs/agents.md)"
+        );
+    };
+    let mut spec = RunSpec::new(name, prompt);
+    if !as_json {
+        spec.events = Some(Arc::new(|event: &Event<'_>| match event {
+            Event::Assistant { text, calls, .. } => {
+                if let Some(text) = text {
+                    outln!("assistant: {text}");
+                }
+                for c in *calls {
+                    outln!("→ {}({})", c.name, one_line(&c.arguments, 300));
+                }
+            }
+            Event::ToolResult { call, is_error, content, .. } => {
+                let mark = if *is_error { "✗" } else { "←" };
+                outln!("{mark} {}: {}", call.name, one_line(content, 400));
+            }
+            _ => {}
+        }));
+    }
+    let ctx = gate.context();
+    let outcome = tokio::select! {
+        o = rt.run(spec, &ctx) => o,
+        _ = tokio::signal::ctrl_c() => {
+            rt.shutdown();
+            gate.shutdown();
+            eprintln!("interrupted");
+            return Ok(ExitCode::from(130));
+        }
+    };
+    gate.shutdown();
+    let outcome = outcome?;
+    // The decisions, from the audit log: every call of this session and of its children.
+    let store = open_store(global).ok();
+    let audited: Vec<_> = store
+        .as_ref()
+        .and_then(|s| s.audit_tail(10_000).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.session == outcome.session)
+        .collect();
+    if as_json {
+        let messages = store.as_ref().and_then(|s| s.session_messages(&outcome.session, 0).ok()).unwrap_or_default();
+        let calls: Vec<_> = audited
+            .iter()
+            .map(|r| json!({"tool": r.tool, "decision": r.decision, "outcome": r.outcome, "error": r.error, "params": r.params}))
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&json!({"outcome": outcome, "messages": messages, "calls": calls}))?);
+    } else {
+        for r in &audited {
+            outln!("audit: {} {} · {}", r.tool, r.outcome, one_line(&r.decision, 200));
+        }
+        outln!(
+            "session {} · {} · {} turns · {} tool calls · tokens {}/{} · ${:.4}",
+            outcome.session,
+            outcome.status.as_str(),
+            outcome.iterations,
+            outcome.tool_calls,
+            outcome.usage.input_tokens,
+            outcome.usage.output_tokens,
+            outcome.cost_usd
+        );
+        if let Some(e) = &outcome.error {
+            eprintln!("error: {e}");
+        }
+    }
+    Ok(if outcome.status == toolgate::agent::RunStatus::Done { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if flat.chars().count() <= max { flat } else { format!("{}…", flat.chars().take(max).collect::<String>()) }
+}

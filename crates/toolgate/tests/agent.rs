@@ -1,0 +1,503 @@
+//! The agent runtime through the real gate, against a scripted OpenAI-compatible server on
+//! loopback (`agent/scripted.rs`, which stands in for the model only) and, for the Anthropic
+//! client, a loopback server answering in the Messages API's documented format.
+
+#[path = "agent/scripted.rs"]
+mod scripted;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use scripted::{Reply, Scripted, answer, call, call_raw};
+use serde_json::{Value, json};
+use toolgate::Gate;
+use toolgate::agent::config::{Price, ProviderKind};
+use toolgate::agent::{AgentConfig, AgentLink, ProviderConfig, RunSpec, RunStatus, TeamConfig};
+use toolgate::config::Config;
+use toolgate::core::{CallContext, Identity};
+use toolgate::store::Store;
+
+fn provider(url: &str) -> ProviderConfig {
+    let mut p = ProviderConfig { base_url: url.to_owned(), max_retries: 2, timeout_secs: 20.0, ..Default::default() };
+    p.prices.insert("m".into(), Price { input: 1.0, output: 2.0 });
+    p
+}
+
+fn agent(description: &str) -> AgentConfig {
+    AgentConfig { provider: "mock".into(), model: "m".into(), description: description.into(), ..Default::default() }
+}
+
+fn config(url: &str) -> Config {
+    let mut c = Config::default();
+    c.providers.insert("mock".into(), provider(url));
+    let mut main = agent("the main agent");
+    main.system_prompt = Some("Be brief.".into());
+    c.agents.insert("main".into(), main);
+    c
+}
+
+fn gate(dir: &std::path::Path, config: Config) -> Arc<Gate> {
+    let gate = Arc::new(Gate::builder(dir).config(config).build().unwrap());
+    gate.bind_agents();
+    gate
+}
+
+fn store(dir: &std::path::Path) -> Store {
+    Store::open(&dir.join(".toolgate/state.db")).unwrap()
+}
+
+fn tool_messages(store: &Store, session: &str) -> Vec<(bool, String)> {
+    store
+        .session_messages(session, 0)
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.role == "tool")
+        .map(|m| (m.is_error, m.content))
+        .collect()
+}
+
+fn as_agent(gate: &Gate, agent: &str, session: &str) -> CallContext {
+    let mut ctx = gate.context();
+    ctx.identity = Identity { agent: agent.into(), session: session.into(), ..ctx.identity };
+    ctx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_calls_tools_through_the_gate_and_records_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "the secret word is pineapple\n").unwrap();
+    let server = Scripted::start(vec![call("read", json!({"path": "notes.txt"})), answer("pineapple")]).await;
+    let gate = gate(dir.path(), config(&server.url));
+    let rt = gate.agents().unwrap().clone();
+    let out = rt.run(RunSpec::new("main", "What is the secret word?"), &gate.context()).await.unwrap();
+    assert_eq!(out.status, RunStatus::Done, "{out:?}");
+    assert_eq!((out.answer.as_str(), out.iterations, out.tool_calls), ("pineapple", 2, 1));
+    assert_eq!((out.usage.input_tokens, out.usage.output_tokens), (30, 13));
+    assert!((out.cost_usd - (30.0 + 26.0) / 1e6).abs() < 1e-12);
+
+    let requests = server.requests();
+    let tools: Vec<&str> =
+        requests[0]["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
+    assert!(tools.contains(&"read") && tools.contains(&"subagents"), "{tools:?}");
+    assert_eq!(requests[0]["messages"][0], json!({"role": "system", "content": "Be brief."}));
+    let last = requests[1]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool");
+    assert!(last["content"].as_str().unwrap().contains("pineapple"), "{last}");
+
+    gate.flush_audit();
+    let store = store(dir.path());
+    let audited: Vec<_> = store.audit_tail(100).unwrap().into_iter().filter(|r| r.session == out.session).collect();
+    assert_eq!(audited.len(), 1);
+    assert_eq!(
+        (audited[0].tool.as_str(), audited[0].agent.as_str(), audited[0].outcome.as_str()),
+        ("read", "main", "ok")
+    );
+    let session = store.session(&out.session).unwrap().unwrap();
+    assert_eq!((session.status.as_str(), session.message_count, session.kind.as_str()), ("done", 5, "run"));
+    assert_eq!((session.input_tokens, session.output_tokens), (30, 13));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_tool_calls_become_errors_for_the_model_and_an_endless_loop_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = format!("{{\"message\": \"{}\"}}", "x".repeat((1 << 20) + 10));
+    let mut script = vec![
+        call_raw("read", "{not json"),
+        call("no_such_tool", json!({})),
+        call_raw("echo", &huge),
+        call_raw("echo", "[1, 2]"),
+    ];
+    script.extend((0..5).map(|_| call("echo", json!({"message": "hi"}))));
+    let server = Scripted::start(script).await;
+    let gate = gate(dir.path(), config(&server.url));
+    let out = gate.agents().unwrap().run(RunSpec::new("main", "loop"), &gate.context()).await.unwrap();
+    assert_eq!(out.status, RunStatus::Stopped, "{out:?}");
+    assert!(out.error.as_deref().unwrap().contains("same `echo` call 5 times"), "{:?}", out.error);
+    assert_eq!(out.tool_calls, 2, "only the two well-formed, non-repeated calls reached the gate");
+    let msgs = tool_messages(&store(dir.path()), &out.session);
+    assert_eq!(msgs.len(), 9);
+    assert!(msgs[0].0 && msgs[0].1.contains("not valid JSON"), "{:?}", msgs[0]);
+    assert!(msgs[1].0 && msgs[1].1.contains("unknown tool `no_such_tool`"), "{:?}", msgs[1]);
+    assert!(msgs[2].0 && msgs[2].1.contains("limit is 1048576"), "{}", &msgs[2].1[..200.min(msgs[2].1.len())]);
+    assert!(msgs[3].0 && msgs[3].1.contains("must be a JSON object"), "{:?}", msgs[3]);
+    assert!(!msgs[4].0 && !msgs[5].0, "the first two identical calls run");
+    assert!(msgs[6].0 && msgs[6].1.contains("do not repeat it"), "{:?}", msgs[6]);
+    assert!(msgs[8].0 && msgs[8].1.contains("stopped"), "{:?}", msgs[8]);
+    gate.flush_audit();
+    let echo_calls =
+        store(dir.path()).audit_tail(100).unwrap().into_iter().filter(|r| r.session == out.session).count();
+    assert_eq!(echo_calls, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_iterations_retries_and_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        // max_iterations = 2: two distinct calls and no answer.
+        call("echo", json!({"message": "a"})),
+        call("echo", json!({"message": "b"})),
+        // A 429 and a 500, then an answer: retried.
+        Reply::Status(429),
+        Reply::Status(500),
+        answer("after retries"),
+        // A 500 storm: three attempts (max_retries 2), then the run fails.
+        Reply::Status(500),
+        Reply::Status(503),
+        Reply::Status(500),
+        // A 400 is not retried.
+        Reply::Status(400),
+    ])
+    .await;
+    let mut cfg = config(&server.url);
+    cfg.agents.get_mut("main").unwrap().max_iterations = 2;
+    let gate = gate(dir.path(), cfg);
+    let rt = gate.agents().unwrap();
+    let out = rt.run(RunSpec::new("main", "go"), &gate.context()).await.unwrap();
+    assert_eq!(out.status, RunStatus::MaxIterations);
+    assert!(out.error.unwrap().contains("max_iterations"));
+    let out = rt.run(RunSpec::new("main", "go"), &gate.context()).await.unwrap();
+    assert_eq!((out.status, out.answer.as_str()), (RunStatus::Done, "after retries"));
+    let out = rt.run(RunSpec::new("main", "go"), &gate.context()).await.unwrap();
+    assert_eq!(out.status, RunStatus::Failed);
+    let e = out.error.unwrap();
+    assert!(e.contains("500") && e.contains("after 3 attempts"), "{e}");
+    let out = rt.run(RunSpec::new("main", "go"), &gate.context()).await.unwrap();
+    assert!(out.error.unwrap().contains("400"));
+    assert_eq!(server.requests().len(), 9);
+    assert_eq!(store(dir.path()).session(&out.session).unwrap().unwrap().status, "failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_replies_are_assembled() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        Reply::Stream(vec![
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "echo", "arguments": "{\"mess"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "age\": \"streamed\"}"}}]}, "finish_reason": "tool_calls"}]}),
+        ]),
+        Reply::Stream(vec![
+            json!({"choices": [{"index": 0, "delta": {"content": "all "}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "done"}, "finish_reason": "stop"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}),
+        ]),
+    ])
+    .await;
+    let mut cfg = config(&server.url);
+    cfg.providers.get_mut("mock").unwrap().stream = true;
+    let gate = gate(dir.path(), cfg);
+    let out = gate.agents().unwrap().run(RunSpec::new("main", "go"), &gate.context()).await.unwrap();
+    assert_eq!((out.status, out.answer.as_str(), out.usage.output_tokens), (RunStatus::Done, "all done", 2));
+    assert_eq!(server.requests()[0]["stream"], true);
+    let msgs = tool_messages(&store(dir.path()), &out.session);
+    assert_eq!(msgs, vec![(false, "streamed".to_owned())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subagents_are_narrowed_and_cannot_nest() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        call("subagents", json!({"action": "run", "task": "look around"})),
+        // The child tries to spawn further: it is not offered `subagents` (leaf deny at depth 1).
+        call("subagents", json!({"action": "spawn", "task": "deeper"})),
+        answer("child done"),
+        answer("main done"),
+    ])
+    .await;
+    let gate = gate(dir.path(), config(&server.url));
+    let out = gate.agents().unwrap().run(RunSpec::new("main", "delegate it"), &gate.context()).await.unwrap();
+    assert_eq!((out.status, out.answer.as_str()), (RunStatus::Done, "main done"));
+    let store = store(dir.path());
+    let main_msgs = tool_messages(&store, &out.session);
+    assert!(main_msgs.len() == 1 && !main_msgs[0].0 && main_msgs[0].1.contains("child done"), "{main_msgs:?}");
+    let children = store
+        .sessions(&toolgate::store::SessionFilter { parent: Some(&out.session), limit: 10, ..Default::default() })
+        .unwrap();
+    assert_eq!(children.len(), 1);
+    let child = &children[0];
+    assert_eq!((child.depth, child.kind.as_str(), child.status.as_str()), (1, "subagent", "done"));
+    let child_msgs = tool_messages(&store, &child.id);
+    assert!(child_msgs[0].0 && child_msgs[0].1.contains("unknown tool `subagents`"), "{child_msgs:?}");
+    let requests = server.requests();
+    let child_tools: Vec<&str> =
+        requests[1]["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
+    for hidden in ["subagents", "agents_list", "sessions_send", "session_status"] {
+        assert!(!child_tools.contains(&hidden), "{hidden} offered to a sub-agent: {child_tools:?}");
+    }
+    assert!(child_tools.contains(&"read"));
+    // A sub-agent calling the gate directly is refused by policy too, and audited.
+    let mut sub_ctx = gate.context().subagent("main");
+    sub_ctx.identity.session = child.id.clone();
+    let err = gate.call(&sub_ctx, "subagents", json!({"action": "list"})).await.unwrap_err();
+    assert!(matches!(err.kind(), "denied" | "unknown_tool"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawn_list_cancel_steer_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = || Reply::Delay(Duration::from_secs(60), Box::new(answer("too late")));
+    let server = Scripted::start(vec![slow()]).await;
+    let gate = gate(dir.path(), config(&server.url));
+    let ctx = as_agent(&gate, "main", "parent-1");
+    let spawned =
+        gate.call(&ctx, "subagents", json!({"action": "spawn", "task": "slow work", "label": "slow"})).await.unwrap();
+    let id = spawned.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let list = gate.call(&ctx, "subagents", json!({"action": "list"})).await.unwrap().structured.unwrap();
+    assert_eq!(list["subagents"][0]["status"], "running");
+    // Another session sees none of it.
+    let other = as_agent(&gate, "main", "someone-else");
+    let err = gate.call(&other, "subagents", json!({"action": "cancel", "id": id})).await.unwrap_err();
+    assert!(err.to_string().contains("no task"), "{err}");
+    let t0 = std::time::Instant::now();
+    let cancelled = gate.call(&ctx, "subagents", json!({"action": "cancel", "id": "last"})).await.unwrap();
+    assert_eq!(cancelled.structured.unwrap()["cancelled"][0], id.as_str());
+    let rt = gate.agents().unwrap();
+    let done = rt.wait(&id, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(done.status, RunStatus::Cancelled);
+    assert!(t0.elapsed() < Duration::from_secs(10), "cancellation reached the model request");
+    let err =
+        gate.call(&ctx, "subagents", json!({"action": "steer", "id": id, "message": "faster"})).await.unwrap_err();
+    assert!(err.to_string().contains("already finished"), "{err}");
+
+    // Steer: cancel, settle, respawn with the message.
+    server.push([slow(), answer("steered answer")]);
+    let id2 = gate.call(&ctx, "subagents", json!({"action": "spawn", "task": "v1"})).await.unwrap().structured.unwrap()
+        ["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let steered =
+        gate.call(&ctx, "subagents", json!({"action": "steer", "id": id2, "message": "use v2"})).await.unwrap();
+    let id3 = steered.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let done = rt.wait(&id3, Duration::from_secs(20)).await.unwrap();
+    assert_eq!((done.status, done.answer.as_str()), (RunStatus::Done, "steered answer"));
+    let last = server.requests().last().unwrap().clone();
+    assert!(last.to_string().contains("Update from the agent that started you: use v2"), "{last}");
+
+    // Five children at once, not six.
+    server.push((0..6).map(|_| slow()));
+    for i in 0..5 {
+        gate.call(&ctx, "subagents", json!({"action": "spawn", "task": format!("wait {i}")})).await.unwrap();
+    }
+    let err = gate.call(&ctx, "subagents", json!({"action": "spawn", "task": "one more"})).await.unwrap_err();
+    assert!(err.to_string().contains("5/5"), "{err}");
+    let all = gate.call(&ctx, "subagents", json!({"action": "cancel", "id": "all"})).await.unwrap().structured.unwrap();
+    assert_eq!(all["cancelled"].as_array().unwrap().len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delegation_needs_a_link_and_respects_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        Scripted::start(vec![answer("helped"), Reply::Delay(Duration::from_secs(60), Box::new(answer("late")))]).await;
+    let mut cfg = config(&server.url);
+    cfg.agents.get_mut("main").unwrap().links = vec!["helper".into()];
+    let mut helper = agent("helps");
+    helper.max_delegation_load = 1;
+    cfg.agents.insert("helper".into(), helper);
+    cfg.agents.insert("loner".into(), agent("alone"));
+    cfg.agent_links.push(AgentLink { from: "loner".into(), to: "main".into(), ..Default::default() });
+    let gate = gate(dir.path(), cfg);
+    let ctx = as_agent(&gate, "main", "m-1");
+    let out =
+        gate.call(&ctx, "delegate", json!({"action": "delegate", "agent": "helper", "task": "help"})).await.unwrap();
+    assert!(out.text_content().contains("helped"), "{}", out.text_content());
+    let err =
+        gate.call(&ctx, "delegate", json!({"action": "delegate", "agent": "loner", "task": "x"})).await.unwrap_err();
+    assert!(err.to_string().contains("no delegation link to `loner`") && err.to_string().contains("helper"), "{err}");
+    let asynced = gate
+        .call(&ctx, "delegate", json!({"action": "delegate", "agent": "helper", "task": "slow", "mode": "async"}))
+        .await
+        .unwrap();
+    let id = asynced.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let err = gate
+        .call(&ctx, "delegate", json!({"action": "delegate", "agent": "helper", "task": "more"}))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("Agent at capacity (1/1). Try a different agent or handle it yourself."), "{err}");
+    let list = gate.call(&ctx, "delegate", json!({"action": "list"})).await.unwrap().structured.unwrap();
+    assert_eq!(list["delegations"].as_array().unwrap().len(), 2);
+    gate.call(&ctx, "delegate", json!({"action": "cancel", "id": id})).await.unwrap();
+    let history = gate.call(&ctx, "delegate", json!({"action": "history"})).await.unwrap().structured.unwrap();
+    assert!(history["delegations"].as_array().unwrap().iter().any(|d| d["result"] == "helped"), "{history}");
+    // The delegate ran as `helper`, in its own session, and its request reached the model.
+    let agents = gate.call(&ctx, "agents_list", json!({})).await.unwrap().structured.unwrap();
+    let helper_row = agents["agents"].as_array().unwrap().iter().find(|a| a["name"] == "helper").unwrap().clone();
+    assert_eq!(helper_row["can_delegate"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_tools_and_sessions_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![answer("first"), answer("second")]).await;
+    let gate = gate(dir.path(), config(&server.url));
+    let out = gate.agents().unwrap().run(RunSpec::new("main", "hello"), &gate.context()).await.unwrap();
+    let ctx = gate.context();
+    let list = gate.call(&ctx, "sessions_list", json!({})).await.unwrap().structured.unwrap();
+    assert_eq!(list["sessions"][0]["id"], out.session.as_str());
+    let sent = gate.call(&ctx, "sessions_send", json!({"session_id": out.session, "message": "again"})).await.unwrap();
+    assert!(sent.text_content().contains("second"), "{}", sent.text_content());
+    let history =
+        gate.call(&ctx, "sessions_history", json!({"session_id": out.session})).await.unwrap().structured.unwrap();
+    let roles: Vec<&str> = history["messages"].as_array().unwrap().iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
+    let status =
+        gate.call(&ctx, "session_status", json!({"session_id": out.session})).await.unwrap().structured.unwrap();
+    assert_eq!((status["messages"].as_u64(), status["output_tokens"].as_u64()), (Some(5), Some(10)));
+    // The second request carried the whole conversation.
+    assert_eq!(server.requests()[1]["messages"].as_array().unwrap().len(), 4);
+    // Another user cannot read it.
+    let mut stranger = gate.context();
+    stranger.identity.user = "mallory".into();
+    let err = gate.call(&stranger, "sessions_history", json!({"session_id": out.session})).await.unwrap_err();
+    assert!(err.to_string().contains("no session"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn team_claims_are_atomic_through_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![]).await;
+    let mut cfg = config(&server.url);
+    let members: Vec<String> = (0..12).map(|i| format!("w{i}")).collect();
+    for m in &members {
+        cfg.agents.insert(m.clone(), agent("worker"));
+    }
+    cfg.teams.insert("crew".into(), TeamConfig { lead: "main".into(), members: members.clone() });
+    let gate = gate(dir.path(), cfg);
+    let lead = as_agent(&gate, "main", "lead");
+    let a = gate
+        .call(&lead, "team_tasks", json!({"action": "create", "subject": "build it"}))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    let a_id = a["created"]["id"].as_i64().unwrap();
+    let b = gate
+        .call(&lead, "team_tasks", json!({"action": "create", "subject": "ship it", "blocked_by": [a_id]}))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(b["created"]["status"], "blocked");
+    let w0 = as_agent(&gate, "w0", "w0");
+    let err = gate.call(&w0, "team_tasks", json!({"action": "create", "subject": "x"})).await.unwrap_err();
+    assert!(err.to_string().contains("only the lead"), "{err}");
+    let claims = members.iter().map(|m| {
+        let gate = gate.clone();
+        let ctx = as_agent(&gate, m, m);
+        tokio::spawn(
+            async move { gate.call(&ctx, "team_tasks", json!({"action": "claim", "task_id": a_id})).await.is_ok() },
+        )
+    });
+    let mut winners = 0;
+    for c in claims {
+        winners += usize::from(c.await.unwrap());
+    }
+    assert_eq!(winners, 1);
+    let tasks = gate.call(&lead, "team_tasks", json!({"action": "list"})).await.unwrap().structured.unwrap();
+    let owner = tasks["tasks"][0]["owner"].as_str().unwrap().to_owned();
+    let owner_ctx = as_agent(&gate, &owner, &owner);
+    gate.call(&owner_ctx, "team_tasks", json!({"action": "complete", "task_id": a_id, "result": "built"}))
+        .await
+        .unwrap();
+    let tasks =
+        gate.call(&lead, "team_tasks", json!({"action": "search", "query": "ship"})).await.unwrap().structured.unwrap();
+    assert_eq!(tasks["tasks"][0]["status"], "pending", "unblocked");
+    gate.call(&owner_ctx, "team_message", json!({"action": "send", "to": "main", "content": "built"})).await.unwrap();
+    let read = gate.call(&lead, "team_message", json!({"action": "read"})).await.unwrap().structured.unwrap();
+    assert_eq!(read["messages"][0]["content"], "built");
+    let outsider = as_agent(&gate, "nobody", "n");
+    assert!(gate.call(&outsider, "team_message", json!({"action": "read"})).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_messages_api_on_loopback() {
+    // A loopback server answering in the Messages API's documented format (content blocks,
+    // `tool_use`, `stop_reason`, `usage.input_tokens`): a test double for a commercial API.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        Reply::Json(json!({"id": "msg_1", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+            "content": [{"type": "text", "text": "Let me echo."}, {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"message": "hi"}}],
+            "usage": {"input_tokens": 12, "output_tokens": 6}})),
+        Reply::Json(json!({"id": "msg_2", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+            "content": [{"type": "text", "text": "It said hi."}], "usage": {"input_tokens": 20, "output_tokens": 4}})),
+    ])
+    .await;
+    let mut cfg = config(&server.url.replace("/v1", ""));
+    let p = cfg.providers.get_mut("mock").unwrap();
+    p.kind = ProviderKind::Anthropic;
+    let gate = gate(dir.path(), cfg);
+    let out = gate.agents().unwrap().run(RunSpec::new("main", "echo hi"), &gate.context()).await.unwrap();
+    assert_eq!((out.status, out.answer.as_str(), out.usage.input_tokens), (RunStatus::Done, "It said hi.", 32));
+    let second = &server.requests()[1];
+    assert_eq!(second["system"], "Be brief.");
+    let turns = second["messages"].as_array().unwrap();
+    let result: &Value = &turns.last().unwrap()["content"][0];
+    assert_eq!((result["type"].as_str(), result["tool_use_id"].as_str()), (Some("tool_result"), Some("toolu_1")));
+    assert_eq!(result["content"], "hi");
+    assert!(
+        server.requests()[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "echo" && t["input_schema"].is_object())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_schema_mode_for_small_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let step = |content: Value| {
+        Reply::Json(
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content.to_string()}, "finish_reason": "stop"}]}),
+        )
+    };
+    let server = Scripted::start(vec![
+        step(json!({"tool": "echo", "arguments": {"message": "constrained"}})),
+        step(json!({"tool": "final_answer", "answer": "done"})),
+    ])
+    .await;
+    let mut cfg = config(&server.url);
+    cfg.providers.get_mut("mock").unwrap().tool_calls = toolgate::agent::config::ToolCallMode::JsonSchema;
+    cfg.agents.get_mut("main").unwrap().tools = vec!["echo".into(), "read".into()];
+    let gate = gate(dir.path(), cfg);
+    let out = gate.agents().unwrap().run(RunSpec::new("main", "go"), &gate.context()).await.unwrap();
+    assert_eq!((out.status, out.answer.as_str(), out.tool_calls), (RunStatus::Done, "done", 1));
+    let first = &server.requests()[0];
+    assert!(first.get("tools").is_none());
+    assert_eq!(first["response_format"]["type"], "json_schema");
+    assert_eq!(first["response_format"]["json_schema"]["schema"]["anyOf"].as_array().unwrap().len(), 3);
+    let second = server.requests()[1]["messages"].to_string();
+    assert!(second.contains("Tool `echo` returned") && second.contains("constrained"), "{second}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_agent_run_sessions_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![call("echo", json!({"message": "from the cli"})), answer("cli answer")]).await;
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        format!(
+            "[providers.mock]\nbase_url = \"{}\"\n\n[agents.main]\nprovider = \"mock\"\nmodel = \"m\"\ndescription = \"main\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_toolgate");
+    let run = |args: Vec<String>| {
+        let dir = dir.path().to_owned();
+        async move { tokio::process::Command::new(bin).arg("--workspace").arg(&dir).args(args).output().await.unwrap() }
+    };
+    let out = run(vec!["agent".into(), "run".into(), "main".into(), "say it".into(), "--json".into()]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["outcome"]["answer"], "cli answer");
+    assert_eq!(v["calls"][0]["tool"], "echo");
+    assert_eq!(v["calls"][0]["outcome"], "ok");
+    let session = v["outcome"]["session"].as_str().unwrap().to_owned();
+    let out = run(vec!["agent".into(), "sessions".into()]).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&session));
+    let out = run(vec!["agent".into(), "history".into(), session.clone()]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("tool echo: from the cli") && text.contains("assistant: cli answer"), "{text}");
+}
