@@ -1,0 +1,331 @@
+//! The fetcher against real HTTP servers on loopback (port 0). Loopback is private, so each
+//! test lets exactly its server's `IP:port` through `allow_private`: everything else of the
+//! SSRF logic (parsing, vetting, redirects, pinning) runs as it does for public hosts.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use support::{Reply, serve};
+use tokio_util::sync::CancellationToken;
+use toolgate_fetch::{AllowPrivate, FetchError, FetchPolicy, Fetcher, Overflow, Redirects, Request};
+
+fn fetcher(allow: &[String]) -> Fetcher {
+    let policy = FetchPolicy { allow_private: AllowPrivate::parse(allow).unwrap(), ..FetchPolicy::default() };
+    Fetcher::new(policy).unwrap()
+}
+
+async fn get(f: &Fetcher, url: &str) -> Result<toolgate_fetch::Response, FetchError> {
+    f.fetch(Request::get(url), &CancellationToken::new()).await
+}
+
+#[tokio::test]
+async fn fetches_from_an_allowed_private_port() {
+    let s = serve(|_| Reply::ok("text/plain; charset=utf-8", "hello")).await;
+    let f = fetcher(&[s.allow()]);
+    let r = get(&f, &s.url("/a?b=1")).await.unwrap();
+    assert_eq!((r.status, r.body.as_slice(), r.url.as_str()), (200, &b"hello"[..], s.url("/a?b=1").as_str()));
+    assert_eq!(r.text().0, "hello");
+    assert_eq!(r.remote, Some(s.addr));
+    let seen = s.seen();
+    assert!(seen[0].header("user-agent").unwrap().starts_with("toolgate/"));
+    assert_eq!(seen[0].header("accept-encoding").as_deref(), Some("gzip, deflate, br"));
+}
+
+#[tokio::test]
+async fn private_addresses_are_refused_before_connecting() {
+    let s = serve(|_| Reply::ok("text/plain", "secret")).await;
+    let port = s.addr.port();
+    let none = fetcher(&[]);
+    let other_port = fetcher(&[format!("127.0.0.1:{}", port.wrapping_add(1))]);
+    for f in [&none, &other_port] {
+        for url in [
+            s.url("/"),
+            format!("http://0x7f.1:{port}/"),
+            format!("http://2130706433:{port}/"),
+            format!("http://[::ffff:127.0.0.1]:{port}/"),
+            format!("http://localhost:{port}/"),
+            format!("http://localhost.:{port}/"),
+        ] {
+            let e = get(f, &url).await.unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains("loopback") || msg.contains("localhost") || msg.contains("this machine"),
+                "{url}: {msg}"
+            );
+        }
+    }
+    for url in
+        ["http://169.254.169.254/latest/meta-data/", "http://[fd00::1]/", "http://10.0.0.1/", "http://198.18.0.1/"]
+    {
+        let e = get(&none, url).await.unwrap_err();
+        assert!(matches!(e, FetchError::Url(_)), "{url}: {e}");
+    }
+    assert_eq!(s.connections(), 0, "nothing may connect to a blocked address");
+}
+
+#[tokio::test]
+async fn bad_urls_are_explained() {
+    let f = fetcher(&[]);
+    for (url, want) in [
+        ("file:///etc/passwd", "scheme is not supported"),
+        ("gopher://example.com/", "scheme is not supported"),
+        ("data:text/plain,hi", "scheme is not supported"),
+        ("https://user:pw@example.com/", "credentials"),
+        ("http://[fe80::1%25eth0]/", "not a valid URL"),
+        ("::nonsense", "not a valid URL"),
+        ("http://intranet/", "single-label"),
+    ] {
+        let e = get(&f, url).await.unwrap_err().to_string();
+        assert!(e.contains(want), "{url}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn redirects_are_revetted_at_every_hop() {
+    let target = serve(|_| Reply::ok("text/plain", "reached")).await;
+    let tport = target.addr.port();
+    let blocked_forms = [
+        target.url("/"),
+        format!("http://0x7f000001:{tport}/"),
+        format!("http://[::1]:{tport}/"),
+        format!("http://localhost:{tport}/"),
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+        "file:///etc/passwd".to_owned(),
+        "http://user:pw@example.com/".to_owned(),
+    ];
+    for form in blocked_forms {
+        let form2 = form.clone();
+        let s = serve(move |_| Reply::redirect(302, &form2)).await;
+        let f = fetcher(&[s.allow()]);
+        let e = get(&f, &s.url("/")).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(e, FetchError::Url(_) | FetchError::Redirect { .. } | FetchError::BlockedAddress { .. }),
+            "{form}: {msg}"
+        );
+    }
+    assert_eq!(target.connections(), 0, "a redirect reached a blocked address");
+}
+
+#[tokio::test]
+async fn redirect_chains_loops_and_limits() {
+    let s = serve(|path| {
+        let n: u32 = path.trim_start_matches("/hop/").parse().unwrap_or(0);
+        match path {
+            "/loop-a" => Reply::redirect(301, "/loop-b"),
+            "/loop-b" => Reply::redirect(301, "/loop-a"),
+            "/end" => Reply::ok("text/plain", "end"),
+            "/no-location" => Reply::Full { status: 302, headers: vec![], body: vec![] },
+            _ => Reply::redirect(302, &format!("/hop/{}", n + 1)),
+        }
+    })
+    .await;
+    let f = fetcher(&[s.allow()]);
+    let e = get(&f, &s.url("/hop/0")).await.unwrap_err();
+    assert!(matches!(e, FetchError::TooManyRedirects { max: 10, .. }), "{e}");
+    let e = get(&f, &s.url("/loop-a")).await.unwrap_err();
+    assert!(matches!(e, FetchError::RedirectLoop { .. }), "{e}");
+    let e = get(&f, &s.url("/no-location")).await.unwrap_err();
+    assert!(e.to_string().contains("without a Location"), "{e}");
+    // Returned, not followed, when asked.
+    let req = Request { redirects: Redirects::Return, ..Request::get(s.url("/hop/3")) };
+    let r = f.fetch(req, &CancellationToken::new()).await.unwrap();
+    assert_eq!((r.status, r.header("location")), (302, Some("/hop/4")));
+}
+
+#[tokio::test]
+async fn credentials_are_dropped_on_a_cross_origin_hop() {
+    let other = serve(|_| Reply::ok("text/plain", "other")).await;
+    let dest = other.url("/landing");
+    let s = serve(move |path| {
+        if path == "/same" {
+            Reply::redirect(307, "/final")
+        } else if path == "/final" {
+            Reply::ok("text/plain", "ok")
+        } else {
+            Reply::redirect(302, &dest)
+        }
+    })
+    .await;
+    let f = fetcher(&[s.allow(), other.allow()]);
+    let req = Request::get(s.url("/cross"))
+        .header("Authorization", "Bearer abc")
+        .header("Cookie", "sid=1")
+        .header("X-Trace", "t");
+    let r = f.fetch(req, &CancellationToken::new()).await.unwrap();
+    assert_eq!(r.body, b"other");
+    assert_eq!(r.redirects.len(), 1);
+    let seen = other.seen();
+    assert_eq!(seen[0].header("authorization"), None);
+    assert_eq!(seen[0].header("cookie"), None);
+    assert_eq!(seen[0].header("x-trace").as_deref(), Some("t"));
+    // Same origin keeps them, and 307 keeps the method and body.
+    let mut req = Request::get(s.url("/same")).header("Authorization", "Bearer abc");
+    req.method = "POST".into();
+    req.body = Some(b"payload".to_vec());
+    f.fetch(req, &CancellationToken::new()).await.unwrap();
+    let last = s.seen().pop().unwrap();
+    assert!(last.line.starts_with("POST /final"), "{}", last.line);
+    assert_eq!(last.body, b"payload");
+    assert_eq!(last.header("authorization").as_deref(), Some("Bearer abc"));
+}
+
+#[tokio::test]
+async fn the_cap_counts_decoded_bytes() {
+    let big = vec![b'a'; 20 * 1024 * 1024];
+    let gz = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(&vec![0u8; 64 * 1024 * 1024]).unwrap();
+        e.finish().unwrap()
+    };
+    assert!(gz.len() < 1024 * 1024, "the bomb is small on the wire: {}", gz.len());
+    let s = serve(move |path| match path {
+        "/big" => Reply::ok("text/plain", big.clone()),
+        _ => Reply::ok("text/plain", gz.clone()).with_header("content-encoding", "gzip"),
+    })
+    .await;
+    let f = fetcher(&[s.allow()]);
+    let cap = 1024 * 1024;
+    for path in ["/big", "/bomb"] {
+        let req = Request { max_bytes: Some(cap), ..Request::get(s.url(path)) };
+        let started = Instant::now();
+        let e = f.fetch(req.clone(), &CancellationToken::new()).await.unwrap_err();
+        assert!(matches!(e, FetchError::TooLarge { max } if max == cap), "{path}: {e}");
+        assert!(started.elapsed() < Duration::from_secs(20));
+        let r = f.fetch(Request { overflow: Overflow::Truncate, ..req }, &CancellationToken::new()).await.unwrap();
+        assert!(r.truncated);
+        assert_eq!(r.body.len() as u64, cap, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn gzip_and_both_deflates_decode() {
+    let text = "Grüße aus dem Netz. ".repeat(500);
+    let gz = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let zlib = {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let raw = {
+        let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let s = serve(move |path| match path {
+        "/gz" => Reply::ok("text/plain; charset=utf-8", gz.clone()).with_header("content-encoding", "gzip"),
+        "/zlib" => Reply::ok("text/plain; charset=utf-8", zlib.clone()).with_header("content-encoding", "deflate"),
+        "/raw" => Reply::ok("text/plain; charset=utf-8", raw.clone()).with_header("content-encoding", "deflate"),
+        "/corrupt" => {
+            Reply::ok("text/plain", b"\x1f\x8b\x08\x00garbage-garbage".to_vec()).with_header("content-encoding", "gzip")
+        }
+        _ => Reply::ok("text/plain", "x").with_header("content-encoding", "zstd"),
+    })
+    .await;
+    let f = fetcher(&[s.allow()]);
+    for path in ["/gz", "/zlib", "/raw"] {
+        let r = get(&f, &s.url(path)).await.unwrap();
+        assert_eq!(r.text().0, text, "{path}");
+    }
+    let e = get(&f, &s.url("/corrupt")).await.unwrap_err();
+    assert!(matches!(e, FetchError::Decode { .. }), "{e}");
+    let e = get(&f, &s.url("/zstd")).await.unwrap_err();
+    assert!(e.to_string().contains("`zstd`"), "{e}");
+}
+
+#[tokio::test]
+async fn a_slow_body_times_out_and_cancel_closes_the_connection() {
+    let s = serve(|_| Reply::Slow { body: vec![b'x'; 600], every: Duration::from_millis(100) }).await;
+    let f = fetcher(&[s.allow()]);
+    let started = Instant::now();
+    let req = Request { timeout: Some(Duration::from_secs(1)), ..Request::get(s.url("/slow")) };
+    let e = f.fetch(req, &CancellationToken::new()).await.unwrap_err();
+    assert!(matches!(e, FetchError::Timeout { .. }), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c.cancel();
+    });
+    let e = f.fetch(Request::get(s.url("/slow2")), &cancel).await.unwrap_err();
+    assert!(matches!(e, FetchError::Cancelled), "{e}");
+    // The server notices the closed connection on its next write.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !*s.closed_early.lock().unwrap() {
+        assert!(Instant::now() < deadline, "the connection stayed open after cancellation");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn charsets_come_out_as_utf8() {
+    let s = serve(|path| match path {
+        "/meta" => Reply::ok(
+            "text/html",
+            b"<html><head><meta charset=windows-1251></head><body>\xcf\xf0\xe8\xe2\xe5\xf2</body></html>".to_vec(),
+        ),
+        "/header" => Reply::ok("text/plain; charset=iso-8859-1", b"caf\xe9".to_vec()),
+        "/sjis" => Reply::ok("text/plain; charset=shift_jis", b"\x82\xb1\x82\xf1\x82\xc9\x82\xbf\x82\xcd".to_vec()),
+        _ => Reply::ok("text/plain; charset=bogus-charset", b"ok \xff".to_vec()),
+    })
+    .await;
+    let f = fetcher(&[s.allow()]);
+    assert!(get(&f, &s.url("/meta")).await.unwrap().text().0.contains("Привет"));
+    assert_eq!(get(&f, &s.url("/header")).await.unwrap().text().0, "café");
+    assert_eq!(get(&f, &s.url("/sjis")).await.unwrap().text().0, "こんにちは");
+    assert!(get(&f, &s.url("/bogus")).await.unwrap().text().0.starts_with("ok "));
+}
+
+#[tokio::test]
+async fn domain_lists_and_https_rules() {
+    let s = serve(|_| Reply::ok("text/plain", "x")).await;
+    let policy = FetchPolicy {
+        allow_private: AllowPrivate::parse(&[s.allow()]).unwrap(),
+        deny_domains: vec!["evil.example".into()],
+        allow_domains: vec!["example.com".into(), "evil.example".into()],
+        ..FetchPolicy::default()
+    };
+    let f = Fetcher::new(policy).unwrap();
+    for (url, why) in [
+        ("https://www.evil.example/", "deny_domains"),
+        ("https://example.org/", "not in allow_domains"),
+        ("https://notexample.com/", "not in allow_domains"),
+    ] {
+        let e = get(&f, url).await.unwrap_err().to_string();
+        assert!(e.contains(why), "{url}: {e}");
+    }
+    // https required: plain http is fine only for an allow_private exception.
+    let f = fetcher(&[s.allow()]);
+    let req = Request { require_https: true, ..Request::get(s.url("/")) };
+    assert_eq!(f.fetch(req, &CancellationToken::new()).await.unwrap().status, 200);
+}
+
+/// The environment's proxy variables would bypass pinning: they are ignored.
+#[tokio::test]
+async fn environment_proxies_are_ignored() {
+    let proxy = serve(|_| Reply::ok("text/plain", "from the proxy")).await;
+    let s = serve(|_| Reply::ok("text/plain", "direct")).await;
+    // SAFETY of the test: nextest runs each test in its own process.
+    unsafe_env(&proxy.url(""));
+    let f = fetcher(&[s.allow(), proxy.allow()]);
+    assert_eq!(get(&f, &s.url("/")).await.unwrap().body, b"direct");
+    assert_eq!(proxy.connections(), 0);
+}
+
+#[allow(unsafe_code)]
+fn unsafe_env(proxy: &str) {
+    for k in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "ALL_PROXY"] {
+        // SAFETY: set before any thread of this test reads the environment.
+        unsafe { std::env::set_var(k, proxy) };
+    }
+}
