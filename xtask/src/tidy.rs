@@ -17,8 +17,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("toolgate-guard", &["toolgate-core"]),
     ("toolgate-store", &["toolgate-core"]),
     ("toolgate-sandbox", &["toolgate-core", "toolgate-guard"]),
-    ("toolgate-tools", &["toolgate-core", "toolgate-guard", "toolgate-sandbox", "toolgate-store", "toolgate-policy"]),
+    ("toolgate-tools", &["toolgate-core", "toolgate-guard", "toolgate-sandbox", "toolgate-store", "toolgate-policy", "toolgate-fetch"]),
     ("toolgate-mcp", &["toolgate-core", "toolgate-guard"]),
+    ("toolgate-fetch", &["toolgate-core", "toolgate-guard"]),
     ("toolgate-agent", &["toolgate-core", "toolgate-store"]),
     ("toolgate-wasm", &["toolgate-core", "toolgate-guard", "toolgate-store"]),
     (
@@ -31,6 +32,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "toolgate-sandbox",
             "toolgate-tools",
             "toolgate-mcp",
+            "toolgate-fetch",
             "toolgate-agent",
             "toolgate-wasm",
         ],
