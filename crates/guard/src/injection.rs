@@ -231,7 +231,6 @@ enum Trigger {
 }
 
 struct Tables {
-    literals: Vec<String>,
     triggers: crate::leak::multi::Keywords,
     kinds: Vec<Trigger>,
     special_token: meta::Regex,
@@ -307,9 +306,12 @@ fn compile(pattern: &str) -> meta::Regex {
         .unwrap_or_else(|e| panic!("built-in injection pattern is invalid: {e}"))
 }
 
-fn tables() -> &'static Tables {
-    static TABLES: OnceLock<Tables> = OnceLock::new();
-    TABLES.get_or_init(|| {
+/// The trigger literals and what each asks to check, in automaton order. Cheap (no compiling):
+/// the leak detector takes the literals into its own automaton when it is built, and most
+/// processes never compile the detectors' regexes (they run on untrusted output only).
+fn trigger_list() -> &'static (Vec<String>, Vec<Trigger>) {
+    static LIST: OnceLock<(Vec<String>, Vec<Trigger>)> = OnceLock::new();
+    LIST.get_or_init(|| {
         let mut patterns: Vec<String> = Vec::new();
         let mut kinds = Vec::new();
         for w in BOUNDARY_WORDS {
@@ -326,18 +328,25 @@ fn tables() -> &'static Tables {
             patterns.push((*r).to_owned());
             kinds.push(Trigger::LineRole { suspicious: *suspicious });
         }
-        let mut detectors = Vec::new();
-        for (i, (name, keywords, pattern)) in DETECTORS.iter().enumerate() {
+        for (i, (_, keywords, _)) in DETECTORS.iter().enumerate() {
             for k in *keywords {
                 patterns.push((*k).to_owned());
                 kinds.push(Trigger::Instruction(i));
             }
-            detectors.push((*name, compile(pattern)));
         }
+        (patterns, kinds)
+    })
+}
+
+fn tables() -> &'static Tables {
+    static TABLES: OnceLock<Tables> = OnceLock::new();
+    TABLES.get_or_init(|| {
+        let (patterns, kinds) = trigger_list();
+        let detectors = DETECTORS.iter().map(|(name, _, pattern)| (*name, compile(pattern))).collect();
         let lowered: Vec<Vec<u8>> = patterns.iter().map(|p| p.to_ascii_lowercase().into_bytes()).collect();
         let triggers = crate::leak::multi::Keywords::new(&lowered);
         let special_token = compile(r"<\|[A-Za-z0-9_ .:/-]{1,48}\|>");
-        Tables { literals: patterns, triggers, kinds, special_token, detectors }
+        Tables { triggers, kinds: kinds.clone(), special_token, detectors }
     })
 }
 
@@ -480,7 +489,7 @@ fn finish_warnings(mut warnings: Vec<(usize, String)>) -> Vec<String> {
 /// The trigger literals (matched ASCII case-insensitively), for the leak detector's automaton:
 /// [`redact_and_neutralize`] finds secrets and injection triggers in one pass.
 pub(crate) fn trigger_literals() -> &'static [String] {
-    &tables().literals
+    &trigger_list().0
 }
 
 fn scan(t: &Tables, hay: &Hay<'_>, found: &mut Found) {

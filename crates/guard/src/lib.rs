@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod env;
+pub mod ids;
 pub mod injection;
 pub mod leak;
 pub mod net;

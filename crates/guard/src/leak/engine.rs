@@ -23,7 +23,7 @@ pub(crate) enum Matcher {
     /// A byte regex searched in a window of `before` bytes before the keyword start to `after`
     /// bytes after it. The secret is the first capture group that took part in the match, or
     /// the whole match when the pattern has no group.
-    Regex { regex: meta::Regex, pattern: String, before: usize, after: usize, filter: Filter },
+    Regex { regex: LazyRegex, pattern: String, before: usize, after: usize, filter: Filter },
     /// The hand-written `name = value` matcher of the generic rules ([`generic`]).
     Assignment(generic::Class),
     /// Verbatim values of secret environment variables (no keywords of its own).
@@ -98,12 +98,17 @@ impl LeakDetector {
     /// Values shorter than 8 bytes or longer than 16 KB are ignored, and at most 1,024 values
     /// are kept.
     pub fn with_secret_values(mut self, values: impl IntoIterator<Item = String>) -> Self {
+        let before = self.values.len();
         for v in values {
             let v = v.trim().to_owned();
             let fits = (MIN_SECRET_VALUE_LEN..=MAX_SECRET_VALUE_LEN).contains(&v.len());
             if fits && self.values.len() < MAX_SECRET_VALUES && !self.values.contains(&v) {
                 self.values.push(v);
             }
+        }
+        if self.values.len() == before {
+            // Nothing new (the usual `from_env` without secret variables): keep the automaton.
+            return self;
         }
         let (prefilter, targets) = build_prefilter(&self.rules, &self.values);
         self.prefilter = prefilter;
@@ -200,6 +205,7 @@ impl LeakDetector {
                 i += 1;
             }
             let Matcher::Regex { regex, filter, .. } = &self.rules[rule].matcher else { continue };
+            let regex = regex.get();
             let input = Input::new(bytes).range(start..end);
             if regex.captures_len() > 1 {
                 for caps in regex.captures_iter(input) {
@@ -232,7 +238,7 @@ impl LeakDetector {
                 Matcher::Regex { .. } => self.run_windows(bytes, &mut [(rule, 0, bytes.len())], &mut cands),
                 Matcher::Assignment(class) => {
                     let keywords = GENERIC_KEYWORDS
-                        .get_or_init(|| compile("generic", "(?i)passw|pwd|passphrase|secret|token|key"));
+                        .get_or_init(|| compile_now("generic", "(?i)passw|pwd|passphrase|secret|token|key"));
                     for m in keywords.find_iter(bytes) {
                         if let Some((range, c)) = generic::assignment(bytes, m.start(), m.end())
                             && c == *class
@@ -296,6 +302,9 @@ fn accept(filter: &Filter, secret: &[u8]) -> bool {
 /// Specific candidates first (leftmost, then longest, then earlier rule), then generic ones
 /// where they overlap nothing already taken; the result sorted by position.
 fn resolve(text: &str, rules: &[Rule], mut cands: Vec<Cand>) -> Vec<Finding> {
+    // toolgate's own ids (lock tokens, process ids, ...) are not credentials; a look-alike
+    // without this process's tag is (see `crate::ids`).
+    cands.retain(|c| !crate::ids::within_ours(text, c.range.clone()));
     if cands.is_empty() {
         return Vec::new();
     }
@@ -375,11 +384,54 @@ fn build_prefilter(rules: &[Rule], values: &[String]) -> (Keywords, Vec<Vec<Targ
     (prefilter, targets)
 }
 
+/// A rule's regex, compiled on its first keyword hit. Most texts hit few rules, and compiling
+/// all of them up front was most of what a short-lived process such as `toolgate call` spent
+/// before doing anything (about 60 ms of 90).
+#[derive(Debug)]
+pub(crate) struct LazyRegex {
+    id: String,
+    pattern: String,
+    compiled: OnceLock<meta::Regex>,
+}
+
+impl LazyRegex {
+    /// The compiled regex (built-in patterns are constants, checked by a test).
+    pub(crate) fn get(&self) -> &meta::Regex {
+        self.compiled.get_or_init(|| compile_now(&self.id, &self.pattern))
+    }
+}
+
+/// A constant rule pattern in ASCII byte mode, compiled when first needed.
+pub(crate) fn compile(id: &str, pattern: &str) -> LazyRegex {
+    LazyRegex { id: id.to_owned(), pattern: pattern.to_owned(), compiled: OnceLock::new() }
+}
+
 /// Compiles a constant rule pattern in ASCII byte mode.
-pub(crate) fn compile(id: &str, pattern: &str) -> meta::Regex {
+pub(crate) fn compile_now(id: &str, pattern: &str) -> meta::Regex {
     meta::Regex::builder()
         .syntax(syntax::Config::new().unicode(false).utf8(false))
         .configure(meta::Config::new().utf8_empty(false))
         .build(pattern)
         .unwrap_or_else(|e| panic!("built-in leak rule {id} has an invalid pattern: {e}"))
+}
+
+#[cfg(test)]
+mod lazy_tests {
+    use super::*;
+
+    /// Rule regexes compile on first use: every built-in pattern must compile (a bad one would
+    /// otherwise panic in the middle of a scan).
+    #[test]
+    fn every_builtin_pattern_compiles() {
+        let detector = LeakDetector::new();
+        let mut regexes = 0;
+        for rule in detector.rules() {
+            if let Matcher::Regex { regex, .. } = &rule.matcher {
+                let compiled = std::panic::catch_unwind(|| regex.get().captures_len());
+                assert!(compiled.is_ok(), "rule {} does not compile", rule.id);
+                regexes += 1;
+            }
+        }
+        assert!(regexes > 50, "{regexes} regex rules");
+    }
 }
