@@ -68,6 +68,7 @@ mod handler;
 mod http;
 mod server;
 mod stdio;
+mod stdio_guard;
 mod token;
 
 pub use approval::{ClientAnswer, ask_client};

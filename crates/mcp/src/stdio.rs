@@ -19,7 +19,9 @@ pub async fn serve_stdio<H: CallHandler>(handler: Arc<H>, shutdown: Cancellation
     // and write to the blocking pool, a thread switch each way per message (about 40 µs of a
     // 200 µs echo round trip in `benches/mcp.rs`). Anything else, a socket pair (Node clients) or
     // a terminal, keeps the blocking handles. Reopened descriptors keep O_NONBLOCK off fd 0/1.
-    let result = match server.serve_with_ct(rmcp::transport::stdio_pipes(), shutdown).await {
+    // A line that is not JSON gets a parse error back (`stdio_guard`).
+    let (reader, writer) = rmcp::transport::stdio_pipes();
+    let result = match server.serve_with_ct(crate::stdio_guard::guard(reader, writer), shutdown).await {
         Ok(running) => running
             .waiting()
             .await
