@@ -622,4 +622,19 @@ mod lifetime {
             process.kill_tree().await.unwrap();
         });
     }
+
+    /// A process started outside the sandbox with `die_with_this_process` carries the death
+    /// signal (`/proc` shows no field for it: the child prints what `prctl(PR_GET_PDEATHSIG)`
+    /// returns, through Python's ctypes).
+    #[test]
+    fn die_with_this_process_sets_the_death_signal() {
+        let script = "import ctypes, ctypes.util; l = ctypes.CDLL(ctypes.util.find_library('c')); \
+                      s = ctypes.c_int(); l.prctl(2, ctypes.byref(s)); print(s.value)";
+        let mut cmd = std::process::Command::new("python3");
+        cmd.args(["-c", script]);
+        Sandbox::die_with_this_process(&mut cmd);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "9", "PR_GET_PDEATHSIG is SIGKILL");
+    }
 }
