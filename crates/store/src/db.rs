@@ -102,6 +102,8 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit ADD COLUMN writer_pid INTEGER;
     ALTER TABLE audit ADD COLUMN writer_token TEXT;
     CREATE INDEX audit_started ON audit(writer_pid) WHERE outcome = 'started';",
+    // 6: memory notes, their chunks, full-text index and vectors (`memory/index.rs`).
+    crate::memory::SCHEMA,
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.
@@ -197,7 +199,7 @@ pub(crate) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).doing("migrating")?;
     let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).doing("migrating")? as usize;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {

@@ -30,6 +30,7 @@ mod custom_tools;
 mod db;
 mod error;
 mod grants;
+pub mod memory;
 mod secrets;
 mod sessions;
 

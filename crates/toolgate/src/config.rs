@@ -35,6 +35,8 @@ pub struct Config {
     pub fs: FsConfig,
     /// The runtime tools: sandbox mode, network, limits, timeouts, output cap (`docs/runtime.md`).
     pub runtime: RuntimeConfig,
+    /// The memory tools: note caps, rescans, embeddings (`docs/memory.md`).
+    pub memory: toolgate_tools::memory::MemoryConfig,
     /// When to ask a person.
     pub approval: ApprovalConfig,
     /// Calls per minute and hour, per user and tool.

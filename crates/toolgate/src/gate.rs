@@ -59,6 +59,9 @@ pub enum GateError {
     /// The `[fs]` configuration is invalid.
     #[error("invalid [fs] configuration: {0}")]
     Fs(String),
+    /// The memory index could not be opened.
+    #[error("memory: {0}")]
+    Memory(String),
     /// The `[runtime]` configuration is invalid.
     #[error("{0}")]
     Runtime(#[from] toolgate_tools::runtime::RuntimeError),
@@ -76,6 +79,17 @@ enum AuditTarget {
     File(PathBuf),
     /// Nowhere.
     Off,
+}
+
+impl AuditTarget {
+    /// The state database this target uses.
+    fn db(&self, workspace: &Path) -> Option<PathBuf> {
+        match self {
+            AuditTarget::Off => None,
+            AuditTarget::Workspace => Some(workspace.join(".toolgate/state.db")),
+            AuditTarget::File(path) => Some(path.clone()),
+        }
+    }
 }
 
 /// Builds a [`Gate`].
@@ -151,16 +165,21 @@ impl GateBuilder {
             let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
             return Err(GateError::Workspace { path: workspace, source });
         }
+        let memory = crate::memory::open(&self.config.memory, &workspace, self.audit.db(&workspace).as_deref())?;
         let registry = Registry::new();
         if self.builtins {
             for tool in toolgate_tools::basic::tools() {
                 registry.register_builtin(tool)?;
             }
-            let fs = toolgate_tools::fs::tools(self.config.fs.clone()).map_err(|e| GateError::Fs(e.to_string()))?;
+            let fs = toolgate_tools::fs::tools_observed(self.config.fs.clone(), crate::memory::interceptor(&memory))
+                .map_err(|e| GateError::Fs(e.to_string()))?;
             for tool in fs {
                 registry.register_builtin(tool)?;
             }
             for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
+                registry.register_builtin(tool)?;
+            }
+            for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.clone())) {
                 registry.register_builtin(tool)?;
             }
             // A toolgate killed with SIGKILL leaves its sandbox's temporary folder: remove those

@@ -42,6 +42,7 @@ pub mod extensions;
 mod gate;
 pub mod mcp;
 pub mod mcp_vault;
+pub mod memory;
 mod pipeline;
 
 pub use gate::{Gate, GateBuilder, GateError};

@@ -3,6 +3,7 @@
 //! - [`basic`]: `echo`, `time`, `json` (pure tools that prove the pipeline end to end).
 //! - [`fs`]: files: `read`, `write`, `edit`, `multi_edit`, `apply_patch`, `grep`, `glob`, `ls`,
 //!   `lock_paths`, `unlock_paths`, all confined to the workspace by the kernel.
+//! - [`memory`]: `memory_search`, `memory_write`, `memory_read`, `memory_get`, `memory_tree`.
 //! - [`runtime`]: `exec`, `process`, `execute_code`, run in `toolgate-sandbox`.
 //! - [`custom`]: user-defined shell-template tools, analyzed and run like `exec`.
 //!
@@ -15,4 +16,5 @@
 pub mod basic;
 pub mod custom;
 pub mod fs;
+pub mod memory;
 pub mod runtime;

@@ -65,7 +65,7 @@ pub use lock_tools::{LockPathsTool, UnlockPathsTool};
 pub use ls::LsTool;
 pub use multi_edit::MultiEditTool;
 pub use read::ReadTool;
-pub use state::FsState;
+pub use state::{FsState, WriteObserver};
 pub use write::WriteTool;
 
 /// Why an [`FsConfig`] was refused.
@@ -89,7 +89,18 @@ impl FsState {
 
 /// Every fs tool, sharing one state.
 pub fn tools(config: FsConfig) -> Result<Vec<Arc<dyn Tool>>, ConfigError> {
+    tools_observed(config, None)
+}
+
+/// [`tools`], with an observer told about every file they write (the memory interceptor).
+pub fn tools_observed(
+    config: FsConfig,
+    observer: Option<Arc<dyn WriteObserver>>,
+) -> Result<Vec<Arc<dyn Tool>>, ConfigError> {
     let state = FsState::new_shared(config)?;
+    if let Some(o) = observer {
+        state.set_observer(o);
+    }
     Ok(vec![
         Arc::new(ReadTool::new(state.clone())),
         Arc::new(WriteTool::new(state.clone())),

@@ -49,6 +49,14 @@ pub struct FsState {
     /// One mutex per workspace, held by a writing call from its checks to its commit, so two
     /// calls in this process cannot both pass the staleness check and then overwrite each other.
     writers: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
+    /// Told about every file a tool wrote or deleted (the memory index follows `memory/**`).
+    observer: std::sync::OnceLock<Arc<dyn WriteObserver>>,
+}
+
+/// Told about every file the fs tools wrote, created or deleted, after the change is on disk.
+pub trait WriteObserver: Send + Sync + std::fmt::Debug {
+    /// `rel` (workspace-relative, real path) changed.
+    fn written(&self, ctx: &CallContext, rel: &str);
 }
 
 /// How a write-safety check came out.
@@ -68,7 +76,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl FsState {
     pub(crate) fn new(config: FsConfig, rules: PathRules) -> FsState {
-        FsState { config, rules, reads: Mutex::default(), locks: Mutex::default(), writers: Mutex::default() }
+        FsState {
+            config,
+            rules,
+            reads: Mutex::default(),
+            locks: Mutex::default(),
+            writers: Mutex::default(),
+            observer: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets the observer told about every write (once; later calls are ignored).
+    pub fn set_observer(&self, observer: Arc<dyn WriteObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// Tells the observer that `rel` changed.
+    pub(crate) fn notify(&self, ctx: &CallContext, rel: &str) {
+        if let Some(o) = self.observer.get() {
+            o.written(ctx, rel);
+        }
     }
 
     /// Runs `f` while holding the write mutex of this call's workspace.

@@ -129,6 +129,7 @@ pub(crate) fn commit(
     if let Ok((stat, _)) = root.stat(&checked.target.real) {
         state.record(ctx, &checked.target.real, FileStamp::of(&stat, bytes));
     }
+    state.notify(ctx, checked.target.real.as_str());
     Ok(Written {
         real: checked.target.real.clone(),
         existed: checked.target.exists(),

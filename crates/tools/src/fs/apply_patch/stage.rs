@@ -182,6 +182,9 @@ fn commit(state: &FsState, ctx: &CallContext, tool: &str, staging: &Staging) -> 
             }
         }
     }
+    for e in &done {
+        state.notify(ctx, e.checked.target.real.as_str());
+    }
     Ok(())
 }
 

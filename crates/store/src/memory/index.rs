@@ -1,0 +1,414 @@
+//! The memory index: notes' hashes, chunks, FTS5 over the chunks, and vectors per model id.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::chunk::Chunk;
+use super::vector;
+use crate::StoreError;
+use crate::error::Context;
+
+/// The memory tables (migration 4 in `db.rs`).
+pub(crate) const SCHEMA: &str = "
+    CREATE TABLE memory_docs (
+        scope TEXT NOT NULL,
+        path TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        content TEXT,
+        updated_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, path)
+    );
+    CREATE TABLE memory_chunks (
+        id INTEGER PRIMARY KEY,
+        scope TEXT NOT NULL,
+        path TEXT NOT NULL,
+        start_line INTEGER NOT NULL,
+        end_line INTEGER NOT NULL,
+        heading TEXT NOT NULL,
+        text TEXT NOT NULL,
+        hash TEXT NOT NULL
+    );
+    CREATE INDEX memory_chunks_doc ON memory_chunks(scope, path);
+    CREATE VIRTUAL TABLE memory_fts USING fts5(
+        path, text, content='memory_chunks', content_rowid='id', tokenize='porter unicode61'
+    );
+    CREATE TRIGGER memory_chunks_ai AFTER INSERT ON memory_chunks BEGIN
+        INSERT INTO memory_fts(rowid, path, text) VALUES (new.id, new.path, new.text);
+    END;
+    CREATE TRIGGER memory_chunks_ad AFTER DELETE ON memory_chunks BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, path, text) VALUES ('delete', old.id, old.path, old.text);
+    END;
+    CREATE TABLE memory_vectors (
+        chunk_id INTEGER PRIMARY KEY REFERENCES memory_chunks(id) ON DELETE CASCADE,
+        scope TEXT NOT NULL,
+        model TEXT NOT NULL,
+        vec BLOB NOT NULL
+    );
+    CREATE INDEX memory_vectors_model ON memory_vectors(scope, model);";
+
+const TRIGGERS: &str = "
+    CREATE TRIGGER memory_chunks_ai AFTER INSERT ON memory_chunks BEGIN
+        INSERT INTO memory_fts(rowid, path, text) VALUES (new.id, new.path, new.text);
+    END;
+    CREATE TRIGGER memory_chunks_ad AFTER DELETE ON memory_chunks BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, path, text) VALUES ('delete', old.id, old.path, old.text);
+    END;
+";
+
+const FTS_SCHEMA: &str = "CREATE VIRTUAL TABLE memory_fts USING fts5(
+        path, text, content='memory_chunks', content_rowid='id', tokenize='porter unicode61'
+    );";
+
+/// What the index knows about a note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DocState {
+    pub(crate) hash: String,
+    pub(crate) mtime_ns: i64,
+    pub(crate) size: i64,
+}
+
+/// A chunk row.
+#[derive(Debug, Clone)]
+pub(crate) struct ChunkRow {
+    pub(crate) path: String,
+    pub(crate) start_line: usize,
+    pub(crate) end_line: usize,
+    pub(crate) text: String,
+}
+
+/// A note to (re)index.
+#[derive(Debug)]
+pub(crate) struct DocUpdate<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) state: DocState,
+    pub(crate) content: Option<&'a str>,
+    pub(crate) chunks: &'a [Chunk],
+    /// Vectors for the chunks (same order), with the model id.
+    pub(crate) vectors: Option<(&'a str, Vec<Vec<f32>>)>,
+}
+
+/// The memory index, on its own connection to the state database.
+#[derive(Debug)]
+pub struct MemoryIndex {
+    conn: Mutex<Connection>,
+}
+
+/// Whether an error means the database (or the FTS index) is damaged.
+pub(crate) fn is_corrupt(e: &StoreError) -> bool {
+    match e {
+        StoreError::Query { source: rusqlite::Error::SqliteFailure(f, msg), .. } => {
+            matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+                || msg.as_deref().is_some_and(|m| m.contains("malformed") || m.contains("corrupt"))
+        }
+        _ => false,
+    }
+}
+
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+impl MemoryIndex {
+    /// Opens the index in the state database at `path` (migrating it), or in memory when `None`.
+    pub fn open(path: Option<&Path>) -> Result<MemoryIndex, StoreError> {
+        vector::register();
+        let conn = match path {
+            Some(p) => crate::db::open_connection(p)?,
+            None => {
+                let mut conn = Connection::open_in_memory().doing("opening an in-memory index")?;
+                conn.execute_batch("PRAGMA foreign_keys = ON;").doing("opening an in-memory index")?;
+                crate::db::migrate(&mut conn)?;
+                conn
+            }
+        };
+        Ok(MemoryIndex { conn: Mutex::new(conn) })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every indexed note of `scope` with its state.
+    pub(crate) fn docs(&self, scope: &str) -> Result<HashMap<String, DocState>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached("SELECT path, hash, mtime_ns, size FROM memory_docs WHERE scope = ?1")
+            .doing("listing indexed notes")?;
+        let rows = stmt
+            .query_map([scope], |r| {
+                Ok((r.get::<_, String>(0)?, DocState { hash: r.get(1)?, mtime_ns: r.get(2)?, size: r.get(3)? }))
+            })
+            .doing("listing indexed notes")?;
+        rows.collect::<Result<HashMap<_, _>, _>>().doing("listing indexed notes")
+    }
+
+    /// One note's state.
+    pub(crate) fn doc(&self, scope: &str, path: &str) -> Result<Option<DocState>, StoreError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT hash, mtime_ns, size FROM memory_docs WHERE scope = ?1 AND path = ?2",
+            params![scope, path],
+            |r| Ok(DocState { hash: r.get(0)?, mtime_ns: r.get(1)?, size: r.get(2)? }),
+        )
+        .optional()
+        .doing("reading a note's index state")
+    }
+
+    /// Updates only the stat part of a note whose content hash did not change.
+    pub(crate) fn touch(&self, scope: &str, path: &str, state: &DocState) -> Result<(), StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "UPDATE memory_docs SET mtime_ns = ?3, size = ?4 WHERE scope = ?1 AND path = ?2",
+            params![scope, path, state.mtime_ns, state.size],
+        )
+        .map(drop)
+        .doing("updating a note's index state")
+    }
+
+    /// Vectors already stored for chunks of `path` under `model`, by chunk hash (unchanged chunks
+    /// of an edited note are not embedded again).
+    pub(crate) fn cached_vectors(
+        &self,
+        scope: &str,
+        path: &str,
+        model: &str,
+    ) -> Result<HashMap<String, Vec<u8>>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT c.hash, v.vec FROM memory_chunks c JOIN memory_vectors v ON v.chunk_id = c.id
+                 WHERE c.scope = ?1 AND c.path = ?2 AND v.model = ?3",
+            )
+            .doing("reading cached vectors")?;
+        let rows = stmt
+            .query_map(params![scope, path, model], |r| Ok((r.get(0)?, r.get(1)?)))
+            .doing("reading cached vectors")?;
+        rows.collect::<Result<HashMap<_, _>, _>>().doing("reading cached vectors")
+    }
+
+    /// Replaces a note's chunks (and vectors) in one transaction.
+    pub(crate) fn replace(
+        &self,
+        scope: &str,
+        update: &DocUpdate<'_>,
+        reuse: &HashMap<String, Vec<u8>>,
+        reuse_model: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().doing("indexing a note")?;
+        tx.execute("DELETE FROM memory_chunks WHERE scope = ?1 AND path = ?2", params![scope, update.path])
+            .doing("indexing a note")?;
+        tx.execute(
+            "INSERT INTO memory_docs (scope, path, hash, mtime_ns, size, content, updated_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (scope, path) DO UPDATE SET hash = ?3, mtime_ns = ?4, size = ?5, content = ?6, updated_ms = ?7",
+            params![
+                scope,
+                update.path,
+                update.state.hash,
+                update.state.mtime_ns,
+                update.state.size,
+                update.content,
+                now_ms()
+            ],
+        )
+        .doing("indexing a note")?;
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO memory_chunks (scope, path, start_line, end_line, heading, text, hash)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .doing("indexing a note")?;
+            let mut insert_vec = tx
+                .prepare_cached("INSERT INTO memory_vectors (chunk_id, scope, model, vec) VALUES (?1, ?2, ?3, ?4)")
+                .doing("indexing a note")?;
+            for (i, c) in update.chunks.iter().enumerate() {
+                let hash = sha256_hex(c.text.as_bytes());
+                insert
+                    .execute(params![
+                        scope,
+                        update.path,
+                        c.start_line as i64,
+                        c.end_line as i64,
+                        c.heading,
+                        c.text,
+                        hash
+                    ])
+                    .doing("indexing a note")?;
+                let id = tx.last_insert_rowid();
+                if let Some((model, vecs)) = &update.vectors {
+                    if let Some(v) = vecs.get(i) {
+                        insert_vec.execute(params![id, scope, model, vector::to_blob(v)]).doing("indexing a note")?;
+                    }
+                } else if let (Some(model), Some(blob)) = (reuse_model, reuse.get(&hash)) {
+                    insert_vec.execute(params![id, scope, model, blob]).doing("indexing a note")?;
+                }
+            }
+        }
+        tx.commit().doing("indexing a note")
+    }
+
+    /// Removes a note from the index.
+    pub(crate) fn remove(&self, scope: &str, path: &str) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().doing("removing a note from the index")?;
+        tx.execute("DELETE FROM memory_chunks WHERE scope = ?1 AND path = ?2", params![scope, path])
+            .doing("removing a note from the index")?;
+        tx.execute("DELETE FROM memory_docs WHERE scope = ?1 AND path = ?2", params![scope, path])
+            .doing("removing a note from the index")?;
+        tx.commit().doing("removing a note from the index")
+    }
+
+    /// Chunks of `scope` with no vector for `model` (after a model change), at most `limit`.
+    pub(crate) fn missing_vectors(
+        &self,
+        scope: &str,
+        model: &str,
+        limit: usize,
+    ) -> Result<Vec<(i64, String, String)>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT c.id, c.heading, c.text FROM memory_chunks c
+                 LEFT JOIN memory_vectors v ON v.chunk_id = c.id AND v.model = ?2
+                 WHERE c.scope = ?1 AND v.chunk_id IS NULL ORDER BY c.id LIMIT ?3",
+            )
+            .doing("finding chunks to embed")?;
+        let rows = stmt
+            .query_map(params![scope, model, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .doing("finding chunks to embed")?;
+        rows.collect::<Result<Vec<_>, _>>().doing("finding chunks to embed")
+    }
+
+    /// Stores vectors for chunks (replacing another model's).
+    pub(crate) fn put_vectors(&self, scope: &str, model: &str, vecs: &[(i64, Vec<f32>)]) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().doing("storing vectors")?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO memory_vectors (chunk_id, scope, model, vec) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .doing("storing vectors")?;
+            for (id, v) in vecs {
+                stmt.execute(params![id, scope, model, vector::to_blob(v)]).doing("storing vectors")?;
+            }
+        }
+        tx.commit().doing("storing vectors")
+    }
+
+    /// Full-text candidates: chunk ids, best first. `expr` is an FTS5 expression built by
+    /// `search::fts_expression` (every term quoted).
+    pub(crate) fn fts(&self, scope: &str, expr: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT c.id FROM memory_fts f JOIN memory_chunks c ON c.id = f.rowid
+                 WHERE memory_fts MATCH ?1 AND c.scope = ?2 ORDER BY bm25(memory_fts), c.id LIMIT ?3",
+            )
+            .doing("searching notes")?;
+        let rows = stmt.query_map(params![expr, scope, limit as i64], |r| r.get(0)).doing("searching notes")?;
+        rows.collect::<Result<Vec<_>, _>>().doing("searching notes")
+    }
+
+    /// Vector candidates: (chunk id, cosine distance), nearest first.
+    pub(crate) fn nearest(
+        &self,
+        scope: &str,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(i64, f64)>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT chunk_id, vec_distance_cosine(vec, ?1) AS d FROM memory_vectors
+                 WHERE scope = ?2 AND model = ?3 ORDER BY d, chunk_id LIMIT ?4",
+            )
+            .doing("searching notes by meaning")?;
+        let rows = stmt
+            .query_map(params![vector::to_blob(query), scope, model, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .doing("searching notes by meaning")?;
+        rows.collect::<Result<Vec<_>, _>>().doing("searching notes by meaning")
+    }
+
+    /// The chunks with these ids.
+    pub(crate) fn chunks(&self, ids: &[i64]) -> Result<HashMap<i64, ChunkRow>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached("SELECT path, start_line, end_line, text FROM memory_chunks WHERE id = ?1")
+            .doing("reading chunks")?;
+        let mut out = HashMap::new();
+        for id in ids {
+            let row = stmt
+                .query_row([id], |r| {
+                    Ok(ChunkRow {
+                        path: r.get(0)?,
+                        start_line: r.get::<_, i64>(1)? as usize,
+                        end_line: r.get::<_, i64>(2)? as usize,
+                        text: r.get(3)?,
+                    })
+                })
+                .optional()
+                .doing("reading chunks")?;
+            if let Some(row) = row {
+                out.insert(*id, row);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the full-text index is sound (any failure of the check counts as damage).
+    pub(crate) fn check(&self) -> bool {
+        let conn = self.lock();
+        conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)", []).is_ok()
+    }
+
+    /// Rebuilds the full-text index from the chunks; when the chunks themselves are unreadable,
+    /// forgets every note of every scope so the next scan indexes them again (notes in files are
+    /// never touched; managed notes' content is kept in `memory_docs`).
+    pub(crate) fn rebuild(&self) -> Result<(), StoreError> {
+        let conn = self.lock();
+        let fts = conn
+            .execute_batch(&format!(
+                "DROP TABLE IF EXISTS memory_fts; {FTS_SCHEMA} INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');"
+            ))
+            .doing("rebuilding the memory index");
+        if fts.is_ok() {
+            return Ok(());
+        }
+        tracing::warn!("memory index: the chunks are unreadable; indexing every note again");
+        conn.execute_batch(&format!(
+            "DROP TRIGGER IF EXISTS memory_chunks_ai; DROP TRIGGER IF EXISTS memory_chunks_ad;
+             DROP TABLE IF EXISTS memory_fts; DROP TABLE IF EXISTS memory_vectors; DELETE FROM memory_chunks;
+             UPDATE memory_docs SET hash = ''; {FTS_SCHEMA} {TRIGGERS}
+             CREATE TABLE IF NOT EXISTS memory_vectors (
+                chunk_id INTEGER PRIMARY KEY REFERENCES memory_chunks(id) ON DELETE CASCADE,
+                scope TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL);
+             CREATE INDEX IF NOT EXISTS memory_vectors_model ON memory_vectors(scope, model);"
+        ))
+        .doing("rebuilding the memory index")
+    }
+
+    /// Runs raw SQL on the index's connection (tests damage the index with it).
+    #[doc(hidden)]
+    pub fn execute_batch_for_tests(&self, sql: &str) -> Result<(), StoreError> {
+        self.lock().execute_batch(sql).doing("running test SQL")
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

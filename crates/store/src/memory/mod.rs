@@ -1,0 +1,194 @@
+//! Agent memory: Markdown notes, their search index (FTS5 + vectors fused with Reciprocal Rank
+//! Fusion), and the [`MemoryStore`] trait the memory tools use without knowing where notes live.
+//!
+//! - [`LocalMemory`]: one user; notes are `MEMORY.md` and `memory/**/*.md` in the workspace, the
+//!   index is in `.toolgate/state.db`, and edits made on disk are picked up before a search.
+//! - `index`: the SQL (chunks, FTS5, vectors per model id, note hashes); `chunk`: splitting notes;
+//!   `paths`: which paths are memory; `vector`: sqlite-vec registration.
+
+mod chunk;
+mod index;
+mod local;
+pub mod paths;
+mod search;
+mod vector;
+
+use std::fmt::Debug;
+use std::path::PathBuf;
+
+pub use index::MemoryIndex;
+pub(crate) use index::SCHEMA;
+pub use local::{LocalMemory, SyncReport};
+
+use crate::StoreError;
+
+/// Turns text into vectors. Implementations: `toolgate-embed` (a local model, OpenAI-compatible
+/// endpoints). Calls block; the memory tools run them off the async runtime.
+pub trait Embedder: Send + Sync + Debug {
+    /// Identifies the model (and endpoint): vectors of different ids never mix.
+    fn model_id(&self) -> &str;
+    /// Length of every vector.
+    fn dims(&self) -> usize;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Why embedding failed (search falls back to full-text and says so).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct EmbedError(pub String);
+
+/// Whose memory: managed mode keys notes by user and agent; local mode has one user.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Scope {
+    /// The user.
+    pub user: String,
+    /// The agent.
+    pub agent: String,
+}
+
+/// Search parameters.
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    /// Most hits returned.
+    pub limit: usize,
+    /// Lowest score (0..1) returned.
+    pub min_score: f64,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions { limit: 6, min_score: 0.35 }
+    }
+}
+
+/// One search hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// The note.
+    pub path: String,
+    /// First line of the matching chunk, 1-based.
+    pub start_line: usize,
+    /// Last line, inclusive.
+    pub end_line: usize,
+    /// Fused score, 0..1 (1 = ranked first by every method that ran).
+    pub score: f64,
+    /// A short excerpt.
+    pub snippet: String,
+    /// Whether full-text search found it.
+    pub by_text: bool,
+    /// Whether vector search found it.
+    pub by_meaning: bool,
+}
+
+/// What a search returned and how it was done.
+#[derive(Debug, Clone, Default)]
+pub struct SearchResults {
+    /// Best first.
+    pub hits: Vec<SearchHit>,
+    /// The embedding model used, or `None` when the search was full-text only.
+    pub model: Option<String>,
+    /// Things the caller should know (full-text only and why, notes skipped, index rebuilt).
+    pub notes: Vec<String>,
+}
+
+/// Replace or append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Replace the note's content.
+    Replace,
+    /// Add to the end (on a new line).
+    Append,
+}
+
+/// What a write did.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The note.
+    pub path: String,
+    /// Whether it was created.
+    pub created: bool,
+    /// Its size now, in bytes.
+    pub bytes: usize,
+    /// Chunks indexed.
+    pub chunks: usize,
+    /// Things the caller should know (not embedded, and why).
+    pub notes: Vec<String>,
+}
+
+/// A note or folder in a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Path (folders end with `/`).
+    pub path: String,
+    /// Size in bytes (0 for folders).
+    pub bytes: u64,
+    /// Nesting below the listed folder (0 = directly in it).
+    pub depth: usize,
+}
+
+/// The memory API the tools use; local and managed mode implement it.
+pub trait MemoryStore: Send + Sync + Debug {
+    /// A note's text.
+    fn read(&self, scope: &Scope, path: &str) -> Result<String, MemoryError>;
+    /// Writes a note atomically and indexes it before returning.
+    fn write(&self, scope: &Scope, path: &str, content: &str, mode: WriteMode) -> Result<Written, MemoryError>;
+    /// Notes and folders under `dir` (`""` = everything), down to `depth` levels.
+    fn tree(&self, scope: &Scope, dir: &str, depth: usize) -> Result<Vec<Entry>, MemoryError>;
+    /// Searches notes by words and meaning.
+    fn search(&self, scope: &Scope, query: &str, options: &SearchOptions) -> Result<SearchResults, MemoryError>;
+    /// Re-indexes one note after something else changed it (or removes it from the index if it
+    /// is gone).
+    fn reindex(&self, scope: &Scope, path: &str) -> Result<(), MemoryError>;
+}
+
+/// Why a memory operation failed; `Display` is written for a model to act on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The path is not a memory path.
+    #[error("`{path}` cannot be used: {reason}")]
+    InvalidPath {
+        /// The path given (shortened).
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// No such note.
+    #[error("no memory note `{path}`; use memory_tree to see the notes")]
+    NotFound {
+        /// The path.
+        path: String,
+    },
+    /// The note or the content is over the size cap.
+    #[error("`{path}` would be {bytes} bytes, over the {max}-byte limit for a note; split it into several notes")]
+    TooLarge {
+        /// The path.
+        path: String,
+        /// Its size.
+        bytes: u64,
+        /// The cap.
+        max: u64,
+    },
+    /// Not UTF-8 text.
+    #[error("`{path}` is not UTF-8 text; memory notes are Markdown")]
+    NotText {
+        /// The path.
+        path: String,
+    },
+    /// A bad parameter value.
+    #[error("{0}")]
+    Invalid(String),
+    /// The file system failed.
+    #[error("cannot access `{}`: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The index failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

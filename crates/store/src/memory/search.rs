@@ -1,0 +1,178 @@
+//! Query handling and rank fusion, independent of where notes live.
+
+use std::collections::HashMap;
+
+use super::index::MemoryIndex;
+use super::{Embedder, SearchHit, SearchOptions, SearchResults};
+use crate::StoreError;
+
+/// Reciprocal Rank Fusion constant.
+pub(crate) const RRF_K: f64 = 60.0;
+/// Candidates taken from each method.
+const CANDIDATES: usize = 50;
+/// Most query terms passed to full-text search.
+const MAX_TERMS: usize = 64;
+/// Longest query used, in characters (the rest is ignored and the result says so).
+pub(crate) const MAX_QUERY_CHARS: usize = 4_000;
+/// Vector hits less similar than this (cosine) are not candidates: unrelated notes always have
+/// some nearest neighbour, and it should not reach the results on meaning alone.
+const MIN_SIMILARITY: f64 = 0.2;
+/// Longest snippet, in characters.
+const SNIPPET_CHARS: usize = 240;
+
+/// The user's query as an FTS5 expression: each word quoted (so no character of the query is
+/// FTS5 syntax) and OR-combined for recall. `None` when the query has no word characters.
+pub(crate) fn fts_expression(query: &str) -> Option<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for word in query.split(|c: char| !c.is_alphanumeric()) {
+        if word.is_empty() {
+            continue;
+        }
+        let w = word.to_lowercase();
+        if !terms.contains(&w) {
+            terms.push(w);
+        }
+        if terms.len() == MAX_TERMS {
+            break;
+        }
+    }
+    (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
+}
+
+/// Runs a search on `scope` of `index`: full-text and (with an embedder) vector candidates fused
+/// with RRF. Embedding failures fall back to full-text only, said in `notes`.
+pub(crate) fn run(
+    index: &MemoryIndex,
+    embedder: Option<&dyn Embedder>,
+    scope: &str,
+    query: &str,
+    options: &SearchOptions,
+    notes: &mut Vec<String>,
+) -> Result<SearchResults, StoreError> {
+    let query: String = if query.chars().count() > MAX_QUERY_CHARS {
+        notes.push(format!("the query was cut to its first {MAX_QUERY_CHARS} characters"));
+        query.chars().take(MAX_QUERY_CHARS).collect()
+    } else {
+        query.to_owned()
+    };
+    let text_ids = match fts_expression(&query) {
+        Some(expr) => index.fts(scope, &expr, CANDIDATES)?,
+        None => Vec::new(),
+    };
+    let mut model = None;
+    let mut vector_ids: Vec<i64> = Vec::new();
+    match embedder {
+        None => notes.push(
+            "full-text search only: no embedding model is configured ([memory.embeddings] provider = \"none\")".into(),
+        ),
+        Some(e) => match e.embed(&[&query]).map(|mut v| v.pop()) {
+            Ok(Some(v)) if v.len() == e.dims() => {
+                vector_ids = index
+                    .nearest(scope, e.model_id(), &v, CANDIDATES)?
+                    .into_iter()
+                    .filter(|(_, d)| 1.0 - d >= MIN_SIMILARITY)
+                    .map(|(id, _)| id)
+                    .collect();
+                model = Some(e.model_id().to_owned());
+            }
+            Ok(Some(v)) => notes.push(format!(
+                "full-text search only: the embedding model returned {} dimensions, expected {}",
+                v.len(),
+                e.dims()
+            )),
+            Ok(None) => notes.push("full-text search only: the embedding model returned nothing".into()),
+            Err(err) => notes.push(format!("full-text search only: embedding the query failed: {err}")),
+        },
+    }
+    let lists = if model.is_some() { 2.0 } else { 1.0 };
+    let mut fused: HashMap<i64, (f64, bool, bool)> = HashMap::new();
+    for (rank, id) in text_ids.iter().enumerate() {
+        let e = fused.entry(*id).or_default();
+        e.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+        e.1 = true;
+    }
+    for (rank, id) in vector_ids.iter().enumerate() {
+        let e = fused.entry(*id).or_default();
+        e.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+        e.2 = true;
+    }
+    let best = lists / (RRF_K + 1.0);
+    let ids: Vec<i64> = fused.keys().copied().collect();
+    let rows = index.chunks(&ids)?;
+    let mut hits: Vec<SearchHit> = fused
+        .into_iter()
+        .filter_map(|(id, (score, by_text, by_meaning))| {
+            let row = rows.get(&id)?;
+            Some(SearchHit {
+                path: row.path.clone(),
+                start_line: row.start_line,
+                end_line: row.end_line,
+                score: (score / best).clamp(0.0, 1.0),
+                snippet: snippet(&row.text, &query),
+                by_text,
+                by_meaning,
+            })
+        })
+        .filter(|h| h.score >= options.min_score)
+        .collect();
+    // Deterministic order: score, then path, then position.
+    hits.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)).then(a.start_line.cmp(&b.start_line))
+    });
+    hits.truncate(options.limit);
+    for h in &mut hits {
+        h.score = (h.score * 1000.0).round() / 1000.0;
+    }
+    Ok(SearchResults { hits, model, notes: std::mem::take(notes) })
+}
+
+/// A short excerpt of `text` around the first query word it contains (or its start).
+fn snippet(text: &str, query: &str) -> String {
+    let lower = text.to_lowercase();
+    let at = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() > 2)
+        .filter_map(|w| lower.find(&w.to_lowercase()))
+        .min()
+        .unwrap_or(0);
+    // `lower` can differ in length from `text`; map back by characters.
+    let char_at = lower[..at.min(lower.len())].chars().count();
+    let start = char_at.saturating_sub(SNIPPET_CHARS / 3);
+    let mut out: String = text.chars().skip(start).take(SNIPPET_CHARS).collect::<String>();
+    out = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    if start > 0 {
+        out.insert_str(0, "...");
+    }
+    if text.chars().count() > start + SNIPPET_CHARS {
+        out.push_str("...");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_never_become_fts_syntax() {
+        assert_eq!(
+            fts_expression("don't re-run: a/b").as_deref(),
+            Some("\"don\" OR \"t\" OR \"re\" OR \"run\" OR \"a\" OR \"b\"")
+        );
+        assert_eq!(
+            fts_expression("NEAR(x y) AND \"z\" *").as_deref(),
+            Some("\"near\" OR \"x\" OR \"y\" OR \"and\" OR \"z\"")
+        );
+        assert_eq!(fts_expression("  -:/'\"* "), None);
+        let long = "word ".repeat(10_000);
+        assert_eq!(fts_expression(&long).as_deref(), Some("\"word\""));
+    }
+
+    #[test]
+    fn snippets_center_on_a_query_word() {
+        let text = format!("{} the dentist is on tuesday {}", "a ".repeat(300), "b ".repeat(300));
+        let s = snippet(&text, "when is the Dentist");
+        assert!(s.contains("dentist is on tuesday"), "{s}");
+        assert!(s.starts_with("...") && s.ends_with("..."));
+    }
+}

@@ -1,0 +1,100 @@
+//! The memory tools through `Gate::call`: real files, the real index in `.toolgate/state.db`,
+//! and the file tools' interceptor.
+
+use serde_json::{Value, json};
+use toolgate::Gate;
+use toolgate::config::Config;
+use toolgate_tools::memory::EmbeddingsProvider;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    gate: Gate,
+}
+
+impl Fixture {
+    /// A gate with full-text memory; a long rescan interval so only writes (not scans) can make
+    /// a note searchable.
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.memory.embeddings.provider = EmbeddingsProvider::None;
+        config.memory.rescan_interval_ms = 3_600_000;
+        config.fs.write_safety = toolgate_tools::fs::WriteSafety::Off;
+        let gate = Gate::builder(dir.path()).config(config).build().unwrap();
+        Fixture { dir, gate }
+    }
+
+    async fn call(&self, name: &str, params: Value) -> Result<toolgate_core::ToolOutput, toolgate_core::ToolError> {
+        self.gate.call(&self.gate.context(), name, params).await
+    }
+
+    async fn found(&self, query: &str) -> Vec<String> {
+        let out = self.call("memory_search", json!({ "query": query, "min_score": 0 })).await.unwrap();
+        let s = out.structured.unwrap_or_default();
+        s["results"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap().to_owned()).collect()
+    }
+}
+
+#[tokio::test]
+async fn write_search_read_get_tree_through_the_gate() {
+    let f = Fixture::new();
+    let specs = f.gate.visible_tools(&f.gate.context());
+    for name in ["memory_search", "memory_write", "memory_read", "memory_get", "memory_tree"] {
+        let spec = specs.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("{name} not registered"));
+        assert_eq!(spec.group, "memory");
+    }
+    let out = f.call("memory_write", json!({ "content": "# Family\nAnn's sister lives in Lisbon." })).await.unwrap();
+    assert!(out.text_content().contains("Created `MEMORY.md`"), "{}", out.text_content());
+    f.call("memory_write", json!({ "content": "standup moved to 10am", "target": "daily_log" })).await.unwrap();
+    f.call("memory_write", json!({ "content": "retro on friday", "target": "daily_log" })).await.unwrap();
+    let out = f.call("memory_search", json!({ "query": "where does her sister live?" })).await.unwrap();
+    let text = out.text_content();
+    assert!(text.contains("MEMORY.md:1-2"), "{text}");
+    assert!(text.contains("full-text only") && text.contains("no embedding model"), "{text}");
+    let daily = f.found("standup retro").await;
+    assert_eq!(daily.len(), 1, "{daily:?}");
+    assert!(daily[0].starts_with("memory/daily/"));
+    let log = f.call("memory_read", json!({ "path": daily[0] })).await.unwrap().text_content();
+    assert!(log.contains("standup moved to 10am\nretro on friday"), "{log}");
+    let got = f.call("memory_get", json!({ "path": "MEMORY.md", "from": 2, "lines": 1 })).await.unwrap();
+    assert!(got.text_content().contains("2\tAnn's sister lives in Lisbon."), "{}", got.text_content());
+    let tree = f.call("memory_tree", json!({})).await.unwrap().text_content();
+    assert!(tree.contains("MEMORY.md") && tree.contains("memory/daily/"), "{tree}");
+}
+
+#[tokio::test]
+async fn memory_tools_refuse_paths_outside_memory_and_identity_files() {
+    let f = Fixture::new();
+    std::fs::write(f.dir.path().join("SOUL.md"), "be kind\n").unwrap();
+    for target in ["SOUL.md", "IDENTITY.md", "../escape.md", "/etc/passwd", "memory/../notes.md", "src/lib.rs"] {
+        let err = f.call("memory_write", json!({ "content": "x", "target": target })).await.unwrap_err();
+        assert!(matches!(err, toolgate_core::ToolError::InvalidParams { .. }), "{target}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(f.dir.path().join("SOUL.md")).unwrap(), "be kind\n");
+    let err = f.call("memory_read", json!({ "path": ".toolgate/state.db" })).await.unwrap_err();
+    assert!(err.to_string().contains("hidden"), "{err}");
+    let err = f.call("memory_search", json!({ "query": "   " })).await.unwrap_err();
+    assert!(err.to_string().contains("empty"), "{err}");
+    let err = f.call("memory_get", json!({ "path": "MEMORY.md" })).await.unwrap_err();
+    assert!(err.to_string().contains("not found"), "{err}");
+}
+
+#[tokio::test]
+async fn the_file_tools_reindex_memory_notes_they_write() {
+    let f = Fixture::new();
+    // Indexed by the interceptor, not by a scan (the rescan interval is an hour).
+    assert!(f.found("zebra").await.is_empty());
+    f.call("write", json!({ "path": "memory/animals.md", "content": "a zebra named Zed\n" })).await.unwrap();
+    assert_eq!(f.found("zebra").await, vec!["memory/animals.md"]);
+    f.call("edit", json!({ "path": "memory/animals.md", "old_string": "zebra", "new_string": "giraffe" }))
+        .await
+        .unwrap();
+    assert!(f.found("zebra").await.is_empty());
+    assert_eq!(f.found("giraffe").await, vec!["memory/animals.md"]);
+    let patch = "*** Begin Patch\n*** Delete File: memory/animals.md\n*** End Patch";
+    f.call("apply_patch", json!({ "patch": patch })).await.unwrap();
+    assert!(f.found("giraffe").await.is_empty());
+    // Files outside memory/ are not indexed.
+    f.call("write", json!({ "path": "notes/giraffe.md", "content": "giraffe\n" })).await.unwrap();
+    assert!(f.found("giraffe").await.is_empty());
+}
