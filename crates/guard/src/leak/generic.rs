@@ -382,9 +382,10 @@ pub(crate) fn assignment(bytes: &[u8], kw_start: usize, kw_end: usize) -> Option
         (Some(_), _) => return None,
         (None, None) => {}
         // An unquoted identifier followed by code punctuation is a reference in code
-        // (`X => kSecKeyAlgorithmECDH,`), not a literal: literals in code are quoted.
+        // (`X => kSecKeyAlgorithmECDH,`, `trait IPrivateKey2: IPrivateKey {`), not a literal:
+        // literals in code are quoted.
         (None, Some(b))
-            if b",;)".contains(b)
+            if (b",;)".contains(b) || bytes.get(skip_blanks(bytes, value_end)).is_some_and(|c| b"{+".contains(c)))
                 && bytes[value_start].is_ascii_alphabetic()
                 && bytes[value_start..value_end].iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_') =>
         {
@@ -664,6 +665,7 @@ mod tests {
             "ECDHKeyExchangeCofactorX963SHA1 => kSecKeyAlgorithmECDHKeyExchangeCofactorX963SHA1,",
             "let traffic_secret_expander = TLS13_CHACHA20_POLY1305_SHA256_INTERNAL",
             r#""password": "foo(b%5Dc","#,
+            "pub trait IX509PrivateKey2_Impl: IX509PrivateKey_Impl {",
         ] {
             assert_eq!(find(miss), None, "{miss}");
         }

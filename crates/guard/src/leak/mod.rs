@@ -2,15 +2,16 @@
 //!
 //! A [`LeakDetector`] is built once from the built-in rule set ([`LeakDetector::rules`]: cloud providers,
 //! code hosts, AI providers, payments, messaging, package registries, private keys, JWTs,
-//! database URLs and entropy-gated `key = value` assignments) plus, optionally, the verbatim
+//! database URLs, provider-named values and entropy-gated `key = value` assignments; see
+//! `docs/safety.md` for each rule against gitleaks' list) plus, optionally, the verbatim
 //! values of the server's own secret environment variables ([`LeakDetector::from_env`]).
 //!
 //! # How a scan works
 //!
 //! 1. One Aho-Corasick DFA pass over the text finds every rule keyword (`ghp_`, `AKIA`,
-//!    `PRIVATE KEY-----`, `password`, ...) and every secret environment value; the DFA walks the
-//!    four quarters of a large text in lockstep, which doubles its speed (its steps are bound by
-//!    load latency). The same pass finds the injection triggers when called through
+//!    `PRIVATE KEY-----`, `password`, ...) and every secret environment value; the DFA walks
+//!    eight parts of a large text in lockstep (its steps are bound by load latency, so
+//!    independent walks run side by side). The same pass finds the injection triggers when called through
 //!    [`crate::injection::redact_and_neutralize`].
 //! 2. Only the rules whose keyword hit run, and only on a window around each hit (the window is
 //!    sized by the rule: a fixed-length token needs a few dozen bytes, a PEM block a few KB).

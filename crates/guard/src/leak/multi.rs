@@ -1,17 +1,20 @@
 //! The keyword pass: every occurrence of every keyword (ASCII case-insensitive, overlapping),
-//! found by an Aho-Corasick DFA that walks four parts of the text in lockstep.
+//! found by an Aho-Corasick DFA that walks several parts of the text in lockstep.
 //!
 //! A DFA step is one table load that depends on the previous one, so a single walk is bound by
-//! load latency (about 2 ns per byte here). Four independent walks over four quarters of the
-//! text keep four loads in flight and run about twice as fast; each walk continues past its
-//! quarter by the longest keyword so that matches crossing a boundary are found once.
+//! load latency (about 2 ns per byte here). Independent walks over equal parts of the text
+//! keep several loads in flight (four ran about twice as fast as one; eight, see [`WAYS`]);
+//! each walk continues past its part by the longest keyword so that matches crossing a
+//! boundary are found once.
 
 use aho_corasick::automaton::Automaton;
 use aho_corasick::{Anchored, MatchKind, dfa, nfa};
 
 /// Texts shorter than this are walked in one piece.
 const SPLIT_MIN: usize = 4096;
-const WAYS: usize = 4;
+/// Eight walks keep eight dependent loads in flight (four did about half as well as the core
+/// allows: `cargo bench -p toolgate-guard --bench leak`, keyword pass 4 vs 8 ways).
+const WAYS: usize = 8;
 
 /// A compiled keyword set.
 #[derive(Debug, Clone)]
@@ -76,26 +79,23 @@ fn walk<A: Automaton>(a: &A, hay: &[u8]) -> Vec<(usize, usize, usize)> {
     }
     let chunk = n / WAYS;
     let begins: [usize; WAYS] = std::array::from_fn(|i| i * chunk);
-    let (q0, q1, q2, q3) =
-        (&hay[..chunk], &hay[chunk..2 * chunk], &hay[2 * chunk..3 * chunk], &hay[3 * chunk..4 * chunk]);
-    // Four states in four registers; the match check is one branch for all four (matches are
-    // rare), the slow path sorts out which walk matched.
-    let (mut s0, mut s1, mut s2, mut s3) = (start, start, start, start);
-    for (j, (((&b0, &b1), &b2), &b3)) in q0.iter().zip(q1).zip(q2).zip(q3).enumerate() {
-        s0 = a.next_state(Anchored::No, s0, b0);
-        s1 = a.next_state(Anchored::No, s1, b1);
-        s2 = a.next_state(Anchored::No, s2, b2);
-        s3 = a.next_state(Anchored::No, s3, b3);
-        if a.is_match(s0) | a.is_match(s1) | a.is_match(s2) | a.is_match(s3) {
-            for (w, s) in [s0, s1, s2, s3].into_iter().enumerate() {
+    let parts: [&[u8]; WAYS] = std::array::from_fn(|w| &hay[begins[w]..begins[w] + chunk]);
+    // WAYS states, each in a register; the match check is one branch for all of them (matches
+    // are rare), the slow path sorts out which walk matched.
+    let mut sid = [start; WAYS];
+    for j in 0..chunk {
+        for (s, part) in sid.iter_mut().zip(&parts) {
+            *s = a.next_state(Anchored::No, *s, part[j]);
+        }
+        if sid.iter().fold(false, |any, &s| any | a.is_match(s)) {
+            for (w, &s) in sid.iter().enumerate() {
                 if a.is_match(s) {
                     report(&mut hits, s, begins[w] + j + 1, begins[w], n);
                 }
             }
         }
     }
-    let sid = [s0, s1, s2, s3];
-    // Each walk goes on past its quarter far enough to finish the keywords that start in it;
+    // Each walk goes on past its part far enough to finish the keywords that start in it;
     // the last one to the end of the text.
     let longest = a.max_pattern_len();
     for w in 0..WAYS {

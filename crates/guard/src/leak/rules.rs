@@ -236,6 +236,9 @@ fn is_real_password(pw: &[u8]) -> bool {
         || lower.windows(11).any(|w| w == b"placeholder"))
 }
 
+const TWILIO_KEYWORDS: &[&str] =
+    &["SK0", "SK1", "SK2", "SK3", "SK4", "SK5", "SK6", "SK7", "SK8", "SK9", "SKa", "SKb", "SKc", "SKd", "SKe", "SKf"];
+
 /// The rule set. The order matters only to break ties between equal overlapping matches.
 pub(crate) fn builtin() -> Vec<Rule> {
     let mut rules: Vec<Rule> = vec![Rule {
@@ -682,9 +685,13 @@ pub(crate) fn builtin() -> Vec<Rule> {
             0,
             160,
         ),
-        token("twilio-api-key", "Twilio API key SID", High, &["SK"], r"\b(SK[0-9a-f]{32})\b", 36)
+        // The keyword carries the first hex digit: a bare `SK` hits every `task` and `disk`.
+        token("twilio-api-key", "Twilio API key SID", High, TWILIO_KEYWORDS, r"\b(SK[0-9a-f]{32})\b", 36)
             .entropy(3.0)
-            .precheck(|b, end| b.len() >= end + 32 && b[end..end + 32].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))),
+            // The keyword ends with the first of the 32 hex digits.
+            .precheck(|b, end| {
+                b.len() >= end + 31 && b[end..end + 31].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+            }),
         named(
             "twilio-auth-token",
             "Twilio auth token or API secret after its name",
@@ -839,15 +846,16 @@ pub(crate) fn builtin() -> Vec<Rule> {
         )
         .entropy(3.0),
         token("adobe-client-secret", "Adobe OAuth client secret", High, &["p8e-"], r"\b(p8e-[A-Za-z0-9]{32})%END", 40),
-        token(
+        // Its prefix `pat` is in every `path`: the keyword is the name airtable, as in gitleaks.
+        named(
             "airtable-pat",
-            "Airtable personal access token",
+            "Airtable personal access token after the name airtable",
             High,
-            &["pat"],
+            &["airtable"],
             r"\b(pat[A-Za-z0-9]{14}\.[a-f0-9]{64})\b",
-            90,
-        )
-        .precheck(|b, end| b.get(end + 14) == Some(&b'.')),
+            0,
+            300,
+        ),
         named(
             "authress-access-key",
             "Authress service client access key",
@@ -942,7 +950,7 @@ pub(crate) fn builtin() -> Vec<Rule> {
             "Lob live or test secret API key after the name lob",
             High,
             &["live_", "test_"],
-            r#"(?i)(?:^|[^A-Za-z])lob[A-Za-z0-9_.-]{0,24}?["']?[ \t]*(?:=>|:=|=|:)[ \t]*["']?(?-i:((?:live|test)_[a-f0-9]{35}))(?:[^A-Za-z0-9_-]|$)"#,
+            r#"(?i)(?:\b|_)lob[A-Za-z0-9_.-]{0,24}?["']?[ \t]*(?:=>|:=|=|:)[ \t]*["']?(?-i:((?:live|test)_[a-f0-9]{35}))(?:[^A-Za-z0-9_-]|$)"#,
             40,
             48,
         )
