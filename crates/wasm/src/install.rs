@@ -138,9 +138,12 @@ impl Installer {
         Ok(installed)
     }
 
-    /// Loads `name` as a tool, after checking its file against the manifest.
-    pub async fn load(&self, name: &str, services: Services) -> Result<WasmTool, WasmError> {
-        let installed = self.get(name)?;
+    /// Checks the installed file against its manifest's BLAKE3 hash.
+    pub fn verify(&self, installed: &InstalledTool) -> Result<(), WasmError> {
+        self.read_verified(installed).map(drop)
+    }
+
+    fn read_verified(&self, installed: &InstalledTool) -> Result<Vec<u8>, WasmError> {
         let bytes = std::fs::read(&installed.file).map_err(|e| WasmError::Io {
             doing: "reading",
             path: installed.file.clone(),
@@ -148,8 +151,16 @@ impl Installer {
         })?;
         let actual = blake3::hash(&bytes).to_hex().to_string();
         if actual != installed.hash {
-            return Err(WasmError::Tampered { path: installed.file, expected: installed.hash, actual });
+            let (path, expected) = (installed.file.clone(), installed.hash.clone());
+            return Err(WasmError::Tampered { path, expected, actual });
         }
+        Ok(bytes)
+    }
+
+    /// Loads `name` as a tool, after checking its file against the manifest.
+    pub async fn load(&self, name: &str, services: Services) -> Result<WasmTool, WasmError> {
+        let installed = self.get(name)?;
+        let bytes = self.read_verified(&installed)?;
         let prepared = self.runtime.prepare(&bytes, &installed.capabilities).await?;
         Ok(WasmTool::new(self.runtime.clone(), prepared, name, installed.capabilities, services))
     }
