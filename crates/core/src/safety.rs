@@ -26,6 +26,10 @@ pub struct CallSafety {
     /// Why this call must never run (a blocked command), whatever policy, hooks or approvals
     /// say. The gate refuses such a call before anyone is asked.
     pub refusal: Option<Cow<'static, str>>,
+    /// This call only reads, although the tool as a whole may write: an `exec` whose every
+    /// command is known-safe read-only, `process` listing or polling. Approval mode `untrusted`
+    /// runs such calls without asking, like calls of read-only tools.
+    pub read_only: bool,
 }
 
 /// What one call will touch, as the tool itself understands its parameters. Policy argument
@@ -55,6 +59,7 @@ impl Default for CallSafety {
             rate_class: RateClass::Default,
             touches: Touches::default(),
             refusal: None,
+            read_only: false,
         }
     }
 }

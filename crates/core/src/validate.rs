@@ -1,5 +1,7 @@
 //! Parameter checking: aliases, limits, safe coercions, then the JSON Schema.
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -47,7 +49,10 @@ const PARAM_ALIASES: &[(&str, &str)] = &[
 pub struct ParamValidator {
     tool: String,
     schema: Value,
-    compiled: Option<jsonschema::Validator>,
+    /// The compiled schema: at once for tools from outside ([`ParamValidator::new`]), on the
+    /// first call for built-in tools ([`ParamValidator::new_lazy`]), whose schemas are constants
+    /// (compiling dozens of them was a cost every short-lived process paid).
+    compiled: OnceLock<Result<jsonschema::Validator, String>>,
     strict_properties: bool,
 }
 
@@ -60,18 +65,34 @@ impl std::fmt::Debug for ParamValidator {
 impl ParamValidator {
     /// Compiles `schema` for `tool`. Fails with a description when the schema itself is invalid.
     pub fn new(tool: &str, schema: &Value) -> Result<Self, String> {
+        let validator = Self::new_lazy(tool, schema)?;
+        validator.compile()?;
+        Ok(validator)
+    }
+
+    /// Like [`ParamValidator::new`], but the schema is compiled on the first check: for
+    /// schemas known to be valid (built-in tools; a test compiles every one of them).
+    pub fn new_lazy(tool: &str, schema: &Value) -> Result<Self, String> {
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(format!("the input schema of `{tool}` must have `\"type\": \"object\"` at its root"));
         }
-        let compiled = jsonschema::validator_for(schema)
-            .map_err(|e| format!("the input schema of `{tool}` is not valid JSON Schema: {e}"))?;
         let strict_properties = schema.get("additionalProperties") == Some(&Value::Bool(false));
-        Ok(ParamValidator {
-            tool: tool.to_owned(),
-            schema: schema.clone(),
-            compiled: Some(compiled),
-            strict_properties,
-        })
+        Ok(ParamValidator { tool: tool.to_owned(), schema: schema.clone(), compiled: OnceLock::new(), strict_properties })
+    }
+
+    /// Compiles the schema now if it is not yet; says why it is not valid JSON Schema.
+    pub fn compile(&self) -> Result<(), String> {
+        self.compiled().map(|_| ())
+    }
+
+    fn compiled(&self) -> Result<&jsonschema::Validator, String> {
+        self.compiled
+            .get_or_init(|| {
+                jsonschema::validator_for(&self.schema)
+                    .map_err(|e| format!("the input schema of `{}` is not valid JSON Schema: {e}", self.tool))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// Turns what the model sent into the parameters the tool receives, or lists every problem.
@@ -117,15 +138,14 @@ impl ParamValidator {
                 }
             }
         }
-        if let Some(compiled) = &self.compiled {
-            for error in compiled.iter_errors(params) {
-                let pointer = error.instance_path().to_string();
-                // Additional-property errors are already reported with a suggestion above.
-                if self.strict_properties && pointer.is_empty() && error.to_string().contains("Additional properties") {
-                    continue;
-                }
-                problems.push(ParamProblem { pointer, message: error.to_string() });
+        let compiled = self.compiled().map_err(ToolError::failed)?;
+        for error in compiled.iter_errors(params) {
+            let pointer = error.instance_path().to_string();
+            // Additional-property errors are already reported with a suggestion above.
+            if self.strict_properties && pointer.is_empty() && error.to_string().contains("Additional properties") {
+                continue;
             }
+            problems.push(ParamProblem { pointer, message: error.to_string() });
         }
         if problems.is_empty() { Ok(()) } else { Err(self.error(problems)) }
     }

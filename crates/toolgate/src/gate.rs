@@ -179,6 +179,9 @@ impl GateBuilder {
             for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
                 registry.register_builtin(tool)?;
             }
+            for tool in toolgate_tools::skills::tools() {
+                registry.register_builtin(tool)?;
+            }
             for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.clone())) {
                 registry.register_builtin(tool)?;
             }
@@ -205,7 +208,7 @@ impl GateBuilder {
             registry.register_builtin(tool)?;
         }
         let config = self.config;
-        for tool in crate::extensions::custom_tools(&config, store.as_ref())? {
+        for tool in crate::extensions::custom_tools(&workspace, &config, store.as_ref())? {
             registry.register_dynamic(tool)?;
         }
         let policy = PolicyStage::new(config.tools.policy.clone())?;
@@ -371,7 +374,9 @@ impl Gate {
         let clock = Instant::now();
         let mut ctx = ctx.clone();
         if ctx.call_id.is_empty() {
-            ctx.call_id = format!("{}-{}", self.id_prefix, self.next_id.fetch_add(1, Ordering::Relaxed));
+            // One of toolgate's own ids (never redacted): approvals are answered by it.
+            let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+            ctx.call_id = toolgate_guard::ids::mark("call", &format!("{}{n}", self.id_prefix));
         }
         let caller_cancel = std::mem::replace(&mut ctx.cancel, self.shutdown.child_token());
         let mut trace: Vec<String> = Vec::with_capacity(6);
@@ -472,7 +477,7 @@ impl Gate {
             .await?;
         trace.push(approval.to_owned());
         if let Some(log) = &self.audit {
-            let read_only = spec.annotations.read_only;
+            let read_only = spec.annotations.read_only || safety.read_only;
             let subject = safety.approval_subject.as_deref();
             let rec = StartedRecord { ctx, tool: &spec.name, params: &audited.params, trace, subject };
             crate::pipeline::audit::started(log, &self.detector, read_only, rec);

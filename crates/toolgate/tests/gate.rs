@@ -360,6 +360,18 @@ fn every_builtin_schema_is_accepted_by_every_provider() {
     }
 }
 
+/// Built-in schemas are compiled on a tool's first call, not at start: every one must compile.
+#[test]
+fn every_builtin_schema_compiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gate::builder(dir.path()).no_audit().build().unwrap();
+    let tools = gate.registry().all();
+    assert!(tools.len() >= 10);
+    for tool in tools {
+        assert_eq!(tool.validator.compile(), Ok(()), "{}", tool.tool.spec().name);
+    }
+}
+
 #[tokio::test]
 async fn argument_rules_decide_on_what_the_call_touches() {
     let mut config = Config::default();
@@ -422,6 +434,68 @@ async fn secrets_in_output_are_redacted_everywhere() {
     let audit = f.audit();
     assert!(!audit[0].params.contains(FAKE_GITHUB_TOKEN), "audit params: {}", audit[0].params);
     assert!(audit[0].decision.contains("output: redacted github"), "{}", audit[0].decision);
+}
+
+/// Returns `key: value` as text and `{key: value}` as structured output.
+#[derive(Debug)]
+struct Labelled(ToolSpec);
+
+#[async_trait]
+impl Tool for Labelled {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn execute(&self, _: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
+        let key = params["key"].as_str().unwrap_or_default();
+        let value = params["value"].as_str().unwrap_or_default();
+        Ok(ToolOutput::text(format!("{key}: {value}")).with_structured(json!({ key: value, "list": { key: [value] } })))
+    }
+}
+
+/// The text and structured forms of one result are scrubbed alike: a value that is a secret
+/// only beside its name (`api_key: ...`) is redacted in both, and a value that is not stays in
+/// both.
+#[tokio::test]
+async fn text_and_structured_output_are_scrubbed_alike() {
+    let spec = ToolSpec::new(
+        "labelled",
+        "Labelled.",
+        object(json!({"key": {"type": "string"}, "value": {"type": "string"}})),
+    );
+    let f = gate(Config::default(), |b| b.tool(Arc::new(Labelled(spec))));
+    for (key, value) in [
+        ("api_key", "Zq8vN3xK7pL2mW9rT4yB6cF1hJ5sD0gA"),
+        ("client_secret", "a9F3kQ7zX2mP8vL4nR6tW1yB5cH0jD3s"),
+        ("password", "Tr0ub4dor&3xK9!qZ7vLm2"),
+        ("token", FAKE_GITHUB_TOKEN),
+        ("name", "Zq8vN3xK7pL2mW9rT4yB6cF1hJ5sD0gA"),
+        ("path", "src/main.rs"),
+    ] {
+        let out = f.call("labelled", json!({"key": key, "value": value})).await.unwrap();
+        let in_text = out.text_content().contains(value);
+        let structured = out.structured.clone().unwrap_or_default().to_string();
+        assert_eq!(structured.matches(value).count(), if in_text { 2 } else { 0 }, "{key}: {structured} vs {out:?}");
+        match key {
+            "api_key" | "token" => assert!(!in_text, "{key} is a secret: {out:?}"),
+            "name" | "path" => assert!(in_text, "{key} is not: {out:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Ids toolgate mints are never redacted: the token `lock_paths` shows in its text is the one
+/// `unlock_paths` takes.
+#[tokio::test]
+async fn minted_ids_reach_the_model_and_work_in_the_next_call() {
+    let f = gate(Config::default(), |b| b);
+    let out = f.call("lock_paths", json!({"globs": ["src/**"], "ttl_ms": 60000})).await.unwrap();
+    let text = out.text_content();
+    assert!(!text.contains("REDACTED"), "{text}");
+    let token = text.split("Token: ").nth(1).and_then(|t| t.split_whitespace().next()).unwrap().to_owned();
+    assert_eq!(out.structured.as_ref().and_then(|s| s["token"].as_str()), Some(token.as_str()));
+    let out = f.call("unlock_paths", json!({"tokens": [token]})).await.unwrap();
+    assert!(!out.text_content().contains("REDACTED"), "{}", out.text_content());
+    assert!(f.audit().iter().all(|r| !r.params.contains("REDACTED")), "the audit log keeps the id too");
 }
 
 #[tokio::test]

@@ -111,6 +111,51 @@ async fn safe_commands_run_without_asking_and_others_ask_with_the_unwrapped_comm
     assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
 }
 
+/// Approval mode × what a call does: whether a person is asked. `untrusted` runs exactly the
+/// calls known to only read (read-only tools, and `exec` whose every simple command the
+/// classifier knows to be read-only) and asks for everything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_mode_by_command_class_matrix() {
+    use ApprovalMode::{Never, OnRequest, Untrusted};
+    // (call, asked in never, on-request, untrusted)
+    let rows: Vec<(&str, Value, [bool; 3])> = vec![
+        ("exec", json!({"command": "ls -la"}), [false, false, false]),
+        ("exec", json!({"command": "ls && cat notes.txt | head -n 1 | wc -l"}), [false, false, false]),
+        ("exec", json!({"command": "grep -rn TODO . ; pwd"}), [false, false, false]),
+        ("exec", json!({"command": "sh -c 'cat notes.txt'"}), [false, false, false]),
+        ("exec", json!({"command": "env LANG=C sort notes.txt"}), [false, false, false]),
+        ("exec", json!({"command": "ls", "env": {"LANG": "C"}}), [false, false, false]),
+        ("exec", json!({"command": "ls > listing.txt"}), [false, true, true]),
+        ("exec", json!({"command": "cat notes.txt >> notes.txt"}), [false, true, true]),
+        ("exec", json!({"command": "echo $(touch x)"}), [false, true, true]),
+        ("exec", json!({"command": "ls; touch y"}), [false, true, true]),
+        ("exec", json!({"command": "find . -name '*.tmp' -delete"}), [false, true, true]),
+        ("exec", json!({"command": "sort -o out.txt notes.txt"}), [false, true, true]),
+        ("exec", json!({"command": "ls", "env": {"MY_FLAG": "1"}}), [false, true, true]),
+        ("exec", json!({"command": "rm -rf build"}), [false, true, true]),
+        ("execute_code", json!({"language": "bash", "code": "ls"}), [false, false, true]),
+        ("execute_code", json!({"language": "python", "code": "print(1)"}), [false, true, true]),
+        ("process", json!({"action": "list"}), [false, false, false]),
+        ("read", json!({"path": "notes.txt"}), [false, false, false]),
+        ("write", json!({"path": "new.txt", "content": "x"}), [false, false, true]),
+    ];
+    for (m, mode) in [Never, OnRequest, Untrusted].into_iter().enumerate() {
+        let mut config = Config::default();
+        config.approval.mode = mode;
+        let approver = Scripted::new(vec![ApprovalAnswer::AllowOnce; rows.len()]);
+        let f = gate(config, Some(approver.clone()));
+        std::fs::write(f.path("notes.txt"), "TODO one\n").unwrap();
+        std::fs::create_dir(f.path("build")).unwrap();
+        for (tool, params, asked) in &rows {
+            let before = approver.asked();
+            let result = f.call(tool, params.clone()).await;
+            let was_asked = approver.asked() > before;
+            assert_eq!(was_asked, asked[m], "{mode:?} {tool} {params}: asked {was_asked}, result {result:?}");
+            assert!(result.is_ok(), "{mode:?} {tool} {params}: {result:?}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocked_commands_are_refused_in_every_approval_mode() {
     for mode in [ApprovalMode::Never, ApprovalMode::OnRequest, ApprovalMode::Untrusted] {

@@ -81,3 +81,23 @@ fn without_a_terminal_the_call_is_refused_with_instructions() {
     assert!(stderr.contains("needs approval") && stderr.contains("toolgate call"), "{stderr}");
     assert!(!dir.path().join("AGENTS.md").exists());
 }
+
+/// Logs written to a pipe carry no ANSI colour codes (colour is for terminals only).
+#[test]
+fn logs_to_a_pipe_have_no_colour_codes() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("--workspace")
+        .arg(ws.path())
+        // A stdio server whose client leaves at once: it logs that at debug level.
+        .arg("serve")
+        .stdin(std::process::Stdio::null())
+        .env("TOOLGATE_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("DEBUG"), "debug logs were written: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "no escape codes in a pipe: {stderr:?}");
+}

@@ -463,7 +463,8 @@ async fn locks_refuse_other_agents() {
     let out = ws.call_ctx(&a, "lock_paths", json!({ "globs": ["src/**"], "ttl_ms": 60000 })).await;
     let out = out.unwrap_or_else(|e| panic!("{e}"));
     let token = out.structured.as_ref().and_then(|s| s["token"].as_str()).unwrap_or_default().to_owned();
-    assert!(token.starts_with("lock-"));
+    assert!(token.starts_with("tg-lock-"), "{token}");
+    assert!(toolgate_guard::ids::is_ours(&token));
 
     let e = ws.call_ctx(&b, "write", json!({ "path": "src/x.rs", "content": "b" })).await;
     let msg = e.err().map(|e| e.to_string()).unwrap_or_default();

@@ -10,6 +10,7 @@ Prints one line per check passed and exits non-zero with a message on the first 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -81,6 +82,8 @@ async def exercise(client: Client, mode: str, workspace: str | None) -> None:
     check(not result.is_error and "from-exec" in text_of(result) and "sandbox:" in text_of(result),
           "exec runs a command in the sandbox")
 
+    await exercise_ids(client)
+
     # Cancel a long command: the client gives up, and the process must be gone from the host.
     with anyio.move_on_after(1.5):
         await client.call_tool("exec", {"command": LONG_SLEEP})
@@ -91,6 +94,32 @@ async def exercise(client: Client, mode: str, workspace: str | None) -> None:
             break
         await anyio.sleep(0.1)
     check(gone, "a cancelled exec leaves no process behind")
+
+
+async def exercise_ids(client: Client) -> None:
+    """Ids toolgate mints (lock tokens, process ids) reach the model intact, in the text and in
+    the structured output alike, and the id read from the text works in the next call."""
+    result = await client.call_tool("lock_paths", {"globs": ["ids-check/**"], "ttl_ms": 60000})
+    text = text_of(result)
+    found = re.search(r"Token: (\S+) ", text)
+    check(not result.is_error and found is not None and "REDACTED" not in text, f"lock_paths shows its token: {text!r}")
+    token = found.group(1)
+    check(result.structured_content is not None and result.structured_content.get("token") == token,
+          f"the structured token is the text's: {result.structured_content}")
+    result = await client.call_tool("unlock_paths", {"tokens": [token]})
+    check(not result.is_error and "REDACTED" not in text_of(result), f"unlock_paths takes it: {text_of(result)!r}")
+
+    result = await client.call_tool("exec", {"command": "sleep 30.419", "background": True})
+    text = text_of(result)
+    found = re.search(r"background process (\S+) ", text)
+    check(not result.is_error and found is not None and "REDACTED" not in text, f"exec shows the process id: {text!r}")
+    pid = found.group(1)
+    result = await client.call_tool("process", {"action": "poll", "id": pid})
+    check(not result.is_error and "REDACTED" not in text_of(result), f"process poll takes it: {text_of(result)!r}")
+    result = await client.call_tool("process", {"action": "list"})
+    check(pid in text_of(result), f"process list shows it as it is: {text_of(result)!r}")
+    result = await client.call_tool("process", {"action": "kill", "id": pid})
+    check(not result.is_error, f"process kill takes it: {text_of(result)!r}")
 
 
 async def exercise_long(client: Client) -> None:

@@ -1,7 +1,8 @@
 //! Stage 5: ask a person when the call needs it.
 //!
 //! The tool says per call whether approval is needed ([`toolgate_core::CallSafety::approval`]);
-//! the mode adjusts that (`untrusted` asks for everything not read-only, `never` asks nothing).
+//! the mode adjusts that (`untrusted` asks for every call that is not read-only, by the tool's
+//! annotation or the call's own [`toolgate_core::CallSafety::read_only`]; `never` asks nothing).
 //! When a person must be asked and no [`Approver`] is attached (no terminal, no client that can
 //! ask), the call is refused with a message saying what needed approval and how to grant it.
 
@@ -96,7 +97,7 @@ impl ApprovalStage {
         match self.mode {
             ApprovalMode::Never => ApprovalRequirement::Never,
             ApprovalMode::OnRequest => safety.approval,
-            ApprovalMode::Untrusted if spec.annotations.read_only => safety.approval,
+            ApprovalMode::Untrusted if spec.annotations.read_only || safety.read_only => safety.approval,
             ApprovalMode::Untrusted => safety.approval.max(ApprovalRequirement::UnlessAutoApproved),
         }
     }

@@ -16,7 +16,7 @@
 use serde_json::Value;
 use toolgate_core::{Content, OutputTrust, ToolError, ToolOutput, ToolSpec};
 use toolgate_guard::injection::{SUSPICIOUS_NOTE, redact_and_neutralize, sanitize_text};
-use toolgate_guard::leak::{Finding, LeakDetector};
+use toolgate_guard::leak::{Finding, LeakAction, LeakDetector};
 use toolgate_guard::output::{truncate_middle, wrap_untrusted};
 
 /// Room for the marker line a cut adds, so a re-cap only happens when redaction grew the text.
@@ -111,10 +111,13 @@ pub(crate) fn shape(
                 output.structured = None;
                 report.truncated = true;
             } else {
-                walk_strings(structured, &mut |s| neutralize(s, spec, detector, &mut report))?;
+                walk_strings(structured, None, &mut |s, key| {
+                    redact_labelled(s, key, spec, detector, &mut report)?;
+                    neutralize(s, spec, detector, &mut report)
+                })?;
             }
         } else {
-            walk_strings(structured, &mut |s| redact(s, spec, detector, &mut report))?;
+            walk_strings(structured, None, &mut |s, key| redact_labelled(s, key, spec, detector, &mut report))?;
         }
     }
     Ok((output, report))
@@ -212,14 +215,61 @@ fn redact(
     Ok(())
 }
 
-/// Applies `f` to every string in `value`, keys excepted.
-fn walk_strings(value: &mut Value, f: &mut impl FnMut(&mut String) -> Result<(), ToolError>) -> Result<(), ToolError> {
+/// Applies `f` to every string in `value` (keys excepted) with the name of the key it is under:
+/// its own, or for an array's items, the array's.
+fn walk_strings(
+    value: &mut Value,
+    key: Option<&str>,
+    f: &mut impl FnMut(&mut String, Option<&str>) -> Result<(), ToolError>,
+) -> Result<(), ToolError> {
     match value {
-        Value::String(s) => f(s),
-        Value::Array(items) => items.iter_mut().try_for_each(|v| walk_strings(v, f)),
-        Value::Object(map) => map.values_mut().try_for_each(|v| walk_strings(v, f)),
+        Value::String(s) => f(s, key),
+        Value::Array(items) => items.iter_mut().try_for_each(|v| walk_strings(v, key, f)),
+        Value::Object(map) => map.iter_mut().try_for_each(|(k, v)| walk_strings(v, Some(k), f)),
         _ => Ok(()),
     }
+}
+
+/// Redacts a string of structured output the way the same value is redacted in text, where it
+/// reads `key: value`: rules that need the name beside the value (`token: ...`,
+/// `password = ...`) see it, so the text and structured forms of one result are scrubbed alike.
+fn redact_labelled(
+    text: &mut String,
+    key: Option<&str>,
+    spec: &ToolSpec,
+    detector: &LeakDetector,
+    report: &mut OutputReport,
+) -> Result<(), ToolError> {
+    let Some(key) = key else { return redact(text, spec, detector, report) };
+    let labelled = format!("{key}: {text}");
+    let offset = key.len() + 2;
+    // Findings that reach into the value, with ranges in the value.
+    let findings: Vec<Finding> = detector
+        .scan(&labelled)
+        .into_iter()
+        .filter(|f| f.range.end > offset)
+        .map(|mut f| {
+            f.range = f.range.start.saturating_sub(offset)..f.range.end - offset;
+            f
+        })
+        .collect();
+    if findings.is_empty() {
+        return Ok(());
+    }
+    if findings.iter().any(|f| f.action == LeakAction::Block) {
+        return Err(withheld(spec, &findings));
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in findings.iter().filter(|f| f.action != LeakAction::Warn) {
+        out.push_str(&text[at..f.range.start]);
+        out.push_str(&toolgate_guard::leak::redaction_marker(f.rule_id));
+        at = f.range.end;
+    }
+    out.push_str(&text[at..]);
+    report.redacted.extend(findings.iter().map(|f| f.rule_id));
+    *text = out;
+    Ok(())
 }
 
 /// The error for output that contained a credential whose rule says to withhold it.

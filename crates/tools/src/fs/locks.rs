@@ -109,7 +109,7 @@ impl LockTable {
             }
         }
         let lock = Lock {
-            token: format!("lock-{}", uuid::Uuid::new_v4().simple()),
+            token: toolgate_guard::ids::mint("lock"),
             owner: owner.clone(),
             workspace: workspace.to_path_buf(),
             globs,

@@ -190,6 +190,9 @@ impl ShellCheck {
                 ToolError::Denied { reason, .. } => Some(reason.into()),
                 _ => None,
             }),
+            // `Safe` is the classifier's "known read-only, flags checked" for every simple
+            // command, after unwrapping, with no writing redirection or opaque substitution.
+            read_only: self.class == CommandClass::Safe,
         }
     }
 

@@ -131,9 +131,13 @@ impl Tool for ExecuteCodeTool {
                         ..Touches::default()
                     },
                     refusal: None,
+                    read_only: false,
                 }
             }
         };
+        // Code is run as a program, not as the commands the classifier saw: approval mode
+        // `untrusted` keeps asking, even for bash code that reads like `ls`.
+        safety.read_only = false;
         let secs = params.get("timeout").and_then(Value::as_u64).unwrap_or(self.runtime.config.default_timeout_secs);
         safety.timeout = Some(Duration::from_secs(secs.min(self.runtime.config.max_timeout_secs)) + DEADLINE_GRACE);
         safety

@@ -117,6 +117,9 @@ impl Tool for ProcessTool {
 
     fn safety(&self, params: &Value) -> CallSafety {
         let action = params.get("action").and_then(Value::as_str).unwrap_or_default();
+        if matches!(action, "list" | "poll" | "log") {
+            return CallSafety { read_only: true, ..CallSafety::default() };
+        }
         if action != "write" {
             return CallSafety::default();
         }

@@ -18,14 +18,19 @@ const KEEP_LOGS: usize = 200;
 /// How often a long command reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
-/// A new process id: 8 hex characters, unpredictable.
+/// A new process id, unpredictable, and one of toolgate's own ids (`tg-proc-...`), which the
+/// output stage never redacts: the model must be able to pass it to `process`.
 pub(crate) fn new_id() -> String {
-    toolgate_guard::random::hex_id(4)
+    toolgate_guard::ids::mint("proc")
 }
 
-/// Whether `id` has the shape [`new_id`] makes (so it is safe in a file name).
+/// Whether `id` has the shape [`new_id`] makes, or earlier versions made (8 hex digits), so it
+/// is safe in a file name: lowercase letters, digits and inner dashes only.
 pub(crate) fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+    !id.is_empty()
+        && id.len() <= 96
+        && !id.starts_with('-')
+        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// The log of `id`, relative to the workspace, as the model reads it.
