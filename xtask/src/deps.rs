@@ -3,6 +3,8 @@
 
 use crate::have;
 
+#[path = "agent_model.rs"]
+mod agent_model;
 #[path = "peers.rs"]
 mod peers;
 #[path = "wasm_peers.rs"]
@@ -25,6 +27,9 @@ pub(crate) fn install() -> anyhow::Result<()> {
     }
     if let Err(e) = peers::install() {
         eprintln!("xtask: {e:#}; the MCP peer tests will fail until this works");
+    }
+    if let Err(e) = agent_model::install() {
+        eprintln!("xtask: {e:#}; the agent runtime's real-model tests will fail until this works");
     }
     Ok(())
 }

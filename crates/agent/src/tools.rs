@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use toolgate_core::{Annotations, CallContext, Tool, ToolError, ToolOutput, ToolSpec};
+use toolgate_core::{Annotations, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
 use toolgate_store::{SessionRecord, TeamMessage, TeamTask};
 
 use crate::runtime::{RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, clip};
@@ -18,6 +18,9 @@ use crate::{AgentError, now_ms};
 
 /// The group every agent tool is in (`group:sessions` in policy).
 pub const GROUP: &str = "sessions";
+
+/// Deadline of an agent tool call that waits for a run (`subagents run`, `delegate` sync, ...).
+pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -109,6 +112,18 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
 impl Tool for AgentTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// Calls that wait for another agent's run get a deadline fit for a model run, not the
+    /// gate's default for one tool call; the runs have their own iteration limits.
+    fn safety(&self, p: &Value) -> CallSafety {
+        let waits = match self.kind {
+            Kind::SessionsSend | Kind::SessionsSpawn => true,
+            Kind::Subagents => matches!(p["action"].as_str(), Some("run" | "steer")),
+            Kind::Delegate => p["action"].as_str() == Some("delegate") && p["mode"].as_str() != Some("async"),
+            _ => false,
+        };
+        CallSafety { timeout: waits.then_some(WAIT_TIMEOUT), ..CallSafety::default() }
     }
 
     async fn execute(&self, ctx: &CallContext, p: Value) -> Result<ToolOutput, ToolError> {

