@@ -5,6 +5,7 @@
 //!   `lock_paths`, `unlock_paths`, all confined to the workspace by the kernel.
 //! - [`memory`]: `memory_search`, `memory_write`, `memory_read`, `memory_get`, `memory_tree`.
 //! - [`runtime`]: `exec`, `process`, `execute_code`, run in `toolgate-sandbox`.
+//! - [`web`]: `web_fetch`, `html_to_markdown`, `http`, through the SSRF-safe `toolgate-fetch`.
 //! - [`custom`]: user-defined shell-template tools, analyzed and run like `exec`.
 //!
 //! Tools receive parameters the gate already validated against their schema; each still checks
@@ -18,3 +19,4 @@ pub mod custom;
 pub mod fs;
 pub mod memory;
 pub mod runtime;
+pub mod web;

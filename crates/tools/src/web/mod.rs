@@ -1,0 +1,47 @@
+//! The web tools (group `web`): `web_fetch`, `html_to_markdown`, `http`.
+//!
+//! Every request goes through one [`toolgate_fetch::Fetcher`] built from [`WebConfig`]: the
+//! SSRF defence (resolve once, vet every address, pin, re-vet every redirect hop) is there, not
+//! in the tools. Page text is untrusted output: the gate's output stage wraps it.
+
+mod config;
+mod fetch_tool;
+pub mod html;
+mod http_tool;
+
+use std::sync::Arc;
+
+use toolgate_core::Tool;
+use toolgate_fetch::Fetcher;
+
+pub use config::{SearchConfig, WebConfig};
+pub use fetch_tool::{HtmlToMarkdown, WebFetch};
+pub use http_tool::Http;
+
+/// Why the web tools could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WebError {
+    /// The `[web]` configuration is invalid.
+    #[error("invalid [web] configuration: {0}")]
+    Config(String),
+}
+
+/// The web tools for `config`, sharing one fetcher.
+pub fn tools(config: &WebConfig) -> Result<Vec<Arc<dyn Tool>>, WebError> {
+    let fetcher = Fetcher::new(config.policy()?).map_err(|e| WebError::Config(e.to_string()))?;
+    Ok(vec![
+        Arc::new(WebFetch::new(fetcher.clone(), config)),
+        Arc::new(HtmlToMarkdown::new()),
+        Arc::new(Http::new(fetcher, config)),
+    ])
+}
+
+/// `touches.hosts` for a URL parameter: the lowercase host, no port (policy rules such as
+/// `web_fetch(domain:docs.rs)` match it).
+pub(crate) fn host_of(url: &str) -> Vec<String> {
+    match toolgate_guard::net::parse_http_url(url) {
+        Ok((u, _)) => u.host_str().map(|h| vec![h.trim_end_matches('.').to_ascii_lowercase()]).unwrap_or_default(),
+        Err(_) => Vec::new(),
+    }
+}
