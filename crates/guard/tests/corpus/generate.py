@@ -358,6 +358,7 @@ add("generic-api-key", "export MODEL_API_KEY=" + r(AN, 40), "AZURE_STORAGE_ACCOU
     'ALGOLIA_KEY_FOR_TESTS = "' + r(AN, 20) + '"', "TYPESENSE_API_KEY=" + r(AN, 32))
 add("generic-token", "AWS_SECURITY_TOKEN=" + r(AN, 48), 'challengeToken: "' + r(AN + "-_", 32) + '"',
     "CI_JOB_TOKEN=" + r(AN, 20))
+add("generic-secret", "'secret_key' => 'sk_" + r(AN, 29) + "',")  # Freemius' PHP config
 add("generic-password", "MYSQL_ROOT_PASSWORD=" + r(AN, 14), "PGPASSWORD='" + r(AN + "(&)!", 16) + "'",
     'hashicorp_admin_password = "' + r(AN, 12) + '"')
 
