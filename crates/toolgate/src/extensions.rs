@@ -131,13 +131,51 @@ pub fn custom_defs(config: &Config, store: Option<&Store>) -> Result<Vec<CustomT
 }
 
 /// The custom tools to register in a gate.
-pub(crate) fn custom_tools(config: &Config, store: Option<&Arc<Store>>) -> Result<Vec<Arc<dyn Tool>>, ExtensionError> {
+pub(crate) fn custom_tools(
+    workspace: &std::path::Path,
+    config: &Config,
+    store: Option<&Arc<Store>>,
+) -> Result<Vec<Arc<dyn Tool>>, ExtensionError> {
     let defs = custom_defs(config, store.map(|s| s.as_ref()))?;
     let secrets: Arc<dyn SecretSource> = match store {
         Some(s) => Arc::new(StoreSecrets(Arc::clone(s))),
         None => Arc::new(custom::NoSecrets),
     };
-    Ok(custom::tools(defs, config.runtime.clone(), secrets)?)
+    let mut tools = custom::tools(defs, config.runtime.clone(), Arc::clone(&secrets))?;
+    tools.extend(skill_tools(workspace, config, secrets)?);
+    Ok(tools)
+}
+
+/// The tools skills declare in their front matter, in group `skill:NAME`, running in the
+/// skill's folder when it is inside the workspace. Registered after the built-ins.
+fn skill_tools(
+    workspace: &std::path::Path,
+    config: &Config,
+    secrets: Arc<dyn SecretSource>,
+) -> Result<Vec<Arc<dyn Tool>>, ExtensionError> {
+    use toolgate_tools::skills;
+    let (found, warnings) = skills::discover(workspace, skills::user_dir().as_deref());
+    for w in warnings {
+        tracing::warn!("skills: {w}");
+    }
+    let mut out = Vec::new();
+    for skill in found.into_iter().filter(|s| !s.tools.is_empty()) {
+        let rel = skill.dir.strip_prefix(workspace).ok().map(|p| p.to_string_lossy().into_owned());
+        let defs: Vec<CustomToolDef> = skill
+            .tools
+            .iter()
+            .cloned()
+            .map(|mut d| {
+                if d.workdir.is_none() {
+                    d.workdir.clone_from(&rel);
+                }
+                d
+            })
+            .collect();
+        let group = format!("skill:{}", skill.name);
+        out.extend(custom::tools_in_group(defs, &group, config.runtime.clone(), Arc::clone(&secrets))?);
+    }
+    Ok(out)
 }
 
 /// Parses and validates a definition (JSON text) and stores it; returns it.

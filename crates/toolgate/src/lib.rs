@@ -44,6 +44,7 @@ pub mod mcp;
 pub mod mcp_vault;
 pub mod memory;
 mod pipeline;
+pub mod wasm;
 
 pub use gate::{Gate, GateBuilder, GateError};
 pub use pipeline::approval::{ApprovalAnswer, ApprovalRequest, Approver};

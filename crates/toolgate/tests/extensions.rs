@@ -228,3 +228,126 @@ fn tools_add_from_a_file_then_call_then_remove() {
     let (_, text) = run(&["tools"]);
     assert!(!text.contains("count_lines"), "{text}");
 }
+
+/// A one-page PDF whose text is `text` (ASCII letters and spaces), built by hand with a correct
+/// cross-reference table.
+fn tiny_pdf(text: &str) -> Vec<u8> {
+    let content = format!("BT /F1 18 Tf 72 720 Td ({text}) Tj ET");
+    let objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_owned(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
+            .to_owned(),
+        format!("<< /Length {} >>\nstream\n{content}\nendstream", content.len()),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_owned(),
+    ];
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = pdf.len();
+    pdf.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for o in offsets {
+        pdf.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend_from_slice(
+        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
+    );
+    pdf
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/skills")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_are_listed_searched_read_and_their_tools_run() {
+    assert!(
+        Command::new("pdftotext").arg("-v").output().is_ok(),
+        "pdftotext is missing: run `cargo xtask deps` (Debian package poppler-utils)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures().join("pdf-to-text"), &dir.path().join("skills/pdf-to-text"));
+    copy_dir(&fixtures().join("changelog"), &dir.path().join("skills/changelog"));
+    std::fs::write(dir.path().join("report.pdf"), tiny_pdf("Quarterly revenue grew nine percent")).unwrap();
+    let config = load(dir.path(), "[approval]\nmode = \"never\"\n").unwrap();
+    let gate = Gate::builder(dir.path()).config(config).build().unwrap();
+    let ctx = gate.context();
+    let listed = gate.call(&ctx, "skill_list", json!({})).await.unwrap();
+    let names: Vec<&str> = listed.structured.as_ref().unwrap()["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["changelog", "pdf-to-text"]);
+    let found = gate.call(&ctx, "skill_search", json!({"query": "what does this PDF say"})).await.unwrap();
+    assert_eq!(found.structured.as_ref().unwrap()["results"][0]["name"], "pdf-to-text");
+    let found = gate.call(&ctx, "skill_search", json!({"query": "release notes from git history"})).await.unwrap();
+    assert_eq!(found.structured.as_ref().unwrap()["results"][0]["name"], "changelog");
+    let read = gate.call(&ctx, "skill_read", json!({"name": "changelog"})).await.unwrap();
+    assert_eq!(read.structured.as_ref().unwrap()["files"], json!(["SKILL.md", "scripts/changelog.sh"]));
+    assert!(read.text_content().contains("### Added"));
+    // The skill's declared tool: registered after the built-ins, rendered and run like a custom tool.
+    let spec = gate.visible_tools(&ctx).into_iter().find(|s| s.name == "pdf_to_text").unwrap();
+    assert_eq!(spec.group, "skill:pdf-to-text");
+    let out = gate.call(&ctx, "pdf_to_text", json!({"file": "../../report.pdf"})).await.unwrap().text_content();
+    assert!(out.contains("Quarterly revenue grew nine percent"), "{out}");
+    let err = gate.call(&ctx, "pdf_to_text", json!({"file": "-opw x"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::InvalidParams { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_install_validates_scans_and_installs_whole_then_remove() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures().join("changelog"), &dir.path().join("incoming/changelog"));
+    copy_dir(&fixtures().join("evil-setup"), &dir.path().join("incoming/evil-setup"));
+    std::fs::create_dir_all(dir.path().join("incoming/nofm")).unwrap();
+    std::fs::write(dir.path().join("incoming/nofm/SKILL.md"), "# no front matter\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("incoming/linked")).unwrap();
+    std::fs::write(dir.path().join("incoming/linked/SKILL.md"), "---\nname: linked\ndescription: d\n---\n").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join("incoming/linked/passwd")).unwrap();
+    let big = format!("---\nname: big\ndescription: {}\n---\n", "x".repeat(1_000_000));
+    std::fs::create_dir_all(dir.path().join("incoming/big")).unwrap();
+    std::fs::write(dir.path().join("incoming/big/SKILL.md"), big).unwrap();
+    let config = load(dir.path(), "[approval]\nmode = \"never\"\n").unwrap();
+    let gate = Gate::builder(dir.path()).config(config).build().unwrap();
+    let ctx = gate.context();
+    let install = |path: &str| gate.call(&ctx, "skill_install", json!({"path": path}));
+    let installed_dir = dir.path().join(".agents/skills");
+    for (path, want) in [
+        ("incoming/evil-setup", "blocked command"),
+        ("incoming/nofm", "front matter"),
+        ("incoming/linked", "symbolic link"),
+        ("incoming/big", "at most 524288"),
+        ("../", "outside the workspace"),
+    ] {
+        let err = install(path).await.unwrap_err().to_string();
+        assert!(err.contains(want), "{path}: {err}");
+    }
+    assert!(
+        !installed_dir.exists() || std::fs::read_dir(&installed_dir).unwrap().count() == 0,
+        "nothing half-installed"
+    );
+    let out = install("incoming/changelog").await.unwrap().text_content();
+    assert!(out.contains("installed skill `changelog` (2 files)"), "{out}");
+    assert!(installed_dir.join("changelog/scripts/changelog.sh").is_file());
+    let err = install("incoming/changelog").await.unwrap_err().to_string();
+    assert!(err.contains("already installed"), "{err}");
+    gate.call(&ctx, "skill_remove", json!({"name": "changelog"})).await.unwrap();
+    assert!(!installed_dir.join("changelog").exists());
+}

@@ -7,6 +7,7 @@
 //! - [`runtime`]: `exec`, `process`, `execute_code`, run in `toolgate-sandbox`.
 //! - [`web`]: `web_fetch`, `html_to_markdown`, `http`, through the SSRF-safe `toolgate-fetch`.
 //! - [`custom`]: user-defined shell-template tools, analyzed and run like `exec`.
+//! - [`skills`]: Agent Skills: `skill_list`, `skill_read`, `skill_search`, `skill_install`, `skill_remove`.
 //!
 //! Tools receive parameters the gate already validated against their schema; each still checks
 //! the meaning of its parameters and returns a [`toolgate_core::ToolError`] that says what was
@@ -20,3 +21,4 @@ pub mod fs;
 pub mod memory;
 pub mod runtime;
 pub mod web;
+pub mod skills;

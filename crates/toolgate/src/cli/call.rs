@@ -32,7 +32,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let params: Value = serde_json::from_str(&raw).map_err(|e| {
         anyhow::anyhow!("the parameters are not valid JSON: {e}; pass an object such as '{{\"message\": \"hi\"}}'")
     })?;
-    let gate = global.gate(true)?;
+    let gate = std::sync::Arc::new(global.gate(true)?);
+    super::wasm::load(&gate).await;
     // Bridged MCP servers connect in the background; a call to one of their tools waits for
     // its server's first connection attempt.
     gate.start_mcp();

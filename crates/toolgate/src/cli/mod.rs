@@ -21,6 +21,7 @@ mod sandbox;
 mod serve;
 mod terminal;
 mod tools;
+mod wasm;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -88,6 +89,9 @@ enum Command {
     /// Show what the sandbox can enforce on this machine and how commands run here.
     #[command(subcommand)]
     Sandbox(sandbox::Command),
+    /// Install, list, inspect or remove WASM tools (components of the `toolgate:tool` world).
+    #[command(subcommand)]
+    Wasm(wasm::Command),
 }
 
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
@@ -114,6 +118,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
             Some(Command::Mcp(command)) => mcp::run(&cli.global, command).await,
+            Some(Command::Wasm(command)) => wasm::run(&cli.global, command).await,
             None => {
                 tools::welcome(&cli.global)?;
                 serve::run_default(&cli.global).await

@@ -81,6 +81,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         None => Arc::new(McpApprover::default()),
     };
     let gate = Arc::new(Gate::builder(&workspace).config(config).approver(approver).build()?);
+    super::wasm::load(&gate).await;
     gate.bind_agents();
     // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
     // the client's first `tools/list`; later arrivals are announced with `list_changed`.

@@ -85,6 +85,33 @@ impl FsState {
             rules::PathRules::new(&config).map_err(|b| ConfigError { glob: b.glob, message: b.error.to_string() })?;
         Ok(Arc::new(FsState::new(config, rules)))
     }
+
+    /// The bytes of the workspace file `input` (at most `max`), confined exactly like `read`:
+    /// resolved beneath the workspace by the kernel, denied paths (and `.toolgate/`) refused.
+    /// For hosts that lend file access to guests (WASM tools' `workspace.read`).
+    pub fn read_confined(
+        &self,
+        ctx: &toolgate_core::CallContext,
+        input: &str,
+        max: usize,
+    ) -> Result<Vec<u8>, toolgate_core::ToolError> {
+        use std::io::Read as _;
+        let root = self.root(ctx)?;
+        let rel = self.resolve("read", root.path(), input)?;
+        let opened = root.open_file(&rel).map_err(|e| state::path_error("read", rel.display(), e))?;
+        if self.rules.denied(opened.real.as_str()) {
+            return Err(state::denied("read", &opened.real));
+        }
+        let mut bytes = Vec::new();
+        let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+        (&opened.file).take(limit).read_to_end(&mut bytes).map_err(|e| {
+            toolgate_core::ToolError::failed(format!("cannot read `{rel}`: {e}"))
+        })?;
+        if bytes.len() > max {
+            return Err(toolgate_core::ToolError::failed(format!("`{rel}` is larger than {max} bytes")));
+        }
+        Ok(bytes)
+    }
 }
 
 /// Every fs tool, sharing one state.

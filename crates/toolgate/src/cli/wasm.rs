@@ -1,0 +1,163 @@
+//! `toolgate wasm install|list|remove|inspect`: a person installs WASM tools and grants their
+//! capabilities here (an agent never can: no tool installs or grants).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use toolgate::wasm::{Capabilities, InstalledTool};
+use toolgate_wasm::{EndpointPattern, HttpCapability, SecretsCapability, WorkspaceCapability};
+
+use super::GlobalArgs;
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Command {
+    /// Install a component (`tool.wasm`) as the tool `wasm__NAME`. Capabilities come from the
+    /// sidecar `NAME.capabilities.json` beside it (or `--capabilities FILE`) plus the flags.
+    Install {
+        /// The component file.
+        file: PathBuf,
+        /// The name to install it under (default: the name it describes).
+        #[arg(long)]
+        name: Option<String>,
+        /// A capability file to use instead of the sidecar.
+        #[arg(long, value_name = "FILE")]
+        capabilities: Option<PathBuf>,
+        /// Allow HTTPS to HOST, or HOST/PATH-PREFIX (repeatable).
+        #[arg(long = "allow-http", value_name = "HOST[/PREFIX]")]
+        allow_http: Vec<String>,
+        /// Allow reading workspace files under PATH (`docs/`, `./` for all) (repeatable).
+        #[arg(long = "allow-read", value_name = "PATH")]
+        allow_read: Vec<String>,
+        /// Allow asking whether the secret NAME (or `PREFIX*`) exists (repeatable).
+        #[arg(long = "secret", value_name = "NAME")]
+        secrets: Vec<String>,
+    },
+    /// List the installed WASM tools.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an installed tool.
+    Remove {
+        /// The installed name.
+        name: String,
+    },
+    /// Show what a tool is, what it was granted, and whether its file is intact.
+    Inspect {
+        /// The installed name.
+        name: String,
+    },
+}
+
+/// Loads the workspace's installed WASM tools into the gate; one that fails is reported and
+/// left out (a changed file, a component that no longer compiles).
+pub(crate) async fn load(gate: &std::sync::Arc<toolgate::Gate>) {
+    for (name, error) in toolgate::wasm::load_tools(gate).await {
+        eprintln!("toolgate: WASM tool `{name}` not loaded: {error}");
+    }
+}
+
+pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
+    let workspace = global.workspace()?;
+    let installer = toolgate::wasm::installer(&workspace)?;
+    match command {
+        Command::Install { file, name, capabilities, allow_http, allow_read, secrets } => {
+            let mut caps = read_capabilities(&file, name.as_deref(), capabilities.as_deref())?;
+            add_flags(&mut caps, &allow_http, &allow_read, &secrets)?;
+            let installed = installer.install(&file, name.as_deref(), caps).await?;
+            outln!("installed `wasm__{}` ({} bytes, BLAKE3 {})", installed.name, installed.size, installed.hash);
+            print_details(&installed);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::List { json } => {
+            let list = installer.list()?;
+            if list.is_empty() && !json {
+                outln!("no WASM tools installed (`toolgate wasm install FILE` adds one)");
+            }
+            for t in list {
+                if json {
+                    outln!("{}", serde_json::to_string(&t)?);
+                } else {
+                    let grants = t.capabilities.summary();
+                    let grants = if grants.is_empty() { "no capabilities".to_owned() } else { grants.join("; ") };
+                    outln!("wasm__{:<20} {:<10} {}", t.name, &t.hash[..10.min(t.hash.len())], grants);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Remove { name } => {
+            let removed = installer.remove(&name)?;
+            outln!("removed `wasm__{}`", removed.name);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect { name } => {
+            let t = installer.get(&name)?;
+            outln!("wasm__{}", t.name);
+            print_details(&t);
+            match installer.verify(&t) {
+                Ok(()) => {
+                    outln!("integrity: ok (BLAKE3 {})", t.hash);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    outln!("integrity: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+    }
+}
+
+fn print_details(t: &InstalledTool) {
+    outln!("  file: {}", t.file.display());
+    outln!("  description: {}", t.description);
+    outln!("  parameters: {}", t.input_schema);
+    let grants = t.capabilities.summary();
+    if grants.is_empty() {
+        outln!("  capabilities: none");
+    }
+    for g in grants {
+        outln!("  capability: {g}");
+    }
+}
+
+/// The explicit file, else `NAME.capabilities.json` or `<stem>.capabilities.json` beside the
+/// component, else none.
+fn read_capabilities(file: &Path, name: Option<&str>, explicit: Option<&Path>) -> anyhow::Result<Capabilities> {
+    let candidates: Vec<PathBuf> = match explicit {
+        Some(p) => vec![p.to_owned()],
+        None => {
+            let dir = file.parent().unwrap_or(Path::new("."));
+            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("tool");
+            name.into_iter().chain([stem]).map(|n| dir.join(format!("{n}.capabilities.json"))).collect()
+        }
+    };
+    for path in candidates {
+        if path.is_file() || explicit.is_some() {
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            return Capabilities::from_json(&text).with_context(|| format!("in {}", path.display()));
+        }
+    }
+    Ok(Capabilities::none())
+}
+
+fn add_flags(caps: &mut Capabilities, http: &[String], read: &[String], secrets: &[String]) -> anyhow::Result<()> {
+    for spec in http {
+        let (host, prefix) = match spec.split_once('/') {
+            Some((h, p)) => (h.to_owned(), Some(format!("/{p}"))),
+            None => (spec.clone(), None),
+        };
+        let pattern = EndpointPattern { host, path_prefix: prefix, methods: Vec::new() };
+        caps.http.get_or_insert_with(HttpCapability::default).allow.push(pattern);
+    }
+    for path in read {
+        caps.workspace.get_or_insert_with(WorkspaceCapability::default).read.push(path.clone());
+    }
+    for s in secrets {
+        caps.secrets.get_or_insert_with(SecretsCapability::default).exists.push(s.clone());
+    }
+    caps.validate()?;
+    Ok(())
+}
