@@ -10,8 +10,10 @@ mod peers;
 #[path = "wasm_peers.rs"]
 mod wasm_peers;
 
-/// Debian packages the benchmarks compare against: (command, package).
-const DEBIAN: &[(&str, &str)] = &[("rg", "ripgrep"), ("bwrap", "bubblewrap")];
+/// Debian packages the benchmarks compare against and tests call (`pdftotext`: the
+/// pdf-to-text skill fixture): (command, package).
+const DEBIAN: &[(&str, &str)] =
+    &[("rg", "ripgrep"), ("bwrap", "bubblewrap"), ("pdftotext", "poppler-utils")];
 
 pub(crate) fn install() -> anyhow::Result<()> {
     let missing: Vec<&str> = DEBIAN.iter().filter(|(cmd, _)| !have(cmd)).map(|(_, pkg)| *pkg).collect();
