@@ -5,6 +5,8 @@ use crate::have;
 
 #[path = "agent_model.rs"]
 mod agent_model;
+#[path = "memory_model.rs"]
+mod memory_model;
 #[path = "peers.rs"]
 mod peers;
 #[path = "wasm_peers.rs"]
@@ -26,6 +28,9 @@ pub(crate) fn install() -> anyhow::Result<()> {
     }
     if let Err(e) = wasm_peers::install() {
         eprintln!("xtask: {e:#}; the WASM component tests will fail until this works");
+    }
+    if let Err(e) = memory_model::install() {
+        eprintln!("xtask: {e:#}; the memory search model tests will fail until this works");
     }
     if let Err(e) = peers::install() {
         eprintln!("xtask: {e:#}; the MCP peer tests will fail until this works");

@@ -30,9 +30,21 @@ pub(crate) fn open(
 
 /// The embedder `[memory.embeddings]` asks for.
 pub fn embedder(config: &MemoryConfig) -> Option<Arc<dyn Embedder>> {
-    match config.embeddings.provider {
+    let e = &config.embeddings;
+    match e.provider {
         EmbeddingsProvider::None => None,
-        EmbeddingsProvider::Local | EmbeddingsProvider::Openai => None,
+        EmbeddingsProvider::Local => {
+            let name = if e.model.is_empty() { toolgate_embed::DEFAULT_MODEL } else { e.model.as_str() };
+            let dir = e.models_dir.clone().or_else(toolgate_embed::default_models_dir).unwrap_or_default();
+            Some(match toolgate_embed::LazyModel::new(dir, name) {
+                Ok(m) => Arc::new(m) as Arc<dyn Embedder>,
+                Err(err) => Arc::new(toolgate_embed::Unavailable::new(format!("local:{name}"), err.to_string())),
+            })
+        }
+        EmbeddingsProvider::Openai => Some(Arc::new(toolgate_embed::Unavailable::new(
+            format!("openai:{}", e.model),
+            "the OpenAI-compatible embeddings provider is not available in this build",
+        ))),
     }
 }
 

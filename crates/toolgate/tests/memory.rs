@@ -98,3 +98,61 @@ async fn the_file_tools_reindex_memory_notes_they_write() {
     f.call("write", json!({ "path": "notes/giraffe.md", "content": "giraffe\n" })).await.unwrap();
     assert!(f.found("giraffe").await.is_empty());
 }
+
+/// A gate with the real local model (installed by `cargo xtask deps` into `.cache/models/`).
+fn hybrid() -> Fixture {
+    let models = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/models");
+    assert!(
+        models.join("all-minilm-l6-v2/model.safetensors").is_file(),
+        "the memory search model is missing: run `cargo xtask deps`"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.memory.embeddings.models_dir = Some(models);
+    let gate = Gate::builder(dir.path()).config(config).build().unwrap();
+    Fixture { dir, gate }
+}
+
+#[tokio::test]
+async fn the_local_model_finds_a_note_that_shares_no_words_with_the_question() {
+    let f = hybrid();
+    let notes = [
+        ("memory/family.md", "# Family\nAnn's sibling has an apartment in Lisbon, near the river."),
+        ("memory/work.md", "# Work\nThe CI pipeline runs cargo test on every push to main."),
+        ("memory/health.md", "# Health\nAllergic to penicillin; the dentist appointment is in June."),
+        ("memory/food.md", "# Food\nPrefers vegetarian dishes, no mushrooms."),
+    ];
+    for (path, content) in notes {
+        f.call("memory_write", json!({ "target": path, "content": content })).await.unwrap();
+    }
+    let out = f.call("memory_search", json!({ "query": "where does my sister stay?" })).await.unwrap();
+    let s = out.structured.clone().unwrap();
+    assert_eq!(s["mode"], "hybrid", "{}", out.text_content());
+    assert_eq!(s["model"], "local:all-minilm-l6-v2");
+    assert_eq!(s["results"][0]["path"], "memory/family.md", "{}", out.text_content());
+    assert_eq!(s["results"][0]["by_meaning"], true);
+    let out = f.call("memory_search", json!({ "query": "what medicine must be avoided?" })).await.unwrap();
+    assert_eq!(out.structured.unwrap()["results"][0]["path"], "memory/health.md");
+    // The vectors are in the state database: a new gate over the same workspace finds the note
+    // without embedding the notes again.
+    let again = Gate::builder(f.dir.path()).config(f.gate.config().clone()).build().unwrap();
+    let out =
+        again.call(&again.context(), "memory_search", json!({ "query": "where does my sister stay?" })).await.unwrap();
+    let s = out.structured.unwrap();
+    assert_eq!(s["results"][0]["path"], "memory/family.md");
+    assert!(s["notes"].as_array().unwrap().iter().all(|n| !n.as_str().unwrap().contains("embedded")), "{s}");
+}
+
+#[tokio::test]
+async fn a_missing_model_falls_back_to_full_text_and_says_how_to_install_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.memory.embeddings.models_dir = Some(dir.path().join("no-models"));
+    let gate = Gate::builder(dir.path()).config(config).build().unwrap();
+    let ctx = gate.context();
+    gate.call(&ctx, "memory_write", json!({ "content": "the wifi password is on the fridge" })).await.unwrap();
+    let out = gate.call(&ctx, "memory_search", json!({ "query": "wifi" })).await.unwrap();
+    let text = out.text_content();
+    assert!(text.contains("MEMORY.md") && text.contains("full-text only"), "{text}");
+    assert!(text.contains("toolgate models install all-minilm-l6-v2"), "{text}");
+}

