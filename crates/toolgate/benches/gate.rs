@@ -2,15 +2,36 @@
 //!
 //! Prints the median and p99 latency and calls/s, on one task and with 10 concurrent tasks.
 //! Target (issue 2): median under 20 µs and at least 50,000 calls/s.
+//!
+//! Then the same for a tool that is not read-only and does nothing (`touch`): such a call also
+//! writes a "started" audit row and waits for it before it runs (issue 11), so the difference
+//! to `echo` is the cost of that row.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use toolgate::Gate;
+use toolgate::core::{CallContext, Tool, ToolError, ToolOutput, ToolSpec};
 
 const CALLS: usize = 200_000;
 const TASKS: usize = 10;
+/// Calls of the tool that is not read-only (each waits for a database commit).
+const WRITE_CALLS: usize = 20_000;
+
+/// Not read-only (a plain `ToolSpec`), needs no approval, does nothing.
+#[derive(Debug)]
+struct Touch(ToolSpec);
+
+#[async_trait::async_trait]
+impl Tool for Touch {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn execute(&self, _: &CallContext, _: Value) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("touched"))
+    }
+}
 
 fn main() {
     let dir = tempfile::tempdir().expect("a temporary workspace");
@@ -22,7 +43,15 @@ fn main() {
         .rate_limits
         .tools
         .insert("echo".into(), toolgate::config::Window { per_minute: u32::MAX, per_hour: u32::MAX });
-    let gate = Arc::new(Gate::builder(dir.path()).config(config).build().expect("a gate with audit on"));
+    config
+        .rate_limits
+        .tools
+        .insert("touch".into(), toolgate::config::Window { per_minute: u32::MAX, per_hour: u32::MAX });
+    let touch = ToolSpec::new("touch", "Does nothing, but is not read-only.", json!({"type": "object"}));
+    assert!(!touch.annotations.read_only);
+    let gate = Arc::new(
+        Gate::builder(dir.path()).config(config).tool(Arc::new(Touch(touch))).build().expect("a gate with audit on"),
+    );
     let params = json!({"message": "hello from the benchmark"});
 
     runtime.block_on(async {
@@ -68,6 +97,47 @@ fn main() {
         let flush = Instant::now();
         gate.flush_audit();
         println!("audit flush after the run: {:.1} ms", flush.elapsed().as_secs_f64() * 1e3);
+
+        // Different parameters each time: the loop breaker refuses a call repeated 3 times.
+        for i in 0..1_000 {
+            gate.call(&ctx, "touch", json!({ "i": i })).await.expect("warm-up call");
+        }
+        let mut latencies = Vec::with_capacity(WRITE_CALLS);
+        let start = Instant::now();
+        for i in 0..WRITE_CALLS {
+            let params = json!({ "i": i });
+            let t = Instant::now();
+            gate.call(&ctx, "touch", params).await.expect("call");
+            latencies.push(t.elapsed());
+        }
+        report_plain("gate.call(touch), not read-only, 1 task", &mut latencies, WRITE_CALLS, start.elapsed());
+        let start = Instant::now();
+        let mut handles = Vec::new();
+        for _ in 0..TASKS {
+            let gate = gate.clone();
+            handles.push(tokio::spawn(async move {
+                let ctx = gate.context();
+                let mut latencies = Vec::with_capacity(WRITE_CALLS / TASKS);
+                for i in 0..WRITE_CALLS / TASKS {
+                    let params = json!({ "i": i });
+                    let t = Instant::now();
+                    gate.call(&ctx, "touch", params).await.expect("call");
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            }));
+        }
+        let mut latencies = Vec::with_capacity(WRITE_CALLS);
+        for h in handles {
+            latencies.extend(h.await.expect("task"));
+        }
+        report_plain(
+            &format!("gate.call(touch), not read-only, {TASKS} tasks"),
+            &mut latencies,
+            WRITE_CALLS,
+            start.elapsed(),
+        );
+        gate.flush_audit();
     });
     let store = toolgate::store::Store::open(&dir.path().join(".toolgate/state.db")).expect("the audit database");
     println!("audit records written: {}", store.audit_count().expect("count"));
@@ -84,5 +154,15 @@ fn report(label: &str, latencies: &mut [Duration], calls: usize, wall: Duration)
         p99.as_secs_f64() * 1e6,
         rate,
         if median < Duration::from_micros(20) && rate >= 50_000.0 { "met" } else { "NOT met" }
+    );
+}
+
+fn report_plain(label: &str, latencies: &mut [Duration], calls: usize, wall: Duration) {
+    latencies.sort_unstable();
+    println!(
+        "{label}: median {:>6.2} µs  p99 {:>7.2} µs  {:>9.0} calls/s",
+        latencies[latencies.len() / 2].as_secs_f64() * 1e6,
+        latencies[latencies.len() * 99 / 100].as_secs_f64() * 1e6,
+        calls as f64 / wall.as_secs_f64()
     );
 }
