@@ -276,6 +276,18 @@ impl Capabilities {
                 out.push(format!("tool: `{a}` calls `{r}`"));
             }
         }
+        let l = self.limits;
+        let limits: Vec<String> = [
+            l.memory_mb.map(|m| format!("memory {m} MB")),
+            l.fuel.map(|f| format!("fuel {f}")),
+            l.timeout_secs.map(|t| format!("timeout {t} s")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !limits.is_empty() {
+            out.push(format!("limits: {}", limits.join(", ")));
+        }
         out
     }
 }
