@@ -35,6 +35,8 @@ pub struct Config {
     pub fs: FsConfig,
     /// The runtime tools: sandbox mode, network, limits, timeouts, output cap (`docs/runtime.md`).
     pub runtime: RuntimeConfig,
+    /// The web tools: private exceptions, domains, proxy, caps, search (`docs/web.md`).
+    pub web: toolgate_tools::web::WebConfig,
     /// The memory tools: note caps, rescans, embeddings (`docs/memory.md`).
     pub memory: toolgate_tools::memory::MemoryConfig,
     /// When to ask a person.

@@ -59,6 +59,9 @@ pub enum GateError {
     /// The `[fs]` configuration is invalid.
     #[error("invalid [fs] configuration: {0}")]
     Fs(String),
+    /// The `[web]` configuration is invalid.
+    #[error("{0}")]
+    Web(String),
     /// The memory index could not be opened.
     #[error("memory: {0}")]
     Memory(String),
@@ -177,6 +180,9 @@ impl GateBuilder {
                 registry.register_builtin(tool)?;
             }
             for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
+                registry.register_builtin(tool)?;
+            }
+            for tool in toolgate_tools::web::tools(&self.config.web).map_err(|e| GateError::Web(e.to_string()))? {
                 registry.register_builtin(tool)?;
             }
             for tool in toolgate_tools::skills::tools() {
