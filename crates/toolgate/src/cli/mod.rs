@@ -16,6 +16,7 @@ mod call;
 mod extensions;
 mod logging;
 mod mcp;
+mod models;
 mod policy;
 mod sandbox;
 mod serve;
@@ -80,6 +81,9 @@ enum Command {
     /// List or revoke "allow always" approval grants.
     #[command(subcommand)]
     Approvals(approvals::Command),
+    /// List or install the embedding models of memory search.
+    #[command(subcommand)]
+    Models(models::Command),
     /// Inspect the tool policy.
     #[command(subcommand)]
     Policy(policy::Command),
@@ -118,6 +122,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
             Some(Command::Mcp(command)) => mcp::run(&cli.global, command).await,
+            Some(Command::Models(command)) => models::run(&cli.global, command).await,
             Some(Command::Wasm(command)) => wasm::run(&cli.global, command).await,
             None => {
                 tools::welcome(&cli.global)?;

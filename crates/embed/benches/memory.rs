@@ -1,0 +1,134 @@
+//! `cargo xtask bench memory`: index 10,000 generated notes, then query them: notes/s indexed,
+//! query p50/p99 in process (embedding the query included), and recall@5 on a labelled set of
+//! questions that share few or no words with their note, full-text only vs hybrid.
+//!
+//! Needs the model from `cargo xtask deps` in `.cache/models/`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use toolgate_embed::{Embedder, LocalModel};
+use toolgate_store::memory::{LocalMemory, MemoryIndex, MemoryStore, Scope, SearchOptions};
+
+/// (note, question): the question avoids the note's words.
+const LABELLED: &[(&str, &str)] = &[
+    ("Ann's sibling has an apartment in Lisbon, near the river.", "where does my sister stay?"),
+    ("Allergic to penicillin; carries an epipen.", "what medicine must be avoided?"),
+    ("Prefers vegetarian dishes and dislikes mushrooms.", "what should I cook for them?"),
+    ("The quarterly board review is on the third Thursday of March.", "when is the meeting with the directors?"),
+    ("Drives a blue 2014 Subaru Outback.", "what car do they own?"),
+    ("Their dog Rex needs a walk at 7am.", "when must the pet go outside?"),
+    ("Speaks fluent Portuguese and some Japanese.", "which languages do they know?"),
+    ("Wedding anniversary: 14 September.", "when did they get married?"),
+    ("Works remotely from a cabin in the mountains.", "where is their office?"),
+    ("Running a marathon in October; training five days a week.", "what race are they preparing for?"),
+    ("The staging database password rotates every 30 days.", "how often do credentials change?"),
+    ("Daughter Mia starts kindergarten in the autumn.", "when does the child begin school?"),
+    ("Is learning to play the cello.", "what instrument are they studying?"),
+    ("Moved from Berlin to Toronto last year.", "which city did they relocate to?"),
+    ("Takes the 8:15 train to work every morning.", "how do they commute?"),
+    ("Hates flying; prefers overnight trains.", "how do they like to travel?"),
+    ("Favourite author is Ursula K. Le Guin.", "which writer do they enjoy reading?"),
+    ("Budget for the kitchen renovation is 20,000 euros.", "how much can be spent on remodelling?"),
+    ("Is lactose intolerant.", "can they have milk?"),
+    ("Their manager is Priya, who joined in 2022.", "who is their boss?"),
+];
+
+const TOPICS: &[&str] = &[
+    "invoice",
+    "deploy",
+    "garden",
+    "recipe",
+    "meeting",
+    "bug",
+    "holiday",
+    "budget",
+    "library",
+    "concert",
+    "server",
+    "bicycle",
+    "painting",
+    "contract",
+    "warehouse",
+    "lecture",
+    "podcast",
+    "harvest",
+    "museum",
+    "printer",
+];
+const VERBS: &[&str] = &["reviewed", "postponed", "ordered", "fixed", "planned", "cancelled", "shared", "moved"];
+
+fn filler(i: usize) -> String {
+    let t = TOPICS[i % TOPICS.len()];
+    let u = TOPICS[(i / 7) % TOPICS.len()];
+    let v = VERBS[(i / 3) % VERBS.len()];
+    format!(
+        "# Note {i}\nThe {t} for project {} was {v} on day {}; follow up about the {u} with team {}.",
+        i % 97,
+        i % 28 + 1,
+        i % 13
+    )
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn main() {
+    let n: usize = std::env::var("MEMORY_BENCH_NOTES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let queries: usize = 1000;
+    let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/models/all-minilm-l6-v2");
+    let model: Arc<dyn Embedder> = Arc::new(
+        LocalModel::load(&models).unwrap_or_else(|e| panic!("{e}: run `cargo xtask deps` to install the model")),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("memory/gen")).expect("mkdir");
+    for i in 0..n.saturating_sub(LABELLED.len()) {
+        std::fs::write(dir.path().join(format!("memory/gen/n{i:05}.md")), filler(i)).expect("write");
+    }
+    for (i, (note, _)) in LABELLED.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("memory/gen/fact{i:02}.md")), format!("# Fact\n{note}\n"))
+            .expect("write");
+    }
+    let scope = Scope::default();
+    println!("memory bench: {n} notes, {queries} queries, model {}", model.model_id());
+    for (label, embedder) in [("fts", None), ("hybrid", Some(model.clone()))] {
+        let db = dir.path().join(format!(".toolgate/{label}.db"));
+        let mem = LocalMemory::new(dir.path(), MemoryIndex::open(Some(&db)).expect("index"), embedder)
+            .rescan_interval(Duration::from_secs(3600));
+        let start = Instant::now();
+        let report = mem.sync().expect("sync");
+        let took = start.elapsed();
+        println!(
+            "{label:>6}: indexed {} notes in {:.1} s ({:.0} notes/s)",
+            report.indexed,
+            took.as_secs_f64(),
+            report.indexed as f64 / took.as_secs_f64()
+        );
+        let opts = SearchOptions { limit: 5, min_score: 0.0 };
+        let mut hits = 0;
+        for (i, (_, q)) in LABELLED.iter().enumerate() {
+            let r = mem.search(&scope, q, &opts).expect("search");
+            if r.hits.iter().any(|h| h.path == format!("memory/gen/fact{i:02}.md")) {
+                hits += 1;
+            }
+        }
+        let mut times = Vec::with_capacity(queries);
+        for k in 0..queries {
+            let (_, q) = LABELLED[k % LABELLED.len()];
+            let q = format!("{q} {}", TOPICS[k % TOPICS.len()]);
+            let t = Instant::now();
+            let _ = mem.search(&scope, &q, &opts).expect("search");
+            times.push(t.elapsed());
+        }
+        times.sort();
+        println!(
+            "{label:>6}: recall@5 {hits}/{} = {:.2}; query p50 {:.2} ms, p99 {:.2} ms",
+            LABELLED.len(),
+            hits as f64 / LABELLED.len() as f64,
+            percentile(&times, 0.5).as_secs_f64() * 1e3,
+            percentile(&times, 0.99).as_secs_f64() * 1e3
+        );
+    }
+}
