@@ -117,7 +117,7 @@ async fn serve(
                 }
                 let head = String::from_utf8_lossy(&got).into_owned();
                 seen.lock().unwrap().push(head.clone());
-                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                let path = head.split(' ').nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_owned();
                 let (ct, body) = routes
                     .iter()
                     .find(|(p, _, _)| *p == path)
@@ -128,8 +128,9 @@ async fn serve(
                 } else {
                     ""
                 };
+                let status = if path.starts_with("/fail") { "500 Internal Server Error" } else { "200 OK" };
                 let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: {ct}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
+                    "HTTP/1.1 {status}\r\ncontent-type: {ct}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
                     body.len()
                 );
                 let _ = s.write_all(resp.as_bytes()).await;
@@ -222,4 +223,76 @@ async fn http_refuses_credentials_and_hides_credential_headers() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("private"), "{e}");
+}
+
+/// Each provider against a recorded answer in its real format, served on loopback.
+#[tokio::test]
+async fn web_search_providers() {
+    // SearXNG JSON API (`/search?format=json`, SearXNG 2024.x result fields).
+    let searxng = br#"{"query":"rust","number_of_results":0,"results":[{"url":"https://www.rust-lang.org/","title":"Rust Programming Language","content":"A language empowering everyone","engine":"duckduckgo","score":1.0},{"url":"https://doc.rust-lang.org/book/","title":"The Book","content":"Learn <b>Rust</b>","engine":"bing"}],"answers":[],"suggestions":[]}"#.to_vec();
+    // Brave Search API v1 `web/search` (fields per the v1 reference: web.results[].title/url/description).
+    let brave = br#"{"type":"search","query":{"original":"rust"},"web":{"type":"search","results":[{"title":"<strong>Rust</strong> Programming Language","url":"https://www.rust-lang.org/","description":"Rust is <strong>fast</strong>","language":"en"}]}}"#.to_vec();
+    // Tavily `POST /search` answer (results[].title/url/content/score).
+    let tavily = br#"{"query":"rust","answer":null,"images":[],"results":[{"title":"Rust","url":"https://www.rust-lang.org/","content":"Fast, reliable","score":0.98,"raw_content":null}],"response_time":1.2}"#.to_vec();
+    // DuckDuckGo's HTML endpoint (html.duckduckgo.com/html/ result markup).
+    let ddg = br#"<div class="result results_links results_links_deep web-result"><div class="links_main links_deep result__body"><h2 class="result__title"><a rel="nofollow" class="result__a" href="//duckduckgo.com/l/?uddg=https%3A%2F%2Fwww.rust%2Dlang.org%2F&amp;rut=abc">Rust Programming Language</a></h2><a class="result__snippet" href="//duckduckgo.com/l/?uddg=x">A language empowering <b>everyone</b></a></div></div>"#.to_vec();
+    let (addr, seen) = serve(vec![
+        ("/searx/search", "application/json", searxng),
+        ("/res/v1/web/search", "application/json", brave),
+        ("/search", "application/json", tavily),
+        ("/html/", "text/html", ddg),
+        ("/fail", "text/plain", b"oops".to_vec()),
+        ("/garbage", "application/json", b"<html>not json".to_vec()),
+    ])
+    .await;
+    let allow = vec![addr.to_string()];
+    let search = |provider: &str, url: String, key_env: Option<&str>| {
+        let config = WebConfig {
+            allow_private: allow.clone(),
+            search: web::SearchConfig {
+                provider: Some(provider.into()),
+                url: Some(url),
+                api_key_env: key_env.map(str::to_owned),
+            },
+            ..WebConfig::default()
+        };
+        tool(&config, "web_search")
+    };
+    // SAFETY of the test: nextest runs each test in its own process.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("TEST_SEARCH_KEY", "k-123");
+    }
+    let cases = [
+        ("searxng", format!("http://{addr}/searx"), None, "The Book"),
+        ("brave", format!("http://{addr}/res/v1/web/search"), Some("TEST_SEARCH_KEY"), "Rust Programming Language"),
+        ("tavily", format!("http://{addr}/search"), Some("TEST_SEARCH_KEY"), "Fast, reliable"),
+        ("duckduckgo", format!("http://{addr}/html/"), None, "A language empowering everyone"),
+    ];
+    for (provider, url, key, want) in cases {
+        let out = call(&search(provider, url, key), json!({"query": "rust", "max_results": 5})).await.unwrap();
+        let text = out.text_content();
+        assert!(text.contains(want) && text.contains("https://www.rust-lang.org/"), "{provider}: {text}");
+        assert!(!text.contains("<strong>") && !text.contains("<b>"), "{provider}: {text}");
+    }
+    let heads = seen.lock().unwrap().clone();
+    assert!(heads.iter().any(|h| h.contains("/res/v1/web/search?q=rust&count=5")
+        && h.to_ascii_lowercase().contains("x-subscription-token: k-123")));
+    assert!(
+        heads
+            .iter()
+            .any(|h| h.starts_with("POST /search") && h.to_ascii_lowercase().contains("authorization: bearer k-123"))
+    );
+    assert!(heads.iter().any(|h| h.contains("/searx/search?q=rust&format=json")));
+    // Failures are explained.
+    let e = call(&search("searxng", format!("http://{addr}/fail"), None), json!({"query": "x"})).await.unwrap_err();
+    assert!(e.to_string().contains("HTTP 500"), "{e}");
+    let e = call(&search("brave", format!("http://{addr}/garbage"), Some("TEST_SEARCH_KEY")), json!({"query": "x"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not JSON"), "{e}");
+    let e = call(&search("brave", format!("http://{addr}/x"), Some("NO_SUCH_KEY_VAR")), json!({"query": "x"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("NO_SUCH_KEY_VAR"), "{e}");
 }

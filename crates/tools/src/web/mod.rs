@@ -1,4 +1,4 @@
-//! The web tools (group `web`): `web_fetch`, `html_to_markdown`, `http`.
+//! The web tools (group `web`): `web_fetch`, `html_to_markdown`, `http`, `web_search`.
 //!
 //! Every request goes through one [`toolgate_fetch::Fetcher`] built from [`WebConfig`]: the
 //! SSRF defence (resolve once, vet every address, pin, re-vet every redirect hop) is there, not
@@ -8,6 +8,7 @@ mod config;
 mod fetch_tool;
 pub mod html;
 mod http_tool;
+mod search;
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use toolgate_fetch::Fetcher;
 pub use config::{SearchConfig, WebConfig};
 pub use fetch_tool::{HtmlToMarkdown, WebFetch};
 pub use http_tool::Http;
+pub use search::{Hit, Provider, WebSearch};
 
 /// Why the web tools could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +35,8 @@ pub fn tools(config: &WebConfig) -> Result<Vec<Arc<dyn Tool>>, WebError> {
     Ok(vec![
         Arc::new(WebFetch::new(fetcher.clone(), config)),
         Arc::new(HtmlToMarkdown::new()),
-        Arc::new(Http::new(fetcher, config)),
+        Arc::new(Http::new(fetcher.clone(), config)),
+        Arc::new(WebSearch::new(fetcher, config.search.clone())),
     ])
 }
 
