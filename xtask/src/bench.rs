@@ -13,7 +13,6 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate", "mcp"),
     ("toolgate", "wasm"),
     ("toolgate", "cli"),
-    ("toolgate-embed", "memory"),
 ];
 
 /// The sections of `crates/toolgate/benches/mcp.rs`, passed through to it.
