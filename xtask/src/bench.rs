@@ -11,6 +11,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate-tools", "fs_vs_rg"),
     ("toolgate-sandbox", "start"),
     ("toolgate", "mcp"),
+    ("toolgate", "agent"),
     ("toolgate", "wasm"),
     ("toolgate", "cli"),
 ];
