@@ -329,3 +329,51 @@ fn unsafe_env(proxy: &str) {
         unsafe { std::env::set_var(k, proxy) };
     }
 }
+
+/// Names from `/etc/hosts` are vetted like DNS answers: run in a private mount and network
+/// namespace (`unshare -m -n`, root) with a private copy of `/etc/hosts` where `evil.test` maps
+/// to loopback and `mixed.test` to a public address first and a private one second. Nothing can
+/// leave the machine: the namespace has no network.
+#[tokio::test]
+async fn hosts_file_answers_are_vetted() {
+    if std::env::var_os("TOOLGATE_FETCH_IN_NETNS").is_none() {
+        let dir = std::env::temp_dir().join(format!("toolgate-fetch-hosts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let hosts = dir.join("hosts");
+        std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.2 evil.test\n93.184.216.34 mixed.test\n10.1.2.3 mixed.test\n169.254.169.254 metadata.test\n").unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let script = format!(
+            "mount --bind '{}' /etc/hosts && ip link set lo up && exec '{}' --exact hosts_file_answers_are_vetted --nocapture",
+            hosts.display(),
+            exe.display()
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["-m", "-n", "sh", "-c", &script])
+            .env("TOOLGATE_FETCH_IN_NETNS", "1")
+            .output()
+            .expect("unshare (util-linux) is needed: install it (`cargo xtask deps`) and run as root");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            out.status.success(),
+            "the namespace run failed (needs root and unshare):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let f = fetcher(&[]);
+    for (url, addr) in [
+        ("http://evil.test/", "127.0.0.2"),
+        ("http://mixed.test/", "10.1.2.3"),
+        ("https://metadata.test/latest", "169.254.169.254"),
+    ] {
+        let e = get(&f, url).await.unwrap_err();
+        match &e {
+            FetchError::BlockedAddress { addr: a, .. } => assert_eq!(a.ip().to_string(), addr, "{url}"),
+            other => panic!("{url}: {other}"),
+        }
+    }
+    // An exception for one address does not open the other: mixed.test still has 10.1.2.3.
+    let f = fetcher(&["93.184.216.34".to_owned()]);
+    assert!(matches!(get(&f, "http://mixed.test/").await.unwrap_err(), FetchError::BlockedAddress { .. }));
+}
