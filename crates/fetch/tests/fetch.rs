@@ -377,3 +377,77 @@ async fn hosts_file_answers_are_vetted() {
     let f = fetcher(&["93.184.216.34".to_owned()]);
     assert!(matches!(get(&f, "http://mixed.test/").await.unwrap_err(), FetchError::BlockedAddress { .. }));
 }
+
+/// DNS rebinding: a DNS server (written here, on loopback inside a network namespace) answers
+/// `rebind.test` with a "public" address first and loopback afterwards. The fetch connects to
+/// the address it vetted, asking DNS once; the next fetch gets loopback and is refused.
+#[tokio::test]
+async fn dns_is_asked_once_and_pinned() {
+    if std::env::var_os("TOOLGATE_FETCH_IN_NETNS").is_none() {
+        let dir = std::env::temp_dir().join(format!("toolgate-fetch-dns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("resolv.conf"), "nameserver 127.0.0.53\noptions attempts:1 timeout:2\n").unwrap();
+        std::fs::write(dir.join("hosts"), "127.0.0.1 localhost\n").unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let script = format!(
+            "mount --bind '{d}/resolv.conf' /etc/resolv.conf && mount --bind '{d}/hosts' /etc/hosts && ip link set lo up && ip addr add 93.184.216.34/32 dev lo && exec '{e}' --exact dns_is_asked_once_and_pinned --nocapture",
+            d = dir.display(),
+            e = exe.display()
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["-m", "-n", "sh", "-c", &script])
+            .env("TOOLGATE_FETCH_IN_NETNS", "1")
+            .output()
+            .expect("unshare (util-linux) is needed; run as root");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let queries = std::sync::Arc::new(std::sync::Mutex::new(0usize));
+    let q = queries.clone();
+    let sock = tokio::net::UdpSocket::bind("127.0.0.53:53").await.unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+            let req = &buf[..n];
+            // Question ends after the name's zero byte + type + class.
+            let mut i = 12;
+            while i < n && req[i] != 0 {
+                i += usize::from(req[i]) + 1;
+            }
+            let qtype = u16::from_be_bytes([req[i + 1], req[i + 2]]);
+            let question = &req[12..i + 5];
+            let mut resp = vec![req[0], req[1], 0x81, 0x80, 0, 1, 0, 0, 0, 0, 0, 0];
+            resp.extend_from_slice(question);
+            if qtype == 1 {
+                let first = {
+                    let mut c = q.lock().unwrap();
+                    *c += 1;
+                    *c == 1
+                };
+                let addr = if first { [93, 184, 216, 34] } else { [127, 0, 0, 1] };
+                resp[7] = 1;
+                resp.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4]);
+                resp.extend_from_slice(&addr);
+            }
+            let _ = sock.send_to(&resp, from).await;
+        }
+    });
+    let public = support::serve_on("93.184.216.34:80", |_| Reply::ok("text/plain", "public")).await;
+    let local = support::serve_on("127.0.0.1:80", |_| Reply::ok("text/plain", "local")).await;
+    let f = fetcher(&[]);
+    let r = get(&f, "http://rebind.test/").await.unwrap();
+    assert_eq!(
+        (r.body.as_slice(), r.remote.map(|a| a.ip().to_string())),
+        (&b"public"[..], Some("93.184.216.34".to_owned()))
+    );
+    assert_eq!(*queries.lock().unwrap(), 1, "one A query for one fetch");
+    let e = get(&f, "http://rebind.test/again").await.unwrap_err();
+    assert!(matches!(e, FetchError::BlockedAddress { .. }), "{e}");
+    assert_eq!((public.connections(), local.connections()), (1, 0));
+}

@@ -76,7 +76,11 @@ impl Server {
 }
 
 pub async fn serve(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on("127.0.0.1:0", handler).await
+}
+
+pub async fn serve_on(at: &str, handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Server {
+    let listener = TcpListener::bind(at).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let handler: Handler = Arc::new(handler);
     let seen = Arc::new(Mutex::new(Vec::new()));
