@@ -14,6 +14,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate", "agent"),
     ("toolgate", "wasm"),
     ("toolgate", "cli"),
+    ("toolgate", "extensions"),
 ];
 
 /// The sections of `crates/toolgate/benches/mcp.rs`, passed through to it.

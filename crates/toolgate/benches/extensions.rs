@@ -1,0 +1,84 @@
+//! Extensions through `gate.call`: `skill_search` over 1,000 skills (target p50 < 5 ms), and the
+//! result cache: a hit against the tool's own cost for `read` (100 KB file) and `grep`, in the
+//! same run. The loop breaker is off here (the benchmark repeats identical calls on purpose).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate::Gate;
+use toolgate::config::Config;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p) as usize]
+}
+
+fn time_calls(runtime: &tokio::runtime::Runtime, gate: &Gate, tool: &str, params: &Value, n: usize) -> Vec<Duration> {
+    runtime.block_on(async {
+        let ctx = gate.context();
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            gate.call(&ctx, tool, params.clone()).await.expect("call");
+            out.push(t.elapsed());
+        }
+        out.sort();
+        out
+    })
+}
+
+fn gate(dir: &std::path::Path, cache: bool) -> Gate {
+    let mut config = Config::default();
+    config.loop_breaker.enabled = false;
+    config.cache.enabled = cache;
+    config.cache.ttl_ms = 3_600_000;
+    config.rate_limits.enabled = false;
+    Gate::builder(dir).config(config).no_audit().build().expect("gate")
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let words = ["pdf", "text", "changelog", "git", "release", "image", "resize", "deploy", "test", "lint"];
+    for i in 0..1000 {
+        let name = format!("skill-{i:04}");
+        let d = dir.path().join("skills").join(&name);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        let body: Vec<&str> = (0..200).map(|j| words[(i * 7 + j * 3) % words.len()]).collect();
+        std::fs::write(
+            d.join("SKILL.md"),
+            format!(
+                "---\nname: {name}\ndescription: Helps with {} and {} tasks.\n---\n# {name}\n\n{}\n",
+                words[i % 10],
+                words[(i / 10) % 10],
+                body.join(" ")
+            ),
+        )
+        .expect("write");
+    }
+    let g = gate(dir.path(), false);
+    let searches = time_calls(&runtime, &g, "skill_search", &json!({"query": "extract text from a pdf"}), 50);
+    println!(
+        "skill_search over 1,000 skills (discovery from disk + BM25, per call): p50 {:.2} ms, p90 {:.2} ms (target p50 < 5 ms)",
+        percentile(&searches, 0.5).as_secs_f64() * 1e3,
+        percentile(&searches, 0.9).as_secs_f64() * 1e3
+    );
+
+    let text: String = (0..2000).map(|i| format!("line {i:05} lorem ipsum dolor sit amet TODO\n")).collect();
+    std::fs::write(dir.path().join("big.txt"), &text[..text.len().min(100_000)]).expect("write");
+    for (tool, params) in [
+        ("read", json!({"path": "big.txt"})),
+        ("grep", json!({"pattern": "TODO", "path": "big.txt", "output_mode": "count"})),
+    ] {
+        let plain = gate(dir.path(), false);
+        let cached = gate(dir.path(), true);
+        let misses = time_calls(&runtime, &plain, tool, &params, 300);
+        let hits = time_calls(&runtime, &cached, tool, &params, 3000);
+        let (m, h) = (percentile(&misses, 0.5), percentile(&hits, 0.5));
+        println!(
+            "{tool}: median without cache {:.1} µs, cache hit {:.1} µs ({:.1}x)",
+            m.as_secs_f64() * 1e6,
+            h.as_secs_f64() * 1e6,
+            m.as_secs_f64() / h.as_secs_f64().max(1e-9)
+        );
+    }
+}
