@@ -15,6 +15,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate", "wasm"),
     ("toolgate", "cli"),
     ("toolgate", "extensions"),
+    ("toolgate-embed", "memory"),
 ];
 
 /// The sections of `crates/toolgate/benches/mcp.rs`, passed through to it.
