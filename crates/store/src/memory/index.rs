@@ -11,9 +11,10 @@ use super::vector;
 use crate::StoreError;
 use crate::error::Context;
 
-/// The memory tables (migration 4 in `db.rs`).
+/// The memory tables (a migration in `db.rs`). Idempotent (`IF NOT EXISTS`): while other
+/// migrations land beside it, its position in the list may change once.
 pub(crate) const SCHEMA: &str = "
-    CREATE TABLE memory_docs (
+    CREATE TABLE IF NOT EXISTS memory_docs (
         scope TEXT NOT NULL,
         path TEXT NOT NULL,
         hash TEXT NOT NULL,
@@ -23,7 +24,7 @@ pub(crate) const SCHEMA: &str = "
         updated_ms INTEGER NOT NULL,
         PRIMARY KEY (scope, path)
     );
-    CREATE TABLE memory_chunks (
+    CREATE TABLE IF NOT EXISTS memory_chunks (
         id INTEGER PRIMARY KEY,
         scope TEXT NOT NULL,
         path TEXT NOT NULL,
@@ -33,23 +34,23 @@ pub(crate) const SCHEMA: &str = "
         text TEXT NOT NULL,
         hash TEXT NOT NULL
     );
-    CREATE INDEX memory_chunks_doc ON memory_chunks(scope, path);
-    CREATE VIRTUAL TABLE memory_fts USING fts5(
+    CREATE INDEX IF NOT EXISTS memory_chunks_doc ON memory_chunks(scope, path);
+    CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
         path, text, content='memory_chunks', content_rowid='id', tokenize='porter unicode61'
     );
-    CREATE TRIGGER memory_chunks_ai AFTER INSERT ON memory_chunks BEGIN
+    CREATE TRIGGER IF NOT EXISTS memory_chunks_ai AFTER INSERT ON memory_chunks BEGIN
         INSERT INTO memory_fts(rowid, path, text) VALUES (new.id, new.path, new.text);
     END;
-    CREATE TRIGGER memory_chunks_ad AFTER DELETE ON memory_chunks BEGIN
+    CREATE TRIGGER IF NOT EXISTS memory_chunks_ad AFTER DELETE ON memory_chunks BEGIN
         INSERT INTO memory_fts(memory_fts, rowid, path, text) VALUES ('delete', old.id, old.path, old.text);
     END;
-    CREATE TABLE memory_vectors (
+    CREATE TABLE IF NOT EXISTS memory_vectors (
         chunk_id INTEGER PRIMARY KEY REFERENCES memory_chunks(id) ON DELETE CASCADE,
         scope TEXT NOT NULL,
         model TEXT NOT NULL,
         vec BLOB NOT NULL
     );
-    CREATE INDEX memory_vectors_model ON memory_vectors(scope, model);";
+    CREATE INDEX IF NOT EXISTS memory_vectors_model ON memory_vectors(scope, model);";
 
 const TRIGGERS: &str = "
     CREATE TRIGGER memory_chunks_ai AFTER INSERT ON memory_chunks BEGIN
