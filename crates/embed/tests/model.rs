@@ -1,6 +1,8 @@
 //! The real model (installed by `cargo xtask deps` into `.cache/models/`): tokenizer ids and
 //! embeddings that put paraphrases together.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use std::path::PathBuf;
 
 use toolgate_embed::{Embedder, LocalModel};

@@ -1,5 +1,7 @@
 //! Local-mode memory through the public API: real files, a real SQLite index.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! The memory tools through `Gate::call`: real files, the real index in `.toolgate/state.db`,
 //! and the file tools' interceptor.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use serde_json::{Value, json};
 use toolgate::Gate;
 use toolgate::config::Config;
