@@ -14,8 +14,7 @@ mod wasm_peers;
 
 /// Debian packages the benchmarks compare against and tests call (`pdftotext`: the
 /// pdf-to-text skill fixture): (command, package).
-const DEBIAN: &[(&str, &str)] =
-    &[("rg", "ripgrep"), ("bwrap", "bubblewrap"), ("pdftotext", "poppler-utils")];
+const DEBIAN: &[(&str, &str)] = &[("rg", "ripgrep"), ("bwrap", "bubblewrap"), ("pdftotext", "poppler-utils")];
 
 pub(crate) fn install() -> anyhow::Result<()> {
     let missing: Vec<&str> = DEBIAN.iter().filter(|(cmd, _)| !have(cmd)).map(|(_, pkg)| *pkg).collect();

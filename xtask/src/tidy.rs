@@ -18,7 +18,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("toolgate-store", &["toolgate-core"]),
     ("toolgate-embed", &["toolgate-store"]),
     ("toolgate-sandbox", &["toolgate-core", "toolgate-guard"]),
-    ("toolgate-tools", &["toolgate-core", "toolgate-guard", "toolgate-sandbox", "toolgate-store", "toolgate-policy", "toolgate-fetch"]),
+    (
+        "toolgate-tools",
+        &["toolgate-core", "toolgate-guard", "toolgate-sandbox", "toolgate-store", "toolgate-policy", "toolgate-fetch"],
+    ),
     ("toolgate-mcp", &["toolgate-core", "toolgate-guard"]),
     ("toolgate-fetch", &["toolgate-core", "toolgate-guard"]),
     ("toolgate-agent", &["toolgate-core", "toolgate-store"]),

@@ -194,9 +194,12 @@ impl Registry {
         }
         // A built-in tool's schema is a constant (a test compiles every one): compiled on its
         // first call. Anything else is checked now, so a bad schema fails registration.
-        let validator =
-            if builtin { ParamValidator::new_lazy(&name, &spec.input_schema) } else { ParamValidator::new(&name, &spec.input_schema) }
-                .map_err(|message| RegistryError::InvalidSchema { name: name.clone(), message })?;
+        let validator = if builtin {
+            ParamValidator::new_lazy(&name, &spec.input_schema)
+        } else {
+            ParamValidator::new(&name, &spec.input_schema)
+        }
+        .map_err(|message| RegistryError::InvalidSchema { name: name.clone(), message })?;
         let mut tools = self.write();
         if tools.contains_key(&name) {
             return Err(RegistryError::Duplicate { name });

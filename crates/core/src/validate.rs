@@ -77,7 +77,12 @@ impl ParamValidator {
             return Err(format!("the input schema of `{tool}` must have `\"type\": \"object\"` at its root"));
         }
         let strict_properties = schema.get("additionalProperties") == Some(&Value::Bool(false));
-        Ok(ParamValidator { tool: tool.to_owned(), schema: schema.clone(), compiled: OnceLock::new(), strict_properties })
+        Ok(ParamValidator {
+            tool: tool.to_owned(),
+            schema: schema.clone(),
+            compiled: OnceLock::new(),
+            strict_properties,
+        })
     }
 
     /// Compiles the schema now if it is not yet; says why it is not valid JSON Schema.

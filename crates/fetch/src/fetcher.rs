@@ -2,7 +2,7 @@
 //! a cap and a deadline.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -159,7 +159,10 @@ struct Vetted {
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     policy: Arc<FetchPolicy>,
-    client: reqwest::Client,
+    proxy_url: Option<Url>,
+    /// Built on the first request: building it loads every root certificate of the system
+    /// (tens of milliseconds), which a process that never fetches should not pay.
+    client: Arc<OnceLock<reqwest::Client>>,
     resolver: PinnedResolver,
 }
 
@@ -175,16 +178,30 @@ impl Fetcher {
         let proxy_host =
             proxy_url.as_ref().and_then(|u| u.host_str()).map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase());
         let resolver = PinnedResolver::new(proxy_host);
+        Ok(Fetcher { policy: Arc::new(policy), proxy_url, client: Arc::new(OnceLock::new()), resolver })
+    }
+
+    /// The HTTP client, built on first use.
+    fn client(&self) -> Result<&reqwest::Client, FetchError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let client = self.build_client()?;
+        Ok(self.client.get_or_init(|| client))
+    }
+
+    fn build_client(&self) -> Result<reqwest::Client, FetchError> {
+        let policy = &self.policy;
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
-            .dns_resolver(Arc::new(resolver.clone()))
+            .dns_resolver(Arc::new(self.resolver.clone()))
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(30))
             .user_agent(policy.user_agent.clone());
-        builder = match proxy_url {
+        builder = match self.proxy_url.clone() {
             Some(proxy_url) => {
-                let policy = policy.clone();
+                let policy = Arc::clone(policy);
                 let proxy = reqwest::Proxy::custom(move |url| {
                     let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']).to_ascii_lowercase();
                     policy.proxied(&host).then(|| proxy_url.clone())
@@ -194,8 +211,7 @@ impl Fetcher {
             // The environment's HTTP(S)_PROXY would bypass pinning: ignored.
             None => builder.no_proxy(),
         };
-        let client = builder.build().map_err(|e| FetchError::Config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Fetcher { policy: Arc::new(policy), client, resolver })
+        builder.build().map_err(|e| FetchError::Config(format!("cannot build the HTTP client: {e}")))
     }
 
     /// The policy this fetcher enforces.
@@ -334,7 +350,7 @@ impl Fetcher {
                 Target::Name(name) if !vetted.addrs.is_empty() => Some(self.resolver.pin(name, vetted.addrs.clone())),
                 _ => None,
             };
-            let mut builder = self.client.request(method.clone(), url.clone()).headers(headers.clone());
+            let mut builder = self.client()?.request(method.clone(), url.clone()).headers(headers.clone());
             if let Some(b) = &body {
                 builder = builder.body(b.clone());
             }

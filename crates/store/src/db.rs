@@ -102,7 +102,14 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit ADD COLUMN writer_pid INTEGER;
     ALTER TABLE audit ADD COLUMN writer_token TEXT;
     CREATE INDEX audit_started ON audit(writer_pid) WHERE outcome = 'started';",
-    // 6: memory notes, their chunks, full-text index and vectors (`memory/index.rs`).
+    // 6: custom tools added with `toolgate tools add` (definitions as JSON text; `custom_tools.rs`
+    // also creates it on first use).
+    "CREATE TABLE IF NOT EXISTS custom_tools (
+        name TEXT PRIMARY KEY,
+        definition TEXT NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );",
+    // 7: memory notes, their chunks, full-text index and vectors (`memory/index.rs`).
     crate::memory::SCHEMA,
 ];
 

@@ -126,10 +126,17 @@ fn main() {
         ),
         (
             "toolgate call grep (registry)",
-            argv(&[&bin, "--approval", "never", "call", "grep", r#"{"pattern":"fn parse_duration","output_mode":"count"}"#]),
+            argv(&[
+                &bin,
+                "--approval",
+                "never",
+                "call",
+                "grep",
+                r#"{"pattern":"impl Default for","output_mode":"count"}"#,
+            ]),
             &tree,
         ),
-        ("rg -c (registry)", argv(&["rg", "-c", "fn parse_duration"]), &tree),
+        ("rg -c (registry)", argv(&["rg", "-c", "impl Default for"]), &tree),
     ];
     println!("{RUNS} runs each after a warm-up; wall time median (min), CPU time median (user + system)");
     println!("{:<32} {:>12} {:>12} {:>12}", "command", "wall", "wall min", "cpu");

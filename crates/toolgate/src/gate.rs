@@ -19,11 +19,11 @@ use toolgate_store::{AuditLog, Store, StoreError};
 use crate::bridge::{BridgeTimings, McpBridge};
 use crate::config::Config;
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
-use crate::pipeline::cache::ResultCache;
-use crate::pipeline::loop_breaker::LoopBreaker;
 use crate::pipeline::audit::{CallRecord, StartedRecord, audit_params, redact_params};
+use crate::pipeline::cache::ResultCache;
 use crate::pipeline::hooks::{self, CommandHook, Hook, HookVerdict};
 use crate::pipeline::limits::ConcurrencyLimits;
+use crate::pipeline::loop_breaker::LoopBreaker;
 use crate::pipeline::policy::{PolicyStage, apply_verdict};
 use crate::pipeline::rate::RateLimiter;
 use crate::pipeline::{execute, output, resolve, validate};
@@ -490,7 +490,9 @@ impl Gate {
         }
         let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
-        let out = self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout))
+        let out = self
+            .cache
+            .around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout))
             .await
             .map_err(|e| output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.detector))?;
         let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.detector)?;

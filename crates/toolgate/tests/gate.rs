@@ -457,11 +457,8 @@ impl Tool for Labelled {
 /// both.
 #[tokio::test]
 async fn text_and_structured_output_are_scrubbed_alike() {
-    let spec = ToolSpec::new(
-        "labelled",
-        "Labelled.",
-        object(json!({"key": {"type": "string"}, "value": {"type": "string"}})),
-    );
+    let spec =
+        ToolSpec::new("labelled", "Labelled.", object(json!({"key": {"type": "string"}, "value": {"type": "string"}})));
     let f = gate(Config::default(), |b| b.tool(Arc::new(Labelled(spec))));
     for (key, value) in [
         ("api_key", "Zq8vN3xK7pL2mW9rT4yB6cF1hJ5sD0gA"),

@@ -20,5 +20,5 @@ pub mod custom;
 pub mod fs;
 pub mod memory;
 pub mod runtime;
-pub mod web;
 pub mod skills;
+pub mod web;

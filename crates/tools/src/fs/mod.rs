@@ -104,9 +104,10 @@ impl FsState {
         }
         let mut bytes = Vec::new();
         let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
-        (&opened.file).take(limit).read_to_end(&mut bytes).map_err(|e| {
-            toolgate_core::ToolError::failed(format!("cannot read `{rel}`: {e}"))
-        })?;
+        (&opened.file)
+            .take(limit)
+            .read_to_end(&mut bytes)
+            .map_err(|e| toolgate_core::ToolError::failed(format!("cannot read `{rel}`: {e}")))?;
         if bytes.len() > max {
             return Err(toolgate_core::ToolError::failed(format!("`{rel}` is larger than {max} bytes")));
         }

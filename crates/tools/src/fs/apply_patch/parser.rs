@@ -233,7 +233,8 @@ fn parse_chunk(lines: &[&str], line_no: usize, first_chunk: bool) -> Result<(Chu
             format!("expected a chunk starting with `@@` (optionally `@@ context line`), found `{}`", lines[0]),
         ));
     };
-    let mut chunk = Chunk { context, old: Vec::new(), new: Vec::new(), context_of: Vec::new(), eof: false, patch_line: line_no };
+    let mut chunk =
+        Chunk { context, old: Vec::new(), new: Vec::new(), context_of: Vec::new(), eof: false, patch_line: line_no };
     let mut body_lines = 0;
     while used < lines.len() {
         let line = lines[used];

@@ -187,7 +187,8 @@ mod tests {
         // The file has curly quotes, an em dash, a no-break space and trailing spaces; the patch
         // spells its context in ASCII. Only the removed line changes.
         let body = "say(\u{201c}hi\u{201d})  \nold \u{2014} line\nit\u{2019}s\u{a0}fine\t\n";
-        let patch = "*** Begin Patch\n*** Update File: f\n@@\n say(\"hi\")\n-old - line\n+new line\n it's fine\n*** End Patch";
+        let patch =
+            "*** Begin Patch\n*** Update File: f\n@@\n say(\"hi\")\n-old - line\n+new line\n it's fine\n*** End Patch";
         let out = apply_patch_text(body, patch);
         assert_eq!(out.as_deref(), Ok("say(\u{201c}hi\u{201d})  \nnew line\nit\u{2019}s\u{a0}fine\t\n"));
     }
