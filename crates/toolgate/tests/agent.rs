@@ -2,6 +2,8 @@
 //! loopback (`agent/scripted.rs`, which stands in for the model only) and, for the Anthropic
 //! client, a loopback server answering in the Messages API's documented format.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 #[path = "agent/scripted.rs"]
 mod scripted;
 
