@@ -119,11 +119,19 @@ pub fn wait_gone(token: &str) -> Vec<u32> {
     }
 }
 
-/// None of these pids is alive (or a zombie).
+/// None of these pids is alive (or a zombie) within 5 s: killed sandboxes are reaped by the
+/// spawner thread, shortly after they die.
 pub fn assert_all_gone(pids: &[u32]) {
+    let t = Instant::now();
     for pid in pids {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        assert!(status.is_empty(), "process {pid} is still there:\n{status}");
+        loop {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            if status.is_empty() {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(5), "process {pid} is still there:\n{status}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
