@@ -46,7 +46,9 @@ pub fn installer(workspace: &Path) -> Result<Installer, WasmError> {
 /// file, a component that no longer compiles. No installed tool: nothing to do, no engine.
 pub async fn load_tools(gate: &Arc<Gate>) -> Vec<(String, WasmError)> {
     let db = gate.workspace().join(".toolgate/state.db");
-    if !db.is_file() {
+    // One directory read decides: without an installed component there is no engine to build
+    // and no second connection to open (every `toolgate call` comes through here).
+    if !db.is_file() || !any_component(&gate.workspace().join(".toolgate/tools")) {
         return Vec::new();
     }
     let installer = match installer(gate.workspace()) {
@@ -125,4 +127,10 @@ impl WorkspaceReader for FsReader {
             .map_err(|_| "the read failed".to_owned())?
             .map_err(|e| e.to_string())
     }
+}
+
+/// Whether `dir` holds an installed component (`NAME.wasm`).
+fn any_component(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .is_ok_and(|entries| entries.flatten().any(|e| e.path().extension().is_some_and(|x| x == "wasm")))
 }

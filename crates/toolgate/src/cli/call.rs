@@ -33,7 +33,11 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         anyhow::anyhow!("the parameters are not valid JSON: {e}; pass an object such as '{{\"message\": \"hi\"}}'")
     })?;
     let gate = std::sync::Arc::new(global.gate(true)?);
-    super::wasm::load(&gate).await;
+    // Installed WASM tools are loaded (hash-checked, compiled or read from the cache) only for
+    // a call to one of them: any other call would pay for every component.
+    if args.tool.to_ascii_lowercase().starts_with("wasm__") {
+        super::wasm::load(&gate).await;
+    }
     // Bridged MCP servers connect in the background; a call to one of their tools waits for
     // its server's first connection attempt.
     gate.start_mcp();
