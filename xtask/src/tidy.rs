@@ -22,7 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "toolgate-tools",
         &["toolgate-core", "toolgate-guard", "toolgate-sandbox", "toolgate-store", "toolgate-policy", "toolgate-fetch"],
     ),
-    ("toolgate-mcp", &["toolgate-core", "toolgate-guard"]),
+    ("toolgate-mcp", &["toolgate-core", "toolgate-guard", "toolgate-sandbox"]),
     ("toolgate-fetch", &["toolgate-core", "toolgate-guard"]),
     ("toolgate-agent", &["toolgate-core", "toolgate-store"]),
     ("toolgate-wasm", &["toolgate-core", "toolgate-guard", "toolgate-store"]),

@@ -243,7 +243,7 @@ unsafe fn fail(fd: RawFd, step: u32) -> ! {
 /// # Safety
 ///
 /// Async-signal-safe: open, write, close.
-unsafe fn write_file(path: &CStr, data: &[u8]) -> bool {
+pub(crate) unsafe fn write_file(path: &CStr, data: &[u8]) -> bool {
     // SAFETY: path is NUL-terminated, data is a valid slice.
     unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);

@@ -29,6 +29,8 @@
 //! - `output`: the capped capture; `denial`: what was blocked; `enforcement`: how it ran.
 //! - `spawner`: the long-lived thread that makes every clone (so `PR_SET_PDEATHSIG` means
 //!   "toolgate died"); `tmpdirs`: private temporary folders named by owner, stale ones swept.
+//! - `contain`: [`contain`], for processes started outside the sandbox (hooks, bridged MCP
+//!   servers): they and what they start die with toolgate too.
 //!
 //! # Example
 //!
@@ -57,6 +59,7 @@
 
 mod child;
 mod command;
+mod contain;
 mod denial;
 mod enforcement;
 mod error;
@@ -71,6 +74,7 @@ mod status;
 mod tmpdirs;
 
 pub use command::{CommandSpec, ExitStatusKind, RunResult};
+pub use contain::contain;
 pub use denial::{Denial, DenialKind};
 pub use enforcement::Enforcement;
 pub use error::SandboxError;

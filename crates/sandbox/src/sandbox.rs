@@ -222,31 +222,6 @@ impl Sandbox {
         tmpdirs::sweep_stale_temp_dirs()
     }
 
-    /// Makes the process that `cmd` starts (outside any sandbox: a hook, a bridged MCP server)
-    /// get `SIGKILL` when toolgate dies, like the sandbox's own children: `PR_SET_PDEATHSIG`
-    /// in the child, then a check that toolgate did not die before it (`getppid()`).
-    ///
-    /// The signal follows the *thread* that spawns the process: spawn from a thread that lives
-    /// as long as toolgate (a runtime worker or the main thread), not from a blocking-pool
-    /// thread. Only the process itself is covered, not what it starts in turn.
-    pub fn die_with_this_process(cmd: &mut std::process::Command) {
-        use std::os::unix::process::CommandExt;
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: the hook runs in the child between fork and exec; prctl and getppid are
-        // async-signal-safe, and nothing is allocated or locked.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0, 0, 0) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-    }
-
     /// The policy.
     pub fn policy(&self) -> &SandboxPolicy {
         &self.policy

@@ -623,18 +623,82 @@ mod lifetime {
         });
     }
 
-    /// A process started outside the sandbox with `die_with_this_process` carries the death
-    /// signal (`/proc` shows no field for it: the child prints what `prctl(PR_GET_PDEATHSIG)`
-    /// returns, through Python's ctypes).
+    /// What a contained process reports about itself: its pid, its parent's, and the death
+    /// signal (`/proc` shows no field for it: Python's ctypes calls `prctl(PR_GET_PDEATHSIG)`).
+    const SELF_REPORT: &str = "import ctypes, ctypes.util, os; l = ctypes.CDLL(ctypes.util.find_library('c')); \
+                               s = ctypes.c_int(); l.prctl(2, ctypes.byref(s)); print(os.getpid(), s.value)";
+
+    fn contained(script: &str) -> (std::process::Command, bool) {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", script]).stdin(std::process::Stdio::null());
+        let whole_tree = toolgate_sandbox::contain(&mut cmd);
+        (cmd, whole_tree)
+    }
+
+    /// The command asks for `SIGKILL` when its parent dies, and runs as the first process of its
+    /// own PID namespace where the machine allows one (this one does: the kill test needs it).
     #[test]
-    fn die_with_this_process_sets_the_death_signal() {
-        let script = "import ctypes, ctypes.util; l = ctypes.CDLL(ctypes.util.find_library('c')); \
-                      s = ctypes.c_int(); l.prctl(2, ctypes.byref(s)); print(s.value)";
-        let mut cmd = std::process::Command::new("python3");
-        cmd.args(["-c", script]);
-        Sandbox::die_with_this_process(&mut cmd);
+    fn a_contained_command_dies_with_its_parent_and_leads_its_own_pid_namespace() {
+        let (mut cmd, whole_tree) = contained(&format!("exec python3 -c \"{SELF_REPORT}\""));
+        assert!(whole_tree, "this machine has user and PID namespaces: {:?}", toolgate_sandbox::status());
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "9", "PR_GET_PDEATHSIG is SIGKILL");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1 9", "pid 1, PR_GET_PDEATHSIG is SIGKILL");
+    }
+
+    /// The caller sees the command's exit code and output as if it had started it directly, and
+    /// gets them when the command ends (the relay holds none of the pipes).
+    #[test]
+    fn a_contained_command_keeps_its_exit_code_stdin_and_output() {
+        let (mut cmd, _) = contained("read line; echo \"got $line\"; echo oops >&2; exit 7");
+        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+        cmd.stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(7));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "got hello\n");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+        let mut missing = std::process::Command::new("/nonexistent/program");
+        toolgate_sandbox::contain(&mut missing);
+        let err = missing.spawn().expect_err("a missing program is a spawn error, as without containment");
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+    }
+
+    /// Killing the process the caller started (`kill_on_drop`, toolgate's death) takes every
+    /// process the command started, including one that left its session with `setsid`.
+    #[test]
+    fn killing_a_contained_command_kills_what_it_started() {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let marker = format!("1000.{}{nanos:09}", std::process::id());
+        let (mut cmd, _) = contained(&format!("setsid sleep {marker} & sleep {marker}"));
+        let mut child = cmd.stdout(std::process::Stdio::null()).spawn().unwrap();
+        let running = || sleeps_with(&marker);
+        let start = Instant::now();
+        while running() < 2 {
+            assert!(start.elapsed() < Duration::from_secs(20), "both sleeps started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let start = Instant::now();
+        while running() > 0 {
+            assert!(start.elapsed() < Duration::from_secs(20), "the sleeps outlived the killed command");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Processes whose command line holds `marker`.
+    fn sleeps_with(marker: &str) -> usize {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok()))
+            .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
+            .filter(|c| String::from_utf8_lossy(c).contains(marker))
+            .count()
     }
 }

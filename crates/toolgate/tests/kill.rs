@@ -280,3 +280,52 @@ fn kill_9_of_serve_over_http_mid_call() {
     kill_9(&mut client);
     scene.assert_next_start_cleans_up();
 }
+
+impl Scene {
+    fn write_config(&self, toml: &str) {
+        std::fs::write(self.ws.path().join("toolgate.toml"), toml).unwrap();
+    }
+}
+
+/// A hook's command runs outside the sandbox (it is the user's own script), but it and what it
+/// starts still die with toolgate.
+#[test]
+fn kill_9_during_a_hook_leaves_nothing_running() {
+    let scene = Scene::new();
+    scene.write_config(&format!(
+        "[[hooks.pre_tool_use]]\nmatcher = \"echo\"\ncommand = \"{}\"\ntimeout_secs = 600\n",
+        scene.command()
+    ));
+    let mut toolgate = scene
+        .toolgate()
+        .args(["call", "echo", r#"{"message":"hi"}"#])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    scene.wait_for_sleeps();
+    kill_9(&mut toolgate);
+    scene.assert_tree_gone();
+}
+
+/// A bridged MCP server started over stdio (here one that never answers the handshake, so it is
+/// still starting when toolgate dies) and what it starts die with `toolgate serve`.
+#[test]
+fn kill_9_of_serve_leaves_no_bridged_server_running() {
+    let scene = Scene::new();
+    scene.write_config(&format!(
+        "[mcp.servers.sleepy]\ncommand = \"sh\"\nargs = [\"-c\", \"{}\"]\nenv = {{ PATH = \"${{PATH}}\" }}\n",
+        scene.command()
+    ));
+    let mut toolgate = scene
+        .toolgate()
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    scene.wait_for_sleeps();
+    kill_9(&mut toolgate);
+    scene.assert_tree_gone();
+}

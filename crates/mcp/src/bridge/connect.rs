@@ -294,6 +294,8 @@ async fn connect_stdio(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // The server and whatever it starts die with toolgate, however toolgate dies.
+    toolgate_sandbox::contain(cmd.as_std_mut());
     let mut wrapped = CommandWrap::from(cmd);
     wrapped.wrap(ProcessGroup::leader());
     let spawn_error = |source| ConnectError::Spawn { command: command.to_owned(), source };

@@ -110,8 +110,8 @@ impl CommandHook {
     }
 
     async fn run(&self, ctx: &CallContext, input: Value) -> Result<(i32, String, String), String> {
-        let mut child = tokio::process::Command::new("sh")
-            .arg("-c")
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
             .arg(&self.command)
             .current_dir(&*ctx.workspace)
             .env_clear()
@@ -119,9 +119,10 @@ impl CommandHook {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("cannot start `{}`: {e}", self.command))?;
+            .kill_on_drop(true);
+        // The hook and whatever it starts die with toolgate, and when it is dropped (timeout).
+        toolgate_sandbox::contain(cmd.as_std_mut());
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start `{}`: {e}", self.command))?;
         if let Some(mut stdin) = child.stdin.take() {
             // A hook that does not read its stdin is allowed: ignore a broken pipe.
             let _ = stdin.write_all(input.to_string().as_bytes()).await;
