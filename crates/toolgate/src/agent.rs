@@ -6,14 +6,13 @@
 //!
 //! The gate owns the registry that holds the agent tools and the tools hold the runtime, so the
 //! runtime reaches the gate through a `Weak` set by [`Gate::bind_agents`] once the gate is in an
-//! `Arc`: no reference cycle.
+//! `Arc`: no reference cycle. [`GateBuilder::build_shared`](crate::GateBuilder::build_shared)
+//! builds the `Arc` and binds it.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Arc;
 //! let config = toolgate::config::Config::default(); // with [providers] and [agents]
-//! let gate = Arc::new(toolgate::Gate::builder(".").config(config).build()?);
-//! gate.bind_agents();
+//! let gate = toolgate::Gate::builder(".").config(config).build_shared()?;
 //! if let Some(rt) = gate.agents() {
 //!     let out = rt.run(toolgate::agent::RunSpec::new("coder", "List the TODOs"), &gate.context()).await?;
 //!     println!("{}", out.answer);

@@ -159,8 +159,18 @@ impl GateBuilder {
         self
     }
 
+    /// Builds the gate in an `Arc` with the agent runtime bound to it ([`Gate::bind_agents`]):
+    /// what every program that serves or calls tools wants. [`GateBuilder::build`] leaves the
+    /// binding to the caller, and the agent tools answer "not connected" until it is made.
+    pub fn build_shared(self) -> Result<Arc<Gate>, GateError> {
+        let gate = Arc::new(self.build()?);
+        gate.bind_agents();
+        Ok(gate)
+    }
+
     /// Builds the gate: resolves the workspace, registers tools, opens the audit log. MCP
-    /// servers are connected later, by [`Gate::start_mcp`].
+    /// servers are connected later, by [`Gate::start_mcp`]. The agent tools need
+    /// [`Gate::bind_agents`] once the gate is in an `Arc` ([`GateBuilder::build_shared`] does both).
     pub fn build(self) -> Result<Gate, GateError> {
         let workspace = std::fs::canonicalize(&self.workspace)
             .map_err(|source| GateError::Workspace { path: self.workspace.clone(), source })?;

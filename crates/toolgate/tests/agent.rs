@@ -39,9 +39,7 @@ fn config(url: &str) -> Config {
 }
 
 fn gate(dir: &std::path::Path, config: Config) -> Arc<Gate> {
-    let gate = Arc::new(Gate::builder(dir).config(config).build().unwrap());
-    gate.bind_agents();
-    gate
+    Gate::builder(dir).config(config).build_shared().unwrap()
 }
 
 fn store(dir: &std::path::Path) -> Store {
@@ -597,4 +595,23 @@ async fn real_local_model_calls_tools_spawns_and_delegates_through_the_gate() {
     assert!(audited(&del_id).iter().all(|r| r.agent == "helper"));
     drop(server.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+}
+
+/// `toolgate call` builds its gate with the agent runtime bound: a sub-agent starts from the
+/// command line too (it answered "not connected to a gate" when only `serve` bound it).
+#[test]
+fn cli_call_reaches_the_agent_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = "[providers.nowhere]\nbase_url = \"http://127.0.0.1:9/v1\"\nmax_retries = 0\n\
+                  [agents.main]\ndescription = \"d\"\nprovider = \"nowhere\"\nmodel = \"none\"\n";
+    std::fs::write(dir.path().join("toolgate.toml"), config).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("--workspace")
+        .arg(dir.path())
+        .args(["--approval", "never", "call", "subagents", r#"{"action":"spawn","task":"look around"}"#])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("\"status\": \"running\"") && stdout.contains("\"id\""), "{stdout}");
 }

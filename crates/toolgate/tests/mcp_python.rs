@@ -61,6 +61,40 @@ fn workspace() -> tempfile::TempDir {
     dir
 }
 
+/// A workspace with agents and a team, acting as the team's lead: the agent tools are served.
+/// The provider's port has no server, so a sub-agent's run fails at once (its ids still work).
+fn workspace_with_agents() -> tempfile::TempDir {
+    let dir = workspace();
+    let config = r#"
+[identity]
+agent = "coder"
+[providers.nowhere]
+base_url = "http://127.0.0.1:9/v1"
+max_retries = 0
+[agents.coder]
+description = "Edits code"
+provider = "nowhere"
+model = "none"
+[agents.reviewer]
+description = "Reviews"
+provider = "nowhere"
+model = "none"
+[teams.release]
+lead = "coder"
+members = ["reviewer"]
+"#;
+    std::fs::write(dir.path().join("toolgate.toml"), config).expect("write toolgate.toml");
+    dir
+}
+
+/// The agent tools' ids (sub-agent and session ids, task ids) reach the client intact and work
+/// in the next call, like the lock tokens and process ids of `python_sdk_over_stdio_*`.
+#[test]
+fn python_sdk_agent_tool_ids_over_stdio() {
+    let ws = workspace_with_agents();
+    run_client(&["stdio", "2026-07-28", TOOLGATE, ws.path().to_str().expect("utf-8 path")]);
+}
+
 fn client_script() -> PathBuf {
     repo().join("crates/mcp/tests/python/client.py")
 }

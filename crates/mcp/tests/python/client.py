@@ -83,6 +83,8 @@ async def exercise(client: Client, mode: str, workspace: str | None) -> None:
           "exec runs a command in the sandbox")
 
     await exercise_ids(client)
+    if "team_tasks" in names:
+        await exercise_agent_ids(client)
 
     # Cancel a long command: the client gives up, and the process must be gone from the host.
     with anyio.move_on_after(1.5):
@@ -120,6 +122,41 @@ async def exercise_ids(client: Client) -> None:
     check(pid in text_of(result), f"process list shows it as it is: {text_of(result)!r}")
     result = await client.call_tool("process", {"action": "kill", "id": pid})
     check(not result.is_error, f"process kill takes it: {text_of(result)!r}")
+
+
+async def exercise_agent_ids(client: Client) -> None:
+    """The agent tools' ids (sub-agents, sessions, team tasks): shown intact, usable next."""
+    result = await client.call_tool("subagents", {"action": "spawn", "task": "look around", "label": "ids"})
+    text = text_of(result)
+    found = re.search(r'"id": "([0-9a-f]{32})"', text)
+    check(not result.is_error and found is not None and "REDACTED" not in text, f"subagents spawn shows its id: {text!r}")
+    sub_id = found.group(1)
+    check((result.structured_content or {}).get("id") == sub_id, f"structured id: {result.structured_content}")
+    result = await client.call_tool("subagents", {"action": "list"})
+    check(sub_id in text_of(result) and "REDACTED" not in text_of(result), f"subagents list: {text_of(result)!r}")
+    result = await client.call_tool("subagents", {"action": "cancel", "id": sub_id})
+    # Its model is unreachable, so it may have failed already: either way the id was found.
+    recognised = not result.is_error or f"task `{sub_id}` already finished" in text_of(result)
+    check(recognised, f"subagents cancel takes the id: {text_of(result)!r}")
+
+    result = await client.call_tool("sessions_list", {})
+    text = text_of(result)
+    sessions = re.findall(r'"id": "([0-9a-f]{32})"', text)
+    check(not result.is_error and sessions and "REDACTED" not in text, f"sessions_list shows ids: {text!r}")
+    result = await client.call_tool("sessions_history", {"session_id": sessions[0]})
+    check(not result.is_error and "REDACTED" not in text_of(result), f"sessions_history takes it: {text_of(result)!r}")
+    result = await client.call_tool("session_status", {"session_id": sessions[0]})
+    check(not result.is_error and sessions[0] in text_of(result), f"session_status takes it: {text_of(result)!r}")
+
+    result = await client.call_tool("team_tasks", {"action": "create", "subject": "write the parser"})
+    text = text_of(result)
+    found = re.search(r'"id": (\d+)', text)
+    check(not result.is_error and found is not None, f"team_tasks create shows the task id: {text!r}")
+    task = int(found.group(1))
+    result = await client.call_tool("team_tasks", {"action": "claim", "task_id": task})
+    check(not result.is_error, f"team_tasks claim takes it: {text_of(result)!r}")
+    result = await client.call_tool("team_tasks", {"action": "complete", "task_id": task, "result": "done"})
+    check(not result.is_error and "completed" in text_of(result), f"team_tasks complete takes it: {text_of(result)!r}")
 
 
 async def exercise_long(client: Client) -> None:

@@ -113,8 +113,7 @@ fn open_store(global: &GlobalArgs) -> anyhow::Result<Store> {
 }
 
 async fn run_agent(global: &GlobalArgs, name: String, prompt: String, as_json: bool) -> anyhow::Result<ExitCode> {
-    let gate = Arc::new(global.gate(true)?);
-    gate.bind_agents();
+    let gate = global.gate(true)?;
     gate.start_mcp();
     let Some(rt) = gate.agents().cloned() else {
         anyhow::bail!(

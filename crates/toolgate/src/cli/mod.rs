@@ -171,13 +171,14 @@ impl GlobalArgs {
         Ok(sources.load(self.config.as_deref())?)
     }
 
-    /// A gate over the workspace with the loaded config. `approver`: ask on this terminal.
-    pub(crate) fn gate(&self, approver: bool) -> anyhow::Result<Gate> {
+    /// A gate over the workspace with the loaded config, its agent runtime bound. `approver`:
+    /// ask on this terminal.
+    pub(crate) fn gate(&self, approver: bool) -> anyhow::Result<std::sync::Arc<Gate>> {
         let config = self.load_config()?;
         let mut builder = Gate::builder(self.workspace()?).config(config);
         if approver && let Some(terminal) = terminal::TerminalApprover::if_attached() {
             builder = builder.approver(std::sync::Arc::new(terminal));
         }
-        Ok(builder.build()?)
+        Ok(builder.build_shared()?)
     }
 }

@@ -80,9 +80,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         Some(_) => Arc::new(FirstAvailable(vec![Arc::new(McpApprover::default()), pending.clone()])),
         None => Arc::new(McpApprover::default()),
     };
-    let gate = Arc::new(Gate::builder(&workspace).config(config).approver(approver).build()?);
+    let gate = Gate::builder(&workspace).config(config).approver(approver).build_shared()?;
     super::wasm::load(&gate).await;
-    gate.bind_agents();
     // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
     // the client's first `tools/list`; later arrivals are announced with `list_changed`.
     // (Without bridged servers this returns at once.)

@@ -30,7 +30,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     if let Some(action) = args.action {
         return super::extensions::run(global, action);
     }
-    let gate = std::sync::Arc::new(global.gate(false)?);
+    let gate = global.gate(false)?;
     super::wasm::load(&gate).await;
     // Bridged MCP servers (each one's first attempt, bounded): a server that does not come up
     // is logged and left out.
