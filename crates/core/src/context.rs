@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -47,6 +47,10 @@ pub struct CallContext {
     pub cancel: CancellationToken,
     /// Where the tool reports progress on long work.
     pub progress: ProgressSink,
+    /// What the tool wants kept in the call's audit row besides its parameters (the web tools:
+    /// the HTTP status and the final URL after redirects). The gate gives every call a fresh
+    /// one and reads it when the call ends, success or error.
+    pub audit: AuditNote,
 }
 
 impl CallContext {
@@ -61,6 +65,7 @@ impl CallContext {
             call_id: String::new(),
             cancel: CancellationToken::new(),
             progress: ProgressSink::none(),
+            audit: AuditNote::default(),
         }
     }
 
@@ -140,5 +145,29 @@ impl ProgressSink {
 impl fmt::Debug for ProgressSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(if self.0.is_some() { "ProgressSink(active)" } else { "ProgressSink(none)" })
+    }
+}
+
+/// A line a tool adds to its call's audit record ([`CallContext::audit`]): facts only known
+/// while the call runs, such as where a request ended up. Shared by the clones of one context;
+/// the last [`set`](AuditNote::set) wins.
+#[derive(Clone, Default)]
+pub struct AuditNote(Arc<Mutex<Option<String>>>);
+
+impl AuditNote {
+    /// Records `text` (replacing what was recorded before in this call).
+    pub fn set(&self, text: impl Into<String>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(text.into());
+    }
+
+    /// What was recorded, if anything.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+impl fmt::Debug for AuditNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AuditNote").field(&self.get()).finish()
     }
 }

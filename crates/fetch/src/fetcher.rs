@@ -39,6 +39,10 @@ pub enum Overflow {
     Truncate,
 }
 
+/// How often, at most, [`Request::progress`] is called while a body streams in (and once more
+/// at its end).
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
 /// Called with (decoded bytes so far, `Content-Length` if the server sent one).
 pub type ProgressFn = Arc<dyn Fn(u64, Option<u64>) + Send + Sync>;
 
@@ -434,6 +438,8 @@ async fn read_body(
         Decoder::new(&encoding, cap).ok_or_else(|| FetchError::Encoding { encoding: encoding.clone() })?;
     // Compressed bytes are capped too (a stream of headers-only gzip members inflates to nothing).
     let mut raw: u64 = 0;
+    let mut last_report: Option<std::time::Instant> = None;
+    let mut reported = 0usize;
     let too_large = |buf: Vec<u8>| match overflow {
         Overflow::Fail => Err(FetchError::TooLarge { max }),
         Overflow::Truncate => Ok((buf, true)),
@@ -454,8 +460,19 @@ async fn read_body(
             Err(DecodeError::Corrupt(why)) => return Err(FetchError::Decode { encoding, why }),
         }
         if let Some(p) = progress {
-            p(decoder.decoded_len() as u64, length);
+            // At most one report per PROGRESS_EVERY (each may become an MCP notification).
+            let now = std::time::Instant::now();
+            if last_report.is_none_or(|at| now.duration_since(at) >= PROGRESS_EVERY) {
+                last_report = Some(now);
+                reported = decoder.decoded_len();
+                p(reported as u64, length);
+            }
         }
+    }
+    if let Some(p) = progress
+        && decoder.decoded_len() != reported
+    {
+        p(decoder.decoded_len() as u64, length);
     }
     match decoder.finish() {
         Ok(buf) => Ok((buf, false)),

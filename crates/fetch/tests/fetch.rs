@@ -241,6 +241,77 @@ async fn gzip_and_both_deflates_decode() {
     assert!(e.to_string().contains("`zstd`"), "{e}");
 }
 
+fn brotli(data: &[u8], quality: u32) -> Vec<u8> {
+    let mut w = brotli::CompressorWriter::new(Vec::new(), 4096, quality, 22);
+    w.write_all(data).unwrap();
+    w.into_inner()
+}
+
+#[tokio::test]
+async fn brotli_decodes_and_a_brotli_bomb_stops_at_the_cap() {
+    let text = "Brotli-Grüße, 東京, ünïcödé. ".repeat(2_000);
+    let br = brotli(text.as_bytes(), 9);
+    assert!(br.len() < text.len() / 10, "the fixture is really compressed: {} bytes", br.len());
+    // 256 MB of zeros: a few hundred bytes on the wire.
+    let bomb = {
+        let mut w = brotli::CompressorWriter::new(Vec::new(), 4096, 5, 24);
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..256 {
+            w.write_all(&zeros).unwrap();
+        }
+        w.into_inner()
+    };
+    assert!(bomb.len() < 64 * 1024, "the bomb is small on the wire: {}", bomb.len());
+    let mut corrupt = br.clone();
+    corrupt.truncate(br.len() / 2);
+    let s = serve(move |path| match path {
+        "/br" => Reply::ok("text/plain; charset=utf-8", br.clone()).with_header("content-encoding", "br"),
+        "/cut" => Reply::ok("text/plain", corrupt.clone()).with_header("content-encoding", "br"),
+        "/garbage" => {
+            Reply::ok("text/plain", b"\xff\xfe not brotli at all".to_vec()).with_header("content-encoding", "br")
+        }
+        _ => Reply::ok("text/plain", bomb.clone()).with_header("content-encoding", "br"),
+    })
+    .await;
+    let f = fetcher(&[s.allow()]);
+    let r = get(&f, &s.url("/br")).await.unwrap();
+    assert_eq!(r.text().0, text);
+    for path in ["/cut", "/garbage"] {
+        let e = get(&f, &s.url(path)).await.unwrap_err();
+        assert!(matches!(e, FetchError::Decode { ref encoding, .. } if encoding == "br"), "{path}: {e}");
+    }
+    let cap = 1024 * 1024;
+    let req = Request { max_bytes: Some(cap), ..Request::get(s.url("/bomb")) };
+    let started = Instant::now();
+    let e = f.fetch(req.clone(), &CancellationToken::new()).await.unwrap_err();
+    assert!(matches!(e, FetchError::TooLarge { max } if max == cap), "{e}");
+    let r = f.fetch(Request { overflow: Overflow::Truncate, ..req }, &CancellationToken::new()).await.unwrap();
+    assert!(r.truncated);
+    assert_eq!(r.body.len() as u64, cap, "inflation stopped at the cap");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn progress_is_reported_while_a_slow_body_streams() {
+    // 300 bytes, one every 5 ms: about 1.5 s of body.
+    let s = serve(|_| Reply::Slow { body: vec![b'p'; 300], every: Duration::from_millis(5) }).await;
+    let f = fetcher(&[s.allow()]);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let req = Request {
+        progress: Some(std::sync::Arc::new(move |done, total| sink.lock().unwrap().push((done, total)))),
+        ..Request::get(s.url("/slow"))
+    };
+    let r = f.fetch(req, &CancellationToken::new()).await.unwrap();
+    assert_eq!(r.body.len(), 300);
+    let reports = seen.lock().unwrap().clone();
+    assert!(reports.len() >= 4, "reports arrive while the body streams: {reports:?}");
+    assert!(reports.len() <= 60, "reports are throttled (one per 100 ms), not one per chunk: {}", reports.len());
+    assert!(reports.windows(2).all(|w| w[0].0 < w[1].0), "increasing: {reports:?}");
+    assert!(reports.iter().all(|(_, total)| *total == Some(300)), "{reports:?}");
+    assert_eq!(reports.last().unwrap().0, 300, "the last report is the whole body");
+}
+
 #[tokio::test]
 async fn a_slow_body_times_out_and_cancel_closes_the_connection() {
     let s = serve(|_| Reply::Slow { body: vec![b'x'; 600], every: Duration::from_millis(100) }).await;

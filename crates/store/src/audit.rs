@@ -41,6 +41,10 @@ pub struct AuditRecord {
     /// one: kept from the "started" row when the completed record has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// What the tool added while it ran (`CallContext::audit`), e.g. a web request's status
+    /// and final URL after redirects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The outcome of a call that has been decided and is running (see [`AuditLog::record_started`]).
@@ -183,15 +187,16 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
         let mut stmt = tx.prepare_cached(
             "INSERT INTO audit
              (id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error, duration_us,
-              output_bytes, subject, writer_pid, writer_token)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+              output_bytes, subject, writer_pid, writer_token, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
              ON CONFLICT(id) DO UPDATE SET
                ts_ms = excluded.ts_ms, user = excluded.user, agent = excluded.agent,
                session = excluded.session, provider = excluded.provider, tool = excluded.tool,
                params = excluded.params, decision = excluded.decision, outcome = excluded.outcome,
                error = excluded.error, duration_us = excluded.duration_us,
                output_bytes = excluded.output_bytes, subject = COALESCE(excluded.subject, audit.subject),
-               writer_pid = excluded.writer_pid, writer_token = excluded.writer_token",
+               writer_pid = excluded.writer_pid, writer_token = excluded.writer_token,
+               detail = excluded.detail",
         )?;
         for r in batch {
             stmt.execute(rusqlite::params![
@@ -210,7 +215,8 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
                 r.output_bytes,
                 r.subject,
                 writer.pid,
-                writer.token
+                writer.token,
+                r.detail
             ])?;
         }
     }

@@ -111,6 +111,9 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 7: memory notes, their chunks, full-text index and vectors (`memory/index.rs`).
     crate::memory::SCHEMA,
+    // 8: what a tool adds to its call's record (`CallContext::audit`: the web tools' status and
+    // final URL).
+    "ALTER TABLE audit ADD COLUMN detail TEXT;",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.
@@ -145,7 +148,7 @@ impl Store {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error,
-                        duration_us, output_bytes, subject
+                        duration_us, output_bytes, subject, detail
                  FROM audit ORDER BY ts_ms DESC, rowid DESC LIMIT ?1",
             )
             .doing("reading the audit log")?;
@@ -166,6 +169,7 @@ impl Store {
                     duration_us: row.get(11)?,
                     output_bytes: row.get(12)?,
                     subject: row.get(13)?,
+                    detail: row.get(14)?,
                 })
             })
             .doing("reading the audit log")?;

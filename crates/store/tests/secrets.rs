@@ -163,6 +163,7 @@ fn migrations_reach_the_latest_version() {
     let (_dir, store) = store();
     let conn = rusqlite::Connection::open(store.path()).unwrap();
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    // audit, grants, secrets, sessions and teams, started audit rows, custom tools, memory.
-    assert_eq!(version, 7);
+    // audit, grants, secrets, sessions and teams, started audit rows, custom tools, memory,
+    // audit detail.
+    assert_eq!(version, 8);
 }

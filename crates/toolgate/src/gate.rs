@@ -9,12 +9,14 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{
-    ApprovalRequirement, CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput, ToolSpec,
+    ApprovalRequirement, AuditNote, CallContext, Identity, Registry, RegistryError, Tool, ToolError, ToolOutput,
+    ToolSpec,
 };
 use toolgate_guard::leak::LeakDetector;
 use toolgate_mcp::bridge::oauth::SecretVault;
 use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, Store, StoreError};
+use toolgate_tools::custom::{NoSecrets, SecretSource};
 
 use crate::bridge::{BridgeTimings, McpBridge};
 use crate::config::Config;
@@ -192,9 +194,6 @@ impl GateBuilder {
             for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
                 registry.register_builtin(tool)?;
             }
-            for tool in toolgate_tools::web::tools(&self.config.web).map_err(|e| GateError::Web(e.to_string()))? {
-                registry.register_builtin(tool)?;
-            }
             for tool in toolgate_tools::skills::tools() {
                 registry.register_builtin(tool)?;
             }
@@ -218,6 +217,18 @@ impl GateBuilder {
             _ => None,
         };
         let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
+        if self.builtins {
+            // Search API keys: the environment first, then the store's secrets.
+            let secrets: Arc<dyn SecretSource> = match &store {
+                Some(s) => Arc::new(crate::extensions::StoreSecrets(Arc::clone(s))),
+                None => Arc::new(NoSecrets),
+            };
+            for tool in
+                toolgate_tools::web::tools(&self.config.web, secrets).map_err(|e| GateError::Web(e.to_string()))?
+            {
+                registry.register_builtin(tool)?;
+            }
+        }
         let vault = store.clone().map(|s| Arc::new(crate::mcp_vault::StoreVault::new(s)) as Arc<dyn SecretVault>);
         let agents = crate::agent::build_runtime(&self.config, store.clone(), &workspace);
         for tool in agents.iter().flat_map(toolgate_agent::tools) {
@@ -395,6 +406,8 @@ impl Gate {
             ctx.call_id = toolgate_guard::ids::mark("call", &format!("{}{n}", self.id_prefix));
         }
         let caller_cancel = std::mem::replace(&mut ctx.cancel, self.shutdown.child_token());
+        // Each call notes its own audit detail, even when the caller reuses one context.
+        ctx.audit = AuditNote::default();
         let mut trace: Vec<String> = Vec::with_capacity(6);
         let mut audited = Audited { tool: name.to_owned(), params: String::new() };
         let result = self.run(&ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;

@@ -142,7 +142,11 @@ async fn serve(
 }
 
 fn tool(config: &WebConfig, name: &str) -> std::sync::Arc<dyn Tool> {
-    web::tools(config).unwrap().into_iter().find(|t| t.spec().name == name).unwrap()
+    web::tools(config, std::sync::Arc::new(toolgate_tools::custom::NoSecrets))
+        .unwrap()
+        .into_iter()
+        .find(|t| t.spec().name == name)
+        .unwrap()
 }
 
 async fn call(

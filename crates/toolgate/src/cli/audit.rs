@@ -43,8 +43,9 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 (r.duration_us.to_string(), r.output_bytes.to_string())
             };
             let subject = r.subject.as_deref().map(|s| format!("  [{}]", first_line(s))).unwrap_or_default();
+            let detail = r.detail.as_deref().map(|d| format!("  -> {}", first_line(d))).unwrap_or_default();
             outln!(
-                "{when}  {:<8} {:<14} {:<14} {duration:>8}µs {bytes:>7}B  {}{subject}{error}",
+                "{when}  {:<8} {:<14} {:<14} {duration:>8}µs {bytes:>7}B  {}{subject}{detail}{error}",
                 r.agent,
                 r.tool,
                 r.outcome,

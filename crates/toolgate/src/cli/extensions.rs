@@ -28,8 +28,8 @@ pub(crate) enum Command {
     },
     /// List the custom tools added with `add` (those in toolgate.toml are listed by `tools`).
     Custom,
-    /// Store a secret for custom tools' `env`, read from standard input (encrypted at rest,
-    /// never printed).
+    /// Store a secret for custom tools' `env` or a web search API key (`[web.search]
+    /// api_key_env`), read from standard input (encrypted at rest, never printed).
     Secret {
         /// The secret's name, as written in a definition's `env` values.
         name: String,

@@ -79,6 +79,7 @@ pub(crate) fn record(detector: &LeakDetector, rec: CallRecord<'_>) -> AuditRecor
         duration_us: rec.duration.as_micros() as i64,
         output_bytes: output_bytes as i64,
         subject: None,
+        detail: rec.ctx.audit.get().map(|d| scrub(&d, detector)),
     }
 }
 
@@ -115,5 +116,6 @@ pub(crate) fn started(log: &AuditLog, detector: &LeakDetector, read_only: bool, 
         duration_us: 0,
         output_bytes: 0,
         subject: rec.subject.map(|s| scrub(s, detector)),
+        detail: None,
     });
 }

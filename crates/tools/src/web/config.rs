@@ -42,7 +42,9 @@ pub struct SearchConfig {
     pub provider: Option<String>,
     /// The provider's base URL (required for `searxng`; overrides the others' for testing).
     pub url: Option<String>,
-    /// The environment variable holding the API key (keys never go in config text).
+    /// The name of the API key: the environment variable holding it, or, when that is not set,
+    /// the stored secret of that name (`toolgate tools secret NAME`). Keys never go in config
+    /// text.
     pub api_key_env: Option<String>,
 }
 

@@ -139,20 +139,19 @@ impl Tool for WebFetch {
         self.fetcher.precheck(&url).map_err(|e| ToolError::invalid("web_fetch", "/url", e.to_string()))?;
         let key = format!("{}{url}", if raw { "raw:" } else { "" });
         let page = match self.cached(&key) {
-            Some(p) => p,
+            Some(p) => {
+                ctx.audit.set(format!("HTTP {} {} (from web_fetch's cache)", p.status, p.final_url));
+                p
+            }
             None => {
                 let mut req = Request::get(&url).header("Accept", "text/markdown, text/html;q=0.9, */*;q=0.8");
                 req.upgrade_http = true;
                 req.overflow = Overflow::Truncate;
                 req.max_bytes = Some(self.max_bytes);
                 req.timeout = params["timeout"].as_u64().map(Duration::from_secs);
-                let progress = ctx.progress.clone();
-                if progress.is_active() {
-                    req.progress = Some(Arc::new(move |done, total| {
-                        progress.report(done as f64, total.map(|t| t as f64), None);
-                    }));
-                }
+                req.progress = super::download_progress(ctx);
                 let resp = self.fetcher.fetch(req, &ctx.cancel).await.map_err(tool_error)?;
+                ctx.audit.set(super::audit_line(&resp));
                 let media = resp.media_type().unwrap_or_default();
                 if is_binary(&media) {
                     return Err(ToolError::failed(format!(

@@ -156,7 +156,9 @@ impl Tool for Http {
                 }
             }
         }
+        req.progress = super::download_progress(ctx);
         let resp = self.fetcher.fetch(req, &ctx.cancel).await.map_err(super::fetch_tool::tool_error)?;
+        ctx.audit.set(super::audit_line(&resp));
         let mut headers = serde_json::Map::new();
         let mut header_text = String::new();
         for (k, v) in &resp.headers {

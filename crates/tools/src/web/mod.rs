@@ -12,8 +12,10 @@ mod search;
 
 use std::sync::Arc;
 
-use toolgate_core::Tool;
-use toolgate_fetch::Fetcher;
+use toolgate_core::{CallContext, Tool};
+use toolgate_fetch::{Fetcher, ProgressFn, Response};
+
+use crate::custom::SecretSource;
 
 pub use config::{SearchConfig, WebConfig};
 pub use fetch_tool::{HtmlToMarkdown, WebFetch};
@@ -29,14 +31,16 @@ pub enum WebError {
     Config(String),
 }
 
-/// The web tools for `config`, sharing one fetcher.
-pub fn tools(config: &WebConfig) -> Result<Vec<Arc<dyn Tool>>, WebError> {
+/// The web tools for `config`, sharing one fetcher. `secrets` answers for search API keys
+/// that are not in the environment (the gate passes the state database's encrypted secrets,
+/// the ones `toolgate tools secret NAME` stores).
+pub fn tools(config: &WebConfig, secrets: Arc<dyn SecretSource>) -> Result<Vec<Arc<dyn Tool>>, WebError> {
     let fetcher = Fetcher::new(config.policy()?).map_err(|e| WebError::Config(e.to_string()))?;
     Ok(vec![
         Arc::new(WebFetch::new(fetcher.clone(), config)),
         Arc::new(HtmlToMarkdown::new()),
         Arc::new(Http::new(fetcher.clone(), config)),
-        Arc::new(WebSearch::new(fetcher, config.search.clone())),
+        Arc::new(WebSearch::new(fetcher, config.search.clone(), secrets)),
     ])
 }
 
@@ -47,4 +51,30 @@ pub(crate) fn host_of(url: &str) -> Vec<String> {
         Ok((u, _)) => u.host_str().map(|h| vec![h.trim_end_matches('.').to_ascii_lowercase()]).unwrap_or_default(),
         Err(_) => Vec::new(),
     }
+}
+
+/// What a web call's audit row keeps: the status and the URL that answered, and where the
+/// request started when redirects moved it.
+pub(crate) fn audit_line(resp: &Response) -> String {
+    let mut line = format!("HTTP {} {}", resp.status, resp.url);
+    if let Some(first) = resp.redirects.first() {
+        let hops = resp.redirects.len();
+        line.push_str(&format!(" (from {first} after {hops} redirect{})", if hops == 1 { "" } else { "s" }));
+    }
+    line
+}
+
+/// Progress for a download (bytes received so far, out of `Content-Length` when sent), or
+/// `None` when nobody listens.
+pub(crate) fn download_progress(ctx: &CallContext) -> Option<ProgressFn> {
+    let progress = ctx.progress.clone();
+    progress.is_active().then(|| -> ProgressFn {
+        Arc::new(move |done, total| {
+            let message = match total {
+                Some(t) => format!("{done} of {t} bytes received"),
+                None => format!("{done} bytes received"),
+            };
+            progress.report(done as f64, total.map(|t| t as f64), Some(message));
+        })
+    })
 }

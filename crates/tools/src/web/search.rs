@@ -2,8 +2,10 @@
 //! Brave Search API v1 (`/res/v1/web/search`), Tavily (`POST /search`), SearXNG
 //! (`/search?format=json`), DuckDuckGo's HTML endpoint (`html.duckduckgo.com/html/`, no key).
 //! Every request goes through the SSRF-safe fetcher; keys come from the environment
-//! (`api_key_env`), never from config text.
+//! (`api_key_env`) or, when that variable is not set, from the encrypted secrets store under
+//! the same name; never from config text.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -15,6 +17,7 @@ use url::Url;
 
 use super::SearchConfig;
 use super::html::{decode_entities, strip_invisible};
+use crate::custom::SecretSource;
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,11 +78,14 @@ pub struct WebSearch {
     spec: ToolSpec,
     fetcher: Fetcher,
     config: SearchConfig,
+    /// Where a key not found in the environment is looked up, under the same name.
+    secrets: Arc<dyn SecretSource>,
 }
 
 impl WebSearch {
-    /// The tool, searching through `fetcher` with `config`.
-    pub fn new(fetcher: Fetcher, config: SearchConfig) -> Self {
+    /// The tool, searching through `fetcher` with `config`; API keys come from the environment
+    /// variable named by `api_key_env`, else from `secrets` under that name.
+    pub fn new(fetcher: Fetcher, config: SearchConfig, secrets: Arc<dyn SecretSource>) -> Self {
         let spec = ToolSpec::new(
             "web_search",
             "Search the web. Returns title, URL and snippet of each result. Use web_fetch to read a result.",
@@ -97,7 +103,7 @@ impl WebSearch {
         .group("web")
         .annotations(Annotations { read_only: true, destructive: false, idempotent: true, open_world: true })
         .output_schema(json!({"type": "object", "properties": {"results": {"type": "array"}}}));
-        WebSearch { spec, fetcher, config }
+        WebSearch { spec, fetcher, config, secrets }
     }
 
     fn provider(&self, params: &Value) -> Result<Provider, ToolError> {
@@ -119,11 +125,21 @@ impl WebSearch {
         }
     }
 
+    /// The provider's key: the environment variable `api_key_env` (or the provider's usual one)
+    /// when set, else the stored secret of that name. Never config text.
     fn key(&self, provider: Provider) -> Result<String, ToolError> {
-        let var = self.config.api_key_env.as_deref().or(provider.default_key_env()).unwrap_or_default();
-        std::env::var(var).ok().filter(|k| !k.trim().is_empty()).ok_or_else(|| {
+        let name = self.config.api_key_env.as_deref().or(provider.default_key_env()).unwrap_or_default();
+        let usable = |k: &String| !k.trim().is_empty();
+        if let Some(key) = std::env::var(name).ok().filter(usable) {
+            return Ok(key);
+        }
+        let stored = self.secrets.secret(name).map_err(|e| {
+            ToolError::failed(format!("cannot read the search API key `{name}` from the secrets store: {e}"))
+        })?;
+        stored.filter(usable).map(|k| k.trim().to_owned()).ok_or_else(|| {
             ToolError::failed(format!(
-                "no API key for this search provider: set the environment variable `{var}` ([web.search] api_key_env)"
+                "no API key for the {provider:?} search provider: set the environment variable `{name}` or store \
+                 it with `toolgate tools secret {name}` ([web.search] api_key_env names it)"
             ))
         })
     }
@@ -191,6 +207,7 @@ impl Tool for WebSearch {
         }
         req.url = url.to_string();
         let resp = self.fetcher.fetch(req, &ctx.cancel).await.map_err(super::fetch_tool::tool_error)?;
+        ctx.audit.set(super::audit_line(&resp));
         let service = format!("{provider:?} search");
         if resp.status >= 400 {
             return Err(ToolError::ExternalService {
