@@ -176,6 +176,21 @@ fn decode_base64(s: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A `data:` block of a Kubernetes Secret holds a value worth reporting: at least 12 base64
+/// characters (9 bytes: longer than `admin` or `pass`, shorter than any generated password)
+/// that decode.
+fn has_secret_data_value(block: &[u8]) -> bool {
+    block.split(|&b| b == b'\n').any(|line| {
+        let Some(colon) = line.iter().position(|&b| b == b':') else { return false };
+        let value = line[colon + 1..].trim_ascii();
+        let value = value.strip_prefix(b"\"").or_else(|| value.strip_prefix(b"'")).unwrap_or(value);
+        let value = value.strip_suffix(b"\"").or_else(|| value.strip_suffix(b"'")).unwrap_or(value);
+        value.len() >= 12
+            && value.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+            && decode_base64(value).is_some()
+    })
+}
+
 /// Base64 of a JSON Web Token: decodes to `eyJ<header>.eyJ<payload>.`.
 fn is_base64_jwt(b64: &[u8]) -> bool {
     decode_base64(b64).is_some_and(|raw| {
@@ -295,6 +310,27 @@ pub(crate) fn builtin() -> Vec<Rule> {
             12_000,
         )
         .action(Block)
+        .raw(),
+        // --- Kubernetes ---------------------------------------------------------------------
+        // The `data:` block of a `kind: Secret` manifest, in the order people write it (kind
+        // first) and in the order `kubectl get secret -o yaml` prints it (data first): its
+        // base64 values carry no name that says "secret", so the whole block is the finding.
+        named(
+            "kubernetes-secret-yaml",
+            "The base64 values under `data:` of a Kubernetes `kind: Secret` manifest",
+            High,
+            &["kind: secret", "kind: \"secret", "kind: 'secret"],
+            concat!(
+                r#"kind:[ \t]*["']?Secret["']?[ \t]*\r?\n(?:(?:[^\n-][^\n]*)?\n){0,40}?[ \t]*data:[ \t]*\r?\n"#,
+                r#"((?:[ \t]+[A-Za-z0-9_.-]+:[ \t]*["']?[A-Za-z0-9+/]*={0,2}["']?[ \t]*(?:\r?\n|$))+)"#,
+                r#"|(?:^|\n)[ \t]*data:[ \t]*\r?\n"#,
+                r#"((?:[ \t]+[A-Za-z0-9_.-]+:[ \t]*["']?[A-Za-z0-9+/]*={0,2}["']?[ \t]*\r?\n)+)"#,
+                r#"(?:(?:[^\n-][^\n]*)?\n){0,40}?[ \t]*kind:[ \t]*["']?Secret\b"#,
+            ),
+            4_000,
+            4_000,
+        )
+        .validate(has_secret_data_value)
         .raw(),
         token("age-secret-key", "age encryption secret key", Critical, &["AGE-SECRET-KEY-1"], r"\b(AGE-SECRET-KEY-1[0-9A-Z]{58})\b", 80)
             .action(Block),

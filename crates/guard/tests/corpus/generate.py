@@ -365,6 +365,13 @@ add("generic-password", "MYSQL_ROOT_PASSWORD=" + r(AN, 14), "PGPASSWORD='" + r(A
 add("slack-webhook-url",
     '{"url": "https:\\/\\/hooks.slack.com\\/services\\/T' + r(UP + DG, 8) + "\\/B" + r(UP + DG, 10) + "\\/" + fake(AN, 24) + '"}')
 
+# Kubernetes Secrets: as written by hand (kind first) and as `kubectl get secret -o yaml` prints them.
+add("kubernetes-secret-yaml",
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db-credentials\n  namespace: prod\ntype: Opaque\ndata:\n"
+    "  username: YWRtaW4=\n  password: " + base64.b64encode(fake(AN, 24).encode()).decode() + "\n",
+    "apiVersion: v1\ndata:\n  tls.crt: " + r(B64, 40) + "==\n  tls.key: " + r(B64, 64) + "\nkind: Secret\n"
+    "metadata:\n  creationTimestamp: \"2026-01-01T00:00:00Z\"\n  name: web-tls\ntype: kubernetes.io/tls\n")
+
 # --- Near misses: `python3 generate.py near-misses > near_misses.txt` --------------------------
 # One or more per rule: text of the rule's shape that it must NOT report (too short, wrong
 # alphabet, wrong prefix case, a placeholder, the provider's name missing, a public key, ...).
@@ -590,6 +597,10 @@ def near_misses():
         cut = len(shape) - 3 if rule in ("bitbucket-client-secret", "twitter-credential") else len(shape) // 2
         miss(rule, "build_ref = " + shape, name + "=" + shape[:cut])
     miss("twitter-credential", "twitter: https://twitter.com/" + r(AN, 25))
+    miss("kubernetes-secret-yaml",
+         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  blob: " + r(B64, 40) + "\n",
+         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: empty\ndata:\n  username: YWRtaW4=\n  password: \"\"\n",
+         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: hand\nstringData:\n  config.yaml: |\n    url: https://example.com\n")
     return n
 
 
