@@ -15,6 +15,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate", "agent"),
     ("toolgate", "cli"),
     ("toolgate", "extensions"),
+    ("toolgate", "web"),
     ("toolgate-embed", "memory"),
 ];
 

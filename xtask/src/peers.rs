@@ -1,5 +1,6 @@
 //! MCP peers, installed into `.cache/peers/` (not committed): a Python venv with the official MCP
-//! SDK (`mcp==2.3.0`) that the tests drive `toolgate serve` with, and the npm peers of
+//! SDK (`mcp==2.3.0`) that the tests drive `toolgate serve` with and the reference fetch server
+//! (`mcp-server-fetch`, for the `web` benchmark), and the npm peers of
 //! [`NPM_PEERS`] (reference servers, the Inspector CLI, the TypeScript SDK, the conformance suite
 //! and the Node 22 it needs).
 //! Idempotent: what is there at the right version is left alone.
@@ -11,6 +12,10 @@ use anyhow::{Context, bail};
 
 /// The Python MCP SDK the tests drive `toolgate serve` with.
 pub(crate) const PYTHON_MCP: &str = "mcp==2.3.0";
+
+/// The reference fetch server the `web` benchmark measures `web_fetch` against (its `mcp`
+/// requirement is met by [`PYTHON_MCP`], so both share the venv).
+pub(crate) const MCP_SERVER_FETCH: &str = "mcp-server-fetch==2026.10.24";
 
 /// The npm peers, installed together into `.cache/peers/npm`: (package, version).
 /// - `server-everything`: the bridge's test server (stdio, Streamable HTTP, SSE) and the
@@ -41,23 +46,40 @@ pub(crate) fn install() -> anyhow::Result<()> {
     }
     let venv = venv();
     let python = venv.join("bin/python");
-    if has_sdk(&python) {
-        return Ok(());
+    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH] {
+        if has(&python, requirement) {
+            continue;
+        }
+        eprintln!("xtask: installing {requirement} into {}", venv.display());
+        super::pip_install(&venv, &[requirement])?;
+        if !has(&python, requirement) {
+            bail!("`pip install {requirement}` failed in {}", venv.display());
+        }
     }
-    eprintln!("xtask: installing the Python MCP SDK ({PYTHON_MCP}) into {}", venv.display());
-    super::pip_install(&venv, &[PYTHON_MCP])?;
-    if !has_sdk(&python) {
-        bail!("`pip install {PYTHON_MCP}` failed in {}", venv.display());
-    }
+    readability_js(&python);
     Ok(())
 }
 
-fn has_sdk(python: &Path) -> bool {
-    let version = PYTHON_MCP.trim_start_matches("mcp==");
+/// Whether the venv holds `requirement` (`name==version`) at that version.
+fn has(python: &Path, requirement: &str) -> bool {
+    let (name, version) = requirement.split_once("==").unwrap_or((requirement, ""));
     Command::new(python)
-        .args(["-c", &format!("import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '{version}')")])
+        .args(["-c", &format!("import importlib.metadata as m, sys; sys.exit(m.version('{name}') != '{version}')")])
+        .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// `mcp-server-fetch` extracts pages with Readability.js (through `readabilipy`) when Node is
+/// there, and `readabilipy` installs its npm packages on first use: done here, so the
+/// benchmark measures extraction, not an `npm install`. Without Node it falls back to its
+/// pure-Python extractor (the benchmark prints which one ran).
+fn readability_js(python: &Path) {
+    let setup = "import readabilipy.simple_json as s, sys; sys.exit(0 if s.have_node() else 1)";
+    match Command::new(python).args(["-c", setup]).stdout(std::process::Stdio::null()).status() {
+        Ok(s) if s.success() => {}
+        _ => eprintln!("xtask: readabilipy has no Node support; mcp-server-fetch will use its Python extractor"),
+    }
 }
 
 /// `<repo>/.cache/peers/npm`.

@@ -74,6 +74,40 @@ fn hidden_text_is_dropped() {
 }
 
 #[test]
+fn chrome_is_recognized_by_class_and_id_on_pages_without_landmarks() {
+    let article: String = (0..6)
+        .map(|k| {
+            format!(
+                "<p>Paragraph {k} of the story, long enough to be the content of the page and more than a line.</p>"
+            )
+        })
+        .collect();
+    // `div` soup and an old table layout: no nav, aside or footer elements.
+    let soup = format!(
+        r#"<body><div id="header"><div class="menu"><a href="/a">MENU-1</a> <a href="/b">MENU-2</a></div></div>
+        <div id="wrapper"><div id="content" class="post-content"><h1>Story</h1>{article}
+        <div class="comment-list">COMMENT-1</div></div>
+        <div id="sidebar" class="widget-area"><ul><li><a href="/s">SIDE-1</a></li></ul></div></div>
+        <div id="footer"><a href="/f">FOOT-1</a></div><div class="cookie-banner">COOKIE-1</div></body>"#
+    );
+    let table = format!(
+        r#"<table><tr><td class="menu"><a href="/m">MENU-3</a><br></td><td class="body">{article}</td></tr>
+        <tr><td class="footer" colspan="2">FOOT-2</td></tr></table>"#
+    );
+    for page in [soup, table] {
+        let m = md(&page);
+        assert!(m.contains("Paragraph 0 of the story") && m.contains("Paragraph 5 of the story"), "{m}");
+        for chrome in ["MENU-", "SIDE-", "FOOT-", "COOKIE-", "COMMENT-"] {
+            assert!(!m.contains(chrome), "{chrome} kept: {m}");
+        }
+    }
+    // A page whose only text sits in such a container keeps it (the pass is redone without
+    // the class rule when it leaves almost nothing).
+    let m = md(r#"<body><div class="sidebar"><p>The only words on this page.</p></div></body>"#);
+    assert!(m.contains("The only words on this page."), "{m}");
+}
+
+#[test]
 fn hostile_html_is_bounded() {
     // 3,000 and 100,000 nested divs (htmd overflowed its stack on the first), 300,000 elements,
     // unclosed tags and quotes, a huge attribute.

@@ -11,7 +11,9 @@
 //! invisible Unicode (zero-width, bidi controls, tag characters).
 //!
 //! Readability, cheaply: navigation, headers, footers, asides, forms and buttons are dropped,
-//! and when the page has a `<main>`, `<article>` or `role="main"`, only that is kept.
+//! and so are elements whose class or id names chrome (Readability.js's word lists: `menu`,
+//! `sidebar`, `footer`, `banner`, ...; a pass that leaves under 500 bytes is redone without
+//! that rule); when the page has a `<main>`, `<article>` or `role="main"`, only that is kept.
 
 use std::time::{Duration, Instant};
 
@@ -117,7 +119,22 @@ pub fn convert(html: &str, base: Option<&Url>, deadline: Option<Instant>) -> Opt
     if shape.depth > MAX_DEPTH || shape.elements > MAX_ELEMENTS {
         return Some(flat(html));
     }
-    let mut w = Writer::new(base, shape.has_main);
+    let strict = pass(html, base, deadline, shape.has_main, true)?;
+    // As Readability does: when dropping by class and id leaves almost nothing, the page put
+    // its content in such a container; keep the longer of the two passes.
+    if strict.markdown.len() >= RETRY_BELOW {
+        return Some(strict);
+    }
+    let loose = pass(html, base, deadline, shape.has_main, false)?;
+    Some(if loose.markdown.len() > strict.markdown.len() { loose } else { strict })
+}
+
+/// Output shorter than this (bytes of Markdown) is converted again without the class and id
+/// rule (Readability's 500 characters).
+const RETRY_BELOW: usize = 500;
+
+fn pass(html: &str, base: Option<&Url>, deadline: Option<Instant>, main_only: bool, strict: bool) -> Option<Converted> {
+    let mut w = Writer::new(base, main_only, strict);
     let mut tok = Tokenizer { s: html, i: 0 };
     let mut count = 0usize;
     while let Some(t) = tok.next() {
@@ -433,6 +450,56 @@ fn is_block(name: &str) -> bool {
     )
 }
 
+/// Class and id words of page chrome, and words that overrule them: Readability.js's
+/// `unlikelyCandidates` and `okMaybeItsACandidate` lists.
+const UNLIKELY: &[&str] = &[
+    "-ad-",
+    "ai2html",
+    "banner",
+    "breadcrumbs",
+    "combx",
+    "comment",
+    "community",
+    "cover-wrap",
+    "disqus",
+    "extra",
+    "footer",
+    "gdpr",
+    "header",
+    "legends",
+    "menu",
+    "related",
+    "remark",
+    "replies",
+    "rss",
+    "shoutbox",
+    "sidebar",
+    "skyscraper",
+    "social",
+    "sponsor",
+    "supplemental",
+    "ad-break",
+    "agegate",
+    "pagination",
+    "pager",
+    "popup",
+    "yom-remote",
+];
+const MAYBE: &[&str] = &["and", "article", "body", "column", "content", "main", "mathjax", "shadow"];
+
+/// Chrome by its class or id (`<div id="sidebar">`, `<td class="menu">`) on pages built without
+/// `nav`/`aside`/`footer`: Readability's rule. Never links, code, or the containers of content.
+fn unlikely(name: &str, attrs: &str) -> bool {
+    if matches!(name, "a" | "html" | "body" | "main" | "article" | "pre" | "code" | "table" | "tbody" | "tr") {
+        return false;
+    }
+    let mut words = attr(attrs, "class").unwrap_or_default();
+    words.push(' ');
+    words.push_str(&attr(attrs, "id").unwrap_or_default());
+    let words = words.to_ascii_lowercase();
+    UNLIKELY.iter().any(|w| words.contains(w)) && !MAYBE.iter().any(|w| words.contains(w))
+}
+
 /// Elements dropped with their content: chrome, not content.
 fn is_chrome(name: &str, attrs: &str) -> bool {
     matches!(
@@ -488,14 +555,26 @@ struct Writer<'u> {
     hidden: usize,
     /// Whether output is restricted to `<main>`/`<article>` and how many are open.
     main_only: bool,
+    /// Whether chrome is also recognized by class and id ([`unlikely`]).
+    strict: bool,
     mains: usize,
     pre: usize,
     title: Option<String>,
 }
 
 impl<'u> Writer<'u> {
-    fn new(base: Option<&'u Url>, main_only: bool) -> Self {
-        Writer { out: String::new(), stack: Vec::new(), base, hidden: 0, main_only, mains: 0, pre: 0, title: None }
+    fn new(base: Option<&'u Url>, main_only: bool, strict: bool) -> Self {
+        Writer {
+            out: String::new(),
+            stack: Vec::new(),
+            base,
+            hidden: 0,
+            main_only,
+            strict,
+            mains: 0,
+            pre: 0,
+            title: None,
+        }
     }
 
     fn visible(&self) -> bool {
@@ -598,7 +677,8 @@ impl<'u> Writer<'u> {
         if self.stack.len() >= MAX_DEPTH {
             return;
         }
-        let kind = if hides(name, attrs) || is_chrome(name, attrs) || matches!(name, "head") {
+        let chrome = is_chrome(name, attrs) || (self.strict && unlikely(name, attrs));
+        let kind = if hides(name, attrs) || chrome || matches!(name, "head") {
             self.hidden += 1;
             Kind::Hidden
         } else if matches!(name, "main" | "article") || attr(attrs, "role").is_some_and(|r| r == "main") {
