@@ -153,14 +153,54 @@ impl Registry {
     /// built-in or reserved name or one of their aliases.
     pub fn register_dynamic(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let name = tool.spec().name.clone();
-        let lower = name.to_ascii_lowercase();
-        let reserved = RESERVED_NAMES.contains(&lower.as_str())
-            || TOOL_ALIASES.iter().any(|(alias, _)| *alias == lower)
-            || self.read().get(&name).is_some_and(|t| t.builtin);
-        if reserved {
+        if Self::reserved(&name) || self.read().get(&name).is_some_and(|t| t.builtin) {
             return Err(RegistryError::ProtectedName { name });
         }
         self.insert(tool, false)
+    }
+
+    /// Replaces a set of dynamic tools in one step (a configuration reload): every tool in
+    /// `tools` is checked first (name, schema, not shadowing a built-in or reserved name), and
+    /// only when all pass are they inserted, each replacing the dynamic tool of its name, and
+    /// the dynamic tools named in `remove` (and not in `tools`) taken out. A call that already
+    /// resolved a tool finishes on it. Nothing changes on an error.
+    pub fn swap_dynamic(&self, tools: Vec<Arc<dyn Tool>>, remove: &[String]) -> Result<(), RegistryError> {
+        let mut prepared = Vec::with_capacity(tools.len());
+        {
+            let current = self.read();
+            for tool in tools {
+                let name = tool.spec().name.clone();
+                if Self::reserved(&name) || current.get(&name).is_some_and(|t| t.builtin) {
+                    return Err(RegistryError::ProtectedName { name });
+                }
+                if prepared.iter().any(|(n, _): &(String, _)| *n == name) {
+                    return Err(RegistryError::Duplicate { name });
+                }
+                let entry = Self::prepare(tool, false)?;
+                prepared.push((name, entry));
+            }
+        }
+        let mut map = self.write();
+        // Checked again under the write lock: a built-in may have been registered meanwhile.
+        if let Some((name, _)) = prepared.iter().find(|(name, _)| map.get(name).is_some_and(|t| t.builtin)) {
+            return Err(RegistryError::ProtectedName { name: name.clone() });
+        }
+        for name in remove {
+            if map.get(name).is_some_and(|t| !t.builtin) && !prepared.iter().any(|(n, _)| n == name) {
+                map.remove(name);
+            }
+        }
+        for (name, entry) in prepared {
+            map.insert(name, Arc::new(entry));
+        }
+        drop(map);
+        self.changed();
+        Ok(())
+    }
+
+    fn reserved(name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        RESERVED_NAMES.contains(&lower.as_str()) || TOOL_ALIASES.iter().any(|(alias, _)| *alias == lower)
     }
 
     /// Removes a dynamic tool. Built-ins cannot be removed. Returns whether a tool was removed.
@@ -187,6 +227,20 @@ impl Registry {
     }
 
     fn insert(&self, tool: Arc<dyn Tool>, builtin: bool) -> Result<(), RegistryError> {
+        let name = tool.spec().name.clone();
+        let entry = Self::prepare(tool, builtin)?;
+        let mut tools = self.write();
+        if tools.contains_key(&name) {
+            return Err(RegistryError::Duplicate { name });
+        }
+        tools.insert(name, Arc::new(entry));
+        drop(tools);
+        self.changed();
+        Ok(())
+    }
+
+    /// Checks a tool's name and compiles its validator.
+    fn prepare(tool: Arc<dyn Tool>, builtin: bool) -> Result<RegisteredTool, RegistryError> {
         let spec = tool.spec();
         let name = spec.name.clone();
         if !valid_name(&name) {
@@ -200,14 +254,7 @@ impl Registry {
             ParamValidator::new(&name, &spec.input_schema)
         }
         .map_err(|message| RegistryError::InvalidSchema { name: name.clone(), message })?;
-        let mut tools = self.write();
-        if tools.contains_key(&name) {
-            return Err(RegistryError::Duplicate { name });
-        }
-        tools.insert(name, Arc::new(RegisteredTool { tool, validator, builtin }));
-        drop(tools);
-        self.changed();
-        Ok(())
+        Ok(RegisteredTool { tool, validator, builtin })
     }
 
     /// Finds a tool by name or alias: the exact name first, then a known alias, then the same
@@ -306,6 +353,28 @@ mod tests {
         assert!(matches!(r.register_dynamic(tool("mcp__srv__echo")), Err(RegistryError::Duplicate { .. })));
         assert!(!r.unregister_dynamic("echo"), "built-ins stay");
         assert!(r.unregister_dynamic("mcp__srv__echo"));
+    }
+
+    #[test]
+    fn swap_dynamic_replaces_all_or_nothing() {
+        let r = Registry::new();
+        r.register_builtin(tool("echo")).unwrap();
+        r.register_dynamic(tool("old_one")).unwrap();
+        r.register_dynamic(tool("kept")).unwrap();
+        let held = r.resolve("kept").unwrap();
+        let before = *r.changes().borrow();
+        // A bad set (one tool shadows a built-in, one has a bad name) changes nothing.
+        for bad in [vec![tool("new_one"), tool("echo")], vec![tool("new_one"), tool("bad name")]] {
+            assert!(r.swap_dynamic(bad, &["old_one".into()]).is_err());
+            assert!(r.resolve("old_one").is_some() && r.resolve("new_one").is_none());
+        }
+        assert!(r.swap_dynamic(vec![tool("dup"), tool("dup")], &[]).is_err(), "duplicates in one set");
+        r.swap_dynamic(vec![tool("new_one"), tool("kept")], &["old_one".into(), "kept".into(), "echo".into()]).unwrap();
+        assert!(r.resolve("old_one").is_none(), "removed");
+        assert!(r.resolve("new_one").is_some(), "added");
+        assert!(!Arc::ptr_eq(&held, &r.resolve("kept").unwrap()), "replaced, not removed");
+        assert!(r.resolve("echo").is_some(), "a built-in in `remove` stays");
+        assert_eq!(*r.changes().borrow(), before + 1, "one change for the whole swap");
     }
 
     #[test]

@@ -67,6 +67,15 @@ impl<'de> Deserialize<'de> for ToolsConfig {
     }
 }
 
+/// Touched (workspace-relative) whenever the store's custom tools change, so that a running
+/// `toolgate serve` reloads them.
+pub const CUSTOM_TOOLS_STAMP: &str = ".toolgate/custom-tools.changed";
+
+/// Tells a running `toolgate serve` over `workspace` that the stored custom tools changed.
+pub fn announce_custom_tools_changed(workspace: &std::path::Path) -> std::io::Result<()> {
+    std::fs::write(workspace.join(CUSTOM_TOOLS_STAMP), b"")
+}
+
 /// The prefix of custom tools' secrets in the store (MCP tokens use another).
 pub const SECRET_PREFIX: &str = "custom/";
 

@@ -235,7 +235,9 @@ impl GateBuilder {
             registry.register_builtin(tool)?;
         }
         let config = self.config;
+        let mut custom_names = Vec::new();
         for tool in crate::extensions::custom_tools(&workspace, &config, store.as_ref())? {
+            custom_names.push(tool.spec().name.clone());
             registry.register_dynamic(tool)?;
         }
         let policy = PolicyStage::new(config.tools.policy.clone())?;
@@ -271,6 +273,8 @@ impl GateBuilder {
             cache: ResultCache::new(config.cache.clone()),
             loops: LoopBreaker::new(config.loop_breaker.clone()),
             config,
+            store,
+            custom_names: std::sync::Mutex::new(custom_names),
         })
     }
 }
@@ -283,7 +287,7 @@ pub struct Gate {
     pub(crate) registry: Arc<Registry>,
     workspace: Arc<Path>,
     config: Config,
-    policy: PolicyStage,
+    pub(crate) policy: PolicyStage,
     rate: RateLimiter,
     limits: ConcurrencyLimits,
     approval: ApprovalStage,
@@ -303,6 +307,10 @@ pub struct Gate {
     cache: ResultCache,
     /// Refuses a call repeated too many times in a row (`[loop_breaker]`).
     loops: LoopBreaker,
+    /// The state database, when the gate keeps one (custom tools' secrets on reload).
+    pub(crate) store: Option<Arc<Store>>,
+    /// The custom and skill tools in the registry, replaced by [`Gate::reload`].
+    pub(crate) custom_names: std::sync::Mutex<Vec<String>>,
 }
 
 impl Gate {

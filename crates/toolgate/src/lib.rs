@@ -27,6 +27,8 @@
 //! - [`mcp`]: serving the gate over MCP (`toolgate serve`), from `toolgate-mcp`.
 //! - [`bridge`]: external MCP servers' tools in the gate (`[mcp.servers.NAME]`): [`Gate::start_mcp`],
 //!   [`Gate::connect_mcp`].
+//! - [`reload`]: [`Gate::reload`], the `[tools]` policy and custom and skill tools swapped in
+//!   a running gate.
 //!
 //! The `toolgate` binary (`src/main.rs`) is a thin CLI over this library.
 

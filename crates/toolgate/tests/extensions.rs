@@ -229,6 +229,27 @@ fn tools_add_from_a_file_then_call_then_remove() {
     assert!(!text.contains("count_lines"), "{text}");
 }
 
+/// Hot reload in a running `toolgate serve`, driven by the official MCP Python SDK
+/// (`tests/python/reload.py`): editor-style saves of toolgate.toml and `toolgate tools
+/// add|remove` reach the client as `notifications/tools/list_changed` and callable tools; a
+/// half-written file or a tool shadowing a built-in leaves the last good configuration in force.
+#[test]
+fn serve_reloads_custom_tools_and_tells_the_client() {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/venv/bin/python");
+    let ok = Command::new(&python).args(["-c", "import mcp"]).status().is_ok_and(|s| s.success());
+    assert!(ok, "the MCP Python SDK is missing in {}: run `cargo xtask deps` and retry", python.display());
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/reload.py");
+    let out = Command::new(python).arg(script).arg(TOOLGATE).arg(dir.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "reload.py failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
 /// A one-page PDF whose text is `text` (ASCII letters and spaces), built by hand with a correct
 /// cross-reference table.
 fn tiny_pdf(text: &str) -> Vec<u8> {

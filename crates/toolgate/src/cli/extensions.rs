@@ -53,6 +53,7 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
                 return Err(e.context(format!("`{}` was not added", def.name)));
             }
             outln!("added custom tool `{}`: {}", def.name, def.command);
+            announce(global);
             let missing: Vec<&str> = def
                 .env
                 .values()
@@ -71,6 +72,7 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
                 bail!("no custom tool `{name}` in the store (tools in toolgate.toml are removed by editing the file)");
             }
             outln!("removed custom tool `{name}`");
+            announce(global);
         }
         Command::Custom => {
             for t in store.custom_tools()? {
@@ -98,4 +100,14 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Lets a running `toolgate serve` pick the change up (it watches the stamp).
+fn announce(global: &GlobalArgs) {
+    let announced = global
+        .workspace()
+        .and_then(|ws| toolgate::extensions::announce_custom_tools_changed(&ws).map_err(anyhow::Error::from));
+    if let Err(e) = announced {
+        tracing::debug!("cannot announce the change to a running server: {e}");
+    }
 }

@@ -18,6 +18,7 @@ mod logging;
 mod mcp;
 mod models;
 mod policy;
+mod reload;
 mod sandbox;
 mod serve;
 mod terminal;
@@ -43,7 +44,7 @@ pub(crate) struct Cli {
 }
 
 /// Flags every subcommand honours.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct GlobalArgs {
     /// The workspace every path is confined to (default: the current directory).
     #[arg(long, global = true, value_name = "DIR")]
@@ -146,6 +147,11 @@ impl GlobalArgs {
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
         std::fs::canonicalize(&dir).with_context(|| format!("workspace {} does not exist", dir.display()))
+    }
+
+    /// The file named with `--config`, if any.
+    pub(crate) fn config_file(&self) -> Option<&std::path::Path> {
+        self.config.as_deref()
     }
 
     /// Loads every config layer, the flags last.

@@ -82,6 +82,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     };
     let gate = Gate::builder(&workspace).config(config).approver(approver).build_shared()?;
     super::wasm::load(&gate).await;
+    // Config, skills and stored custom tools are reloaded while serving (docs/extensions.md).
+    if let Err(e) = super::reload::watch(global.clone(), Arc::clone(&gate)) {
+        tracing::warn!("changes to the configuration will need a restart: cannot watch the files: {e}");
+    }
     // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
     // the client's first `tools/list`; later arrivals are announced with `list_changed`.
     // (Without bridged servers this returns at once.)

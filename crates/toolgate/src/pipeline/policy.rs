@@ -4,27 +4,36 @@
 //! nothing about its schema); argument rules (`exec(cargo test:*)`, `read(secrets/**)`) are
 //! checked after, against the [`Touches`] the tool reports for the validated parameters.
 
+use std::sync::{Arc, PoisonError, RwLock};
+
 use toolgate_core::{ApprovalRequirement, CallContext, CallSafety, ToolError, ToolSpec, Touches};
 use toolgate_policy::{Caller, Decision, Policy, PolicyConfig, PolicyError, ToolRef, Verdict, Visibility};
 
-/// The compiled `[tools]` policy.
+/// The compiled `[tools]` policy, replaced whole when the configuration is reloaded.
 #[derive(Debug)]
 pub(crate) struct PolicyStage {
-    policy: Policy,
+    policy: RwLock<Arc<Policy>>,
 }
 
 impl PolicyStage {
     pub(crate) fn new(config: PolicyConfig) -> Result<Self, PolicyError> {
-        Ok(PolicyStage { policy: Policy::new(config)? })
+        Ok(PolicyStage { policy: RwLock::new(Arc::new(Policy::new(config)?)) })
     }
 
-    pub(crate) fn policy(&self) -> &Policy {
-        &self.policy
+    /// The policy in force.
+    pub(crate) fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Puts `policy` in force for the calls that reach this stage from now on.
+    pub(crate) fn replace(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
     }
 
     /// Whether `ctx`'s caller may see the tool, with the trace.
     pub(crate) fn visible(&self, spec: &ToolSpec, ctx: &CallContext) -> Visibility {
-        with_caller(ctx, |caller| self.policy.visible(ToolRef::from(spec), caller))
+        let policy = self.policy();
+        with_caller(ctx, |caller| policy.visible(ToolRef::from(spec), caller))
     }
 
     /// Refuses a call to a hidden tool.
@@ -39,7 +48,8 @@ impl PolicyStage {
 
     /// What policy says about this call (argument rules, for this caller and its ancestors).
     pub(crate) fn decision(&self, spec: &ToolSpec, touches: &Touches, ctx: &CallContext) -> Decision {
-        with_caller(ctx, |caller| self.policy.decide(ToolRef::from(spec), touches, caller))
+        let policy = self.policy();
+        with_caller(ctx, |caller| policy.decide(ToolRef::from(spec), touches, caller))
     }
 
     /// Checks argument rules; a deny stops the call.

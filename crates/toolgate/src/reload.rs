@@ -1,0 +1,39 @@
+//! Reloading a running gate's extensions: the `[tools]` policy and the custom and skill tools
+//! are rebuilt from a new configuration and swapped in without a restart (`toolgate serve`
+//! watches the files, see `cli/reload.rs`). Everything else in the configuration (sandbox,
+//! approvals, limits, hooks, MCP servers, agents, memory, web) is read once, at start.
+//!
+//! A reload is all or nothing: the new policy and every new tool are built and checked first,
+//! and only then put in force; on an error the gate keeps what it had. Calls already running
+//! finish on the definitions they started with (they hold their tool), and the registry's
+//! change makes MCP clients get `notifications/tools/list_changed`.
+
+use std::sync::PoisonError;
+
+use crate::config::Config;
+use crate::{Gate, GateError};
+
+/// What a reload put in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The custom and skill tools now registered.
+    pub tools: Vec<String>,
+    /// Those that were registered before and are gone now.
+    pub removed: Vec<String>,
+}
+
+impl Gate {
+    /// Puts `config`'s `[tools]` policy and custom and skill tools in force (see the module's
+    /// documentation). On an error nothing changes.
+    pub fn reload(&self, config: &Config) -> Result<Reloaded, GateError> {
+        let policy = toolgate_policy::Policy::new(config.tools.policy.clone())?;
+        let tools = crate::extensions::custom_tools(self.workspace(), config, self.store.as_ref())?;
+        let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+        let mut current = self.custom_names.lock().unwrap_or_else(PoisonError::into_inner);
+        self.registry.swap_dynamic(tools, &current)?;
+        self.policy.replace(policy);
+        let removed = current.iter().filter(|n| !names.contains(n)).cloned().collect();
+        current.clone_from(&names);
+        Ok(Reloaded { tools: names, removed })
+    }
+}
