@@ -259,10 +259,29 @@ fn check_layer(layer: &Table, origin: &str) -> Result<(), ConfigError> {
 }
 
 /// Deep merge: tables merge key by key; anything else in `over` replaces what `base` had.
+/// Arrays of tables that add up across layers instead of replacing: a user's custom tools and
+/// hooks stay when a workspace adds its own. An entry with the `name` of an earlier one replaces
+/// it in place.
+const ADDITIVE: &[&str] = &["tools.custom", "hooks.pre_tool_use", "hooks.post_tool_use"];
+
 fn merge(base: &mut Table, over: Table) {
+    merge_at(base, over, "");
+}
+
+fn merge_at(base: &mut Table, over: Table, path: &str) {
     for (key, value) in over {
+        let here = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
         match (base.get_mut(&key), value) {
-            (Some(Value::Table(b)), Value::Table(o)) => merge(b, o),
+            (Some(Value::Table(b)), Value::Table(o)) => merge_at(b, o, &here),
+            (Some(Value::Array(b)), Value::Array(o)) if ADDITIVE.contains(&here.as_str()) => {
+                for item in o {
+                    let same = item.get("name").and_then(|n| b.iter().position(|e| e.get("name") == Some(n)));
+                    match same {
+                        Some(i) => b[i] = item,
+                        None => b.push(item),
+                    }
+                }
+            }
             (_, value) => {
                 base.insert(key, value);
             }
@@ -320,6 +339,44 @@ mod tests {
         assert_eq!(config.tools.profile, Some(toolgate_policy::Profile::Minimal), "environment beats files");
         assert_eq!(config.identity.user, "ann");
         assert_eq!(config.identity.agent, "reviewer", "flags last");
+    }
+
+    /// Custom tools and hooks from the user file stay when the workspace file adds its own; a
+    /// workspace tool of the same name replaces the user's. Other lists still replace.
+    #[test]
+    fn custom_tools_and_hooks_add_up_across_layers() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = |name: &str, command: &str| {
+            format!(
+                "[[tools.custom]]\nname = \"{name}\"\ndescription = \"d\"\n\
+                 parameters = {{ type = \"object\", properties = {{}} }}\ncommand = \"{command}\"\n"
+            )
+        };
+        let hook = |command: &str| format!("[[hooks.pre_tool_use]]\nmatcher = \"*\"\ncommand = \"{command}\"\n");
+        let user = format!(
+            "{}{}{}[tools]\ndeny = [\"exec\"]\n",
+            tool("mine", "echo a"),
+            tool("both", "echo user"),
+            hook("h1")
+        );
+        let ws = format!(
+            "{}{}{}[tools]\ndeny = [\"grep\"]\n",
+            tool("both", "echo workspace"),
+            tool("theirs", "echo b"),
+            hook("h2")
+        );
+        let sources = ConfigSources {
+            user_file: Some(write(dir.path(), "user.toml", &user)),
+            workspace_file: Some(write(dir.path(), "toolgate.toml", &ws)),
+            ..ConfigSources::default()
+        };
+        let config = sources.load(None).unwrap();
+        let tools: Vec<(&str, &str)> =
+            config.tools.custom.iter().map(|d| (d.name.as_str(), d.command.as_str())).collect();
+        assert_eq!(tools, [("mine", "echo a"), ("both", "echo workspace"), ("theirs", "echo b")]);
+        let hooks: Vec<&str> = config.hooks.pre_tool_use.iter().map(|h| h.command.as_str()).collect();
+        assert_eq!(hooks, ["h1", "h2"]);
+        assert_eq!(config.tools.deny, ["grep"], "other lists replace");
     }
 
     #[test]
