@@ -1,6 +1,7 @@
 //! What the WASM tool tests and benchmark need, installed into `.cache/wasm/` (not committed):
 //! componentize-py (PyPI) in a venv, jco + componentize-js (npm), and the example components
-//! built from `examples/wasm/*/` with them (`.cache/wasm/python-echo.wasm`, `js-echo.wasm`),
+//! built from `examples/wasm/*/` with them (`.cache/wasm/python-echo.wasm`, `python-http.wasm`,
+//! `js-echo.wasm`),
 //! rebuilt when their source is newer. Idempotent.
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ pub(crate) fn install() -> anyhow::Result<()> {
     let js = install_npm(&dir);
     if py.is_ok() {
         build_example("python-echo", &["app.py", "build.sh"])?;
+        build_example("python-http", &["app.py", "build.sh"])?;
     }
     if js.is_ok() {
         build_example("js-echo", &["app.js", "build.sh"])?;

@@ -47,6 +47,7 @@ pub mod mcp_vault;
 pub mod memory;
 mod pipeline;
 pub mod wasm;
+mod wasm_http;
 
 pub use gate::{Gate, GateBuilder, GateError};
 pub use pipeline::approval::{ApprovalAnswer, ApprovalRequest, Approver};

@@ -1,8 +1,9 @@
 //! The gate's side of WASM tools (`toolgate_wasm`): the installer of this workspace's tools
 //! (`.toolgate/tools/`, manifests sealed in `.toolgate/state.db`), loading them into the
 //! registry, and the services their imports borrow from the gate: tool calls through
-//! [`Gate::call`] (the whole pipeline again), secret existence from the store, and workspace
-//! reads confined like the `read` tool.
+//! [`Gate::call`] (the whole pipeline again), secret existence from the store, workspace
+//! reads confined like the `read` tool, and HTTP through [`GuestHttp`] (the allowlist, host-side
+//! credentials, leak scanning, and the web tools' SSRF-safe fetcher under the `[web]` config).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,13 +24,16 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput};
 use toolgate_store::Store;
+use toolgate_tools::custom::SecretSource;
 use toolgate_tools::fs::FsState;
 pub use toolgate_wasm::{
     Capabilities, InstalledTool, Installer, RuntimeConfig, Services, WasmError, WasmRuntime, WasmTool,
 };
-use toolgate_wasm::{ToolInvoker, WorkspaceReader};
+use toolgate_wasm::{HttpClient, SecretLookup, ToolInvoker, WorkspaceReader};
 
 use crate::Gate;
+use crate::extensions::StoreSecrets;
+pub use crate::wasm_http::{Allowed, GuestHttp, MAX_RESPONSE_BYTES, check_request};
 
 /// The installer for the WASM tools of `workspace`, with the compiled-code cache in
 /// `.toolgate/wasm-cache`.
@@ -60,7 +64,7 @@ pub async fn load_tools(gate: &Arc<Gate>) -> Vec<(String, WasmError)> {
         Ok(_) => {}
         Err(e) => return vec![("*".to_owned(), e)],
     }
-    let services = services(gate, &db);
+    let services = services(gate);
     let loaded = match installer.load_all(&services).await {
         Ok(l) => l,
         Err(e) => return vec![("*".to_owned(), e)],
@@ -80,17 +84,45 @@ pub async fn load_tools(gate: &Arc<Gate>) -> Vec<(String, WasmError)> {
     failed
 }
 
-fn services(gate: &Arc<Gate>, db: &Path) -> Services {
-    let secrets = Store::open(db).ok().map(|s| Arc::new(s) as Arc<dyn toolgate_wasm::SecretLookup>);
+/// What the imports of the gate's WASM tools borrow from it. Secrets (existence, and the
+/// values `http` credentials inject) are the ones `toolgate tools secret NAME` stores in
+/// `.toolgate/state.db`.
+pub fn services(gate: &Arc<Gate>) -> Services {
+    let store = Store::open(&gate.workspace().join(".toolgate/state.db")).ok().map(Arc::new);
+    let secrets: Option<Arc<dyn SecretSource>> = store.map(|s| Arc::new(StoreSecrets(s)) as Arc<dyn SecretSource>);
     let workspace =
         FsState::new_shared(gate.config().fs.clone()).ok().map(|fs| Arc::new(FsReader(fs)) as Arc<dyn WorkspaceReader>);
+    // The web tools' fetcher policy (`[web] allow_private`, domain lists, proxy). An invalid
+    // `[web]` section already fails the gate's build; if it did not, `http.send` says HTTP is
+    // not available rather than guessing a policy.
+    let http = match gate.config().web.policy().map(toolgate_fetch::Fetcher::new) {
+        Ok(Ok(fetcher)) => {
+            let secrets = secrets.clone().unwrap_or_else(|| Arc::new(toolgate_tools::custom::NoSecrets));
+            Some(Arc::new(GuestHttp::new(fetcher, secrets)) as Arc<dyn HttpClient>)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!("WASM tools get no HTTP: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("WASM tools get no HTTP: {e}");
+            None
+        }
+    };
     Services {
         invoker: Some(Arc::new(GateInvoker(Arc::downgrade(gate)))),
-        secrets,
+        secrets: secrets.map(|s| Arc::new(SecretExists(s)) as Arc<dyn SecretLookup>),
         workspace,
-        // Waits for the SSRF-safe fetcher (`toolgate-fetch`): until then `http.send` answers
-        // that HTTP is not available.
-        http: None,
+        http,
+    }
+}
+
+/// `secrets.exists` over the same secrets as `http` credentials.
+struct SecretExists(Arc<dyn SecretSource>);
+
+impl SecretLookup for SecretExists {
+    fn exists(&self, name: &str) -> bool {
+        matches!(self.0.secret(name), Ok(Some(_)))
     }
 }
 

@@ -96,3 +96,6 @@ async fn a_changed_file_is_not_loaded() {
     let err = gate.call(&gate.context(), "wasm__echo", json!({"text": "x"})).await.expect_err("not loaded");
     assert!(matches!(err, ToolError::UnknownTool { .. }), "{err}");
 }
+
+#[path = "wasm/http.rs"]
+mod http;

@@ -48,7 +48,8 @@ pub struct HttpRequest {
     pub method: String,
     /// The absolute URL.
     pub url: String,
-    /// Headers (the host drops `authorization`, `cookie` and hop-by-hop headers).
+    /// Headers (the host refuses `authorization`, `cookie`, `host`, `proxy-*` and the headers it
+    /// injects credentials into).
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Option<Vec<u8>>,

@@ -1,0 +1,301 @@
+//! The `http` capability end to end: the Python example `python-http` (componentize-py, built
+//! by `cargo xtask deps` into `.cache/wasm/`) calls a real HTTP server on loopback, reached
+//! through the gate's `[web] allow_private` with its exact port, as the web tools' tests do.
+//! Every refusal is checked to reach NO server (the server counts what it receives).
+//!
+//! Capability files refuse IP addresses at install; these tests build the capability in code
+//! (`127.0.0.1` as the allowed host) to reach a loopback server, which is also how they show
+//! that the fetcher's address rules hold even when an allowlist names a private address.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolgate::Gate;
+use toolgate::core::{Tool, ToolError};
+use toolgate::wasm::{Capabilities, RuntimeConfig, WasmRuntime, WasmTool};
+
+/// The secret the host injects; no leak rule knows its shape, so only the injected-value
+/// redaction can hide it.
+const TOKEN: &str = "zq8Xw3Lr9Tn2Vb6Ks4Hd";
+/// A credential shape the leak detector knows (a GitHub token).
+const GITHUB_TOKEN: &str = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5";
+
+/// What the server received: one entry per request (head and body).
+type Seen = Arc<Mutex<Vec<String>>>;
+
+/// A loopback HTTP/1.1 server. `/v1/echo` answers with what it received; `/v1/data` with a
+/// text and credential-bearing headers; `/v1/leak` with a body holding a token;
+/// `/v1/redirect` with a 302 to another host.
+async fn serve() -> (u16, Seen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen: Seen = Arc::default();
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = vec![0u8; 65536];
+                let head_end = loop {
+                    if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&got[..head_end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                while got.len() < head_end + length {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let request = String::from_utf8_lossy(&got).into_owned();
+                log.lock().expect("lock").push(request.clone());
+                let path = request.split(' ').nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_owned();
+                let (status, extra, body) = match path.as_str() {
+                    "/v1/echo" => ("200 OK", String::new(), request.clone()),
+                    "/v1/data" => (
+                        "200 OK",
+                        "set-cookie: sid=abc\r\nwww-authenticate: Bearer\r\nproxy-authenticate: Basic\r\nx-kept: yes\r\n"
+                            .to_owned(),
+                        "hello from the server".to_owned(),
+                    ),
+                    "/v1/leak" => ("200 OK", String::new(), format!("the key is {GITHUB_TOKEN}, keep it")),
+                    "/v1/redirect" => {
+                        ("302 Found", "location: https://elsewhere.example/\r\n".to_owned(), String::new())
+                    }
+                    _ => ("404 Not Found", String::new(), "no such page".to_owned()),
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn component() -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm/python-http.wasm");
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!("{} is missing ({e}); run `cargo xtask deps` to build it from examples/wasm/python-http", path.display())
+    })
+}
+
+/// A workspace with the credential stored as `toolgate tools secret TG_TEST_TOKEN` would.
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join(".toolgate")).expect("state dir");
+    let store = toolgate::store::Store::open(&dir.path().join(".toolgate/state.db")).expect("store");
+    let key = format!("{}TG_TEST_TOKEN", toolgate::extensions::SECRET_PREFIX);
+    store.secret_put(&key, TOKEN.as_bytes()).expect("secret");
+    dir
+}
+
+/// A gate whose `[web] allow_private` lists `allow` (approval off: a tool with `http` asks).
+fn gate(ws: &std::path::Path, allow: &[String]) -> Arc<Gate> {
+    let mut config = toolgate::config::Config::default();
+    config.approval.mode = toolgate::config::ApprovalMode::Never;
+    config.web.allow_private = allow.to_vec();
+    Arc::new(Gate::builder(ws).config(config).build().expect("gate"))
+}
+
+/// The capability for the loopback server: `/v1/`, GET and POST, a bearer credential.
+fn caps(insecure: bool) -> Capabilities {
+    Capabilities::from_json(&format!(
+        r#"{{"limits": {{"memory_mb": 128}},
+            "http": {{"allow": [{{"host": "example.com", "path_prefix": "/v1/", "methods": ["GET", "POST"]}}],
+                      "credentials": [{{"secret": "TG_TEST_TOKEN", "host": "example.com", "location": {{"bearer": {{}}}}}}],
+                      "allow_insecure": {insecure}}}}}"#
+    ))
+    .map(|mut c| {
+        // The only way to name a loopback server: in code, past the install-time validation.
+        let http = c.http.as_mut().expect("http");
+        http.allow[0].host = "127.0.0.1".into();
+        http.credentials[0].host = "127.0.0.1".into();
+        c
+    })
+    .expect("caps")
+}
+
+/// The python-http tool with the gate's services, registered in the gate.
+async fn tool(gate: &Arc<Gate>, caps: Capabilities) -> Arc<WasmTool> {
+    let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm/compiled");
+    let config =
+        RuntimeConfig { epoch_tick: Duration::from_millis(50), cache_dir: Some(cache), ..RuntimeConfig::default() };
+    let rt = WasmRuntime::new(config).expect("runtime");
+    let prepared = rt.prepare(&component(), &caps).await.expect("python-http prepares");
+    let tool = Arc::new(WasmTool::new(rt, prepared, "python-http", caps, toolgate::wasm::services(gate)));
+    gate.registry().register_dynamic(Arc::clone(&tool) as Arc<dyn Tool>).expect("register");
+    tool
+}
+
+/// What the guest itself returned (not the gate's shaped output): `{status, headers, body}`.
+async fn guest(tool: &WasmTool, params: Value) -> Result<Value, ToolError> {
+    let out = tool.execute(&toolgate::core::CallContext::new("/"), params).await?;
+    Ok(serde_json::from_str(&out.text_content()).expect("the guest returns JSON"))
+}
+
+#[tokio::test]
+async fn an_allowed_get_returns_the_body_through_the_gate() {
+    let (port, seen) = serve().await;
+    let ws = workspace();
+    let gate = gate(ws.path(), &[format!("127.0.0.1:{port}")]);
+    let tool = tool(&gate, caps(true)).await;
+
+    let out = gate
+        .call(&gate.context(), "wasm__python-http", json!({"url": format!("http://127.0.0.1:{port}/v1/data")}))
+        .await
+        .expect("allowed");
+    let text = out.text_content();
+    assert!(text.contains("hello from the server"), "{text}");
+    assert!(text.contains("<tool_output"), "untrusted output is wrapped: {text}");
+
+    // What the guest sees: credential-bearing response headers are gone, others kept.
+    let got = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/data")})).await.expect("allowed");
+    assert_eq!(got["status"], 200);
+    assert_eq!(got["body"], "hello from the server");
+    let names: Vec<&str> = got["headers"].as_array().expect("headers").iter().filter_map(|h| h[0].as_str()).collect();
+    assert!(names.contains(&"x-kept"), "{names:?}");
+    for hidden in ["set-cookie", "www-authenticate", "proxy-authenticate"] {
+        assert!(!names.contains(&hidden), "{hidden} reached the guest: {names:?}");
+    }
+
+    // A redirect is returned as it is, never followed.
+    let got = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/redirect")})).await.expect("3xx");
+    assert_eq!(got["status"], 302);
+    assert!(got["headers"].to_string().contains("https://elsewhere.example/"), "{got}");
+    assert_eq!(seen.lock().expect("lock").len(), 3);
+}
+
+#[tokio::test]
+async fn requests_outside_the_allowlist_reach_no_server() {
+    let (port, seen) = serve().await;
+    let ws = workspace();
+    let gate = gate(ws.path(), &[format!("127.0.0.1:{port}")]);
+    let tool = tool(&gate, caps(true)).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let cases = [
+        (json!({"url": format!("{base}/v1/../admin")}), "path `/admin` is outside"),
+        (json!({"url": format!("{base}/v1/%2e%2e/admin")}), "path `/admin` is outside"),
+        (json!({"url": format!("{base}/v1/%2E%2e/%2e%2E/etc/passwd")}), "path `/etc/passwd` is outside"),
+        (json!({"url": format!("{base}/v1/..%2Fadmin")}), "encoded `/`"),
+        (json!({"url": format!("{base}/v1%2Fadmin")}), "encoded `/`"),
+        (json!({"url": format!("{base}/v1/%5C..%5Cadmin")}), "encoded `\\`"),
+        (json!({"url": format!("{base}/v10/data")}), "path `/v10/data` is outside"),
+        (json!({"url": format!("{base}/v1/data"), "method": "DELETE"}), "method DELETE is not allowed"),
+        (json!({"url": format!("http://user:pw@127.0.0.1:{port}/v1/data")}), "user name or password"),
+        (json!({"url": format!("http://127.0.0.2:{port}/v1/data")}), "host `127.0.0.2` is not in"),
+        (json!({"url": format!("http://localhost:{port}/v1/data")}), "host `localhost` is not in"),
+        (json!({"url": format!("file:///etc/passwd")}), "refused URL"),
+        // The guest cannot set or replace the credential.
+        (json!({"url": format!("{base}/v1/echo"), "headers": {"Authorization": "Bearer mine"}}), "is set by the host"),
+        (json!({"url": format!("{base}/v1/echo"), "headers": {"Cookie": "a=b"}}), "cannot set the header `Cookie`"),
+        // An outgoing credential is refused, naming the rule.
+        (
+            json!({"url": format!("{base}/v1/echo"), "method": "POST", "body": format!("token={GITHUB_TOKEN}")}),
+            "leak rule",
+        ),
+        (json!({"url": format!("{base}/v1/echo?key={GITHUB_TOKEN}")}), "leak rule"),
+    ];
+    for (params, expect) in cases {
+        let err = guest(&tool, params.clone()).await.expect_err(&format!("refused: {params}"));
+        let text = err.to_string();
+        assert!(text.contains(expect), "{params}: {text}");
+    }
+    assert!(seen.lock().expect("lock").is_empty(), "a refused request reached the server");
+
+    // https is required unless the capability allows http.
+    let strict = tool_named(&gate, caps(false)).await;
+    let err = guest(&strict, json!({"url": format!("{base}/v1/data")})).await.expect_err("plain http");
+    assert!(err.to_string().contains("plain http"), "{err}");
+    assert!(seen.lock().expect("lock").is_empty());
+}
+
+/// Like [`tool`], for a second tool in the same gate (its name would clash).
+async fn tool_named(gate: &Arc<Gate>, caps: Capabilities) -> Arc<WasmTool> {
+    let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm/compiled");
+    let rt = WasmRuntime::new(RuntimeConfig { cache_dir: Some(cache), ..RuntimeConfig::default() }).expect("runtime");
+    let prepared = rt.prepare(&component(), &caps).await.expect("python-http prepares");
+    Arc::new(WasmTool::new(rt, prepared, "python-http-strict", caps, toolgate::wasm::services(gate)))
+}
+
+#[tokio::test]
+async fn a_private_address_needs_allow_private_with_its_port() {
+    let (port, seen) = serve().await;
+    let ws = workspace();
+    for allow in [vec![], vec![format!("127.0.0.1:{}", port.wrapping_add(1))]] {
+        let gate = gate(ws.path(), &allow);
+        let tool = tool(&gate, caps(true)).await;
+        let err = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/data")})).await.expect_err("private");
+        assert!(err.to_string().contains("allow_private") || err.to_string().contains("loopback"), "{err}");
+    }
+    assert!(seen.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn the_credential_reaches_the_server_and_never_the_guest() {
+    let (port, seen) = serve().await;
+    let ws = workspace();
+    let gate = gate(ws.path(), &[format!("127.0.0.1:{port}")]);
+    let tool = tool(&gate, caps(true)).await;
+
+    // The server echoes the request it received, Authorization header included.
+    let got = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/echo"), "headers": {"X-Mine": "1"}}))
+        .await
+        .expect("echo");
+    let received = seen.lock().expect("lock").pop().expect("one request");
+    assert!(received.to_ascii_lowercase().contains(&format!("authorization: bearer {}", TOKEN.to_ascii_lowercase())));
+    assert!(received.contains("x-mine: 1"), "{received}");
+    let body = got["body"].as_str().expect("body");
+    assert!(!got.to_string().contains(TOKEN), "the guest saw the credential: {got}");
+    assert!(body.contains("[REDACTED:http-credential]"), "{body}");
+
+    // A secret in a response is redacted before the guest reads it.
+    let got = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/leak")})).await.expect("leak");
+    let body = got["body"].as_str().expect("body");
+    assert!(!body.contains(GITHUB_TOKEN), "{body}");
+    assert!(body.contains("[REDACTED:") && body.contains("keep it"), "{body}");
+
+    // A missing secret refuses the request rather than sending it without the credential.
+    let other = workspace();
+    toolgate::store::Store::open(&other.path().join(".toolgate/state.db"))
+        .expect("store")
+        .secret_delete(&format!("{}TG_TEST_TOKEN", toolgate::extensions::SECRET_PREFIX))
+        .expect("delete");
+    let bare = gate_at(other.path(), port);
+    let tool = tool_named(&bare, caps(true)).await;
+    let before = seen.lock().expect("lock").len();
+    let err = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/echo")})).await.expect_err("no secret");
+    assert!(err.to_string().contains("toolgate tools secret TG_TEST_TOKEN"), "{err}");
+    assert_eq!(seen.lock().expect("lock").len(), before);
+}
+
+fn gate_at(ws: &std::path::Path, port: u16) -> Arc<Gate> {
+    gate(ws, &[format!("127.0.0.1:{port}")])
+}
+
+#[test]
+fn the_example_capability_file_is_valid() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/wasm/python-http/python-http.capabilities.json");
+    let caps = Capabilities::from_json(&std::fs::read_to_string(path).expect("read")).expect("valid");
+    let http = caps.http.expect("http");
+    let allowed = toolgate::wasm::check_request(&http, "GET", "https://api.example.com/v1/items").expect("allowed");
+    assert_eq!(allowed.path, "/v1/items");
+    assert!(toolgate::wasm::check_request(&http, "GET", "https://api.example.com/v2/items").is_err());
+}
