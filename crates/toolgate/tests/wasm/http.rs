@@ -72,6 +72,7 @@ async fn serve() -> (u16, Seen) {
                             .to_owned(),
                         "hello from the server".to_owned(),
                     ),
+                    "/v1/big" => ("200 OK", String::new(), "x".repeat(5 << 20)),
                     "/v1/leak" => ("200 OK", String::new(), format!("the key is {GITHUB_TOKEN}, keep it")),
                     "/v1/redirect" => {
                         ("302 Found", "location: https://elsewhere.example/\r\n".to_owned(), String::new())
@@ -116,17 +117,29 @@ fn gate(ws: &std::path::Path, allow: &[String]) -> Arc<Gate> {
 
 /// The capability for the loopback server: `/v1/`, GET and POST, a bearer credential.
 fn caps(insecure: bool) -> Capabilities {
+    caps_with(insecure, &[r#"{"bearer": {}}"#])
+}
+
+/// The capability for the loopback server with the credential at each of `locations`.
+fn caps_with(insecure: bool, locations: &[&str]) -> Capabilities {
+    let credentials: Vec<String> = locations
+        .iter()
+        .map(|l| format!(r#"{{"secret": "TG_TEST_TOKEN", "host": "example.com", "location": {l}}}"#))
+        .collect();
     Capabilities::from_json(&format!(
         r#"{{"limits": {{"memory_mb": 128}},
             "http": {{"allow": [{{"host": "example.com", "path_prefix": "/v1/", "methods": ["GET", "POST"]}}],
-                      "credentials": [{{"secret": "TG_TEST_TOKEN", "host": "example.com", "location": {{"bearer": {{}}}}}}],
-                      "allow_insecure": {insecure}}}}}"#
+                      "credentials": [{}],
+                      "allow_insecure": {insecure}}}}}"#,
+        credentials.join(",")
     ))
     .map(|mut c| {
         // The only way to name a loopback server: in code, past the install-time validation.
         let http = c.http.as_mut().expect("http");
         http.allow[0].host = "127.0.0.1".into();
-        http.credentials[0].host = "127.0.0.1".into();
+        for c in &mut http.credentials {
+            c.host = "127.0.0.1".into();
+        }
         c
     })
     .expect("caps")
@@ -298,4 +311,45 @@ fn the_example_capability_file_is_valid() {
     let allowed = toolgate::wasm::check_request(&http, "GET", "https://api.example.com/v1/items").expect("allowed");
     assert_eq!(allowed.path, "/v1/items");
     assert!(toolgate::wasm::check_request(&http, "GET", "https://api.example.com/v2/items").is_err());
+}
+
+#[tokio::test]
+async fn every_credential_location_is_injected_and_hidden() {
+    let (port, seen) = serve().await;
+    let ws = workspace();
+    let gate = gate_at(ws.path(), port);
+    let caps = caps_with(
+        true,
+        &[
+            r#"{"basic": {"username": "bot"}}"#,
+            r#"{"header": {"name": "X-Api-Key", "prefix": "Key "}}"#,
+            r#"{"query": {"name": "api_key"}}"#,
+        ],
+    );
+    let tool = tool(&gate, caps).await;
+    let got = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/echo?q=1")})).await.expect("echo");
+    let received = seen.lock().expect("lock").pop().expect("one request");
+    // base64("bot:zq8Xw3Lr9Tn2Vb6Ks4Hd")
+    assert!(received.contains("authorization: Basic Ym90OnpxOFh3M0xyOVRuMlZiNktzNEhk"), "{received}");
+    assert!(received.contains(&format!("x-api-key: Key {TOKEN}")), "{received}");
+    assert!(received.starts_with(&format!("GET /v1/echo?q=1&api_key={TOKEN} ")), "{received}");
+    let text = got.to_string();
+    assert!(!text.contains(TOKEN) && !text.contains("Ym90OnpxOFh3M0xyOVRuMlZiNktzNEhk"), "{text}");
+    assert!(text.contains("[REDACTED:http-credential]"), "{text}");
+
+    // The guest can neither set nor replace any of them.
+    let base = format!("http://127.0.0.1:{port}");
+    for params in [
+        json!({"url": format!("{base}/v1/echo"), "headers": {"x-api-key": "mine"}}),
+        json!({"url": format!("{base}/v1/echo?api_key=mine")}),
+        json!({"url": format!("{base}/v1/echo"), "headers": {"AUTHORIZATION": "Basic x"}}),
+    ] {
+        let err = guest(&tool, params.clone()).await.expect_err("refused");
+        assert!(err.to_string().contains("is set by the host"), "{params}: {err}");
+    }
+    assert!(seen.lock().expect("lock").is_empty());
+
+    // The response is bounded.
+    let err = guest(&tool, json!({"url": format!("{base}/v1/big")})).await.expect_err("too large");
+    assert!(err.to_string().contains("larger than 4194304 bytes"), "{err}");
 }
