@@ -194,7 +194,7 @@ impl GateBuilder {
             for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
                 registry.register_builtin(tool)?;
             }
-            for tool in toolgate_tools::skills::tools() {
+            for tool in toolgate_tools::skills::tools(&self.config.web).map_err(|e| GateError::Web(e.to_string()))? {
                 registry.register_builtin(tool)?;
             }
             for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.clone())) {

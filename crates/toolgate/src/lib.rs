@@ -46,6 +46,7 @@ pub mod mcp;
 pub mod mcp_vault;
 pub mod memory;
 mod pipeline;
+pub mod reload;
 pub mod wasm;
 mod wasm_http;
 

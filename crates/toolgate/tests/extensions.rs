@@ -372,3 +372,108 @@ async fn skill_install_validates_scans_and_installs_whole_then_remove() {
     gate.call(&ctx, "skill_remove", json!({"name": "changelog"})).await.unwrap();
     assert!(!installed_dir.join("changelog").exists());
 }
+
+/// Builds the archives of `skill_install_from_archives_and_urls` with Python's own `zipfile`
+/// and `tarfile` (real archive writers, able to write the hostile entries too).
+const MAKE_ARCHIVES: &str = r#"
+import io, sys, tarfile, zipfile, os
+src, out = sys.argv[1], sys.argv[2]
+def files():
+    for root, _, names in os.walk(src):
+        for n in names:
+            p = os.path.join(root, n)
+            yield p, os.path.relpath(p, src)
+with zipfile.ZipFile(os.path.join(out, "changelog.zip"), "w", zipfile.ZIP_DEFLATED) as z:
+    for p, rel in files():
+        z.write(p, "changelog/" + rel)
+with tarfile.open(os.path.join(out, "flat.tar.gz"), "w:gz") as t:
+    for p, rel in files():
+        t.add(p, rel)
+def tar_with(name, add):
+    with tarfile.open(os.path.join(out, name), "w:gz") as t:
+        add(t)
+def member(t, name, data=b"x", kind=tarfile.REGTYPE, link=""):
+    info = tarfile.TarInfo(name); info.type = kind; info.linkname = link; info.size = len(data) if kind == tarfile.REGTYPE else 0
+    t.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+skill = b"---\nname: bad\ndescription: d\n---\n"
+tar_with("climb.tar.gz", lambda t: (member(t, "SKILL.md", skill), member(t, "../escaped.txt")))
+tar_with("absolute.tar.gz", lambda t: (member(t, "SKILL.md", skill), member(t, "/tmp/toolgate-absolute.txt")))
+tar_with("symlink.tar.gz", lambda t: (member(t, "SKILL.md", skill), member(t, "passwd", kind=tarfile.SYMTYPE, link="/etc/passwd")))
+tar_with("bomb.tar.gz", lambda t: (member(t, "SKILL.md", skill), member(t, "zeros.bin", b"\0" * (3 << 20))))
+tar_with("many.tar.gz", lambda t: [member(t, f"f{i}.txt") for i in range(300)])
+with zipfile.ZipFile(os.path.join(out, "climb.zip"), "w") as z:
+    z.writestr("SKILL.md", skill); z.writestr("../../escaped.txt", "x")
+with zipfile.ZipFile(os.path.join(out, "noskill.zip"), "w") as z:
+    z.writestr("README.md", "no skill here")
+open(os.path.join(out, "notes.txt"), "w").write("not an archive")
+"#;
+
+/// `skill_install` from `.zip` and `.tar.gz` archives in the workspace and from a URL (a real
+/// HTTP server on loopback, let through `allow_private` with its port): good archives install
+/// whole, hostile ones (`..`, absolute paths, links, a bomb, too many files, no SKILL.md) are
+/// refused with nothing written outside the staging folder and nothing half-installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_install_from_archives_and_urls() {
+    let dir = tempfile::tempdir().unwrap();
+    let incoming = dir.path().join("incoming");
+    std::fs::create_dir_all(&incoming).unwrap();
+    let made = Command::new("python3")
+        .args(["-c", MAKE_ARCHIVES])
+        .arg(fixtures().join("changelog"))
+        .arg(&incoming)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+
+    let zip = std::fs::read(incoming.join("changelog.zip")).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in listener.incoming().flatten() {
+            let mut request = [0u8; 4096];
+            let n = stream.read(&mut request).unwrap_or(0);
+            let head = String::from_utf8_lossy(&request[..n]).into_owned();
+            let (status, body): (&str, &[u8]) =
+                if head.starts_with("GET /skill.zip ") { ("200 OK", &zip) } else { ("404 Not Found", b"no") };
+            let _ = write!(stream, "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = stream.write_all(body);
+        }
+    });
+
+    let config =
+        load(dir.path(), &format!("[approval]\nmode = \"never\"\n[web]\nallow_private = [\"127.0.0.1:{port}\"]\n"))
+            .unwrap();
+    let gate = Gate::builder(dir.path()).config(config).build().unwrap();
+    let ctx = gate.context();
+    let installed = dir.path().join(".agents/skills");
+    for (params, want) in [
+        (json!({"path": "incoming/climb.tar.gz"}), "climbs out with `..`"),
+        (json!({"path": "incoming/absolute.tar.gz"}), "absolute path"),
+        (json!({"path": "incoming/symlink.tar.gz"}), "is a link"),
+        (json!({"path": "incoming/bomb.tar.gz"}), "larger than 2097152 bytes"),
+        (json!({"path": "incoming/many.tar.gz"}), "more than 256 files"),
+        (json!({"path": "incoming/climb.zip"}), "climbs out with `..`"),
+        (json!({"path": "incoming/noskill.zip"}), "no SKILL.md"),
+        (json!({"path": "incoming/notes.txt"}), "neither a folder nor a .zip/.tar.gz"),
+        (json!({"url": format!("http://127.0.0.1:{port}/missing.zip")}), "HTTP 404"),
+        (json!({"url": "http://127.0.0.1:9/skill.zip"}), "cannot download"),
+        (json!({"url": "https://10.0.0.1/skill.zip"}), "cannot download"),
+        (json!({"path": "incoming/changelog.zip", "url": "https://example.com/x.zip"}), "not both"),
+        (json!({}), "give `path`"),
+    ] {
+        let err = gate.call(&ctx, "skill_install", params.clone()).await.unwrap_err().to_string();
+        assert!(err.contains(want), "{params}: {err}");
+    }
+    assert!(!dir.path().join("escaped.txt").exists() && !Path::new("/tmp/toolgate-absolute.txt").exists());
+    assert!(!installed.exists() || std::fs::read_dir(&installed).unwrap().count() == 0, "nothing half-installed");
+
+    let out = gate.call(&ctx, "skill_install", json!({"path": "incoming/flat.tar.gz"})).await.unwrap().text_content();
+    assert!(out.contains("installed skill `changelog` (2 files)"), "{out}");
+    assert!(installed.join("changelog/scripts/changelog.sh").is_file());
+    let url = format!("http://127.0.0.1:{port}/skill.zip");
+    let out = gate.call(&ctx, "skill_install", json!({"url": url, "replace": true})).await.unwrap().text_content();
+    assert!(out.contains("installed skill `changelog` (2 files)"), "{out}");
+    let listed = gate.call(&ctx, "skill_list", json!({})).await.unwrap().text_content();
+    assert!(listed.contains("changelog"), "{listed}");
+}

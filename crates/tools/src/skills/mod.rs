@@ -21,6 +21,7 @@
 //! cap; `name` is 1–64 of `a-z0-9-` and equals the folder's name, `description` at most 1,024
 //! characters.
 
+mod archive;
 mod scan;
 mod search;
 mod tools;

@@ -9,22 +9,27 @@ use toolgate_core::{
     async_trait,
 };
 
+use toolgate_fetch::{Fetcher, Request};
+
+use super::archive;
 use super::{Bm25, INSTALL_DIR, Skill, SkillSource, bundled_files, discover, read_skill, scan_skill, user_dir};
+use crate::web::{WebConfig, WebError};
 
 /// Caps on a skill being installed.
 const MAX_FILES: usize = 256;
 const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 const MAX_TOTAL_BYTES: u64 = 20 * 1024 * 1024;
+/// Cap on an archive, downloaded or read from the workspace.
+const MAX_ARCHIVE_BYTES: u64 = 10 * 1024 * 1024;
 
-/// The five skill tools (group `skills`).
-pub fn tools() -> Vec<Arc<dyn Tool>> {
-    vec![
-        Arc::new(SkillTool::new(Kind::List)),
-        Arc::new(SkillTool::new(Kind::Read)),
-        Arc::new(SkillTool::new(Kind::Search)),
-        Arc::new(SkillTool::new(Kind::Install)),
-        Arc::new(SkillTool::new(Kind::Remove)),
-    ]
+/// The five skill tools (group `skills`). `skill_install` downloads archives from https URLs
+/// through the web tools' SSRF-safe fetcher, under the same `[web]` rules.
+pub fn tools(web: &WebConfig) -> Result<Vec<Arc<dyn Tool>>, WebError> {
+    let fetcher = Fetcher::new(web.policy()?).map_err(|e| WebError::Config(e.to_string()))?;
+    Ok([Kind::List, Kind::Read, Kind::Search, Kind::Install, Kind::Remove]
+        .into_iter()
+        .map(|kind| Arc::new(SkillTool::new(kind, fetcher.clone())) as Arc<dyn Tool>)
+        .collect())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +46,7 @@ enum Kind {
 struct SkillTool {
     kind: Kind,
     spec: ToolSpec,
+    fetcher: Fetcher,
 }
 
 fn name_param() -> Value {
@@ -48,7 +54,7 @@ fn name_param() -> Value {
 }
 
 impl SkillTool {
-    fn new(kind: Kind) -> Self {
+    fn new(kind: Kind, fetcher: Fetcher) -> Self {
         let (name, description, schema, annotations) = match kind {
             Kind::List => (
                 "skill_list",
@@ -74,12 +80,14 @@ impl SkillTool {
             ),
             Kind::Install => (
                 "skill_install",
-                "Install a skill from a folder in the workspace into `.agents/skills/NAME` after validating its \
-                 SKILL.md and scanning it for supply-chain tricks. Needs a person's approval.",
+                "Install a skill into `.agents/skills/NAME` from a folder or a .zip/.tar.gz archive in the \
+                 workspace (`path`) or an archive at an https URL (`url`), after validating its SKILL.md and \
+                 scanning it for supply-chain tricks. Needs a person's approval.",
                 json!({"type": "object", "properties": {
-                    "path": {"type": "string", "minLength": 1, "description": "The skill's folder, relative to the workspace."},
+                    "path": {"type": "string", "minLength": 1, "description": "The skill's folder or archive, relative to the workspace."},
+                    "url": {"type": "string", "minLength": 1, "maxLength": 2048, "description": "An https URL of a .zip or .tar.gz archive of the skill (instead of `path`)."},
                     "replace": {"type": "boolean", "description": "Replace an installed skill of the same name (default false)."}
-                }, "required": ["path"], "additionalProperties": false}),
+                }, "additionalProperties": false}),
                 Annotations::LOCAL_WRITE,
             ),
             Kind::Remove => (
@@ -89,7 +97,11 @@ impl SkillTool {
                 Annotations::LOCAL_DESTRUCTIVE,
             ),
         };
-        SkillTool { kind, spec: ToolSpec::new(name, description, schema).group("skills").annotations(annotations) }
+        SkillTool {
+            kind,
+            spec: ToolSpec::new(name, description, schema).group("skills").annotations(annotations),
+            fetcher,
+        }
     }
 }
 
@@ -124,16 +136,23 @@ impl Tool for SkillTool {
     fn safety(&self, params: &Value) -> CallSafety {
         match self.kind {
             Kind::Install => {
-                let path = params.get("path").and_then(Value::as_str).unwrap_or_default();
+                let path = params.get("path").and_then(Value::as_str);
+                let url = params.get("url").and_then(Value::as_str);
+                let from = match (path, url) {
+                    (_, Some(url)) => format!("downloaded from {url}"),
+                    (Some(path), None) => format!("in `{path}`"),
+                    (None, None) => "(no source given)".to_owned(),
+                };
                 CallSafety {
                     approval: ApprovalRequirement::Always,
                     approval_reason: Some(
                         "installing a skill adds instructions and tools the model will follow".into(),
                     ),
-                    approval_subject: Some(format!("install the skill in `{path}` into {INSTALL_DIR}/")),
+                    approval_subject: Some(format!("install the skill {from} into {INSTALL_DIR}/")),
                     touches: Touches {
-                        reads: vec![path.to_owned()],
+                        reads: path.map(str::to_owned).into_iter().collect(),
                         writes: vec![INSTALL_DIR.to_owned()],
+                        hosts: url.map(crate::web::host_of).unwrap_or_default(),
                         ..Touches::default()
                     },
                     ..CallSafety::default()
@@ -157,10 +176,40 @@ impl Tool for SkillTool {
         let workspace = ctx.workspace.to_path_buf();
         let name = self.spec.name.clone();
         let kind = self.kind;
-        // Folder walks and copies are blocking I/O.
-        tokio::task::spawn_blocking(move || run(kind, &name, &workspace, &params))
+        let download = match (kind, params.get("url").and_then(Value::as_str)) {
+            (Kind::Install, Some(_)) if params.get("path").is_some() => {
+                return Err(ToolError::invalid(&name, "/url", "give `path` or `url`, not both"));
+            }
+            (Kind::Install, Some(url)) => Some(self.download(ctx, url).await?),
+            _ => None,
+        };
+        // Folder walks, unpacking and copies are blocking I/O.
+        tokio::task::spawn_blocking(move || match download {
+            Some(archive) => install(&name, &workspace, &params, Some(archive)),
+            None => run(kind, &name, &workspace, &params),
+        })
+        .await
+        .map_err(|e| ToolError::failed(format!("the skill task failed: {e}")))?
+    }
+}
+
+impl SkillTool {
+    /// An archive from an https URL, through the SSRF-safe fetcher, at most
+    /// [`MAX_ARCHIVE_BYTES`] (decoded).
+    async fn download(&self, ctx: &CallContext, url: &str) -> Result<Vec<u8>, ToolError> {
+        let mut request = Request::get(url);
+        request.require_https = true;
+        request.max_bytes = Some(MAX_ARCHIVE_BYTES);
+        request.progress = crate::web::download_progress(ctx);
+        let resp = self
+            .fetcher
+            .fetch(request, &ctx.cancel)
             .await
-            .map_err(|e| ToolError::failed(format!("the skill task failed: {e}")))?
+            .map_err(|e| ToolError::failed(format!("cannot download the skill from {url}: {e}")))?;
+        if resp.status != 200 {
+            return Err(ToolError::failed(format!("cannot download the skill: {url} answered HTTP {}", resp.status)));
+        }
+        Ok(resp.body)
     }
 }
 
@@ -222,7 +271,7 @@ fn run(kind: Kind, tool: &str, workspace: &Path, params: &Value) -> Result<ToolO
             }
             Ok(ToolOutput::text(text).with_structured(json!({"results": list})))
         }
-        Kind::Install => install(tool, workspace, params),
+        Kind::Install => install(tool, workspace, params, None),
         Kind::Remove => {
             let name = str_param(tool, params, "name")?;
             if !super::valid_name(name) {
@@ -254,12 +303,8 @@ fn confined_source(tool: &str, workspace: &Path, path: &str) -> Result<PathBuf, 
     if !real.starts_with(workspace) || real.starts_with(workspace.join(".toolgate")) {
         return Err(ToolError::invalid(tool, "/path", format!("`{path}` is outside the workspace")));
     }
-    if !real.is_dir() {
-        return Err(ToolError::invalid(
-            tool,
-            "/path",
-            format!("`{path}` is not a folder (archives are not supported yet)"),
-        ));
+    if !real.is_dir() && !real.is_file() {
+        return Err(ToolError::invalid(tool, "/path", format!("`{path}` is neither a folder nor a file")));
     }
     Ok(real)
 }
@@ -312,9 +357,58 @@ fn checked_files(tool: &str, dir: &Path) -> Result<Vec<PathBuf>, ToolError> {
     Ok(files)
 }
 
-fn install(tool: &str, workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
-    let source = confined_source(tool, workspace, str_param(tool, params, "path")?)?;
+/// Installs from a folder or archive in the workspace (`path`), or from `download` (an archive
+/// fetched from `url`). An archive is unpacked into a private temporary folder first.
+fn install(tool: &str, workspace: &Path, params: &Value, download: Option<Vec<u8>>) -> Result<ToolOutput, ToolError> {
     let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
+    let archive = match download {
+        Some(bytes) => Some(bytes),
+        None => {
+            let path = params.get("path").and_then(Value::as_str).ok_or_else(|| {
+                ToolError::invalid(tool, "", "give `path` (a folder or archive in the workspace) or `url` (https)")
+            })?;
+            let real = confined_source(tool, workspace, path)?;
+            if real.is_dir() {
+                return install_folder(tool, workspace, &real, replace);
+            }
+            Some(read_archive(tool, &real, path)?)
+        }
+    };
+    let bytes = archive.unwrap_or_default();
+    let staging = tempfile::Builder::new()
+        .prefix("toolgate-skill-")
+        .tempdir()
+        .map_err(|e| ToolError::failed(format!("cannot create a folder to unpack the skill in: {e}")))?;
+    let caps = archive::Caps { files: MAX_FILES, file_bytes: MAX_FILE_BYTES, total_bytes: MAX_TOTAL_BYTES };
+    let source = archive::unpack(&bytes, staging.path(), &caps)
+        .map_err(|e| ToolError::failed(format!("the skill was not installed: the archive was refused: {e}")))?;
+    install_folder(tool, workspace, &source, replace)
+}
+
+/// An archive file of the workspace, at most [`MAX_ARCHIVE_BYTES`].
+fn read_archive(tool: &str, real: &Path, path: &str) -> Result<Vec<u8>, ToolError> {
+    use std::io::Read;
+    let file = std::fs::File::open(real).map_err(|e| ToolError::failed(format!("cannot read `{path}`: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_ARCHIVE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::failed(format!("cannot read `{path}`: {e}")))?;
+    if bytes.len() as u64 > MAX_ARCHIVE_BYTES {
+        return Err(ToolError::invalid(tool, "/path", format!("`{path}` is larger than {MAX_ARCHIVE_BYTES} bytes")));
+    }
+    if archive::Kind::sniff(&bytes).is_none() {
+        return Err(ToolError::invalid(
+            tool,
+            "/path",
+            format!("`{path}` is neither a folder nor a .zip/.tar.gz archive"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Installs the skill in the folder `source` (validated, scanned, copied, renamed into place).
+fn install_folder(tool: &str, workspace: &Path, source: &Path, replace: bool) -> Result<ToolOutput, ToolError> {
+    let source = source.to_path_buf();
     let skill = read_skill(&source, SkillSource::Workspace).map_err(|e| ToolError::failed(e.to_string()))?;
     let files = checked_files(tool, &source)?;
     let findings = scan_skill(&source);
