@@ -40,6 +40,7 @@ pub mod bridge;
 pub mod config;
 #[doc(hidden)]
 pub mod conformance_client;
+pub mod embeddings;
 pub mod extensions;
 mod gate;
 pub mod mcp;

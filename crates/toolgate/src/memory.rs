@@ -41,10 +41,10 @@ pub fn embedder(config: &MemoryConfig) -> Option<Arc<dyn Embedder>> {
                 Err(err) => Arc::new(toolgate_embed::Unavailable::new(format!("local:{name}"), err.to_string())),
             })
         }
-        EmbeddingsProvider::Openai => Some(Arc::new(toolgate_embed::Unavailable::new(
-            format!("openai:{}", e.model),
-            "the OpenAI-compatible embeddings provider is not available in this build",
-        ))),
+        EmbeddingsProvider::Openai => Some(match crate::embeddings::OpenAiEmbedder::new(e) {
+            Ok(embedder) => Arc::new(embedder) as Arc<dyn Embedder>,
+            Err(why) => Arc::new(toolgate_embed::Unavailable::new(format!("openai:{}", e.model), why)),
+        }),
     }
 }
 

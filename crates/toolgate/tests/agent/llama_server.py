@@ -1,7 +1,8 @@
 """Serves a GGUF model with llama.cpp's OpenAI-compatible server (PyPI xllamacpp) on loopback.
 
-Usage: python llama_server.py MODEL.gguf
-Prints `listening http://127.0.0.1:PORT` once it accepts requests, then serves until stdin
+Usage: python llama_server.py MODEL.gguf [--embedding] [--api-key KEY]
+With --embedding it serves `/v1/embeddings` (mean pooling) instead of chat; with --api-key it
+refuses requests without `Authorization: Bearer KEY`. Prints `listening http://127.0.0.1:PORT` once it accepts requests, then serves until stdin
 closes (the test's end), so the server never outlives its test.
 """
 
@@ -26,6 +27,12 @@ def main() -> None:
     params.port = free_port()
     params.use_jinja = True
     params.sampling.temp = 0.0
+    args = sys.argv[2:]
+    if "--embedding" in args:
+        params.embedding = True
+        params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
+    if "--api-key" in args:
+        params.api_keys = [args[args.index("--api-key") + 1]]
     server = xllamacpp.Server(params)
     print(f"listening http://127.0.0.1:{params.port}", flush=True)
     sys.stdin.read()
