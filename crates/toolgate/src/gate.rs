@@ -181,6 +181,10 @@ impl GateBuilder {
             return Err(GateError::Workspace { path: workspace, source });
         }
         let memory = crate::memory::open(&self.config.memory, &workspace, self.audit.db(&workspace).as_deref())?;
+        // One fetcher for everything that touches the network (its HTTP client is built on the
+        // first request).
+        let fetcher = toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?;
+        let detector = Arc::new(LeakDetector::new().from_env());
         let registry = Registry::new();
         if self.builtins {
             for tool in toolgate_tools::basic::tools() {
@@ -194,7 +198,7 @@ impl GateBuilder {
             for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
                 registry.register_builtin(tool)?;
             }
-            for tool in toolgate_tools::skills::tools(&self.config.web).map_err(|e| GateError::Web(e.to_string()))? {
+            for tool in toolgate_tools::skills::tools(&fetcher) {
                 registry.register_builtin(tool)?;
             }
             for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.clone())) {
@@ -223,9 +227,7 @@ impl GateBuilder {
                 Some(s) => Arc::new(crate::extensions::StoreSecrets(Arc::clone(s))),
                 None => Arc::new(NoSecrets),
             };
-            for tool in
-                toolgate_tools::web::tools(&self.config.web, secrets).map_err(|e| GateError::Web(e.to_string()))?
-            {
+            for tool in toolgate_tools::web::tools(&self.config.web, &fetcher, Arc::clone(&detector), secrets) {
                 registry.register_builtin(tool)?;
             }
         }
@@ -267,13 +269,14 @@ impl GateBuilder {
             shutdown: CancellationToken::new(),
             id_prefix: toolgate_guard::random::hex_id(6),
             next_id: AtomicU64::new(1),
-            detector: Arc::new(LeakDetector::new().from_env()),
+            detector,
             mcp: McpBridge::new(vault, self.mcp_timings),
             agents,
             cache: ResultCache::new(config.cache.clone()),
             loops: LoopBreaker::new(config.loop_breaker.clone()),
             config,
             store,
+            fetcher,
             custom_names: std::sync::Mutex::new(custom_names),
         })
     }
@@ -298,7 +301,7 @@ pub struct Gate {
     id_prefix: String,
     next_id: AtomicU64,
     /// Finds credentials in output, audit records and approval requests.
-    detector: Arc<LeakDetector>,
+    pub(crate) detector: Arc<LeakDetector>,
     /// The MCP client bridge (`[mcp.servers]`), started by [`Gate::start_mcp`].
     pub(crate) mcp: McpBridge,
     /// The agent runtime (`[agents]`), bound to this gate by [`Gate::bind_agents`].
@@ -309,6 +312,9 @@ pub struct Gate {
     loops: LoopBreaker,
     /// The state database, when the gate keeps one (custom tools' secrets on reload).
     pub(crate) store: Option<Arc<Store>>,
+    /// The SSRF-safe fetcher of `[web]`, shared by the web tools, `skill_install` and WASM
+    /// tools' `http`.
+    pub(crate) fetcher: toolgate_fetch::Fetcher,
     /// The custom and skill tools in the registry, replaced by [`Gate::reload`].
     pub(crate) custom_names: std::sync::Mutex<Vec<String>>,
 }

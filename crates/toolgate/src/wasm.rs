@@ -88,27 +88,15 @@ pub async fn load_tools(gate: &Arc<Gate>) -> Vec<(String, WasmError)> {
 /// values `http` credentials inject) are the ones `toolgate tools secret NAME` stores in
 /// `.toolgate/state.db`.
 pub fn services(gate: &Arc<Gate>) -> Services {
-    let store = Store::open(&gate.workspace().join(".toolgate/state.db")).ok().map(Arc::new);
-    let secrets: Option<Arc<dyn SecretSource>> = store.map(|s| Arc::new(StoreSecrets(s)) as Arc<dyn SecretSource>);
+    let secrets: Option<Arc<dyn SecretSource>> =
+        gate.store.clone().map(|s| Arc::new(StoreSecrets(s)) as Arc<dyn SecretSource>);
     let workspace =
         FsState::new_shared(gate.config().fs.clone()).ok().map(|fs| Arc::new(FsReader(fs)) as Arc<dyn WorkspaceReader>);
-    // The web tools' fetcher policy (`[web] allow_private`, domain lists, proxy). An invalid
-    // `[web]` section already fails the gate's build; if it did not, `http.send` says HTTP is
-    // not available rather than guessing a policy.
-    let http = match gate.config().web.policy().map(toolgate_fetch::Fetcher::new) {
-        Ok(Ok(fetcher)) => {
-            let secrets = secrets.clone().unwrap_or_else(|| Arc::new(toolgate_tools::custom::NoSecrets));
-            Some(Arc::new(GuestHttp::new(fetcher, secrets)) as Arc<dyn HttpClient>)
-        }
-        Ok(Err(e)) => {
-            tracing::warn!("WASM tools get no HTTP: {e}");
-            None
-        }
-        Err(e) => {
-            tracing::warn!("WASM tools get no HTTP: {e}");
-            None
-        }
-    };
+    // The gate's fetcher: the web tools' policy (`[web] allow_private`, domain lists, proxy),
+    // connection pool and root certificates.
+    let secrets_for_http = secrets.clone().unwrap_or_else(|| Arc::new(toolgate_tools::custom::NoSecrets));
+    let http = Some(Arc::new(GuestHttp::new(gate.fetcher.clone(), secrets_for_http, Arc::clone(&gate.detector)))
+        as Arc<dyn HttpClient>);
     Services {
         invoker: Some(Arc::new(GateInvoker(Arc::downgrade(gate)))),
         secrets: secrets.map(|s| Arc::new(SecretExists(s)) as Arc<dyn SecretLookup>),

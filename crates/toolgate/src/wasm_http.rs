@@ -69,7 +69,7 @@ fn hidden_response_header(name: &str) -> bool {
 pub struct GuestHttp {
     fetcher: Fetcher,
     secrets: Arc<dyn SecretSource>,
-    leaks: LeakDetector,
+    leaks: Arc<LeakDetector>,
 }
 
 impl std::fmt::Debug for GuestHttp {
@@ -80,9 +80,10 @@ impl std::fmt::Debug for GuestHttp {
 
 impl GuestHttp {
     /// Sends through `fetcher` (its policy decides which addresses are reachable), with
-    /// credentials read from `secrets`.
-    pub fn new(fetcher: Fetcher, secrets: Arc<dyn SecretSource>) -> Self {
-        GuestHttp { fetcher, secrets, leaks: LeakDetector::new() }
+    /// credentials read from `secrets`; `leaks` (the gate's detector) refuses outgoing and
+    /// redacts incoming credentials.
+    pub fn new(fetcher: Fetcher, secrets: Arc<dyn SecretSource>, leaks: Arc<LeakDetector>) -> Self {
+        GuestHttp { fetcher, secrets, leaks }
     }
 
     /// The value of the secret `name`, or why there is none.

@@ -224,3 +224,31 @@ async fn a_slow_download_reports_progress() {
         assert_eq!(last.message.as_deref(), Some("3000 of 3000 bytes received"));
     }
 }
+
+/// `http` refuses to send the value of one of the server's own secret environment variables
+/// (a value no vendor rule recognises): the tool scans with the gate's detector, which knows
+/// them, and no request reaches the server.
+#[tokio::test]
+#[allow(unsafe_code)] // std::env::set_var (see the SAFETY note)
+async fn http_refuses_the_servers_own_secret_values() {
+    let hits = Arc::new(Mutex::new(0usize));
+    let counter = hits.clone();
+    let addr = serve(move |_, _| {
+        *counter.lock().unwrap() += 1;
+        Answer::Full(200, Vec::new(), b"ok".to_vec())
+    })
+    .await;
+    let value = "plain-words-no-vendor-shape-4471";
+    // SAFETY: nextest runs each test in a process of its own, and the gate (which reads the
+    // environment) is built after this, on this thread.
+    unsafe { std::env::set_var("TG_TEST_DEPLOY_TOKEN", value) };
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gate(&dir, addr, Default::default());
+    let ctx = gate.context();
+    let url = format!("http://{addr}/api");
+    let err = gate.call(&ctx, "http", json!({"method": "POST", "url": url, "body": value})).await.unwrap_err();
+    assert!(err.to_string().contains("env-secret-value"), "{err}");
+    assert_eq!(*hits.lock().unwrap(), 0, "nothing was sent");
+    let sent = gate.call(&ctx, "http", json!({"method": "POST", "url": url, "body": "harmless"})).await.unwrap();
+    assert!(sent.text_content().contains("200"), "{}", sent.text_content());
+}

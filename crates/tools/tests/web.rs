@@ -176,8 +176,9 @@ async fn serve(
 }
 
 fn tool(config: &WebConfig, name: &str) -> std::sync::Arc<dyn Tool> {
-    web::tools(config, std::sync::Arc::new(toolgate_tools::custom::NoSecrets))
-        .unwrap()
+    let fetcher = web::fetcher(config).unwrap();
+    let leaks = std::sync::Arc::new(toolgate_guard::leak::LeakDetector::new());
+    web::tools(config, &fetcher, leaks, std::sync::Arc::new(toolgate_tools::custom::NoSecrets))
         .into_iter()
         .find(|t| t.spec().name == name)
         .unwrap()

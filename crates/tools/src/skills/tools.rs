@@ -13,7 +13,6 @@ use toolgate_fetch::{Fetcher, Request};
 
 use super::archive;
 use super::{Bm25, INSTALL_DIR, Skill, SkillSource, bundled_files, discover, read_skill, scan_skill, user_dir};
-use crate::web::{WebConfig, WebError};
 
 /// Caps on a skill being installed.
 const MAX_FILES: usize = 256;
@@ -23,13 +22,12 @@ const MAX_TOTAL_BYTES: u64 = 20 * 1024 * 1024;
 const MAX_ARCHIVE_BYTES: u64 = 10 * 1024 * 1024;
 
 /// The five skill tools (group `skills`). `skill_install` downloads archives from https URLs
-/// through the web tools' SSRF-safe fetcher, under the same `[web]` rules.
-pub fn tools(web: &WebConfig) -> Result<Vec<Arc<dyn Tool>>, WebError> {
-    let fetcher = Fetcher::new(web.policy()?).map_err(|e| WebError::Config(e.to_string()))?;
-    Ok([Kind::List, Kind::Read, Kind::Search, Kind::Install, Kind::Remove]
+/// through `fetcher`, the web tools' SSRF-safe fetcher ([`crate::web::fetcher`]).
+pub fn tools(fetcher: &Fetcher) -> Vec<Arc<dyn Tool>> {
+    [Kind::List, Kind::Read, Kind::Search, Kind::Install, Kind::Remove]
         .into_iter()
         .map(|kind| Arc::new(SkillTool::new(kind, fetcher.clone())) as Arc<dyn Tool>)
-        .collect())
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

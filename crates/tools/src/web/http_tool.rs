@@ -14,8 +14,6 @@ use toolgate_core::{
 use toolgate_fetch::{Fetcher, Redirects, Request};
 use toolgate_guard::leak::LeakDetector;
 
-use super::WebConfig;
-
 /// Cap on a response body.
 const MAX_BYTES: u64 = 5 * 1024 * 1024;
 
@@ -36,7 +34,9 @@ pub struct Http {
 
 impl Http {
     /// The tool, sending through `fetcher`.
-    pub fn new(fetcher: Fetcher, _config: &WebConfig) -> Self {
+    /// `leaks` refuses outgoing credentials: pass the gate's detector, which also knows the
+    /// values of the server's own secret environment variables.
+    pub fn new(fetcher: Fetcher, leaks: Arc<LeakDetector>) -> Self {
         let spec = ToolSpec::new(
             "http",
             "Send one HTTP request and return the status, headers and body (5 MB cap). HTTPS only. Redirects are \
@@ -67,7 +67,7 @@ impl Http {
                 "headers": {"type": "object"}, "body": {}, "truncated": {"type": "boolean"}
             }
         }));
-        Http { spec, fetcher, leaks: Arc::new(LeakDetector::new()) }
+        Http { spec, fetcher, leaks }
     }
 
     /// The rules that match the outgoing request, if any.

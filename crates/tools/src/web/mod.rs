@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use toolgate_core::{CallContext, Tool};
 use toolgate_fetch::{Fetcher, ProgressFn, Response};
+use toolgate_guard::leak::LeakDetector;
 
 use crate::custom::SecretSource;
 
@@ -31,17 +32,29 @@ pub enum WebError {
     Config(String),
 }
 
-/// The web tools for `config`, sharing one fetcher. `secrets` answers for search API keys
-/// that are not in the environment (the gate passes the state database's encrypted secrets,
-/// the ones `toolgate tools secret NAME` stores).
-pub fn tools(config: &WebConfig, secrets: Arc<dyn SecretSource>) -> Result<Vec<Arc<dyn Tool>>, WebError> {
-    let fetcher = Fetcher::new(config.policy()?).map_err(|e| WebError::Config(e.to_string()))?;
-    Ok(vec![
+/// The fetcher `config` describes. Build one per gate and share it (it is cheap to clone): the
+/// web tools, `skill_install` and WASM tools' `http` all go through it, so they keep one
+/// connection pool and load the system's root certificates once.
+pub fn fetcher(config: &WebConfig) -> Result<Fetcher, WebError> {
+    Fetcher::new(config.policy()?).map_err(|e| WebError::Config(e.to_string()))
+}
+
+/// The web tools for `config`, on `fetcher` (see [`fetcher`]). `leaks` is the detector that
+/// refuses outgoing credentials in `http` requests (the gate passes its own). `secrets` answers
+/// for search API keys that are not in the environment (the gate passes the state database's
+/// encrypted secrets, the ones `toolgate tools secret NAME` stores).
+pub fn tools(
+    config: &WebConfig,
+    fetcher: &Fetcher,
+    leaks: Arc<LeakDetector>,
+    secrets: Arc<dyn SecretSource>,
+) -> Vec<Arc<dyn Tool>> {
+    vec![
         Arc::new(WebFetch::new(fetcher.clone(), config)),
         Arc::new(HtmlToMarkdown::new()),
-        Arc::new(Http::new(fetcher.clone(), config)),
-        Arc::new(WebSearch::new(fetcher, config.search.clone(), secrets)),
-    ])
+        Arc::new(Http::new(fetcher.clone(), leaks)),
+        Arc::new(WebSearch::new(fetcher.clone(), config.search.clone(), secrets)),
+    ]
 }
 
 /// `touches.hosts` for a URL parameter: the lowercase host, no port (policy rules such as
