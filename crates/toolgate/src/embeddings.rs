@@ -6,10 +6,13 @@
 //! redirects), and may be on loopback. The key comes from the environment variable the config
 //! names, never from the config text.
 //!
-//! [`Embedder::embed`] is synchronous (the memory index calls it from blocking threads): each
-//! call runs its requests on a thread of its own with a small Tokio runtime, so it works from any
+//! [`Embedder::embed`] is synchronous (the memory index calls it from blocking threads): the
+//! embedder keeps a one-worker Tokio runtime and an HTTP client of its own, both made on the
+//! first call (so a search keeps its connection and does not load the root certificates again),
+//! and each call drives its requests from a short-lived scoped thread, so it works from any
 //! thread, inside a runtime or not.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -29,6 +32,23 @@ pub struct OpenAiEmbedder {
     dims: usize,
     batch: usize,
     timeout: Duration,
+    http: OnceLock<Result<Http, String>>,
+}
+
+/// The embedder's runtime and the client built on it.
+#[derive(Debug)]
+struct Http {
+    runtime: Option<tokio::runtime::Runtime>,
+    client: reqwest::Client,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        // The embedder may be dropped inside an async context, where a blocking shutdown panics.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl OpenAiEmbedder {
@@ -61,7 +81,29 @@ impl OpenAiEmbedder {
             dims,
             batch: config.batch_size.clamp(1, 2048),
             timeout: Duration::from_secs(config.timeout_secs.clamp(1, 600)),
+            http: OnceLock::new(),
         })
+    }
+
+    fn http(&self) -> Result<&Http, EmbedError> {
+        let made = self.http.get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("toolgate-embeddings")
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the embeddings client: {e}"))?;
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let client = reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(Duration::from_secs(10).min(self.timeout))
+                .timeout(self.timeout)
+                .build()
+                .map_err(|e| format!("embeddings client: {e}"))?;
+            Ok(Http { runtime: Some(runtime), client })
+        });
+        made.as_ref().map_err(|e| EmbedError(e.clone()))
     }
 
     async fn request(&self, client: &reqwest::Client, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -134,25 +176,16 @@ impl Embedder for OpenAiEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        let http = self.http()?;
+        let Some(runtime) = &http.runtime else { return Err(EmbedError("the embeddings client is stopped".into())) };
+        // A scoped thread: `block_on` must not run on a thread that is driving a runtime.
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| EmbedError(format!("cannot start the embeddings client: {e}")))?;
                     runtime.block_on(async {
-                        let _ = rustls::crypto::ring::default_provider().install_default();
-                        let client = reqwest::Client::builder()
-                            .no_proxy()
-                            .redirect(reqwest::redirect::Policy::none())
-                            .connect_timeout(Duration::from_secs(10).min(self.timeout))
-                            .timeout(self.timeout)
-                            .build()
-                            .map_err(|e| EmbedError(format!("embeddings client: {e}")))?;
                         let mut out = Vec::with_capacity(texts.len());
                         for batch in texts.chunks(self.batch) {
-                            out.extend(self.request(&client, batch).await?);
+                            out.extend(self.request(&http.client, batch).await?);
                         }
                         Ok(out)
                     })
