@@ -19,6 +19,16 @@ use crate::policy::FetchPolicy;
 const CREDENTIAL_HEADERS: [&str; 7] =
     ["authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token", "x-access-token"];
 
+/// Whether a response header (name in any case) carries or sets a credential, so that a tool
+/// must not show it to the model or a guest: the request credential headers above, cookies being
+/// set, authentication challenges and answers, and every `proxy-*` header.
+pub fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    CREDENTIAL_HEADERS.contains(&name.as_str())
+        || matches!(name.as_str(), "set-cookie" | "set-cookie2" | "www-authenticate" | "authentication-info")
+        || name.starts_with("proxy-")
+}
+
 /// What to do with a 3xx answer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Redirects {

@@ -50,20 +50,6 @@ fn refused_request_header(name: &str) -> bool {
     matches!(name, "authorization" | "cookie" | "host") || name.starts_with("proxy-")
 }
 
-/// Response headers that carry credentials: never shown to a guest.
-fn hidden_response_header(name: &str) -> bool {
-    matches!(
-        name,
-        "set-cookie"
-            | "set-cookie2"
-            | "authorization"
-            | "www-authenticate"
-            | "cookie"
-            | "x-api-key"
-            | "authentication-info"
-    ) || name.starts_with("proxy-")
-}
-
 /// The [`HttpClient`] of WASM tools: allowlist, credentials, leak scanning, the SSRF-safe
 /// fetcher. Cheap to share behind an `Arc`.
 pub struct GuestHttp {
@@ -395,7 +381,7 @@ impl HttpClient for GuestHttp {
 
         let mut headers = Vec::new();
         for (name, value) in response.headers {
-            if hidden_response_header(&name.to_ascii_lowercase()) {
+            if toolgate_fetch::is_credential_header(&name) {
                 continue;
             }
             let value = String::from_utf8_lossy(&replace_all(value.as_bytes(), &redact)).into_owned();

@@ -17,13 +17,6 @@ use toolgate_guard::leak::LeakDetector;
 /// Cap on a response body.
 const MAX_BYTES: u64 = 5 * 1024 * 1024;
 
-/// Response headers never shown to the model: they carry credentials.
-fn hidden_header(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    matches!(n.as_str(), "set-cookie" | "set-cookie2" | "authorization" | "www-authenticate" | "x-api-key" | "cookie")
-        || n.starts_with("proxy-")
-}
-
 /// `http {method, url, headers?, body?, timeout_secs?}`.
 #[derive(Debug)]
 pub struct Http {
@@ -162,7 +155,8 @@ impl Tool for Http {
         let mut headers = serde_json::Map::new();
         let mut header_text = String::new();
         for (k, v) in &resp.headers {
-            if hidden_header(k) {
+            // Never shown to the model: they carry credentials.
+            if toolgate_fetch::is_credential_header(k) {
                 continue;
             }
             header_text.push_str(&format!("{k}: {v}\n"));
