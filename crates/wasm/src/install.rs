@@ -191,10 +191,19 @@ fn check_name(name: &str) -> Result<(), WasmError> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WasmError> {
-    let io = |doing, e| WasmError::Io { doing, path: path.to_owned(), source: e };
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| io("writing", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io("writing", e))
+    write_file_atomic(path, bytes).map_err(|e| WasmError::Io { doing: "writing", path: path.to_owned(), source: e })
+}
+
+/// Writes `bytes` to a uniquely named file beside `path`, then renames it over `path`: a reader
+/// never sees half a file, and two writers (two components compiled at once) never share a
+/// temporary file, so a file's name always matches its content.
+pub(crate) fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 fn now_ms() -> i64 {

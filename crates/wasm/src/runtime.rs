@@ -355,10 +355,7 @@ fn write_cache(path: &Path, component: &Component) -> Result<(), String> {
     let bytes = component.serialize().map_err(|e| format!("{e:#}"))?;
     let dir = path.parent().ok_or("no parent directory")?;
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    // Write beside, then rename: a reader never sees half a file.
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-    std::fs::write(&tmp, &bytes).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    crate::install::write_file_atomic(path, &bytes).map_err(|e| e.to_string())
 }
 
 fn wrong_world(e: &wasmtime::Error) -> WasmError {

@@ -417,8 +417,24 @@ fn the_epoch_ticker_stops_with_the_runtime() {
     assert_eq!(wait_for(before), before);
 }
 
+/// The published WIT is the contract tool authors build against: it must parse, and its world
+/// `tool` must keep exactly the imports and exports documented in docs/wasm.md (a change here is
+/// a breaking change for every installed tool and needs a new package version).
 #[test]
 fn the_wit_is_the_published_contract() {
-    assert_eq!(toolgate_wasm::WIT, WIT);
-    assert!(WIT.contains("package toolgate:tool@0.1.0;"));
+    let mut resolve = wit_parser::Resolve::default();
+    let pkg = resolve.push_str("tool.wit", toolgate_wasm::WIT).expect("the published WIT parses");
+    assert_eq!(resolve.packages[pkg].name.to_string(), "toolgate:tool@0.1.0");
+    let world = &resolve.worlds[resolve.select_world(&[pkg], Some("tool")).expect("world `tool`")];
+    let names = |keys: Vec<&wit_parser::WorldKey>| {
+        let mut names: Vec<String> = keys.into_iter().map(|k| resolve.name_world_key(k)).collect();
+        names.sort();
+        names
+    };
+    let imports = names(world.imports.keys().collect());
+    for interface in ["log", "workspace", "http", "secrets", "tools"] {
+        assert!(imports.iter().any(|i| i.ends_with(&format!("/{interface}@0.1.0"))), "import {interface}: {imports:?}");
+    }
+    assert_eq!(names(world.exports.keys().collect()), ["describe", "execute"]);
+    assert_eq!(WIT, toolgate_wasm::WIT, "the tests build their guests against the published WIT");
 }
