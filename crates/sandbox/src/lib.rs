@@ -66,6 +66,7 @@ mod error;
 mod output;
 mod policy;
 mod process;
+mod process_token;
 mod rules;
 mod sandbox;
 mod seccomp;

@@ -13,22 +13,7 @@ use std::sync::Once;
 
 pub(crate) const PREFIX: &str = "toolgate-sandbox-";
 
-/// The start token of process `pid` (`<start>.<boot>`), or `None` when it does not exist or is
-/// a zombie.
-pub(crate) fn start_token(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    // A zombie is dead: its parent has not reaped it yet (or never will, when that parent is
-    // gone and the reaper it was handed to does not).
-    if fields.next()? == "Z" {
-        return None;
-    }
-    let start = fields.nth(18)?;
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    Some(format!("{start}.{}", boot.trim().get(..8).unwrap_or("0")))
-}
+pub(crate) use crate::process_token::start_token;
 
 /// The prefix of this process's folders.
 pub(crate) fn own_prefix() -> String {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::StoreError;
 use crate::db::open_connection;
+use crate::process_token::start_token;
 
 /// One call, as the audit log keeps it. Sensitive parameters are already redacted by the gate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -252,24 +253,6 @@ pub(crate) fn close_interrupted(conn: &Connection) -> rusqlite::Result<usize> {
         )?;
     }
     Ok(closed)
-}
-
-/// A token that tells a process from a later one with the same pid: its start time in clock
-/// ticks since boot, and the head of the boot id. `None` when the process does not exist or is
-/// a zombie.
-pub(crate) fn start_token(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    // A zombie is dead: its parent has not reaped it yet (or never will, when that parent is
-    // gone and the reaper it was handed to does not).
-    if fields.next()? == "Z" {
-        return None;
-    }
-    let start = fields.nth(18)?;
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    Some(format!("{start}.{}", boot.trim().get(..8).unwrap_or("0")))
 }
 
 #[cfg(test)]

@@ -30,7 +30,10 @@ mod custom_tools;
 mod db;
 mod error;
 mod grants;
+// The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
 pub mod memory;
+#[path = "../../sandbox/src/process_token.rs"]
+mod process_token;
 mod secrets;
 mod sessions;
 
