@@ -141,7 +141,7 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
         Ok(n) => tracing::warn!(rows = n, "audit: closed calls left running by a toolgate that died as interrupted"),
         Err(e) => tracing::error!(error = %e, "could not close interrupted audit rows"),
     }
-    let writer = Writer { pid: i64::from(std::process::id()), token: start_token(std::process::id()) };
+    let writer = Writer::this_process();
     let mut batch: Vec<Box<AuditRecord>> = Vec::with_capacity(256);
     let mut acks: Vec<SyncSender<()>> = Vec::new();
     // Block for the first message, then drain whatever else is queued into the same batch.
@@ -164,7 +164,7 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
             next = rx.try_recv().ok();
         }
         if !batch.is_empty() {
-            if let Err(e) = write_batch(&mut conn, &batch, &writer) {
+            if let Err(e) = write_batch(&mut conn, &batch, writer) {
                 tracing::error!(error = %e, records = batch.len(), "could not write audit records");
             }
             batch.clear();
@@ -175,10 +175,19 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
     }
 }
 
-/// The process that writes the rows.
-struct Writer {
-    pid: i64,
-    token: Option<String>,
+/// The process that writes rows (audit rows, agent sessions): its pid and start token.
+#[derive(Debug, Clone)]
+pub(crate) struct Writer {
+    pub(crate) pid: i64,
+    pub(crate) token: Option<String>,
+}
+
+impl Writer {
+    /// This process (read from `/proc` once).
+    pub(crate) fn this_process() -> &'static Writer {
+        static THIS: std::sync::OnceLock<Writer> = std::sync::OnceLock::new();
+        THIS.get_or_init(|| Writer { pid: i64::from(std::process::id()), token: start_token(std::process::id()) })
+    }
 }
 
 fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Writer) -> rusqlite::Result<()> {
@@ -224,6 +233,15 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
     tx.commit()
 }
 
+/// Whether the process that wrote a row (its pid and start token, as [`Writer`] records them)
+/// still runs. Rows from before writers were recorded count as dead.
+pub(crate) fn writer_alive(pid: Option<i64>, token: Option<&str>) -> bool {
+    match (pid.and_then(|p| u32::try_from(p).ok()), token) {
+        (Some(pid), Some(token)) => start_token(pid).as_deref() == Some(token),
+        _ => false,
+    }
+}
+
 /// Marks the "started" rows of writers that are no longer running as "interrupted".
 pub(crate) fn close_interrupted(conn: &Connection) -> rusqlite::Result<usize> {
     let writers: Vec<(Option<i64>, Option<String>)> = {
@@ -232,11 +250,7 @@ pub(crate) fn close_interrupted(conn: &Connection) -> rusqlite::Result<usize> {
     };
     let mut closed = 0;
     for (pid, token) in writers {
-        let alive = match (pid.and_then(|p| u32::try_from(p).ok()), &token) {
-            (Some(pid), Some(token)) => start_token(pid).as_ref() == Some(token),
-            _ => false,
-        };
-        if alive {
+        if writer_alive(pid, token.as_deref()) {
             continue;
         }
         let error = match pid {

@@ -114,6 +114,10 @@ const MIGRATIONS: &[&str] = &[
     // 8: what a tool adds to its call's record (`CallContext::audit`: the web tools' status and
     // final URL).
     "ALTER TABLE audit ADD COLUMN detail TEXT;",
+    // 9: which process runs an agent session, so that only a dead process's sessions are
+    // closed as orphans (`sessions_fail_orphans`), not those another live toolgate runs.
+    "ALTER TABLE agent_sessions ADD COLUMN writer_pid INTEGER;
+     ALTER TABLE agent_sessions ADD COLUMN writer_token TEXT;",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.

@@ -168,10 +168,12 @@ const TASK_COLUMNS: &str = "id, team, subject, description, priority, status, ow
 impl Store {
     /// Records a new session (its message count and usage start at zero).
     pub fn session_create(&self, s: &SessionRecord) -> Result<(), StoreError> {
+        let writer = crate::audit::Writer::this_process();
         self.with(|conn| {
             conn.execute(
-                "INSERT INTO agent_sessions (id, agent, user, parent, kind, label, status, depth, task, created_ms, updated_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+                "INSERT INTO agent_sessions (id, agent, user, parent, kind, label, status, depth, task, created_ms,
+                                             updated_ms, writer_pid, writer_token)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)",
                 rusqlite::params![
                     s.id,
                     s.agent,
@@ -182,7 +184,9 @@ impl Store {
                     s.status,
                     s.depth as i64,
                     s.task,
-                    s.created_ms
+                    s.created_ms,
+                    writer.pid,
+                    writer.token
                 ],
             )
             .map(drop)
@@ -325,15 +329,34 @@ impl Store {
         })
     }
 
-    /// Marks sessions left `running` by a process that ended as `failed` (called at start).
+    /// Marks sessions left `running` by a process that ended as `failed` (called at start). A
+    /// session another live toolgate runs (a `serve` beside this `toolgate call`) is left alone.
     pub fn sessions_fail_orphans(&self, now_ms: i64) -> Result<usize, StoreError> {
         self.with(|conn| {
-            conn.execute(
-                "UPDATE agent_sessions SET status = 'failed', error = 'the process running it ended', updated_ms = ?1
-                 WHERE status = 'running'",
-                [now_ms],
-            )
-            .doing("closing orphaned agent sessions")
+            let writers: Vec<(Option<i64>, Option<String>)> = {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT DISTINCT writer_pid, writer_token FROM agent_sessions WHERE status = 'running'",
+                    )
+                    .doing("closing orphaned agent sessions")?;
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .and_then(|rows| rows.collect::<Result<_, _>>())
+                    .doing("closing orphaned agent sessions")?
+            };
+            let mut closed = 0;
+            for (pid, token) in writers {
+                if crate::audit::writer_alive(pid, token.as_deref()) {
+                    continue;
+                }
+                closed += conn
+                    .execute(
+                        "UPDATE agent_sessions SET status = 'failed', error = 'the process running it ended',
+                         updated_ms = ?1 WHERE status = 'running' AND writer_pid IS ?2 AND writer_token IS ?3",
+                        rusqlite::params![now_ms, pid, token],
+                    )
+                    .doing("closing orphaned agent sessions")?;
+            }
+            Ok(closed)
         })
     }
 
@@ -516,7 +539,20 @@ mod tests {
         let kids = store.sessions(&SessionFilter { parent: Some("s1"), limit: 20, ..Default::default() }).unwrap();
         assert_eq!(kids.len(), 1);
         assert_eq!(store.sessions_archive_idle(100).unwrap(), 1, "only the finished one");
+        // s2 is run by this live process: not an orphan.
+        assert_eq!(store.sessions_fail_orphans(200).unwrap(), 0);
+        assert_eq!(store.session("s2").unwrap().unwrap().status, "running");
+        // Once its writer is a process that ended, it is.
+        let mut ended = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = i64::from(ended.id());
+        ended.wait().unwrap();
+        store
+            .with(|conn| {
+                conn.execute("UPDATE agent_sessions SET writer_pid = ?1 WHERE id = 's2'", [dead_pid]).doing("test")
+            })
+            .unwrap();
         assert_eq!(store.sessions_fail_orphans(200).unwrap(), 1);
+        assert_eq!(store.session("s2").unwrap().unwrap().status, "failed");
         assert!(store.session("nope").unwrap().is_none());
     }
 
