@@ -642,14 +642,9 @@ impl Runtime {
     }
 
     /// Recent sessions (for `sessions_list` and the CLI).
-    pub fn sessions(
-        &self,
-        agent: Option<&str>,
-        parent: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<SessionRecord>, AgentError> {
+    pub fn sessions(&self, filter: &SessionFilter<'_>) -> Result<Vec<SessionRecord>, AgentError> {
         self.archive();
-        Ok(self.store.sessions(&SessionFilter { agent, parent, status: None, limit })?)
+        Ok(self.store.sessions(filter)?)
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use toolgate_core::{Annotations, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
-use toolgate_store::{SessionRecord, TeamMessage, TeamTask};
+use toolgate_store::{SessionFilter, SessionRecord, TeamMessage, TeamTask};
 
 use crate::runtime::{RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, clip};
 use crate::{AgentError, now_ms};
@@ -103,6 +103,7 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
             "properties": {
                 "action": {"type": "string", "enum": ["send", "broadcast", "read"]}, "team": s("the team (default: your first team)"),
                 "to": s("the member"), "content": {"type": "string", "maxLength": 20000},
+                "after": {"type": "integer", "minimum": 0, "description": "read: the 200 messages after this id (default: the newest 200)"},
             },
         })).annotations(Annotations::LOCAL_WRITE)),
     ]
@@ -133,9 +134,14 @@ impl Tool for AgentTool {
             Kind::AgentsList => Ok(agents_list(r, ctx)),
             Kind::SessionsList => {
                 let limit = p["limit"].as_u64().unwrap_or(20).clamp(1, 100) as usize;
-                r.sessions(p["agent"].as_str(), None, limit).map(|list| {
-                    let rows: Vec<Value> =
-                        list.iter().filter(|s| s.user == ctx.identity.user).map(session_json).collect();
+                let filter = SessionFilter {
+                    agent: p["agent"].as_str(),
+                    user: Some(&ctx.identity.user),
+                    limit,
+                    ..Default::default()
+                };
+                r.sessions(&filter).map(|list| {
+                    let rows: Vec<Value> = list.iter().map(session_json).collect();
                     ToolOutput::json(json!({ "sessions": rows }))
                 })
             }
@@ -295,12 +301,9 @@ async fn delegate(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<Tool
         "list" => Ok(ToolOutput::json(json!({ "delegations": r.list(parent, true) }))),
         "cancel" => Ok(ToolOutput::json(json!({ "cancelled": r.cancel(parent, need(p, "id", action)?, true)? }))),
         "history" => {
-            let rows: Vec<Value> = r
-                .sessions(None, Some(parent), 50)?
-                .iter()
-                .filter(|s| s.kind == "delegation")
-                .map(session_json)
-                .collect();
+            let filter =
+                SessionFilter { parent: Some(parent), kind: Some("delegation"), limit: 50, ..Default::default() };
+            let rows: Vec<Value> = r.sessions(&filter)?.iter().map(session_json).collect();
             Ok(ToolOutput::json(json!({ "delegations": rows })))
         }
         other => {
@@ -392,7 +395,7 @@ fn team_message(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput,
             })?;
             Ok(ToolOutput::json(json!({"sent": id})))
         }
-        "read" => Ok(ToolOutput::json(json!({"messages": store.team_messages(&team, &me, 0)?}))),
+        "read" => Ok(ToolOutput::json(json!({"messages": store.team_messages(&team, &me, p["after"].as_i64())?}))),
         other => Err(AgentError::Invalid(format!("unknown action `{}`; use send, broadcast or read", clip(other)))),
     }
 }

@@ -75,7 +75,11 @@ pub struct SessionFilter<'a> {
     pub parent: Option<&'a str>,
     /// Only sessions with this status.
     pub status: Option<&'a str>,
-    /// At most this many, newest first.
+    /// Only this user's sessions.
+    pub user: Option<&'a str>,
+    /// Only sessions of this kind (`run`, `subagent`, `spawn`, `delegation`).
+    pub kind: Option<&'a str>,
+    /// At most this many, newest first (after the other filters).
     pub limit: usize,
 }
 
@@ -210,12 +214,16 @@ impl Store {
             let sql = format!(
                 "SELECT {SESSION_COLUMNS} FROM agent_sessions s
                  WHERE (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR parent = ?2) AND (?3 IS NULL OR status = ?3)
+                   AND (?5 IS NULL OR user = ?5) AND (?6 IS NULL OR kind = ?6)
                  ORDER BY created_ms DESC, rowid DESC LIMIT ?4"
             );
             let mut stmt = conn.prepare_cached(&sql).doing("listing agent sessions")?;
             let limit = if filter.limit == 0 { -1 } else { filter.limit as i64 };
             let rows = stmt
-                .query_map(rusqlite::params![filter.agent, filter.parent, filter.status, limit], session_row)
+                .query_map(
+                    rusqlite::params![filter.agent, filter.parent, filter.status, limit, filter.user, filter.kind],
+                    session_row,
+                )
                 .doing("listing agent sessions")?;
             rows.collect::<Result<Vec<_>, _>>().doing("listing agent sessions")
         })
@@ -471,13 +479,17 @@ impl Store {
 
     /// Messages `reader` can see on a team (sent to it, broadcast, or sent by it), oldest first,
     /// after row id `after`.
-    pub fn team_messages(&self, team: &str, reader: &str, after: i64) -> Result<Vec<TeamMessage>, StoreError> {
+    pub fn team_messages(&self, team: &str, reader: &str, after: Option<i64>) -> Result<Vec<TeamMessage>, StoreError> {
         self.with(|conn| {
+            // With `after`: the next 200 after that id (paging forward). Without: the newest 200,
+            // oldest first, so new messages are never hidden behind old ones.
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT id, team, sender, recipient, content, ts_ms FROM team_messages
-                     WHERE team = ?1 AND id > ?3 AND (recipient IS NULL OR recipient = ?2 OR sender = ?2)
-                     ORDER BY id LIMIT 200",
+                    "SELECT * FROM (
+                         SELECT id, team, sender, recipient, content, ts_ms FROM team_messages
+                         WHERE team = ?1 AND id > COALESCE(?3, 0) AND (recipient IS NULL OR recipient = ?2 OR sender = ?2)
+                         ORDER BY CASE WHEN ?3 IS NULL THEN -id ELSE id END LIMIT 200
+                     ) ORDER BY id",
                 )
                 .doing("reading team messages")?;
             let rows = stmt
@@ -596,6 +608,18 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-        assert_eq!(store.team_messages("t", "y", 0).unwrap().len(), 1);
+        assert_eq!(store.team_messages("t", "y", None).unwrap().len(), 1);
+        for i in 0..250 {
+            let m = TeamMessage { team: "t".into(), from: "x".into(), content: format!("m{i}"), ..Default::default() };
+            store.team_message_send(&m).unwrap();
+        }
+        let newest = store.team_messages("t", "y", None).unwrap();
+        assert_eq!(newest.len(), 200);
+        assert_eq!(newest.last().unwrap().content, "m249", "the newest message is never cut off");
+        assert!(newest.windows(2).all(|w| w[0].id < w[1].id), "oldest first");
+        let first = store.team_messages("t", "y", Some(0)).unwrap();
+        assert_eq!((first[0].content.as_str(), first.len()), ("hi", 200));
+        let next = store.team_messages("t", "y", Some(first.last().unwrap().id)).unwrap();
+        assert_eq!(next.len(), 51, "paging forward from the last id read");
     }
 }
