@@ -1,10 +1,7 @@
 //! Custom tool definitions added with `toolgate tools add --file def.json` (or the HTTP API):
 //! one row per tool, the definition as JSON text. The `toolgate` crate validates definitions
-//! before it stores them and again when it loads them; this module only keeps them.
-//!
-//! The table is created on first use (`CREATE TABLE IF NOT EXISTS`) rather than by a numbered
-//! migration: migrations were being added concurrently, and a table nobody else reads needs no
-//! ordering. It can move into `MIGRATIONS` unchanged.
+//! before it stores them and again when it loads them; this module only keeps them. The table
+//! comes from migration 6 (`db.rs`).
 
 use rusqlite::OptionalExtension;
 
@@ -22,24 +19,12 @@ pub struct StoredCustomTool {
     pub updated_ms: i64,
 }
 
-/// Creates the table if this database has none yet.
-const CREATE: &str = "CREATE TABLE IF NOT EXISTS custom_tools (
-    name TEXT PRIMARY KEY,
-    definition TEXT NOT NULL,
-    updated_ms INTEGER NOT NULL
-)";
-
-fn ensure(conn: &rusqlite::Connection) -> Result<(), StoreError> {
-    conn.execute_batch(CREATE).doing("creating the custom tools table")
-}
-
 impl Store {
     /// Adds or replaces the definition of the custom tool `name`.
     pub fn custom_tool_put(&self, name: &str, definition: &str) -> Result<(), StoreError> {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         self.with(|conn| {
-            ensure(conn)?;
             conn.execute(
                 "INSERT INTO custom_tools (name, definition, updated_ms) VALUES (?1, ?2, ?3)
                  ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, updated_ms = excluded.updated_ms",
@@ -53,7 +38,6 @@ impl Store {
     /// The definition of the custom tool `name`, if stored.
     pub fn custom_tool_get(&self, name: &str) -> Result<Option<StoredCustomTool>, StoreError> {
         self.with(|conn| {
-            ensure(conn)?;
             conn.query_row("SELECT name, definition, updated_ms FROM custom_tools WHERE name = ?1", [name], |r| {
                 Ok(StoredCustomTool { name: r.get(0)?, definition: r.get(1)?, updated_ms: r.get(2)? })
             })
@@ -65,7 +49,6 @@ impl Store {
     /// Every stored custom tool, by name.
     pub fn custom_tools(&self) -> Result<Vec<StoredCustomTool>, StoreError> {
         self.with(|conn| {
-            ensure(conn)?;
             let mut stmt = conn
                 .prepare_cached("SELECT name, definition, updated_ms FROM custom_tools ORDER BY name")
                 .doing("listing custom tools")?;
@@ -81,7 +64,6 @@ impl Store {
     /// Removes the custom tool `name`; returns whether it was stored.
     pub fn custom_tool_delete(&self, name: &str) -> Result<bool, StoreError> {
         self.with(|conn| {
-            ensure(conn)?;
             conn.execute("DELETE FROM custom_tools WHERE name = ?1", [name])
                 .map(|n| n > 0)
                 .doing("removing a custom tool")

@@ -102,8 +102,7 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit ADD COLUMN writer_pid INTEGER;
     ALTER TABLE audit ADD COLUMN writer_token TEXT;
     CREATE INDEX audit_started ON audit(writer_pid) WHERE outcome = 'started';",
-    // 6: custom tools added with `toolgate tools add` (definitions as JSON text; `custom_tools.rs`
-    // also creates it on first use).
+    // 6: custom tools added with `toolgate tools add` (definitions as JSON text; `custom_tools.rs`).
     "CREATE TABLE IF NOT EXISTS custom_tools (
         name TEXT PRIMARY KEY,
         definition TEXT NOT NULL,
