@@ -1,7 +1,7 @@
 //! The [`Fetcher`]: vet, pin, send, follow redirects by hand, stream and decode the body under
 //! a cap and a deadline.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -237,11 +237,11 @@ impl Fetcher {
     /// domain lists): what a tool can tell the model before approval. Names are lowercase.
     pub fn precheck(&self, url: &str) -> Result<(Url, Target), FetchError> {
         let (url, target) = net::parse_http_url(url)?;
-        self.check_static(&url, &target)?;
+        self.check_static(&target)?;
         Ok((url, target))
     }
 
-    fn check_static(&self, url: &Url, target: &Target) -> Result<(), FetchError> {
+    fn check_static(&self, target: &Target) -> Result<(), FetchError> {
         let host = match target {
             Target::Name(n) => n.clone(),
             Target::Ip(ip) => ip.to_string(),
@@ -249,7 +249,6 @@ impl Fetcher {
         if let Some(why) = self.policy.domain_refusal(&host) {
             return Err(FetchError::Domain { host, why });
         }
-        let _ = url;
         match target {
             // Private literals may be exceptions: decided with the port in `vet`.
             Target::Ip(_) => Ok(()),
@@ -264,7 +263,7 @@ impl Fetcher {
 
     /// Resolves once and vets every address.
     async fn vet(&self, url: &Url, target: &Target, deadline: tokio::time::Instant) -> Result<Vetted, FetchError> {
-        self.check_static(url, target)?;
+        self.check_static(target)?;
         let port = url.port_or_known_default().unwrap_or(443);
         let (name, addrs): (Option<&str>, Vec<SocketAddr>) = match target {
             Target::Ip(ip) => (None, vec![SocketAddr::new(*ip, port)]),
@@ -509,9 +508,4 @@ fn describe(e: &reqwest::Error) -> String {
 
 fn s_source<'a>(e: Option<&'a (dyn std::error::Error + 'static)>) -> Option<&'a (dyn std::error::Error + 'static)> {
     e.and_then(|e| e.source())
-}
-
-/// Whether `ip` is reachable under `policy` on `port` (a public address, or an exception).
-pub fn address_allowed(policy: &FetchPolicy, ip: IpAddr, port: u16) -> bool {
-    classify(ip).is_public() || policy.allow_private.allows(SocketAddr::new(ip, port))
 }

@@ -52,6 +52,6 @@ mod pin;
 mod policy;
 
 pub use error::FetchError;
-pub use fetcher::{Fetcher, Overflow, ProgressFn, Redirects, Request, Response, address_allowed, is_credential_header};
+pub use fetcher::{Fetcher, Overflow, ProgressFn, Redirects, Request, Response, is_credential_header};
 pub use policy::{FetchPolicy, ProxyConfig};
 pub use toolgate_guard::net::{AllowPrivate, Target};
