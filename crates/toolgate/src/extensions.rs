@@ -10,6 +10,7 @@ use toolgate_core::Tool;
 use toolgate_policy::PolicyConfig;
 use toolgate_store::Store;
 use toolgate_tools::custom::{self, CustomToolDef, SecretSource};
+use toolgate_tools::runtime::ProcessRunner;
 
 use crate::config::Config;
 
@@ -144,14 +145,15 @@ pub(crate) fn custom_tools(
     workspace: &std::path::Path,
     config: &Config,
     store: Option<&Arc<Store>>,
+    runner: &ProcessRunner,
 ) -> Result<Vec<Arc<dyn Tool>>, ExtensionError> {
     let defs = custom_defs(config, store.map(|s| s.as_ref()))?;
     let secrets: Arc<dyn SecretSource> = match store {
         Some(s) => Arc::new(StoreSecrets(Arc::clone(s))),
         None => Arc::new(custom::NoSecrets),
     };
-    let mut tools = custom::tools(defs, config.runtime.clone(), Arc::clone(&secrets))?;
-    tools.extend(skill_tools(workspace, config, secrets)?);
+    let mut tools = custom::tools(defs, runner, Arc::clone(&secrets))?;
+    tools.extend(skill_tools(workspace, runner, secrets)?);
     Ok(tools)
 }
 
@@ -159,7 +161,7 @@ pub(crate) fn custom_tools(
 /// skill's folder when it is inside the workspace. Registered after the built-ins.
 fn skill_tools(
     workspace: &std::path::Path,
-    config: &Config,
+    runner: &ProcessRunner,
     secrets: Arc<dyn SecretSource>,
 ) -> Result<Vec<Arc<dyn Tool>>, ExtensionError> {
     use toolgate_tools::skills;
@@ -182,7 +184,7 @@ fn skill_tools(
             })
             .collect();
         let group = format!("skill:{}", skill.name);
-        out.extend(custom::tools_in_group(defs, &group, config.runtime.clone(), Arc::clone(&secrets))?);
+        out.extend(custom::tools_in_group(defs, &group, runner, Arc::clone(&secrets))?);
     }
     Ok(out)
 }

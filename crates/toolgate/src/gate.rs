@@ -185,6 +185,9 @@ impl GateBuilder {
         // first request).
         let fetcher = toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?;
         let detector = Arc::new(LeakDetector::new().from_env());
+        // One process runner (sandboxes, background process table) for `exec` and friends and
+        // for the custom and skill tools.
+        let runner = toolgate_tools::runtime::ProcessRunner::new(self.config.runtime.clone())?;
         let registry = Registry::new();
         if self.builtins {
             for tool in toolgate_tools::basic::tools() {
@@ -195,7 +198,7 @@ impl GateBuilder {
             for tool in fs {
                 registry.register_builtin(tool)?;
             }
-            for tool in toolgate_tools::runtime::tools(self.config.runtime.clone())? {
+            for tool in toolgate_tools::runtime::tools(&runner) {
                 registry.register_builtin(tool)?;
             }
             for tool in toolgate_tools::skills::tools(&fetcher) {
@@ -238,7 +241,7 @@ impl GateBuilder {
         }
         let config = self.config;
         let mut custom_names = Vec::new();
-        for tool in crate::extensions::custom_tools(&workspace, &config, store.as_ref())? {
+        for tool in crate::extensions::custom_tools(&workspace, &config, store.as_ref(), &runner)? {
             custom_names.push(tool.spec().name.clone());
             registry.register_dynamic(tool)?;
         }
@@ -277,6 +280,7 @@ impl GateBuilder {
             config,
             store,
             fetcher,
+            runner,
             custom_names: std::sync::Mutex::new(custom_names),
         })
     }
@@ -315,6 +319,8 @@ pub struct Gate {
     /// The SSRF-safe fetcher of `[web]`, shared by the web tools, `skill_install` and WASM
     /// tools' `http`.
     pub(crate) fetcher: toolgate_fetch::Fetcher,
+    /// The process runner of `exec`, `process`, `execute_code` and the custom and skill tools.
+    pub(crate) runner: toolgate_tools::runtime::ProcessRunner,
     /// The custom and skill tools in the registry, replaced by [`Gate::reload`].
     pub(crate) custom_names: std::sync::Mutex<Vec<String>>,
 }

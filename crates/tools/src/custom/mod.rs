@@ -21,7 +21,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use toolgate_tools::custom::{CustomToolDef, NoSecrets, tools};
-//! use toolgate_tools::runtime::RuntimeConfig;
+//! use toolgate_tools::runtime::{ProcessRunner, RuntimeConfig};
 //!
 //! let def: CustomToolDef = serde_json::from_value(serde_json::json!({
 //!     "name": "count_lines",
@@ -29,7 +29,8 @@
 //!     "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 //!     "command": "wc -l -- {{.path}}"
 //! })).unwrap();
-//! let built = tools(vec![def], RuntimeConfig::default(), Arc::new(NoSecrets)).unwrap();
+//! let runner = ProcessRunner::new(RuntimeConfig::default()).unwrap();
+//! let built = tools(vec![def], &runner, Arc::new(NoSecrets)).unwrap();
 //! assert_eq!(built[0].spec().name, "count_lines");
 //! ```
 
@@ -46,7 +47,7 @@ use toolgate_core::Tool;
 pub use template::{MAX_RENDERED_BYTES, MAX_TEMPLATE_BYTES, Template, TemplateError};
 pub use tool::CustomTool;
 
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::ProcessRunner;
 
 /// Default deadline of a custom tool's command, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
@@ -121,9 +122,6 @@ pub enum CustomError {
         /// What is wrong.
         message: String,
     },
-    /// The `[runtime]` configuration the tools run with is invalid.
-    #[error("{0}")]
-    Runtime(String),
 }
 
 impl CustomToolDef {
@@ -243,27 +241,25 @@ impl SecretSource for NoSecrets {
     }
 }
 
-/// Builds a tool for each definition (validated first), sharing one process runner configured
-/// by `runtime` (its sandbox, output caps and timeout limits). The group is `custom`.
+/// Builds a tool for each definition (validated first), running on `runner` (the gate's
+/// process runner: its sandbox, output caps, timeout limits and process table). The group is
+/// `custom`.
 pub fn tools(
     defs: Vec<CustomToolDef>,
-    runtime: RuntimeConfig,
+    runner: &ProcessRunner,
     secrets: Arc<dyn SecretSource>,
 ) -> Result<Vec<Arc<dyn Tool>>, CustomError> {
-    tools_in_group(defs, "custom", runtime, secrets)
+    tools_in_group(defs, "custom", runner, secrets)
 }
 
 /// [`tools`] with another group name (a skill's tools are in `skill:NAME`).
 pub fn tools_in_group(
     defs: Vec<CustomToolDef>,
     group: &str,
-    runtime: RuntimeConfig,
+    runner: &ProcessRunner,
     secrets: Arc<dyn SecretSource>,
 ) -> Result<Vec<Arc<dyn Tool>>, CustomError> {
-    if defs.is_empty() {
-        return Ok(Vec::new());
-    }
-    let runtime = Arc::new(Runtime::new(runtime).map_err(|e| CustomError::Runtime(e.to_string()))?);
+    let runtime = &runner.0;
     let mut out: Vec<Arc<dyn Tool>> = Vec::with_capacity(defs.len());
     for def in defs {
         let template = def.validate()?;
@@ -277,7 +273,7 @@ pub fn tools_in_group(
                 ),
             });
         }
-        out.push(Arc::new(CustomTool::new(def, template, group, Arc::clone(&runtime), Arc::clone(&secrets))));
+        out.push(Arc::new(CustomTool::new(def, template, group, Arc::clone(runtime), Arc::clone(&secrets))));
     }
     Ok(out)
 }

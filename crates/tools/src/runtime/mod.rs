@@ -182,14 +182,32 @@ pub(crate) fn resolve_workdir(tool: &str, workspace: &Path, workdir: Option<&str
     Ok(real)
 }
 
-/// `exec`, `process` and `execute_code`, sharing one process table and sandbox cache.
+/// The process runner of a gate: one sandbox cache and one table of background processes,
+/// shared by `exec`, `process`, `execute_code` and the custom and skill tools (each of which
+/// would otherwise prune the others' logs of processes still running). Cheap to clone.
 ///
-/// Dropping the last of them stops every background process they started.
-pub fn tools(config: RuntimeConfig) -> Result<Vec<Arc<dyn Tool>>, RuntimeError> {
-    let runtime = Arc::new(Runtime::new(config)?);
-    Ok(vec![
-        Arc::new(ExecTool::new(Arc::clone(&runtime))),
-        Arc::new(ProcessTool::new(Arc::clone(&runtime))),
-        Arc::new(ExecuteCodeTool::new(runtime)),
-    ])
+/// Dropping the last clone (and the tools holding it) stops every background process started.
+#[derive(Debug, Clone)]
+pub struct ProcessRunner(pub(crate) Arc<Runtime>);
+
+impl ProcessRunner {
+    /// A runner for `config`, checked first.
+    pub fn new(config: RuntimeConfig) -> Result<ProcessRunner, RuntimeError> {
+        Ok(ProcessRunner(Arc::new(Runtime::new(config)?)))
+    }
+
+    /// The `[runtime]` configuration it runs with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.0.config
+    }
+}
+
+/// `exec`, `process` and `execute_code` on `runner`.
+pub fn tools(runner: &ProcessRunner) -> Vec<Arc<dyn Tool>> {
+    let runtime = &runner.0;
+    vec![
+        Arc::new(ExecTool::new(Arc::clone(runtime))),
+        Arc::new(ProcessTool::new(Arc::clone(runtime))),
+        Arc::new(ExecuteCodeTool::new(Arc::clone(runtime))),
+    ]
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 use toolgate_core::{CallContext, CallSafety, Tool, ToolError, ToolOutput};
-use toolgate_tools::runtime::{RuntimeConfig, tools};
+use toolgate_tools::runtime::{ProcessRunner, RuntimeConfig, tools};
 
 /// A workspace, a folder outside it with a canary, and the three tools.
 pub struct Fixture {
@@ -32,7 +32,7 @@ impl Fixture {
         std::fs::write(outside.path().join("canary"), CANARY).unwrap();
         let mut config = RuntimeConfig::default();
         edit(&mut config);
-        let tools = tools(config).unwrap();
+        let tools = tools(&ProcessRunner::new(config).unwrap());
         let ctx = CallContext::new(ws.path().canonicalize().unwrap());
         Fixture { ws, outside, tools, ctx }
     }
