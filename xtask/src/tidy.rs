@@ -25,7 +25,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("toolgate-mcp", &["toolgate-core", "toolgate-guard", "toolgate-sandbox"]),
     ("toolgate-fetch", &["toolgate-core", "toolgate-guard"]),
     ("toolgate-agent", &["toolgate-core", "toolgate-store"]),
-    ("toolgate-wasm", &["toolgate-core", "toolgate-guard", "toolgate-store"]),
+    ("toolgate-wasm", &["toolgate-core", "toolgate-store"]),
     (
         "toolgate",
         &[

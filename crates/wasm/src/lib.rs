@@ -26,8 +26,8 @@
 //! ```
 //!
 //! Sibling crates: `toolgate-core` (the `Tool` trait), `toolgate-store` (installed tools,
-//! secrets), `toolgate-guard` (leak scanning); the `toolgate` crate loads installed tools into
-//! its registry and implements [`ToolInvoker`] with `Gate::call`.
+//! secrets); the `toolgate` crate loads installed tools into its registry, implements
+//! [`ToolInvoker`] with `Gate::call` and [`HttpClient`] with its fetcher and leak detector.
 
 #![deny(missing_docs)]
 

@@ -23,15 +23,6 @@ pub trait SecretLookup: Send + Sync + 'static {
     fn exists(&self, name: &str) -> bool;
 }
 
-impl SecretLookup for toolgate_store::Store {
-    fn exists(&self, name: &str) -> bool {
-        if name.starts_with(crate::MANIFEST_PREFIX) {
-            return false;
-        }
-        self.secret_keys(name).is_ok_and(|keys| keys.iter().any(|k| k == name))
-    }
-}
-
 /// Reads a workspace file confined like the file tools (the kernel resolves the path beneath
 /// the workspace, denied paths are invisible).
 #[async_trait::async_trait]

@@ -9,7 +9,7 @@ use serde_json::Value;
 use toolgate_core::{ApprovalRequirement, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec, Touches};
 
 use crate::runtime::{CallLimits, Prepared, WasmRuntime};
-use crate::{Capabilities, Services, WasmError};
+use crate::{Capabilities, Services};
 
 /// Registered tool names of WASM tools start with this.
 pub const TOOL_PREFIX: &str = "wasm__";
@@ -125,7 +125,6 @@ impl Tool for WasmTool {
             Ok(Err(message)) => {
                 Err(ToolError::ExternalService { service: format!("WASM tool `{}`", self.name), message })
             }
-            Err(e @ WasmError::Deadline { .. }) => Err(e.into_tool_error(&self.name)),
             Err(e) => Err(e.into_tool_error(&self.name)),
         }
     }
