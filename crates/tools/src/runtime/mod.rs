@@ -36,9 +36,10 @@
 //! # Example
 //!
 //! ```
-//! use toolgate_tools::runtime::{tools, RuntimeConfig};
+//! use toolgate_tools::runtime::{tools, ProcessRunner, RuntimeConfig};
 //!
-//! let runtime = tools(RuntimeConfig::default()).expect("the default configuration is valid");
+//! let runner = ProcessRunner::new(RuntimeConfig::default()).expect("the default configuration is valid");
+//! let runtime = tools(&runner);
 //! let names: Vec<&str> = runtime.iter().map(|t| t.spec().name.as_str()).collect();
 //! assert_eq!(names, ["exec", "process", "execute_code"]);
 //! ```
