@@ -35,7 +35,8 @@ async fn run() {
     let wat = support::Guest::default().component();
     let python = cached("python-echo");
     let js = cached("js-echo");
-    let big = Capabilities::from_json(r#"{"limits": {"memory_mb": 128}}"#).expect("caps");
+    let big =
+        Capabilities::from_json(r#"{"limits": {"memory_mb": 64, "instances": 16, "component_mb": 32}}"#).expect("caps");
 
     println!("== start (compile = cold, disk cache = warm) ==");
     for (name, bytes, caps) in [

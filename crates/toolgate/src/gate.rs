@@ -350,6 +350,11 @@ impl Gate {
         &self.config
     }
 
+    /// The audit log, when the gate keeps one (WASM tools' HTTP requests add rows to it).
+    pub(crate) fn audit_log(&self) -> Option<&AuditLog> {
+        self.audit.as_ref()
+    }
+
     /// The registry, for adding or removing dynamic tools at run time.
     pub fn registry(&self) -> &Registry {
         &self.registry

@@ -33,7 +33,7 @@ use toolgate_wasm::{HttpClient, SecretLookup, ToolInvoker, WorkspaceReader};
 
 use crate::Gate;
 use crate::extensions::StoreSecrets;
-pub use crate::wasm_http::{Allowed, GuestHttp, MAX_RESPONSE_BYTES, check_request};
+pub use crate::wasm_http::{Allowed, AuditSink, GuestHttp, MAX_RESPONSE_BYTES, check_request};
 
 /// The installer for the WASM tools of `workspace`, with the compiled-code cache in
 /// `.toolgate/wasm-cache`.
@@ -95,8 +95,18 @@ pub fn services(gate: &Arc<Gate>) -> Services {
     // The gate's fetcher: the web tools' policy (`[web] allow_private`, domain lists, proxy),
     // connection pool and root certificates.
     let secrets_for_http = secrets.clone().unwrap_or_else(|| Arc::new(toolgate_tools::custom::NoSecrets));
-    let http = Some(Arc::new(GuestHttp::new(gate.fetcher.clone(), secrets_for_http, Arc::clone(&gate.detector)))
-        as Arc<dyn HttpClient>);
+    // One audit row per guest request, in the gate's audit log (weak: the gate owns its tools).
+    let weak = Arc::downgrade(gate);
+    let sink: AuditSink = Arc::new(move |record| {
+        if let Some(gate) = weak.upgrade()
+            && let Some(log) = gate.audit_log()
+        {
+            log.record(record);
+        }
+    });
+    let http = Some(Arc::new(
+        GuestHttp::new(gate.fetcher.clone(), secrets_for_http, Arc::clone(&gate.detector)).with_audit(sink),
+    ) as Arc<dyn HttpClient>);
     Services {
         invoker: Some(Arc::new(GateInvoker(Arc::downgrade(gate)))),
         secrets: secrets.map(|s| Arc::new(SecretExists(s)) as Arc<dyn SecretLookup>),

@@ -29,15 +29,27 @@
 //! 8. **The response**: credential-bearing headers (`set-cookie`, `authorization`,
 //!    `www-authenticate`, `proxy-*`, ...) removed; the injected values (also base64 and
 //!    URL-encoded) and anything the leak detector finds redacted from headers and body.
+//!
+//! Every request, sent or refused, leaves a row in the audit log (when the gate keeps one):
+//! id `<call id>.http<N>`, the tool, `{"method", "url"}` with query values and userinfo
+//! removed, the decision, the status and the response's size. The call's cancel token aborts
+//! a request in flight (its row says `cancelled`).
 
 use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 use toolgate_fetch::{Fetcher, Overflow, Redirects, Request};
 use toolgate_guard::leak::LeakDetector;
 use toolgate_guard::net::UrlProblem;
+use toolgate_store::AuditRecord;
 use toolgate_tools::custom::SecretSource;
-use toolgate_wasm::{CredentialLocation, EndpointPattern, HttpCapability, HttpClient, HttpRequest, HttpResponse};
+use toolgate_wasm::{
+    CredentialLocation, EndpointPattern, HttpCapability, HttpClient, HttpOrigin, HttpRequest, HttpResponse,
+};
+
+/// Where [`GuestHttp`] writes its audit rows (the gate's audit log).
+pub type AuditSink = Arc<dyn Fn(AuditRecord) + Send + Sync>;
 
 /// The most decoded body bytes a guest receives; a larger response is an error.
 pub const MAX_RESPONSE_BYTES: u64 = 4 << 20;
@@ -56,6 +68,7 @@ pub struct GuestHttp {
     fetcher: Fetcher,
     secrets: Arc<dyn SecretSource>,
     leaks: Arc<LeakDetector>,
+    audit: Option<AuditSink>,
 }
 
 impl std::fmt::Debug for GuestHttp {
@@ -69,7 +82,13 @@ impl GuestHttp {
     /// credentials read from `secrets`; `leaks` (the gate's detector) refuses outgoing and
     /// redacts incoming credentials.
     pub fn new(fetcher: Fetcher, secrets: Arc<dyn SecretSource>, leaks: Arc<LeakDetector>) -> Self {
-        GuestHttp { fetcher, secrets, leaks }
+        GuestHttp { fetcher, secrets, leaks, audit: None }
+    }
+
+    /// Writes one audit row per request (sent, refused, failed or cancelled) to `sink`.
+    pub fn with_audit(mut self, sink: AuditSink) -> Self {
+        self.audit = Some(sink);
+        self
     }
 
     /// The value of the secret `name`, or why there is none.
@@ -278,7 +297,155 @@ fn replace_all(hay: &[u8], needles: &[Vec<u8>]) -> Vec<u8> {
 
 #[async_trait::async_trait]
 impl HttpClient for GuestHttp {
-    async fn send(&self, cap: &HttpCapability, req: HttpRequest) -> Result<HttpResponse, String> {
+    async fn send(
+        &self,
+        origin: HttpOrigin<'_>,
+        cap: &HttpCapability,
+        req: HttpRequest,
+    ) -> Result<HttpResponse, String> {
+        // Written when dropped: a call cancelled with this request in flight still leaves it.
+        let mut row = self.audit.as_ref().map(|sink| AuditRow::new(Arc::clone(sink), origin, &req, &self.leaks));
+        let cancel = origin.ctx.map(|c| c.cancel.clone()).unwrap_or_default();
+        let result = self.exchange(cap, req, &cancel).await;
+        if let Some(row) = &mut row {
+            row.finish(&result, &self.leaks);
+        }
+        result.map_err(|f| f.message)
+    }
+
+    fn refused(&self, origin: HttpOrigin<'_>, req: &HttpRequest, reason: &str) {
+        if let Some(sink) = &self.audit {
+            let mut row = AuditRow::new(Arc::clone(sink), origin, req, &self.leaks);
+            row.finish(&Err(Failure::refused(reason.to_owned())), &self.leaks);
+        }
+    }
+}
+
+/// Why a request did not come back: refused by a rule (nothing was sent) or failed in the
+/// fetcher.
+struct Failure {
+    refused: bool,
+    message: String,
+}
+
+impl Failure {
+    fn refused(message: String) -> Self {
+        Failure { refused: true, message }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::refused(message)
+    }
+}
+
+/// The audit row of one guest request. It starts as `cancelled` and is written when dropped,
+/// so a request whose call was dropped mid-flight is recorded too.
+struct AuditRow {
+    sink: AuditSink,
+    record: AuditRecord,
+    started: Instant,
+    /// `METHOD URL` for the detail line.
+    line: String,
+}
+
+impl AuditRow {
+    fn new(sink: AuditSink, origin: HttpOrigin<'_>, req: &HttpRequest, leaks: &LeakDetector) -> Self {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let (url, host) = audit_url(&req.url);
+        let url = leaks.redact(&url).text;
+        let method: String = req.method.trim().to_ascii_uppercase().chars().take(16).collect();
+        let mut record = AuditRecord {
+            ts_ms: now.as_millis() as i64,
+            tool: origin.tool.to_owned(),
+            params: serde_json::json!({"method": method, "url": url}).to_string(),
+            decision: "wasm http: cancelled while in flight".into(),
+            outcome: "cancelled".into(),
+            subject: host,
+            ..AuditRecord::default()
+        };
+        match origin.ctx {
+            Some(ctx) => {
+                let call =
+                    if ctx.call_id.is_empty() { format!("wasm-{}", now.as_nanos()) } else { ctx.call_id.clone() };
+                record.id = format!("{call}.http{}", origin.index);
+                record.user = ctx.identity.user.clone();
+                record.agent = ctx.identity.agent.clone();
+                record.session = ctx.identity.session.clone();
+                record.provider = ctx.provider.clone();
+            }
+            None => record.id = format!("wasm-{}.http{}", now.as_nanos(), origin.index),
+        }
+        AuditRow { sink, record, started: Instant::now(), line: format!("{method} {url}") }
+    }
+
+    fn finish(&mut self, result: &Result<HttpResponse, Failure>, leaks: &LeakDetector) {
+        let r = &mut self.record;
+        match result {
+            Ok(resp) => {
+                r.decision = "wasm http: allowed".into();
+                r.outcome = "ok".into();
+                r.output_bytes = resp.body.len() as i64;
+                r.detail = Some(format!("{} -> {}, {} bytes", self.line, resp.status, resp.body.len()));
+            }
+            Err(f) => {
+                let message = leaks.redact(&shorten(&f.message)).text;
+                if f.refused {
+                    r.decision = "wasm http: refused".into();
+                    r.outcome = "denied".into();
+                    r.detail = Some(format!("{} refused: {message}", self.line));
+                } else {
+                    r.decision = "wasm http: allowed; the request failed".into();
+                    r.outcome = if f.message.contains("cancelled") { "cancelled" } else { "external_service" }.into();
+                    r.detail = Some(format!("{} failed: {message}", self.line));
+                }
+                r.error = Some(message);
+            }
+        }
+    }
+}
+
+impl Drop for AuditRow {
+    fn drop(&mut self) {
+        self.record.duration_us = self.started.elapsed().as_micros() as i64;
+        if self.record.detail.is_none() {
+            self.record.detail = Some(format!("{} cancelled", self.line));
+        }
+        (self.sink)(std::mem::take(&mut self.record));
+    }
+}
+
+/// The URL as the audit log keeps it: no userinfo, no fragment, query values replaced by `*`
+/// (a guest may put anything there), at most 200 characters; and its host.
+fn audit_url(raw: &str) -> (String, Option<String>) {
+    match url::Url::parse(raw.trim()) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_fragment(None);
+            if u.query().is_some() {
+                let keys: Vec<String> = u.query_pairs().map(|(k, _)| format!("{k}=*")).collect();
+                let query = keys.join("&");
+                u.set_query((!query.is_empty()).then_some(query.as_str()));
+            }
+            (shorten(u.as_str()), u.host_str().map(str::to_owned))
+        }
+        Err(_) => {
+            let head = raw.split(['?', '#']).next().unwrap_or_default();
+            (shorten(head.rsplit('@').next().unwrap_or_default()), None)
+        }
+    }
+}
+
+impl GuestHttp {
+    /// Steps 1 to 8 of the module docs.
+    async fn exchange(
+        &self,
+        cap: &HttpCapability,
+        req: HttpRequest,
+        cancel: &CancellationToken,
+    ) -> Result<HttpResponse, Failure> {
         let Allowed { mut url, host, method, .. } = check_request(cap, &req.method, &req.url)?;
 
         // What the host injects for this endpoint, and so what the guest may not set.
@@ -301,13 +468,15 @@ impl HttpClient for GuestHttp {
                 return Err(format!(
                     "the header `{name}` is set by the host for `{host}` (a credential this tool never sees); \
                      do not send it"
-                ));
+                )
+                .into());
             }
             if refused_request_header(&lower) {
                 return Err(format!(
                     "a WASM tool cannot set the header `{name}`; credentials are added by the host from the \
                      tool's capability"
-                ));
+                )
+                .into());
             }
             headers.push((name.clone(), value.clone()));
         }
@@ -316,7 +485,8 @@ impl HttpClient for GuestHttp {
                 "the query parameter `{}` is set by the host for `{host}` (a credential this tool never sees); \
                  do not send it",
                 q.0
-            ));
+            )
+            .into());
         }
 
         // Nothing the guest sends may carry a credential.
@@ -334,7 +504,8 @@ impl HttpClient for GuestHttp {
                 "refused: the request contains a credential (leak rule {}); nothing was sent. A WASM tool gets \
                  credentials only through its capability's `credentials`, added by the host",
                 rules.join(", ")
-            ));
+            )
+            .into());
         }
 
         // Credentials, added last, and what to redact if the server echoes them.
@@ -371,11 +542,12 @@ impl HttpClient for GuestHttp {
         request.max_bytes = Some(MAX_RESPONSE_BYTES);
         request.overflow = Overflow::Fail;
         request.require_https = !cap.allow_insecure;
-        // A dropped call (the gate's timeout, a cancelled request) drops this future and the
-        // connection with it; there is no token of the call's to pass down here.
-        let response = self.fetcher.fetch(request, &CancellationToken::new()).await.map_err(|e| {
+        // The call's token: cancelling the call closes the connection at once (a dropped call,
+        // the gate's timeout, drops this future and the connection with it too).
+        let response = self.fetcher.fetch(request, cancel).await.map_err(|e| Failure {
+            refused: false,
             // The fetcher's words may quote the URL, which may hold a query credential.
-            String::from_utf8_lossy(&replace_all(e.to_string().as_bytes(), &redact)).into_owned()
+            message: String::from_utf8_lossy(&replace_all(e.to_string().as_bytes(), &redact)).into_owned(),
         })?;
         tracing::debug!(status = response.status, url = %shorten(&String::from_utf8_lossy(&replace_all(response.url.as_str().as_bytes(), &redact))), "wasm http");
 
@@ -401,7 +573,8 @@ impl HttpClient for GuestHttp {
                          it is not returned",
                         response.status,
                         rules.join(", ")
-                    ));
+                    )
+                    .into());
                 }
                 body
             }

@@ -9,7 +9,8 @@
 //!                               "location": { "bearer": {} } }] },
 //!   "secrets": { "exists": ["EXAMPLE_*"] },
 //!   "tools": { "aliases": { "search": "grep" } },
-//!   "limits": { "memory_mb": 10, "fuel": 1000000000, "timeout_secs": 10 }
+//!   "limits": { "memory_mb": 10, "fuel": 1000000000, "timeout_secs": 10, "instances": 10,
+//!               "tables": 10, "component_mb": 10 }
 //! }
 //! ```
 
@@ -144,6 +145,16 @@ pub struct LimitOverrides {
     /// Wall-clock deadline per call in seconds (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u32>,
+    /// Core instances per call (default 10; a componentize-py component links about a dozen
+    /// modules, a WAT tool one or two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<u32>,
+    /// Tables per call (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<u32>,
+    /// The largest component file accepted, in MiB (default 10; an interpreter needs more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component_mb: Option<u32>,
 }
 
 impl Capabilities {
@@ -222,7 +233,14 @@ impl Capabilities {
                 }
             }
         }
-        if self.limits.memory_mb == Some(0) || self.limits.fuel == Some(0) || self.limits.timeout_secs == Some(0) {
+        let l = self.limits;
+        if l.memory_mb == Some(0)
+            || l.fuel == Some(0)
+            || l.timeout_secs == Some(0)
+            || l.instances == Some(0)
+            || l.tables == Some(0)
+            || l.component_mb == Some(0)
+        {
             return bad("limits must be positive".into());
         }
         Ok(())
@@ -281,6 +299,9 @@ impl Capabilities {
             l.memory_mb.map(|m| format!("memory {m} MB")),
             l.fuel.map(|f| format!("fuel {f}")),
             l.timeout_secs.map(|t| format!("timeout {t} s")),
+            l.instances.map(|n| format!("{n} instances")),
+            l.tables.map(|n| format!("{n} tables")),
+            l.component_mb.map(|m| format!("component {m} MB")),
         ]
         .into_iter()
         .flatten()
@@ -371,6 +392,8 @@ mod tests {
             r#"{"tools": {"aliases": {"me": "wasm__other"}}}"#,
             r#"{"tools": {"aliases": {"all": "*"}}}"#,
             r#"{"limits": {"memory_mb": 0}}"#,
+            r#"{"limits": {"instances": 0}}"#,
+            r#"{"limits": {"component_mb": 0}}"#,
             r#"{"network": true}"#,
         ] {
             assert!(Capabilities::from_json(text).is_err(), "accepted {text}");

@@ -24,7 +24,9 @@ pub enum WasmError {
         detail: String,
     },
     /// The component file is larger than allowed.
-    #[error("the component is {size} bytes, more than the limit of {limit} bytes")]
+    #[error(
+        "the component is {size} bytes, more than the limit of {limit} bytes; a person allows a larger one (an interpreter: Python, JavaScript) with `limits.component_mb` in its capability file"
+    )]
     TooLarge {
         /// Its size.
         size: u64,
@@ -72,6 +74,18 @@ pub enum WasmError {
     MemoryLimit {
         /// The limit in bytes.
         limit: usize,
+    },
+    /// The component creates more core instances, tables or memories than it may.
+    #[error(
+        "the tool needs more instances or tables than its limits allow ({instances} instances, {tables} tables): {detail}; a person raises them with `limits.instances` / `limits.tables` in its capability file"
+    )]
+    CountLimit {
+        /// What wasmtime said.
+        detail: String,
+        /// The instance limit.
+        instances: usize,
+        /// The table limit.
+        tables: usize,
     },
     /// The guest overflowed its stack (deep recursion).
     #[error("the tool overflowed its stack (too deep recursion) and was stopped")]

@@ -9,7 +9,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::Capabilities;
-use crate::services::{HttpRequest, Services};
+use crate::services::{HttpOrigin, HttpRequest, Services};
 
 wasmtime::component::bindgen!({
     path: "wit",
@@ -44,6 +44,8 @@ pub struct LogEntry {
 #[derive(Debug)]
 pub(crate) struct Limiter {
     pub(crate) memory: usize,
+    pub(crate) instances: usize,
+    pub(crate) tables: usize,
     /// Set when a growth was refused, so the error can say why the guest stopped.
     pub(crate) memory_refused: bool,
 }
@@ -60,11 +62,11 @@ impl wasmtime::ResourceLimiter for Limiter {
     }
 
     fn instances(&self) -> usize {
-        crate::runtime::MAX_INSTANCES
+        self.instances
     }
 
     fn tables(&self) -> usize {
-        crate::runtime::MAX_TABLES
+        self.tables
     }
 
     fn memories(&self) -> usize {
@@ -101,7 +103,7 @@ impl HostState {
         caps: Arc<Capabilities>,
         services: Services,
         ctx: Option<CallContext>,
-        memory: usize,
+        limits: crate::CallLimits,
     ) -> Self {
         // No preopened directories, no environment, no arguments, no sockets, stdout and
         // stderr discarded: WASI is only there because guest toolchains import it.
@@ -109,7 +111,12 @@ impl HostState {
         HostState {
             wasi,
             table: ResourceTable::new(),
-            limiter: Limiter { memory, memory_refused: false },
+            limiter: Limiter {
+                memory: limits.memory_bytes,
+                instances: limits.instances,
+                tables: limits.tables,
+                memory_refused: false,
+            },
             caps,
             services,
             ctx,
@@ -176,15 +183,24 @@ impl http::Host for HostState {
         let Some(cap) = self.caps.http.clone() else {
             return Err("capability `http` is not granted to this tool".into());
         };
-        if self.http_requests >= MAX_HTTP_REQUESTS {
-            return Err(format!("at most {MAX_HTTP_REQUESTS} HTTP requests per call"));
-        }
-        self.http_requests += 1;
-        let Some(client) = &self.services.http else {
+        let Some(client) = self.services.http.clone() else {
             return Err("HTTP is not available in this toolgate build".into());
         };
         let request = HttpRequest { method: req.method, url: req.url, headers: req.headers, body: req.body };
-        let resp = client.send(&cap, request).await?;
+        let (tool, ctx) = (Arc::clone(&self.tool), self.ctx.clone());
+        let origin = HttpOrigin { tool: &tool, ctx: ctx.as_ref(), index: self.http_requests.saturating_add(1) };
+        if self.http_requests >= MAX_HTTP_REQUESTS {
+            let reason = format!("at most {MAX_HTTP_REQUESTS} HTTP requests per call");
+            // One audit row for the first refusal: a guest looping on `send` must not flood
+            // the log.
+            if self.http_requests == MAX_HTTP_REQUESTS {
+                client.refused(origin, &request, &reason);
+                self.http_requests += 1;
+            }
+            return Err(reason);
+        }
+        self.http_requests += 1;
+        let resp = client.send(origin, &cap, request).await?;
         Ok(http::Response { status: resp.status, headers: resp.headers, body: resp.body })
     }
 }

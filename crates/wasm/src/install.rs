@@ -66,7 +66,7 @@ impl Installer {
         caps: Capabilities,
     ) -> Result<InstalledTool, WasmError> {
         caps.validate()?;
-        let limit = self.runtime.config().max_component_bytes;
+        let limit = self.runtime.limits_for(&caps).component_bytes;
         let io = |doing, e| WasmError::Io { doing, path: file.to_owned(), source: e };
         let size = std::fs::metadata(file).map_err(|e| io("reading", e))?.len();
         if size > limit {

@@ -47,7 +47,9 @@ pub use error::WasmError;
 pub use host::{LogEntry, MAX_HTTP_REQUESTS, MAX_LOG_BYTES, MAX_LOG_ENTRIES, MAX_READ_BYTES, MAX_TOOL_INVOCATIONS};
 pub use install::{InstalledTool, Installer, MANIFEST_PREFIX};
 pub use runtime::{CallLimits, CallReport, Prepared, RuntimeConfig, ToolDescription, WasmRuntime, wasmtime_version};
-pub use services::{HttpClient, HttpRequest, HttpResponse, SecretLookup, Services, ToolInvoker, WorkspaceReader};
+pub use services::{
+    HttpClient, HttpOrigin, HttpRequest, HttpResponse, SecretLookup, Services, ToolInvoker, WorkspaceReader,
+};
 pub use tool::{GROUP, TOOL_PREFIX, WasmTool};
 
 /// The WIT world tools target, as text (the contract for tool authors).

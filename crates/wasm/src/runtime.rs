@@ -14,11 +14,11 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllo
 use crate::host::{Description, HostState, LogEntry, Tool as ToolWorld, ToolPre};
 use crate::{Capabilities, Services, WasmError};
 
-/// Core instances one store may create (a component built by componentize-py links a dozen
-/// modules; a WAT tool one or two).
-pub(crate) const MAX_INSTANCES: usize = 32;
-/// Tables one store may create.
-pub(crate) const MAX_TABLES: usize = 10;
+/// The most core instances any tool may ask for (the pooling allocator's per-component
+/// bound); the default per call is [`RuntimeConfig::instances`].
+pub(crate) const MAX_INSTANCES: usize = 64;
+/// The most tables any tool may ask for.
+pub(crate) const MAX_TABLES: usize = 64;
 /// Linear memories one store may create.
 pub(crate) const MAX_MEMORIES: usize = 10;
 /// How often the guest yields to the executor, in fuel units (so a timeout preempts it).
@@ -44,7 +44,14 @@ pub struct RuntimeConfig {
     pub max_timeout: Duration,
     /// The epoch tick (deadlines are rounded up to it).
     pub epoch_tick: Duration,
-    /// A component file may be at most this large.
+    /// Core instances per call unless the tool sets its own (`limits.instances`).
+    pub instances: usize,
+    /// Tables per call unless the tool sets its own (`limits.tables`).
+    pub tables: usize,
+    /// A component file may be at most this large unless the tool sets its own
+    /// (`limits.component_mb`).
+    pub component_bytes: u64,
+    /// The largest component any tool may ask for.
     pub max_component_bytes: u64,
     /// A result may be at most this many bytes.
     pub max_output_bytes: usize,
@@ -63,7 +70,11 @@ impl Default for RuntimeConfig {
             timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(600),
             epoch_tick: Duration::from_millis(500),
-            // Python and JavaScript components carry their interpreter (20-40 MB).
+            instances: 10,
+            tables: 10,
+            component_bytes: 10 << 20,
+            // Python and JavaScript components carry their interpreter (12-20 MB): their
+            // capability file raises `component_mb`, up to this.
             max_component_bytes: 64 << 20,
             max_output_bytes: 4 << 20,
             pooling: true,
@@ -80,6 +91,12 @@ pub struct CallLimits {
     pub memory_bytes: usize,
     /// Wall-clock deadline.
     pub timeout: Duration,
+    /// Core instances.
+    pub instances: usize,
+    /// Tables.
+    pub tables: usize,
+    /// The largest component file.
+    pub component_bytes: u64,
 }
 
 /// What a call produced besides its result.
@@ -208,12 +225,19 @@ impl WasmRuntime {
             fuel: o.fuel.unwrap_or(c.fuel).min(c.max_fuel),
             memory_bytes: o.memory_mb.map_or(c.memory_bytes, |m| (m as usize) << 20).min(c.max_memory_bytes),
             timeout: o.timeout_secs.map_or(c.timeout, |s| Duration::from_secs(s.into())).min(c.max_timeout),
+            instances: o.instances.map_or(c.instances, |n| n as usize).min(MAX_INSTANCES),
+            tables: o.tables.map_or(c.tables, |n| n as usize).min(MAX_TABLES),
+            component_bytes: o
+                .component_mb
+                .map_or(c.component_bytes, |m| u64::from(m) << 20)
+                .min(c.max_component_bytes),
         }
     }
 
-    /// Checks that `bytes` are a component (not a core module, within the size limit).
-    pub fn validate(&self, bytes: &[u8]) -> Result<(), WasmError> {
-        let limit = self.inner.config.max_component_bytes;
+    /// Checks that `bytes` are a component (not a core module, within the size limit of a
+    /// tool with `caps`).
+    pub fn validate(&self, bytes: &[u8], caps: &Capabilities) -> Result<(), WasmError> {
+        let limit = self.limits_for(caps).component_bytes;
         if bytes.len() as u64 > limit {
             return Err(WasmError::TooLarge { size: bytes.len() as u64, limit });
         }
@@ -233,7 +257,7 @@ impl WasmRuntime {
     /// Compiles `bytes` (or loads them from the disk cache), links them against the
     /// `toolgate:tool` world and asks the component to describe itself.
     pub async fn prepare(&self, bytes: &[u8], caps: &Capabilities) -> Result<Prepared, WasmError> {
-        self.validate(bytes)?;
+        self.validate(bytes, caps)?;
         let hash = blake3::hash(bytes).to_hex().to_string();
         let (component, from_cache) = self.compile(bytes, &hash)?;
         let instance_pre = self.inner.linker.instantiate_pre(&component).map_err(|e| wrong_world(&e))?;
@@ -285,7 +309,7 @@ impl WasmRuntime {
         ctx: Option<CallContext>,
         limits: CallLimits,
     ) -> Result<Store<HostState>, WasmError> {
-        let mut store = Store::new(&self.inner.engine, HostState::new(tool, caps, services, ctx, limits.memory_bytes));
+        let mut store = Store::new(&self.inner.engine, HostState::new(tool, caps, services, ctx, limits));
         store.limiter(|s| &mut s.limiter);
         store.set_fuel(limits.fuel).map_err(WasmError::engine)?;
         store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL)).map_err(WasmError::engine)?;
@@ -369,6 +393,11 @@ fn classify(store: &Store<HostState>, e: wasmtime::Error, limits: CallLimits) ->
         Some(Trap::Interrupt) => WasmError::Deadline { after: limits.timeout },
         Some(Trap::StackOverflow) => WasmError::StackOverflow,
         _ if store.data().limiter.memory_refused => WasmError::MemoryLimit { limit: limits.memory_bytes },
+        // wasmtime's words when a store creates more instances, tables or memories than
+        // the limiter allows.
+        _ if format!("{e:#}").contains("resource limit exceeded") => {
+            WasmError::CountLimit { detail: format!("{e:#}"), instances: limits.instances, tables: limits.tables }
+        }
         _ => WasmError::Trap { detail: format!("{e:#}") },
     }
 }

@@ -57,12 +57,33 @@ pub struct HttpResponse {
     pub body: Vec<u8>,
 }
 
+/// Who sends a guest's request: the tool, its call (the cancel token that must abort the
+/// request, and the identity its audit row names), and the request's number within the call.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpOrigin<'a> {
+    /// The tool's registered name (`wasm__NAME`).
+    pub tool: &'a str,
+    /// The call being served (none outside a call).
+    pub ctx: Option<&'a CallContext>,
+    /// 1 for the call's first request, 2 for the next, ...
+    pub index: u32,
+}
+
 /// Sends a guest's request after checking it against the tool's allowlist, adding credentials
 /// on the host side and scanning the response for leaks.
 #[async_trait::async_trait]
 pub trait HttpClient: Send + Sync + 'static {
-    /// Sends `req` if `cap` allows it, or says why not.
-    async fn send(&self, cap: &HttpCapability, req: HttpRequest) -> Result<HttpResponse, String>;
+    /// Sends `req` if `cap` allows it, or says why not. A cancelled `origin.ctx` aborts it.
+    async fn send(
+        &self,
+        origin: HttpOrigin<'_>,
+        cap: &HttpCapability,
+        req: HttpRequest,
+    ) -> Result<HttpResponse, String>;
+
+    /// A request the host refused before it reached [`send`](HttpClient::send) (the per-call
+    /// budget), for clients that keep an audit log. Called once per call, not per attempt.
+    fn refused(&self, _origin: HttpOrigin<'_>, _req: &HttpRequest, _reason: &str) {}
 }
 
 /// The services a runtime lends its guests. Cheap to clone.

@@ -59,6 +59,11 @@ impl WasmTool {
         &self.caps
     }
 
+    /// The runtime it runs in.
+    pub fn runtime(&self) -> &WasmRuntime {
+        &self.runtime
+    }
+
     /// The compiled component.
     pub fn prepared(&self) -> &Prepared {
         &self.prepared

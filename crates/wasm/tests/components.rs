@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolgate_core::{CallContext, Tool, ToolError};
-use toolgate_wasm::{Capabilities, RuntimeConfig, Services, WasmRuntime, WasmTool};
+use toolgate_wasm::{Capabilities, RuntimeConfig, Services, WasmError, WasmRuntime, WasmTool};
 
 fn component(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm").join(format!("{name}.wasm"));
@@ -16,8 +16,15 @@ fn component(name: &str) -> Vec<u8> {
     })
 }
 
-/// Interpreters need more than the 10 MB default.
-const CAPS: &str = r#"{"limits": {"memory_mb": 128}}"#;
+/// What the example's sidecar grants: an interpreter needs more memory, instances and file
+/// size than the defaults.
+fn sidecar(name: &str) -> Capabilities {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/wasm")
+        .join(name)
+        .join(format!("{name}.capabilities.json"));
+    Capabilities::from_json(&std::fs::read_to_string(&path).expect("read the sidecar")).expect("valid sidecar")
+}
 
 /// Compiling an interpreter takes a while: the tests share a disk cache under `.cache/wasm`.
 fn config() -> RuntimeConfig {
@@ -27,7 +34,7 @@ fn config() -> RuntimeConfig {
 
 async fn example(name: &str) -> WasmTool {
     let rt = WasmRuntime::new(config()).expect("runtime");
-    let caps = Capabilities::from_json(CAPS).expect("caps");
+    let caps = sidecar(name);
     let prepared = rt.prepare(&component(name), &caps).await.unwrap_or_else(|e| panic!("{name} prepares: {e}"));
     assert_eq!(prepared.description.name, name);
     WasmTool::new(rt, prepared, name, caps, Services::default())
@@ -61,8 +68,22 @@ async fn js_echo_runs() {
 }
 
 #[tokio::test]
-async fn an_interpreter_in_ten_megabytes_fails_cleanly() {
+async fn an_interpreter_within_the_default_limits_fails_cleanly() {
     let rt = WasmRuntime::new(config()).expect("runtime");
-    let err = rt.prepare(&component("python-echo"), &Capabilities::none()).await.expect_err("too little memory");
-    assert!(err.to_string().contains("memory") || err.to_string().contains("crashed"), "{err}");
+    // By default a component file is at most 10 MB: the interpreters are refused before
+    // anything is compiled, with what to change.
+    for name in ["python-echo", "js-echo"] {
+        let err = rt.prepare(&component(name), &Capabilities::none()).await.expect_err("too large");
+        assert!(matches!(err, WasmError::TooLarge { limit: 10485760, .. }), "{name}: {err}");
+        assert!(err.to_string().contains("limits.component_mb"), "{err}");
+    }
+    // Allowed in size, but in 10 MB of memory: refused at its first instantiation.
+    let caps = Capabilities::from_json(r#"{"limits": {"component_mb": 32, "instances": 16}}"#).expect("caps");
+    let err = rt.prepare(&component("python-echo"), &caps).await.expect_err("too little memory");
+    assert!(matches!(err, WasmError::MemoryLimit { limit: 10485760 }), "{err}");
+    // And with 10 instances (the default): refused, naming the limit to raise.
+    let caps = Capabilities::from_json(r#"{"limits": {"component_mb": 32, "memory_mb": 64}}"#).expect("caps");
+    let err = rt.prepare(&component("python-echo"), &caps).await.expect_err("too few instances");
+    assert!(matches!(err, WasmError::CountLimit { instances: 10, .. }), "{err}");
+    assert!(err.to_string().contains("limits.instances"), "{err}");
 }

@@ -12,8 +12,8 @@ use serde_json::json;
 use support::{Guest, WIT};
 use toolgate_core::{CallContext, Tool, ToolError};
 use toolgate_wasm::{
-    Capabilities, HttpCapability, HttpClient, HttpRequest, HttpResponse, Installer, RuntimeConfig, Services, WasmError,
-    WasmRuntime, WasmTool,
+    Capabilities, HttpCapability, HttpClient, HttpOrigin, HttpRequest, HttpResponse, Installer, RuntimeConfig,
+    Services, WasmError, WasmRuntime, WasmTool,
 };
 
 fn config() -> RuntimeConfig {
@@ -168,6 +168,22 @@ async fn unbounded_memory_is_stopped_at_the_limit() {
 }
 
 #[tokio::test]
+async fn a_guest_over_ten_megabytes_is_refused_by_default() {
+    let rt = runtime();
+    // 161 pages of 64 KiB: just over 10 MiB of initial memory.
+    let big = Guest { pages: 161, ..Guest::default() };
+    let err = rt.prepare(&big.component(), &Capabilities::none()).await.expect_err("over 10 MB");
+    assert!(matches!(err, WasmError::MemoryLimit { limit } if limit == 10 << 20), "{err}");
+    assert!(err.to_string().contains("more than 10485760 bytes of memory"), "{err}");
+    // A person grants it more, per tool.
+    let caps = caps(r#"{"limits": {"memory_mb": 11}}"#);
+    let tool = tool(&rt, &big, caps, Services::default()).await;
+    let out = tool.execute(&CallContext::new("/"), json!({"text": "x"})).await.expect("runs with 11 MB");
+    assert!(out.text_content().contains("\"x\""), "{}", out.text_content());
+    host_survives(&rt).await;
+}
+
+#[tokio::test]
 async fn deep_recursion_overflows_the_stack_cleanly() {
     let rt = runtime();
     let guest = Guest {
@@ -218,13 +234,19 @@ async fn ten_megabytes_of_logs_are_bounded() {
 /// Counts requests and answers each with 204; stands in for the fetcher to count what the
 /// host lets through.
 #[derive(Default)]
-struct CountingHttp(AtomicU32);
+struct CountingHttp(AtomicU32, AtomicU32);
 
 #[async_trait::async_trait]
 impl HttpClient for CountingHttp {
-    async fn send(&self, _cap: &HttpCapability, _req: HttpRequest) -> Result<HttpResponse, String> {
+    async fn send(&self, _: HttpOrigin<'_>, _: &HttpCapability, _: HttpRequest) -> Result<HttpResponse, String> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(HttpResponse { status: 204, headers: vec![], body: vec![] })
+    }
+
+    fn refused(&self, origin: HttpOrigin<'_>, _: &HttpRequest, reason: &str) {
+        assert_eq!(origin.index, toolgate_wasm::MAX_HTTP_REQUESTS + 1);
+        assert!(reason.contains("at most 50"), "{reason}");
+        self.1.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -257,6 +279,8 @@ async fn ten_thousand_http_calls_are_cut_at_fifty() {
     let (result, _) = run(&rt, &guest, granted, services.clone()).await;
     result.expect("runs").expect("ok");
     assert_eq!(counter.0.load(Ordering::SeqCst), toolgate_wasm::MAX_HTTP_REQUESTS);
+    // The 9,950 refusals are reported once (one audit row), not 9,950 times.
+    assert_eq!(counter.1.load(Ordering::SeqCst), 1);
 
     // Without the capability not one request leaves.
     let (result, _) = run(&rt, &guest, Capabilities::none(), services).await;

@@ -127,7 +127,7 @@ fn caps_with(insecure: bool, locations: &[&str]) -> Capabilities {
         .map(|l| format!(r#"{{"secret": "TG_TEST_TOKEN", "host": "example.com", "location": {l}}}"#))
         .collect();
     Capabilities::from_json(&format!(
-        r#"{{"limits": {{"memory_mb": 128}},
+        r#"{{"limits": {{"memory_mb": 64, "instances": 16, "component_mb": 32}},
             "http": {{"allow": [{{"host": "example.com", "path_prefix": "/v1/", "methods": ["GET", "POST"]}}],
                       "credentials": [{}],
                       "allow_insecure": {insecure}}}}}"#,
@@ -352,4 +352,146 @@ async fn every_credential_location_is_injected_and_hidden() {
     // The response is bounded.
     let err = guest(&tool, json!({"url": format!("{base}/v1/big")})).await.expect_err("too large");
     assert!(err.to_string().contains("larger than 4194304 bytes"), "{err}");
+}
+
+/// The gate's audit log, after its queue is written.
+fn audit_rows(gate: &Gate, ws: &std::path::Path) -> Vec<toolgate::store::AuditRecord> {
+    gate.flush_audit();
+    let store = toolgate::store::Store::open(&ws.join(".toolgate/state.db")).expect("store");
+    store.audit_tail(100).expect("audit")
+}
+
+#[tokio::test]
+async fn every_guest_request_leaves_an_audit_row() {
+    let (port, _seen) = serve().await;
+    let ws = workspace();
+    let gate = gate_at(ws.path(), port);
+    tool(&gate, caps(true)).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let ctx = gate.context();
+    gate.call(&ctx, "wasm__python-http", json!({"url": format!("{base}/v1/data?token=hunter2secret&q=1")}))
+        .await
+        .expect("allowed");
+    let refused = gate.call(&ctx, "wasm__python-http", json!({"url": format!("{base}/v1/%2e%2e/admin")})).await;
+    assert!(refused.is_err(), "{refused:?}");
+
+    let rows = audit_rows(&gate, ws.path());
+    let calls: Vec<_> = rows.iter().filter(|r| r.tool == "wasm__python-http" && !r.id.contains(".http")).collect();
+    let http: Vec<_> = rows.iter().filter(|r| r.id.contains(".http")).collect();
+    assert_eq!((calls.len(), http.len()), (2, 2), "{rows:#?}");
+    for row in &http {
+        assert_eq!(row.tool, "wasm__python-http");
+        assert!(calls.iter().any(|c| row.id == format!("{}.http1", c.id)), "{} names its call", row.id);
+        assert_eq!(row.subject.as_deref(), Some("127.0.0.1"));
+        assert!(!format!("{row:?}").contains("hunter2secret"), "a query value reached the audit log: {row:?}");
+        assert!(!format!("{row:?}").contains(TOKEN), "the credential reached the audit log: {row:?}");
+    }
+    let sent = http.iter().find(|r| r.outcome == "ok").expect("the sent request");
+    assert_eq!(sent.decision, "wasm http: allowed");
+    let params: Value = serde_json::from_str(&sent.params).expect("params are JSON");
+    assert_eq!(params, json!({"method": "GET", "url": format!("{base}/v1/data?token=*&q=*")}));
+    assert_eq!(sent.output_bytes, "hello from the server".len() as i64);
+    assert_eq!(
+        sent.detail.as_deref(),
+        Some(format!("GET {base}/v1/data?token=*&q=* -> 200, 21 bytes").as_str()),
+        "{sent:?}"
+    );
+    let denied = http.iter().find(|r| r.outcome == "denied").expect("the refused request");
+    assert_eq!(denied.decision, "wasm http: refused");
+    assert!(denied.error.as_deref().is_some_and(|e| e.contains("path `/admin` is outside")), "{denied:?}");
+    assert_eq!(denied.output_bytes, 0);
+}
+
+/// A loopback server that reads one request and never answers. `got` fires when the request
+/// has arrived, `closed` when the client closed the connection.
+async fn silent_server() -> (u16, tokio::sync::oneshot::Receiver<()>, tokio::sync::oneshot::Receiver<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (got_tx, got) = tokio::sync::oneshot::channel();
+    let (closed_tx, closed) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let Ok((mut s, _)) = listener.accept().await else { return };
+        let mut buf = vec![0u8; 65536];
+        let mut head = Vec::new();
+        let mut got_tx = Some(got_tx);
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+            if head.windows(4).any(|w| w == b"\r\n\r\n")
+                && let Some(tx) = got_tx.take()
+            {
+                let _ = tx.send(());
+            }
+        }
+        let _ = closed_tx.send(());
+    });
+    (port, got, closed)
+}
+
+/// A gate whose `[web]` timeout (300 s) is far beyond the test's waits, so only cancellation
+/// can end the request.
+fn patient_gate(ws: &std::path::Path, port: u16) -> Arc<Gate> {
+    let mut config = toolgate::config::Config::default();
+    config.approval.mode = toolgate::config::ApprovalMode::Never;
+    config.web.allow_private = vec![format!("127.0.0.1:{port}")];
+    config.web.timeout_secs = 300;
+    Arc::new(Gate::builder(ws).config(config).build().expect("gate"))
+}
+
+/// Generous bounds against a hang (not a measurement): the `[web]` timeout is 300 s.
+const HANG: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn cancelling_the_call_aborts_the_request_in_flight() {
+    let (port, got, closed) = silent_server().await;
+    let ws = workspace();
+    let gate = patient_gate(ws.path(), port);
+    tool(&gate, caps(true)).await;
+    let ctx = gate.context();
+    let cancel = ctx.cancel.clone();
+    let caller = Arc::clone(&gate);
+    let url = format!("http://127.0.0.1:{port}/v1/slow");
+    let call = tokio::spawn(async move { caller.call(&ctx, "wasm__python-http", json!({"url": url})).await });
+    tokio::time::timeout(HANG, got).await.expect("the request reaches the server").expect("server");
+    cancel.cancel();
+    let result = tokio::time::timeout(HANG, call).await.expect("the call ends when cancelled").expect("join");
+    assert!(matches!(result, Err(ToolError::Cancelled)), "{result:?}");
+    tokio::time::timeout(HANG, closed).await.expect("the connection is closed when cancelled").expect("server");
+    // The request's row says what happened to it.
+    let rows = audit_rows(&gate, ws.path());
+    let row = rows.iter().find(|r| r.id.contains(".http")).expect("the request's row");
+    assert_eq!(row.outcome, "cancelled", "{row:?}");
+}
+
+#[tokio::test]
+async fn the_call_token_reaches_the_fetcher() {
+    // Straight through the runtime (no gate, no tool wrapper dropping the future): the token
+    // of the call's context alone stops the request, and the guest sees why.
+    let (port, got, closed) = silent_server().await;
+    let ws = workspace();
+    let gate = patient_gate(ws.path(), port);
+    let tool = tool(&gate, caps(true)).await;
+    let ctx = toolgate::core::CallContext::new(ws.path());
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        if tokio::time::timeout(HANG, got).await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    let params = json!({"url": format!("http://127.0.0.1:{port}/v1/slow")}).to_string();
+    let caps = Arc::new(tool.capabilities().clone());
+    let run = tool.runtime().execute(
+        tool.prepared(),
+        Arc::from("wasm__python-http"),
+        caps,
+        toolgate::wasm::services(&gate),
+        Some(ctx),
+        &params,
+    );
+    let (result, _) = tokio::time::timeout(HANG, run).await.expect("the guest ends when cancelled");
+    let message = result.expect("the guest runs").expect_err("the guest reports the failure");
+    assert!(message.contains("cancelled"), "{message}");
+    tokio::time::timeout(HANG, closed).await.expect("the connection is closed when cancelled").expect("server");
 }
