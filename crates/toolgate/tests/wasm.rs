@@ -99,3 +99,6 @@ async fn a_changed_file_is_not_loaded() {
 
 #[path = "wasm/http.rs"]
 mod http;
+
+#[path = "wasm/cli.rs"]
+mod cli;

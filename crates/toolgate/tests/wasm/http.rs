@@ -90,7 +90,7 @@ async fn serve() -> (u16, Seen) {
     (port, seen)
 }
 
-fn component() -> Vec<u8> {
+pub(crate) fn component() -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm/python-http.wasm");
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!("{} is missing ({e}); run `cargo xtask deps` to build it from examples/wasm/python-http", path.display())
