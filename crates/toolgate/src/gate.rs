@@ -180,7 +180,7 @@ impl GateBuilder {
             let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
             return Err(GateError::Workspace { path: workspace, source });
         }
-        let memory = crate::memory::open(&self.config.memory, &workspace, self.audit.db(&workspace).as_deref())?;
+        let memory = crate::memory::open(&self.config, &workspace, self.audit.db(&workspace).as_deref())?;
         // One fetcher for everything that touches the network (its HTTP client is built on the
         // first request).
         let fetcher = toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?;
@@ -204,7 +204,7 @@ impl GateBuilder {
             for tool in toolgate_tools::skills::tools(&fetcher) {
                 registry.register_builtin(tool)?;
             }
-            for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.clone())) {
+            for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.store.clone())) {
                 registry.register_builtin(tool)?;
             }
             // A toolgate killed with SIGKILL leaves its sandbox's temporary folder: remove those

@@ -1,31 +1,57 @@
-//! Wiring the memory tools: the store for this workspace, its embedder, and the interceptor
-//! that re-indexes notes the file tools write.
+//! Wiring the memory tools: the store for this workspace (local files or the managed store), its
+//! embedder, and the file tools' hook (re-indexing in local mode, routing in managed mode).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate_store::memory::{Embedder, LocalMemory, MemoryIndex, MemoryStore};
+use toolgate_store::memory::{Embedder, LocalMemory, ManagedMemory, MemoryIndex, MemoryStore};
 use toolgate_tools::fs::WriteObserver;
-use toolgate_tools::memory::{EmbeddingsProvider, MemoryConfig, MemoryInterceptor};
+use toolgate_tools::memory::{
+    EmbeddingsProvider, ManagedFiles, ManagedInterceptor, MemoryConfig, MemoryInterceptor, MemoryMode,
+};
 
 use crate::GateError;
+use crate::config::Config;
 
-/// The memory store for `workspace` (local mode), or `None` when `[memory] enabled = false`.
-/// The index lives in `state_db` (in memory when the gate keeps no state on disk).
-pub(crate) fn open(
-    config: &MemoryConfig,
-    workspace: &Path,
-    state_db: Option<&Path>,
-) -> Result<Option<Arc<dyn MemoryStore>>, GateError> {
-    if !config.enabled {
+/// The memory tools' store and the file tools' hook for it.
+#[derive(Debug, Clone)]
+pub(crate) struct Memory {
+    /// What the memory tools talk to.
+    pub(crate) store: Arc<dyn MemoryStore>,
+    /// Local mode: re-indexes notes the file tools write; managed mode: routes the file tools'
+    /// reads and writes of notes and context files to the store.
+    pub(crate) hook: Arc<dyn WriteObserver>,
+}
+
+/// The memory store for `workspace`, or `None` when `[memory] enabled = false`. The index lives
+/// in `state_db` (in memory when the gate keeps no state on disk). `config.agents` gives each
+/// agent's type, which decides its context-file routing in managed mode.
+pub(crate) fn open(config: &Config, workspace: &Path, state_db: Option<&Path>) -> Result<Option<Memory>, GateError> {
+    let memory = &config.memory;
+    if !memory.enabled {
         return Ok(None);
     }
     let index = MemoryIndex::open(state_db).map_err(|e| GateError::Memory(e.to_string()))?;
-    let local = LocalMemory::new(workspace, index, embedder(config))
-        .max_note_bytes(config.max_note_bytes)
-        .rescan_interval(Duration::from_millis(config.rescan_interval_ms));
-    Ok(Some(Arc::new(local)))
+    Ok(Some(match memory.mode {
+        MemoryMode::Local => {
+            let local = LocalMemory::new(workspace, index, embedder(memory))
+                .max_note_bytes(memory.max_note_bytes)
+                .rescan_interval(Duration::from_millis(memory.rescan_interval_ms));
+            let store: Arc<dyn MemoryStore> = Arc::new(local);
+            Memory { hook: Arc::new(MemoryInterceptor::new(store.clone())), store }
+        }
+        MemoryMode::Managed => {
+            let managed = Arc::new(ManagedMemory::new(index, embedder(memory)).max_note_bytes(memory.max_note_bytes));
+            let predefined = config
+                .agents
+                .iter()
+                .filter(|(_, a)| a.kind == toolgate_agent::config::AgentType::Predefined)
+                .map(|(name, _)| name.clone());
+            let files = Arc::new(ManagedFiles::new(managed.clone(), predefined));
+            Memory { store: managed, hook: Arc::new(ManagedInterceptor::new(files)) }
+        }
+    }))
 }
 
 /// The embedder `[memory.embeddings]` asks for.
@@ -49,6 +75,6 @@ pub fn embedder(config: &MemoryConfig) -> Option<Arc<dyn Embedder>> {
 }
 
 /// The file tools' observer for `memory`.
-pub(crate) fn interceptor(memory: &Option<Arc<dyn MemoryStore>>) -> Option<Arc<dyn WriteObserver>> {
-    memory.as_ref().map(|m| Arc::new(MemoryInterceptor::new(m.clone())) as Arc<dyn WriteObserver>)
+pub(crate) fn interceptor(memory: &Option<Memory>) -> Option<Arc<dyn WriteObserver>> {
+    memory.as_ref().map(|m| m.hook.clone())
 }

@@ -166,6 +166,30 @@ impl MemoryIndex {
         .doing("reading a note's index state")
     }
 
+    /// A managed note's stored row: `None` when there is none, `Some(None)` when it is a
+    /// deletion marker (no content).
+    pub(crate) fn doc_content(&self, scope: &str, path: &str) -> Result<Option<Option<String>>, StoreError> {
+        let conn = self.lock();
+        conn.query_row("SELECT content FROM memory_docs WHERE scope = ?1 AND path = ?2", params![scope, path], |r| {
+            r.get::<_, Option<String>>(0)
+        })
+        .optional()
+        .doing("reading a stored note")
+    }
+
+    /// Managed notes of `scope` whose chunks were dropped by a rebuild (hash cleared), with
+    /// their content, to be indexed again.
+    pub(crate) fn stale_docs(&self, scope: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT path, content FROM memory_docs WHERE scope = ?1 AND hash = '' AND content IS NOT NULL",
+            )
+            .doing("listing notes to index again")?;
+        let rows = stmt.query_map([scope], |r| Ok((r.get(0)?, r.get(1)?))).doing("listing notes to index again")?;
+        rows.collect::<Result<Vec<_>, _>>().doing("listing notes to index again")
+    }
+
     /// Updates only the stat part of a note whose content hash did not change.
     pub(crate) fn touch(&self, scope: &str, path: &str, state: &DocState) -> Result<(), StoreError> {
         let conn = self.lock();
@@ -312,22 +336,25 @@ impl MemoryIndex {
 
     /// Full-text candidates: chunk ids, best first. `expr` is an FTS5 expression built by
     /// `search::fts_expression` (every term quoted).
-    pub(crate) fn fts(&self, scope: &str, expr: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+    /// `scopes`: the two scopes searched together (the same one twice for local notes; a
+    /// user's and the agent's global notes in managed mode).
+    pub(crate) fn fts(&self, scopes: (&str, &str), expr: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
                 "SELECT c.id FROM memory_fts f JOIN memory_chunks c ON c.id = f.rowid
-                 WHERE memory_fts MATCH ?1 AND c.scope = ?2 ORDER BY bm25(memory_fts), c.id LIMIT ?3",
+                 WHERE memory_fts MATCH ?1 AND c.scope IN (?2, ?4) ORDER BY bm25(memory_fts), c.id LIMIT ?3",
             )
             .doing("searching notes")?;
-        let rows = stmt.query_map(params![expr, scope, limit as i64], |r| r.get(0)).doing("searching notes")?;
+        let rows =
+            stmt.query_map(params![expr, scopes.0, limit as i64, scopes.1], |r| r.get(0)).doing("searching notes")?;
         rows.collect::<Result<Vec<_>, _>>().doing("searching notes")
     }
 
     /// Vector candidates: (chunk id, cosine distance), nearest first.
     pub(crate) fn nearest(
         &self,
-        scope: &str,
+        scopes: (&str, &str),
         model: &str,
         query: &[f32],
         limit: usize,
@@ -336,11 +363,13 @@ impl MemoryIndex {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT chunk_id, vec_distance_cosine(vec, ?1) AS d FROM memory_vectors
-                 WHERE scope = ?2 AND model = ?3 ORDER BY d, chunk_id LIMIT ?4",
+                 WHERE scope IN (?2, ?5) AND model = ?3 ORDER BY d, chunk_id LIMIT ?4",
             )
             .doing("searching notes by meaning")?;
         let rows = stmt
-            .query_map(params![vector::to_blob(query), scope, model, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map(params![vector::to_blob(query), scopes.0, model, limit as i64, scopes.1], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .doing("searching notes by meaning")?;
         rows.collect::<Result<Vec<_>, _>>().doing("searching notes by meaning")
     }

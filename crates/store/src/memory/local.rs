@@ -160,8 +160,7 @@ impl LocalMemory {
         Ok(true)
     }
 
-    /// Chunks, embeds and stores a note's text; embedding failures leave the note searchable by
-    /// words (the vectors are filled in by a later search) and are returned as a note.
+    /// Chunks, embeds and stores a note's text (see [`index_note`]).
     fn index_text(
         &self,
         rel: &str,
@@ -169,51 +168,12 @@ impl LocalMemory {
         state: DocState,
         notes: Option<&mut Vec<String>>,
     ) -> Result<usize, MemoryError> {
-        let chunks = chunk(text);
-        let mut vectors = None;
-        let mut reuse = HashMap::new();
-        let mut reuse_model = None;
-        if let Some(e) = &self.embedder {
-            reuse = self.index.cached_vectors(SCOPE, rel, e.model_id())?;
-            let all_cached = chunks.iter().all(|c| reuse.contains_key(&sha256_hex(c.text.as_bytes())));
-            if all_cached {
-                reuse_model = Some(e.model_id());
-            } else {
-                let texts: Vec<String> = chunks.iter().map(embed_text).collect();
-                match embed_all(e.as_ref(), &texts) {
-                    Ok(v) => vectors = Some((e.model_id(), v)),
-                    Err(err) => {
-                        tracing::warn!("memory: embedding `{rel}` failed: {err}");
-                        if let Some(notes) = notes {
-                            notes.push(format!("not embedded yet ({err}); it is searchable by words"));
-                        }
-                    }
-                }
-            }
-        }
-        let update = DocUpdate { path: rel, state, content: None, chunks: &chunks, vectors };
-        self.index.replace(SCOPE, &update, &reuse, reuse_model)?;
-        Ok(chunks.len())
+        index_note(&self.index, self.embedder.as_deref(), SCOPE, rel, text, state, None, notes)
     }
 
-    /// Embeds chunks that have no vector for the current model (after a model change or a
-    /// failed embedding), until `budget` runs out.
+    /// Embeds chunks that have no vector for the current model (see [`fill_vectors`]).
     fn fill_vectors(&self, budget: Duration) -> Result<usize, MemoryError> {
-        let Some(e) = &self.embedder else { return Ok(0) };
-        let start = Instant::now();
-        let mut done = 0;
-        while start.elapsed() < budget {
-            let missing = self.index.missing_vectors(SCOPE, e.model_id(), EMBED_BATCH)?;
-            if missing.is_empty() {
-                break;
-            }
-            let texts: Vec<String> = missing.iter().map(|(_, h, t)| join_heading(h, t)).collect();
-            let Ok(vecs) = embed_all(e.as_ref(), &texts) else { break };
-            let pairs: Vec<(i64, Vec<f32>)> = missing.iter().map(|(id, _, _)| *id).zip(vecs).collect();
-            self.index.put_vectors(SCOPE, e.model_id(), &pairs)?;
-            done += pairs.len();
-        }
-        Ok(done)
+        fill_vectors(&self.index, self.embedder.as_deref(), SCOPE, budget)
     }
 
     /// Runs `f`; if the index turns out to be damaged, rebuilds it and runs `f` again.
@@ -373,7 +333,7 @@ impl MemoryStore for LocalMemory {
         let embedder = self.embedder.as_deref();
         self.with_repair(|| {
             let mut n = notes.clone();
-            search::run(&self.index, embedder, SCOPE, query, options, &mut n).map_err(MemoryError::Store)
+            search::run(&self.index, embedder, (SCOPE, SCOPE), query, options, &mut n).map_err(MemoryError::Store)
         })
     }
 
@@ -392,6 +352,73 @@ impl MemoryStore for LocalMemory {
             _ => self.index.remove(SCOPE, &rel).map_err(Into::into),
         }
     }
+}
+
+/// Chunks, embeds and stores a note's text in `scope` (with `content` for managed notes, whose
+/// only copy is the row); embedding failures leave the note searchable by words (the vectors are
+/// filled in by a later search) and are returned as a note. One transaction per note: a crash
+/// leaves the old version of the note indexed or the new one, never a mix.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn index_note(
+    index: &MemoryIndex,
+    embedder: Option<&dyn Embedder>,
+    scope: &str,
+    rel: &str,
+    text: &str,
+    state: DocState,
+    content: Option<&str>,
+    notes: Option<&mut Vec<String>>,
+) -> Result<usize, MemoryError> {
+    let chunks = chunk(text);
+    let mut vectors = None;
+    let mut reuse = HashMap::new();
+    let mut reuse_model = None;
+    if let Some(e) = embedder {
+        reuse = index.cached_vectors(scope, rel, e.model_id())?;
+        let all_cached = chunks.iter().all(|c| reuse.contains_key(&sha256_hex(c.text.as_bytes())));
+        if all_cached {
+            reuse_model = Some(e.model_id());
+        } else {
+            let texts: Vec<String> = chunks.iter().map(embed_text).collect();
+            match embed_all(e, &texts) {
+                Ok(v) => vectors = Some((e.model_id(), v)),
+                Err(err) => {
+                    tracing::warn!("memory: embedding `{rel}` failed: {err}");
+                    if let Some(notes) = notes {
+                        notes.push(format!("not embedded yet ({err}); it is searchable by words"));
+                    }
+                }
+            }
+        }
+    }
+    let update = DocUpdate { path: rel, state, content, chunks: &chunks, vectors };
+    index.replace(scope, &update, &reuse, reuse_model)?;
+    Ok(chunks.len())
+}
+
+/// Embeds chunks of `scope` that have no vector for the current model (after a model change or
+/// a failed embedding), until `budget` runs out.
+pub(super) fn fill_vectors(
+    index: &MemoryIndex,
+    embedder: Option<&dyn Embedder>,
+    scope: &str,
+    budget: Duration,
+) -> Result<usize, MemoryError> {
+    let Some(e) = embedder else { return Ok(0) };
+    let start = Instant::now();
+    let mut done = 0;
+    while start.elapsed() < budget {
+        let missing = index.missing_vectors(scope, e.model_id(), EMBED_BATCH)?;
+        if missing.is_empty() {
+            break;
+        }
+        let texts: Vec<String> = missing.iter().map(|(_, h, t)| join_heading(h, t)).collect();
+        let Ok(vecs) = embed_all(e, &texts) else { break };
+        let pairs: Vec<(i64, Vec<f32>)> = missing.iter().map(|(id, _, _)| *id).zip(vecs).collect();
+        index.put_vectors(scope, e.model_id(), &pairs)?;
+        done += pairs.len();
+    }
+    Ok(done)
 }
 
 fn embed_text(c: &super::chunk::Chunk) -> String {

@@ -3,12 +3,16 @@
 //!
 //! - [`LocalMemory`]: one user; notes are `MEMORY.md` and `memory/**/*.md` in the workspace, the
 //!   index is in `.toolgate/state.db`, and edits made on disk are picked up before a search.
+//! - [`ManagedMemory`]: many users; notes are rows of the state database per (user, agent) with
+//!   the agent's global notes as the fallback, and the context files (`SOUL.md`, `USER.md`, ...)
+//!   per user and agent beside them.
 //! - `index`: the SQL (chunks, FTS5, vectors per model id, note hashes); `chunk`: splitting notes;
 //!   `paths`: which paths are memory; `vector`: sqlite-vec registration.
 
 mod chunk;
 mod index;
 mod local;
+mod managed;
 pub mod paths;
 mod search;
 mod vector;
@@ -19,6 +23,7 @@ use std::path::PathBuf;
 pub use index::MemoryIndex;
 pub(crate) use index::SCHEMA;
 pub use local::{LocalMemory, SyncReport};
+pub use managed::{ManagedMemory, Stored};
 
 use crate::StoreError;
 

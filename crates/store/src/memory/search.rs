@@ -39,12 +39,12 @@ pub(crate) fn fts_expression(query: &str) -> Option<String> {
     (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
 }
 
-/// Runs a search on `scope` of `index`: full-text and (with an embedder) vector candidates fused
+/// Runs a search on `scopes` of `index`: full-text and (with an embedder) vector candidates fused
 /// with RRF. Embedding failures fall back to full-text only, said in `notes`.
 pub(crate) fn run(
     index: &MemoryIndex,
     embedder: Option<&dyn Embedder>,
-    scope: &str,
+    scopes: (&str, &str),
     query: &str,
     options: &SearchOptions,
     notes: &mut Vec<String>,
@@ -56,7 +56,7 @@ pub(crate) fn run(
         query.to_owned()
     };
     let text_ids = match fts_expression(&query) {
-        Some(expr) => index.fts(scope, &expr, CANDIDATES)?,
+        Some(expr) => index.fts(scopes, &expr, CANDIDATES)?,
         None => Vec::new(),
     };
     let mut model = None;
@@ -68,7 +68,7 @@ pub(crate) fn run(
         Some(e) => match e.embed(&[&query]).map(|mut v| v.pop()) {
             Ok(Some(v)) if v.len() == e.dims() => {
                 vector_ids = index
-                    .nearest(scope, e.model_id(), &v, CANDIDATES)?
+                    .nearest(scopes, e.model_id(), &v, CANDIDATES)?
                     .into_iter()
                     .filter(|(_, d)| 1.0 - d >= MIN_SIMILARITY)
                     .map(|(id, _)| id)

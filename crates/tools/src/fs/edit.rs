@@ -178,6 +178,11 @@ fn edit_file_locked(
     path: &str,
     edits: &[Edit],
 ) -> Result<ToolOutput, ToolError> {
+    let root = state.root(ctx)?;
+    let rel = state.resolve(tool, root.path(), path)?;
+    if let Some(r) = state.redirected(ctx, &rel) {
+        return edit_redirected(state, r, ctx, tool, &rel, edits);
+    }
     let checked = writer::check(state, ctx, tool, path, true)?;
     let Some(bytes) = &checked.current else {
         return Err(ToolError::NotFound {
@@ -251,6 +256,45 @@ fn edit_file_locked(
         "edits": edits.len(),
         "replacements": total,
     })))
+}
+
+/// Edits a file served by a redirect (managed memory): read it there, replace, write it back.
+fn edit_redirected(
+    state: &FsState,
+    r: &dyn super::state::FileRedirect,
+    ctx: &CallContext,
+    tool: &str,
+    rel: &super::confine::RelPath,
+    edits: &[Edit],
+) -> Result<ToolOutput, ToolError> {
+    if state.rules.denied_write(rel.as_str()) {
+        return Err(super::state::denied_write(tool, rel));
+    }
+    let mut body = r.read(ctx, rel.as_str())?;
+    let mut total = 0;
+    for (i, e) in edits.iter().enumerate() {
+        match apply_edit(&body, &e.old, &e.new, e.replace_all) {
+            Ok((next, replaced)) => {
+                total += replaced.count;
+                body = next;
+            }
+            Err(err) => {
+                let msg = err.describe(rel.as_str(), &body, &e.old);
+                return Err(if edits.len() == 1 {
+                    ToolError::invalid(tool, "/old_string", msg)
+                } else {
+                    ToolError::invalid(
+                        tool,
+                        format!("/edits/{i}/old_string"),
+                        format!("edit {} of {}: {msg}. No edit was applied.", i + 1, edits.len()),
+                    )
+                });
+            }
+        }
+    }
+    let said = r.write(ctx, rel.as_str(), &body)?;
+    Ok(ToolOutput::text(format!("Edited `{rel}`: {total} replacement{}. {said}", if total == 1 { "" } else { "s" }))
+        .with_structured(json!({ "path": rel.as_str(), "edits": edits.len(), "replacements": total })))
 }
 
 #[cfg(test)]

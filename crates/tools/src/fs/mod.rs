@@ -65,7 +65,7 @@ pub use lock_tools::{LockPathsTool, UnlockPathsTool};
 pub use ls::LsTool;
 pub use multi_edit::MultiEditTool;
 pub use read::ReadTool;
-pub use state::{FsState, WriteObserver};
+pub use state::{FileRedirect, FsState, WriteObserver};
 pub use write::WriteTool;
 
 /// Why an [`FsConfig`] was refused.

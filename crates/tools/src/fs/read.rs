@@ -83,6 +83,9 @@ fn read(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
         .clamp(1, max_page);
     let root = state.root(ctx)?;
     let rel = state.resolve(NAME, root.path(), input)?;
+    if let Some(r) = state.redirected(ctx, &rel) {
+        return read_redirected(&rel, &r.read(ctx, rel.as_str())?, offset, limit, page);
+    }
     let opened = match root.open_file(&rel) {
         Ok(f) => f,
         Err(PathError::IsDirectory) => {
@@ -182,6 +185,52 @@ fn read(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
         "last_line": shown_last,
         "total_lines": total,
         "bytes": size,
+    })))
+}
+
+/// A page of a file served by a redirect (managed memory), numbered like a file on disk.
+fn read_redirected(
+    rel: &super::confine::RelPath,
+    text: &str,
+    offset: u64,
+    limit: u64,
+    page: usize,
+) -> Result<ToolOutput, ToolError> {
+    let total = text.lines().count() as u64;
+    if total == 0 {
+        return Ok(ToolOutput::text(format!("`{rel}` is empty (0 bytes).")));
+    }
+    if offset > total {
+        return Err(ToolError::invalid(
+            NAME,
+            "/offset",
+            format!(
+                "offset {offset} is past the end of `{rel}`, which has {total} lines; use an offset from 1 to {total}"
+            ),
+        ));
+    }
+    let mut out = String::new();
+    let mut last = offset - 1;
+    for (line_no, line) in (1u64..).zip(text.lines()).skip((offset - 1) as usize).take(limit as usize) {
+        let entry = format!("{line_no:>6}\t{}\n", cut_line(line.strip_suffix('\r').unwrap_or(line)));
+        if !out.is_empty() && out.len() + entry.len() > page {
+            break;
+        }
+        out.push_str(&entry);
+        last = line_no;
+    }
+    if last < total {
+        out.push_str(&format!(
+            "\n[Showing lines {offset}-{last} of {total}. To read on, call `read` with offset={}.]\n",
+            last + 1
+        ));
+    }
+    Ok(ToolOutput::text(out).with_structured(json!({
+        "path": rel.as_str(),
+        "first_line": offset,
+        "last_line": last,
+        "total_lines": total,
+        "bytes": text.len(),
     })))
 }
 

@@ -51,12 +51,32 @@ pub struct FsState {
     writers: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
     /// Told about every file a tool wrote or deleted (the memory index follows `memory/**`).
     observer: std::sync::OnceLock<Arc<dyn WriteObserver>>,
+    /// Serves some paths from elsewhere than the disk (managed memory).
+    redirect: std::sync::OnceLock<Arc<dyn FileRedirect>>,
 }
 
 /// Told about every file the fs tools wrote, created or deleted, after the change is on disk.
 pub trait WriteObserver: Send + Sync + std::fmt::Debug {
     /// `rel` (workspace-relative, real path) changed.
     fn written(&self, ctx: &CallContext, rel: &str);
+
+    /// Paths this observer serves itself instead of the disk (managed memory), if any.
+    fn redirect(&self) -> Option<Arc<dyn FileRedirect>> {
+        None
+    }
+}
+
+/// Serves some workspace paths from somewhere other than the disk: in managed memory mode,
+/// `MEMORY.md`, `memory/**` and the context files (`SOUL.md`, `USER.md`, ...) live in the store
+/// per user and agent. `read`, `write`, `edit` and `multi_edit` go through it for the paths it
+/// claims; `apply_patch` refuses them.
+pub trait FileRedirect: Send + Sync + std::fmt::Debug {
+    /// Whether `rel` (workspace-relative, lexically normalized) is served by this redirect.
+    fn claims(&self, ctx: &CallContext, rel: &str) -> bool;
+    /// The content of a claimed path, as this call's user and agent see it.
+    fn read(&self, ctx: &CallContext, rel: &str) -> Result<String, ToolError>;
+    /// Replaces a claimed path's content; returns a sentence saying what was done.
+    fn write(&self, ctx: &CallContext, rel: &str, content: &str) -> Result<String, ToolError>;
 }
 
 /// How a write-safety check came out.
@@ -83,11 +103,20 @@ impl FsState {
             locks: Mutex::default(),
             writers: Mutex::default(),
             observer: std::sync::OnceLock::new(),
+            redirect: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The redirect serving `rel` for this call, if one claims it.
+    pub(crate) fn redirected(&self, ctx: &CallContext, rel: &RelPath) -> Option<&dyn FileRedirect> {
+        self.redirect.get().map(|r| r.as_ref()).filter(|r| r.claims(ctx, rel.as_str()))
     }
 
     /// Sets the observer told about every write (once; later calls are ignored).
     pub fn set_observer(&self, observer: Arc<dyn WriteObserver>) {
+        if let Some(r) = observer.redirect() {
+            let _ = self.redirect.set(r);
+        }
         let _ = self.observer.set(observer);
     }
 

@@ -71,6 +71,15 @@ fn write(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<Tool
             format!("content is {} bytes, over the {max}-byte limit; split it into smaller files", content.len()),
         ));
     }
+    let root = state.root(ctx)?;
+    let rel = state.resolve(NAME, root.path(), input)?;
+    if let Some(r) = state.redirected(ctx, &rel) {
+        if state.rules.denied_write(rel.as_str()) {
+            return Err(super::state::denied_write(NAME, &rel));
+        }
+        let said = r.write(ctx, rel.as_str(), content)?;
+        return Ok(ToolOutput::text(said).with_structured(json!({ "path": rel.as_str(), "bytes": content.len() })));
+    }
     let written = state.exclusive(ctx, || {
         let checked = writer::check(state, ctx, NAME, input, true)?;
         writer::commit(state, ctx, NAME, checked, content.as_bytes())

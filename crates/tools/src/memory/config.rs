@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct MemoryConfig {
     /// Register the memory tools (default true).
     pub enabled: bool,
+    /// Where notes live: `local` (default; Markdown files in the workspace) or `managed` (the
+    /// state database, per user and agent, with the context files routed there too).
+    pub mode: MemoryMode,
     /// Largest note indexed or written, in bytes (default 1 MiB).
     pub max_note_bytes: u64,
     /// How often a search compares the notes on disk with the index, in milliseconds (default
@@ -23,11 +26,24 @@ impl Default for MemoryConfig {
     fn default() -> Self {
         MemoryConfig {
             enabled: true,
+            mode: MemoryMode::Local,
             max_note_bytes: 1 << 20,
             rescan_interval_ms: 2000,
             embeddings: EmbeddingsConfig::default(),
         }
     }
+}
+
+/// `[memory] mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryMode {
+    /// One user: `MEMORY.md` and `memory/**` are files in the workspace (the default).
+    #[default]
+    Local,
+    /// Many users: notes and context files live in the store per (user, agent); the file tools'
+    /// `read`/`write`/`edit` of those paths are routed there (`docs/memory.md`).
+    Managed,
 }
 
 /// Which embedder.

@@ -14,6 +14,7 @@
 //! model), so it runs off the async runtime.
 
 mod config;
+mod managed;
 mod tools;
 
 use std::sync::Arc;
@@ -21,7 +22,8 @@ use std::sync::Arc;
 use toolgate_core::Tool;
 use toolgate_store::memory::MemoryStore;
 
-pub use config::{EmbeddingsConfig, EmbeddingsProvider, MemoryConfig};
+pub use config::{EmbeddingsConfig, EmbeddingsProvider, MemoryConfig, MemoryMode};
+pub use managed::{CONTEXT_FILES, ManagedFiles, ManagedInterceptor, context_file};
 pub use tools::{MemoryGetTool, MemoryReadTool, MemorySearchTool, MemoryTreeTool, MemoryWriteTool};
 
 /// Every memory tool over `store`.

@@ -38,6 +38,11 @@ impl Staging {
         path: &str,
     ) -> Result<usize, ToolError> {
         let rel = state.resolve(tool, root.path(), path)?;
+        if state.redirected(ctx, &rel).is_some() {
+            return Err(toolgate_core::ToolError::failed(format!(
+                "`{rel}` is kept in the memory store for each user, not on disk; change it with `write` or `edit`"
+            )));
+        }
         let checked = writer::check_rel(state, ctx, tool, root, rel, false)?;
         let key = checked.target.real.as_str().to_owned();
         if let Some(&i) = self.by_real.get(&key) {
