@@ -1,6 +1,6 @@
-//! The gate's side of WASM tools (`toolgate_wasm`): the installer of this workspace's tools
-//! (`.toolgate/tools/`, manifests sealed in `.toolgate/state.db`), loading them into the
-//! registry, and the services their imports borrow from the gate: tool calls through
+//! The gate's side of WASM tools (`toolgate_wasm`): the installers of this workspace's tools
+//! (`.toolgate/tools/`, manifests sealed in `.toolgate/state.db`) and of the user's
+//! ([`user_dir`]), loading both into the registry (the workspace's win), and the services their imports borrow from the gate: tool calls through
 //! [`Gate::call`] (the whole pipeline again), secret existence from the store, workspace
 //! reads confined like the `read` tool, and HTTP through [`GuestHttp`] (the allowlist, host-side
 //! credentials, leak scanning, and the web tools' SSRF-safe fetcher under the `[web]` config).
@@ -10,7 +10,8 @@
 //! use std::sync::Arc;
 //!
 //! let gate = Arc::new(toolgate::Gate::builder(".").build()?);
-//! for (name, error) in toolgate::wasm::load_tools(&gate).await {
+//! let report = toolgate::wasm::load_tools(&gate).await;
+//! for (name, error) in report.failed {
 //!     eprintln!("WASM tool {name} not loaded: {error}");
 //! }
 //! let ctx = gate.context();
@@ -18,11 +19,11 @@
 //! # Ok(()) }
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
-use toolgate_core::{CallContext, ToolError, ToolOutput};
+use toolgate_core::{CallContext, Tool, ToolError, ToolOutput};
 use toolgate_store::Store;
 use toolgate_tools::custom::SecretSource;
 use toolgate_tools::fs::FsState;
@@ -39,49 +40,114 @@ pub use crate::wasm_http::{Allowed, AuditSink, GuestHttp, MAX_RESPONSE_BYTES, ch
 /// `.toolgate/wasm-cache`.
 pub fn installer(workspace: &Path) -> Result<Installer, WasmError> {
     let state = workspace.join(".toolgate");
-    let runtime =
-        WasmRuntime::new(RuntimeConfig { cache_dir: Some(state.join("wasm-cache")), ..RuntimeConfig::default() })?;
+    installer_at(&state, runtime(&state)?)
+}
+
+/// The installer for the user's WASM tools in `dir` (see [`user_dir`]): components in
+/// `dir/tools/`, manifests in `dir/state.db` (sealed with `dir/secret.key`).
+pub fn user_installer(dir: &Path) -> Result<Installer, WasmError> {
+    installer_at(dir, runtime(dir)?)
+}
+
+/// The user's data folder for WASM tools: `$TOOLGATE_DATA_DIR`, else `$XDG_DATA_HOME/toolgate`,
+/// else `~/.local/share/toolgate`. Its tools are loaded in every workspace; a workspace tool
+/// of the same name wins.
+pub fn user_dir() -> Option<PathBuf> {
+    std::env::var_os("TOOLGATE_DATA_DIR").filter(|d| !d.is_empty()).map(PathBuf::from).or_else(|| {
+        std::env::var_os("XDG_DATA_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .map(|d| d.join("toolgate"))
+    })
+}
+
+/// A runtime whose compiled-code cache is `state/wasm-cache`.
+fn runtime(state: &Path) -> Result<WasmRuntime, WasmError> {
+    WasmRuntime::new(RuntimeConfig { cache_dir: Some(state.join("wasm-cache")), ..RuntimeConfig::default() })
+}
+
+fn installer_at(state: &Path, runtime: WasmRuntime) -> Result<Installer, WasmError> {
     let store = Arc::new(Store::open(&state.join("state.db"))?);
     Ok(Installer::new(runtime, state.join("tools"), store))
 }
 
-/// Loads every installed WASM tool of the gate's workspace into its registry (replacing
-/// tools of the same name). Returns the tools that could not be loaded, with why: a changed
-/// file, a component that no longer compiles. No installed tool: nothing to do, no engine.
-pub async fn load_tools(gate: &Arc<Gate>) -> Vec<(String, WasmError)> {
-    let db = gate.workspace().join(".toolgate/state.db");
-    // One directory read decides: without an installed component there is no engine to build
-    // and no second connection to open (every `toolgate call` comes through here).
-    if !db.is_file() || !any_component(&gate.workspace().join(".toolgate/tools")) {
-        return Vec::new();
+/// What [`load_tools`] did besides registering tools.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// Tools that could not be loaded, with why (`*` when a whole folder could not be read).
+    pub failed: Vec<(String, WasmError)>,
+    /// Things to tell the operator: a workspace tool that replaces a user tool of its name.
+    pub warnings: Vec<String>,
+}
+
+/// Loads every installed WASM tool, the user's ([`user_dir`]) and then the workspace's, into
+/// the gate's registry (a workspace tool replaces a user tool of the same name, with a
+/// warning). No installed tool: nothing to do, no engine.
+pub async fn load_tools(gate: &Arc<Gate>) -> LoadReport {
+    load_tools_from(gate, user_dir().as_deref()).await
+}
+
+/// [`load_tools`] with the user's folder given (`None`: the workspace's tools only).
+pub async fn load_tools_from(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
+    let mut report = LoadReport::default();
+    let state = gate.workspace().join(".toolgate");
+    // One directory read per folder decides: without an installed component there is no engine
+    // to build and no connection to open (every `toolgate call` comes through here).
+    let has_tools = |dir: &Path| dir.join("state.db").is_file() && any_component(&dir.join("tools"));
+    let user = user.filter(|u| has_tools(u) && *u != state.as_path());
+    let in_workspace = has_tools(&state);
+    if user.is_none() && !in_workspace {
+        return report;
     }
-    let installer = match installer(gate.workspace()) {
-        Ok(i) => i,
-        Err(e) => return vec![("*".to_owned(), e)],
+    // One engine for both folders, caching compiled code in the workspace.
+    let runtime = match runtime(&state) {
+        Ok(r) => r,
+        Err(e) => {
+            report.failed.push(("*".to_owned(), e));
+            return report;
+        }
     };
-    match installer.list() {
-        Ok(list) if list.is_empty() => return Vec::new(),
-        Ok(_) => {}
-        Err(e) => return vec![("*".to_owned(), e)],
-    }
     let services = services(gate);
-    let loaded = match installer.load_all(&services).await {
-        Ok(l) => l,
-        Err(e) => return vec![("*".to_owned(), e)],
-    };
-    let mut failed = Vec::new();
-    for result in loaded {
-        match result {
-            Ok(tool) => {
-                let name = tool.prepared().description.name.clone();
-                if let Err(e) = gate.registry().register_dynamic(Arc::new(tool)) {
-                    failed.push((name, WasmError::BadDescription { detail: e.to_string() }));
-                }
+    // By name: a workspace tool replaces the user's before anything is registered.
+    let mut tools: std::collections::BTreeMap<String, WasmTool> = std::collections::BTreeMap::new();
+    let folders =
+        user.map(|u| (u.to_path_buf(), "user")).into_iter().chain(in_workspace.then(|| (state.clone(), "workspace")));
+    for (dir, origin) in folders {
+        let loaded = match installer_at(&dir, runtime.clone()) {
+            Ok(i) => i.load_all(&services).await,
+            Err(e) => Err(e),
+        };
+        let loaded = match loaded {
+            Ok(l) => l,
+            Err(e) => {
+                report.failed.push((format!("* ({origin} tools in {})", dir.display()), e));
+                continue;
             }
-            Err(f) => failed.push(f),
+        };
+        for result in loaded {
+            match result {
+                Ok(tool) => {
+                    let name = tool.spec().name.clone();
+                    if tools.insert(name.clone(), tool).is_some() {
+                        let warning = format!(
+                            "the workspace's WASM tool `{name}` replaces the user's tool of the same name (in {})",
+                            user.map(|u| u.display().to_string()).unwrap_or_default()
+                        );
+                        tracing::warn!("{warning}");
+                        report.warnings.push(warning);
+                    }
+                }
+                Err(f) => report.failed.push(f),
+            }
         }
     }
-    failed
+    for (name, tool) in tools {
+        if let Err(e) = gate.registry().register_dynamic(Arc::new(tool)) {
+            report.failed.push((name, WasmError::BadDescription { detail: e.to_string() }));
+        }
+    }
+    report
 }
 
 /// What the imports of the gate's WASM tools borrow from it. Secrets (existence, and the

@@ -30,7 +30,7 @@ async fn an_installed_component_runs_through_the_pipeline() {
     let dir = tempfile::tempdir().expect("tempdir");
     install(dir.path(), &Guest::default(), "echo", "{}").await;
     let gate = gate(dir.path());
-    assert!(toolgate::wasm::load_tools(&gate).await.is_empty());
+    assert!(toolgate::wasm::load_tools_from(&gate, None).await.failed.is_empty());
     let ctx = gate.context();
     let out = gate.call(&ctx, "wasm__echo", json!({"text": "hi"})).await.expect("call");
     let text = out.text_content();
@@ -69,14 +69,14 @@ async fn a_guest_calls_tools_through_the_gate_by_alias() {
     install(dir.path(), &guest, "caller", r#"{"tools": {"aliases": {"say": "echo"}}}"#).await;
     // A tool that calls tools asks first.
     let strict = gate(dir.path());
-    assert!(toolgate::wasm::load_tools(&strict).await.is_empty());
+    assert!(toolgate::wasm::load_tools_from(&strict, None).await.failed.is_empty());
     let err = strict.call(&strict.context(), "wasm__caller", json!({})).await.expect_err("asks");
     assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
 
     let mut config = toolgate::config::Config::default();
     config.approval.mode = toolgate::config::ApprovalMode::Never;
     let gate = Arc::new(Gate::builder(dir.path()).config(config).build().expect("gate"));
-    assert!(toolgate::wasm::load_tools(&gate).await.is_empty());
+    assert!(toolgate::wasm::load_tools_from(&gate, None).await.failed.is_empty());
     let out = gate.call(&gate.context(), "wasm__caller", json!({})).await.expect("call");
     assert!(out.text_content().contains("from wasm"), "{}", out.text_content());
 }
@@ -90,11 +90,58 @@ async fn a_changed_file_is_not_loaded() {
     bytes.push(0);
     std::fs::write(&file, bytes).expect("tamper");
     let gate = gate(dir.path());
-    let failed = toolgate::wasm::load_tools(&gate).await;
+    let failed = toolgate::wasm::load_tools_from(&gate, None).await.failed;
     assert_eq!(failed.len(), 1);
     assert!(failed[0].1.to_string().contains("changed since it was installed"), "{}", failed[0].1);
     let err = gate.call(&gate.context(), "wasm__echo", json!({"text": "x"})).await.expect_err("not loaded");
     assert!(matches!(err, ToolError::UnknownTool { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn user_tools_load_everywhere_and_the_workspace_overrides_them() {
+    let user = tempfile::tempdir().expect("tempdir");
+    let installer = toolgate::wasm::user_installer(user.path()).expect("user installer");
+    for guest in
+        [Guest { description: "The user's echo.", ..Guest::default() }, Guest { name: "shout", ..Guest::default() }]
+    {
+        let file = user.path().join(format!("{}.wasm", guest.name));
+        std::fs::write(&file, guest.component()).expect("write component");
+        installer.install(&file, None, Capabilities::none()).await.expect("install");
+    }
+    assert!(user.path().join("tools/shout.wasm").is_file() && user.path().join("state.db").is_file());
+
+    // A workspace without tools of its own gets the user's.
+    let plain = tempfile::tempdir().expect("tempdir");
+    let gate_plain = gate(plain.path());
+    let report = toolgate::wasm::load_tools_from(&gate_plain, Some(user.path())).await;
+    assert!(report.failed.is_empty() && report.warnings.is_empty(), "{report:?}");
+    let echo = gate_plain.registry().resolve("wasm__echo").expect("the user's echo");
+    assert_eq!(echo.tool.spec().description, "The user's echo.");
+
+    // A workspace tool of the same name wins, with a warning; the others still load.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mine = Guest { description: "The workspace's echo.", ..Guest::default() };
+    install(dir.path(), &mine, "echo", "{}").await;
+    let gate = gate(dir.path());
+    let report = toolgate::wasm::load_tools_from(&gate, Some(user.path())).await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert!(report.warnings[0].contains("`wasm__echo` replaces the user's tool"), "{}", report.warnings[0]);
+    let echo = gate.registry().resolve("wasm__echo").expect("echo");
+    assert_eq!(echo.tool.spec().description, "The workspace's echo.");
+    let out = gate.call(&gate.context(), "wasm__shout", json!({"text": "from the user"})).await.expect("user tool");
+    assert!(out.text_content().contains("from the user"), "{}", out.text_content());
+
+    // The user's files are checked like the workspace's: a changed one is not loaded.
+    let file = user.path().join("tools/shout.wasm");
+    let mut bytes = std::fs::read(&file).expect("read");
+    bytes.push(0);
+    std::fs::write(&file, bytes).expect("tamper");
+    let gate = self::gate(plain.path());
+    let report = toolgate::wasm::load_tools_from(&gate, Some(user.path())).await;
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert!(report.failed[0].1.to_string().contains("changed since it was installed"), "{:?}", report.failed);
+    assert!(gate.registry().resolve("wasm__shout").is_none() && gate.registry().resolve("wasm__echo").is_some());
 }
 
 #[path = "wasm/http.rs"]

@@ -32,38 +32,69 @@ pub(crate) enum Command {
         /// Allow asking whether the secret NAME (or `PREFIX*`) exists (repeatable).
         #[arg(long = "secret", value_name = "NAME")]
         secrets: Vec<String>,
+        /// The user's tools (`$TOOLGATE_DATA_DIR`, `$XDG_DATA_HOME/toolgate` or
+        /// `~/.local/share/toolgate`), loaded in every workspace, instead of this workspace's.
+        #[arg(long)]
+        user: bool,
     },
     /// List the installed WASM tools.
     List {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// The user's tools (`$TOOLGATE_DATA_DIR`, `$XDG_DATA_HOME/toolgate` or
+        /// `~/.local/share/toolgate`), loaded in every workspace, instead of this workspace's.
+        #[arg(long)]
+        user: bool,
     },
     /// Remove an installed tool.
     Remove {
         /// The installed name.
         name: String,
+        /// The user's tools (`$TOOLGATE_DATA_DIR`, `$XDG_DATA_HOME/toolgate` or
+        /// `~/.local/share/toolgate`), loaded in every workspace, instead of this workspace's.
+        #[arg(long)]
+        user: bool,
     },
     /// Show what a tool is, what it was granted, and whether its file is intact.
     Inspect {
         /// The installed name.
         name: String,
+        /// The user's tools (`$TOOLGATE_DATA_DIR`, `$XDG_DATA_HOME/toolgate` or
+        /// `~/.local/share/toolgate`), loaded in every workspace, instead of this workspace's.
+        #[arg(long)]
+        user: bool,
     },
 }
 
 /// Loads the workspace's installed WASM tools into the gate; one that fails is reported and
 /// left out (a changed file, a component that no longer compiles).
 pub(crate) async fn load(gate: &std::sync::Arc<toolgate::Gate>) {
-    for (name, error) in toolgate::wasm::load_tools(gate).await {
+    let report = toolgate::wasm::load_tools(gate).await;
+    for (name, error) in report.failed {
         eprintln!("toolgate: WASM tool `{name}` not loaded: {error}");
+    }
+    for warning in report.warnings {
+        eprintln!("toolgate: warning: {warning}");
     }
 }
 
 pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
-    let workspace = global.workspace()?;
-    let installer = toolgate::wasm::installer(&workspace)?;
+    let user = match &command {
+        Command::Install { user, .. }
+        | Command::List { user, .. }
+        | Command::Remove { user, .. }
+        | Command::Inspect { user, .. } => *user,
+    };
+    let installer = if user {
+        let dir =
+            toolgate::wasm::user_dir().context("no user data folder: set TOOLGATE_DATA_DIR, XDG_DATA_HOME or HOME")?;
+        toolgate::wasm::user_installer(&dir)?
+    } else {
+        toolgate::wasm::installer(&global.workspace()?)?
+    };
     match command {
-        Command::Install { file, name, capabilities, allow_http, allow_read, secrets } => {
+        Command::Install { file, name, capabilities, allow_http, allow_read, secrets, .. } => {
             let mut caps = read_capabilities(&file, name.as_deref(), capabilities.as_deref())?;
             add_flags(&mut caps, &allow_http, &allow_read, &secrets)?;
             let installed = installer.install(&file, name.as_deref(), caps).await?;
@@ -71,7 +102,7 @@ pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result
             print_details(&installed);
             Ok(ExitCode::SUCCESS)
         }
-        Command::List { json } => {
+        Command::List { json, .. } => {
             let list = installer.list()?;
             if list.is_empty() && !json {
                 outln!("no WASM tools installed (`toolgate wasm install FILE` adds one)");
@@ -87,12 +118,12 @@ pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Remove { name } => {
+        Command::Remove { name, .. } => {
             let removed = installer.remove(&name)?;
             outln!("removed `wasm__{}`", removed.name);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Inspect { name } => {
+        Command::Inspect { name, .. } => {
             let t = installer.get(&name)?;
             outln!("wasm__{}", t.name);
             print_details(&t);

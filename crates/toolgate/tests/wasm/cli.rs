@@ -49,7 +49,17 @@ async fn proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
 
 /// Runs the CLI in `ws` (with `stdin`), returning success and stdout + stderr.
 fn toolgate(ws: &Path, args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = Command::new(TOOLGATE)
+    toolgate_with(ws, None, args, stdin)
+}
+
+/// [`toolgate`] with the user's data folder at `user`.
+fn toolgate_with(ws: &Path, user: Option<&Path>, args: &[&str], stdin: &str) -> (bool, String) {
+    let mut command = Command::new(TOOLGATE);
+    match user {
+        Some(dir) => command.env("TOOLGATE_DATA_DIR", dir),
+        None => command.env("TOOLGATE_DATA_DIR", ws.join("no-user-tools")),
+    };
+    let mut child = command
         .arg("--workspace")
         .arg(ws)
         .args(args)
@@ -130,4 +140,39 @@ async fn install_with_allow_http_then_call_reaches_the_server() {
     let (ok, out) =
         toolgate(ws, &["wasm", "install", wasm.to_str().expect("utf-8"), "--allow-http", "127.0.0.1/v1"], "");
     assert!(!ok && out.contains("IP addresses are not allowed"), "{out}");
+}
+
+#[test]
+fn user_tools_install_with_the_cli_and_load_in_any_workspace() {
+    let user = tempfile::tempdir().expect("tempdir");
+    let (ws_a, ws_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let file = ws_a.path().join("echo.wasm");
+    std::fs::write(&file, crate::support::Guest::default().component()).expect("component");
+    let run = |ws: &Path, args: &[&str]| toolgate_with(ws, Some(user.path()), args, "");
+
+    let (ok, out) = run(ws_a.path(), &["wasm", "install", "--user", file.to_str().expect("utf-8")]);
+    assert!(ok, "{out}");
+    assert!(user.path().join("tools/echo.wasm").is_file(), "{out}");
+    let (ok, out) = run(ws_b.path(), &["wasm", "list", "--user"]);
+    assert!(ok && out.contains("wasm__echo"), "{out}");
+    let (ok, out) = run(ws_b.path(), &["wasm", "list"]);
+    assert!(ok && out.contains("no WASM tools installed"), "the workspace has none of its own: {out}");
+    let (ok, out) = run(ws_b.path(), &["call", "wasm__echo", r#"{"text": "anywhere"}"#]);
+    assert!(ok && out.contains("anywhere"), "{out}");
+
+    // A workspace tool of the same name wins, and the CLI says so.
+    let mine = crate::support::Guest { description: "The workspace's echo.", ..crate::support::Guest::default() };
+    std::fs::write(&file, mine.component()).expect("component");
+    let (ok, out) = run(ws_b.path(), &["wasm", "install", file.to_str().expect("utf-8")]);
+    assert!(ok, "{out}");
+    let (ok, out) = run(ws_b.path(), &["call", "wasm__echo", r#"{"text": "here"}"#]);
+    assert!(ok && out.contains("here"), "{out}");
+    assert!(out.contains("warning: the workspace's WASM tool `wasm__echo` replaces the user's"), "{out}");
+    assert!(!out.contains("not loaded"), "{out}");
+    let (ok, out) = run(ws_b.path(), &["tools", "--format", "json"]);
+    assert!(ok && out.contains("The workspace's echo."), "{out}");
+
+    let (ok, out) = run(ws_b.path(), &["wasm", "remove", "--user", "echo"]);
+    assert!(ok, "{out}");
+    assert!(!user.path().join("tools/echo.wasm").exists());
 }
