@@ -17,4 +17,11 @@ pub trait ToolCaller: Send + Sync {
 
     /// Runs one call. `ctx.cancel` cancels it.
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError>;
+
+    /// Records a call the runtime refused before it reached [`ToolCaller::call`] (arguments
+    /// that are not a JSON object or too large, a tool the agent was not offered), so the audit
+    /// log shows every call a model made. `arguments` is the model's raw text. Default: nothing.
+    fn refused(&self, ctx: &CallContext, name: &str, arguments: &str, error: &ToolError) {
+        let _ = (ctx, name, arguments, error);
+    }
 }

@@ -136,6 +136,8 @@ pub struct AgentConfig {
     pub max_delegation_load: u32,
     /// The tools offered to the model (default: every tool its policy lets it see).
     pub tools: Vec<String>,
+    /// Checks run on the result of every delegation this agent makes (seed 000 §11).
+    pub quality_gates: Vec<QualityGate>,
 }
 
 impl Default for AgentConfig {
@@ -151,6 +153,74 @@ impl Default for AgentConfig {
             links: Vec::new(),
             max_delegation_load: 5,
             tools: Vec::new(),
+            quality_gates: Vec::new(),
+        }
+    }
+}
+
+/// When a quality gate runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GateEvent {
+    /// A delegation this agent made finished with an answer.
+    #[default]
+    #[serde(rename = "delegation.completed")]
+    DelegationCompleted,
+}
+
+/// How a quality gate judges a result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateKind {
+    /// A shell command run through the gate's `exec` (sandbox, policy, audit) as the delegating
+    /// agent, the result on its standard input: exit 0 passes, its stderr (else stdout) is the
+    /// feedback.
+    #[default]
+    Command,
+    /// A reviewer agent: its answer starts with `APPROVED`, or `REJECTED: feedback`.
+    Agent,
+}
+
+/// `[[agents.NAME.quality_gates]]`: a check of a delegate's result before the delegating agent
+/// sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QualityGate {
+    /// When it runs (`delegation.completed`, the default and only event).
+    pub event: GateEvent,
+    /// `command` (default) or `agent`.
+    #[serde(rename = "type")]
+    pub kind: GateKind,
+    /// For `command`: the command line.
+    pub command: Option<String>,
+    /// For `agent`: the reviewer (an `[agents.NAME]`).
+    pub agent: Option<String>,
+    /// On failure, run the delegate again with the feedback (up to `max_retries` times) and, if it
+    /// still fails, hand the delegating agent an error instead of the result. When false, the
+    /// result passes with the feedback attached.
+    pub block_on_failure: bool,
+    /// Revisions asked for before giving up (default 1).
+    pub max_retries: u32,
+}
+
+impl Default for QualityGate {
+    fn default() -> Self {
+        QualityGate {
+            event: GateEvent::DelegationCompleted,
+            kind: GateKind::Command,
+            command: None,
+            agent: None,
+            block_on_failure: false,
+            max_retries: 1,
+        }
+    }
+}
+
+impl QualityGate {
+    /// How it is named in messages: its command or reviewer.
+    pub fn label(&self) -> String {
+        match self.kind {
+            GateKind::Command => format!("command `{}`", self.command.as_deref().unwrap_or_default()),
+            GateKind::Agent => format!("reviewer `{}`", self.agent.as_deref().unwrap_or_default()),
         }
     }
 }
@@ -167,11 +237,30 @@ pub struct AgentLink {
     pub bidirectional: bool,
     /// Delegations running over this link at once (default 3).
     pub max_concurrent: u32,
+    /// Per-user settings: only these users' sessions may use the link (empty: every user).
+    pub allow_users: Vec<String>,
+    /// Per-user settings: these users' sessions may not use the link (wins over `allow_users`).
+    pub deny_users: Vec<String>,
 }
 
 impl Default for AgentLink {
     fn default() -> Self {
-        AgentLink { from: String::new(), to: String::new(), bidirectional: false, max_concurrent: 3 }
+        AgentLink {
+            from: String::new(),
+            to: String::new(),
+            bidirectional: false,
+            max_concurrent: 3,
+            allow_users: Vec::new(),
+            deny_users: Vec::new(),
+        }
+    }
+}
+
+impl AgentLink {
+    /// Whether a session of `user` may use the link.
+    pub fn open_to(&self, user: &str) -> bool {
+        !self.deny_users.iter().any(|u| u == user)
+            && (self.allow_users.is_empty() || self.allow_users.iter().any(|u| u == user))
     }
 }
 
@@ -186,25 +275,25 @@ pub struct TeamConfig {
 }
 
 impl AgentsConfig {
-    /// The link that lets `from` delegate to `to`, if any (`links = [...]` entries count as
-    /// links with the default `max_concurrent`).
-    pub fn link(&self, from: &str, to: &str) -> Option<AgentLink> {
+    /// The link that lets `from` delegate to `to` in a session of `user`, if any (`links = [...]`
+    /// entries count as links open to every user with the default `max_concurrent`). A
+    /// `[[agent_links]]` entry for the pair decides alone: one that is closed to `user` is not
+    /// reopened by a `links` entry.
+    pub fn link(&self, from: &str, to: &str, user: &str) -> Option<AgentLink> {
         if let Some(l) = self
             .agent_links
             .iter()
             .find(|l| (l.from == from && l.to == to) || (l.bidirectional && l.from == to && l.to == from))
         {
-            return Some(l.clone());
+            return l.open_to(user).then(|| l.clone());
         }
         let listed = self.agents.get(from).is_some_and(|a| a.links.iter().any(|t| t == to));
         listed.then(|| AgentLink { from: from.to_owned(), to: to.to_owned(), ..AgentLink::default() })
     }
 
-    /// Every agent `from` may delegate to, sorted.
-    pub fn targets(&self, from: &str) -> Vec<String> {
-        let mut out: Vec<String> = self.agents.keys().filter(|to| self.link(from, to).is_some()).cloned().collect();
-        out.dedup();
-        out
+    /// Every agent `from` may delegate to in a session of `user`, sorted.
+    pub fn targets(&self, from: &str, user: &str) -> Vec<String> {
+        self.agents.keys().filter(|to| self.link(from, to, user).is_some()).cloned().collect()
     }
 
     /// Problems a person must fix: agents naming missing providers, links naming missing agents.
@@ -220,6 +309,20 @@ impl AgentsConfig {
             for to in &a.links {
                 if !self.agents.contains_key(to) {
                     out.push(format!("[agents.{name}] links to `{to}`, which is not an agent"));
+                }
+            }
+            for (i, g) in a.quality_gates.iter().enumerate() {
+                match (g.kind, &g.command, &g.agent) {
+                    (GateKind::Command, Some(c), _) if !c.trim().is_empty() => {}
+                    (GateKind::Command, ..) => {
+                        out.push(format!("[agents.{name}] quality gate {i}: type `command` needs a `command`"));
+                    }
+                    (GateKind::Agent, _, Some(r)) if self.agents.contains_key(r) => {}
+                    (GateKind::Agent, ..) => {
+                        out.push(format!(
+                            "[agents.{name}] quality gate {i}: type `agent` needs an `agent` that is an [agents.NAME]"
+                        ));
+                    }
                 }
             }
         }
@@ -259,10 +362,38 @@ mod tests {
         if let Some(a) = cfg.agents.get_mut("a") {
             a.links = vec!["b".into()];
         }
-        cfg.agent_links.push(AgentLink { from: "c".into(), to: "a".into(), bidirectional: true, max_concurrent: 1 });
-        assert!(cfg.link("a", "b").is_some());
-        assert!(cfg.link("b", "a").is_none(), "links are outbound");
-        assert_eq!(cfg.link("a", "c").map(|l| l.max_concurrent), Some(1), "bidirectional");
-        assert_eq!(cfg.targets("a"), vec!["b".to_owned(), "c".to_owned()]);
+        cfg.agent_links.push(AgentLink {
+            from: "c".into(),
+            to: "a".into(),
+            bidirectional: true,
+            max_concurrent: 1,
+            ..AgentLink::default()
+        });
+        assert!(cfg.link("a", "b", "u").is_some());
+        assert!(cfg.link("b", "a", "u").is_none(), "links are outbound");
+        assert_eq!(cfg.link("a", "c", "u").map(|l| l.max_concurrent), Some(1), "bidirectional");
+        assert_eq!(cfg.targets("a", "u"), vec!["b".to_owned(), "c".to_owned()]);
+    }
+
+    #[test]
+    fn per_user_link_settings() {
+        let mut cfg = AgentsConfig::default();
+        for n in ["a", "b"] {
+            cfg.agents.insert(n.into(), AgentConfig::default());
+        }
+        if let Some(a) = cfg.agents.get_mut("a") {
+            a.links = vec!["b".into()];
+        }
+        cfg.agent_links.push(AgentLink {
+            from: "a".into(),
+            to: "b".into(),
+            allow_users: vec!["alice".into(), "bob".into()],
+            deny_users: vec!["bob".into()],
+            ..AgentLink::default()
+        });
+        assert!(cfg.link("a", "b", "alice").is_some());
+        assert!(cfg.link("a", "b", "bob").is_none(), "deny wins over allow");
+        assert!(cfg.link("a", "b", "carol").is_none(), "not allowed, and `links` does not reopen it");
+        assert!(cfg.targets("a", "carol").is_empty());
     }
 }

@@ -50,11 +50,13 @@ mod runtime;
 mod tools;
 
 pub use caller::ToolCaller;
-pub use config::{AgentConfig, AgentLink, AgentsConfig, ProviderConfig, TeamConfig};
+pub use config::{AgentConfig, AgentLink, AgentsConfig, ProviderConfig, QualityGate, TeamConfig};
 pub use error::AgentError;
 pub use model::{Message, ModelClient, ModelReply, ModelRequest, ToolCall, ToolDef, Usage};
-pub use runner::{Event, EventSink, MAX_ARGUMENTS, REPEAT_REFUSE, REPEAT_STOP, RunOutcome, RunStatus};
-pub use runtime::{Limits, RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, TaskInfo};
+pub use runner::{Event, EventSink, LOOP_STOP, MAX_ARGUMENTS, RunOutcome, RunStatus};
+pub use runtime::{
+    DELEGATION_INLINE_MAX, Limits, RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, TaskInfo, Verdict, verdict,
+};
 pub use tools::{GROUP, tools};
 
 /// Unix milliseconds now.

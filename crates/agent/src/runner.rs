@@ -20,10 +20,9 @@ use crate::{AgentError, now_ms};
 
 /// Largest arguments a tool call may carry (1 MiB); more is refused without parsing.
 pub const MAX_ARGUMENTS: usize = 1 << 20;
-/// The third identical call in a row is refused with an error for the model...
-pub const REPEAT_REFUSE: u32 = 3;
-/// ...and the fifth stops the run.
-pub const REPEAT_STOP: u32 = 5;
+/// The run stops when the gate's loop breaker (`[loop_breaker]`, which refuses a call repeated
+/// too often in a row, and knows which tools are exempt) has refused this many calls in a row.
+pub const LOOP_STOP: u32 = 2;
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,8 +147,9 @@ impl Drive<'_> {
             usage: Usage::default(),
             cost_usd: 0.0,
         };
-        let mut last_call: Option<String> = None;
-        let mut repeats = 0u32;
+        // Consecutive calls the gate refused as a loop (`[loop_breaker]`): the model was told
+        // to change approach and did not.
+        let mut loop_refusals = 0u32;
         'turns: while out.iterations < self.max_iterations {
             if cancel.is_cancelled() {
                 out.status = RunStatus::Cancelled;
@@ -203,43 +203,38 @@ impl Drive<'_> {
                 out.status = RunStatus::Done;
                 break;
             }
-            for call in &reply.tool_calls {
-                let key = format!("{}\u{0}{}", call.name, canonical_args(&call.arguments));
-                if last_call.as_deref() == Some(key.as_str()) {
-                    repeats += 1;
-                } else {
-                    repeats = 1;
-                    last_call = Some(key);
-                }
-                if repeats >= REPEAT_STOP {
+            for (i, call) in reply.tool_calls.iter().enumerate() {
+                let (result, reached_gate) = self.call_tool(call, &cancel).await;
+                out.tool_calls += u32::from(reached_gate);
+                let cancelled = matches!(result, Err(ToolError::Cancelled)) && cancel.is_cancelled();
+                loop_refusals = if is_loop_refusal(&result) { loop_refusals + 1 } else { 0 };
+                let handed_off = handed_off(call, &result);
+                self.answer(&mut messages, call, result);
+                let stop = if cancelled {
+                    out.status = RunStatus::Cancelled;
+                    true
+                } else if loop_refusals >= LOOP_STOP {
                     out.status = RunStatus::Stopped;
                     out.error = Some(format!(
-                        "the model made the same `{}` call {repeats} times in a row; the run was stopped",
+                        "the model repeated the same `{}` call after the gate refused it as a loop; the run was stopped",
                         call.name
                     ));
-                    // The model's turn asked for calls: answer each so the stored transcript stays well-formed.
-                    let result = Err(ToolError::failed("not run: the agent run was stopped (endless identical calls)"));
-                    self.answer(&mut messages, call, result);
-                    break 'turns;
-                }
-                let (result, reached_gate) = if repeats >= REPEAT_REFUSE {
-                    let refused = Err(ToolError::failed(format!(
-                        "you already made this exact `{}` call {} times in a row and got the same result; \
-                         do not repeat it: use the result you have, change the arguments, or give your answer",
-                        call.name,
-                        repeats - 1
-                    )));
-                    (refused, false)
+                    true
+                } else if let Some(to) = handed_off {
+                    // The conversation is another agent's now: this run steps away.
+                    out.status = RunStatus::Done;
+                    out.answer = format!("(handed the conversation to `{to}`)");
+                    true
                 } else {
-                    self.call_tool(call, &cancel).await
+                    false
                 };
-                out.tool_calls += u32::from(reached_gate);
-                if matches!(result, Err(ToolError::Cancelled)) && cancel.is_cancelled() {
-                    self.answer(&mut messages, call, result);
-                    out.status = RunStatus::Cancelled;
+                if stop {
+                    // Answer the turn's other calls, so the stored transcript stays well-formed.
+                    for rest in &reply.tool_calls[i + 1..] {
+                        self.answer(&mut messages, rest, Err(ToolError::failed("not run: the agent run ended")));
+                    }
                     break 'turns;
                 }
-                self.answer(&mut messages, call, result);
             }
         }
         if out.status == RunStatus::MaxIterations {
@@ -271,7 +266,10 @@ impl Drive<'_> {
                 };
                 (result, true)
             }
-            Err(e) => (Err(e), false),
+            Err(e) => {
+                self.caller.refused(&self.ctx, &call.name, &call.arguments, &e);
+                (Err(e), false)
+            }
         }
     }
 
@@ -355,9 +353,17 @@ impl Drive<'_> {
     }
 }
 
-/// Arguments in a canonical form, so key order and spacing do not hide a repeated call.
-fn canonical_args(raw: &str) -> String {
-    serde_json::from_str::<Value>(raw).map(|v| v.to_string()).unwrap_or_else(|_| raw.to_owned())
+/// The agent a successful `handoff` call handed the conversation to.
+fn handed_off(call: &ToolCall, result: &Result<toolgate_core::ToolOutput, ToolError>) -> Option<String> {
+    match result {
+        Ok(out) if call.name == "handoff" => out.structured.as_ref()?.get("handoff_to")?.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// Whether the gate refused the call as one identical call too many (its loop breaker).
+fn is_loop_refusal(result: &Result<toolgate_core::ToolOutput, ToolError>) -> bool {
+    matches!(result, Err(ToolError::Denied { reason, .. }) if reason.starts_with("loop detected"))
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -17,6 +17,11 @@ use crate::model::{self, Message, ModelClient, ToolDef};
 use crate::runner::{Drive, EventSink, RunOutcome, RunStatus, from_record, to_record};
 use crate::{AgentError, now_ms};
 
+mod handoff;
+mod review;
+
+pub use review::{Verdict, verdict};
+
 /// Limits on sub-agents (seed 000 §6).
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -56,8 +61,10 @@ pub enum SessionKind {
     Subagent,
     /// A read-only research sub-agent (`sessions_spawn`).
     Spawn,
-    /// A delegation to a linked agent (`delegate`).
+    /// A delegation to a linked agent (`delegate`, `evaluate_loop`, a quality gate's reviewer).
     Delegation,
+    /// A conversation handed over by another agent (`handoff`).
+    Handoff,
 }
 
 impl SessionKind {
@@ -67,9 +74,13 @@ impl SessionKind {
             SessionKind::Subagent => "subagent",
             SessionKind::Spawn => "spawn",
             SessionKind::Delegation => "delegation",
+            SessionKind::Handoff => "handoff",
         }
     }
 }
+
+/// Delegation targets listed in `DELEGATION.md`; with more, the agent searches them.
+pub const DELEGATION_INLINE_MAX: usize = 15;
 
 /// The six read-only tools a `sessions_spawn` research sub-agent gets (seed 002 §6).
 pub const RESEARCH_TOOLS: &[&str] = &["read", "grep", "glob", "ls", "memory_search", "memory_get"];
@@ -89,6 +100,13 @@ pub struct RunSpec {
     pub only_tools: Option<Vec<String>>,
     /// Live transcript.
     pub events: Option<EventSink>,
+    /// Quality gates do not run on this run's delegations, nor on anything it starts (seed 000
+    /// §11's skip-hooks flag: set for an evaluator's own run and `evaluate_loop`'s rounds, so a
+    /// gate cannot trigger itself).
+    pub skip_gates: bool,
+    /// Started by the runtime itself (a quality gate's reviewer): the spawn limits and links,
+    /// which bound what a model may start, do not apply.
+    pub(crate) internal: bool,
 }
 
 impl std::fmt::Debug for RunSpec {
@@ -107,6 +125,8 @@ impl RunSpec {
             label: None,
             only_tools: None,
             events: None,
+            skip_gates: false,
+            internal: false,
         }
     }
 }
@@ -124,6 +144,8 @@ struct Task {
     cancel: CancellationToken,
     done: watch::Receiver<Option<RunOutcome>>,
     started: Instant,
+    /// Quality gates are skipped for it and what it starts.
+    skip_gates: bool,
 }
 
 /// What `subagents list` and `delegate list` show of a task.
@@ -155,6 +177,8 @@ pub struct Runtime {
     caller: OnceLock<Weak<dyn ToolCaller>>,
     clients: Mutex<HashMap<String, Arc<dyn ModelClient>>>,
     tasks: Mutex<HashMap<String, Task>>,
+    /// Handoffs made during a run, by the session that made them: started when that run ends.
+    handoffs: Mutex<HashMap<String, handoff::Pending>>,
     /// Parent of every run's token: [`Runtime::shutdown`] stops them all.
     shutdown: CancellationToken,
 }
@@ -180,6 +204,7 @@ impl Runtime {
             caller: OnceLock::new(),
             clients: Mutex::new(HashMap::new()),
             tasks: Mutex::new(HashMap::new()),
+            handoffs: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
         })
     }
@@ -254,6 +279,57 @@ impl Runtime {
         Ok(a.system_prompt.clone())
     }
 
+    /// What the runtime adds to an agent's system prompt (seed 000 §7, §8): `DELEGATION.md`, the
+    /// agents it may delegate to (inline up to [`DELEGATION_INLINE_MAX`], else a pointer to
+    /// `delegate_search`), and for a team's lead only, `TEAM.md`. Each only when the agent is
+    /// offered the tool it describes.
+    fn briefing(&self, name: &str, user: &str, tools: &[ToolDef]) -> Option<String> {
+        use std::fmt::Write as _;
+        let offered = |t: &str| tools.iter().any(|d| d.name == t);
+        let describe = |s: &mut String, agent: &str| {
+            let d = self.cfg.agents.get(agent).map_or("", |a| a.description.as_str());
+            let _ = writeln!(s, "- `{agent}`: {}", clip_text(d, 300));
+        };
+        let mut out = String::new();
+        let targets = self.cfg.targets(name, user);
+        if offered("delegate") && !targets.is_empty() {
+            out.push_str(
+                "# DELEGATION.md\n\nYou can hand a task to another agent with the `delegate` tool (action \
+                 `delegate`, `agent`, `task`; mode `sync` waits for its answer, `async` returns an id).\n",
+            );
+            if targets.len() <= DELEGATION_INLINE_MAX || !offered("delegate_search") {
+                for t in targets.iter().take(DELEGATION_INLINE_MAX) {
+                    describe(&mut out, t);
+                }
+                if targets.len() > DELEGATION_INLINE_MAX {
+                    let _ = writeln!(out, "- and {} more", targets.len() - DELEGATION_INLINE_MAX);
+                }
+            } else {
+                let _ = writeln!(
+                    out,
+                    "You can delegate to {} agents: find the right one with `delegate_search` (query: what the task needs).",
+                    targets.len()
+                );
+            }
+        }
+        if offered("team_tasks") {
+            for (team, t) in self.cfg.teams.iter().filter(|(_, t)| t.lead == name) {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                let _ = writeln!(out, "# TEAM.md\n\nYou lead team `{team}`. Its members:");
+                for m in &t.members {
+                    describe(&mut out, m);
+                }
+                out.push_str(
+                    "Plan the work as tasks on the board (`team_tasks` create, `blocked_by` for order), \
+                     message members with `team_message`, and combine their results (`team_tasks` list) into your answer.\n",
+                );
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
     /// Runs `spec` to the end in the caller's task, as the agent `parent_ctx` names for a
     /// top-level run or as a child of it otherwise.
     pub async fn run(&self, spec: RunSpec, parent_ctx: &CallContext) -> Result<RunOutcome, AgentError> {
@@ -261,35 +337,83 @@ impl Runtime {
         let (drive, messages) = self.prepare(&spec, parent_ctx, cancel, None)?;
         let outcome = drive.run(messages).await;
         self.finish(&outcome);
-        Ok(outcome)
+        Ok(self.follow_handoffs(outcome, spec.events.clone()).await)
     }
 
-    /// Continues a finished session with a new user message (`sessions_send`).
+    /// Continues a finished session with a new user message (`sessions_send`, `toolgate agent
+    /// send`). A conversation that was handed off goes to the agent it was handed to.
     pub async fn send(
         &self,
         session: &str,
         message: &str,
         events: Option<EventSink>,
     ) -> Result<RunOutcome, AgentError> {
-        let record = self.store.session(session)?.ok_or_else(|| {
+        let target = match self.store.handoff_route(session)? {
+            Some(route) if self.store.session(&route.to_session)?.is_some() => route.to_session,
+            _ => session.to_owned(),
+        };
+        let record = self.store.session(&target)?.ok_or_else(|| {
             AgentError::Invalid(format!("no session `{}`; list them with sessions_list", clip(session)))
         })?;
+        let outcome = self.continue_session(&record, message, self.shutdown.child_token(), events.clone()).await?;
+        Ok(self.follow_handoffs(outcome, events).await)
+    }
+
+    /// The context a stored session runs in (its agent, user and depth, and the ancestors its
+    /// policy is intersected with, rebuilt from its chain of parent sessions) and the tools it is
+    /// limited to: a continued session never gets more than it had.
+    fn session_ctx(&self, record: &SessionRecord) -> Result<(CallContext, Option<Vec<String>>), AgentError> {
+        let mut ctx = self.caller()?.context();
+        ctx.identity.agent.clone_from(&record.agent);
+        ctx.identity.session.clone_from(&record.id);
+        ctx.identity.user.clone_from(&record.user);
+        ctx.subagent_depth = record.depth;
+        let mut ancestors = Vec::new();
+        let mut cur = record.clone();
+        // Sessions nest a few levels at most; the bound guards against a corrupt chain.
+        for _ in 0..32 {
+            let Some(parent) = cur.parent.as_deref().map(|p| self.store.session(p)).transpose()?.flatten() else {
+                break;
+            };
+            if matches!(cur.kind.as_str(), "subagent" | "spawn") {
+                ancestors.push(parent.agent.clone());
+            }
+            cur = parent;
+        }
+        ancestors.reverse();
+        ctx.ancestors = ancestors;
+        let only = (record.kind == "spawn").then(|| RESEARCH_TOOLS.iter().map(|s| (*s).to_owned()).collect());
+        Ok((ctx, only))
+    }
+
+    /// Runs a stored session on with one more user message.
+    async fn continue_session(
+        &self,
+        record: &SessionRecord,
+        message: &str,
+        cancel: CancellationToken,
+        events: Option<EventSink>,
+    ) -> Result<RunOutcome, AgentError> {
         if record.status == "running" {
-            return Err(AgentError::Invalid(format!("session `{session}` is still running; wait for it or cancel it")));
+            return Err(AgentError::Invalid(format!(
+                "session `{}` is still running; wait for it or cancel it",
+                record.id
+            )));
         }
         let a = self.agent(&record.agent)?.clone();
         let caller = self.caller()?;
-        let mut ctx = caller.context();
-        ctx.identity.agent.clone_from(&record.agent);
-        ctx.identity.session = record.id.clone();
-        ctx.subagent_depth = record.depth;
-        ctx.cancel = self.shutdown.child_token();
-        let mut messages: Vec<Message> = self.store.session_messages(session, 0)?.iter().map(from_record).collect();
+        let (mut ctx, only) = self.session_ctx(record)?;
+        ctx.cancel = cancel;
+        let mut messages: Vec<Message> = self.store.session_messages(&record.id, 0)?.iter().map(from_record).collect();
         let user = Message::User { content: message.to_owned() };
-        self.store.session_append(session, &to_record(&user))?;
+        self.store.session_append(&record.id, &to_record(&user))?;
         messages.push(user);
-        self.store.session_finish(session, "running", None, None, now_ms())?;
-        let tools = offered(&*caller, &ctx, &a, None);
+        self.store.session_finish(&record.id, "running", None, None, now_ms())?;
+        let tools = offered(&*caller, &ctx, &a, only.as_deref());
+        let mut max_iterations = a.max_iterations.max(1);
+        if record.depth > 0 {
+            max_iterations = max_iterations.min(self.limits.max_subagent_iterations);
+        }
         let drive = Drive {
             client: self.client(&a.provider)?,
             caller,
@@ -297,7 +421,7 @@ impl Runtime {
             agent: record.agent.clone(),
             model: a.model.clone(),
             price: self.price(&a),
-            max_iterations: a.max_iterations.max(1),
+            max_iterations,
             tools,
             session: record.id.clone(),
             ctx,
@@ -326,7 +450,7 @@ impl Runtime {
         let id = id.unwrap_or_else(new_id);
         let parent_session = parent_ctx.identity.session.clone();
         let mut ctx = match spec.kind {
-            SessionKind::Run => {
+            SessionKind::Run | SessionKind::Handoff => {
                 let mut c = parent_ctx.clone();
                 c.identity.agent.clone_from(&spec.agent);
                 c
@@ -348,7 +472,12 @@ impl Runtime {
         }
         let tools = offered(&*caller, &ctx, &a, spec.only_tools.as_deref());
         let mut messages = Vec::new();
-        if let Some(system) = self.system_prompt(&spec.agent, &a)? {
+        let briefing = self.briefing(&spec.agent, &ctx.identity.user, &tools);
+        let system = match (self.system_prompt(&spec.agent, &a)?, briefing) {
+            (Some(p), Some(b)) => Some(format!("{p}\n\n{b}")),
+            (p, b) => p.or(b),
+        };
+        if let Some(system) = system {
             messages.push(Message::System { content: system });
         }
         messages.push(Message::User { content: spec.task.clone() });
@@ -430,8 +559,9 @@ impl Runtime {
             }
         } else {
             let from = &parent_ctx.identity.agent;
-            let link = self.cfg.link(from, &spec.agent).ok_or_else(|| {
-                let targets = self.cfg.targets(from);
+            let user = &parent_ctx.identity.user;
+            let link = self.cfg.link(from, &spec.agent, user).ok_or_else(|| {
+                let targets = self.cfg.targets(from, user);
                 AgentError::Invalid(format!(
                     "agent `{from}` has no delegation link to `{}`; {}",
                     clip(&spec.agent),
@@ -505,7 +635,10 @@ impl Runtime {
         let (tx, rx) = watch::channel(None);
         // Check and register under one lock, so concurrent spawns cannot pass a limit together.
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
-        self.check_spawn(&tasks, &spec, parent_ctx)?;
+        if !spec.internal {
+            self.check_spawn(&tasks, &spec, parent_ctx)?;
+        }
+        let skip_gates = spec.skip_gates || tasks.get(&parent_ctx.identity.session).is_some_and(|t| t.skip_gates);
         tasks.insert(
             id.clone(),
             Task {
@@ -518,6 +651,7 @@ impl Runtime {
                 cancel: cancel.clone(),
                 done: rx,
                 started: Instant::now(),
+                skip_gates,
             },
         );
         drop(tasks);
@@ -525,8 +659,16 @@ impl Runtime {
         let parent_ctx = parent_ctx.clone();
         let task_id = id.clone();
         let fut = async move {
-            let outcome = match rt.prepare(&spec, &parent_ctx, cancel, Some(task_id.clone())) {
-                Ok((drive, messages)) => drive.run(messages).await,
+            let outcome = match rt.prepare(&spec, &parent_ctx, cancel.clone(), Some(task_id.clone())) {
+                Ok((drive, messages)) => {
+                    let outcome = drive.run(messages).await;
+                    if spec.kind == SessionKind::Delegation && !skip_gates {
+                        rt.finish(&outcome);
+                        rt.apply_gates(&spec, &parent_ctx, outcome, &cancel).await
+                    } else {
+                        outcome
+                    }
+                }
                 Err(e) => RunOutcome {
                     session: task_id.clone(),
                     agent: spec.agent.clone(),
@@ -696,4 +838,9 @@ fn new_id() -> String {
 
 pub(crate) fn clip(s: &str) -> String {
     s.chars().take(100).collect()
+}
+
+/// `s` cut to `max` characters, marked when cut.
+pub(crate) fn clip_text(s: &str, max: usize) -> String {
+    if s.chars().count() <= max { s.to_owned() } else { format!("{}...", s.chars().take(max).collect::<String>()) }
 }

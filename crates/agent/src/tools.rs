@@ -1,7 +1,7 @@
 //! The agent tools, registered in the gate so models (and MCP clients) reach the runtime
 //! through the same pipeline as every other tool: `agents_list`, `sessions_list`,
 //! `sessions_history`, `session_status`, `sessions_send`, `sessions_spawn`, `subagents`,
-//! `delegate`, `team_tasks` and `team_message`.
+//! `delegate`, `delegate_search`, `evaluate_loop`, `handoff`, `team_tasks` and `team_message`.
 //!
 //! Every tool acts as the agent and session its [`CallContext`] names: a model can only list,
 //! steer or cancel what its own session started, and only read sessions of its own user.
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use toolgate_core::{Annotations, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
 use toolgate_store::{SessionFilter, SessionRecord, TeamMessage, TeamTask};
 
-use crate::runtime::{RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, clip};
+use crate::runtime::{RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, clip, clip_text};
 use crate::{AgentError, now_ms};
 
 /// The group every agent tool is in (`group:sessions` in policy).
@@ -32,6 +32,9 @@ enum Kind {
     SessionsSpawn,
     Subagents,
     Delegate,
+    DelegateSearch,
+    EvaluateLoop,
+    Handoff,
     TeamTasks,
     TeamMessage,
 }
@@ -88,6 +91,27 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
                 "mode": {"type": "string", "enum": ["sync", "async"], "default": "sync"}, "id": s("a delegation id"),
             },
         })).annotations(Annotations::LOCAL_WRITE)),
+        t(Kind::DelegateSearch, ToolSpec::new("delegate_search", "Find the agents you can delegate a task to, best match first (by name and description).", json!({
+            "type": "object", "additionalProperties": false, "required": ["query"],
+            "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "what the task needs"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5}},
+        })).annotations(Annotations::READ_ONLY)),
+        t(Kind::EvaluateLoop, ToolSpec::new("evaluate_loop", "Have one agent write and another review against your criteria, revising until the reviewer approves (APPROVED / REJECTED: feedback) or the rounds run out. Both need a delegation link from you.", json!({
+            "type": "object", "additionalProperties": false, "required": ["generator", "evaluator", "task"],
+            "properties": {
+                "generator": s("the agent that writes"), "evaluator": s("the agent that reviews"),
+                "task": {"type": "string", "minLength": 1, "maxLength": 100000},
+                "criteria": {"type": "string", "maxLength": 20000, "description": "what the work must meet to pass"},
+                "max_rounds": {"type": "integer", "minimum": 1, "maximum": 5, "default": 3},
+            },
+        })).annotations(Annotations::LOCAL_WRITE)),
+        t(Kind::Handoff, ToolSpec::new("handoff", "Hand the conversation with the user to another agent you are linked to: it answers the user from now on, and your turn ends. `action: clear` hands a conversation you were given back to the agent that handed it over.", json!({
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "agent": s("the agent to hand the conversation to"), "reason": {"type": "string", "maxLength": 2000, "description": "why, for the next agent"},
+                "action": {"type": "string", "enum": ["handoff", "clear"], "default": "handoff"},
+            },
+        })).annotations(Annotations::LOCAL_WRITE)),
         t(Kind::TeamTasks, ToolSpec::new("team_tasks", "Your team's task board: list, create (lead), claim (atomic: one claimer wins), complete (unblocks tasks waiting on it), search.", json!({
             "type": "object", "additionalProperties": false, "required": ["action"],
             "properties": {
@@ -121,6 +145,7 @@ impl Tool for AgentTool {
         let waits = match self.kind {
             Kind::SessionsSend | Kind::SessionsSpawn => true,
             Kind::Subagents => matches!(p["action"].as_str(), Some("run" | "steer")),
+            Kind::EvaluateLoop => true,
             Kind::Delegate => p["action"].as_str() == Some("delegate") && p["mode"].as_str() != Some("async"),
             _ => false,
         };
@@ -175,6 +200,27 @@ impl Tool for AgentTool {
             }
             Kind::Subagents => subagents(r, ctx, &p).await,
             Kind::Delegate => delegate(r, ctx, &p).await,
+            Kind::DelegateSearch => Ok(delegate_search(r, ctx, &p)),
+            Kind::EvaluateLoop => {
+                let (generator, evaluator) = (req_str(name, &p, "generator")?, req_str(name, &p, "evaluator")?);
+                let task = req_str(name, &p, "task")?;
+                let criteria = p["criteria"].as_str().unwrap_or_default();
+                let rounds = p["max_rounds"].as_u64().unwrap_or(3) as u32;
+                r.evaluate_loop(ctx, generator, evaluator, task, criteria, rounds).await.map(|v| {
+                    let text = v["output"].as_str().unwrap_or_default().to_owned();
+                    let head = if v["approved"] == true {
+                        format!("[approved after {} round(s)]", v["rounds"])
+                    } else {
+                        format!(
+                            "[not approved after {} round(s); last feedback: {}]",
+                            v["rounds"],
+                            v["feedback"].as_str().unwrap_or_default()
+                        )
+                    };
+                    ToolOutput::text(format!("{head}\n{text}")).with_structured(v)
+                })
+            }
+            Kind::Handoff => handoff(r, ctx, &p),
             Kind::TeamTasks => team_tasks(r, ctx, &p),
             Kind::TeamMessage => team_message(r, ctx, &p),
         };
@@ -229,13 +275,9 @@ fn session_json(s: &SessionRecord) -> Value {
     })
 }
 
-fn clip_text(s: &str, max: usize) -> String {
-    if s.chars().count() <= max { s.to_owned() } else { format!("{}...", s.chars().take(max).collect::<String>()) }
-}
-
 fn agents_list(r: &Runtime, ctx: &CallContext) -> ToolOutput {
     let cfg = r.config();
-    let targets = cfg.targets(&ctx.identity.agent);
+    let targets = cfg.targets(&ctx.identity.agent, &ctx.identity.user);
     let rows: Vec<Value> = cfg
         .agents
         .iter()
@@ -247,6 +289,57 @@ fn agents_list(r: &Runtime, ctx: &CallContext) -> ToolOutput {
         })
         .collect();
     ToolOutput::json(json!({ "agents": rows, "you": ctx.identity.agent }))
+}
+
+fn handoff(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
+    match p["action"].as_str().unwrap_or("handoff") {
+        "clear" => {
+            let back = r.handoff_clear(ctx)?;
+            Ok(ToolOutput::text(format!(
+                "Handed the conversation back to `{back}`: the user's next message goes to them. Finish with a short note to the user."
+            )))
+        }
+        "handoff" => {
+            let to = need(p, "agent", "handoff")?;
+            let session = r.handoff(ctx, to, p["reason"].as_str().unwrap_or_default())?;
+            // The runner ends the handing agent's run on this result (`handoff_to`).
+            Ok(ToolOutput::text(format!("Handed the conversation to `{to}`; it answers the user from now on."))
+                .with_structured(json!({"handoff_to": to, "session": session})))
+        }
+        other => Err(AgentError::Invalid(format!("unknown action `{}`; use handoff or clear", clip(other)))),
+    }
+}
+
+/// The caller's delegation targets ranked by BM25 over name and description (seed 000 §7's
+/// `delegate_search`, for agents with more targets than `DELEGATION.md` lists).
+fn delegate_search(r: &Runtime, ctx: &CallContext, p: &Value) -> ToolOutput {
+    let cfg = r.config();
+    let targets = cfg.targets(&ctx.identity.agent, &ctx.identity.user);
+    let docs: Vec<String> = targets
+        .iter()
+        .map(|t| {
+            let d = cfg.agents.get(t).map_or("", |a| a.description.as_str());
+            // Names often join words with `-` or `_`: split them so `code-review` matches "review".
+            let name = t.replace(['-', '_'], " ");
+            format!("{name} {name} {d} {d}")
+        })
+        .collect();
+    let index = toolgate_core::bm25::Bm25::new(docs.iter().map(String::as_str));
+    let limit = p["limit"].as_u64().unwrap_or(5).clamp(1, 20) as usize;
+    let rows: Vec<Value> = index
+        .search(p["query"].as_str().unwrap_or_default(), limit)
+        .into_iter()
+        .map(|(i, score)| {
+            let d = cfg.agents.get(&targets[i]).map_or("", |a| a.description.as_str());
+            json!({"agent": targets[i], "description": clip_text(d, 500), "score": (score * 1000.0).round() / 1000.0})
+        })
+        .collect();
+    let note = if rows.is_empty() {
+        Some("no agent you can delegate to matches; try other words, or handle it yourself")
+    } else {
+        None
+    };
+    ToolOutput::json(json!({ "agents": rows, "of": targets.len(), "note": note }))
 }
 
 async fn subagents(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {

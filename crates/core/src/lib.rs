@@ -11,7 +11,8 @@
 //! tool's [`ParamValidator`] once. The validator applies parameter aliases (`file` → `path`),
 //! safe coercions (`"5"` → `5` where the schema says integer), the size limits of [`Limits`],
 //! and the tool's JSON Schema, reporting every problem with its JSON pointer.
-//! [`export`] turns specs into the tool formats of OpenAI, Anthropic, Gemini and MCP.
+//! [`export`] turns specs into the tool formats of OpenAI, Anthropic, Gemini and MCP;
+//! [`bm25`] ranks short documents (skills, agents) for the search tools.
 //!
 //! This crate does no I/O. The call pipeline that uses these types lives in the `toolgate`
 //! crate; policy in `toolgate-policy`; the built-in tools in `toolgate-tools`.
@@ -45,6 +46,7 @@
 
 #![deny(missing_docs)]
 
+pub mod bm25;
 mod context;
 mod error;
 pub mod export;

@@ -117,6 +117,18 @@ const MIGRATIONS: &[&str] = &[
     // closed as orphans (`sessions_fail_orphans`), not those another live toolgate runs.
     "ALTER TABLE agent_sessions ADD COLUMN writer_pid INTEGER;
      ALTER TABLE agent_sessions ADD COLUMN writer_token TEXT;",
+    // 10: agent handoff: the messages of `conversation` (the session the user talks to) go to
+    // `to_session` until the route is cleared (`handoff` in `sessions.rs`).
+    "CREATE TABLE handoff_routes (
+        conversation TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        from_agent TEXT NOT NULL,
+        to_agent TEXT NOT NULL,
+        to_session TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+     );
+     CREATE INDEX handoff_routes_to ON handoff_routes (to_session);",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.

@@ -43,4 +43,4 @@ pub use db::Store;
 pub use error::StoreError;
 pub use grants::Grant;
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError};
-pub use sessions::{MessageRecord, SessionFilter, SessionRecord, TeamMessage, TeamTask};
+pub use sessions::{HandoffRoute, MessageRecord, SessionFilter, SessionRecord, TeamMessage, TeamTask};

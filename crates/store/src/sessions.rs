@@ -509,6 +509,90 @@ impl Store {
     }
 }
 
+/// A handoff: the messages of a conversation go to another agent's session until cleared.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandoffRoute {
+    /// The session the user talks to (the first agent's).
+    pub conversation: String,
+    /// Its user.
+    pub user: String,
+    /// The agent that handed the conversation off.
+    pub from_agent: String,
+    /// The agent now answering.
+    pub to_agent: String,
+    /// Its session.
+    pub to_session: String,
+    /// Why, as the handing agent wrote it.
+    pub reason: String,
+    /// Unix milliseconds.
+    pub created_ms: i64,
+}
+
+const ROUTE_COLUMNS: &str = "conversation, user, from_agent, to_agent, to_session, reason, created_ms";
+
+fn route_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HandoffRoute> {
+    Ok(HandoffRoute {
+        conversation: r.get(0)?,
+        user: r.get(1)?,
+        from_agent: r.get(2)?,
+        to_agent: r.get(3)?,
+        to_session: r.get(4)?,
+        reason: r.get(5)?,
+        created_ms: r.get(6)?,
+    })
+}
+
+impl Store {
+    /// Routes `route.conversation` to `route.to_session`, replacing an earlier route of it.
+    pub fn handoff_set(&self, route: &HandoffRoute) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                &format!("INSERT OR REPLACE INTO handoff_routes ({ROUTE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+                rusqlite::params![
+                    route.conversation,
+                    route.user,
+                    route.from_agent,
+                    route.to_agent,
+                    route.to_session,
+                    route.reason,
+                    route.created_ms
+                ],
+            )
+            .map(drop)
+            .doing("recording a handoff")
+        })
+    }
+
+    /// The route of a conversation, if it was handed off.
+    pub fn handoff_route(&self, conversation: &str) -> Result<Option<HandoffRoute>, StoreError> {
+        self.with(|conn| {
+            let sql = format!("SELECT {ROUTE_COLUMNS} FROM handoff_routes WHERE conversation = ?1");
+            let mut stmt = conn.prepare_cached(&sql).doing("reading a handoff")?;
+            let mut rows = stmt.query_map([conversation], route_row).doing("reading a handoff")?;
+            rows.next().transpose().doing("reading a handoff")
+        })
+    }
+
+    /// The route that hands a conversation to session `to_session`, if any.
+    pub fn handoff_to(&self, to_session: &str) -> Result<Option<HandoffRoute>, StoreError> {
+        self.with(|conn| {
+            let sql = format!("SELECT {ROUTE_COLUMNS} FROM handoff_routes WHERE to_session = ?1");
+            let mut stmt = conn.prepare_cached(&sql).doing("reading a handoff")?;
+            let mut rows = stmt.query_map([to_session], route_row).doing("reading a handoff")?;
+            rows.next().transpose().doing("reading a handoff")
+        })
+    }
+
+    /// Removes a conversation's route: its messages go to its own session again.
+    pub fn handoff_clear(&self, conversation: &str) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            conn.execute("DELETE FROM handoff_routes WHERE conversation = ?1", [conversation])
+                .map(|n| n > 0)
+                .doing("clearing a handoff")
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,5 +705,28 @@ mod tests {
         assert_eq!((first[0].content.as_str(), first.len()), ("hi", 200));
         let next = store.team_messages("t", "y", Some(first.last().unwrap().id)).unwrap();
         assert_eq!(next.len(), 51, "paging forward from the last id read");
+    }
+
+    #[test]
+    fn handoff_routes() {
+        let store = Store::open(std::path::Path::new(":memory:")).unwrap();
+        let route = HandoffRoute {
+            conversation: "s1".into(),
+            user: "u".into(),
+            from_agent: "a".into(),
+            to_agent: "b".into(),
+            to_session: "s2".into(),
+            reason: "billing".into(),
+            created_ms: 1,
+        };
+        store.handoff_set(&route).unwrap();
+        assert_eq!(store.handoff_route("s1").unwrap().as_ref(), Some(&route));
+        assert_eq!(store.handoff_to("s2").unwrap().map(|r| r.conversation), Some("s1".into()));
+        store.handoff_set(&HandoffRoute { to_agent: "c".into(), to_session: "s3".into(), ..route.clone() }).unwrap();
+        assert_eq!(store.handoff_route("s1").unwrap().map(|r| r.to_session), Some("s3".into()), "replaced");
+        assert!(store.handoff_to("s2").unwrap().is_none());
+        assert!(store.handoff_clear("s1").unwrap());
+        assert!(store.handoff_route("s1").unwrap().is_none());
+        assert!(!store.handoff_clear("s1").unwrap());
     }
 }

@@ -165,5 +165,5 @@ fn migrations_reach_the_latest_version() {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     // audit, grants, secrets, sessions and teams, started audit rows, custom tools, memory,
     // audit detail, agent session writers.
-    assert_eq!(version, 9);
+    assert_eq!(version, 10);
 }

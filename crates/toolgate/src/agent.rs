@@ -45,6 +45,10 @@ impl ToolCaller for Gate {
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
         Gate::call(self, ctx, name, params).await
     }
+
+    fn refused(&self, ctx: &CallContext, name: &str, arguments: &str, error: &ToolError) {
+        self.record_refused(ctx, name, arguments, error);
+    }
 }
 
 impl Gate {

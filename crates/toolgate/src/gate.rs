@@ -570,6 +570,34 @@ impl Gate {
         }
     }
 
+    /// Records in the audit log a call refused before it reached [`Gate::call`] (the agent
+    /// runtime's checks of a model's raw tool call); `arguments` is kept as text, capped and
+    /// redacted like any parameters.
+    pub(crate) fn record_refused(&self, ctx: &CallContext, name: &str, arguments: &str, error: &ToolError) {
+        let Some(audit) = &self.audit else { return };
+        let mut ctx = ctx.clone();
+        if ctx.call_id.is_empty() {
+            let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+            ctx.call_id = toolgate_guard::ids::mark("call", &format!("{}{n}", self.id_prefix));
+        }
+        let head: String = arguments.chars().take(4096).collect();
+        let params = self.audit_text(&Value::String(head), &[]);
+        let tool: String = name.chars().take(100).collect();
+        let result = Err(error.clone());
+        audit.record(crate::pipeline::audit::record(
+            &self.detector,
+            CallRecord {
+                ctx: &ctx,
+                started: SystemTime::now(),
+                tool: &tool,
+                params: &params,
+                trace: &["agent runtime: refused before the gate"],
+                result: &result,
+                duration: std::time::Duration::ZERO,
+            },
+        ));
+    }
+
     /// The audit log's text of `params`, or nothing when there is no audit log.
     fn audit_text(&self, params: &Value, sensitive: &[&str]) -> String {
         if self.audit.is_none() {

@@ -109,26 +109,36 @@ async fn hostile_tool_calls_become_errors_for_the_model_and_an_endless_loop_stop
         call_raw("echo", &huge),
         call_raw("echo", "[1, 2]"),
     ];
-    script.extend((0..5).map(|_| call("echo", json!({"message": "hi"}))));
+    // `echo` is exempt from the gate's loop breaker: three identical calls all run...
+    script.extend((0..3).map(|_| call("echo", json!({"message": "hi"}))));
+    // ...`ls` is not: three run, the gate refuses the 4th and the 5th, and the run stops.
+    script.extend((0..6).map(|_| call("ls", json!({"path": "."}))));
     let server = Scripted::start(script).await;
     let gate = gate(dir.path(), config(&server.url));
     let out = gate.agents().unwrap().run(RunSpec::new("main", "loop"), &gate.context()).await.unwrap();
     assert_eq!(out.status, RunStatus::Stopped, "{out:?}");
-    assert!(out.error.as_deref().unwrap().contains("same `echo` call 5 times"), "{:?}", out.error);
-    assert_eq!(out.tool_calls, 2, "only the two well-formed, non-repeated calls reached the gate");
+    assert!(out.error.as_deref().unwrap().contains("same `ls` call after the gate refused it"), "{:?}", out.error);
+    assert_eq!(out.tool_calls, 8, "the well-formed calls reached the gate, the refused ones too");
     let msgs = tool_messages(&store(dir.path()), &out.session);
-    assert_eq!(msgs.len(), 9);
+    assert_eq!(msgs.len(), 12, "{msgs:?}");
     assert!(msgs[0].0 && msgs[0].1.contains("not valid JSON"), "{:?}", msgs[0]);
     assert!(msgs[1].0 && msgs[1].1.contains("unknown tool `no_such_tool`"), "{:?}", msgs[1]);
     assert!(msgs[2].0 && msgs[2].1.contains("limit is 1048576"), "{}", &msgs[2].1[..200.min(msgs[2].1.len())]);
     assert!(msgs[3].0 && msgs[3].1.contains("must be a JSON object"), "{:?}", msgs[3]);
-    assert!(!msgs[4].0 && !msgs[5].0, "the first two identical calls run");
-    assert!(msgs[6].0 && msgs[6].1.contains("do not repeat it"), "{:?}", msgs[6]);
-    assert!(msgs[8].0 && msgs[8].1.contains("stopped"), "{:?}", msgs[8]);
+    assert!(msgs[4..10].iter().all(|m| !m.0), "exempt echo and the first three ls run: {:?}", &msgs[4..10]);
+    assert!(msgs[10].0 && msgs[10].1.contains("loop detected"), "{:?}", msgs[10]);
+    assert!(msgs[11].0 && msgs[11].1.contains("loop detected"), "{:?}", msgs[11]);
     gate.flush_audit();
-    let echo_calls =
-        store(dir.path()).audit_tail(100).unwrap().into_iter().filter(|r| r.session == out.session).count();
-    assert_eq!(echo_calls, 2);
+    let rows: Vec<_> =
+        store(dir.path()).audit_tail(100).unwrap().into_iter().filter(|r| r.session == out.session).collect();
+    assert_eq!(rows.len(), 12, "every call the model made is audited, the ones refused before the gate too");
+    let refused_early: Vec<&str> =
+        rows.iter().filter(|r| r.decision.contains("refused before the gate")).map(|r| r.tool.as_str()).collect();
+    assert_eq!(refused_early.len(), 4, "{rows:?}");
+    assert!(refused_early.contains(&"no_such_tool") && refused_early.contains(&"read"), "{refused_early:?}");
+    let huge_row = rows.iter().find(|r| r.tool == "echo" && r.outcome == "invalid_params").unwrap();
+    assert!(huge_row.params.len() < 10_000, "the audit keeps the head of huge arguments only");
+    assert_eq!(rows.iter().filter(|r| r.decision.contains("loop breaker: refused")).count(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -590,4 +600,291 @@ fn cli_call_reaches_the_agent_runtime() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("\"status\": \"running\"") && stdout.contains("\"id\""), "{stdout}");
+}
+
+fn last_user_message(request: &Value) -> String {
+    let messages = request["messages"].as_array().unwrap();
+    let m = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    m["content"].as_str().unwrap().to_owned()
+}
+
+fn system_message(request: &Value) -> String {
+    request["messages"][0]["content"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evaluate_loop_revises_until_the_evaluator_approves() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        answer("Our new plan is here."),
+        answer("REJECTED: mention the price"),
+        answer("Our new plan is here, for $5 a month."),
+        answer("**APPROVED**"),
+        answer("Draft."),
+        answer("REJECTED: still too vague"),
+    ])
+    .await;
+    let mut cfg = config(&server.url);
+    cfg.agents.get_mut("main").unwrap().links = vec!["writer".into(), "critic".into()];
+    cfg.agents.insert("writer".into(), agent("writes announcements"));
+    cfg.agents.insert("critic".into(), agent("reviews announcements"));
+    cfg.agents.insert("loner".into(), agent("no link to it"));
+    let gate = gate(dir.path(), cfg);
+    let ctx = as_agent(&gate, "main", "m-1");
+    let params = json!({"generator": "writer", "evaluator": "critic", "task": "Announce the plan.", "criteria": "mentions the price"});
+    let out = gate.call(&ctx, "evaluate_loop", params.clone()).await.unwrap();
+    let v = out.structured.clone().unwrap();
+    assert_eq!((v["approved"].as_bool(), v["rounds"].as_u64()), (Some(true), Some(2)), "{v}");
+    assert_eq!(v["output"], "Our new plan is here, for $5 a month.");
+    assert!(out.text_content().contains("[approved after 2 round(s)]"), "{}", out.text_content());
+    let requests = server.requests();
+    assert!(last_user_message(&requests[1]).contains("Our new plan is here."), "the evaluator reads the draft");
+    let revise = last_user_message(&requests[2]);
+    assert!(revise.contains("mention the price") && revise.contains("Our new plan is here."), "{revise}");
+    // Rounds run out: the last draft and feedback come back, not approved.
+    let mut once = params.clone();
+    once["max_rounds"] = json!(1);
+    let v = gate.call(&ctx, "evaluate_loop", once).await.unwrap().structured.unwrap();
+    assert_eq!((v["approved"].as_bool(), v["feedback"].as_str()), (Some(false), Some("still too vague")), "{v}");
+    // Both agents need a link from the caller, and the rounds are capped at 5.
+    let mut unlinked = params.clone();
+    unlinked["evaluator"] = json!("loner");
+    let err = gate.call(&ctx, "evaluate_loop", unlinked).await.unwrap_err();
+    assert!(err.to_string().contains("no delegation link to `loner`"), "{err}");
+    let mut many = params;
+    many["max_rounds"] = json!(9);
+    let err = gate.call(&ctx, "evaluate_loop", many).await.unwrap_err();
+    assert!(err.to_string().contains("max_rounds"), "{err}");
+    assert_eq!(server.requests().len(), 6, "refused loops never reached the model");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quality_gates_send_feedback_and_block_or_annotate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        // 1. A command gate (blocking, 1 retry): the first answer lacks PASS, the revision has it.
+        answer("draft"),
+        answer("PASS: revised"),
+        // 2. A reviewer agent gate: rejected once, approved after the revision.
+        answer("v1"),
+        answer("REJECTED: add tests"),
+        answer("v2 with tests"),
+        answer("APPROVED"),
+        // 3. Still failing after the retry: the delegating agent gets an error.
+        answer("nope"),
+        answer("still nope"),
+    ])
+    .await;
+    let mut cfg = config(&server.url);
+    cfg.agents.get_mut("main").unwrap().links = vec!["helper".into()];
+    cfg.agents.get_mut("main").unwrap().quality_gates = vec![toolgate::agent::QualityGate {
+        command: Some("printf '%s' \"$TOOLGATE_RESULT\" | grep -c PASS".into()),
+        block_on_failure: true,
+        max_retries: 1,
+        ..Default::default()
+    }];
+    cfg.agents.insert("helper".into(), agent("helps"));
+    cfg.agents.insert("qa".into(), agent("reviews"));
+    let gate_cfg = cfg.clone();
+    let gate1 = gate(dir.path(), gate_cfg);
+    let ctx = as_agent(&gate1, "main", "m-1");
+    let delegate = json!({"action": "delegate", "agent": "helper", "task": "write it"});
+    let out = gate1.call(&ctx, "delegate", delegate.clone()).await.unwrap();
+    assert!(out.text_content().contains("PASS: revised"), "{}", out.text_content());
+    let ask = last_user_message(&server.requests()[1]);
+    assert!(ask.contains("A quality check (command") && ask.contains("exit code 1"), "{ask}");
+    gate1.flush_audit();
+    let execs: Vec<_> = store(dir.path()).audit_tail(100).unwrap().into_iter().filter(|r| r.tool == "exec").collect();
+    assert_eq!(execs.len(), 2, "the gate's command ran through the gate, audited");
+    assert!(execs.iter().all(|r| r.agent == "main" && r.session == "m-1"), "{execs:?}");
+    assert!(!execs[0].params.contains("draft"), "the result is passed as a secret env value: {}", execs[0].params);
+    gate1.shutdown();
+
+    // A reviewer agent; its own run skips the gates (no recursion).
+    let mut cfg2 = cfg.clone();
+    cfg2.agents.get_mut("main").unwrap().quality_gates = vec![toolgate::agent::QualityGate {
+        kind: toolgate::agent::config::GateKind::Agent,
+        agent: Some("qa".into()),
+        block_on_failure: true,
+        max_retries: 1,
+        ..Default::default()
+    }];
+    let dir2 = tempfile::tempdir().unwrap();
+    let gate2 = gate(dir2.path(), cfg2);
+    let ctx = as_agent(&gate2, "main", "m-2");
+    let out = gate2.call(&ctx, "delegate", delegate.clone()).await.unwrap();
+    assert!(out.text_content().contains("v2 with tests"), "{}", out.text_content());
+    let requests = server.requests();
+    assert!(last_user_message(&requests[3]).contains("v1"), "the reviewer read the work");
+    assert!(last_user_message(&requests[4]).contains("add tests"), "the delegate read the feedback");
+    let qa = store(dir2.path())
+        .sessions(&toolgate::store::SessionFilter { agent: Some("qa"), limit: 10, ..Default::default() })
+        .unwrap();
+    assert_eq!(qa.len(), 2, "one review per version");
+    assert!(qa.iter().all(|s| s.parent.as_deref() == Some("m-2") && s.kind == "delegation"), "{qa:?}");
+
+    // Blocking and still failing after the retry: an error for the delegating model.
+    let err_text = gate1_like_failure(&cfg, &delegate).await;
+    assert!(err_text.contains("quality gate (command") && err_text.contains("after 1 revision"), "{err_text}");
+}
+
+/// Runs case 3 of `quality_gates_send_feedback_and_block_or_annotate` in a fresh gate.
+async fn gate1_like_failure(cfg: &Config, delegate: &Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gate(dir.path(), cfg.clone());
+    let ctx = as_agent(&gate, "main", "m-3");
+    let out = gate.call(&ctx, "delegate", delegate.clone()).await.unwrap();
+    out.text_content()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_moves_the_conversation_until_cleared() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        call("handoff", json!({"agent": "billing", "reason": "a billing question"})),
+        answer("Refund issued."),
+        answer("The invoice is on its way."),
+        call("handoff", json!({"action": "clear"})),
+        answer("Handing you back."),
+        answer("Main agent here again."),
+    ])
+    .await;
+    let mut cfg = config(&server.url);
+    cfg.agents.get_mut("main").unwrap().links = vec!["billing".into()];
+    cfg.agents.insert("billing".into(), agent("billing questions"));
+    cfg.agents.insert("loner".into(), agent("no link"));
+    let gate = gate(dir.path(), cfg);
+    let rt = gate.agents().unwrap().clone();
+    let out = rt.run(RunSpec::new("main", "I was charged twice."), &gate.context()).await.unwrap();
+    assert_eq!((out.agent.as_str(), out.answer.as_str(), out.status), ("billing", "Refund issued.", RunStatus::Done));
+    let store = store(dir.path());
+    let billing = store.session(&out.session).unwrap().unwrap();
+    assert_eq!(billing.kind, "handoff");
+    let conversation = billing.parent.clone().unwrap();
+    let main = store.session(&conversation).unwrap().unwrap();
+    assert_eq!((main.agent.as_str(), main.status.as_str()), ("main", "done"));
+    let brief = last_user_message(&server.requests()[1]);
+    assert!(brief.contains("a billing question") && brief.contains("charged twice"), "{brief}");
+    // The user's next message to the conversation goes to billing...
+    let next = rt.send(&conversation, "And the invoice?", None).await.unwrap();
+    assert_eq!((next.agent.as_str(), next.answer.as_str()), ("billing", "The invoice is on its way."));
+    // ...until billing hands it back.
+    let back = rt.send(&conversation, "Something else.", None).await.unwrap();
+    assert_eq!(back.answer, "Handing you back.");
+    let main_again = rt.send(&conversation, "Hello?", None).await.unwrap();
+    assert_eq!((main_again.agent.as_str(), main_again.answer.as_str()), ("main", "Main agent here again."));
+    // Refused: no link, a sub-agent, a session that is not an agent's, clearing what was not handed over.
+    let ctx = as_agent(&gate, "main", &conversation);
+    let err = gate.call(&ctx, "handoff", json!({"agent": "loner", "reason": "x"})).await.unwrap_err();
+    assert!(err.to_string().contains("no link to `loner`") && err.to_string().contains("billing"), "{err}");
+    let mut sub = gate.context().subagent("billing");
+    sub.identity.session = conversation.clone();
+    let err = gate.call(&sub, "handoff", json!({"agent": "main", "reason": "x"})).await.unwrap_err();
+    assert!(err.to_string().contains("handoff") || err.to_string().contains("sub-agent"), "{err}");
+    let err = gate.call(&as_agent(&gate, "main", "mcp-1"), "handoff", json!({"agent": "billing"})).await.unwrap_err();
+    assert!(err.to_string().contains("inside an agent session"), "{err}");
+    let err = gate.call(&ctx, "handoff", json!({"action": "clear"})).await.unwrap_err();
+    assert!(err.to_string().contains("nothing to clear"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delegation_and_team_briefings_search_and_per_user_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![answer("ok"), answer("ok"), answer("secret done")]).await;
+    let mut cfg = config(&server.url);
+    let many: Vec<String> = (0..20).map(|i| format!("worker-{i:02}")).collect();
+    for w in &many {
+        cfg.agents.insert(w.clone(), agent("general chores"));
+    }
+    cfg.agents.insert("invoice-helper".into(), agent("Handles billing: refunds, invoices and charges."));
+    let mut links = many.clone();
+    links.push("invoice-helper".into());
+    cfg.agents.get_mut("main").unwrap().links = links;
+    let mut small = agent("a lead with a small crew");
+    small.links = vec!["worker-00".into()];
+    cfg.agents.insert("lead".into(), small);
+    cfg.teams.insert("crew".into(), TeamConfig { lead: "lead".into(), members: vec!["worker-01".into()] });
+    cfg.agents.insert("secret".into(), agent("only for alice"));
+    cfg.agent_links.push(AgentLink {
+        from: "main".into(),
+        to: "secret".into(),
+        allow_users: vec!["alice".into()],
+        ..Default::default()
+    });
+    let gate = gate(dir.path(), cfg);
+    let rt = gate.agents().unwrap().clone();
+    rt.run(RunSpec::new("main", "hi"), &gate.context()).await.unwrap();
+    rt.run(RunSpec::new("lead", "hi"), &gate.context()).await.unwrap();
+    let requests = server.requests();
+    let main_system = system_message(&requests[0]);
+    assert!(main_system.starts_with("Be brief.") && main_system.contains("# DELEGATION.md"), "{main_system}");
+    assert!(main_system.contains("delegate_search") && !main_system.contains("worker-03"), "22 targets: search them");
+    assert!(!main_system.contains("TEAM.md"), "main leads no team");
+    let lead_system = system_message(&requests[1]);
+    assert!(lead_system.contains("- `worker-00`: general chores"), "few targets: listed inline: {lead_system}");
+    assert!(lead_system.contains("# TEAM.md") && lead_system.contains("`worker-01`"), "{lead_system}");
+    // delegate_search ranks by name and description.
+    let ctx = as_agent(&gate, "main", "m-1");
+    let found = gate
+        .call(&ctx, "delegate_search", json!({"query": "refund a double charge on an invoice"}))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(found["agents"][0]["agent"], "invoice-helper", "{found}");
+    assert_eq!(found["of"], 21, "the link to `secret` is closed to this user");
+    // Per-user link settings: the link to `secret` is alice's only.
+    let delegate = json!({"action": "delegate", "agent": "secret", "task": "x"});
+    let err = gate.call(&ctx, "delegate", delegate.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("no delegation link to `secret`"), "{err}");
+    let mut alice = ctx.clone();
+    alice.identity.user = "alice".into();
+    let out = gate.call(&alice, "delegate", delegate).await.unwrap();
+    assert!(out.text_content().contains("secret done"), "{}", out.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continued_session_keeps_its_narrowing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        call("subagents", json!({"action": "run", "task": "look", "agent": "power"})),
+        answer("looked"),
+        answer("main done"),
+        answer("looked again"),
+        answer("research done"),
+        answer("research again"),
+    ])
+    .await;
+    let mut cfg: Config = toml::from_str("[tools.agents.main]\ndeny = [\"write\", \"edit\"]\n").unwrap();
+    cfg.providers.insert("mock".into(), provider(&server.url));
+    cfg.agents.insert("main".into(), agent("main"));
+    cfg.agents.insert("power".into(), agent("may write"));
+    let gate = gate(dir.path(), cfg);
+    let rt = gate.agents().unwrap().clone();
+    let out = rt.run(RunSpec::new("main", "go"), &gate.context()).await.unwrap();
+    let store = store(dir.path());
+    let child = &store
+        .sessions(&toolgate::store::SessionFilter { parent: Some(&out.session), limit: 10, ..Default::default() })
+        .unwrap()[0];
+    let names = |r: &Value| -> Vec<String> {
+        r["tools"].as_array().map_or_else(Vec::new, |t| {
+            t.iter().filter_map(|t| t["function"]["name"].as_str().map(str::to_owned)).collect()
+        })
+    };
+    assert!(!names(&server.requests()[1]).contains(&"write".to_owned()), "power under main cannot write");
+    rt.send(&child.id, "look again", None).await.unwrap();
+    let continued = names(&server.requests()[3]);
+    assert!(continued.contains(&"read".to_owned()), "{continued:?}");
+    assert!(!continued.contains(&"write".to_owned()), "still intersected with main's policy: {continued:?}");
+    // A research sub-agent continued still has only the six read-only tools.
+    let ctx = as_agent(&gate, "main", &out.session);
+    gate.call(&ctx, "sessions_spawn", json!({"prompt": "find it"})).await.unwrap();
+    let spawned = &store
+        .sessions(&toolgate::store::SessionFilter { kind: Some("spawn"), limit: 10, ..Default::default() })
+        .unwrap()[0];
+    rt.send(&spawned.id, "more", None).await.unwrap();
+    let mut research = names(&server.requests()[5]);
+    research.sort();
+    assert!(research.contains(&"read".to_owned()), "{research:?}");
+    assert!(research.iter().all(|t| toolgate::agent::RESEARCH_TOOLS.contains(&t.as_str())), "{research:?}");
 }

@@ -1,4 +1,5 @@
-//! `toolgate agent run NAME "prompt" [--json]`, `toolgate agent sessions`, `toolgate agent history ID`.
+//! `toolgate agent run NAME "prompt" [--json]`, `toolgate agent send ID "message"`,
+//! `toolgate agent sessions`, `toolgate agent history ID`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -19,6 +20,17 @@ pub(crate) enum Command {
         name: String,
         /// The task.
         prompt: String,
+        /// Print the outcome, the messages and the audited calls as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send the next message of a conversation to a finished session (or, when the conversation
+    /// was handed off, to the agent it was handed to) and print the transcript as `run` does.
+    Send {
+        /// The session id (from `run` or `sessions`).
+        id: String,
+        /// The message.
+        message: String,
         /// Print the outcome, the messages and the audited calls as JSON.
         #[arg(long)]
         json: bool,
@@ -47,7 +59,8 @@ pub(crate) enum Command {
 
 pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { name, prompt, json } => run_agent(global, name, prompt, json).await,
+        Command::Run { name, prompt, json } => run_agent(global, Turn::Start { name, prompt }, json).await,
+        Command::Send { id, message, json } => run_agent(global, Turn::Continue { id, message }, json).await,
         Command::Sessions { limit, agent, json } => {
             let store = open_store(global)?;
             let list = store.sessions(&SessionFilter { agent: agent.as_deref(), limit, ..Default::default() })?;
@@ -112,7 +125,13 @@ fn open_store(global: &GlobalArgs) -> anyhow::Result<Store> {
     Store::open(&db).with_context(|| format!("cannot open {}", db.display()))
 }
 
-async fn run_agent(global: &GlobalArgs, name: String, prompt: String, as_json: bool) -> anyhow::Result<ExitCode> {
+/// A new run, or the next message of a conversation.
+enum Turn {
+    Start { name: String, prompt: String },
+    Continue { id: String, message: String },
+}
+
+async fn run_agent(global: &GlobalArgs, turn: Turn, as_json: bool) -> anyhow::Result<ExitCode> {
     let gate = global.gate(true)?;
     gate.start_mcp();
     let Some(rt) = gate.agents().cloned() else {
@@ -120,9 +139,9 @@ async fn run_agent(global: &GlobalArgs, name: String, prompt: String, as_json: b
             "no agents are configured: add [providers.NAME] and [agents.NAME] to toolgate.toml (docs/agents.md)"
         );
     };
-    let mut spec = RunSpec::new(name, prompt);
+    let mut events: Option<toolgate::agent::EventSink> = None;
     if !as_json {
-        spec.events = Some(Arc::new(|event: &Event<'_>| match event {
+        events = Some(Arc::new(|event: &Event<'_>| match event {
             Event::Assistant { text, calls, .. } => {
                 if let Some(text) = text {
                     outln!("assistant: {text}");
@@ -139,8 +158,18 @@ async fn run_agent(global: &GlobalArgs, name: String, prompt: String, as_json: b
         }));
     }
     let ctx = gate.context();
+    let exchange = async {
+        match turn {
+            Turn::Start { name, prompt } => {
+                let mut spec = RunSpec::new(name, prompt);
+                spec.events = events;
+                rt.run(spec, &ctx).await
+            }
+            Turn::Continue { id, message } => rt.send(&id, &message, events).await,
+        }
+    };
     let outcome = tokio::select! {
-        o = rt.run(spec, &ctx) => o,
+        o = exchange => o,
         _ = tokio::signal::ctrl_c() => {
             rt.shutdown();
             gate.shutdown();
@@ -150,14 +179,16 @@ async fn run_agent(global: &GlobalArgs, name: String, prompt: String, as_json: b
     };
     gate.shutdown();
     let outcome = outcome?;
-    // The decisions, from the audit log: every call of this session and of its children.
+    // The decisions, from the audit log: every call of this session and of the sessions it
+    // started (sub-agents, delegations, reviewers) or was handed from.
     let store = open_store(global).ok();
+    let family = store.as_ref().map(|s| family(s, &outcome.session)).unwrap_or_default();
     let audited: Vec<_> = store
         .as_ref()
         .and_then(|s| s.audit_tail(10_000).ok())
         .unwrap_or_default()
         .into_iter()
-        .filter(|r| r.session == outcome.session)
+        .filter(|r| family.contains(&r.session))
         .collect();
     if as_json {
         let messages = store.as_ref().and_then(|s| s.session_messages(&outcome.session, 0).ok()).unwrap_or_default();
@@ -185,6 +216,31 @@ async fn run_agent(global: &GlobalArgs, name: String, prompt: String, as_json: b
         }
     }
     Ok(if outcome.status == toolgate::agent::RunStatus::Done { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `session`, the sessions above it (a handoff's origin) and every session below those.
+fn family(store: &Store, session: &str) -> std::collections::HashSet<String> {
+    let mut root = session.to_owned();
+    for _ in 0..32 {
+        match store.session(&root) {
+            Ok(Some(s)) => match s.parent {
+                Some(p) => root = p,
+                None => break,
+            },
+            _ => break,
+        }
+    }
+    let mut out = std::collections::HashSet::from([root.clone()]);
+    let mut queue = vec![root];
+    while let Some(id) = queue.pop() {
+        let children = store.sessions(&SessionFilter { parent: Some(&id), limit: 1000, ..Default::default() });
+        for c in children.unwrap_or_default() {
+            if out.insert(c.id.clone()) && out.len() < 10_000 {
+                queue.push(c.id);
+            }
+        }
+    }
+    out
 }
 
 fn one_line(s: &str, max: usize) -> String {

@@ -66,6 +66,10 @@ const HIJACK_PREFIXES: &[&str] = &["LD_", "DYLD_", "BASH_FUNC_", "GIT_CONFIG"];
 
 /// Variables that only change formatting or logging; setting them needs no approval.
 const INERT_VARS: &[&str] = &[
+    // toolgate's own: a quality gate's command reads the result it checks from these. No
+    // program reads them unless the command line names them, and that line is classified too.
+    "TOOLGATE_RESULT",
+    "TOOLGATE_TASK",
     "RUST_LOG",
     "RUST_BACKTRACE",
     "RUST_LIB_BACKTRACE",
@@ -262,5 +266,11 @@ mod tests {
         assert_eq!(hijack.class, CommandClass::Dangerous);
         assert!(hijack.subject.last().is_some_and(|l| l.contains("LD_PRELOAD") && l.contains("values hidden")));
         assert_eq!(ShellCheck::new("git status", &["PATH"]).class, CommandClass::Dangerous);
+        // A quality gate's result variable is inert, but running it as code is not.
+        let gate = ShellCheck::new("printf '%s' \"$TOOLGATE_RESULT\" | grep -c PASS", &["TOOLGATE_RESULT"]);
+        assert_eq!(gate.class, CommandClass::Safe);
+        for run_it in ["bash -c \"$TOOLGATE_RESULT\"", "eval \"$TOOLGATE_RESULT\"", "$TOOLGATE_RESULT"] {
+            assert_ne!(ShellCheck::new(run_it, &["TOOLGATE_RESULT"]).class, CommandClass::Safe, "{run_it}");
+        }
     }
 }

@@ -23,7 +23,6 @@
 
 mod archive;
 mod scan;
-mod search;
 mod tools;
 
 use std::collections::BTreeMap;
@@ -32,7 +31,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub use scan::{Finding, scan_skill};
-pub use search::Bm25;
+pub use toolgate_core::bm25::Bm25;
 pub use tools::tools;
 
 use crate::custom::CustomToolDef;

@@ -1,4 +1,5 @@
-//! BM25 ranking of skills over their name, description and body.
+//! BM25 ranking of short documents (skills, agents): the name and description of each are
+//! repeated by the caller to weigh them more than the body.
 
 use std::collections::HashMap;
 
