@@ -149,3 +149,6 @@ mod http;
 
 #[path = "wasm/cli.rs"]
 mod cli;
+
+#[path = "wasm/mcp.rs"]
+mod mcp;

@@ -1,0 +1,72 @@
+//! WASM tools over MCP, seen by a real client: `toolgate serve` (stdio) driven by the official
+//! MCP Python SDK (`tests/python/wasm_client.py`, venv `.cache/peers/venv` from `cargo xtask
+//! deps`). The client lists an installed component with the schema it declared, calls it, and
+//! gets a guest that runs out of fuel back as a tool error (`isError`), not a protocol error;
+//! the server keeps serving.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::support::Guest;
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+/// The venv's python with the MCP SDK, or a failure naming `cargo xtask deps`.
+fn python() -> PathBuf {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/venv/bin/python");
+    let ok = Command::new(&python).args(["-c", "import mcp"]).status().is_ok_and(|s| s.success());
+    assert!(ok, "the MCP Python SDK is missing in {}: run `cargo xtask deps` and retry", python.display());
+    python
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_mcp_client_lists_and_calls_a_wasm_tool() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path();
+    let installer = toolgate::wasm::installer(ws).expect("installer");
+    let spin = Guest {
+        name: "spin",
+        schema: r#"{"type":"object"}"#,
+        execute: "(loop $l (br $l)) unreachable",
+        ..Guest::default()
+    };
+    for (guest, caps) in [(Guest::default(), "{}"), (spin, r#"{"limits": {"fuel": 5000000}}"#)] {
+        let file = ws.join(format!("{}.wasm", guest.name));
+        std::fs::write(&file, guest.component()).expect("component");
+        let caps = toolgate::wasm::Capabilities::from_json(caps).expect("caps");
+        installer.install(&file, None, caps).await.expect("install");
+    }
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/wasm_client.py");
+    let out = Command::new(python()).arg(script).arg(TOOLGATE).arg(ws).output().expect("run the client");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the client failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}\n{stderr}"));
+
+    // Listed with the schema and annotations the component declared.
+    let echo = &report["tools"]["wasm__echo"];
+    assert_eq!(echo["description"], "Returns its parameters.");
+    assert_eq!(
+        echo["schema"],
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": false})
+    );
+    assert_eq!(echo["read_only"], true);
+    assert!(report["tools"]["wasm__spin"].is_object(), "{report}");
+
+    // Called: the guest's answer, wrapped as untrusted output.
+    let called = &report["echo"];
+    assert_eq!(called["is_error"], false, "{called}");
+    assert!(called["text"].as_str().is_some_and(|t| t.contains(r#"{"text":"hello from the MCP client"}"#)), "{called}");
+    // Parameters that do not fit the declared schema never reach the guest.
+    assert_eq!(report["invalid"]["is_error"], true, "{report}");
+    assert!(report["invalid"]["text"].as_str().is_some_and(|t| t.contains("invalid parameters")), "{report}");
+    // A limit is a tool error the model can read, and the server carries on.
+    let spin = &report["spin"];
+    assert_eq!(spin["is_error"], true, "{spin}");
+    assert!(spin["text"].as_str().is_some_and(|t| t.contains("used up its CPU budget")), "{spin}");
+    assert_eq!(report["after"]["is_error"], false, "{report}");
+}
