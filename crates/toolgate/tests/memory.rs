@@ -222,3 +222,86 @@ async fn an_openai_compatible_endpoint_embeds_notes_in_batches() {
         assert_eq!(s["results"][0]["path"], "memory/a.md", "full text still finds it");
     }
 }
+
+/// `kill -9` of the real binary while it indexes 4,000 notes (full text: indexing is then the
+/// fastest, so the window is the narrowest): every note is intact byte for byte, the index holds
+/// whole notes only (one transaction per note: no note without its chunks, FTS sound), and the
+/// next start indexes the rest, so a search finds a note the killed run never reached.
+#[test]
+fn kill_9_during_indexing_loses_no_note_and_the_next_start_repairs_the_index() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    const N: usize = 4_000;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[memory]\nrescan_interval_ms = 0\n[memory.embeddings]\nprovider = \"none\"\n",
+    )
+    .unwrap();
+    let words = ["garden", "invoice", "sister", "flight", "dentist", "river", "budget", "guitar", "recipe", "server"];
+    let mut notes = Vec::with_capacity(N);
+    for i in 0..N {
+        let folder = dir.path().join(format!("memory/f{}", i % 20));
+        std::fs::create_dir_all(&folder).unwrap();
+        let path = folder.join(format!("n{i:05}.md"));
+        let mut text = format!("# Note {i}\n\nmarker zq{i}x about the {}.\n", words[i % words.len()]);
+        for p in 0..(3 + i % 5) {
+            text.push_str(&format!(
+                "\n## Part {p}\n{} {} and more words to index, line {p}.\n",
+                words[(i + p) % 10],
+                i * p
+            ));
+        }
+        std::fs::write(&path, &text).unwrap();
+        notes.push((path, text));
+    }
+    let toolgate = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.arg("--workspace").arg(dir.path()).args(["--approval", "never"]);
+        cmd
+    };
+    let mut child = toolgate()
+        .args(["call", "memory_search", r#"{"query":"zq1x"}"#])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until indexing is well under way (an eighth of the notes indexed), then SIGKILL.
+    let db = dir.path().join(".toolgate/state.db");
+    let start = Instant::now();
+    let mut index = None;
+    let seen = loop {
+        assert!(start.elapsed() < Duration::from_secs(120), "indexing never started");
+        assert!(child.try_wait().unwrap().is_none(), "toolgate finished before it could be killed");
+        if index.is_none() && db.exists() {
+            index = toolgate_store::memory::MemoryIndex::open(Some(&db)).ok();
+        }
+        if let Some(h) = index.as_ref().and_then(|i| i.health().ok())
+            && h.notes >= N / 8
+        {
+            break h.notes;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let index = index.unwrap();
+    let after_kill = index.health().unwrap();
+    assert!(after_kill.notes >= seen && after_kill.notes < N, "killed mid-way: {after_kill:?} of {N}");
+    assert!(after_kill.fts_ok && after_kill.notes_without_chunks == 0, "{after_kill:?}");
+    eprintln!("killed with {} of {N} notes indexed", after_kill.notes);
+
+    for (path, text) in &notes {
+        assert_eq!(&std::fs::read_to_string(path).unwrap(), text, "{}", path.display());
+    }
+    // The next start indexes the rest; the last note was never reached by the killed run.
+    let last = N - 1;
+    let out = toolgate().args(["call", "memory_search", &format!(r#"{{"query":"zq{last}x"}}"#)]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("n{last:05}.md")), "{stdout}");
+    let repaired = index.health().unwrap();
+    assert_eq!(repaired.notes, N, "{repaired:?}");
+    assert!(repaired.fts_ok && repaired.notes_without_chunks == 0, "{repaired:?}");
+}

@@ -93,6 +93,19 @@ pub(crate) struct DocUpdate<'a> {
     pub(crate) vectors: Option<(&'a str, Vec<Vec<f32>>)>,
 }
 
+/// What [`MemoryIndex::health`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexHealth {
+    /// Notes indexed (every scope).
+    pub notes: usize,
+    /// Chunks.
+    pub chunks: usize,
+    /// Non-empty notes recorded with no chunk (a torn index; or a note of blank lines only).
+    pub notes_without_chunks: usize,
+    /// Whether the full-text index passed its integrity check.
+    pub fts_ok: bool,
+}
+
 /// The memory index, on its own connection to the state database.
 #[derive(Debug)]
 pub struct MemoryIndex {
@@ -430,6 +443,26 @@ impl MemoryIndex {
              CREATE INDEX IF NOT EXISTS memory_vectors_model ON memory_vectors(scope, model);"
         ))
         .doing("rebuilding the memory index")
+    }
+
+    /// What the index holds and whether it is sound (checks after a crash, `toolgate doctor`).
+    pub fn health(&self) -> Result<IndexHealth, StoreError> {
+        let fts_ok = self.check();
+        let conn = self.lock();
+        let count = |sql: &str| -> Result<usize, StoreError> {
+            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as usize)
+                .doing("checking the memory index")
+        };
+        Ok(IndexHealth {
+            notes: count("SELECT count(*) FROM memory_docs WHERE scope NOT LIKE 'ctx:%'")?,
+            chunks: count("SELECT count(*) FROM memory_chunks")?,
+            notes_without_chunks: count(
+                "SELECT count(*) FROM memory_docs d WHERE d.scope NOT LIKE 'ctx:%' AND d.size > 0 AND d.hash != ''
+                 AND NOT EXISTS (SELECT 1 FROM memory_chunks c WHERE c.scope = d.scope AND c.path = d.path)",
+            )?,
+            fts_ok,
+        })
     }
 
     /// Runs raw SQL on the index's connection (tests damage the index with it).

@@ -20,8 +20,8 @@ mod vector;
 use std::fmt::Debug;
 use std::path::PathBuf;
 
-pub use index::MemoryIndex;
 pub(crate) use index::SCHEMA;
+pub use index::{IndexHealth, MemoryIndex};
 pub use local::{LocalMemory, SyncReport};
 pub use managed::{ManagedMemory, Stored};
 
