@@ -159,20 +159,28 @@ impl Installer {
 
     /// Loads `name` as a tool, after checking its file against the manifest.
     pub async fn load(&self, name: &str, services: Services) -> Result<WasmTool, WasmError> {
-        let installed = self.get(name)?;
-        let bytes = self.read_verified(&installed)?;
-        let prepared = self.runtime.prepare(&bytes, &installed.capabilities).await?;
-        Ok(WasmTool::new(self.runtime.clone(), prepared, name, installed.capabilities, services))
+        self.load_installed(self.get(name)?, services).await
     }
 
-    /// Loads every installed tool; the ones that fail come back with their error.
+    /// Loads every installed tool; the ones that fail (an unreadable manifest too) come back
+    /// with their error. Each manifest is decrypted once.
     pub async fn load_all(&self, services: &Services) -> Result<Vec<Result<WasmTool, (String, WasmError)>>, WasmError> {
         let mut out = Vec::new();
-        for installed in self.list()? {
-            let name = installed.name;
-            out.push(self.load(&name, services.clone()).await.map_err(|e| (name, e)));
+        for key in self.store.secret_keys(MANIFEST_PREFIX)? {
+            let Some(name) = key.strip_prefix(MANIFEST_PREFIX) else { continue };
+            let loaded = match self.get(name) {
+                Ok(installed) => self.load_installed(installed, services.clone()).await,
+                Err(e) => Err(e),
+            };
+            out.push(loaded.map_err(|e| (name.to_owned(), e)));
         }
         Ok(out)
+    }
+
+    async fn load_installed(&self, installed: InstalledTool, services: Services) -> Result<WasmTool, WasmError> {
+        let bytes = self.read_verified(&installed)?;
+        let prepared = self.runtime.prepare(&bytes, &installed.capabilities).await?;
+        Ok(WasmTool::new(self.runtime.clone(), prepared, &installed.name, installed.capabilities, services))
     }
 }
 
