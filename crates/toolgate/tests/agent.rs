@@ -6,6 +6,8 @@
 
 #[path = "support/llama.rs"]
 mod llama;
+#[path = "support/python.rs"]
+mod python;
 #[path = "agent/scripted.rs"]
 mod scripted;
 
@@ -486,7 +488,15 @@ async fn json_schema_mode_for_small_models() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_agent_run_sessions_and_history() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Scripted::start(vec![call("echo", json!({"message": "from the cli"})), answer("cli answer")]).await;
+    let server = Scripted::start(vec![
+        call("echo", json!({"message": "from the cli"})),
+        answer("cli answer"),
+        call("subagents", json!({"action": "run", "task": "echo it"})),
+        call("echo", json!({"message": "from the child"})),
+        answer("child said it"),
+        answer("second answer"),
+    ])
+    .await;
     std::fs::write(
         dir.path().join("toolgate.toml"),
         format!(
@@ -512,6 +522,17 @@ async fn cli_agent_run_sessions_and_history() {
     let out = run(vec!["agent".into(), "history".into(), session.clone()]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("tool echo: from the cli") && text.contains("assistant: cli answer"), "{text}");
+    // The conversation's next message; the summary shows the sub-agent's calls too.
+    let out = run(vec!["agent".into(), "send".into(), session.clone(), "and now?".into(), "--json".into()]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["outcome"]["answer"].as_str(), v["outcome"]["session"].as_str()),
+        (Some("second answer"), Some(session.as_str()))
+    );
+    let calls = v["calls"].as_array().unwrap();
+    assert!(calls.iter().any(|c| c["tool"] == "subagents"), "{calls:?}");
+    assert!(calls.iter().any(|c| c["params"].as_str().unwrap().contains("from the child")), "{calls:?}");
 }
 
 /// The local model (`cargo xtask deps`): SmolLM2-135M-Instruct served by llama.cpp (xllamacpp)
@@ -887,4 +908,70 @@ async fn a_continued_session_keeps_its_narrowing() {
     research.sort();
     assert!(research.contains(&"read".to_owned()), "{research:?}");
     assert!(research.iter().all(|t| toolgate::agent::RESEARCH_TOOLS.contains(&t.as_str())), "{research:?}");
+}
+
+/// The agent tools served over MCP to the official Python client: it runs a sub-agent, a
+/// delegation and an evaluate loop of toolgate agents (on the scripted model), and a handoff
+/// outside an agent session is a tool error it can read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_runs_toolgate_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        answer("the sub-agent's answer"),
+        answer("the delegate's answer"),
+        answer("a draft"),
+        answer("APPROVED"),
+    ])
+    .await;
+    let agent_toml = |name: &str, extra: &str| {
+        format!("[agents.{name}]\nprovider = \"mock\"\nmodel = \"m\"\ndescription = \"{name}\"\n{extra}\n")
+    };
+    let config = format!(
+        "[identity]\nagent = \"main\"\n[providers.mock]\nbase_url = \"{}\"\n{}{}{}{}",
+        server.url,
+        agent_toml("main", "links = [\"helper\", \"writer\", \"critic\"]"),
+        agent_toml("helper", ""),
+        agent_toml("writer", ""),
+        agent_toml("critic", ""),
+    );
+    std::fs::write(dir.path().join("toolgate.toml"), config).unwrap();
+    let calls = json!([
+        ["subagents", {"action": "run", "task": "look around"}],
+        ["delegate", {"action": "delegate", "agent": "helper", "task": "help"}],
+        ["evaluate_loop", {"generator": "writer", "evaluator": "critic", "task": "write", "criteria": "short"}],
+        ["handoff", {"agent": "helper", "reason": "x"}],
+        ["agents_list", {}],
+    ]);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/agent_client.py");
+    let out = tokio::process::Command::new(python::sdk_python())
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_toolgate"))
+        .arg(dir.path())
+        .arg(calls.to_string())
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let tools: Vec<&str> = v["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for t in ["agents_list", "subagents", "delegate", "delegate_search", "evaluate_loop", "handoff", "team_tasks"] {
+        assert!(tools.contains(&t), "{t} not served: {tools:?}");
+    }
+    let r = &v["results"];
+    assert!(r[0]["is_error"] == false && r[0]["text"].as_str().unwrap().contains("the sub-agent's answer"), "{}", r[0]);
+    assert!(r[1]["is_error"] == false && r[1]["text"].as_str().unwrap().contains("the delegate's answer"), "{}", r[1]);
+    assert!(r[2]["text"].as_str().unwrap().contains("[approved after 1 round(s)]"), "{}", r[2]);
+    assert!(r[3]["is_error"] == true && r[3]["text"].as_str().unwrap().contains("inside an agent session"), "{}", r[3]);
+    assert!(r[4]["text"].as_str().unwrap().contains("\"can_delegate\": true"), "{}", r[4]);
+    // Every call was audited, the sub-agent's and delegates' sessions recorded.
+    let store = store(dir.path());
+    let audited: Vec<String> = store.audit_tail(100).unwrap().into_iter().map(|r| r.tool).collect();
+    for t in ["subagents", "delegate", "evaluate_loop", "handoff", "agents_list"] {
+        assert!(audited.iter().any(|a| a == t), "{t} not audited: {audited:?}");
+    }
+    let sessions = store.sessions(&toolgate::store::SessionFilter { limit: 10, ..Default::default() }).unwrap();
+    let kinds: Vec<(&str, &str)> = sessions.iter().map(|s| (s.agent.as_str(), s.kind.as_str())).collect();
+    assert_eq!(sessions.len(), 4, "{kinds:?}");
+    assert!(kinds.contains(&("main", "subagent")) && kinds.contains(&("helper", "delegation")), "{kinds:?}");
 }

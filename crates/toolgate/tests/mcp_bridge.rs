@@ -11,11 +11,15 @@
 //! Both come from `cargo xtask deps`; the tests fail, never skip, without them. Waits are bounded
 //! by [`HANG_GUARD`] so a broken bridge fails instead of hanging; no assertion is about speed.
 
+#[path = "support/python.rs"]
+mod python;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use python::sdk_python as python;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use toolgate::bridge::{BridgeTimings, ServerConfig, ServerState, ToolFilter};
@@ -46,17 +50,6 @@ fn node() -> PathBuf {
 
 fn everything_script() -> PathBuf {
     npm_peer("@modelcontextprotocol/server-everything/dist/index.js")
-}
-
-/// The venv's Python with the MCP SDK, which must be there.
-fn python() -> PathBuf {
-    let python = repo().join(".cache/peers/venv/bin/python");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '2.3.0')"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "the MCP Python SDK (mcp==2.3.0) is not in {}; run `cargo xtask deps`", python.display());
-    python
 }
 
 /// Short timings, so reconnection tests do not wait for the production backoff.
