@@ -83,10 +83,10 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
                 "message": {"type": "string", "maxLength": 100000}, "agent": s("the agent to run (default: yours)"), "label": s("a short label"),
             },
         })).annotations(Annotations::LOCAL_WRITE)),
-        t(Kind::Delegate, ToolSpec::new("delegate", "Delegate a task to another agent you are linked to: delegate (mode sync waits, async returns an id), cancel, list, history.", json!({
-            "type": "object", "additionalProperties": false, "required": ["action"],
+        t(Kind::Delegate, ToolSpec::new("delegate", "Delegate a task to another agent you are linked to: delegate (the default action; mode sync waits, async returns an id), cancel, list, history.", json!({
+            "type": "object", "additionalProperties": false,
             "properties": {
-                "action": {"type": "string", "enum": ["delegate", "cancel", "list", "history"]},
+                "action": {"type": "string", "enum": ["delegate", "cancel", "list", "history"], "default": "delegate"},
                 "agent": s("the agent to delegate to"), "task": {"type": "string", "maxLength": 100000},
                 "mode": {"type": "string", "enum": ["sync", "async"], "default": "sync"}, "id": s("a delegation id"),
             },
@@ -146,7 +146,9 @@ impl Tool for AgentTool {
             Kind::SessionsSend | Kind::SessionsSpawn => true,
             Kind::Subagents => matches!(p["action"].as_str(), Some("run" | "steer")),
             Kind::EvaluateLoop => true,
-            Kind::Delegate => p["action"].as_str() == Some("delegate") && p["mode"].as_str() != Some("async"),
+            Kind::Delegate => {
+                p["action"].as_str().unwrap_or("delegate") == "delegate" && p["mode"].as_str() != Some("async")
+            }
             _ => false,
         };
         CallSafety { timeout: waits.then_some(WAIT_TIMEOUT), ..CallSafety::default() }
@@ -377,7 +379,8 @@ async fn subagents(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<Too
 }
 
 async fn delegate(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
-    let action = p["action"].as_str().unwrap_or_default();
+    // `delegate_to_agent {target_agent_id, task}` (seed 001) arrives here without an action.
+    let action = p["action"].as_str().unwrap_or("delegate");
     let parent = ctx.identity.session.as_str();
     match action {
         "delegate" => {

@@ -57,6 +57,8 @@ const TOOL_ALIASES: &[(&str, &str)] = &[
     ("fetch", "web_fetch"),
     ("webfetch", "web_fetch"),
     ("websearch", "web_search"),
+    ("sessions_status", "session_status"),
+    ("delegate_to_agent", "delegate"),
 ];
 
 /// The canonical name of a tool as models and other runtimes write it: a known alias

@@ -43,6 +43,8 @@ const PARAM_ALIASES: &[(&str, &str)] = &[
     ("replace", "new_string"),
     ("to", "new_string"),
     ("cmd", "command"),
+    // seed 001's `delegate_to_agent {target_agent_id, task}`, an alias of `delegate`.
+    ("target_agent_id", "agent"),
 ];
 
 /// A tool's compiled parameter checker. Built once per tool by the registry.

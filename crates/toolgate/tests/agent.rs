@@ -302,8 +302,12 @@ async fn spawn_list_cancel_steer_and_limits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delegation_needs_a_link_and_respects_capacity() {
     let dir = tempfile::tempdir().unwrap();
-    let server =
-        Scripted::start(vec![answer("helped"), Reply::Delay(Duration::from_secs(60), Box::new(answer("late")))]).await;
+    let server = Scripted::start(vec![
+        answer("helped"),
+        answer("helped again"),
+        Reply::Delay(Duration::from_secs(60), Box::new(answer("late"))),
+    ])
+    .await;
     let mut cfg = config(&server.url);
     cfg.agents.get_mut("main").unwrap().links = vec!["helper".into()];
     let mut helper = agent("helps");
@@ -316,6 +320,9 @@ async fn delegation_needs_a_link_and_respects_capacity() {
     let out =
         gate.call(&ctx, "delegate", json!({"action": "delegate", "agent": "helper", "task": "help"})).await.unwrap();
     assert!(out.text_content().contains("helped"), "{}", out.text_content());
+    // Seed 001's spelling: `delegate_to_agent {target_agent_id, task}`.
+    let out = gate.call(&ctx, "delegate_to_agent", json!({"target_agent_id": "helper", "task": "help"})).await.unwrap();
+    assert!(out.text_content().contains("helped again"), "{}", out.text_content());
     let err =
         gate.call(&ctx, "delegate", json!({"action": "delegate", "agent": "loner", "task": "x"})).await.unwrap_err();
     assert!(err.to_string().contains("no delegation link to `loner`") && err.to_string().contains("helper"), "{err}");
@@ -330,7 +337,7 @@ async fn delegation_needs_a_link_and_respects_capacity() {
         .unwrap_err();
     assert!(err.to_string().contains("Agent at capacity (1/1). Try a different agent or handle it yourself."), "{err}");
     let list = gate.call(&ctx, "delegate", json!({"action": "list"})).await.unwrap().structured.unwrap();
-    assert_eq!(list["delegations"].as_array().unwrap().len(), 2);
+    assert_eq!(list["delegations"].as_array().unwrap().len(), 3);
     gate.call(&ctx, "delegate", json!({"action": "cancel", "id": id})).await.unwrap();
     let history = gate.call(&ctx, "delegate", json!({"action": "history"})).await.unwrap().structured.unwrap();
     assert!(history["delegations"].as_array().unwrap().iter().any(|d| d["result"] == "helped"), "{history}");
@@ -356,7 +363,7 @@ async fn session_tools_and_sessions_send() {
     let roles: Vec<&str> = history["messages"].as_array().unwrap().iter().filter_map(|m| m["role"].as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
     let status =
-        gate.call(&ctx, "session_status", json!({"session_id": out.session})).await.unwrap().structured.unwrap();
+        gate.call(&ctx, "sessions_status", json!({"session_id": out.session})).await.unwrap().structured.unwrap();
     assert_eq!((status["messages"].as_u64(), status["output_tokens"].as_u64()), (Some(5), Some(10)));
     // The second request carried the whole conversation.
     assert_eq!(server.requests()[1]["messages"].as_array().unwrap().len(), 4);
