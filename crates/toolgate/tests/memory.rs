@@ -305,3 +305,79 @@ fn kill_9_during_indexing_loses_no_note_and_the_next_start_repairs_the_index() {
     assert_eq!(repaired.notes, N, "{repaired:?}");
     assert!(repaired.fts_ok && repaired.notes_without_chunks == 0, "{repaired:?}");
 }
+
+/// `toolgate serve` (the real binary, driven by an MCP client over stdio) re-indexes notes
+/// edited on disk without waiting for a search's scan: the rescan interval is an hour, so after
+/// the first search only its file watcher can index a new, edited, moved or deleted note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_reindexes_notes_edited_on_disk() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[memory]\nrescan_interval_ms = 3600000\n[memory.embeddings]\nprovider = \"none\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("memory")).unwrap();
+    std::fs::write(dir.path().join("memory/a.md"), "alpha note\n").unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    command.arg("--workspace").arg(dir.path()).args(["--approval", "never", "serve"]);
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let client = ().serve(transport).await.unwrap();
+    let search = |query: &str| {
+        let mut args = serde_json::Map::new();
+        args.insert("query".into(), json!(query));
+        args.insert("min_score".into(), json!(0));
+        let request = CallToolRequestParams::new("memory_search").with_arguments(args);
+        let client = &client;
+        async move {
+            let result = client.call_tool(request).await.unwrap();
+            let s = result.structured_content.unwrap_or_default();
+            s["results"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|r| r["path"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    // Polls until `query` finds exactly `want` (the watcher gathers events for 100 ms).
+    let until = |query: &'static str, want: Vec<&'static str>| {
+        let search = &search;
+        async move {
+            let start = std::time::Instant::now();
+            loop {
+                let got = search(query).await;
+                if got == want {
+                    return;
+                }
+                assert!(start.elapsed() < std::time::Duration::from_secs(20), "{query}: {got:?}, want {want:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    until("alpha", vec!["memory/a.md"]).await;
+    // A new note.
+    std::fs::write(dir.path().join("memory/b.md"), "bravo zulu\n").unwrap();
+    until("zulu", vec!["memory/b.md"]).await;
+    // An editor's save: a temporary file renamed over the note.
+    std::fs::write(dir.path().join("memory/.a.md.swp"), "charlie note\n").unwrap();
+    std::fs::rename(dir.path().join("memory/.a.md.swp"), dir.path().join("memory/a.md")).unwrap();
+    until("charlie", vec!["memory/a.md"]).await;
+    until("alpha", vec![]).await;
+    // A new folder holding a note, and MEMORY.md at the root.
+    std::fs::create_dir_all(dir.path().join("memory/people")).unwrap();
+    std::fs::write(dir.path().join("memory/people/ann.md"), "ann likes delta\n").unwrap();
+    std::fs::write(dir.path().join("MEMORY.md"), "echo foxtrot\n").unwrap();
+    until("delta", vec!["memory/people/ann.md"]).await;
+    until("foxtrot", vec!["MEMORY.md"]).await;
+    // Deleted notes and folders leave the index.
+    std::fs::remove_file(dir.path().join("memory/b.md")).unwrap();
+    until("zulu", vec![]).await;
+    std::fs::remove_dir_all(dir.path().join("memory/people")).unwrap();
+    until("delta", vec![]).await;
+    let _ = client.cancel().await;
+}

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -110,6 +110,39 @@ pub struct IndexHealth {
 #[derive(Debug)]
 pub struct MemoryIndex {
     conn: Mutex<Connection>,
+    /// Vectors kept in memory for search by meaning, per (scopes, model), valid while
+    /// `memory_meta.generation` has not moved.
+    vectors: Mutex<HashMap<(String, String, String), Arc<VectorSet>>>,
+    /// Recent query vectors by (model, query): agents ask the same thing again (retries, each
+    /// session's first look at memory), and embedding is most of a search's time.
+    queries: Mutex<QueryCache>,
+}
+
+/// Most query vectors kept.
+const MAX_CACHED_QUERIES: usize = 256;
+
+/// Query vectors, least recently used dropped first.
+#[derive(Debug, Default)]
+struct QueryCache {
+    tick: u64,
+    entries: HashMap<(String, String), (u64, Vec<f32>)>,
+}
+
+/// Bumps the change counter (in the same transaction as the change).
+const BUMP: &str = "UPDATE memory_meta SET generation = generation + 1";
+/// Most floats kept in memory per vector set (128 MB); bigger sets are searched in SQL.
+const MAX_CACHED_FLOATS: usize = 32 << 20;
+/// Most vector sets kept (managed mode has one per user and agent).
+const MAX_CACHED_SETS: usize = 16;
+
+/// The vectors of some scopes under one model, normalized, in one contiguous block.
+#[derive(Debug)]
+struct VectorSet {
+    generation: i64,
+    dims: usize,
+    ids: Vec<i64>,
+    /// `ids.len() * dims` floats, each row of unit length (or all zero).
+    data: Vec<f32>,
 }
 
 /// Whether an error means the database (or the FTS index) is damaged.
@@ -146,7 +179,7 @@ impl MemoryIndex {
                 conn
             }
         };
-        Ok(MemoryIndex { conn: Mutex::new(conn) })
+        Ok(MemoryIndex { conn: Mutex::new(conn), vectors: Mutex::default(), queries: Mutex::default() })
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -295,6 +328,7 @@ impl MemoryIndex {
                 }
             }
         }
+        tx.execute(BUMP, []).doing("indexing a note")?;
         tx.commit().doing("indexing a note")
     }
 
@@ -306,6 +340,7 @@ impl MemoryIndex {
             .doing("removing a note from the index")?;
         tx.execute("DELETE FROM memory_docs WHERE scope = ?1 AND path = ?2", params![scope, path])
             .doing("removing a note from the index")?;
+        tx.execute(BUMP, []).doing("removing a note from the index")?;
         tx.commit().doing("removing a note from the index")
     }
 
@@ -344,6 +379,7 @@ impl MemoryIndex {
                 stmt.execute(params![id, scope, model, vector::to_blob(v)]).doing("storing vectors")?;
             }
         }
+        tx.execute(BUMP, []).doing("storing vectors")?;
         tx.commit().doing("storing vectors")
     }
 
@@ -364,8 +400,77 @@ impl MemoryIndex {
         rows.collect::<Result<Vec<_>, _>>().doing("searching notes")
     }
 
-    /// Vector candidates: (chunk id, cosine distance), nearest first.
+    /// Vector candidates: (chunk id, cosine distance), nearest first (ties by id). The vectors
+    /// are read once and kept in memory until the index changes (any process's change bumps
+    /// `memory_meta.generation`); a set too big to keep is searched with sqlite-vec instead.
     pub(crate) fn nearest(
+        &self,
+        scopes: (&str, &str),
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(i64, f64)>, StoreError> {
+        let key = (scopes.0.to_owned(), scopes.1.to_owned(), model.to_owned());
+        let set = {
+            let conn = self.lock();
+            let generation: i64 = conn
+                .prepare_cached("SELECT generation FROM memory_meta WHERE id = 1")
+                .and_then(|mut s| s.query_row([], |r| r.get(0)))
+                .doing("searching notes by meaning")?;
+            let cached = self.vectors.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+            match cached {
+                Some(set) if set.generation == generation && set.dims == query.len() => Some(set),
+                _ => match load_vectors(&conn, scopes, model, query.len(), generation)? {
+                    Some(set) => {
+                        let set = Arc::new(set);
+                        let mut sets = self.vectors.lock().unwrap_or_else(|e| e.into_inner());
+                        if sets.len() >= MAX_CACHED_SETS {
+                            sets.clear();
+                        }
+                        sets.insert(key, set.clone());
+                        Some(set)
+                    }
+                    None => None,
+                },
+            }
+        };
+        match set {
+            Some(set) => Ok(set.nearest(query, limit)),
+            None => self.nearest_sql(scopes, model, query, limit),
+        }
+    }
+
+    /// The query's vector from `embedder`, from the cache when the same query was embedded
+    /// by the same model recently. `Ok(None)`: the model returned nothing.
+    pub(crate) fn embed_query(
+        &self,
+        embedder: &dyn super::Embedder,
+        query: &str,
+    ) -> Result<Option<Vec<f32>>, super::EmbedError> {
+        let key = (embedder.model_id().to_owned(), query.to_owned());
+        {
+            let mut cache = self.queries.lock().unwrap_or_else(|e| e.into_inner());
+            cache.tick += 1;
+            let tick = cache.tick;
+            if let Some(entry) = cache.entries.get_mut(&key) {
+                entry.0 = tick;
+                return Ok(Some(entry.1.clone()));
+            }
+        }
+        let Some(v) = embedder.embed(&[query])?.pop() else { return Ok(None) };
+        let mut cache = self.queries.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.entries.len() >= MAX_CACHED_QUERIES
+            && let Some(oldest) = cache.entries.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone())
+        {
+            cache.entries.remove(&oldest);
+        }
+        let tick = cache.tick;
+        cache.entries.insert(key, (tick, v.clone()));
+        Ok(Some(v))
+    }
+
+    /// [`MemoryIndex::nearest`] in SQL (sqlite-vec's brute-force scan).
+    fn nearest_sql(
         &self,
         scopes: (&str, &str),
         model: &str,
@@ -423,7 +528,11 @@ impl MemoryIndex {
     /// forgets every note of every scope so the next scan indexes them again (notes in files are
     /// never touched; managed notes' content is kept in `memory_docs`).
     pub(crate) fn rebuild(&self) -> Result<(), StoreError> {
+        self.vectors.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let conn = self.lock();
+        // Other processes keeping vectors in memory drop them too (best effort: the table may
+        // be the damaged part).
+        let _ = conn.execute(BUMP, []);
         let fts = conn
             .execute_batch(&format!(
                 "DROP TABLE IF EXISTS memory_fts; {FTS_SCHEMA} INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');"
@@ -468,7 +577,84 @@ impl MemoryIndex {
     /// Runs raw SQL on the index's connection (tests damage the index with it).
     #[doc(hidden)]
     pub fn execute_batch_for_tests(&self, sql: &str) -> Result<(), StoreError> {
+        self.vectors.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.lock().execute_batch(sql).doing("running test SQL")
+    }
+}
+
+/// Reads every vector of `scopes` under `model` (`None` when there are too many to keep).
+fn load_vectors(
+    conn: &Connection,
+    scopes: (&str, &str),
+    model: &str,
+    dims: usize,
+    generation: i64,
+) -> Result<Option<VectorSet>, StoreError> {
+    let doing = "searching notes by meaning";
+    let count: i64 = conn
+        .prepare_cached("SELECT count(*) FROM memory_vectors WHERE scope IN (?1, ?2) AND model = ?3")
+        .and_then(|mut s| s.query_row(params![scopes.0, scopes.1, model], |r| r.get(0)))
+        .doing(doing)?;
+    let count = count.max(0) as usize;
+    if count.saturating_mul(dims) > MAX_CACHED_FLOATS {
+        return Ok(None);
+    }
+    let mut set =
+        VectorSet { generation, dims, ids: Vec::with_capacity(count), data: Vec::with_capacity(count * dims) };
+    let mut stmt = conn
+        .prepare_cached("SELECT chunk_id, vec FROM memory_vectors WHERE scope IN (?1, ?2) AND model = ?3")
+        .doing(doing)?;
+    let mut rows = stmt.query(params![scopes.0, scopes.1, model]).doing(doing)?;
+    while let Some(row) = rows.next().doing(doing)? {
+        let id: i64 = row.get(0).doing(doing)?;
+        let blob = row.get_ref(1).doing(doing)?.as_blob().unwrap_or_default();
+        // A vector of another length cannot be compared: left out, like sqlite-vec refuses it.
+        if blob.len() != dims * 4 {
+            continue;
+        }
+        let start = set.data.len();
+        set.data.extend(blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+        normalize(&mut set.data[start..]);
+        set.ids.push(id);
+    }
+    Ok(Some(set))
+}
+
+/// The dot product, in eight independent lanes so the compiler can use SIMD.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8.remainder().iter().zip(b8.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in a8.zip(b8) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+impl VectorSet {
+    /// The `limit` nearest rows by cosine distance (1 - cosine similarity), ties by id.
+    fn nearest(&self, query: &[f32], limit: usize) -> Vec<(i64, f64)> {
+        let mut q = query.to_vec();
+        normalize(&mut q);
+        let mut scored: Vec<(f32, i64)> =
+            self.data.chunks_exact(self.dims).zip(&self.ids).map(|(row, id)| (1.0 - dot(row, &q), *id)).collect();
+        let by = |a: &(f32, i64), b: &(f32, i64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        if scored.len() > limit {
+            scored.select_nth_unstable_by(limit, by);
+            scored.truncate(limit);
+        }
+        scored.sort_unstable_by(by);
+        scored.into_iter().map(|(d, id)| (id, f64::from(d))).collect()
     }
 }
 

@@ -49,6 +49,8 @@ pub struct LocalMemory {
     write_lock: Mutex<()>,
     /// Whether the index was checked for damage since it was opened.
     checked: std::sync::atomic::AtomicBool,
+    /// Whether a file watcher reports changes (searches then skip the periodic scan).
+    watched: std::sync::atomic::AtomicBool,
 }
 
 impl LocalMemory {
@@ -64,6 +66,7 @@ impl LocalMemory {
             last_scan: Mutex::new(None),
             write_lock: Mutex::new(()),
             checked: std::sync::atomic::AtomicBool::new(false),
+            watched: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -172,7 +175,7 @@ impl LocalMemory {
     }
 
     /// Embeds chunks that have no vector for the current model (see [`fill_vectors`]).
-    fn fill_vectors(&self, budget: Duration) -> Result<usize, MemoryError> {
+    fn fill_vectors(&self, budget: Duration) -> Result<Filled, MemoryError> {
         fill_vectors(&self.index, self.embedder.as_deref(), SCOPE, budget)
     }
 
@@ -192,7 +195,10 @@ impl LocalMemory {
 
     fn scan_if_due(&self) -> Result<Vec<String>, MemoryError> {
         let last = self.last_scan.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let watched = self.watched.load(std::sync::atomic::Ordering::Relaxed);
         match last {
+            // A watcher re-indexes what changes: after the first scan, no scan is due.
+            Some((_, skipped)) if watched => Ok(skipped),
             Some((at, skipped)) if at.elapsed() < self.rescan_interval => Ok(skipped),
             _ => Ok(self.scan()?.skipped),
         }
@@ -317,7 +323,8 @@ impl MemoryStore for LocalMemory {
         }
         let skipped = self.with_repair(|| self.scan_if_due())?;
         // A model change leaves chunks without vectors: embed some on every search.
-        let pending = self.fill_vectors(Duration::from_millis(1500))?;
+        let filled = self.fill_vectors(Duration::from_millis(1500))?;
+        let pending = filled.done;
         let mut notes = Vec::new();
         if repaired {
             notes.push("the memory index was damaged and has been rebuilt from the notes".into());
@@ -333,7 +340,8 @@ impl MemoryStore for LocalMemory {
         let embedder = self.embedder.as_deref();
         self.with_repair(|| {
             let mut n = notes.clone();
-            search::run(&self.index, embedder, (SCOPE, SCOPE), query, options, &mut n).map_err(MemoryError::Store)
+            search::run(&self.index, embedder, filled.failed.as_deref(), (SCOPE, SCOPE), query, options, &mut n)
+                .map_err(MemoryError::Store)
         })
     }
 
@@ -351,6 +359,14 @@ impl MemoryStore for LocalMemory {
             }
             _ => self.index.remove(SCOPE, &rel).map_err(Into::into),
         }
+    }
+
+    fn rescan(&self) -> Result<(), MemoryError> {
+        self.with_repair(|| self.scan()).map(drop)
+    }
+
+    fn set_watched(&self, watched: bool) {
+        self.watched.store(watched, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -396,6 +412,14 @@ pub(super) fn index_note(
     Ok(chunks.len())
 }
 
+/// What [`fill_vectors`] did: chunks embedded, and the embedding error that stopped it (a
+/// search then does not try the embedder a second time for the query).
+#[derive(Debug, Default)]
+pub(super) struct Filled {
+    pub(super) done: usize,
+    pub(super) failed: Option<String>,
+}
+
 /// Embeds chunks of `scope` that have no vector for the current model (after a model change or
 /// a failed embedding), until `budget` runs out.
 pub(super) fn fill_vectors(
@@ -403,22 +427,28 @@ pub(super) fn fill_vectors(
     embedder: Option<&dyn Embedder>,
     scope: &str,
     budget: Duration,
-) -> Result<usize, MemoryError> {
-    let Some(e) = embedder else { return Ok(0) };
+) -> Result<Filled, MemoryError> {
+    let mut filled = Filled::default();
+    let Some(e) = embedder else { return Ok(filled) };
     let start = Instant::now();
-    let mut done = 0;
     while start.elapsed() < budget {
         let missing = index.missing_vectors(scope, e.model_id(), EMBED_BATCH)?;
         if missing.is_empty() {
             break;
         }
         let texts: Vec<String> = missing.iter().map(|(_, h, t)| join_heading(h, t)).collect();
-        let Ok(vecs) = embed_all(e, &texts) else { break };
+        let vecs = match embed_all(e, &texts) {
+            Ok(v) => v,
+            Err(err) => {
+                filled.failed = Some(err.to_string());
+                break;
+            }
+        };
         let pairs: Vec<(i64, Vec<f32>)> = missing.iter().map(|(id, _, _)| *id).zip(vecs).collect();
         index.put_vectors(scope, e.model_id(), &pairs)?;
-        done += pairs.len();
+        filled.done += pairs.len();
     }
-    Ok(done)
+    Ok(filled)
 }
 
 fn embed_text(c: &super::chunk::Chunk) -> String {

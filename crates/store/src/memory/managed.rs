@@ -236,8 +236,13 @@ impl MemoryStore for ManagedMemory {
         }
         self.reindex_stale(pair)?;
         let mut pending = 0;
+        let mut failed = None;
         for s in [pair.0, pair.1] {
-            pending += fill_vectors(&self.index, self.embedder.as_deref(), s, Duration::from_millis(750))?;
+            if failed.is_none() {
+                let filled = fill_vectors(&self.index, self.embedder.as_deref(), s, Duration::from_millis(750))?;
+                pending += filled.done;
+                failed = filled.failed;
+            }
         }
         if pending > 0 {
             notes.push(format!("{pending} chunks were embedded before this search"));
@@ -245,7 +250,8 @@ impl MemoryStore for ManagedMemory {
         let embedder = self.embedder.as_deref();
         self.with_repair(pair, || {
             let mut n = notes.clone();
-            search::run(&self.index, embedder, pair, query, options, &mut n).map_err(MemoryError::Store)
+            search::run(&self.index, embedder, failed.as_deref(), pair, query, options, &mut n)
+                .map_err(MemoryError::Store)
         })
     }
 

@@ -145,6 +145,17 @@ pub trait MemoryStore: Send + Sync + Debug {
     /// Re-indexes one note after something else changed it (or removes it from the index if it
     /// is gone).
     fn reindex(&self, scope: &Scope, path: &str) -> Result<(), MemoryError>;
+
+    /// Compares every note with the index now (a file watcher lost track of some changes).
+    /// Managed notes change only through the store: nothing to do.
+    fn rescan(&self) -> Result<(), MemoryError> {
+        Ok(())
+    }
+
+    /// Says that a file watcher now reports every change to the notes (through
+    /// [`MemoryStore::reindex`] and [`MemoryStore::rescan`]), so searches can skip their
+    /// periodic scan of the notes on disk.
+    fn set_watched(&self, _watched: bool) {}
 }
 
 /// Why a memory operation failed; `Display` is written for a model to act on.

@@ -40,10 +40,12 @@ pub(crate) fn fts_expression(query: &str) -> Option<String> {
 }
 
 /// Runs a search on `scopes` of `index`: full-text and (with an embedder) vector candidates fused
-/// with RRF. Embedding failures fall back to full-text only, said in `notes`.
+/// with RRF. Embedding failures (or `failed`, an error the embedder just gave) fall back to
+/// full-text only, said in `notes`.
 pub(crate) fn run(
     index: &MemoryIndex,
     embedder: Option<&dyn Embedder>,
+    failed: Option<&str>,
     scopes: (&str, &str),
     query: &str,
     options: &SearchOptions,
@@ -62,10 +64,15 @@ pub(crate) fn run(
     let mut model = None;
     let mut vector_ids: Vec<i64> = Vec::new();
     match embedder {
+        // The embedder just failed on the notes: not tried again (an endpoint that is down would
+        // make the search wait twice).
+        Some(_) if failed.is_some() => {
+            notes.push(format!("full-text search only: embedding failed: {}", failed.unwrap_or_default()))
+        }
         None => notes.push(
             "full-text search only: no embedding model is configured ([memory.embeddings] provider = \"none\")".into(),
         ),
-        Some(e) => match e.embed(&[&query]).map(|mut v| v.pop()) {
+        Some(e) => match index.embed_query(e, &query) {
             Ok(Some(v)) if v.len() == e.dims() => {
                 vector_ids = index
                     .nearest(scopes, e.model_id(), &v, CANDIDATES)?

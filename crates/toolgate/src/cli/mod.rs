@@ -15,6 +15,7 @@ mod audit;
 mod call;
 mod extensions;
 mod logging;
+mod memory_watch;
 mod mcp;
 mod models;
 mod policy;

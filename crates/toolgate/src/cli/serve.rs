@@ -86,6 +86,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     if let Err(e) = super::reload::watch(global.clone(), Arc::clone(&gate)) {
         tracing::warn!("changes to the configuration will need a restart: cannot watch the files: {e}");
     }
+    // Notes edited on disk are re-indexed as they change (docs/memory.md).
+    super::memory_watch::watch(&gate);
     // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
     // the client's first `tools/list`; later arrivals are announced with `list_changed`.
     // (Without bridged servers this returns at once.)
