@@ -16,6 +16,7 @@
 //! - `config`: `[providers]`, `[agents]`, `[[agent_links]]`, `[teams]`.
 //! - `model/`: the conversation types and the two HTTP clients (retries, timeouts, streaming).
 //! - `runner`: the loop (iteration limit, malformed and unknown calls, endless repeats).
+//! - `own_runner`: [`AgentRunner`], a library user's own loop in place of toolgate's.
 //! - `runtime`: sessions, sub-agent limits, spawn/run/cancel/steer, delegation capacity.
 //! - `tools`: the agent tools.
 //!
@@ -45,6 +46,7 @@ mod caller;
 pub mod config;
 mod error;
 pub mod model;
+mod own_runner;
 mod runner;
 mod runtime;
 mod tools;
@@ -53,6 +55,7 @@ pub use caller::ToolCaller;
 pub use config::{AgentConfig, AgentLink, AgentsConfig, ProviderConfig, QualityGate, TeamConfig};
 pub use error::AgentError;
 pub use model::{Message, ModelClient, ModelReply, ModelRequest, ToolCall, ToolDef, Usage};
+pub use own_runner::{AgentRunner, RunReply, RunRequest};
 pub use runner::{Event, EventSink, LOOP_STOP, MAX_ARGUMENTS, RunOutcome, RunStatus};
 pub use runtime::{
     DELEGATION_INLINE_MAX, Limits, RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, TaskInfo, Verdict, verdict,

@@ -130,11 +130,16 @@ pub(crate) struct Drive<'a> {
     /// The agent's context; its `cancel` is the run's token.
     pub ctx: CallContext,
     pub events: Option<EventSink>,
+    /// A library user's own loop, which runs instead of this one.
+    pub runner: Option<Arc<dyn crate::AgentRunner>>,
 }
 
 impl Drive<'_> {
     /// Runs the loop over `messages` (already stored) and records every new message.
-    pub(crate) async fn run(self, mut messages: Vec<Message>) -> RunOutcome {
+    pub(crate) async fn run(mut self, mut messages: Vec<Message>) -> RunOutcome {
+        if let Some(runner) = self.runner.take() {
+            return self.run_with(runner, messages).await;
+        }
         let cancel = self.ctx.cancel.clone();
         let mut out = RunOutcome {
             session: self.session.clone(),

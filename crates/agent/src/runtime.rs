@@ -176,6 +176,8 @@ pub struct Runtime {
     /// runtime, so a strong reference back would be a cycle.
     caller: OnceLock<Weak<dyn ToolCaller>>,
     clients: Mutex<HashMap<String, Arc<dyn ModelClient>>>,
+    /// A library user's own agent loop ([`Runtime::set_runner`]).
+    runner: Mutex<Option<Arc<dyn crate::AgentRunner>>>,
     tasks: Mutex<HashMap<String, Task>>,
     /// Handoffs made during a run, by the session that made them: started when that run ends.
     handoffs: Mutex<HashMap<String, handoff::Pending>>,
@@ -203,6 +205,7 @@ impl Runtime {
             limits: Limits::default(),
             caller: OnceLock::new(),
             clients: Mutex::new(HashMap::new()),
+            runner: Mutex::new(None),
             tasks: Mutex::new(HashMap::new()),
             handoffs: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
@@ -218,6 +221,17 @@ impl Runtime {
     /// benchmarks, or a model the library user reaches their own way).
     pub fn set_client(&self, provider: &str, client: Arc<dyn ModelClient>) {
         self.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(provider.to_owned(), client);
+    }
+
+    /// Runs every agent with `runner` (your own loop) instead of toolgate's: the runtime keeps
+    /// the sessions, limits, links, narrowing, gates and handoffs, and the runner's tool calls go
+    /// through the gate (see [`crate::AgentRunner`]). Agents still need an `[agents.NAME]` entry.
+    pub fn set_runner(&self, runner: Arc<dyn crate::AgentRunner>) {
+        *self.runner.lock().unwrap_or_else(|e| e.into_inner()) = Some(runner);
+    }
+
+    fn own_runner(&self) -> Option<Arc<dyn crate::AgentRunner>> {
+        self.runner.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The configuration.
@@ -426,6 +440,7 @@ impl Runtime {
             session: record.id.clone(),
             ctx,
             events,
+            runner: self.own_runner(),
         };
         let outcome = drive.run(messages).await;
         self.finish(&outcome);
@@ -509,6 +524,7 @@ impl Runtime {
             session: id,
             ctx,
             events: spec.events.clone(),
+            runner: self.own_runner(),
         };
         Ok((drive, messages))
     }

@@ -982,3 +982,52 @@ async fn an_mcp_client_runs_toolgate_agents() {
     assert_eq!(sessions.len(), 4, "{kinds:?}");
     assert!(kinds.contains(&("main", "subagent")) && kinds.contains(&("helper", "delegation")), "{kinds:?}");
 }
+
+/// A library user's own loop: it reads a file through the gate and answers. The runtime keeps
+/// the session and the narrowing; the read is audited as the sub-agent's.
+#[derive(Debug)]
+struct ReadingRunner;
+
+#[async_trait::async_trait]
+impl toolgate::agent::AgentRunner for ReadingRunner {
+    async fn run(
+        &self,
+        req: toolgate::agent::RunRequest<'_>,
+    ) -> Result<toolgate::agent::RunReply, toolgate::agent::AgentError> {
+        assert!(req.tools.iter().any(|t| t.name == "read"));
+        let out = req.caller.call(req.ctx, "read", json!({"path": "notes.txt"})).await;
+        let text = out.map(|o| o.text_content()).unwrap_or_else(|e| e.to_string());
+        // A tool the sub-agent may not see is refused by the gate even from a custom loop.
+        let refused = req.caller.call(req.ctx, "subagents", json!({"action": "list"})).await.is_err();
+        Ok(toolgate::agent::RunReply {
+            answer: format!("{} read: {} (subagents refused: {refused})", req.agent, text.trim()),
+            iterations: 1,
+            tool_calls: 2,
+            ..Default::default()
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn your_own_runner_runs_the_agents_through_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "the word is kiwi\n").unwrap();
+    let cfg = config("http://127.0.0.1:9/v1");
+    let gate = gate(dir.path(), cfg);
+    gate.agents().unwrap().set_runner(Arc::new(ReadingRunner));
+    let ctx = as_agent(&gate, "main", "m-1");
+    let out = gate.call(&ctx, "subagents", json!({"action": "run", "task": "read the notes"})).await.unwrap();
+    let text = out.text_content();
+    assert!(text.contains("main read:") && text.contains("kiwi") && text.contains("subagents refused: true"), "{text}");
+    gate.flush_audit();
+    let store = store(dir.path());
+    let child = &store
+        .sessions(&toolgate::store::SessionFilter { parent: Some("m-1"), limit: 10, ..Default::default() })
+        .unwrap()[0];
+    assert_eq!((child.kind.as_str(), child.status.as_str(), child.depth), ("subagent", "done", 1));
+    let rows: Vec<_> = store.audit_tail(100).unwrap().into_iter().filter(|r| r.session == child.id).collect();
+    let seen: Vec<(&str, &str)> = rows.iter().map(|r| (r.tool.as_str(), r.outcome.as_str())).collect();
+    assert!(seen.contains(&("read", "ok")) && seen.iter().any(|(t, o)| *t == "subagents" && *o != "ok"), "{seen:?}");
+    let last = store.session_messages(&child.id, 1).unwrap();
+    assert!(last[0].role == "assistant" && last[0].content.contains("kiwi"), "the answer is in the session");
+}
