@@ -47,6 +47,24 @@ async fn proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
     (port, seen)
 }
 
+/// Copies the compiled components the other tests cached (`.cache/wasm/compiled`, same engine
+/// settings) into the workspace's cache, so `install` loads the Python interpreter instead of
+/// compiling it again (tens of seconds in a debug build). Missing entries are compiled.
+fn seed_compiled_cache(ws: &Path) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm/compiled");
+    let Ok(engines) = std::fs::read_dir(&from) else { return };
+    for engine in engines.flatten() {
+        let to = ws.join(".toolgate/wasm-cache").join(engine.file_name());
+        let Ok(files) = std::fs::read_dir(engine.path()) else { continue };
+        for file in files.flatten() {
+            if file.path().extension().is_some_and(|e| e == "cwasm") {
+                std::fs::create_dir_all(&to).expect("cache dir");
+                let _ = std::fs::copy(file.path(), to.join(file.file_name()));
+            }
+        }
+    }
+}
+
 /// Runs the CLI in `ws` (with `stdin`), returning success and stdout + stderr.
 fn toolgate(ws: &Path, args: &[&str], stdin: &str) -> (bool, String) {
     toolgate_with(ws, None, args, stdin)
@@ -86,6 +104,7 @@ async fn install_with_allow_http_then_call_reaches_the_server() {
     )
     .expect("config");
     std::fs::write(ws.join("fetcher.wasm"), super::http::component()).expect("component");
+    seed_compiled_cache(ws);
     // The credential and plain http (no TLS for a made-up host) come from a capability file;
     // the endpoint the call uses comes from `--allow-http` alone (the file's prefix is unused).
     std::fs::write(
