@@ -180,15 +180,24 @@ impl workspace::Host for HostState {
 
 impl http::Host for HostState {
     async fn send(&mut self, req: http::Request) -> Result<http::Response, String> {
-        let Some(cap) = self.caps.http.clone() else {
-            return Err("capability `http` is not granted to this tool".into());
-        };
-        let Some(client) = self.services.http.clone() else {
-            return Err("HTTP is not available in this toolgate build".into());
-        };
+        let client = self.services.http.clone();
         let request = HttpRequest { method: req.method, url: req.url, headers: req.headers, body: req.body };
         let (tool, ctx) = (Arc::clone(&self.tool), self.ctx.clone());
         let origin = HttpOrigin { tool: &tool, ctx: ctx.as_ref(), index: self.http_requests.saturating_add(1) };
+        let Some(cap) = self.caps.http.clone() else {
+            let reason = "capability `http` is not granted to this tool".to_owned();
+            // Recorded once per call, like the budget below.
+            if let Some(client) = &client
+                && self.http_requests == 0
+            {
+                client.refused(origin, &request, &reason);
+                self.http_requests = u32::MAX;
+            }
+            return Err(reason);
+        };
+        let Some(client) = client else {
+            return Err("HTTP is not available in this toolgate build".into());
+        };
         if self.http_requests >= MAX_HTTP_REQUESTS {
             let reason = format!("at most {MAX_HTTP_REQUESTS} HTTP requests per call");
             // One audit row for the first refusal: a guest looping on `send` must not flood

@@ -81,8 +81,9 @@ pub trait HttpClient: Send + Sync + 'static {
         req: HttpRequest,
     ) -> Result<HttpResponse, String>;
 
-    /// A request the host refused before it reached [`send`](HttpClient::send) (the per-call
-    /// budget), for clients that keep an audit log. Called once per call, not per attempt.
+    /// A request the host refused before it reached [`send`](HttpClient::send) (the capability
+    /// is not granted, or the per-call budget is spent), for clients that keep an audit log.
+    /// Called at most once per call, not per attempt.
     fn refused(&self, _origin: HttpOrigin<'_>, _req: &HttpRequest, _reason: &str) {}
 }
 

@@ -400,6 +400,16 @@ async fn every_guest_request_leaves_an_audit_row() {
     assert_eq!(denied.decision, "wasm http: refused");
     assert!(denied.error.as_deref().is_some_and(|e| e.contains("path `/admin` is outside")), "{denied:?}");
     assert_eq!(denied.output_bytes, 0);
+
+    // A tool without the capability that tries anyway leaves a row too.
+    let limits = r#"{"limits": {"memory_mb": 64, "instances": 16, "component_mb": 32}}"#;
+    let ungranted = tool_named(&gate, Capabilities::from_json(limits).expect("caps")).await;
+    let err = guest(&ungranted, json!({"url": format!("{base}/v1/data")})).await.expect_err("not granted");
+    assert!(err.to_string().contains("not granted"), "{err}");
+    let rows = audit_rows(&gate, ws.path());
+    let row = rows.iter().find(|r| r.tool == "wasm__python-http-strict").expect("the ungranted request's row");
+    assert_eq!((row.outcome.as_str(), row.decision.as_str()), ("denied", "wasm http: refused"), "{row:?}");
+    assert!(row.error.as_deref().is_some_and(|e| e.contains("capability `http` is not granted")), "{row:?}");
 }
 
 /// A loopback server that reads one request and never answers. `got` fires when the request
