@@ -16,3 +16,5 @@ fi
 # No WASI features the tool does not use: no stdio, clocks, random, HTTP or fetch.
 "$jco" componentize "$here/app.js" --wit "$wit" --world-name tool --disable all -o "$out"
 echo "built $out"
+# The interpreter needs more than the default limits: the sidecar grants them.
+echo "install: toolgate wasm install $out --name js-echo --capabilities $here/js-echo.capabilities.json"

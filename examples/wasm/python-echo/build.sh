@@ -15,3 +15,5 @@ fi
 cd "$here"
 "$cpy" -d "$wit" -w tool componentize app -o "$out"
 echo "built $out"
+# The interpreter needs more than the default limits: the sidecar grants them.
+echo "install: toolgate wasm install $out --name python-echo --capabilities $here/python-echo.capabilities.json"
