@@ -113,6 +113,8 @@ pub struct MemoryIndex {
     /// Vectors kept in memory for search by meaning, per (scopes, model), valid while
     /// `memory_meta.generation` has not moved.
     vectors: Mutex<HashMap<(String, String, String), Arc<VectorSet>>>,
+    /// (scope, model) pairs with no chunk lacking a vector, at the generation that was checked.
+    complete: Mutex<HashMap<(String, String), i64>>,
     /// Recent query vectors by (model, query): agents ask the same thing again (retries, each
     /// session's first look at memory), and embedding is most of a search's time.
     queries: Mutex<QueryCache>,
@@ -179,7 +181,12 @@ impl MemoryIndex {
                 conn
             }
         };
-        Ok(MemoryIndex { conn: Mutex::new(conn), vectors: Mutex::default(), queries: Mutex::default() })
+        Ok(MemoryIndex {
+            conn: Mutex::new(conn),
+            vectors: Mutex::default(),
+            complete: Mutex::default(),
+            queries: Mutex::default(),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -352,6 +359,13 @@ impl MemoryIndex {
         limit: usize,
     ) -> Result<Vec<(i64, String, String)>, StoreError> {
         let conn = self.lock();
+        // Every search asks; the answer is "none" until the index changes, and finding that out
+        // joins every chunk: remembered per (scope, model) with the generation it was true at.
+        let generation = generation(&conn).doing("finding chunks to embed")?;
+        let key = (scope.to_owned(), model.to_owned());
+        if self.complete.lock().unwrap_or_else(|e| e.into_inner()).get(&key) == Some(&generation) {
+            return Ok(Vec::new());
+        }
         let mut stmt = conn
             .prepare_cached(
                 "SELECT c.id, c.heading, c.text FROM memory_chunks c
@@ -362,7 +376,15 @@ impl MemoryIndex {
         let rows = stmt
             .query_map(params![scope, model, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .doing("finding chunks to embed")?;
-        rows.collect::<Result<Vec<_>, _>>().doing("finding chunks to embed")
+        let missing = rows.collect::<Result<Vec<_>, _>>().doing("finding chunks to embed")?;
+        if missing.is_empty() {
+            let mut complete = self.complete.lock().unwrap_or_else(|e| e.into_inner());
+            if complete.len() >= MAX_CACHED_SETS {
+                complete.clear();
+            }
+            complete.insert(key, generation);
+        }
+        Ok(missing)
     }
 
     /// Stores vectors for chunks (replacing another model's).
@@ -413,10 +435,7 @@ impl MemoryIndex {
         let key = (scopes.0.to_owned(), scopes.1.to_owned(), model.to_owned());
         let set = {
             let conn = self.lock();
-            let generation: i64 = conn
-                .prepare_cached("SELECT generation FROM memory_meta WHERE id = 1")
-                .and_then(|mut s| s.query_row([], |r| r.get(0)))
-                .doing("searching notes by meaning")?;
+            let generation = generation(&conn).doing("searching notes by meaning")?;
             let cached = self.vectors.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
             match cached {
                 Some(set) if set.generation == generation && set.dims == query.len() => Some(set),
@@ -529,10 +548,8 @@ impl MemoryIndex {
     /// never touched; managed notes' content is kept in `memory_docs`).
     pub(crate) fn rebuild(&self) -> Result<(), StoreError> {
         self.vectors.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.complete.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let conn = self.lock();
-        // Other processes keeping vectors in memory drop them too (best effort: the table may
-        // be the damaged part).
-        let _ = conn.execute(BUMP, []);
         let fts = conn
             .execute_batch(&format!(
                 "DROP TABLE IF EXISTS memory_fts; {FTS_SCHEMA} INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');"
@@ -542,7 +559,7 @@ impl MemoryIndex {
             return Ok(());
         }
         tracing::warn!("memory index: the chunks are unreadable; indexing every note again");
-        conn.execute_batch(&format!(
+        let dropped = conn.execute_batch(&format!(
             "DROP TRIGGER IF EXISTS memory_chunks_ai; DROP TRIGGER IF EXISTS memory_chunks_ad;
              DROP TABLE IF EXISTS memory_fts; DROP TABLE IF EXISTS memory_vectors; DELETE FROM memory_chunks;
              UPDATE memory_docs SET hash = ''; {FTS_SCHEMA} {TRIGGERS}
@@ -550,8 +567,11 @@ impl MemoryIndex {
                 chunk_id INTEGER PRIMARY KEY REFERENCES memory_chunks(id) ON DELETE CASCADE,
                 scope TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL);
              CREATE INDEX IF NOT EXISTS memory_vectors_model ON memory_vectors(scope, model);"
-        ))
-        .doing("rebuilding the memory index")
+        ));
+        // Other processes keeping vectors in memory drop theirs (best effort: `memory_meta`
+        // may be the damaged part; the notes' re-indexing bumps it again).
+        let _ = conn.execute(BUMP, []);
+        dropped.doing("rebuilding the memory index")
     }
 
     /// What the index holds and whether it is sound (checks after a crash, `toolgate doctor`).
@@ -578,8 +598,14 @@ impl MemoryIndex {
     #[doc(hidden)]
     pub fn execute_batch_for_tests(&self, sql: &str) -> Result<(), StoreError> {
         self.vectors.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.complete.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.lock().execute_batch(sql).doing("running test SQL")
     }
+}
+
+/// The index's change counter (bumped by every change, in its transaction).
+fn generation(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT generation FROM memory_meta WHERE id = 1")?.query_row([], |r| r.get(0))
 }
 
 /// Reads every vector of `scopes` under `model` (`None` when there are too many to keep).
