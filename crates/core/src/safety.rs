@@ -30,6 +30,9 @@ pub struct CallSafety {
     /// command is known-safe read-only, `process` listing or polling. Approval mode `untrusted`
     /// runs such calls without asking, like calls of read-only tools.
     pub read_only: bool,
+    /// The gate calls [`crate::Tool::inspect`] before asking for approval: what the call will
+    /// do can only be known with the workspace or I/O (a skill's supply-chain scan).
+    pub inspect: bool,
 }
 
 /// What one call will touch, as the tool itself understands its parameters. Policy argument
@@ -60,6 +63,7 @@ impl Default for CallSafety {
             touches: Touches::default(),
             refusal: None,
             read_only: false,
+            inspect: false,
         }
     }
 }

@@ -19,6 +19,16 @@ pub trait Tool: Send + Sync + 'static {
         CallSafety::default()
     }
 
+    /// Looks at what the call will do before anyone is asked to approve it, when that needs the
+    /// workspace or I/O (`skill_install` stages and scans the skill). Called only when
+    /// [`CallSafety::inspect`] is set, after policy and before approval. The lines returned are
+    /// added to the approval request's reason; an error refuses the call before anyone is asked.
+    /// Whatever it prepares should be what [`Tool::execute`] then uses (the same
+    /// [`CallContext::call_id`]), so what was approved is what runs.
+    async fn inspect(&self, _ctx: &CallContext, _params: &Value) -> Result<Vec<String>, ToolError> {
+        Ok(Vec::new())
+    }
+
     /// Runs the call. Long work should watch [`CallContext::cancel`] and report
     /// [`CallContext::progress`].
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError>;

@@ -252,7 +252,7 @@ impl GateBuilder {
             tracing::warn!("policy: {warning}");
         }
         Ok(Gate {
-            registry: Arc::new(registry),
+            registry,
             workspace: Arc::from(workspace.into_boxed_path()),
             policy,
             rate: RateLimiter::new(config.rate_limits.clone()).map_err(GateError::RateLimits)?,
@@ -525,6 +525,14 @@ impl Gate {
                 trace.push(format!("hooks: ask: {reason}"));
                 safety.approval = ApprovalRequirement::Always;
                 safety.approval_reason = Some(reason.into());
+            }
+        }
+        if safety.inspect {
+            let notes = tool.tool.inspect(ctx, &params).await?;
+            trace.push(format!("inspected before approval: {} note(s)", notes.len()));
+            if !notes.is_empty() {
+                let reason = safety.approval_reason.take().unwrap_or_default();
+                safety.approval_reason = Some(format!("{reason}\n{}", notes.join("\n")).trim_start().to_owned().into());
             }
         }
         let approval = self

@@ -197,6 +197,7 @@ impl ShellCheck {
             // `Safe` is the classifier's "known read-only, flags checked" for every simple
             // command, after unwrapping, with no writing redirection or opaque substitution.
             read_only: self.class == CommandClass::Safe,
+            inspect: false,
         }
     }
 

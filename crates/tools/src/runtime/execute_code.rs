@@ -132,6 +132,7 @@ impl Tool for ExecuteCodeTool {
                     },
                     refusal: None,
                     read_only: false,
+                    inspect: false,
                 }
             }
         };

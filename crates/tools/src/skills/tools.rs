@@ -1,7 +1,9 @@
 //! `skill_list`, `skill_read`, `skill_search`, `skill_install`, `skill_remove`.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_core::{
@@ -45,6 +47,25 @@ struct SkillTool {
     kind: Kind,
     spec: ToolSpec,
     fetcher: Fetcher,
+    /// `skill_install`: skills staged and scanned by `inspect` before the approval, by call id,
+    /// installed by `execute` from that very copy.
+    staged: Mutex<HashMap<String, (Instant, Staged)>>,
+}
+
+/// How long a staged skill waits for its approval.
+const STAGED_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// A skill copied into a private temporary folder, validated and scanned.
+#[derive(Debug)]
+struct Staged {
+    /// Keeps the folder alive.
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    skill: Skill,
+    files: Vec<PathBuf>,
+    findings: Vec<super::Finding>,
+    /// Where it came from, for messages.
+    from: String,
 }
 
 fn name_param() -> Value {
@@ -99,6 +120,7 @@ impl SkillTool {
             kind,
             spec: ToolSpec::new(name, description, schema).group("skills").annotations(annotations),
             fetcher,
+            staged: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -147,6 +169,7 @@ impl Tool for SkillTool {
                         "installing a skill adds instructions and tools the model will follow".into(),
                     ),
                     approval_subject: Some(format!("install the skill {from} into {INSTALL_DIR}/")),
+                    inspect: true,
                     touches: Touches {
                         reads: path.map(str::to_owned).into_iter().collect(),
                         writes: vec![INSTALL_DIR.to_owned()],
@@ -170,28 +193,73 @@ impl Tool for SkillTool {
         }
     }
 
+    /// `skill_install`: downloads (for a `url`), copies or unpacks the skill into a private
+    /// folder, validates and scans it, so the approval request shows what the scan found; a
+    /// blocking finding refuses the install before anyone is asked.
+    async fn inspect(&self, ctx: &CallContext, params: &Value) -> Result<Vec<String>, ToolError> {
+        if self.kind != Kind::Install {
+            return Ok(Vec::new());
+        }
+        let staged = self.stage(ctx, params).await?;
+        let mut notes = vec![format!(
+            "the skill `{}` from {}: {} files; {}",
+            staged.skill.name,
+            staged.from,
+            staged.files.len(),
+            clip_line(&staged.skill.description, 300)
+        )];
+        if staged.findings.is_empty() {
+            notes.push("supply-chain scan: nothing found".to_owned());
+        } else {
+            notes.push("supply-chain scan found (not blocking):".to_owned());
+            notes.extend(staged.findings.iter().take(20).map(|f| format!("  {}:{}: {}", f.file, f.line, f.what)));
+        }
+        let mut map = self.staged.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, (at, _)| at.elapsed() < STAGED_TTL);
+        map.insert(ctx.call_id.clone(), (Instant::now(), staged));
+        Ok(notes)
+    }
+
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
         let workspace = ctx.workspace.to_path_buf();
         let name = self.spec.name.clone();
         let kind = self.kind;
-        let download = match (kind, params.get("url").and_then(Value::as_str)) {
-            (Kind::Install, Some(_)) if params.get("path").is_some() => {
-                return Err(ToolError::invalid(&name, "/url", "give `path` or `url`, not both"));
-            }
-            (Kind::Install, Some(url)) => Some(self.download(ctx, url).await?),
-            _ => None,
-        };
-        // Folder walks, unpacking and copies are blocking I/O.
-        tokio::task::spawn_blocking(move || match download {
-            Some(archive) => install(&name, &workspace, &params, Some(archive)),
-            None => run(kind, &name, &workspace, &params),
-        })
-        .await
-        .map_err(|e| ToolError::failed(format!("the skill task failed: {e}")))?
+        if kind == Kind::Install {
+            let taken = self.staged.lock().unwrap_or_else(|e| e.into_inner()).remove(&ctx.call_id);
+            // Staged before the approval when the gate inspected the call; otherwise now.
+            let staged = match taken {
+                Some((_, staged)) => staged,
+                None => self.stage(ctx, &params).await?,
+            };
+            let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
+            return tokio::task::spawn_blocking(move || install_staged(&workspace, staged, replace))
+                .await
+                .map_err(|e| ToolError::failed(format!("the skill task failed: {e}")))?;
+        }
+        // Folder walks and deletions are blocking I/O.
+        tokio::task::spawn_blocking(move || run(kind, &name, &workspace, &params))
+            .await
+            .map_err(|e| ToolError::failed(format!("the skill task failed: {e}")))?
     }
 }
 
 impl SkillTool {
+    /// The skill of a `skill_install` call, staged: downloaded or read, unpacked or copied into a
+    /// private temporary folder, validated and scanned; a blocking finding refuses it.
+    async fn stage(&self, ctx: &CallContext, params: &Value) -> Result<Staged, ToolError> {
+        let tool = self.spec.name.clone();
+        let download = match (params.get("url").and_then(Value::as_str), params.get("path")) {
+            (Some(_), Some(_)) => return Err(ToolError::invalid(&tool, "/url", "give `path` or `url`, not both")),
+            (Some(url), None) => Some((url.to_owned(), self.download(ctx, url).await?)),
+            _ => None,
+        };
+        let workspace = ctx.workspace.to_path_buf();
+        let params = params.clone();
+        tokio::task::spawn_blocking(move || stage(&tool, &workspace, &params, download))
+            .await
+            .map_err(|e| ToolError::failed(format!("the skill task failed: {e}")))?
+    }
+
     /// An archive from an https URL, through the SSRF-safe fetcher, at most
     /// [`MAX_ARCHIVE_BYTES`] (decoded).
     async fn download(&self, ctx: &CallContext, url: &str) -> Result<Vec<u8>, ToolError> {
@@ -269,7 +337,7 @@ fn run(kind: Kind, tool: &str, workspace: &Path, params: &Value) -> Result<ToolO
             }
             Ok(ToolOutput::text(text).with_structured(json!({"results": list})))
         }
-        Kind::Install => install(tool, workspace, params, None),
+        Kind::Install => Err(ToolError::failed(format!("`{tool}` is run by its own path"))),
         Kind::Remove => {
             let name = str_param(tool, params, "name")?;
             if !super::valid_name(name) {
@@ -355,32 +423,71 @@ fn checked_files(tool: &str, dir: &Path) -> Result<Vec<PathBuf>, ToolError> {
     Ok(files)
 }
 
-/// Installs from a folder or archive in the workspace (`path`), or from `download` (an archive
-/// fetched from `url`). An archive is unpacked into a private temporary folder first.
-fn install(tool: &str, workspace: &Path, params: &Value, download: Option<Vec<u8>>) -> Result<ToolOutput, ToolError> {
-    let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
-    let archive = match download {
-        Some(bytes) => Some(bytes),
+/// Stages the skill of a `path` (a folder or archive in the workspace) or of `download` (an
+/// archive fetched from a URL) in a private temporary folder: a folder is copied, an archive
+/// unpacked, so what is scanned and approved is what gets installed, whatever happens to the
+/// source meanwhile.
+fn stage(
+    tool: &str,
+    workspace: &Path,
+    params: &Value,
+    download: Option<(String, Vec<u8>)>,
+) -> Result<Staged, ToolError> {
+    let tmp = tempfile::Builder::new()
+        .prefix("toolgate-skill-")
+        .tempdir()
+        .map_err(|e| ToolError::failed(format!("cannot create a folder to stage the skill in: {e}")))?;
+    let caps = archive::Caps { files: MAX_FILES, file_bytes: MAX_FILE_BYTES, total_bytes: MAX_TOTAL_BYTES };
+    let unpack = |bytes: &[u8]| {
+        archive::unpack(bytes, tmp.path(), &caps)
+            .map_err(|e| ToolError::failed(format!("the skill was not installed: the archive was refused: {e}")))
+    };
+    let (dir, from) = match download {
+        Some((url, bytes)) => (unpack(&bytes)?, url),
         None => {
             let path = params.get("path").and_then(Value::as_str).ok_or_else(|| {
                 ToolError::invalid(tool, "", "give `path` (a folder or archive in the workspace) or `url` (https)")
             })?;
             let real = confined_source(tool, workspace, path)?;
             if real.is_dir() {
-                return install_folder(tool, workspace, &real, replace);
+                let files = checked_files(tool, &real)?;
+                let copy = tmp.path().join("skill");
+                for rel in &files {
+                    let to = copy.join(rel);
+                    if let Some(parent) = to.parent() {
+                        std::fs::create_dir_all(parent)
+                            .map_err(|e| ToolError::failed(format!("cannot stage the skill: {e}")))?;
+                    }
+                    std::fs::copy(real.join(rel), &to)
+                        .map_err(|e| ToolError::failed(format!("cannot stage the skill: {e}")))?;
+                }
+                // The copy is named after the folder, which the front matter's name must equal.
+                let named = tmp.path().join(real.file_name().unwrap_or_default());
+                std::fs::rename(&copy, &named)
+                    .map_err(|e| ToolError::failed(format!("cannot stage the skill: {e}")))?;
+                (named, format!("`{path}`"))
+            } else {
+                (unpack(&read_archive(tool, &real, path)?)?, format!("`{path}`"))
             }
-            Some(read_archive(tool, &real, path)?)
         }
     };
-    let bytes = archive.unwrap_or_default();
-    let staging = tempfile::Builder::new()
-        .prefix("toolgate-skill-")
-        .tempdir()
-        .map_err(|e| ToolError::failed(format!("cannot create a folder to unpack the skill in: {e}")))?;
-    let caps = archive::Caps { files: MAX_FILES, file_bytes: MAX_FILE_BYTES, total_bytes: MAX_TOTAL_BYTES };
-    let source = archive::unpack(&bytes, staging.path(), &caps)
-        .map_err(|e| ToolError::failed(format!("the skill was not installed: the archive was refused: {e}")))?;
-    install_folder(tool, workspace, &source, replace)
+    let skill = read_skill(&dir, SkillSource::Workspace).map_err(|e| ToolError::failed(e.to_string()))?;
+    let files = checked_files(tool, &dir)?;
+    let findings = scan_skill(&dir);
+    let blocking: Vec<String> =
+        findings.iter().filter(|f| f.blocking).map(|f| format!("{}:{}: {}", f.file, f.line, f.what)).collect();
+    if !blocking.is_empty() {
+        return Err(ToolError::Denied {
+            tool: tool.to_owned(),
+            reason: format!("the skill `{}` was not installed; the scan found:\n{}", skill.name, blocking.join("\n")),
+        });
+    }
+    Ok(Staged { _tmp: tmp, dir, skill, files, findings, from })
+}
+
+fn clip_line(s: &str, max: usize) -> String {
+    let flat = s.replace('\n', " ");
+    if flat.chars().count() <= max { flat } else { format!("{}...", flat.chars().take(max).collect::<String>()) }
 }
 
 /// An archive file of the workspace, at most [`MAX_ARCHIVE_BYTES`].
@@ -404,26 +511,12 @@ fn read_archive(tool: &str, real: &Path, path: &str) -> Result<Vec<u8>, ToolErro
     Ok(bytes)
 }
 
-/// Installs the skill in the folder `source` (validated, scanned, copied, renamed into place).
-fn install_folder(tool: &str, workspace: &Path, source: &Path, replace: bool) -> Result<ToolOutput, ToolError> {
-    let source = source.to_path_buf();
-    let skill = read_skill(&source, SkillSource::Workspace).map_err(|e| ToolError::failed(e.to_string()))?;
-    let files = checked_files(tool, &source)?;
-    let findings = scan_skill(&source);
-    let blocking: Vec<String> =
-        findings.iter().filter(|f| f.blocking).map(|f| format!("{}:{}: {}", f.file, f.line, f.what)).collect();
-    if !blocking.is_empty() {
-        return Err(ToolError::Denied {
-            tool: tool.to_owned(),
-            reason: format!("the skill `{}` was not installed; the scan found:\n{}", skill.name, blocking.join("\n")),
-        });
-    }
+/// Installs a staged skill: copied beside its target, renamed into place.
+fn install_staged(workspace: &Path, staged: Staged, replace: bool) -> Result<ToolOutput, ToolError> {
+    let Staged { dir: source, skill, files, findings, .. } = &staged;
     let root = workspace.join(INSTALL_DIR);
     std::fs::create_dir_all(&root).map_err(|e| ToolError::failed(format!("cannot create {INSTALL_DIR}: {e}")))?;
     let target = root.join(&skill.name);
-    if target.starts_with(&source) || source.starts_with(&target) {
-        return Err(ToolError::invalid(tool, "/path", "the folder is already the installed skill"));
-    }
     if target.exists() && !replace {
         return Err(ToolError::failed(format!(
             "a skill `{}` is already installed; pass `replace: true` to replace it",
@@ -433,7 +526,7 @@ fn install_folder(tool: &str, workspace: &Path, source: &Path, replace: bool) ->
     // Copy into a temporary folder beside the target, then rename: nothing half-installed.
     let tmp = root.join(format!(".tmp-{}-{}", skill.name, toolgate_guard::random::hex_id(4)));
     let copy = || -> std::io::Result<()> {
-        for rel in &files {
+        for rel in files {
             let to = tmp.join(rel);
             if let Some(parent) = to.parent() {
                 std::fs::create_dir_all(parent)?;
