@@ -252,7 +252,7 @@ impl GateBuilder {
             tracing::warn!("policy: {warning}");
         }
         Ok(Gate {
-            registry,
+            registry: Arc::new(registry),
             workspace: Arc::from(workspace.into_boxed_path()),
             policy,
             rate: RateLimiter::new(config.rate_limits.clone()).map_err(GateError::RateLimits)?,
