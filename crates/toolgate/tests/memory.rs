@@ -311,17 +311,31 @@ fn kill_9_during_indexing_loses_no_note_and_the_next_start_repairs_the_index() {
 /// the first search only its file watcher can index a new, edited, moved or deleted note.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_reindexes_notes_edited_on_disk() {
+    serve_watch(true).await;
+}
+
+/// The same when `memory/` does not exist when `serve` starts: its creation (with a folder and
+/// a note inside, before the watch on it is armed) is seen from the workspace's watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_watches_a_memory_folder_created_later() {
+    serve_watch(false).await;
+}
+
+async fn serve_watch(memory_first: bool) {
     use rmcp::ServiceExt;
     use rmcp::model::CallToolRequestParams;
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("toolgate.toml"),
-        "[memory]\nrescan_interval_ms = 3600000\n[memory.embeddings]\nprovider = \"none\"\n",
+        // The polling below repeats one call, which the loop breaker would refuse.
+        "[loop_breaker]\nenabled = false\n[memory]\nrescan_interval_ms = 3600000\n[memory.embeddings]\nprovider = \"none\"\n",
     )
     .unwrap();
-    std::fs::create_dir_all(dir.path().join("memory")).unwrap();
-    std::fs::write(dir.path().join("memory/a.md"), "alpha note\n").unwrap();
+    if memory_first {
+        std::fs::create_dir_all(dir.path().join("memory")).unwrap();
+        std::fs::write(dir.path().join("memory/a.md"), "alpha note\n").unwrap();
+    }
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
     command.arg("--workspace").arg(dir.path()).args(["--approval", "never", "serve"]);
     let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
@@ -334,6 +348,7 @@ async fn serve_reindexes_notes_edited_on_disk() {
         let client = &client;
         async move {
             let result = client.call_tool(request).await.unwrap();
+            assert_ne!(result.is_error, Some(true), "{result:?}");
             let s = result.structured_content.unwrap_or_default();
             s["results"]
                 .as_array()
@@ -359,6 +374,13 @@ async fn serve_reindexes_notes_edited_on_disk() {
             }
         }
     };
+    if !memory_first {
+        until("alpha", vec![]).await;
+        std::fs::create_dir_all(dir.path().join("memory/deep/er")).unwrap();
+        std::fs::write(dir.path().join("memory/deep/er/a.md"), "alpha note\n").unwrap();
+        until("alpha", vec!["memory/deep/er/a.md"]).await;
+        std::fs::rename(dir.path().join("memory/deep/er/a.md"), dir.path().join("memory/a.md")).unwrap();
+    }
     until("alpha", vec!["memory/a.md"]).await;
     // A new note.
     std::fs::write(dir.path().join("memory/b.md"), "bravo zulu\n").unwrap();

@@ -87,7 +87,10 @@ pub(crate) fn watch(gate: &Gate) {
     }
     let memory_dir = root.join("memory");
     let mut armed = arm(&mut watcher, &memory_dir, false);
-    store.set_watched(true);
+    // Searches skip their scan only while every note is watched (a `memory/` that exists but
+    // could not be watched, e.g. the inotify limit reached, keeps the scans).
+    let exists = |d: &PathBuf| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
+    store.set_watched(armed || !exists(&memory_dir));
     tokio::spawn(async move {
         // What changed before the watch was armed.
         reindex(store.clone(), Vec::new(), true).await;
@@ -111,6 +114,7 @@ pub(crate) fn watch(gate: &Gate) {
                 let was = armed;
                 armed = arm(&mut watcher, &memory_dir, true);
                 all |= armed && !was;
+                store.set_watched(armed || !exists(&memory_dir));
             }
             reindex(store.clone(), notes.into_iter().collect(), all).await;
         }
