@@ -296,3 +296,32 @@ fn a_broken_embedder_falls_back_to_full_text_and_says_so() {
         assert!(r.notes.iter().any(|n| n.contains("full-text search only") && n.contains(expect)), "{:?}", r.notes);
     }
 }
+
+/// Managed mode searches by meaning too, and the vectors of one user never answer another:
+/// user A's search sees A's notes and the agent's global notes, never B's, though B's note is
+/// the nearest by meaning.
+#[test]
+fn managed_vectors_stay_with_their_user() {
+    use toolgate_store::memory::ManagedMemory;
+    let m = ManagedMemory::new(MemoryIndex::open(None).unwrap(), Some(Arc::new(Words)));
+    let scope = |user: &str| Scope { user: user.into(), agent: "helper".into() };
+    m.write(&scope("a"), "MEMORY.md", "zebra giraffe okapi", WriteMode::Replace).unwrap();
+    m.write(&scope("b"), "MEMORY.md", "penguin walrus seal", WriteMode::Replace).unwrap();
+    m.write(&scope(""), "memory/team.md", "walrus meeting notes", WriteMode::Replace).unwrap();
+    let found = |user: &str, q: &str| -> Vec<(String, String)> {
+        let r = m.search(&scope(user), q, &SearchOptions { limit: 10, min_score: 0.0 }).unwrap();
+        assert_eq!(r.model.as_deref(), Some("words"), "{:?}", r.notes);
+        r.hits.into_iter().map(|h| (h.path, h.snippet)).collect()
+    };
+    let a = found("a", "penguin walrus seal");
+    assert!(a.iter().all(|(_, s)| !s.contains("penguin")), "{a:?}");
+    assert!(a.iter().any(|(p, _)| p == "memory/team.md"), "the global note: {a:?}");
+    let b = found("b", "penguin walrus seal");
+    assert_eq!(b.first().map(|h| h.0.as_str()), Some("MEMORY.md"), "{b:?}");
+    assert!(b.iter().all(|(_, s)| !s.contains("zebra")), "{b:?}");
+    // Another agent of the same user sees none of it.
+    let other = m.search(&Scope { user: "a".into(), agent: "other".into() }, "zebra", &SearchOptions::default());
+    assert!(other.unwrap().hits.is_empty());
+    assert_eq!(m.read(&scope("b"), "memory/team.md").unwrap(), "walrus meeting notes\n");
+    assert!(matches!(m.read(&scope("a"), "memory/none.md"), Err(MemoryError::NotFound { .. })));
+}
