@@ -39,6 +39,11 @@ pub const RESERVED_NAMES: &[&str] = &[
     "sessions_send",
     "message",
     "tool_search",
+    "tool_list",
+    "tool_install",
+    "tool_auth",
+    "tool_activate",
+    "tool_remove",
 ];
 
 /// Tool-name aliases models use, from other runtimes' names (alias, canonical).

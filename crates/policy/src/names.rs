@@ -43,6 +43,7 @@ pub(crate) const BUILTIN_GROUPS: &[&str] = &[
     "teams",
     "toolgate",
     "mcp",
+    "extensions",
 ];
 
 /// The canonical name for `name` (`bash`, `Bash` → `exec`; `Read` → `read`), or `name` itself.

@@ -30,7 +30,8 @@ const WAIT_SLACK: Duration = Duration::from_secs(5);
 /// The bridge as the gate holds it: not started until [`Gate::start_mcp`].
 #[derive(Debug, Default)]
 pub(crate) struct McpBridge {
-    bridge: OnceLock<Bridge>,
+    /// Shared with `tool_list`, which reports each server's state.
+    bridge: Arc<OnceLock<Bridge>>,
     /// OAuth credentials of HTTP servers (the state database's encrypted secrets).
     vault: Option<Arc<dyn SecretVault>>,
     /// Timings the bridge starts with; tests shorten them.
@@ -39,7 +40,12 @@ pub(crate) struct McpBridge {
 
 impl McpBridge {
     pub(crate) fn new(vault: Option<Arc<dyn SecretVault>>, timings: Option<BridgeTimings>) -> Self {
-        McpBridge { bridge: OnceLock::new(), vault, timings: Mutex::new(timings.unwrap_or_default()) }
+        McpBridge { bridge: Arc::new(OnceLock::new()), vault, timings: Mutex::new(timings.unwrap_or_default()) }
+    }
+
+    /// The bridge once started, for the extension tools.
+    pub(crate) fn handle(&self) -> Arc<OnceLock<Bridge>> {
+        Arc::clone(&self.bridge)
     }
 
     fn timings(&self) -> BridgeTimings {

@@ -188,7 +188,8 @@ impl GateBuilder {
         // One process runner (sandboxes, background process table) for `exec` and friends and
         // for the custom and skill tools.
         let runner = toolgate_tools::runtime::ProcessRunner::new(self.config.runtime.clone())?;
-        let registry = Registry::new();
+        // Shared from the start: the extension tools list what it holds.
+        let registry = Arc::new(Registry::new());
         if self.builtins {
             for tool in toolgate_tools::basic::tools() {
                 registry.register_builtin(tool)?;
@@ -239,6 +240,19 @@ impl GateBuilder {
         for tool in agents.iter().flat_map(toolgate_agent::tools) {
             registry.register_builtin(tool)?;
         }
+        let mcp = McpBridge::new(vault, self.mcp_timings);
+        if self.builtins {
+            let shared = crate::extension_tools::Shared {
+                workspace: workspace.clone(),
+                registry: Arc::clone(&registry),
+                bridge: mcp.handle(),
+                store: store.clone(),
+                config: Arc::new(self.config.clone()),
+            };
+            for tool in crate::extension_tools::tools(&shared) {
+                registry.register_builtin(tool)?;
+            }
+        }
         let config = self.config;
         let mut custom_names = Vec::new();
         for tool in crate::extensions::custom_tools(&workspace, &config, store.as_ref(), &runner)? {
@@ -252,7 +266,7 @@ impl GateBuilder {
             tracing::warn!("policy: {warning}");
         }
         Ok(Gate {
-            registry: Arc::new(registry),
+            registry,
             workspace: Arc::from(workspace.into_boxed_path()),
             policy,
             rate: RateLimiter::new(config.rate_limits.clone()).map_err(GateError::RateLimits)?,
@@ -273,7 +287,7 @@ impl GateBuilder {
             id_prefix: toolgate_guard::random::hex_id(6),
             next_id: AtomicU64::new(1),
             detector,
-            mcp: McpBridge::new(vault, self.mcp_timings),
+            mcp,
             agents,
             cache: ResultCache::new(config.cache.clone()),
             loops: LoopBreaker::new(config.loop_breaker.clone()),

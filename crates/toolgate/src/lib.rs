@@ -27,6 +27,9 @@
 //! - [`mcp`]: serving the gate over MCP (`toolgate serve`), from `toolgate-mcp`.
 //! - [`bridge`]: external MCP servers' tools in the gate (`[mcp.servers.NAME]`): [`Gate::start_mcp`],
 //!   [`Gate::connect_mcp`].
+//! - [`config_edit`]: editing `toolgate.toml` in place (`toolgate mcp add`, `tool_install`).
+//! - `extension_tools`: `tool_list`, `tool_search`, `tool_install`, `tool_auth`,
+//!   `tool_activate`, `tool_remove` (group `extensions`).
 //! - [`reload`]: [`Gate::reload`], the `[tools]` policy and custom and skill tools swapped in
 //!   a running gate.
 //!
@@ -38,10 +41,12 @@ pub mod agent;
 pub mod approvals;
 pub mod bridge;
 pub mod config;
+pub mod config_edit;
 #[doc(hidden)]
 pub mod conformance_client;
 pub mod embeddings;
 pub mod extensions;
+mod extension_tools;
 mod gate;
 pub mod mcp;
 pub mod mcp_vault;

@@ -1,10 +1,10 @@
 //! `toolgate mcp list|add|remove|login|tools`: the external MCP servers the gate bridges in.
 //!
-//! `add` and `remove` edit the config file in place with `toml_edit`, so the user's comments
-//! and layout survive; the new file is written next to the old one, synced and renamed over it.
+//! `add` and `remove` edit the config file in place through [`toolgate::config_edit`] (shared
+//! with the `tool_install` / `tool_remove` tools), so the user's comments and layout survive;
+//! the new file is checked, written next to the old one, synced and renamed over it.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use toolgate::Gate;
 use toolgate::config::Config;
+use toolgate::config_edit;
 use toolgate::core::ApprovalRequirement;
 use toolgate::mcp_vault::StoreVault;
 use toolgate_mcp::bridge::oauth::{self, SecretVault};
@@ -232,13 +233,13 @@ fn add(global: &GlobalArgs, args: AddArgs) -> anyhow::Result<ExitCode> {
         bail!("{problem}");
     }
     let path = config_path(global, args.user)?;
-    let mut doc = read_document(&path)?;
-    let servers = servers_table(&mut doc, &path)?;
+    let mut doc = config_edit::read_document(&path)?;
+    let servers = config_edit::servers_table(&mut doc, &path)?;
     if servers.contains_key(&name) && !args.force {
         bail!("{} already has an MCP server `{name}`; pass `--force` to replace it", path.display());
     }
-    servers.insert(&name, toml_edit::Item::Table(server_table(&server)?));
-    write_document(&path, &doc)?;
+    servers.insert(&name, toml_edit::Item::Table(config_edit::server_table(&server).map_err(anyhow::Error::msg)?));
+    config_edit::write_document(&path, &doc)?;
     outln!("added MCP server `{name}` to {}", path.display());
     outln!("its tools will appear as `{}*`; see them with `toolgate mcp tools {name}`", server.tool_name(&name, ""));
     if server.url.is_some() {
@@ -249,22 +250,12 @@ fn add(global: &GlobalArgs, args: AddArgs) -> anyhow::Result<ExitCode> {
 
 fn remove(global: &GlobalArgs, name: &str, user: bool) -> anyhow::Result<ExitCode> {
     let path = config_path(global, user)?;
-    let mut doc = read_document(&path)?;
-    let removed = servers_table(&mut doc, &path)?.remove(name).is_some();
-    if !removed {
+    let mut doc = config_edit::read_document(&path)?;
+    if !config_edit::remove_server(&mut doc, &path, name)? {
         eprintln!("error: {} has no MCP server `{name}`; `toolgate mcp list` shows them", path.display());
         return Ok(ExitCode::from(1));
     }
-    // Leave no empty `[mcp.servers]` / `[mcp]` headers behind.
-    if let Some(mcp) = doc.get_mut("mcp").and_then(|m| m.as_table_like_mut()) {
-        if mcp.get("servers").and_then(|s| s.as_table_like()).is_some_and(|s| s.is_empty()) {
-            mcp.remove("servers");
-        }
-        if mcp.is_empty() {
-            doc.remove("mcp");
-        }
-    }
-    write_document(&path, &doc)?;
+    config_edit::write_document(&path, &doc)?;
     outln!("removed MCP server `{name}` from {}", path.display());
     if let Some(vault) = existing_vault(global)?
         && oauth::logout(name, &vault)?
@@ -287,109 +278,6 @@ fn config_path(global: &GlobalArgs, user: bool) -> anyhow::Result<PathBuf> {
         Some(file) => Ok(file.clone()),
         None => Ok(global.workspace()?.join("toolgate.toml")),
     }
-}
-
-fn read_document(path: &Path) -> anyhow::Result<toml_edit::DocumentMut> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
-    text.parse().with_context(|| format!("{} is not valid TOML", path.display()))
-}
-
-/// `[mcp.servers]` of `doc`, created when missing (as implicit tables, so only
-/// `[mcp.servers.NAME]` headers appear).
-fn servers_table<'d>(doc: &'d mut toml_edit::DocumentMut, path: &Path) -> anyhow::Result<&'d mut toml_edit::Table> {
-    let not_table = || format!("`mcp.servers` in {} is not a table", path.display());
-    let mcp = doc.entry("mcp").or_insert_with(implicit_table).as_table_mut().with_context(not_table)?;
-    mcp.entry("servers").or_insert_with(implicit_table).as_table_mut().with_context(not_table)
-}
-
-fn implicit_table() -> toml_edit::Item {
-    let mut table = toml_edit::Table::new();
-    table.set_implicit(true);
-    toml_edit::Item::Table(table)
-}
-
-/// `server` as a TOML table, through serde so the keys are exactly the config's. Keys that only
-/// repeat a default are left out, and sub-tables (`env`, `headers`, `tools`) are written inline,
-/// so the entry stays one block under its `[mcp.servers.NAME]` header.
-fn server_table(server: &ServerConfig) -> anyhow::Result<toml_edit::Table> {
-    let toml::Value::Table(fields) = toml::Value::try_from(server).context("cannot write the server entry as TOML")?
-    else {
-        bail!("the server entry is not a table");
-    };
-    let defaults = match toml::Value::try_from(ServerConfig::default()) {
-        Ok(toml::Value::Table(t)) => t,
-        _ => toml::Table::new(),
-    };
-    // The order of `ServerConfig`'s fields, not the alphabet: `command` before `args`.
-    const ORDER: [&str; 12] = [
-        "enabled",
-        "command",
-        "args",
-        "env",
-        "cwd",
-        "url",
-        "transport",
-        "headers",
-        "oauth",
-        "tools",
-        "prefix",
-        "timeout_secs",
-    ];
-    let mut fields: Vec<(String, toml::Value)> = fields.into_iter().collect();
-    fields.sort_by_key(|(key, _)| ORDER.iter().position(|k| k == key).unwrap_or(ORDER.len()));
-    let mut table = toml_edit::Table::new();
-    for (key, value) in fields {
-        if defaults.get(&key) == Some(&value) {
-            continue;
-        }
-        let value = match value {
-            toml::Value::Table(sub) => {
-                let sub: toml::Table = sub.into_iter().filter(|(_, v)| !is_empty(v)).collect();
-                if sub.is_empty() {
-                    continue;
-                }
-                toml::Value::Table(sub)
-            }
-            other => other,
-        };
-        // `Value`'s display is inline TOML; re-parse it as a `toml_edit` value.
-        let parsed: toml_edit::Value = value.to_string().parse().context("cannot re-read the server entry")?;
-        table.insert(&key, toml_edit::value(parsed));
-    }
-    Ok(table)
-}
-
-fn is_empty(value: &toml::Value) -> bool {
-    match value {
-        toml::Value::Array(a) => a.is_empty(),
-        toml::Value::Table(t) => t.is_empty(),
-        _ => false,
-    }
-}
-
-/// Writes `doc` to `path` atomically: a temporary file beside it, fsync, rename.
-fn write_document(path: &Path, doc: &toml_edit::DocumentMut) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
-    let mut text = doc.to_string();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    tmp.write_all(text.as_bytes()).and_then(|()| tmp.as_file().sync_all()).context("cannot write the config")?;
-    if let Ok(meta) = std::fs::metadata(path) {
-        // Keep the old file's permissions (a config with headers may be private).
-        let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
-    }
-    tmp.persist(path).map_err(|e| e.error).with_context(|| format!("cannot replace {}", path.display()))?;
-    Ok(())
 }
 
 /// The vault of the workspace's state database, when that database exists (listing and
