@@ -88,17 +88,7 @@ impl Drive<'_> {
             r = runner.run(req) => r,
             () = cancel.cancelled() => Err(AgentError::Cancelled),
         };
-        let mut out = RunOutcome {
-            session: self.session.clone(),
-            agent: self.agent.clone(),
-            status: RunStatus::Done,
-            answer: String::new(),
-            error: None,
-            iterations: 0,
-            tool_calls: 0,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-        };
+        let mut out = RunOutcome::empty(&self.session, &self.agent, RunStatus::Done);
         match result {
             Ok(reply) => {
                 out.cost_usd = self.price.input * reply.usage.input_tokens as f64 / 1e6

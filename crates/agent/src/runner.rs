@@ -77,6 +77,22 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// The outcome of a run of `agent` in `session` before anything happened: no turns, no
+    /// answer, status `status`.
+    pub(crate) fn empty(session: &str, agent: &str, status: RunStatus) -> Self {
+        RunOutcome {
+            session: session.to_owned(),
+            agent: agent.to_owned(),
+            status,
+            answer: String::new(),
+            error: None,
+            iterations: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+        }
+    }
+
     /// The text a delegating model reads: the answer, or why there is none.
     pub fn for_model(&self) -> String {
         match (&self.status, &self.error) {
@@ -141,17 +157,7 @@ impl Drive<'_> {
             return self.run_with(runner, messages).await;
         }
         let cancel = self.ctx.cancel.clone();
-        let mut out = RunOutcome {
-            session: self.session.clone(),
-            agent: self.agent.clone(),
-            status: RunStatus::MaxIterations,
-            answer: String::new(),
-            error: None,
-            iterations: 0,
-            tool_calls: 0,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-        };
+        let mut out = RunOutcome::empty(&self.session, &self.agent, RunStatus::MaxIterations);
         // Consecutive calls the gate refused as a loop (`[loop_breaker]`): the model was told
         // to change approach and did not.
         let mut loop_refusals = 0u32;

@@ -686,15 +686,8 @@ impl Runtime {
                     }
                 }
                 Err(e) => RunOutcome {
-                    session: task_id.clone(),
-                    agent: spec.agent.clone(),
-                    status: RunStatus::Failed,
-                    answer: String::new(),
                     error: Some(e.to_string()),
-                    iterations: 0,
-                    tool_calls: 0,
-                    usage: Default::default(),
-                    cost_usd: 0.0,
+                    ..RunOutcome::empty(&task_id, &spec.agent, RunStatus::Failed)
                 },
             };
             rt.finish(&outcome);
