@@ -323,5 +323,12 @@ fn managed_vectors_stay_with_their_user() {
     let other = m.search(&Scope { user: "a".into(), agent: "other".into() }, "zebra", &SearchOptions::default());
     assert!(other.unwrap().hits.is_empty());
     assert_eq!(m.read(&scope("b"), "memory/team.md").unwrap(), "walrus meeting notes\n");
+    // A user's note shadows the global note of the same path, in reads and in search.
+    m.write(&scope("b"), "memory/team.md", "b's own walrus plans", WriteMode::Replace).unwrap();
+    assert_eq!(m.read(&scope("b"), "memory/team.md").unwrap(), "b's own walrus plans\n");
+    let b = found("b", "walrus meeting");
+    assert!(b.iter().all(|(_, s)| !s.contains("meeting")), "{b:?}");
+    assert!(b.iter().any(|(_, s)| s.contains("plans")), "{b:?}");
+    assert!(found("a", "walrus meeting").iter().any(|(_, s)| s.contains("meeting")));
     assert!(matches!(m.read(&scope("a"), "memory/none.md"), Err(MemoryError::NotFound { .. })));
 }

@@ -76,6 +76,7 @@ pub(crate) struct DocState {
 /// A chunk row.
 #[derive(Debug, Clone)]
 pub(crate) struct ChunkRow {
+    pub(crate) scope: String,
     pub(crate) path: String,
     pub(crate) start_line: usize,
     pub(crate) end_line: usize,
@@ -515,7 +516,7 @@ impl MemoryIndex {
     pub(crate) fn chunks(&self, ids: &[i64]) -> Result<HashMap<i64, ChunkRow>, StoreError> {
         let conn = self.lock();
         let mut stmt = conn
-            .prepare_cached("SELECT path, start_line, end_line, text FROM memory_chunks WHERE id = ?1")
+            .prepare_cached("SELECT path, start_line, end_line, text, scope FROM memory_chunks WHERE id = ?1")
             .doing("reading chunks")?;
         let mut out = HashMap::new();
         for id in ids {
@@ -526,6 +527,7 @@ impl MemoryIndex {
                         start_line: r.get::<_, i64>(1)? as usize,
                         end_line: r.get::<_, i64>(2)? as usize,
                         text: r.get(3)?,
+                        scope: r.get(4)?,
                     })
                 })
                 .optional()

@@ -105,7 +105,20 @@ pub(crate) fn run(
     }
     let best = lists / (RRF_K + 1.0);
     let ids: Vec<i64> = fused.keys().copied().collect();
-    let rows = index.chunks(&ids)?;
+    let mut rows = index.chunks(&ids)?;
+    // A note of the second scope (the agent's global notes) that the first (the user's) has a
+    // note of the same path for is shadowed: reading that path gives the user's.
+    if scopes.0 != scopes.1 {
+        let mut shadowed = Vec::new();
+        for (id, row) in &rows {
+            if row.scope == scopes.1 && index.doc(scopes.0, &row.path)?.is_some() {
+                shadowed.push(*id);
+            }
+        }
+        for id in shadowed {
+            rows.remove(&id);
+        }
+    }
     let mut hits: Vec<SearchHit> = fused
         .into_iter()
         .filter_map(|(id, (score, by_text, by_meaning))| {
