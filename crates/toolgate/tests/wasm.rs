@@ -152,3 +152,6 @@ mod cli;
 
 #[path = "wasm/mcp.rs"]
 mod mcp;
+
+#[path = "support/python.rs"]
+mod python;

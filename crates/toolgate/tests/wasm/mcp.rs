@@ -4,22 +4,15 @@
 //! gets a guest that runs out of fuel back as a tool error (`isError`), not a protocol error;
 //! the server keeps serving.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::python::sdk_python as python;
 use crate::support::Guest;
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
-
-/// The venv's python with the MCP SDK, or a failure naming `cargo xtask deps`.
-fn python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/venv/bin/python");
-    let ok = Command::new(&python).args(["-c", "import mcp"]).status().is_ok_and(|s| s.success());
-    assert!(ok, "the MCP Python SDK is missing in {}: run `cargo xtask deps` and retry", python.display());
-    python
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_mcp_client_lists_and_calls_a_wasm_tool() {
