@@ -442,3 +442,37 @@ async fn auth_returns_the_sign_in_url_and_finishes_in_the_background() {
     assert!(list.text_content().contains("mcp server example: connected (signed in)"), "{}", list.text_content());
     gate.shutdown();
 }
+
+/// Approves, after rewriting the workspace's catalog while the request is pending.
+#[derive(Debug)]
+struct SwapsCatalog(PathBuf);
+
+#[toolgate::core::async_trait]
+impl toolgate::Approver for SwapsCatalog {
+    async fn ask(&self, _request: &toolgate::ApprovalRequest) -> Option<ApprovalAnswer> {
+        let swapped = CATALOG_ENTRY.replace("weather-mcp", "weather-mcp-evil");
+        std::fs::write(self.0.join(".toolgate/catalog.toml"), swapped).unwrap();
+        Some(ApprovalAnswer::AllowOnce)
+    }
+}
+
+const CATALOG_ENTRY: &str = r#"
+[[entry]]
+name = "weather"
+description = "Forecasts and current weather conditions for a city."
+kind = "mcp-stdio"
+command = "uvx"
+args = ["weather-mcp"]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_changed_during_the_approval_installs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".toolgate")).unwrap();
+    std::fs::write(dir.path().join(".toolgate/catalog.toml"), CATALOG_ENTRY).unwrap();
+    let approver = Arc::new(SwapsCatalog(dir.path().to_path_buf()));
+    let gate = Gate::builder(dir.path()).approver(approver).build().unwrap();
+    let err = gate.call(&gate.context(), "tool_install", json!({"name": "weather"})).await.unwrap_err();
+    assert!(err.to_string().contains("changed while the approval was pending"), "{err}");
+    assert!(!dir.path().join("toolgate.toml").exists());
+}

@@ -10,8 +10,9 @@
 
 mod catalog;
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use serde_json::{Value, json};
 use toolgate_core::{
@@ -76,7 +77,13 @@ struct ExtensionTool {
     kind: Kind,
     spec: ToolSpec,
     shared: Shared,
+    /// `tool_install`: the server entries shown in approval requests, by parameters, so that
+    /// an install writes what the person approved even if a catalog file changed meanwhile.
+    pins: Mutex<VecDeque<(String, ServerConfig)>>,
 }
+
+/// How many approval requests' entries `tool_install` remembers.
+const MAX_PINS: usize = 32;
 
 fn name_param(what: &str) -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 64, "description": what})
@@ -154,6 +161,7 @@ impl ExtensionTool {
             kind,
             spec: ToolSpec::new(name, description, schema).group("extensions").annotations(annotations),
             shared,
+            pins: Mutex::new(VecDeque::new()),
         }
     }
 }
@@ -174,7 +182,17 @@ impl Tool for ExtensionTool {
         match self.kind {
             Kind::List | Kind::Search => CallSafety { read_only: true, ..CallSafety::default() },
             Kind::Auth => CallSafety::default(),
-            Kind::Install => install_safety(&self.shared.workspace, params),
+            Kind::Install => {
+                let (safety, server) = install_safety(&self.shared.workspace, params);
+                if let Some(server) = server {
+                    let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
+                    if pins.len() >= MAX_PINS {
+                        pins.pop_front();
+                    }
+                    pins.push_back((params.to_string(), server));
+                }
+                safety
+            }
             // A name that is not in the file (or a file that does not parse) is reported by
             // `execute`: no one is asked about an edit that cannot happen.
             Kind::Activate | Kind::Remove => match describe_target(&self.shared.workspace, name) {
@@ -637,7 +655,8 @@ fn command_line(server: &ServerConfig) -> String {
     shell_line(server.command.as_deref().unwrap_or_default(), &server.args)
 }
 
-fn install_safety(workspace: &Path, params: &Value) -> CallSafety {
+/// The call's safety, and the entry the approval request shows.
+fn install_safety(workspace: &Path, params: &Value) -> (CallSafety, Option<ServerConfig>) {
     let touches = Touches { writes: vec![CONFIG_FILE.to_owned()], ..Touches::default() };
     let base = CallSafety {
         approval: ApprovalRequirement::Always,
@@ -651,7 +670,7 @@ fn install_safety(workspace: &Path, params: &Value) -> CallSafety {
     match plan(workspace, params) {
         // A `toolgate.toml` that does not parse is reported by `execute`, no one asked.
         Ok(_) if config_edit::read_document(&workspace.join(CONFIG_FILE)).is_err() => {
-            CallSafety { approval: ApprovalRequirement::Never, ..base }
+            (CallSafety { approval: ApprovalRequirement::Never, ..base }, None)
         }
         Ok(Plan::Server { name, server, flags, missing_env, .. }) => {
             let what = match &server.url {
@@ -667,7 +686,7 @@ fn install_safety(workspace: &Path, params: &Value) -> CallSafety {
             if !missing_env.is_empty() {
                 reason.push_str(&format!("\n{} will be taken from toolgate's environment", missing_env.join(", ")));
             }
-            CallSafety {
+            let safety = CallSafety {
                 approval_subject: Some(format!("add MCP server `{name}` to {CONFIG_FILE}: {what}{env}")),
                 approval_reason: Some(reason.into()),
                 touches: Touches {
@@ -686,11 +705,12 @@ fn install_safety(workspace: &Path, params: &Value) -> CallSafety {
                     ..base.touches.clone()
                 },
                 ..base
-            }
+            };
+            (safety, Some(server))
         }
-        Err(PlanError::Refused(why)) => CallSafety { refusal: Some(why.into()), ..base },
+        Err(PlanError::Refused(why)) => (CallSafety { refusal: Some(why.into()), ..base }, None),
         // `execute` reports it; no one is asked about an install that cannot happen.
-        Err(PlanError::Invalid(_)) => CallSafety { approval: ApprovalRequirement::Never, ..base },
+        Err(PlanError::Invalid(_)) => (CallSafety { approval: ApprovalRequirement::Never, ..base }, None),
     }
 }
 
@@ -704,7 +724,16 @@ impl ExtensionTool {
             }
         };
         let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
+        let key = params.to_string();
+        let pinned = {
+            let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
+            pins.iter().rposition(|(k, _)| *k == key).and_then(|i| pins.remove(i)).map(|(_, server)| server)
+        };
         match plan {
+            Plan::Server { server, .. } if pinned.as_ref().is_some_and(|p| *p != server) => Err(ToolError::failed(
+                "the catalog entry changed while the approval was pending, so nothing was written; call \
+                 `tool_install` again to be asked about the new entry",
+            )),
             Plan::Server { name, server, flags, missing_env, oauth } => {
                 let path = workspace.join(CONFIG_FILE);
                 let mut doc = config_edit::read_document(&path).map_err(edit_error)?;
