@@ -140,6 +140,10 @@ async fn notes_are_kept_per_user_and_agent_with_a_global_fallback() {
         "{err}"
     );
     assert!(!f.dir.path().join("memory").exists());
+    // Content that adds toolgate's redaction markers is refused as for files on disk.
+    let err = f.write("alice", "helper", "MEMORY.md", "key: [REDACTED:aws_access_key]").await.unwrap_err();
+    assert!(err.to_string().contains("REDACTED"), "{err}");
+    assert_eq!(f.read("alice", "helper", "MEMORY.md").await.unwrap(), "alice drinks espresso every morning");
     // Paths that try to leave are still refused before any routing.
     let err = f.write("alice", "helper", "memory/../../x.md", "x").await.unwrap_err();
     assert!(matches!(err, ToolError::InvalidParams { .. }), "{err}");

@@ -460,6 +460,12 @@ impl MemoryIndex {
         }
     }
 
+    /// Whether the query's vector under `embedder`'s model is cached.
+    pub(crate) fn has_query(&self, embedder: &dyn super::Embedder, query: &str) -> bool {
+        let key = (embedder.model_id().to_owned(), query.to_owned());
+        self.queries.lock().unwrap_or_else(|e| e.into_inner()).entries.contains_key(&key)
+    }
+
     /// The query's vector from `embedder`, from the cache when the same query was embedded
     /// by the same model recently. `Ok(None)`: the model returned nothing.
     pub(crate) fn embed_query(

@@ -57,10 +57,23 @@ pub(crate) fn run(
     } else {
         query.to_owned()
     };
-    let text_ids = match fts_expression(&query) {
-        Some(expr) => index.fts(scopes, &expr, CANDIDATES)?,
-        None => Vec::new(),
+    let fts = || match fts_expression(&query) {
+        Some(expr) => index.fts(scopes, &expr, CANDIDATES),
+        None => Ok(Vec::new()),
     };
+    // Embedding the query is most of a search: full text runs beside it on another thread
+    // (unless the query's vector is cached, the embedder just failed, or there is none).
+    let usable = embedder.filter(|_| failed.is_none());
+    let (text_ids, embedded) = match usable {
+        Some(e) if !index.has_query(e, &query) => std::thread::scope(|s| {
+            let words = s.spawn(fts);
+            let embedded = index.embed_query(e, &query);
+            (words.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), Some(embedded))
+        }),
+        Some(e) => (fts(), Some(index.embed_query(e, &query))),
+        None => (fts(), None),
+    };
+    let text_ids = text_ids?;
     let mut model = None;
     let mut vector_ids: Vec<i64> = Vec::new();
     match embedder {
@@ -72,7 +85,7 @@ pub(crate) fn run(
         None => notes.push(
             "full-text search only: no embedding model is configured ([memory.embeddings] provider = \"none\")".into(),
         ),
-        Some(e) => match index.embed_query(e, &query) {
+        Some(e) => match embedded.unwrap_or(Ok(None)) {
             Ok(Some(v)) if v.len() == e.dims() => {
                 vector_ids = index
                     .nearest(scopes, e.model_id(), &v, CANDIDATES)?

@@ -271,6 +271,7 @@ fn edit_redirected(
         return Err(super::state::denied_write(tool, rel));
     }
     let mut body = r.read(ctx, rel.as_str())?;
+    let old = body.clone();
     let mut total = 0;
     for (i, e) in edits.iter().enumerate() {
         match apply_edit(&body, &e.old, &e.new, e.replace_all) {
@@ -292,6 +293,7 @@ fn edit_redirected(
             }
         }
     }
+    writer::refuse_redaction_markers(tool, rel.as_str(), Some(old.as_bytes()), body.as_bytes())?;
     let said = r.write(ctx, rel.as_str(), &body)?;
     Ok(ToolOutput::text(format!("Edited `{rel}`: {total} replacement{}. {said}", if total == 1 { "" } else { "s" }))
         .with_structured(json!({ "path": rel.as_str(), "edits": edits.len(), "replacements": total })))

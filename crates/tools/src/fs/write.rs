@@ -77,6 +77,8 @@ fn write(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<Tool
         if state.rules.denied_write(rel.as_str()) {
             return Err(super::state::denied_write(NAME, &rel));
         }
+        let old = r.read(ctx, rel.as_str()).ok();
+        writer::refuse_redaction_markers(NAME, rel.as_str(), old.as_deref().map(str::as_bytes), content.as_bytes())?;
         let said = r.write(ctx, rel.as_str(), content)?;
         return Ok(ToolOutput::text(said).with_structured(json!({ "path": rel.as_str(), "bytes": content.len() })));
     }
