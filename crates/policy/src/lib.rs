@@ -68,6 +68,7 @@
 
 #![deny(missing_docs)]
 
+mod allowance;
 mod caller;
 mod config;
 mod decision;
@@ -77,6 +78,7 @@ mod policy;
 mod rules;
 mod trace;
 
+pub use allowance::ToolAllowance;
 pub use caller::{Caller, Parent, ToolRef};
 pub use config::{
     AgentPolicy, ChannelPolicy, DEFAULT_LEAF_DENY, DEFAULT_SUBAGENT_DENY, PolicyConfig, Profile, ProviderPolicy,

@@ -291,6 +291,7 @@ impl GateBuilder {
             agents,
             cache: ResultCache::new(config.cache.clone()),
             loops: LoopBreaker::new(config.loop_breaker.clone()),
+            skills: crate::pipeline::skill_scope::SkillScope::default(),
             config,
             store,
             fetcher,
@@ -329,6 +330,8 @@ pub struct Gate {
     cache: ResultCache,
     /// Refuses a call repeated too many times in a row (`[loop_breaker]`).
     loops: LoopBreaker,
+    /// Limits a caller that follows a skill to its `allowed-tools`.
+    skills: crate::pipeline::skill_scope::SkillScope,
     /// The state database, when the gate keeps one (custom tools' secrets on reload).
     pub(crate) store: Option<Arc<Store>>,
     /// The SSRF-safe fetcher of `[web]`, shared by the web tools, `skill_install` and WASM
@@ -460,6 +463,7 @@ impl Gate {
         let mut audited = Audited { tool: name.to_owned(), params: String::new() };
         let result = self.run(&ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
+        self.skills.after(&ctx, &audited.tool, &result);
         if let Some(audit) = &self.audit {
             let trace: Vec<&str> = trace.iter().map(String::as_str).collect();
             audit.record(crate::pipeline::audit::record(
@@ -512,6 +516,7 @@ impl Gate {
         let mut safety = tool.tool.safety(&params);
         audited.params = self.audit_text(&params, &safety.sensitive_params);
         self.loops.stage(ctx, &spec.name, &params, trace)?;
+        self.skills.check(ctx, spec, &safety.touches)?;
         let redacted = redact_params(&params, &safety.sensitive_params);
         let decision = self.policy.decide(spec, &safety.touches, ctx)?;
         trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));

@@ -324,6 +324,17 @@ async fn skills_are_listed_searched_read_and_their_tools_run() {
     let read = gate.call(&ctx, "skill_read", json!({"name": "changelog"})).await.unwrap();
     assert_eq!(read.structured.as_ref().unwrap()["files"], json!(["SKILL.md", "scripts/changelog.sh"]));
     assert!(read.text_content().contains("### Added"));
+    // allowed-tools are enforced: while `changelog` (exec Read Edit) is the skill being followed,
+    // another skill's tool is refused; reading `pdf-to-text` (pdf_to_text Read) switches.
+    let err = gate.call(&ctx, "pdf_to_text", json!({"file": "report.pdf"})).await.unwrap_err().to_string();
+    assert!(err.contains("the skill `changelog` you are following allows only: exec Read Edit"), "{err}");
+    gate.call(&ctx, "skill_read", json!({"name": "pdf-to-text"})).await.unwrap();
+    let err = gate.call(&ctx, "exec", json!({"command": "ls"})).await.unwrap_err().to_string();
+    assert!(err.contains("allows only: pdf_to_text Read"), "{err}");
+    gate.call(&ctx, "read", json!({"path": "report.pdf"})).await.unwrap();
+    let mut other = ctx.clone();
+    other.identity.session = "another-session".into();
+    gate.call(&other, "exec", json!({"command": "ls"})).await.unwrap();
     // The skill's declared tool: registered after the built-ins, rendered and run like a custom tool.
     let spec = gate.visible_tools(&ctx).into_iter().find(|s| s.name == "pdf_to_text").unwrap();
     assert_eq!(spec.group, "skill:pdf-to-text");

@@ -16,4 +16,5 @@ pub(crate) mod output;
 pub(crate) mod policy;
 pub(crate) mod rate;
 pub(crate) mod resolve;
+pub(crate) mod skill_scope;
 pub(crate) mod validate;
