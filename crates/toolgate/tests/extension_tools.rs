@@ -12,6 +12,8 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 mod approver;
+#[path = "support/python.rs"]
+mod python;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -113,6 +115,20 @@ async fn search_ranks_the_catalog_entry_that_fits() {
         let results = out.structured.as_ref().unwrap()["results"].as_array().unwrap().clone();
         assert_eq!(results[0]["name"], want, "{query}: {}", out.text_content());
     }
+    // The CLI runs the same tool.
+    let out = Command::new(TOOLGATE)
+        .args([
+            "--workspace",
+            f.dir.path().to_str().unwrap(),
+            "call",
+            "tool_search",
+            r#"{"query": "postgresql database"}"#,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("postgres (mcp-stdio)"), "{stdout}");
+
     let out = f.call("tool_search", json!({"query": "zzzqqq nothing"})).await.unwrap();
     assert!(out.text_content().contains("no catalog entry matches"), "{}", out.text_content());
 
@@ -475,4 +491,33 @@ async fn a_catalog_changed_during_the_approval_installs_nothing() {
     let err = gate.call(&gate.context(), "tool_install", json!({"name": "weather"})).await.unwrap_err();
     assert!(err.to_string().contains("changed while the approval was pending"), "{err}");
     assert!(!dir.path().join("toolgate.toml").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_searches_lists_and_cannot_install_without_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!("[mcp.servers.every]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n", node(), everything());
+    std::fs::write(dir.path().join("toolgate.toml"), &toml).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/extension_client.py");
+    let out = tokio::process::Command::new(python::sdk_python())
+        .arg(script)
+        .args([TOOLGATE, dir.path().to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let tools: Vec<&str> = report["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(tools, ["tool_activate", "tool_auth", "tool_install", "tool_list", "tool_remove", "tool_search"]);
+    let search = report["search"]["text"].as_str().unwrap();
+    let first = search.lines().find(|l| l.contains("(mcp-")).unwrap_or_default();
+    assert!(first.starts_with("git (mcp-stdio)"), "{search}");
+    let list = report["list"]["text"].as_str().unwrap();
+    assert!(list.contains("mcp server every: connected"), "{list}");
+    assert_eq!(report["install"]["is_error"], true, "{}", report["install"]);
+    assert!(report["install"]["text"].as_str().unwrap().contains("needs approval"), "{}", report["install"]);
+    let hostile = report["hostile"]["text"].as_str().unwrap();
+    assert!(hostile.contains("shell"), "{hostile}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("toolgate.toml")).unwrap(), toml);
 }
