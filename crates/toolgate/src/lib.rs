@@ -45,8 +45,8 @@ pub mod config_edit;
 #[doc(hidden)]
 pub mod conformance_client;
 pub mod embeddings;
-pub mod extensions;
 mod extension_tools;
+pub mod extensions;
 mod gate;
 pub mod mcp;
 pub mod mcp_vault;
