@@ -25,8 +25,11 @@ mod archive;
 mod scan;
 mod tools;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use serde::Deserialize;
 
@@ -216,6 +219,45 @@ pub fn user_dir() -> Option<PathBuf> {
 
 /// Every skill visible from `workspace`, by name, and warnings (invalid skills, overrides).
 pub fn discover(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, Vec<String>) {
+    let (skills, warnings, _) = discover_stamped(workspace, user);
+    (skills, warnings)
+}
+
+/// `SKILL.md` files parsed at most once per (modification time, length): a listing of a
+/// thousand skills then costs a thousand `stat`s, not a thousand YAML parses.
+type Parsed = HashMap<PathBuf, (SystemTime, u64, Result<Skill, String>)>;
+static PARSED: Mutex<Option<Parsed>> = Mutex::new(None);
+/// Entries kept at most; past this the memo starts over.
+const MAX_PARSED: usize = 20_000;
+
+/// [`read_skill`] through the memo; also folds the file's identity into `stamp`.
+fn read_skill_memo(dir: &Path, source: SkillSource, stamp: &mut impl Hasher) -> Result<Skill, String> {
+    let md = dir.join("SKILL.md");
+    let Ok(meta) = std::fs::symlink_metadata(&md) else {
+        return read_skill(dir, source).map_err(|e| e.to_string());
+    };
+    let (mtime, len) = (meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len());
+    (&md, mtime, len).hash(stamp);
+    let mut memo = PARSED.lock().unwrap_or_else(|e| e.into_inner());
+    let memo = memo.get_or_insert_with(HashMap::new);
+    if let Some((t, l, parsed)) = memo.get(&md)
+        && (*t, *l) == (mtime, len)
+        && parsed.as_ref().is_ok_and(|s| s.source == source)
+    {
+        return parsed.clone();
+    }
+    let parsed = read_skill(dir, source).map_err(|e| e.to_string());
+    if memo.len() >= MAX_PARSED {
+        memo.clear();
+    }
+    memo.insert(md, (mtime, len, parsed.clone()));
+    parsed
+}
+
+/// [`discover`], plus a stamp that changes whenever any skill's `SKILL.md` (or the set of
+/// skills) changes: what a search index built from the skills can be cached by.
+pub fn discover_stamped(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, Vec<String>, u64) {
+    let mut stamp = std::collections::hash_map::DefaultHasher::new();
     let mut found: BTreeMap<String, Skill> = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut roots: Vec<(PathBuf, SkillSource)> = Vec::new();
@@ -233,7 +275,7 @@ pub fn discover(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, Vec<Strin
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            match read_skill(&entry.path(), source) {
+            match read_skill_memo(&entry.path(), source, &mut stamp) {
                 Ok(skill) => {
                     if let Some(old) = found.get(&skill.name)
                         && old.source == SkillSource::User
@@ -247,11 +289,11 @@ pub fn discover(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, Vec<Strin
                     }
                     found.insert(skill.name.clone(), skill);
                 }
-                Err(e) => warnings.push(e.to_string()),
+                Err(e) => warnings.push(e),
             }
         }
     }
-    (found.into_values().collect(), warnings)
+    (found.into_values().collect(), warnings, stamp.finish())
 }
 
 /// Every file in a skill's folder, relative to it, sorted (at most `limit`).
@@ -282,6 +324,32 @@ pub fn bundled_files(dir: &Path, limit: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn discovery_reparses_only_what_changed_and_its_stamp_follows() {
+        let ws = tempfile::tempdir().unwrap();
+        let write = |name: &str, description: &str| {
+            let dir = ws.path().join("skills").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("SKILL.md"),
+                format!("---\nname: {name}\ndescription: {description}\n---\nBody.\n"),
+            )
+            .unwrap();
+        };
+        write("alpha", "first");
+        write("beta", "second");
+        let (skills, _, stamp) = discover_stamped(ws.path(), None);
+        assert_eq!(skills.len(), 2);
+        assert_eq!(discover_stamped(ws.path(), None).2, stamp, "nothing changed");
+        write("beta", "second, edited");
+        let (skills, _, edited) = discover_stamped(ws.path(), None);
+        assert_ne!(edited, stamp);
+        assert_eq!(skills.iter().find(|s| s.name == "beta").unwrap().description, "second, edited");
+        std::fs::remove_dir_all(ws.path().join("skills/alpha")).unwrap();
+        let (skills, _, removed) = discover_stamped(ws.path(), None);
+        assert_eq!((skills.len(), removed != edited), (1, true));
+    }
 
     #[test]
     fn front_matter_is_checked() {

@@ -318,12 +318,8 @@ fn run(kind: Kind, tool: &str, workspace: &Path, params: &Value) -> Result<ToolO
         Kind::Search => {
             let query = str_param(tool, params, "query")?;
             let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(5).clamp(1, 50) as usize;
-            let (skills, _) = discover(workspace, user_dir().as_deref());
-            let docs: Vec<String> = skills
-                .iter()
-                .map(|s| format!("{0} {0} {0} {1} {1} {2}", s.name.replace('-', " "), s.description, s.body))
-                .collect();
-            let index = Bm25::new(docs.iter().map(String::as_str));
+            let search = search_index(workspace);
+            let (skills, index) = (&search.skills, &search.index);
             let hits = index.search(query, limit);
             let mut text = String::new();
             if hits.is_empty() {
@@ -358,6 +354,35 @@ fn run(kind: Kind, tool: &str, workspace: &Path, params: &Value) -> Result<ToolO
             Ok(ToolOutput::text(format!("removed skill `{name}`")))
         }
     }
+}
+
+/// The skills and their BM25 index, as of the last `skill_search`.
+#[derive(Debug)]
+struct SearchIndex {
+    stamp: u64,
+    workspace: PathBuf,
+    skills: Vec<Skill>,
+    index: Bm25,
+}
+
+static SEARCH: Mutex<Option<Arc<SearchIndex>>> = Mutex::new(None);
+
+/// The search index for `workspace`'s skills, rebuilt only when a `SKILL.md` changed (the
+/// discovery's stamp): building it tokenizes every skill's body.
+fn search_index(workspace: &Path) -> Arc<SearchIndex> {
+    let (skills, _, stamp) = super::discover_stamped(workspace, user_dir().as_deref());
+    let mut cached = SEARCH.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = cached.as_ref().filter(|c| c.stamp == stamp && c.workspace == workspace) {
+        return Arc::clone(c);
+    }
+    let docs: Vec<String> = skills
+        .iter()
+        .map(|s| format!("{0} {0} {0} {1} {1} {2}", s.name.replace('-', " "), s.description, s.body))
+        .collect();
+    let index = Bm25::new(docs.iter().map(String::as_str));
+    let fresh = Arc::new(SearchIndex { stamp, workspace: workspace.to_path_buf(), skills, index });
+    *cached = Some(Arc::clone(&fresh));
+    fresh
 }
 
 /// The source folder of an install: inside the workspace, not in `.toolgate/`.
