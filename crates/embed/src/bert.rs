@@ -47,14 +47,16 @@ impl BertConfig {
 }
 
 struct Linear {
-    /// `[out, in]`, as PyTorch stores it.
+    /// `[in, out]`: PyTorch's `[out, in]` transposed once at load, so the matrix product reads
+    /// it row by row (packing a transposed view for every product was most of a short text's
+    /// embedding time).
     weight: Array2<f32>,
     bias: Array1<f32>,
 }
 
 impl Linear {
     fn forward(&self, x: &Array2<f32>) -> Array2<f32> {
-        let mut y = x.dot(&self.weight.t());
+        let mut y = x.dot(&self.weight);
         y += &self.bias;
         y
     }
@@ -121,7 +123,7 @@ impl Bert {
         };
         let linear = |t: &mut Tensors<'_>, p: &str, out: usize, inp: usize| -> Result<Linear, EmbedError> {
             Ok(Linear {
-                weight: t.matrix(&format!("{p}.weight"), out, inp)?,
+                weight: t.matrix(&format!("{p}.weight"), out, inp)?.reversed_axes().as_standard_layout().into_owned(),
                 bias: t.vector(&format!("{p}.bias"), out)?,
             })
         };
