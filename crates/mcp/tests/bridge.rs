@@ -164,7 +164,7 @@ async fn tools_register_and_calls_carry_progress_and_errors() {
     assert!(err.to_string().contains("it blew up"), "{err}");
 
     // Unknown names and shutdown.
-    assert_eq!(bridge.server_of("mcp__own__nothing"), Some("own"));
+    assert_eq!(bridge.server_of("mcp__own__nothing").as_deref(), Some("own"));
     assert_eq!(bridge.server_of("mcp__ownx__echo"), None);
     assert!(bridge.unavailable("mcp__own__nothing").is_none(), "a connected server is not unavailable");
     assert!(bridge.unavailable("mcp__refused__x").unwrap().to_string().contains("HTTP 401"));

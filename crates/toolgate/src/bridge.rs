@@ -36,11 +36,19 @@ pub(crate) struct McpBridge {
     vault: Option<Arc<dyn SecretVault>>,
     /// Timings the bridge starts with; tests shorten them.
     timings: Mutex<BridgeTimings>,
+    /// Set by [`Gate::start_mcp`]: a reload may then start the bridge too (when the servers
+    /// enabled at start were none).
+    wanted: std::sync::atomic::AtomicBool,
 }
 
 impl McpBridge {
     pub(crate) fn new(vault: Option<Arc<dyn SecretVault>>, timings: Option<BridgeTimings>) -> Self {
-        McpBridge { bridge: Arc::new(OnceLock::new()), vault, timings: Mutex::new(timings.unwrap_or_default()) }
+        McpBridge {
+            bridge: Arc::new(OnceLock::new()),
+            vault,
+            timings: Mutex::new(timings.unwrap_or_default()),
+            wanted: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// The bridge once started, for the extension tools.
@@ -89,7 +97,12 @@ impl Gate {
     ///
     /// Call it inside a Tokio runtime; outside one, every server is reported unavailable.
     pub fn start_mcp(&self) {
-        let config = &self.config().mcp;
+        self.mcp.wanted.store(true, std::sync::atomic::Ordering::Release);
+        self.start_bridge(&self.config().mcp);
+    }
+
+    /// Starts the bridge over `config` unless it runs or no server is enabled.
+    fn start_bridge(&self, config: &McpConfig) {
         if config.servers.values().all(|s| !s.enabled) {
             return;
         }
@@ -111,6 +124,30 @@ impl Gate {
             Some(bridge) => bridge.wait_started(timeout).await,
             None => true,
         }
+    }
+
+    /// Applies `config`'s `[mcp.servers]` to a gate whose bridge was started
+    /// ([`start_mcp`](Self::start_mcp)): servers removed, switched off or changed are stopped
+    /// and their tools unregistered, new ones connected in the background (see
+    /// [`Bridge::update`]). Returns the servers stopped and started; nothing when MCP was never
+    /// started (a one-shot `toolgate call`).
+    pub fn reload_mcp(&self, config: &McpConfig) -> (Vec<String>, Vec<String>) {
+        if !self.mcp.wanted.load(std::sync::atomic::Ordering::Acquire) {
+            return (Vec::new(), Vec::new());
+        }
+        match self.mcp.bridge.get() {
+            Some(bridge) => bridge.update(config),
+            None => {
+                self.start_bridge(config);
+                let started = config.servers.iter().filter(|(_, s)| s.enabled).map(|(n, _)| n.clone()).collect();
+                (Vec::new(), started)
+            }
+        }
+    }
+
+    /// The configuration a bridged server runs with now, if it runs.
+    pub fn mcp_server_config(&self, name: &str) -> Option<ServerConfig> {
+        self.mcp.bridge.get().and_then(|b| b.server_config(name))
     }
 
     /// Where each bridged MCP server stands (empty until [`start_mcp`](Self::start_mcp)).

@@ -1,7 +1,9 @@
 //! Reloading a running gate's extensions: the `[tools]` policy and the custom and skill tools
 //! are rebuilt from a new configuration and swapped in without a restart (`toolgate serve`
-//! watches the files, see `cli/reload.rs`). Everything else in the configuration (sandbox,
-//! approvals, limits, hooks, MCP servers, agents, memory, web) is read once, at start.
+//! watches the files, see `cli/reload.rs`), and `[mcp.servers]` is applied to a started MCP
+//! bridge (servers added, changed, switched or removed; [`Gate::reload_mcp`]). Everything else
+//! in the configuration (sandbox, approvals, limits, hooks, agents, memory, web) is read once,
+//! at start.
 //!
 //! A reload is all or nothing: the new policy and every new tool are built and checked first,
 //! and only then put in force; on an error the gate keeps what it had. Calls already running
@@ -20,6 +22,10 @@ pub struct Reloaded {
     pub tools: Vec<String>,
     /// Those that were registered before and are gone now.
     pub removed: Vec<String>,
+    /// MCP servers stopped (removed, switched off or changed; their tools unregistered).
+    pub mcp_stopped: Vec<String>,
+    /// MCP servers started (added, switched on or changed; they connect in the background).
+    pub mcp_started: Vec<String>,
 }
 
 impl Gate {
@@ -34,6 +40,8 @@ impl Gate {
         self.policy.replace(policy);
         let removed = current.iter().filter(|n| !names.contains(n)).cloned().collect();
         current.clone_from(&names);
-        Ok(Reloaded { tools: names, removed })
+        drop(current);
+        let (mcp_stopped, mcp_started) = self.reload_mcp(&config.mcp);
+        Ok(Reloaded { tools: names, removed, mcp_stopped, mcp_started })
     }
 }

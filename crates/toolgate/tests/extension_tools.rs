@@ -521,3 +521,59 @@ async fn an_mcp_client_searches_lists_and_cannot_install_without_approval() {
     assert!(hostile.contains("shell"), "{hostile}");
     assert_eq!(std::fs::read_to_string(dir.path().join("toolgate.toml")).unwrap(), toml);
 }
+
+/// Waits (a hang guard, not a timing assertion) until `check` holds.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_connects_installed_servers_and_drops_removed_ones() {
+    let toml = format!("[mcp.servers.every]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n", node(), everything());
+    let f = fixture(&toml, (0..4).map(|_| approve()).collect());
+    assert!(f.gate.connect_mcp(Duration::from_secs(90)).await, "{:?}", f.gate.mcp_status());
+    let ctx = f.gate.context();
+    f.gate.call(&ctx, "mcp__every__echo", json!({"message": "one"})).await.unwrap();
+
+    // Installed: a reload (what `toolgate serve` does when the file changes) connects it.
+    let params = json!({"name": "second", "command": node(), "args": [everything(), "stdio", "second"]});
+    f.call("tool_install", params).await.unwrap();
+    let list = f.call("tool_list", json!({"kind": "mcp"})).await.unwrap();
+    assert!(list.text_content().contains("mcp server second: not running"), "{}", list.text_content());
+    let reloaded = f.gate.reload(&load(f.dir.path()).unwrap()).unwrap();
+    assert_eq!(
+        (reloaded.mcp_stopped.as_slice(), reloaded.mcp_started.as_slice()),
+        (&[][..], &["second".to_owned()][..])
+    );
+    // A call waits for the new server's first connection.
+    let out = f.gate.call(&ctx, "mcp__second__echo", json!({"message": "two"})).await.unwrap();
+    assert!(out.text_content().contains("two"), "{}", out.text_content());
+    let list = f.call("tool_list", json!({"kind": "mcp"})).await.unwrap();
+    assert!(list.text_content().contains("mcp server second: connected"), "{}", list.text_content());
+
+    // Switched off: stopped, its tools unregistered; `every` keeps its connection.
+    f.call("tool_activate", json!({"name": "every", "active": false})).await.unwrap();
+    let reloaded = f.gate.reload(&load(f.dir.path()).unwrap()).unwrap();
+    assert_eq!(reloaded.mcp_stopped, ["every"]);
+    eventually("every's tools unregistered", || f.gate.registry().resolve("mcp__every__echo").is_none()).await;
+    let err = f.gate.call(&ctx, "mcp__every__echo", json!({"message": "x"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::UnknownTool { .. }), "{err}");
+    f.gate.call(&ctx, "mcp__second__echo", json!({"message": "still"})).await.unwrap();
+
+    // On again, then `second` removed.
+    f.call("tool_activate", json!({"name": "every", "active": true})).await.unwrap();
+    f.call("tool_remove", json!({"name": "second"})).await.unwrap();
+    let reloaded = f.gate.reload(&load(f.dir.path()).unwrap()).unwrap();
+    assert_eq!((reloaded.mcp_stopped, reloaded.mcp_started), (vec!["second".to_owned()], vec!["every".to_owned()]));
+    f.gate.call(&ctx, "mcp__every__echo", json!({"message": "back"})).await.unwrap();
+    eventually("second's tools unregistered", || f.gate.registry().resolve("mcp__second__echo").is_none()).await;
+    let status: Vec<String> = f.gate.mcp_status().into_iter().map(|s| s.name).collect();
+    assert_eq!(status, ["every"]);
+    f.gate.shutdown();
+}

@@ -58,6 +58,9 @@ pub(crate) struct ServerLink {
     pub list_changed: Notify,
     /// The gate names of the tools registered for this server now.
     tools: Mutex<Vec<String>>,
+    /// Set when a configuration reload took the server out: its supervisor then unregisters
+    /// its tools as it stops (it alone registers them, so nothing comes back afterwards).
+    pub removed: std::sync::atomic::AtomicBool,
 }
 
 impl ServerLink {
@@ -71,6 +74,7 @@ impl ServerLink {
             early_progress: Mutex::new(VecDeque::new()),
             list_changed: Notify::new(),
             tools: Mutex::new(Vec::new()),
+            removed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -2,7 +2,7 @@
 //! (is a server still starting, why is it down, which tools does it have).
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -12,7 +12,7 @@ use super::connect::ConnectEnv;
 use super::link::{LinkState, ServerLink};
 use super::oauth::SecretVault;
 use super::supervisor::{BridgeTimings, Supervisor};
-use super::{DEFAULT_PREFIX, McpConfig};
+use super::{DEFAULT_PREFIX, McpConfig, ServerConfig};
 
 /// What the bridge needs besides the configuration.
 #[derive(Debug, Clone)]
@@ -92,9 +92,13 @@ pub struct ServerStatus {
 /// server's process group.
 #[derive(Debug)]
 pub struct Bridge {
-    links: Vec<Arc<ServerLink>>,
+    /// Each server's link and the token that stops its supervisor alone.
+    links: RwLock<Vec<(Arc<ServerLink>, CancellationToken)>>,
     /// Cancelled on shutdown; every supervisor watches it.
     shutdown: CancellationToken,
+    /// What [`Bridge::update`] starts new supervisors with.
+    registry: Arc<Registry>,
+    options: BridgeOptions,
 }
 
 impl Bridge {
@@ -105,55 +109,109 @@ impl Bridge {
     /// A server that fails to start is logged and its tools are absent; toolgate keeps
     /// retrying it with backoff.
     pub fn start(config: &McpConfig, registry: Arc<Registry>, options: BridgeOptions) -> Bridge {
-        let shutdown = CancellationToken::new();
-        let runtime = tokio::runtime::Handle::try_current();
-        let mut links = Vec::new();
+        let bridge = Bridge { links: RwLock::new(Vec::new()), shutdown: CancellationToken::new(), registry, options };
         for (name, server) in &config.servers {
-            if !server.enabled {
-                continue;
+            if server.enabled {
+                bridge.launch(name, server);
             }
-            let link = Arc::new(ServerLink::new(name.clone(), server.clone()));
-            links.push(Arc::clone(&link));
-            if let Some(problem) = server.problem(name) {
-                tracing::error!(server = %name, "MCP server not started: {problem}");
-                link.set_state(LinkState::Misconfigured { error: problem });
-                link.first_attempt_done();
-                continue;
-            }
-            let Ok(runtime) = &runtime else {
-                let error = "toolgate started the bridge outside an async runtime (a bug)".to_owned();
-                tracing::error!(server = %name, "MCP server not started: {error}");
-                link.set_state(LinkState::Misconfigured { error });
-                link.first_attempt_done();
-                continue;
-            };
-            let supervisor = Supervisor {
-                link,
-                registry: Arc::clone(&registry),
-                env: ConnectEnv {
-                    workspace: options.workspace.clone(),
-                    vault: options.vault.clone(),
-                    timeout: options.timings.connect_timeout,
-                },
-                timings: options.timings,
-                shutdown: shutdown.child_token(),
-                registered: Default::default(),
-            };
-            runtime.spawn(supervisor.run());
         }
-        Bridge { links, shutdown }
+        bridge
+    }
+
+    /// Applies a new configuration to the running bridge (a reload of `toolgate.toml`): a
+    /// server removed, switched off or changed is stopped and its tools unregistered; a server
+    /// added, switched on or changed is started like at [`Bridge::start`]. Servers whose entry
+    /// did not change keep their connection. Returns the names of the servers stopped and
+    /// started.
+    pub fn update(&self, config: &McpConfig) -> (Vec<String>, Vec<String>) {
+        let wanted =
+            |name: &str, current: &ServerConfig| config.servers.get(name).is_some_and(|s| s.enabled && s == current);
+        let mut stopped = Vec::new();
+        {
+            let mut links = self.links.write().unwrap_or_else(PoisonError::into_inner);
+            links.retain(|(link, stop)| {
+                if wanted(&link.name, &link.config) {
+                    return true;
+                }
+                link.removed.store(true, std::sync::atomic::Ordering::Release);
+                stop.cancel();
+                // A link that never got a supervisor (misconfigured) has no tools to drop.
+                stopped.push(link.name.clone());
+                false
+            });
+        }
+        let mut started = Vec::new();
+        for (name, server) in &config.servers {
+            let running =
+                self.links.read().unwrap_or_else(PoisonError::into_inner).iter().any(|(l, _)| &l.name == name);
+            if server.enabled && !running {
+                self.launch(name, server);
+                started.push(name.clone());
+            }
+        }
+        (stopped, started)
+    }
+
+    /// The configuration a server runs with now.
+    pub fn server_config(&self, name: &str) -> Option<ServerConfig> {
+        self.links
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(l, _)| l.name == name)
+            .map(|(l, _)| l.config.clone())
+    }
+
+    /// Starts one server's supervisor.
+    fn launch(&self, name: &str, server: &ServerConfig) {
+        let link = Arc::new(ServerLink::new(name.to_owned(), server.clone()));
+        let stop = self.shutdown.child_token();
+        self.links.write().unwrap_or_else(PoisonError::into_inner).push((Arc::clone(&link), stop.clone()));
+        if let Some(problem) = server.problem(name) {
+            tracing::error!(server = %name, "MCP server not started: {problem}");
+            link.set_state(LinkState::Misconfigured { error: problem });
+            link.first_attempt_done();
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let error = "toolgate started the bridge outside an async runtime (a bug)".to_owned();
+            tracing::error!(server = %name, "MCP server not started: {error}");
+            link.set_state(LinkState::Misconfigured { error });
+            link.first_attempt_done();
+            return;
+        };
+        let options = &self.options;
+        let supervisor = Supervisor {
+            link,
+            registry: Arc::clone(&self.registry),
+            env: ConnectEnv {
+                workspace: options.workspace.clone(),
+                vault: options.vault.clone(),
+                timeout: options.timings.connect_timeout,
+            },
+            timings: options.timings,
+            shutdown: stop,
+            registered: Default::default(),
+        };
+        runtime.spawn(supervisor.run());
+    }
+
+    /// The links now (a snapshot: a reload may change them).
+    fn snapshot(&self) -> Vec<Arc<ServerLink>> {
+        self.links.read().unwrap_or_else(PoisonError::into_inner).iter().map(|(l, _)| Arc::clone(l)).collect()
     }
 
     /// Waits until every server's first connection attempt has finished (its tools are
     /// registered if it succeeded), at most `timeout`. Returns whether all had.
     pub async fn wait_started(&self, timeout: Duration) -> bool {
-        let all = futures::future::join_all(self.links.iter().map(|l| l.wait_started()));
+        let links = self.snapshot();
+        let all = futures::future::join_all(links.iter().map(|l| l.wait_started()));
         tokio::time::timeout(timeout, all).await.is_ok()
     }
 
     /// The server a tool name belongs to (by its prefix), whether or not the tool exists.
-    pub fn server_of(&self, tool: &str) -> Option<&str> {
-        self.link_of(tool).map(|l| l.name.as_str())
+    pub fn server_of(&self, tool: &str) -> Option<String> {
+        self.link_of(tool).map(|l| l.name.clone())
     }
 
     /// For a call to `tool` that is not registered: when it belongs to a server whose first
@@ -177,7 +235,7 @@ impl Bridge {
 
     /// Every server's status, by name.
     pub fn status(&self) -> Vec<ServerStatus> {
-        self.links
+        self.snapshot()
             .iter()
             .map(|link| {
                 let state = match link.state() {
@@ -205,9 +263,9 @@ impl Bridge {
 
     /// The link whose tool-name prefix `tool` starts with (the longest, when prefixes nest). An
     /// empty `prefix` claims no names: every unknown name would otherwise be that server's.
-    fn link_of(&self, tool: &str) -> Option<&Arc<ServerLink>> {
-        self.links
-            .iter()
+    fn link_of(&self, tool: &str) -> Option<Arc<ServerLink>> {
+        self.snapshot()
+            .into_iter()
             .filter_map(|link| {
                 let prefix = match &link.config.prefix {
                     Some(prefix) => prefix.clone(),

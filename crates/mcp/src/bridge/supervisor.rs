@@ -142,6 +142,13 @@ impl Supervisor {
         }
         self.link.set_state(LinkState::Stopped);
         self.link.first_attempt_done();
+        if self.link.removed.load(std::sync::atomic::Ordering::Acquire) {
+            for gate_name in std::mem::take(&mut self.registered).into_keys() {
+                self.registry.unregister_dynamic(&gate_name);
+            }
+            self.link.set_tools(Vec::new());
+            tracing::info!(server = %name, "MCP server removed from the configuration; its tools are gone");
+        }
     }
 
     /// One connection attempt, tools listed and registered.

@@ -117,8 +117,20 @@ fn reload(global: &GlobalArgs, gate: &Gate) {
         .and_then(|config| gate.reload(&config).map_err(|e| e.to_string()));
     match outcome {
         Err(e) => tracing::warn!("configuration not reloaded, the previous one stays in force: {e}"),
-        Ok(r) if r.removed.is_empty() => tracing::info!("reloaded: {} custom and skill tools", r.tools.len()),
-        Ok(r) => tracing::info!("reloaded: {} custom and skill tools; removed {}", r.tools.len(), r.removed.join(", ")),
+        Ok(r) => {
+            if r.removed.is_empty() {
+                tracing::info!("reloaded: {} custom and skill tools", r.tools.len());
+            } else {
+                tracing::info!("reloaded: {} custom and skill tools; removed {}", r.tools.len(), r.removed.join(", "));
+            }
+            if !r.mcp_stopped.is_empty() || !r.mcp_started.is_empty() {
+                tracing::info!(
+                    "MCP servers: stopped [{}], started [{}]",
+                    r.mcp_stopped.join(", "),
+                    r.mcp_started.join(", ")
+                );
+            }
+        }
     }
 }
 

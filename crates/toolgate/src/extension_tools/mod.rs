@@ -4,9 +4,8 @@
 //! The writing ones edit the workspace's `toolgate.toml` through [`crate::config_edit`] (checked,
 //! atomic, comments kept) and ask a person every time, with the exact command line or URL in the
 //! approval request. A command line that `exec`'s analysis blocks, that runs a shell, or that
-//! carries shell substitutions is refused before anyone is asked. MCP servers are read when the
-//! gate starts: an installed or re-enabled server connects at the next start of
-//! `toolgate serve`, while custom tools switched on or off are reloaded by a running one.
+//! carries shell substitutions is refused before anyone is asked. A running `toolgate serve`
+//! reloads the file it edits: custom tools and MCP servers change at once (`Gate::reload`).
 
 mod catalog;
 
@@ -27,6 +26,10 @@ use toolgate_store::Store;
 use crate::config::{Config, ConfigSources};
 use crate::config_edit::{self, ConfigEditError};
 use catalog::{Entry, EntryKind};
+
+/// When an edit takes effect.
+const APPLY: &str =
+    "a running toolgate serve applies it as soon as it sees the file change; otherwise at the next start";
 
 /// The config file these tools edit, relative to the workspace.
 const CONFIG_FILE: &str = "toolgate.toml";
@@ -117,7 +120,7 @@ impl ExtensionTool {
                 "Add an MCP server to the workspace's toolgate.toml: a catalog entry by `name` (see \
                  `tool_search`), or a new server `name` with `url`, or with `command` and `args`; `env` gives \
                  environment values. A `.wasm` `path` installs a WASM component. Needs a person's approval; \
-                 the server connects when toolgate serve next starts.",
+                 a running toolgate serve connects it at once.",
                 json!({"type": "object", "properties": {
                     "name": name_param("A catalog entry, or the new server's name (1-32 of a-z, 0-9, _ and -)."),
                     "url": {"type": "string", "maxLength": 2048, "description": "An HTTP MCP endpoint."},
@@ -285,8 +288,8 @@ impl ExtensionTool {
         }
         for (name, server) in &all {
             let status = statuses.iter().find(|s| &s.name == name);
-            let started = self.shared.config.mcp.servers.get(name);
-            let state = server_state(server, started, status.map(|s| &s.state), signed_in(name));
+            let running = self.shared.bridge.get().and_then(|b| b.server_config(name));
+            let state = server_state(server, running.as_ref(), status.map(|s| &s.state), signed_in(name));
             let target = server.url.clone().unwrap_or_else(|| command_line(server));
             servers.push(json!({"name": name, "kind": "mcp-server", "state": state, "target": target,
                                  "tools": status.map(|s| s.tools.len()).unwrap_or(0),
@@ -357,11 +360,15 @@ fn server_state(
             && !signed_in
             && ["401", "unauthorized", "oauth", "sign in"].iter().any(|w| error.to_lowercase().contains(w))
     };
-    if started != Some(server) {
-        return "configured; connects when toolgate serve next starts".to_owned();
+    match (state, started) {
+        (None, _) => return "not running; toolgate serve starts it (at once when it is running)".to_owned(),
+        (Some(_), Some(running)) if running != server => {
+            return "changed in the file; toolgate serve applies the change when it reloads the file".to_owned();
+        }
+        _ => {}
     }
     match state {
-        None => "not started (the bridge starts with toolgate serve)".to_owned(),
+        None => "not running".to_owned(),
         Some(ServerState::Connected) => {
             if signed_in {
                 "connected (signed in)".to_owned()
@@ -797,7 +804,7 @@ impl ExtensionTool {
                 servers.insert(&name, toml_edit::Item::Table(table));
                 config_edit::write_document(&path, &doc).map_err(edit_error)?;
                 let mut text = format!(
-                    "added MCP server `{name}` to {CONFIG_FILE}; its tools will appear as `{}*` when toolgate serve next starts (MCP servers are connected at start)",
+                    "added MCP server `{name}` to {CONFIG_FILE}; its tools will appear as `{}*` once it connects ({APPLY})",
                     server.tool_name(&name, "")
                 );
                 if !missing_env.is_empty() {
@@ -867,7 +874,8 @@ impl ExtensionTool {
             Ok(Ok(url)) => Ok(ToolOutput::text(format!(
                 "ask the person to open this URL to sign in to `{name}`:\n\n{url}\n\nThe sign-in completes in the \
                  background within 5 minutes (while this toolgate process runs; otherwise they run `{command}`). \
-                 Then restart toolgate serve so the bridge connects with the new token."
+                 The bridge uses the token at its next connection attempt; if `tool_list` shows the server down \
+                 for good, switch it off and on with `tool_activate` (or restart toolgate serve)."
             ))),
             Ok(Err(_)) => {
                 let why = match login.await {
@@ -970,13 +978,8 @@ fn activate(workspace: &Path, name: &str, on: bool) -> Result<ToolOutput, ToolEr
         }
     };
     config_edit::write_document(&path, &doc).map_err(edit_error)?;
-    let when = if what == "custom tool" {
-        "a running toolgate serve reloads it now"
-    } else {
-        "it takes effect when toolgate serve next starts"
-    };
     let state = if on { "on" } else { "off" };
-    Ok(ToolOutput::text(format!("switched the {what} `{name}` {state} in {CONFIG_FILE}; {when}")))
+    Ok(ToolOutput::text(format!("switched the {what} `{name}` {state} in {CONFIG_FILE}; {APPLY}")))
 }
 
 /// `enabled = false` when off; the key removed when on (true is the default).
@@ -996,9 +999,7 @@ impl ExtensionTool {
             Target::Server => {
                 config_edit::remove_server(&mut doc, &path, name).map_err(edit_error)?;
                 config_edit::write_document(&path, &doc).map_err(edit_error)?;
-                let mut text = format!(
-                    "removed the MCP server `{name}` from {CONFIG_FILE}; its tools go when toolgate serve next starts"
-                );
+                let mut text = format!("removed the MCP server `{name}` from {CONFIG_FILE}; {APPLY}");
                 let vault = self.shared.store.as_ref().map(|s| crate::mcp_vault::StoreVault::new(Arc::clone(s)));
                 if let Some(vault) = vault
                     && oauth::logout(name, &vault).unwrap_or(false)
@@ -1019,7 +1020,7 @@ impl ExtensionTool {
                     }
                 }
                 config_edit::write_document(&path, &doc).map_err(edit_error)?;
-                format!("removed the custom tool `{name}` from {CONFIG_FILE}; a running toolgate serve reloads it now")
+                format!("removed the custom tool `{name}` from {CONFIG_FILE}; {APPLY}")
             }
         };
         Ok(ToolOutput::text(text))
