@@ -577,3 +577,28 @@ async fn a_reload_connects_installed_servers_and_drops_removed_ones() {
     assert_eq!(status, ["every"]);
     f.gate.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_serve_bridges_a_server_installed_through_mcp_and_drops_it_when_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    // The operator lets installs run unasked here; the client has no way to approve.
+    std::fs::write(dir.path().join("toolgate.toml"), "[approval]\nmode = \"never\"\n").unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/extension_reload.py");
+    let out = tokio::process::Command::new(python::sdk_python())
+        .arg(script)
+        .args([TOOLGATE, dir.path().to_str().unwrap(), &node(), &everything()])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(report["before"], false);
+    assert_eq!(report["install"]["is_error"], false, "{}", report["install"]);
+    assert_eq!(report["appeared"], true, "{report}");
+    assert!(report["echo"].as_str().unwrap().contains("hot reloaded"), "{report}");
+    assert!(report["list"].as_str().unwrap().contains("mcp server hot: connected"), "{report}");
+    assert_eq!(report["remove"]["is_error"], false, "{}", report["remove"]);
+    assert_eq!(report["gone"], true, "{report}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("toolgate.toml")).unwrap(), "[approval]\nmode = \"never\"\n");
+}
