@@ -575,6 +575,30 @@ async fn a_reload_connects_installed_servers_and_drops_removed_ones() {
     eventually("second's tools unregistered", || f.gate.registry().resolve("mcp__second__echo").is_none()).await;
     let status: Vec<String> = f.gate.mcp_status().into_iter().map(|s| s.name).collect();
     assert_eq!(status, ["every"]);
+
+    // A changed entry: the old connection ends (its clean-up done) before the new one registers
+    // the same tool names, which then stay.
+    let mut config = load(f.dir.path()).unwrap();
+    config.mcp.servers.get_mut("every").unwrap().args.push("changed".into());
+    let reloaded = f.gate.reload(&config).unwrap();
+    assert_eq!((reloaded.mcp_stopped, reloaded.mcp_started), (vec!["every".to_owned()], vec!["every".to_owned()]));
+    // Calls during the switch may meet the closing connection ("try again"): retry, as told.
+    let mut answered = None;
+    let mut last = String::new();
+    // (Each try says something new: the loop breaker refuses a call repeated as is.)
+    for i in 0..600 {
+        match f.gate.call(&ctx, "mcp__every__echo", json!({"message": format!("changed {i}")})).await {
+            Ok(out) => {
+                answered = Some(out);
+                break;
+            }
+            Err(e) => last = format!("{e} {:?}", f.gate.mcp_status()),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(answered.is_some(), "{last}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(f.gate.registry().resolve("mcp__every__echo").is_some());
     f.gate.shutdown();
 }
 

@@ -61,6 +61,10 @@ pub(crate) struct ServerLink {
     /// Set when a configuration reload took the server out: its supervisor then unregisters
     /// its tools as it stops (it alone registers them, so nothing comes back afterwards).
     pub removed: std::sync::atomic::AtomicBool,
+    /// Becomes true when its supervisor has ended and cleaned up (at once when it never had
+    /// one): a replacement of the same name waits for it, so the old one's clean-up cannot
+    /// unregister the new one's tools.
+    ended: watch::Sender<bool>,
 }
 
 impl ServerLink {
@@ -75,6 +79,7 @@ impl ServerLink {
             list_changed: Notify::new(),
             tools: Mutex::new(Vec::new()),
             removed: std::sync::atomic::AtomicBool::new(false),
+            ended: watch::Sender::new(false),
         }
     }
 
@@ -98,6 +103,17 @@ impl ServerLink {
     /// Marks the first connection attempt as finished (waking every waiter).
     pub(crate) fn first_attempt_done(&self) {
         self.first_attempt.send_replace(true);
+    }
+
+    /// Marks the supervisor as ended (or never started).
+    pub(crate) fn mark_ended(&self) {
+        self.ended.send_replace(true);
+    }
+
+    /// Waits until [`ServerLink::mark_ended`].
+    pub(crate) async fn wait_ended(&self) {
+        let mut rx = self.ended.subscribe();
+        let _ = rx.wait_for(|done| *done).await;
     }
 
     /// Whether the first connection attempt has finished.

@@ -112,7 +112,7 @@ impl Bridge {
         let bridge = Bridge { links: RwLock::new(Vec::new()), shutdown: CancellationToken::new(), registry, options };
         for (name, server) in &config.servers {
             if server.enabled {
-                bridge.launch(name, server);
+                bridge.launch(name, server, None);
             }
         }
         bridge
@@ -127,6 +127,7 @@ impl Bridge {
         let wanted =
             |name: &str, current: &ServerConfig| config.servers.get(name).is_some_and(|s| s.enabled && s == current);
         let mut stopped = Vec::new();
+        let mut retired: Vec<Arc<ServerLink>> = Vec::new();
         {
             let mut links = self.links.write().unwrap_or_else(PoisonError::into_inner);
             links.retain(|(link, stop)| {
@@ -135,8 +136,8 @@ impl Bridge {
                 }
                 link.removed.store(true, std::sync::atomic::Ordering::Release);
                 stop.cancel();
-                // A link that never got a supervisor (misconfigured) has no tools to drop.
                 stopped.push(link.name.clone());
+                retired.push(Arc::clone(link));
                 false
             });
         }
@@ -145,7 +146,8 @@ impl Bridge {
             let running =
                 self.links.read().unwrap_or_else(PoisonError::into_inner).iter().any(|(l, _)| &l.name == name);
             if server.enabled && !running {
-                self.launch(name, server);
+                let replaces = retired.iter().find(|l| &l.name == name).cloned();
+                self.launch(name, server, replaces);
                 started.push(name.clone());
             }
         }
@@ -163,7 +165,7 @@ impl Bridge {
     }
 
     /// Starts one server's supervisor.
-    fn launch(&self, name: &str, server: &ServerConfig) {
+    fn launch(&self, name: &str, server: &ServerConfig, replaces: Option<Arc<ServerLink>>) {
         let link = Arc::new(ServerLink::new(name.to_owned(), server.clone()));
         let stop = self.shutdown.child_token();
         self.links.write().unwrap_or_else(PoisonError::into_inner).push((Arc::clone(&link), stop.clone()));
@@ -171,6 +173,7 @@ impl Bridge {
             tracing::error!(server = %name, "MCP server not started: {problem}");
             link.set_state(LinkState::Misconfigured { error: problem });
             link.first_attempt_done();
+            link.mark_ended();
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -178,6 +181,7 @@ impl Bridge {
             tracing::error!(server = %name, "MCP server not started: {error}");
             link.set_state(LinkState::Misconfigured { error });
             link.first_attempt_done();
+            link.mark_ended();
             return;
         };
         let options = &self.options;
@@ -192,6 +196,7 @@ impl Bridge {
             timings: options.timings,
             shutdown: stop,
             registered: Default::default(),
+            replaces,
         };
         runtime.spawn(supervisor.run());
     }

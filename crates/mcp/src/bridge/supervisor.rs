@@ -92,10 +92,35 @@ pub(crate) struct Supervisor {
     pub shutdown: CancellationToken,
     /// What this server has in the registry now, by gate name.
     pub registered: BTreeMap<String, BridgedSpec>,
+    /// The supervisor this one replaces (a reloaded entry of the same name): it must have
+    /// ended, its tools unregistered, before this one registers any.
+    pub replaces: Option<Arc<ServerLink>>,
 }
 
 impl Supervisor {
     pub(crate) async fn run(mut self) {
+        // Marks the link ended however this task ends (a panic in a tool mapping included).
+        struct Ended(Arc<ServerLink>);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                self.0.mark_ended();
+            }
+        }
+        let _ended = Ended(Arc::clone(&self.link));
+        if let Some(old) = self.replaces.take() {
+            tokio::select! {
+                () = self.shutdown.cancelled() => {
+                    self.link.set_state(LinkState::Stopped);
+                    self.link.first_attempt_done();
+                    return;
+                }
+                () = old.wait_ended() => {}
+            }
+        }
+        self.run_inner().await;
+    }
+
+    async fn run_inner(&mut self) {
         let name = self.link.name.clone();
         let max = self.timings.max_attempts;
         let mut retry = 0u32;
