@@ -254,8 +254,30 @@ fn read_skill_memo(dir: &Path, source: SkillSource, stamp: &mut impl Hasher) -> 
     parsed
 }
 
+/// A stamp of every skill folder's `SKILL.md` (path, modification time, length) in the places
+/// [`discover`] looks: it changes whenever a skill is added, edited or removed. Only `stat`s:
+/// what a search index built from the skills is cached by.
+pub fn skills_stamp(workspace: &Path, user: Option<&Path>) -> u64 {
+    let mut stamp = std::collections::hash_map::DefaultHasher::new();
+    let roots = user.map(Path::to_path_buf).into_iter().chain(WORKSPACE_DIRS.iter().rev().map(|r| workspace.join(r)));
+    for root in roots {
+        root.hash(&mut stamp);
+        let Ok(entries) = std::fs::read_dir(&root) else { continue };
+        for entry in entries.flatten().take(MAX_SKILLS_PER_DIR) {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let md = entry.path().join("SKILL.md");
+            if let Ok(meta) = std::fs::symlink_metadata(&md) {
+                (&md, meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len()).hash(&mut stamp);
+            }
+        }
+    }
+    stamp.finish()
+}
+
 /// [`discover`], plus a stamp that changes whenever any skill's `SKILL.md` (or the set of
-/// skills) changes: what a search index built from the skills can be cached by.
+/// skills) changes.
 pub fn discover_stamped(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, Vec<String>, u64) {
     let mut stamp = std::collections::hash_map::DefaultHasher::new();
     let mut found: BTreeMap<String, Skill> = BTreeMap::new();
@@ -342,9 +364,12 @@ mod tests {
         let (skills, _, stamp) = discover_stamped(ws.path(), None);
         assert_eq!(skills.len(), 2);
         assert_eq!(discover_stamped(ws.path(), None).2, stamp, "nothing changed");
+        let quick = skills_stamp(ws.path(), None);
+        assert_eq!(skills_stamp(ws.path(), None), quick);
         write("beta", "second, edited");
         let (skills, _, edited) = discover_stamped(ws.path(), None);
         assert_ne!(edited, stamp);
+        assert_ne!(skills_stamp(ws.path(), None), quick, "the quick stamp follows the edit too");
         assert_eq!(skills.iter().find(|s| s.name == "beta").unwrap().description, "second, edited");
         std::fs::remove_dir_all(ws.path().join("skills/alpha")).unwrap();
         let (skills, _, removed) = discover_stamped(ws.path(), None);

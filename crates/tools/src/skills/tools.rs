@@ -370,11 +370,13 @@ static SEARCH: Mutex<Option<Arc<SearchIndex>>> = Mutex::new(None);
 /// The search index for `workspace`'s skills, rebuilt only when a `SKILL.md` changed (the
 /// discovery's stamp): building it tokenizes every skill's body.
 fn search_index(workspace: &Path) -> Arc<SearchIndex> {
-    let (skills, _, stamp) = super::discover_stamped(workspace, user_dir().as_deref());
+    let user = user_dir();
+    let stamp = super::skills_stamp(workspace, user.as_deref());
     let mut cached = SEARCH.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = cached.as_ref().filter(|c| c.stamp == stamp && c.workspace == workspace) {
         return Arc::clone(c);
     }
+    let (skills, _) = discover(workspace, user.as_deref());
     let docs: Vec<String> = skills
         .iter()
         .map(|s| format!("{0} {0} {0} {1} {1} {2}", s.name.replace('-', " "), s.description, s.body))
