@@ -244,8 +244,8 @@ impl GateBuilder {
         if self.builtins {
             let shared = crate::extension_tools::Shared {
                 workspace: workspace.clone(),
-                registry: Arc::clone(&registry),
-                bridge: mcp.handle(),
+                registry: Arc::downgrade(&registry),
+                bridge: Arc::downgrade(&mcp.handle()),
                 store: store.clone(),
                 config: Arc::new(self.config.clone()),
             };

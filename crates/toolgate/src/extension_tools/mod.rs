@@ -11,7 +11,7 @@ mod catalog;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use serde_json::{Value, json};
 use toolgate_core::{
@@ -48,9 +48,12 @@ pub(crate) struct Shared {
     /// The gate's workspace (canonical): its `toolgate.toml` is edited.
     pub workspace: PathBuf,
     /// The gate's registry (what is registered now).
-    pub registry: Arc<Registry>,
+    /// Weak: the registry holds these tools, and a strong reference would keep it (and every
+    /// tool's processes) alive after the gate is dropped.
+    pub registry: Weak<Registry>,
     /// The MCP bridge, once started.
-    pub bridge: Arc<OnceLock<Bridge>>,
+    /// Weak for the same reason (the bridge holds the registry).
+    pub bridge: Weak<OnceLock<Bridge>>,
     /// The state database (OAuth tokens).
     pub store: Option<Arc<Store>>,
     /// The configuration the gate started with.
@@ -245,10 +248,13 @@ impl Tool for ExtensionTool {
 
 impl ExtensionTool {
     fn list(&self, workspace: &Path, only: Option<&str>) -> ToolOutput {
-        let statuses = self.shared.bridge.get().map(Bridge::status).unwrap_or_default();
+        let bridge = self.shared.bridge.upgrade();
+        let bridge = bridge.as_deref().and_then(OnceLock::get);
+        let statuses = bridge.map(Bridge::status).unwrap_or_default();
         let (config, config_problem) = current_config(workspace, &self.shared.config);
         let mut rows: Vec<Value> = Vec::new();
-        for found in self.shared.registry.all() {
+        let registered = self.shared.registry.upgrade().map(|r| r.all()).unwrap_or_default();
+        for found in registered {
             let spec = found.tool.spec();
             let server = statuses.iter().find(|s| s.tools.contains(&spec.name));
             let kind = if server.is_some() {
@@ -288,7 +294,7 @@ impl ExtensionTool {
         }
         for (name, server) in &all {
             let status = statuses.iter().find(|s| &s.name == name);
-            let running = self.shared.bridge.get().and_then(|b| b.server_config(name));
+            let running = bridge.and_then(|b| b.server_config(name));
             let state = server_state(server, running.as_ref(), status.map(|s| &s.state), signed_in(name));
             let target = server.url.clone().unwrap_or_else(|| command_line(server));
             servers.push(json!({"name": name, "kind": "mcp-server", "state": state, "target": target,
