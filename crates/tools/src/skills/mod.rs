@@ -217,12 +217,6 @@ pub fn user_dir() -> Option<PathBuf> {
     })
 }
 
-/// Every skill visible from `workspace`, by name, and warnings (invalid skills, overrides).
-pub fn discover(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, Vec<String>) {
-    let (skills, warnings, _) = discover_stamped(workspace, user);
-    (skills, warnings)
-}
-
 /// `SKILL.md` files parsed at most once per (modification time, length): a listing of a
 /// thousand skills then costs a thousand `stat`s, not a thousand YAML parses.
 type Parsed = HashMap<PathBuf, (SystemTime, u64, Result<Skill, String>)>;
@@ -230,14 +224,13 @@ static PARSED: Mutex<Option<Parsed>> = Mutex::new(None);
 /// Entries kept at most; past this the memo starts over.
 const MAX_PARSED: usize = 20_000;
 
-/// [`read_skill`] through the memo; also folds the file's identity into `stamp`.
-fn read_skill_memo(dir: &Path, source: SkillSource, stamp: &mut impl Hasher) -> Result<Skill, String> {
+/// [`read_skill`] through the memo.
+fn read_skill_memo(dir: &Path, source: SkillSource) -> Result<Skill, String> {
     let md = dir.join("SKILL.md");
     let Ok(meta) = std::fs::symlink_metadata(&md) else {
         return read_skill(dir, source).map_err(|e| e.to_string());
     };
     let (mtime, len) = (meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len());
-    (&md, mtime, len).hash(stamp);
     let mut memo = PARSED.lock().unwrap_or_else(|e| e.into_inner());
     let memo = memo.get_or_insert_with(HashMap::new);
     if let Some((t, l, parsed)) = memo.get(&md)
@@ -276,10 +269,8 @@ pub fn skills_stamp(workspace: &Path, user: Option<&Path>) -> u64 {
     stamp.finish()
 }
 
-/// [`discover`], plus a stamp that changes whenever any skill's `SKILL.md` (or the set of
-/// skills) changes.
-pub fn discover_stamped(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, Vec<String>, u64) {
-    let mut stamp = std::collections::hash_map::DefaultHasher::new();
+/// Every skill visible from `workspace`, by name, and warnings (invalid skills, overrides).
+pub fn discover(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, Vec<String>) {
     let mut found: BTreeMap<String, Skill> = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut roots: Vec<(PathBuf, SkillSource)> = Vec::new();
@@ -297,7 +288,7 @@ pub fn discover_stamped(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, V
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            match read_skill_memo(&entry.path(), source, &mut stamp) {
+            match read_skill_memo(&entry.path(), source) {
                 Ok(skill) => {
                     if let Some(old) = found.get(&skill.name)
                         && old.source == SkillSource::User
@@ -315,7 +306,7 @@ pub fn discover_stamped(workspace: &Path, user: Option<&Path>) -> (Vec<Skill>, V
             }
         }
     }
-    (found.into_values().collect(), warnings, stamp.finish())
+    (found.into_values().collect(), warnings)
 }
 
 /// Every file in a skill's folder, relative to it, sorted (at most `limit`).
@@ -361,18 +352,18 @@ mod tests {
         };
         write("alpha", "first");
         write("beta", "second");
-        let (skills, _, stamp) = discover_stamped(ws.path(), None);
+        let (skills, _) = discover(ws.path(), None);
         assert_eq!(skills.len(), 2);
-        assert_eq!(discover_stamped(ws.path(), None).2, stamp, "nothing changed");
-        let quick = skills_stamp(ws.path(), None);
-        assert_eq!(skills_stamp(ws.path(), None), quick);
+        let stamp = skills_stamp(ws.path(), None);
+        assert_eq!(skills_stamp(ws.path(), None), stamp, "nothing changed");
         write("beta", "second, edited");
-        let (skills, _, edited) = discover_stamped(ws.path(), None);
-        assert_ne!(edited, stamp);
-        assert_ne!(skills_stamp(ws.path(), None), quick, "the quick stamp follows the edit too");
+        let (skills, _) = discover(ws.path(), None);
+        let edited = skills_stamp(ws.path(), None);
+        assert_ne!(edited, stamp, "the stamp follows an edit");
         assert_eq!(skills.iter().find(|s| s.name == "beta").unwrap().description, "second, edited");
         std::fs::remove_dir_all(ws.path().join("skills/alpha")).unwrap();
-        let (skills, _, removed) = discover_stamped(ws.path(), None);
+        let (skills, _) = discover(ws.path(), None);
+        let removed = skills_stamp(ws.path(), None);
         assert_eq!((skills.len(), removed != edited), (1, true));
     }
 
