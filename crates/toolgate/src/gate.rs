@@ -452,9 +452,7 @@ impl Gate {
         let clock = Instant::now();
         let mut ctx = ctx.clone();
         if ctx.call_id.is_empty() {
-            // One of toolgate's own ids (never redacted): approvals are answered by it.
-            let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-            ctx.call_id = toolgate_guard::ids::mark("call", &format!("{}{n}", self.id_prefix));
+            ctx.call_id = self.next_call_id();
         }
         let caller_cancel = std::mem::replace(&mut ctx.cancel, self.shutdown.child_token());
         // Each call notes its own audit detail, even when the caller reuses one context.
@@ -606,6 +604,13 @@ impl Gate {
         }
     }
 
+    /// A fresh call id: one of toolgate's own ids (never redacted), since approvals are answered
+    /// by it.
+    fn next_call_id(&self) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        toolgate_guard::ids::mark("call", &format!("{}{n}", self.id_prefix))
+    }
+
     /// Records in the audit log a call refused before it reached [`Gate::call`] (the agent
     /// runtime's checks of a model's raw tool call); `arguments` is kept as text, capped and
     /// redacted like any parameters.
@@ -613,8 +618,7 @@ impl Gate {
         let Some(audit) = &self.audit else { return };
         let mut ctx = ctx.clone();
         if ctx.call_id.is_empty() {
-            let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-            ctx.call_id = toolgate_guard::ids::mark("call", &format!("{}{n}", self.id_prefix));
+            ctx.call_id = self.next_call_id();
         }
         let head: String = arguments.chars().take(4096).collect();
         let params = self.audit_text(&Value::String(head), &[]);
