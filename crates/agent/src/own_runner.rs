@@ -11,10 +11,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use toolgate_core::CallContext;
 
+use crate::AgentError;
 use crate::caller::ToolCaller;
 use crate::model::{Message, ToolDef, Usage};
 use crate::runner::{Drive, RunOutcome, RunStatus};
-use crate::{AgentError, now_ms};
 
 /// What a runner is asked to do: run `agent` on `messages` to an answer.
 #[derive(Clone)]
@@ -91,21 +91,8 @@ impl Drive<'_> {
         let mut out = RunOutcome::empty(&self.session, &self.agent, RunStatus::Done);
         match result {
             Ok(reply) => {
-                out.cost_usd = self.price.input * reply.usage.input_tokens as f64 / 1e6
-                    + self.price.output * reply.usage.output_tokens as f64 / 1e6;
-                if let Err(e) = self.store.session_add_usage(
-                    &self.session,
-                    reply.usage.input_tokens,
-                    reply.usage.output_tokens,
-                    out.cost_usd,
-                    now_ms(),
-                ) {
-                    tracing::warn!(session = self.session, "agent session not saved: {e}");
-                }
-                let answer = Message::Assistant { content: Some(reply.answer.clone()), tool_calls: Vec::new() };
-                if let Err(e) = self.store.session_append(&self.session, &crate::runner::to_record(&answer)) {
-                    tracing::warn!(session = self.session, "agent session not saved: {e}");
-                }
+                out.cost_usd = self.record_usage(reply.usage);
+                self.save(&Message::Assistant { content: Some(reply.answer.clone()), tool_calls: Vec::new() });
                 (out.answer, out.iterations, out.tool_calls, out.usage) =
                     (reply.answer, reply.iterations, reply.tool_calls, reply.usage);
             }

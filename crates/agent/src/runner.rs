@@ -187,16 +187,7 @@ impl Drive<'_> {
                 }
             };
             out.usage += reply.usage;
-            let cost = self.price.input * reply.usage.input_tokens as f64 / 1e6
-                + self.price.output * reply.usage.output_tokens as f64 / 1e6;
-            out.cost_usd += cost;
-            self.log(self.store.session_add_usage(
-                &self.session,
-                reply.usage.input_tokens,
-                reply.usage.output_tokens,
-                cost,
-                now_ms(),
-            ));
+            out.cost_usd += self.record_usage(reply.usage);
             if let Some(text) = &reply.content {
                 out.answer.clone_from(text);
             }
@@ -353,7 +344,15 @@ impl Drive<'_> {
         messages.push(m);
     }
 
-    fn save(&self, m: &Message) {
+    /// Adds a reply's tokens and their cost (from the price table) to the session; returns the cost.
+    pub(crate) fn record_usage(&self, usage: Usage) -> f64 {
+        let cost =
+            self.price.input * usage.input_tokens as f64 / 1e6 + self.price.output * usage.output_tokens as f64 / 1e6;
+        self.log(self.store.session_add_usage(&self.session, usage.input_tokens, usage.output_tokens, cost, now_ms()));
+        cost
+    }
+
+    pub(crate) fn save(&self, m: &Message) {
         self.log(self.store.session_append(&self.session, &to_record(m)).map(drop));
     }
 

@@ -362,11 +362,16 @@ impl Runtime {
         message: &str,
         events: Option<EventSink>,
     ) -> Result<RunOutcome, AgentError> {
-        let target = match self.store.handoff_route(session)? {
-            Some(route) if self.store.session(&route.to_session)?.is_some() => route.to_session,
-            _ => session.to_owned(),
+        // A route whose session is gone (the process died before starting it) is ignored.
+        let routed = match self.store.handoff_route(session)? {
+            Some(route) => self.store.session(&route.to_session)?,
+            None => None,
         };
-        let record = self.store.session(&target)?.ok_or_else(|| {
+        let record = match routed {
+            Some(r) => Some(r),
+            None => self.store.session(session)?,
+        };
+        let record = record.ok_or_else(|| {
             AgentError::Invalid(format!("no session `{}`; list them with sessions_list", clip(session)))
         })?;
         let outcome = self.continue_session(&record, message, self.shutdown.child_token(), events.clone()).await?;

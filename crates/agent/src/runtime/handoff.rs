@@ -73,9 +73,7 @@ impl Runtime {
             reason: clip_text(reason, 2000),
             created_ms: now_ms(),
         })?;
-        let mut parent = ctx.clone();
-        parent.identity.agent = from.to_owned();
-        let pending = Pending { spec, ctx: parent, id: id.clone() };
+        let pending = Pending { spec, ctx: ctx.clone(), id: id.clone() };
         self.handoffs.lock().unwrap_or_else(|e| e.into_inner()).insert(me.to_owned(), pending);
         Ok(id)
     }

@@ -106,9 +106,8 @@ impl Runtime {
                     Check::Fail(feedback) | Check::Broken(feedback) if gate.block_on_failure => {
                         let tries = if retries == 0 { String::new() } else { format!(" after {retries} revision(s)") };
                         let why = format!("quality gate ({}) failed{tries}: {feedback}", gate.label());
-                        let o = failed(outcome, why);
-                        self.finish(&o);
-                        return o;
+                        // The caller (`start`) records the session's end.
+                        return failed(outcome, why);
                     }
                     Check::Fail(feedback) | Check::Broken(feedback) => {
                         notes.push(format!("[quality gate ({}) did not pass: {feedback}]", gate.label()));
