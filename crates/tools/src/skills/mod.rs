@@ -219,7 +219,7 @@ pub fn user_dir() -> Option<PathBuf> {
 
 /// `SKILL.md` files parsed at most once per (modification time, length): a listing of a
 /// thousand skills then costs a thousand `stat`s, not a thousand YAML parses.
-type Parsed = HashMap<PathBuf, (SystemTime, u64, Result<Skill, String>)>;
+type Parsed = HashMap<PathBuf, (SystemTime, u64, SkillSource, Result<Skill, String>)>;
 static PARSED: Mutex<Option<Parsed>> = Mutex::new(None);
 /// Entries kept at most; past this the memo starts over.
 const MAX_PARSED: usize = 20_000;
@@ -233,9 +233,9 @@ fn read_skill_memo(dir: &Path, source: SkillSource) -> Result<Skill, String> {
     let (mtime, len) = (meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len());
     let mut memo = PARSED.lock().unwrap_or_else(|e| e.into_inner());
     let memo = memo.get_or_insert_with(HashMap::new);
-    if let Some((t, l, parsed)) = memo.get(&md)
-        && (*t, *l) == (mtime, len)
-        && parsed.as_ref().is_ok_and(|s| s.source == source)
+    // Invalid skills are remembered too: their warning comes back without a new parse.
+    if let Some((t, l, s, parsed)) = memo.get(&md)
+        && (*t, *l, *s) == (mtime, len, source)
     {
         return parsed.clone();
     }
@@ -243,7 +243,7 @@ fn read_skill_memo(dir: &Path, source: SkillSource) -> Result<Skill, String> {
     if memo.len() >= MAX_PARSED {
         memo.clear();
     }
-    memo.insert(md, (mtime, len, parsed.clone()));
+    memo.insert(md, (mtime, len, source, parsed.clone()));
     parsed
 }
 
@@ -339,7 +339,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn discovery_reparses_only_what_changed_and_its_stamp_follows() {
+    fn discovery_and_its_stamp_follow_edits() {
         let ws = tempfile::tempdir().unwrap();
         let write = |name: &str, description: &str| {
             let dir = ws.path().join("skills").join(name);
