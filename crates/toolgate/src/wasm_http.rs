@@ -325,12 +325,14 @@ impl HttpClient for GuestHttp {
 /// fetcher.
 struct Failure {
     refused: bool,
+    /// The fetch was cancelled (the call's token), as the fetcher's typed error says.
+    cancelled: bool,
     message: String,
 }
 
 impl Failure {
     fn refused(message: String) -> Self {
-        Failure { refused: true, message }
+        Failure { refused: true, cancelled: false, message }
     }
 }
 
@@ -397,7 +399,7 @@ impl AuditRow {
                     r.detail = Some(format!("{} refused: {message}", self.line));
                 } else {
                     r.decision = "wasm http: allowed; the request failed".into();
-                    r.outcome = if f.message.contains("cancelled") { "cancelled" } else { "external_service" }.into();
+                    r.outcome = if f.cancelled { "cancelled" } else { "external_service" }.into();
                     r.detail = Some(format!("{} failed: {message}", self.line));
                 }
                 r.error = Some(message);
@@ -546,6 +548,7 @@ impl GuestHttp {
         // the gate's timeout, drops this future and the connection with it too).
         let response = self.fetcher.fetch(request, cancel).await.map_err(|e| Failure {
             refused: false,
+            cancelled: matches!(e, toolgate_fetch::FetchError::Cancelled),
             // The fetcher's words may quote the URL, which may hold a query credential.
             message: String::from_utf8_lossy(&replace_all(e.to_string().as_bytes(), &redact)).into_owned(),
         })?;
