@@ -118,7 +118,7 @@ impl ManagedMemory {
 
     /// Indexes again the notes a rebuild left without chunks (their content is in the row).
     fn reindex_stale(&self, scopes: (&str, &str)) -> Result<(), MemoryError> {
-        for scope in [scopes.0, scopes.1] {
+        for scope in distinct(scopes) {
             for (path, content) in self.index.stale_docs(scope)? {
                 let state = DocState { hash: sha256_hex(content.as_bytes()), mtime_ns: 0, size: content.len() as i64 };
                 index_note(&self.index, self.embedder.as_deref(), scope, &path, &content, state, Some(&content), None)?;
@@ -237,7 +237,7 @@ impl MemoryStore for ManagedMemory {
         self.reindex_stale(pair)?;
         let mut pending = 0;
         let mut failed = None;
-        for s in [pair.0, pair.1] {
+        for s in distinct(pair) {
             if failed.is_none() {
                 let filled = fill_vectors(&self.index, self.embedder.as_deref(), s, Duration::from_millis(750))?;
                 pending += filled.done;
@@ -259,4 +259,10 @@ impl MemoryStore for ManagedMemory {
         // Managed notes change only through this store, which indexes them as it writes.
         Ok(())
     }
+}
+
+/// The two scopes of a search or write, once each: a global caller's own scope is the fallback
+/// scope too.
+fn distinct<'a>(scopes: (&'a str, &'a str)) -> impl Iterator<Item = &'a str> {
+    std::iter::once(scopes.0).chain((scopes.1 != scopes.0).then_some(scopes.1))
 }
