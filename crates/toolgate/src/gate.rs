@@ -180,7 +180,10 @@ impl GateBuilder {
             let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
             return Err(GateError::Workspace { path: workspace, source });
         }
-        let memory = crate::memory::open(&self.config, &workspace, self.audit.db(&workspace).as_deref())?;
+        // One embedder (a local model is loaded once, on first use) for memory and skill search.
+        let embedder = crate::memory::embedder(&self.config.memory);
+        let memory =
+            crate::memory::open(&self.config, &workspace, self.audit.db(&workspace).as_deref(), embedder.clone())?;
         // One fetcher for everything that touches the network (its HTTP client is built on the
         // first request).
         let fetcher = toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?;
@@ -202,7 +205,7 @@ impl GateBuilder {
             for tool in toolgate_tools::runtime::tools(&runner) {
                 registry.register_builtin(tool)?;
             }
-            for tool in toolgate_tools::skills::tools(&fetcher) {
+            for tool in toolgate_tools::skills::tools(&fetcher, embedder.clone()) {
                 registry.register_builtin(tool)?;
             }
             for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.store.clone())) {

@@ -25,9 +25,15 @@ pub(crate) struct Memory {
 }
 
 /// The memory store for `workspace`, or `None` when `[memory] enabled = false`. The index lives
-/// in `state_db` (in memory when the gate keeps no state on disk). `config.agents` gives each
-/// agent's type, which decides its context-file routing in managed mode.
-pub(crate) fn open(config: &Config, workspace: &Path, state_db: Option<&Path>) -> Result<Option<Memory>, GateError> {
+/// in `state_db` (in memory when the gate keeps no state on disk); `embedder` is
+/// [`embedder`]`(&config.memory)`. `config.agents` gives each agent's type, which decides its
+/// context-file routing in managed mode.
+pub(crate) fn open(
+    config: &Config,
+    workspace: &Path,
+    state_db: Option<&Path>,
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Result<Option<Memory>, GateError> {
     let memory = &config.memory;
     if !memory.enabled {
         return Ok(None);
@@ -35,14 +41,14 @@ pub(crate) fn open(config: &Config, workspace: &Path, state_db: Option<&Path>) -
     let index = MemoryIndex::open(state_db).map_err(|e| GateError::Memory(e.to_string()))?;
     Ok(Some(match memory.mode {
         MemoryMode::Local => {
-            let local = LocalMemory::new(workspace, index, embedder(memory))
+            let local = LocalMemory::new(workspace, index, embedder)
                 .max_note_bytes(memory.max_note_bytes)
                 .rescan_interval(Duration::from_millis(memory.rescan_interval_ms));
             let store: Arc<dyn MemoryStore> = Arc::new(local);
             Memory { hook: Arc::new(MemoryInterceptor::new(store.clone())), store }
         }
         MemoryMode::Managed => {
-            let managed = Arc::new(ManagedMemory::new(index, embedder(memory)).max_note_bytes(memory.max_note_bytes));
+            let managed = Arc::new(ManagedMemory::new(index, embedder).max_note_bytes(memory.max_note_bytes));
             let predefined = config
                 .agents
                 .iter()
@@ -54,7 +60,7 @@ pub(crate) fn open(config: &Config, workspace: &Path, state_db: Option<&Path>) -
     }))
 }
 
-/// The embedder `[memory.embeddings]` asks for.
+/// The embedder `[memory.embeddings]` asks for (memory search and `skill_search` share it).
 pub fn embedder(config: &MemoryConfig) -> Option<Arc<dyn Embedder>> {
     let e = &config.embeddings;
     match e.provider {

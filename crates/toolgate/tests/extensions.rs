@@ -344,6 +344,84 @@ async fn skills_are_listed_searched_read_and_their_tools_run() {
     assert!(matches!(err, ToolError::InvalidParams { .. }), "{err}");
 }
 
+/// Writes a skill folder `skills/NAME` with this description and body.
+fn write_skill(workspace: &Path, name: &str, description: &str, body: &str) {
+    let dir = workspace.join("skills").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), format!("---\nname: {name}\ndescription: {description}\n---\n{body}\n"))
+        .unwrap();
+}
+
+/// `skill_search` with the real local embedding model (installed by `cargo xtask deps` into
+/// `.cache/models/`): a question that shares no word with the right skill finds it by meaning,
+/// which BM25 alone cannot; an edited skill is searched by its new description.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_search_finds_a_skill_by_meaning_with_the_local_model() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/models");
+    assert!(
+        models.join("all-minilm-l6-v2/model.safetensors").is_file(),
+        "the embedding model is missing: run `cargo xtask deps`"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures().join("pdf-to-text"), &dir.path().join("skills/pdf-to-text"));
+    copy_dir(&fixtures().join("changelog"), &dir.path().join("skills/changelog"));
+    write_skill(
+        dir.path(),
+        "image-resize",
+        "Resize and compress PNG and JPEG images with ImageMagick before they are committed.",
+        "# Image resize\n\nRun `magick in.png -resize 50% out.png`.",
+    );
+    write_skill(
+        dir.path(),
+        "db-backup",
+        "Dump the PostgreSQL database to a timestamped file with pg_dump and check it restores.",
+        "# Database backup\n\nRun `pg_dump -Fc` into backups/.",
+    );
+    let question = json!({"query": "make my holiday photographs smaller"});
+    let hybrid = {
+        let mut config = load(dir.path(), "").unwrap();
+        config.memory.embeddings.models_dir = Some(models.clone());
+        Gate::builder(dir.path()).config(config).build().unwrap()
+    };
+    let ctx = hybrid.context();
+    let found = hybrid.call(&ctx, "skill_search", question.clone()).await.unwrap();
+    let s = found.structured.clone().unwrap();
+    assert_eq!(s["mode"], "hybrid", "{}", found.text_content());
+    assert_eq!(s["model"], "local:all-minilm-l6-v2");
+    assert_eq!(s["results"][0]["name"], "image-resize", "{}", found.text_content());
+    assert_eq!(s["results"][0]["by_meaning"], true);
+    assert_eq!(s["results"][0]["by_text"], false);
+    // Words still count: an exact term ranks its skill first.
+    let found = hybrid.call(&ctx, "skill_search", json!({"query": "pg_dump"})).await.unwrap();
+    assert_eq!(found.structured.unwrap()["results"][0]["name"], "db-backup");
+    // BM25 alone finds nothing for the question.
+    let words_only = {
+        let config = load(dir.path(), "[memory.embeddings]\nprovider = \"none\"\n").unwrap();
+        Gate::builder(dir.path()).config(config).build().unwrap()
+    };
+    let found = words_only.call(&words_only.context(), "skill_search", question.clone()).await.unwrap();
+    let s = found.structured.unwrap();
+    assert_eq!(s["mode"], "bm25");
+    assert_eq!(s["results"], json!([]), "{s}");
+    // An edited skill is found by its new description.
+    write_skill(dir.path(), "db-backup", "Shrink photos taken on trips so they fit in an email.", "# Renamed purpose");
+    let found = hybrid.call(&ctx, "skill_search", question.clone()).await.unwrap();
+    let s = found.structured.unwrap();
+    let top: Vec<&str> = s["results"].as_array().unwrap().iter().take(2).map(|r| r["name"].as_str().unwrap()).collect();
+    assert!(top.contains(&"db-backup"), "{s}");
+    // A missing model: BM25 only, and the result says how to install it.
+    let missing = {
+        let mut config = load(dir.path(), "").unwrap();
+        config.memory.embeddings.models_dir = Some(dir.path().join("no-models"));
+        Gate::builder(dir.path()).config(config).build().unwrap()
+    };
+    let found = missing.call(&missing.context(), "skill_search", json!({"query": "ImageMagick"})).await.unwrap();
+    let s = found.structured.clone().unwrap();
+    assert_eq!(s["mode"], "bm25");
+    assert_eq!(s["results"][0]["name"], "image-resize");
+    assert!(found.text_content().contains("toolgate models install all-minilm-l6-v2"), "{}", found.text_content());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skill_install_validates_scans_and_installs_whole_then_remove() {
     let dir = tempfile::tempdir().unwrap();

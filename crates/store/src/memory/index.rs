@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::chunk::Chunk;
+use super::rank::{QueryVectors, Vectors};
 use super::vector;
 use crate::StoreError;
 use crate::error::Context;
@@ -118,18 +119,11 @@ pub struct MemoryIndex {
     complete: Mutex<HashMap<(String, String), i64>>,
     /// Recent query vectors by (model, query): agents ask the same thing again (retries, each
     /// session's first look at memory), and embedding is most of a search's time.
-    queries: Mutex<QueryCache>,
+    queries: QueryVectors,
 }
 
 /// Most query vectors kept.
 const MAX_CACHED_QUERIES: usize = 256;
-
-/// Query vectors, least recently used dropped first.
-#[derive(Debug, Default)]
-struct QueryCache {
-    tick: u64,
-    entries: HashMap<(String, String), (u64, Vec<f32>)>,
-}
 
 /// Bumps the change counter (in the same transaction as the change).
 const BUMP: &str = "UPDATE memory_meta SET generation = generation + 1";
@@ -138,14 +132,11 @@ const MAX_CACHED_FLOATS: usize = 32 << 20;
 /// Most vector sets kept (managed mode has one per user and agent).
 const MAX_CACHED_SETS: usize = 16;
 
-/// The vectors of some scopes under one model, normalized, in one contiguous block.
+/// The vectors of some scopes under one model, as of an index generation.
 #[derive(Debug)]
 struct VectorSet {
     generation: i64,
-    dims: usize,
-    ids: Vec<i64>,
-    /// `ids.len() * dims` floats, each row of unit length (or all zero).
-    data: Vec<f32>,
+    vectors: Vectors,
 }
 
 /// Whether an error means the database (or the FTS index) is damaged.
@@ -186,7 +177,7 @@ impl MemoryIndex {
             conn: Mutex::new(conn),
             vectors: Mutex::default(),
             complete: Mutex::default(),
-            queries: Mutex::default(),
+            queries: QueryVectors::new(MAX_CACHED_QUERIES),
         })
     }
 
@@ -439,7 +430,7 @@ impl MemoryIndex {
             let generation = generation(&conn).doing("searching notes by meaning")?;
             let cached = self.vectors.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
             match cached {
-                Some(set) if set.generation == generation && set.dims == query.len() => Some(set),
+                Some(set) if set.generation == generation && set.vectors.dims() == query.len() => Some(set),
                 _ => match load_vectors(&conn, scopes, model, query.len(), generation)? {
                     Some(set) => {
                         let set = Arc::new(set);
@@ -455,15 +446,14 @@ impl MemoryIndex {
             }
         };
         match set {
-            Some(set) => Ok(set.nearest(query, limit)),
+            Some(set) => Ok(set.vectors.nearest(query, limit)),
             None => self.nearest_sql(scopes, model, query, limit),
         }
     }
 
     /// Whether the query's vector under `embedder`'s model is cached.
     pub(crate) fn has_query(&self, embedder: &dyn super::Embedder, query: &str) -> bool {
-        let key = (embedder.model_id().to_owned(), query.to_owned());
-        self.queries.lock().unwrap_or_else(|e| e.into_inner()).entries.contains_key(&key)
+        self.queries.contains(embedder, query)
     }
 
     /// The query's vector from `embedder`, from the cache when the same query was embedded
@@ -473,26 +463,7 @@ impl MemoryIndex {
         embedder: &dyn super::Embedder,
         query: &str,
     ) -> Result<Option<Vec<f32>>, super::EmbedError> {
-        let key = (embedder.model_id().to_owned(), query.to_owned());
-        {
-            let mut cache = self.queries.lock().unwrap_or_else(|e| e.into_inner());
-            cache.tick += 1;
-            let tick = cache.tick;
-            if let Some(entry) = cache.entries.get_mut(&key) {
-                entry.0 = tick;
-                return Ok(Some(entry.1.clone()));
-            }
-        }
-        let Some(v) = embedder.embed(&[query])?.pop() else { return Ok(None) };
-        let mut cache = self.queries.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.entries.len() >= MAX_CACHED_QUERIES
-            && let Some(oldest) = cache.entries.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone())
-        {
-            cache.entries.remove(&oldest);
-        }
-        let tick = cache.tick;
-        cache.entries.insert(key, (tick, v.clone()));
-        Ok(Some(v))
+        self.queries.embed(embedder, query)
     }
 
     /// [`MemoryIndex::nearest`] in SQL (sqlite-vec's brute-force scan).
@@ -633,8 +604,7 @@ fn load_vectors(
     if count.saturating_mul(dims) > MAX_CACHED_FLOATS {
         return Ok(None);
     }
-    let mut set =
-        VectorSet { generation, dims, ids: Vec::with_capacity(count), data: Vec::with_capacity(count * dims) };
+    let mut vectors = Vectors::with_capacity(dims, count);
     let mut stmt = conn
         .prepare_cached("SELECT chunk_id, vec FROM memory_vectors WHERE scope IN (?1, ?2) AND model = ?3")
         .doing(doing)?;
@@ -643,53 +613,11 @@ fn load_vectors(
         let id: i64 = row.get(0).doing(doing)?;
         let blob = row.get_ref(1).doing(doing)?.as_blob().unwrap_or_default();
         // A vector of another length cannot be compared: left out, like sqlite-vec refuses it.
-        if blob.len() != dims * 4 {
-            continue;
-        }
-        let start = set.data.len();
-        set.data.extend(blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
-        normalize(&mut set.data[start..]);
-        set.ids.push(id);
-    }
-    Ok(Some(set))
-}
-
-/// The dot product, in eight independent lanes so the compiler can use SIMD.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a8.remainder().iter().zip(b8.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in a8.zip(b8) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
+        if blob.len() == dims * 4 {
+            vectors.push(id, blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
         }
     }
-    acc.iter().sum::<f32>() + tail
-}
-
-/// Scales `v` to unit length (a zero vector stays zero).
-fn normalize(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 && norm.is_finite() {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-}
-
-impl VectorSet {
-    /// The `limit` nearest rows by cosine distance (1 - cosine similarity), ties by id.
-    fn nearest(&self, query: &[f32], limit: usize) -> Vec<(i64, f64)> {
-        let mut q = query.to_vec();
-        normalize(&mut q);
-        let mut scored: Vec<(f32, i64)> =
-            self.data.chunks_exact(self.dims).zip(&self.ids).map(|(row, id)| (1.0 - dot(row, &q), *id)).collect();
-        let by = |a: &(f32, i64), b: &(f32, i64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        if scored.len() > limit {
-            scored.select_nth_unstable_by(limit, by);
-            scored.truncate(limit);
-        }
-        scored.sort_unstable_by(by);
-        scored.into_iter().map(|(d, id)| (id, f64::from(d))).collect()
-    }
+    Ok(Some(VectorSet { generation, vectors }))
 }
 
 fn now_ms() -> i64 {

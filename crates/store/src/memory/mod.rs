@@ -7,13 +7,15 @@
 //!   the agent's global notes as the fallback, and the context files (`SOUL.md`, `USER.md`, ...)
 //!   per user and agent beside them.
 //! - `index`: the SQL (chunks, FTS5, vectors per model id, note hashes); `chunk`: splitting notes;
-//!   `paths`: which paths are memory; `vector`: sqlite-vec registration.
+//!   `paths`: which paths are memory; `rank`: vector scans, query-vector cache and rank fusion
+//!   (shared with `skill_search`); `vector`: sqlite-vec registration.
 
 mod chunk;
 mod index;
 mod local;
 mod managed;
 pub mod paths;
+pub mod rank;
 mod search;
 mod vector;
 

@@ -1,22 +1,16 @@
 //! Query handling and rank fusion, independent of where notes live.
 
-use std::collections::HashMap;
-
 use super::index::MemoryIndex;
+use super::rank::{MIN_SIMILARITY, fuse};
 use super::{Embedder, SearchHit, SearchOptions, SearchResults};
 use crate::StoreError;
 
-/// Reciprocal Rank Fusion constant.
-pub(crate) const RRF_K: f64 = 60.0;
 /// Candidates taken from each method.
 const CANDIDATES: usize = 50;
 /// Most query terms passed to full-text search.
 const MAX_TERMS: usize = 64;
 /// Longest query used, in characters (the rest is ignored and the result says so).
 pub(crate) const MAX_QUERY_CHARS: usize = 4_000;
-/// Vector hits less similar than this (cosine) are not candidates: unrelated notes always have
-/// some nearest neighbour, and it should not reach the results on meaning alone.
-const MIN_SIMILARITY: f64 = 0.2;
 /// Longest snippet, in characters.
 const SNIPPET_CHARS: usize = 240;
 
@@ -104,20 +98,8 @@ pub(crate) fn run(
             Err(err) => notes.push(format!("full-text search only: embedding the query failed: {err}")),
         },
     }
-    let lists = if model.is_some() { 2.0 } else { 1.0 };
-    let mut fused: HashMap<i64, (f64, bool, bool)> = HashMap::new();
-    for (rank, id) in text_ids.iter().enumerate() {
-        let e = fused.entry(*id).or_default();
-        e.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
-        e.1 = true;
-    }
-    for (rank, id) in vector_ids.iter().enumerate() {
-        let e = fused.entry(*id).or_default();
-        e.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
-        e.2 = true;
-    }
-    let best = lists / (RRF_K + 1.0);
-    let ids: Vec<i64> = fused.keys().copied().collect();
+    let fused = if model.is_some() { fuse(&[&text_ids, &vector_ids]) } else { fuse(&[&text_ids]) };
+    let ids: Vec<i64> = fused.iter().map(|f| f.id).collect();
     let mut rows = index.chunks(&ids)?;
     // A note of the second scope (the agent's global notes) that the first (the user's) has a
     // note of the same path for is shadowed: reading that path gives the user's.
@@ -134,16 +116,16 @@ pub(crate) fn run(
     }
     let mut hits: Vec<SearchHit> = fused
         .into_iter()
-        .filter_map(|(id, (score, by_text, by_meaning))| {
-            let row = rows.get(&id)?;
+        .filter_map(|f| {
+            let row = rows.get(&f.id)?;
             Some(SearchHit {
                 path: row.path.clone(),
                 start_line: row.start_line,
                 end_line: row.end_line,
-                score: (score / best).clamp(0.0, 1.0),
+                score: f.score,
                 snippet: snippet(&row.text, &query),
-                by_text,
-                by_meaning,
+                by_text: f.in_list(0),
+                by_meaning: f.in_list(1),
             })
         })
         .filter(|h| h.score >= options.min_score)

@@ -8,7 +8,8 @@
 //!
 //! Progressive disclosure: `skill_list` gives names and descriptions, `skill_read` the body and
 //! the list of bundled files, `skill_search` ranks skills by BM25 over name, description and
-//! body. `skill_install` copies a skill folder from the workspace into `.agents/skills/` after
+//! body, fused with a search by meaning when an embedding model is configured (`search`).
+//! `skill_install` copies a skill folder from the workspace into `.agents/skills/` after
 //! validating it and scanning it for supply-chain tricks (approval every time);
 //! `skill_remove` deletes an installed one (approval every time).
 //!
@@ -23,6 +24,7 @@
 
 mod archive;
 mod scan;
+mod search;
 mod tools;
 
 use std::collections::{BTreeMap, HashMap};

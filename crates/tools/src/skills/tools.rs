@@ -12,9 +12,11 @@ use toolgate_core::{
 };
 
 use toolgate_fetch::{Fetcher, Request};
+use toolgate_store::memory::Embedder;
 
 use super::archive;
-use super::{Bm25, INSTALL_DIR, Skill, SkillSource, bundled_files, discover, read_skill, scan_skill, user_dir};
+use super::search::SkillVectors;
+use super::{INSTALL_DIR, Skill, SkillSource, bundled_files, discover, read_skill, scan_skill, user_dir};
 
 /// Caps on a skill being installed.
 const MAX_FILES: usize = 256;
@@ -24,11 +26,19 @@ const MAX_TOTAL_BYTES: u64 = 20 * 1024 * 1024;
 const MAX_ARCHIVE_BYTES: u64 = 10 * 1024 * 1024;
 
 /// The five skill tools (group `skills`). `skill_install` downloads archives from https URLs
-/// through `fetcher`, the web tools' SSRF-safe fetcher ([`crate::web::fetcher`]).
-pub fn tools(fetcher: &Fetcher) -> Vec<Arc<dyn Tool>> {
+/// through `fetcher`, the web tools' SSRF-safe fetcher ([`crate::web::fetcher`]);
+/// `skill_search` also ranks by meaning with `embedder` (the memory tools' model), if any.
+pub fn tools(fetcher: &Fetcher, embedder: Option<Arc<dyn Embedder>>) -> Vec<Arc<dyn Tool>> {
+    let vectors = embedder.map(|e| Arc::new(SkillVectors::new(e)));
     [Kind::List, Kind::Read, Kind::Search, Kind::Install, Kind::Remove]
         .into_iter()
-        .map(|kind| Arc::new(SkillTool::new(kind, fetcher.clone())) as Arc<dyn Tool>)
+        .map(|kind| {
+            let mut tool = SkillTool::new(kind, fetcher.clone());
+            if kind == Kind::Search {
+                tool.vectors = vectors.clone();
+            }
+            Arc::new(tool) as Arc<dyn Tool>
+        })
         .collect()
 }
 
@@ -50,6 +60,8 @@ struct SkillTool {
     /// `skill_install`: skills staged and scanned by `inspect` before the approval, by call id,
     /// installed by `execute` from that very copy.
     staged: Mutex<HashMap<String, (Instant, Staged)>>,
+    /// `skill_search`: the search by meaning, when an embedder is configured.
+    vectors: Option<Arc<SkillVectors>>,
 }
 
 /// How long a staged skill waits for its approval.
@@ -90,7 +102,8 @@ impl SkillTool {
             ),
             Kind::Search => (
                 "skill_search",
-                "Find skills relevant to a task, ranked by BM25 over their name, description and instructions.",
+                "Find skills relevant to a task, ranked by BM25 over their name, description and instructions, \
+                 fused with a search by meaning when an embedding model is configured.",
                 json!({"type": "object", "properties": {
                     "query": {"type": "string", "minLength": 1, "maxLength": 1000},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 50}
@@ -121,6 +134,7 @@ impl SkillTool {
             spec: ToolSpec::new(name, description, schema).group("skills").annotations(annotations),
             fetcher,
             staged: Mutex::new(HashMap::new()),
+            vectors: None,
         }
     }
 }
@@ -236,8 +250,9 @@ impl Tool for SkillTool {
                 .await
                 .map_err(|e| ToolError::failed(format!("the skill task failed: {e}")))?;
         }
-        // Folder walks and deletions are blocking I/O.
-        tokio::task::spawn_blocking(move || run(kind, &name, &workspace, &params))
+        // Folder walks, deletions and the embedding model block.
+        let vectors = self.vectors.clone();
+        tokio::task::spawn_blocking(move || run(kind, &name, &workspace, &params, vectors.as_deref()))
             .await
             .map_err(|e| ToolError::failed(format!("the skill task failed: {e}")))?
     }
@@ -279,7 +294,13 @@ impl SkillTool {
     }
 }
 
-fn run(kind: Kind, tool: &str, workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
+fn run(
+    kind: Kind,
+    tool: &str,
+    workspace: &Path,
+    params: &Value,
+    vectors: Option<&SkillVectors>,
+) -> Result<ToolOutput, ToolError> {
     match kind {
         Kind::List => {
             let (skills, warnings) = discover(workspace, user_dir().as_deref());
@@ -318,20 +339,7 @@ fn run(kind: Kind, tool: &str, workspace: &Path, params: &Value) -> Result<ToolO
         Kind::Search => {
             let query = str_param(tool, params, "query")?;
             let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(5).clamp(1, 50) as usize;
-            let search = search_index(workspace);
-            let (skills, index) = (&search.skills, &search.index);
-            let hits = index.search(query, limit);
-            let mut text = String::new();
-            if hits.is_empty() {
-                text.push_str("no skill matches; try other words or `skill_list`\n");
-            }
-            let mut list = Vec::new();
-            for (i, score) in hits {
-                let s = &skills[i];
-                text.push_str(&format!("{} ({score:.2}): {}\n", s.name, s.description.replace('\n', " ")));
-                list.push(json!({"name": s.name, "score": score, "description": s.description}));
-            }
-            Ok(ToolOutput::text(text).with_structured(json!({"results": list})))
+            Ok(super::search::search(workspace, query, limit, vectors))
         }
         Kind::Install => Err(ToolError::failed(format!("`{tool}` is run by its own path"))),
         Kind::Remove => {
@@ -354,37 +362,6 @@ fn run(kind: Kind, tool: &str, workspace: &Path, params: &Value) -> Result<ToolO
             Ok(ToolOutput::text(format!("removed skill `{name}`")))
         }
     }
-}
-
-/// The skills and their BM25 index, as of the last `skill_search`.
-#[derive(Debug)]
-struct SearchIndex {
-    stamp: u64,
-    workspace: PathBuf,
-    skills: Vec<Skill>,
-    index: Bm25,
-}
-
-static SEARCH: Mutex<Option<Arc<SearchIndex>>> = Mutex::new(None);
-
-/// The search index for `workspace`'s skills, rebuilt only when a `SKILL.md` changed (the
-/// discovery's stamp): building it tokenizes every skill's body.
-fn search_index(workspace: &Path) -> Arc<SearchIndex> {
-    let user = user_dir();
-    let stamp = super::skills_stamp(workspace, user.as_deref());
-    let mut cached = SEARCH.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(c) = cached.as_ref().filter(|c| c.stamp == stamp && c.workspace == workspace) {
-        return Arc::clone(c);
-    }
-    let (skills, _) = discover(workspace, user.as_deref());
-    let docs: Vec<String> = skills
-        .iter()
-        .map(|s| format!("{0} {0} {0} {1} {1} {2}", s.name.replace('-', " "), s.description, s.body))
-        .collect();
-    let index = Bm25::new(docs.iter().map(String::as_str));
-    let fresh = Arc::new(SearchIndex { stamp, workspace: workspace.to_path_buf(), skills, index });
-    *cached = Some(Arc::clone(&fresh));
-    fresh
 }
 
 /// The source folder of an install: inside the workspace, not in `.toolgate/`.
