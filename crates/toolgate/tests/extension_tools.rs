@@ -578,11 +578,16 @@ async fn a_reload_connects_installed_servers_and_drops_removed_ones() {
 
     // A changed entry: the old connection ends (its clean-up done) before the new one registers
     // the same tool names, which then stay.
+    let old_echo = f.gate.registry().resolve("mcp__every__echo").unwrap();
     let mut config = load(f.dir.path()).unwrap();
     config.mcp.servers.get_mut("every").unwrap().args.push("changed".into());
     let reloaded = f.gate.reload(&config).unwrap();
     assert_eq!((reloaded.mcp_stopped, reloaded.mcp_started), (vec!["every".to_owned()], vec!["every".to_owned()]));
-    // Calls during the switch may meet the closing connection ("try again"): retry, as told.
+    // No call reaches the old connection once the reload returned, even through a tool
+    // resolved before it (a call that had already started finishes on it).
+    let err = old_echo.tool.execute(&ctx, json!({"message": "late"})).await.unwrap_err().to_string();
+    assert!(err.contains("removed or changed in toolgate.toml") && err.contains("try again"), "{err}");
+    // Calls during the switch meet no tool or the new one still starting: retry, as told.
     let mut answered = None;
     let mut last = String::new();
     // (Each try says something new: the loop breaker refuses a call repeated as is.)

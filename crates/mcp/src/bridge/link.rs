@@ -130,6 +130,15 @@ impl ServerLink {
 
     /// The live peer, or the error a call gets while there is none.
     pub(crate) fn peer(&self) -> Result<Peer<RoleClient>, ToolError> {
+        // A reload took this server out of the configuration (or changed its entry): no new call
+        // reaches its old connection while that closes.
+        if self.removed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(ToolError::failed(format!(
+                "MCP server `{}` was removed or changed in toolgate.toml and is being stopped; if it is still \
+                 configured, try again in a few seconds (it restarts with its new entry)",
+                self.name
+            )));
+        }
         match self.state() {
             LinkState::Ready(peer) if !peer.is_transport_closed() => Ok(peer),
             other => Err(self.unavailable(&other)),
