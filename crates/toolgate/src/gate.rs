@@ -244,6 +244,7 @@ impl GateBuilder {
             registry.register_builtin(tool)?;
         }
         let mcp = McpBridge::new(vault, self.mcp_timings);
+        let wasm_failed = Arc::default();
         if self.builtins {
             let shared = crate::extension_tools::Shared {
                 workspace: workspace.clone(),
@@ -251,6 +252,7 @@ impl GateBuilder {
                 bridge: Arc::downgrade(&mcp.handle()),
                 store: store.clone(),
                 config: Arc::new(self.config.clone()),
+                wasm_failed: Arc::clone(&wasm_failed),
             };
             for tool in crate::extension_tools::tools(&shared) {
                 registry.register_builtin(tool)?;
@@ -300,6 +302,7 @@ impl GateBuilder {
             fetcher,
             runner,
             custom_names: std::sync::Mutex::new(custom_names),
+            wasm_failed,
             memory: memory.map(|m| m.store),
         })
     }
@@ -346,6 +349,9 @@ pub struct Gate {
     pub(crate) custom_names: std::sync::Mutex<Vec<String>>,
     /// The memory tools' store (`[memory]`), for `serve`'s note watcher.
     memory: Option<Arc<dyn toolgate_store::memory::MemoryStore>>,
+    /// Installed WASM tools the last [`crate::wasm::load_tools`] could not load, with why
+    /// (`tool_list` shows them).
+    pub(crate) wasm_failed: Arc<std::sync::Mutex<Vec<(String, String)>>>,
 }
 
 impl Gate {

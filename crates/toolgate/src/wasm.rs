@@ -90,6 +90,14 @@ pub async fn load_tools(gate: &Arc<Gate>) -> LoadReport {
 
 /// [`load_tools`] with the user's folder given (`None`: the workspace's tools only).
 pub async fn load_tools_from(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
+    let report = load(gate, user).await;
+    // Kept for `tool_list`.
+    *gate.wasm_failed.lock().unwrap_or_else(|e| e.into_inner()) =
+        report.failed.iter().map(|(name, e)| (name.clone(), e.to_string())).collect();
+    report
+}
+
+async fn load(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
     let mut report = LoadReport::default();
     let state = gate.workspace().join(".toolgate");
     // One directory read per folder decides: without an installed component there is no engine

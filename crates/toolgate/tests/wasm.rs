@@ -95,6 +95,12 @@ async fn a_changed_file_is_not_loaded() {
     assert!(failed[0].1.to_string().contains("changed since it was installed"), "{}", failed[0].1);
     let err = gate.call(&gate.context(), "wasm__echo", json!({"text": "x"})).await.expect_err("not loaded");
     assert!(matches!(err, ToolError::UnknownTool { .. }), "{err}");
+    // `tool_list` shows it, with why.
+    let list = gate.call(&gate.context(), "tool_list", json!({"kind": "wasm"})).await.expect("tool_list");
+    let text = list.text_content();
+    assert!(text.contains("wasm__echo [not loaded: ") && text.contains("changed since it was installed"), "{text}");
+    let rows = &list.structured.expect("structured")["tools"];
+    assert_eq!(rows[0]["name"], "wasm__echo", "{rows}");
 }
 
 #[tokio::test]

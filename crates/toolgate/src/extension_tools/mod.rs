@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub store: Option<Arc<Store>>,
     /// The configuration the gate started with.
     pub config: Arc<Config>,
+    /// Installed WASM tools that failed to load, with why (the gate's).
+    pub wasm_failed: Arc<std::sync::Mutex<Vec<(String, String)>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,6 +278,11 @@ impl ExtensionTool {
             };
             rows.push(json!({"name": spec.name, "kind": kind, "group": spec.group, "state": state,
                               "server": server.map(|s| s.name.clone())}));
+        }
+        for (name, why) in self.shared.wasm_failed.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let name =
+                if name.starts_with('*') { name.clone() } else { format!("{}{name}", toolgate_wasm::TOOL_PREFIX) };
+            rows.push(json!({"name": name, "kind": "wasm", "group": "wasm", "state": format!("not loaded: {why}")}));
         }
         for def in config.tools.custom.iter().filter(|d| !d.enabled) {
             rows.push(json!({"name": def.name, "kind": "custom", "group": "custom", "state": "disabled"}));
