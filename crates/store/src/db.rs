@@ -133,6 +133,15 @@ const MIGRATIONS: &[&str] = &[
     // vectors in memory sees another process's changes with one read (`memory/index.rs`).
     "CREATE TABLE memory_meta (id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL);
      INSERT INTO memory_meta (id, generation) VALUES (1, 0);",
+    // 12: vectors of texts other than memory notes (skills for `skill_search`), by model and
+    // the text's sha256, so a new process does not embed them again (`embedding_cache.rs`).
+    "CREATE TABLE embedding_cache (
+        model TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        vec BLOB NOT NULL,
+        used_ms INTEGER NOT NULL,
+        PRIMARY KEY (model, hash)
+     ) WITHOUT ROWID;",
 ];
 
 /// A connection to the state database, for reads and small writes off the hot path.

@@ -28,6 +28,7 @@
 mod audit;
 mod custom_tools;
 mod db;
+mod embedding_cache;
 mod error;
 mod grants;
 // The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
@@ -40,6 +41,7 @@ mod sessions;
 pub use audit::{AuditLog, AuditRecord, INTERRUPTED, STARTED};
 pub use custom_tools::StoredCustomTool;
 pub use db::Store;
+pub use embedding_cache::embedding_key;
 pub use error::StoreError;
 pub use grants::Grant;
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError};

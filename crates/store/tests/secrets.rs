@@ -164,6 +164,7 @@ fn migrations_reach_the_latest_version() {
     let conn = rusqlite::Connection::open(store.path()).unwrap();
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     // audit, grants, secrets, sessions and teams, started audit rows, custom tools, memory,
-    // audit detail, agent session writers, handoff routes, the memory index's change counter.
-    assert_eq!(version, 11);
+    // audit detail, agent session writers, handoff routes, the memory index's change counter,
+    // the embedding cache.
+    assert_eq!(version, 12);
 }

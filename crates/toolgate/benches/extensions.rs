@@ -42,14 +42,18 @@ fn gate(dir: &std::path::Path, cache: bool) -> Gate {
 }
 
 /// `skill_search` ranking by meaning too, with the local model `cargo xtask deps` installs: the
-/// first search (model load + embedding every skill), then new and repeated queries.
+/// first search (model load + embedding every skill), then new and repeated queries, then the
+/// first search of a new gate (the vectors read back from the state database).
 fn hybrid_skill_search(runtime: &tokio::runtime::Runtime, dir: &std::path::Path) {
     let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/models");
     let mut config = Config::default();
     config.loop_breaker.enabled = false;
     config.rate_limits.enabled = false;
     config.memory.embeddings.models_dir = Some(models);
-    let g = Gate::builder(dir).config(config).no_audit().build().expect("gate");
+    // The state database keeps the skills' vectors (no audit rows: calls are timed).
+    config.audit.enabled = false;
+    let _ = std::fs::remove_file(dir.join(".toolgate/state.db"));
+    let g = Gate::builder(dir).config(config.clone()).build().expect("gate");
     let first = time_calls(runtime, &g, "skill_search", &json!({"query": "shrink holiday photographs"}), 1);
     let topics = ["photos", "invoices", "release", "database", "slides", "emails", "logs", "tests", "docs", "fonts"];
     let verbs = ["make smaller", "back up", "summarize", "translate", "check"];
@@ -68,10 +72,15 @@ fn hybrid_skill_search(runtime: &tokio::runtime::Runtime, dir: &std::path::Path)
         "hybrid",
         "the local model is missing: run `cargo xtask deps`"
     );
+    // A new process: the skills' vectors come from the state database, the model loads.
+    let again = Gate::builder(dir).config(config).build().expect("gate");
+    let restart = time_calls(runtime, &again, "skill_search", &json!({"query": "shrink holiday photographs"}), 1);
     println!(
         "skill_search over 1,000 skills, BM25 + local model (all-minilm-l6-v2): first search (load the model, embed \
-         1,000 skills) {:.0} ms; new query p50 {:.2} ms, p90 {:.2} ms ({} queries); repeated query p50 {:.2} ms",
+         1,000 skills) {:.0} ms; first search of a new gate (vectors from the state database) {:.0} ms; new query \
+         p50 {:.2} ms, p90 {:.2} ms ({} queries); repeated query p50 {:.2} ms",
         first[0].as_secs_f64() * 1e3,
+        restart[0].as_secs_f64() * 1e3,
         percentile(&new, 0.5).as_secs_f64() * 1e3,
         percentile(&new, 0.9).as_secs_f64() * 1e3,
         new.len(),

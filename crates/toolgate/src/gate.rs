@@ -180,10 +180,11 @@ impl GateBuilder {
             let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
             return Err(GateError::Workspace { path: workspace, source });
         }
+        let state_db = self.audit.db(&workspace);
+        let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
         // One embedder (a local model is loaded once, on first use) for memory and skill search.
         let embedder = crate::memory::embedder(&self.config.memory);
-        let memory =
-            crate::memory::open(&self.config, &workspace, self.audit.db(&workspace).as_deref(), embedder.clone())?;
+        let memory = crate::memory::open(&self.config, &workspace, state_db.as_deref(), embedder.clone())?;
         // One fetcher for everything that touches the network (its HTTP client is built on the
         // first request).
         let fetcher = toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?;
@@ -205,7 +206,7 @@ impl GateBuilder {
             for tool in toolgate_tools::runtime::tools(&runner) {
                 registry.register_builtin(tool)?;
             }
-            for tool in toolgate_tools::skills::tools(&fetcher, embedder.clone()) {
+            for tool in toolgate_tools::skills::tools(&fetcher, embedder.clone(), store.clone()) {
                 registry.register_builtin(tool)?;
             }
             for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.store.clone())) {
@@ -218,16 +219,10 @@ impl GateBuilder {
         for tool in self.tools {
             registry.register_dynamic(tool)?;
         }
-        let state_db = match &self.audit {
-            AuditTarget::Off => None,
-            AuditTarget::Workspace => Some(workspace.join(".toolgate/state.db")),
-            AuditTarget::File(path) => Some(path.clone()),
-        };
         let audit = match (&state_db, self.config.audit.enabled) {
             (Some(db), true) => Some(AuditLog::open(db)?),
             _ => None,
         };
-        let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
         if self.builtins {
             // Search API keys: the environment first, then the store's secrets.
             let secrets: Arc<dyn SecretSource> = match &store {

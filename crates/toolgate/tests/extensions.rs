@@ -306,7 +306,9 @@ async fn skills_are_listed_searched_read_and_their_tools_run() {
     copy_dir(&fixtures().join("pdf-to-text"), &dir.path().join("skills/pdf-to-text"));
     copy_dir(&fixtures().join("changelog"), &dir.path().join("skills/changelog"));
     std::fs::write(dir.path().join("report.pdf"), tiny_pdf("Quarterly revenue grew nine percent")).unwrap();
-    let config = load(dir.path(), "[approval]\nmode = \"never\"\n").unwrap();
+    // BM25 only here (the search by meaning has its own test below).
+    let toml = "[approval]\nmode = \"never\"\n[memory.embeddings]\nprovider = \"none\"\n";
+    let config = load(dir.path(), toml).unwrap();
     let gate = Gate::builder(dir.path()).config(config).build().unwrap();
     let ctx = gate.context();
     let listed = gate.call(&ctx, "skill_list", json!({})).await.unwrap();
@@ -391,6 +393,12 @@ async fn skill_search_finds_a_skill_by_meaning_with_the_local_model() {
     assert_eq!(s["results"][0]["name"], "image-resize", "{}", found.text_content());
     assert_eq!(s["results"][0]["by_meaning"], true);
     assert_eq!(s["results"][0]["by_text"], false);
+    assert_eq!(s["notes"], json!(["embedded 4 skills (their vectors are kept)"]));
+    // The vectors are in the state database: a new gate over the workspace embeds no skill.
+    let again = Gate::builder(dir.path()).config(hybrid.config().clone()).build().unwrap();
+    let found = again.call(&again.context(), "skill_search", question.clone()).await.unwrap();
+    let s = found.structured.unwrap();
+    assert_eq!((&s["results"][0]["name"], &s["notes"]), (&json!("image-resize"), &json!([])), "{s}");
     // Words still count: an exact term ranks its skill first.
     let found = hybrid.call(&ctx, "skill_search", json!({"query": "pg_dump"})).await.unwrap();
     assert_eq!(found.structured.unwrap()["results"][0]["name"], "db-backup");

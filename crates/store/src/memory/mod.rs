@@ -22,10 +22,11 @@ mod vector;
 use std::fmt::Debug;
 use std::path::PathBuf;
 
-pub(crate) use index::SCHEMA;
 pub use index::{IndexHealth, MemoryIndex};
+pub(crate) use index::{SCHEMA, sha256_hex};
 pub use local::{LocalMemory, SyncReport};
 pub use managed::{ManagedMemory, Stored};
+pub(crate) use vector::to_blob as vector_blob;
 
 use crate::StoreError;
 

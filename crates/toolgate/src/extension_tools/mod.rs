@@ -280,8 +280,13 @@ impl ExtensionTool {
                               "server": server.map(|s| s.name.clone())}));
         }
         for (name, why) in self.shared.wasm_failed.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let name =
-                if name.starts_with('*') { name.clone() } else { format!("{}{name}", toolgate_wasm::TOOL_PREFIX) };
+            // Installed names come bare; a tool that failed to register has its gate name.
+            let prefix = toolgate_wasm::TOOL_PREFIX;
+            let name = if name.starts_with('*') || name.starts_with(prefix) {
+                name.clone()
+            } else {
+                format!("{prefix}{name}")
+            };
             rows.push(json!({"name": name, "kind": "wasm", "group": "wasm", "state": format!("not loaded: {why}")}));
         }
         for def in config.tools.custom.iter().filter(|d| !d.enabled) {

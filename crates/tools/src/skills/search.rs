@@ -8,14 +8,17 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_core::ToolOutput;
 use toolgate_store::memory::rank::{MIN_SIMILARITY, QueryVectors, Vectors, fuse};
 use toolgate_store::memory::{EmbedError, Embedder};
+use toolgate_store::{Store, embedding_key};
 
-use super::{Bm25, Skill, discover, user_dir};
+use super::{Bm25, Skill, discover};
 
 /// Candidates taken from each ranking before fusion.
 const CANDIDATES: usize = 50;
@@ -27,6 +30,8 @@ const CACHED_QUERIES: usize = 128;
 /// The skills and their BM25 index, as of the last `skill_search`.
 #[derive(Debug)]
 pub(super) struct SearchIndex {
+    /// Unique in the process: the vectors of this very skill list are keyed by it.
+    id: u64,
     stamp: u64,
     workspace: PathBuf,
     skills: Vec<Skill>,
@@ -34,23 +39,24 @@ pub(super) struct SearchIndex {
 }
 
 static SEARCH: Mutex<Option<Arc<SearchIndex>>> = Mutex::new(None);
+static NEXT_INDEX_ID: AtomicU64 = AtomicU64::new(0);
 
 /// The search index for `workspace`'s skills, rebuilt only when a `SKILL.md` changed (the
 /// discovery's stamp): building it tokenizes every skill's body.
-fn search_index(workspace: &Path) -> Arc<SearchIndex> {
-    let user = user_dir();
-    let stamp = super::skills_stamp(workspace, user.as_deref());
+fn search_index(workspace: &Path, user: Option<&Path>) -> Arc<SearchIndex> {
+    let stamp = super::skills_stamp(workspace, user);
     let mut cached = SEARCH.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = cached.as_ref().filter(|c| c.stamp == stamp && c.workspace == workspace) {
         return Arc::clone(c);
     }
-    let (skills, _) = discover(workspace, user.as_deref());
+    let (skills, _) = discover(workspace, user);
     let docs: Vec<String> = skills
         .iter()
         .map(|s| format!("{0} {0} {0} {1} {1} {2}", s.name.replace('-', " "), s.description, s.body))
         .collect();
     let index = Bm25::new(docs.iter().map(String::as_str));
-    let fresh = Arc::new(SearchIndex { stamp, workspace: workspace.to_path_buf(), skills, index });
+    let id = NEXT_INDEX_ID.fetch_add(1, Ordering::Relaxed);
+    let fresh = Arc::new(SearchIndex { id, stamp, workspace: workspace.to_path_buf(), skills, index });
     *cached = Some(Arc::clone(&fresh));
     fresh
 }
@@ -60,31 +66,57 @@ fn meaning_text(skill: &Skill) -> String {
     format!("{}: {}", skill.name.replace('-', " "), skill.description)
 }
 
-/// Skill vectors under one embedder (one per gate: gates may use different models).
+/// Skill vectors under one embedder (one per gate: gates may use different models), kept in
+/// the state database too when there is one, so a new process does not embed them again.
 #[derive(Debug)]
 pub(crate) struct SkillVectors {
     embedder: Arc<dyn Embedder>,
+    cache: Option<Arc<Store>>,
     queries: QueryVectors,
     state: Mutex<VectorState>,
+    /// The model's last failure: for [`RETRY_AFTER`] searches do not ask it again (an endpoint
+    /// that hangs would make every search wait for its timeout).
+    failed: Mutex<Option<(Instant, EmbedError)>>,
 }
+
+/// How long after a failure the model is asked again.
+const RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// The vectors of the skill set last searched, and each embedded text's vector (so a changed
 /// set embeds only its new or edited skills).
 #[derive(Debug, Default)]
 struct VectorState {
-    of: Option<(u64, PathBuf)>,
+    /// The [`SearchIndex::id`] the set was built for.
+    of: Option<u64>,
     set: Option<Arc<Vectors>>,
     by_text: HashMap<String, Vec<f32>>,
 }
 
 impl SkillVectors {
-    pub(crate) fn new(embedder: Arc<dyn Embedder>) -> SkillVectors {
-        SkillVectors { embedder, queries: QueryVectors::new(CACHED_QUERIES), state: Mutex::default() }
+    pub(crate) fn new(embedder: Arc<dyn Embedder>, cache: Option<Arc<Store>>) -> SkillVectors {
+        SkillVectors {
+            embedder,
+            cache,
+            queries: QueryVectors::new(CACHED_QUERIES),
+            state: Mutex::default(),
+            failed: Mutex::default(),
+        }
     }
 
     /// `query`'s vector (cached for repeated queries).
     fn query_vector(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
-        self.queries.embed(&*self.embedder, query)?.ok_or_else(|| no_vector(&*self.embedder))
+        self.queries.embed(self, query)?.ok_or_else(|| no_vector(&*self.embedder))
+    }
+
+    /// The model's failure of less than [`RETRY_AFTER`] ago, if any.
+    fn recent_failure(&self) -> Option<EmbedError> {
+        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let (at, e) = failed.as_ref().filter(|(at, _)| at.elapsed() < RETRY_AFTER)?;
+        Some(EmbedError(format!(
+            "{e} ({} s ago; asked again {} s after a failure)",
+            at.elapsed().as_secs(),
+            RETRY_AFTER.as_secs()
+        )))
     }
 
     /// Whether skills were embedded already (so the model is loaded and the query can be
@@ -94,46 +126,74 @@ impl SkillVectors {
     }
 
     /// Indexes (into `search.skills`) of the skills nearest in meaning to the query vector `q`,
-    /// nearest first, those too unrelated left out.
-    fn nearest(&self, search: &SearchIndex, q: &[f32]) -> Result<Vec<usize>, EmbedError> {
-        let set = self.vectors(search)?;
+    /// nearest first, those too unrelated left out; and how many skills were embedded for it.
+    fn nearest(&self, search: &SearchIndex, q: &[f32]) -> Result<(Vec<usize>, usize), EmbedError> {
+        let (set, embedded) = self.vectors(search)?;
         if q.len() != set.dims() {
             return Err(wrong_dims(q.len(), set.dims()));
         }
-        Ok(set
+        let near = set
             .nearest(q, CANDIDATES)
             .into_iter()
             .filter(|(_, distance)| 1.0 - distance >= MIN_SIMILARITY)
             .map(|(i, _)| i as usize)
-            .collect())
+            .collect();
+        Ok((near, embedded))
     }
 
-    /// The vectors of `search`'s skills, embedding those not seen before.
-    fn vectors(&self, search: &SearchIndex) -> Result<Arc<Vectors>, EmbedError> {
+    /// The vectors of `search`'s skills, and how many had to be embedded (those neither in
+    /// memory nor in the state database).
+    fn vectors(&self, search: &SearchIndex) -> Result<(Arc<Vectors>, usize), EmbedError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let of = (search.stamp, search.workspace.clone());
-        if let Some(set) = state.set.as_ref().filter(|_| state.of.as_ref() == Some(&of)) {
-            return Ok(Arc::clone(set));
+        let of = search.id;
+        if let Some(set) = state.set.as_ref().filter(|_| state.of == Some(of)) {
+            return Ok((Arc::clone(set), 0));
         }
         let texts: Vec<String> = search.skills.iter().map(meaning_text).collect();
-        let mut missing: Vec<&str> =
-            texts.iter().map(String::as_str).filter(|t| !state.by_text.contains_key(*t)).collect();
-        missing.dedup();
+        let model = self.embedder.model_id().to_owned();
         let dims = self.embedder.dims();
-        for batch in missing.chunks(BATCH) {
-            let vectors = self.embedder.embed(batch)?;
-            if vectors.len() != batch.len() {
-                return Err(EmbedError(format!(
-                    "the embedding model returned {} vectors for {} texts",
-                    vectors.len(),
-                    batch.len()
-                )));
-            }
-            for (text, v) in batch.iter().zip(vectors) {
-                if v.len() != dims {
-                    return Err(wrong_dims(v.len(), dims));
+        let missing: Vec<&str> = texts.iter().map(String::as_str).filter(|t| !state.by_text.contains_key(*t)).collect();
+        let mut embedded = 0;
+        if !missing.is_empty() {
+            let keys: Vec<String> = texts.iter().map(|t| embedding_key(t)).collect();
+            let key_of: HashMap<&str, &String> = texts.iter().map(String::as_str).zip(&keys).collect();
+            if let Some(store) = &self.cache {
+                let wanted: Vec<String> = missing.iter().map(|t| key_of[t].clone()).collect();
+                match store.cached_embeddings(&model, &wanted) {
+                    Ok(found) => {
+                        for text in &missing {
+                            if let Some(v) = found.get(key_of[text]).filter(|v| v.len() == dims) {
+                                state.by_text.insert((*text).to_owned(), v.clone());
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!("cannot read cached skill vectors: {e}"),
                 }
-                state.by_text.insert((*text).to_owned(), v);
+            }
+            let to_embed: Vec<&str> = missing.into_iter().filter(|t| !state.by_text.contains_key(*t)).collect();
+            let mut fresh = Vec::new();
+            for batch in to_embed.chunks(BATCH) {
+                let vectors = self.embed(batch)?;
+                if vectors.len() != batch.len() {
+                    return Err(EmbedError(format!(
+                        "the embedding model returned {} vectors for {} texts",
+                        vectors.len(),
+                        batch.len()
+                    )));
+                }
+                for (text, v) in batch.iter().zip(vectors) {
+                    if v.len() != dims {
+                        return Err(wrong_dims(v.len(), dims));
+                    }
+                    fresh.push((key_of[text].clone(), v.clone()));
+                    state.by_text.insert((*text).to_owned(), v);
+                }
+            }
+            embedded = to_embed.len();
+            if let Some(store) = &self.cache
+                && let Err(e) = store.cache_embeddings(&model, &fresh, &keys)
+            {
+                tracing::warn!("cannot keep skill vectors in the state database: {e}");
             }
         }
         let mut set = Vectors::with_capacity(dims, texts.len());
@@ -147,7 +207,27 @@ impl SkillVectors {
         let set = Arc::new(set);
         state.set = Some(Arc::clone(&set));
         state.of = Some(of);
-        Ok(set)
+        Ok((set, embedded))
+    }
+}
+
+/// The model, unless it failed less than [`RETRY_AFTER`] ago; its failures are remembered.
+impl Embedder for SkillVectors {
+    fn model_id(&self) -> &str {
+        self.embedder.model_id()
+    }
+
+    fn dims(&self) -> usize {
+        self.embedder.dims()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if let Some(e) = self.recent_failure() {
+            return Err(e);
+        }
+        self.embedder.embed(texts).inspect_err(|e| {
+            *self.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), e.clone()));
+        })
     }
 }
 
@@ -160,16 +240,22 @@ fn no_vector(embedder: &dyn Embedder) -> EmbedError {
 }
 
 /// Runs `skill_search` (blocking: reads skill folders, may run the embedding model).
-pub(super) fn search(workspace: &Path, query: &str, limit: usize, vectors: Option<&SkillVectors>) -> ToolOutput {
+pub(super) fn search(
+    workspace: &Path,
+    user: Option<&Path>,
+    query: &str,
+    limit: usize,
+    vectors: Option<&SkillVectors>,
+) -> ToolOutput {
     let words = || {
-        let search = search_index(workspace);
+        let search = search_index(workspace, user);
         let by_text = search.index.search(query, CANDIDATES.max(limit));
         (search, by_text)
     };
     // Embedding a new query is most of a search: once the model is loaded it runs beside
     // reading the skills and BM25 (before that, only when there are skills to compare with).
     let ((search, by_text), mut query_vector) = match vectors {
-        Some(v) if v.warm() => std::thread::scope(|s| {
+        Some(v) if v.warm() && v.recent_failure().is_none() => std::thread::scope(|s| {
             let embedding = s.spawn(|| v.query_vector(query));
             let found = words();
             (found, Some(embedding.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
@@ -184,7 +270,10 @@ pub(super) fn search(workspace: &Path, query: &str, limit: usize, vectors: Optio
         Some(v) if !search.skills.is_empty() => {
             let q = query_vector.take().unwrap_or_else(|| v.query_vector(query));
             match q.and_then(|q| v.nearest(&search, &q)) {
-                Ok(by_meaning) => {
+                Ok((by_meaning, embedded)) => {
+                    if embedded > 0 {
+                        notes.push(format!("embedded {embedded} skills (their vectors are kept)"));
+                    }
                     let text_ids: Vec<usize> = by_text.iter().map(|(i, _)| *i).collect();
                     hits = fuse(&[&text_ids, &by_meaning])
                         .into_iter()
@@ -227,7 +316,7 @@ pub(super) fn search(workspace: &Path, query: &str, limit: usize, vectors: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     /// Counts the texts it is asked to embed. A stand-in for a model here, where only the
     /// bookkeeping is tested (what is embedded when); `tests/extensions.rs` runs the real one.
@@ -264,26 +353,67 @@ mod tests {
             skill(dir.path(), &format!("skill-{i}"), &format!("does thing {i}"));
         }
         let model = Arc::new(Counting { dims: 3, ..Counting::default() });
-        let vectors = SkillVectors::new(model.clone());
-        let out = search(dir.path(), "thing", 5, Some(&vectors));
+        let db = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&db.path().join("state.db")).unwrap());
+        let vectors = SkillVectors::new(model.clone(), Some(Arc::clone(&store)));
+        let out = search(dir.path(), None, "thing", 5, Some(&vectors));
         assert_eq!(out.structured.as_ref().unwrap()["mode"], "hybrid");
+        assert_eq!(out.structured.as_ref().unwrap()["notes"][0], "embedded 40 skills (their vectors are kept)");
         // 40 skills in two batches, plus the query.
         assert_eq!(model.texts.load(Ordering::SeqCst), 41);
-        search(dir.path(), "thing", 5, Some(&vectors));
+        search(dir.path(), None, "thing", 5, Some(&vectors));
         assert_eq!(model.texts.load(Ordering::SeqCst), 41, "nothing changed, the query is cached");
         // A new mtime or length changes the stamp: one skill edited, one added.
         skill(dir.path(), "skill-3", "does another thing entirely");
         skill(dir.path(), "skill-new", "a new one");
-        search(dir.path(), "thing", 5, Some(&vectors));
+        search(dir.path(), None, "thing", 5, Some(&vectors));
         assert_eq!(model.texts.load(Ordering::SeqCst), 43);
+        // A new process (a new gate) finds the vectors in the state database: only the query
+        // is embedded, and the result does not say it embedded skills.
+        let again = SkillVectors::new(model.clone(), Some(store));
+        let out = search(dir.path(), None, "thing", 5, Some(&again));
+        assert_eq!(model.texts.load(Ordering::SeqCst), 44);
+        let notes = &out.structured.unwrap()["notes"];
+        assert_eq!(notes, &serde_json::json!([]), "{notes}");
+    }
+
+    /// Fails every call, counting them.
+    #[derive(Debug, Default)]
+    struct Down(AtomicUsize);
+
+    impl Embedder for Down {
+        fn model_id(&self) -> &str {
+            "down"
+        }
+        fn dims(&self) -> usize {
+            3
+        }
+        fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Err(EmbedError("connection refused".into()))
+        }
+    }
+
+    #[test]
+    fn a_failing_model_is_not_asked_again_for_a_minute() {
+        let dir = tempfile::tempdir().unwrap();
+        skill(dir.path(), "pdf-to-text", "extract the text of a pdf");
+        let model = Arc::new(Down::default());
+        let vectors = SkillVectors::new(model.clone(), None);
+        for _ in 0..3 {
+            let s = search(dir.path(), None, "pdf", 5, Some(&vectors)).structured.unwrap();
+            assert_eq!((&s["mode"], &s["results"][0]["name"]), (&json!("bm25"), &json!("pdf-to-text")));
+            assert!(s["notes"][0].as_str().unwrap().contains("embedding failed: connection refused"), "{s}");
+        }
+        assert_eq!(model.0.load(Ordering::SeqCst), 1);
     }
 
     #[test]
     fn a_model_returning_the_wrong_length_falls_back_to_bm25_and_says_why() {
         let dir = tempfile::tempdir().unwrap();
         skill(dir.path(), "pdf-to-text", "extract the text of a pdf");
-        let vectors = SkillVectors::new(Arc::new(Counting { dims: 2, ..Counting::default() }));
-        let out = search(dir.path(), "pdf", 5, Some(&vectors));
+        let vectors = SkillVectors::new(Arc::new(Counting { dims: 2, ..Counting::default() }), None);
+        let out = search(dir.path(), None, "pdf", 5, Some(&vectors));
         let s = out.structured.unwrap();
         assert_eq!(s["mode"], "bm25");
         assert_eq!(s["results"][0]["name"], "pdf-to-text");

@@ -12,6 +12,7 @@ use toolgate_core::{
 };
 
 use toolgate_fetch::{Fetcher, Request};
+use toolgate_store::Store;
 use toolgate_store::memory::Embedder;
 
 use super::archive;
@@ -27,9 +28,10 @@ const MAX_ARCHIVE_BYTES: u64 = 10 * 1024 * 1024;
 
 /// The five skill tools (group `skills`). `skill_install` downloads archives from https URLs
 /// through `fetcher`, the web tools' SSRF-safe fetcher ([`crate::web::fetcher`]);
-/// `skill_search` also ranks by meaning with `embedder` (the memory tools' model), if any.
-pub fn tools(fetcher: &Fetcher, embedder: Option<Arc<dyn Embedder>>) -> Vec<Arc<dyn Tool>> {
-    let vectors = embedder.map(|e| Arc::new(SkillVectors::new(e)));
+/// `skill_search` also ranks by meaning with `embedder` (the memory tools' model), if any,
+/// keeping the skills' vectors in `cache` (the state database), if any.
+pub fn tools(fetcher: &Fetcher, embedder: Option<Arc<dyn Embedder>>, cache: Option<Arc<Store>>) -> Vec<Arc<dyn Tool>> {
+    let vectors = embedder.map(|e| Arc::new(SkillVectors::new(e, cache)));
     [Kind::List, Kind::Read, Kind::Search, Kind::Install, Kind::Remove]
         .into_iter()
         .map(|kind| {
@@ -339,7 +341,7 @@ fn run(
         Kind::Search => {
             let query = str_param(tool, params, "query")?;
             let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(5).clamp(1, 50) as usize;
-            Ok(super::search::search(workspace, query, limit, vectors))
+            Ok(super::search::search(workspace, user_dir().as_deref(), query, limit, vectors))
         }
         Kind::Install => Err(ToolError::failed(format!("`{tool}` is run by its own path"))),
         Kind::Remove => {
