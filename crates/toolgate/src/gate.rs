@@ -240,6 +240,7 @@ impl GateBuilder {
         }
         let mcp = McpBridge::new(vault, self.mcp_timings);
         let wasm_failed = Arc::default();
+        let this: Arc<std::sync::OnceLock<std::sync::Weak<Gate>>> = Arc::default();
         if self.builtins {
             let shared = crate::extension_tools::Shared {
                 workspace: workspace.clone(),
@@ -248,6 +249,7 @@ impl GateBuilder {
                 store: store.clone(),
                 config: Arc::new(self.config.clone()),
                 wasm_failed: Arc::clone(&wasm_failed),
+                gate: Arc::clone(&this),
             };
             for tool in crate::extension_tools::tools(&shared) {
                 registry.register_builtin(tool)?;
@@ -298,6 +300,7 @@ impl GateBuilder {
             runner,
             custom_names: std::sync::Mutex::new(custom_names),
             wasm_failed,
+            this,
             memory: memory.map(|m| m.store),
         })
     }
@@ -347,6 +350,9 @@ pub struct Gate {
     /// Installed WASM tools the last [`crate::wasm::load_tools`] could not load, with why
     /// (`tool_list` shows them).
     pub(crate) wasm_failed: Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    /// This gate, once [`crate::wasm::load_tools`] had it in an `Arc` (`tool_install` loads
+    /// the WASM tools it installs with it).
+    pub(crate) this: Arc<std::sync::OnceLock<std::sync::Weak<Gate>>>,
 }
 
 impl Gate {

@@ -72,6 +72,26 @@ fn installer_at(state: &Path, runtime: WasmRuntime) -> Result<Installer, WasmErr
     Ok(Installer::new(runtime, state.join("tools"), store))
 }
 
+/// A component's capabilities: the `explicit` file, else `NAME.capabilities.json` or
+/// `<stem>.capabilities.json` beside it, else none.
+pub fn read_capabilities(file: &Path, name: Option<&str>, explicit: Option<&Path>) -> Result<Capabilities, String> {
+    let candidates: Vec<PathBuf> = match explicit {
+        Some(p) => vec![p.to_owned()],
+        None => {
+            let dir = file.parent().unwrap_or(Path::new("."));
+            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("tool");
+            name.into_iter().chain([stem]).map(|n| dir.join(format!("{n}.capabilities.json"))).collect()
+        }
+    };
+    for path in candidates {
+        if path.is_file() || explicit.is_some() {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            return Capabilities::from_json(&text).map_err(|e| format!("in {}: {e}", path.display()));
+        }
+    }
+    Ok(Capabilities::none())
+}
+
 /// What [`load_tools`] did besides registering tools.
 #[derive(Debug, Default)]
 pub struct LoadReport {
@@ -90,6 +110,8 @@ pub async fn load_tools(gate: &Arc<Gate>) -> LoadReport {
 
 /// [`load_tools`] with the user's folder given (`None`: the workspace's tools only).
 pub async fn load_tools_from(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
+    // `tool_install` loads the components it installs into this gate.
+    let _ = gate.this.set(Arc::downgrade(gate));
     let report = load(gate, user).await;
     // Kept for `tool_list`.
     *gate.wasm_failed.lock().unwrap_or_else(|e| e.into_inner()) =

@@ -1,6 +1,8 @@
 //! WASM tools through the gate: installed components are loaded into the registry and every
 //! call passes the whole pipeline (validation against the declared schema, untrusted output);
-//! `tools.invoke` calls back through `Gate::call`; a changed file is not loaded.
+//! `tools.invoke` calls back through `Gate::call`; a changed file is not loaded; `tool_install`
+//! installs what a person approved.
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 #[path = "../../wasm/tests/support/mod.rs"]
 mod support;
@@ -42,7 +44,8 @@ async fn an_installed_component_runs_through_the_pipeline() {
     assert!(matches!(err, ToolError::InvalidParams { .. }), "{err}");
     let err = gate.call(&ctx, "wasm__echo", json!({"text": 5})).await.expect_err("invalid");
     assert!(matches!(err, ToolError::InvalidParams { .. }), "{err}");
-    // No tool lets a caller install WASM tools or grant them anything: that is the CLI's.
+    // The only tools about WASM are the loaded ones (installing is `tool_install`, with a
+    // person's approval, or the CLI).
     let names: Vec<String> = gate.registry().all().iter().map(|t| t.tool.spec().name.clone()).collect();
     assert_eq!(names.iter().filter(|n| n.contains("wasm")).collect::<Vec<_>>(), ["wasm__echo"]);
 }
@@ -161,3 +164,107 @@ mod mcp;
 
 #[path = "support/python.rs"]
 mod python;
+
+/// Answers every approval request with `answer`, keeping the requests; with `swap`, replaces
+/// the component file while the person is being asked.
+#[derive(Debug)]
+struct Person {
+    answer: toolgate::ApprovalAnswer,
+    asked: std::sync::Mutex<Vec<toolgate::ApprovalRequest>>,
+    swap: Option<(std::path::PathBuf, Vec<u8>)>,
+}
+
+#[async_trait::async_trait]
+impl toolgate::Approver for Person {
+    async fn ask(&self, request: &toolgate::ApprovalRequest) -> Option<toolgate::ApprovalAnswer> {
+        self.asked.lock().unwrap().push(request.clone());
+        if let Some((file, bytes)) = &self.swap {
+            std::fs::write(file, bytes).unwrap();
+        }
+        Some(self.answer.clone())
+    }
+}
+
+fn person(swap: Option<(std::path::PathBuf, Vec<u8>)>) -> Arc<Person> {
+    Arc::new(Person { answer: toolgate::ApprovalAnswer::AllowOnce, asked: Default::default(), swap })
+}
+
+fn gate_asking(ws: &std::path::Path, toml: &str, approver: Arc<Person>) -> Arc<Gate> {
+    std::fs::write(ws.join("toolgate.toml"), toml).unwrap();
+    let sources = toolgate::config::ConfigSources {
+        workspace_file: Some(ws.join("toolgate.toml")),
+        ..toolgate::config::ConfigSources::default()
+    };
+    let config = sources.load(None).unwrap();
+    Arc::new(Gate::builder(ws).config(config).approver(approver).build().expect("gate"))
+}
+
+/// `tool_install` of a component in the workspace: the person sees its hash and the grants of
+/// its sidecar file, the tool is callable at once, and `tool_remove` takes it out.
+#[tokio::test]
+async fn tool_install_installs_a_component_a_person_approved_and_tool_remove_removes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = Guest::default().component();
+    std::fs::create_dir_all(dir.path().join("components")).unwrap();
+    std::fs::write(dir.path().join("components/echo.wasm"), &bytes).unwrap();
+    std::fs::write(
+        dir.path().join("components/echo.capabilities.json"),
+        r#"{"http": {"allow": [{"host": "api.example.com", "path_prefix": "/v1/", "methods": ["GET"]}]}}"#,
+    )
+    .unwrap();
+    let approver = person(None);
+    let gate = gate_asking(dir.path(), "", approver.clone());
+    toolgate::wasm::load_tools_from(&gate, None).await;
+    let ctx = gate.context();
+    let install = json!({"name": "echo", "path": "components/echo.wasm"});
+    let out = gate.call(&ctx, "tool_install", install.clone()).await.expect("install");
+    assert!(out.text_content().contains("installed `wasm__echo`") && out.text_content().contains("callable now"));
+    let subject = approver.asked.lock().unwrap()[0].subject.clone().unwrap();
+    let hash = toolgate_wasm::component_hash(&bytes);
+    assert!(subject.contains(&hash[..16]) && subject.contains("wasm__echo"), "{subject}");
+    assert!(subject.contains("api.example.com"), "the grants are shown: {subject}");
+    let echoed = gate.call(&ctx, "wasm__echo", json!({"text": "hi"})).await.expect("call");
+    assert!(echoed.text_content().contains(r#"{"text":"hi"}"#));
+    // Installed as the CLI would: the manifest pins the hash and the grants.
+    let installed = toolgate::wasm::installer(dir.path()).unwrap().get("echo").unwrap();
+    assert_eq!(installed.hash, hash);
+    assert!(installed.capabilities.http.is_some());
+    // Again without `replace`: refused.
+    let err = gate.call(&ctx, "tool_install", install.clone()).await.expect_err("installed already");
+    assert!(err.to_string().contains("pass `replace: true`"), "{err}");
+    // Removed (asked too): the tool is gone at once.
+    gate.call(&ctx, "tool_remove", json!({"name": "wasm__echo"})).await.expect("remove");
+    assert!(
+        approver.asked.lock().unwrap().last().unwrap().subject.as_deref().unwrap().contains("remove the WASM tool")
+    );
+    let err = gate.call(&ctx, "wasm__echo", json!({"text": "x"})).await.expect_err("removed");
+    assert!(matches!(err, ToolError::UnknownTool { .. }), "{err}");
+    assert!(toolgate::wasm::installer(dir.path()).unwrap().get("echo").is_err());
+}
+
+/// What the person approved is what gets installed, and no one approving means no install.
+#[tokio::test]
+async fn tool_install_refuses_a_swapped_file_and_installs_nothing_unasked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("components")).unwrap();
+    let file = dir.path().join("components/echo.wasm");
+    std::fs::write(&file, Guest::default().component()).unwrap();
+    let other = Guest { description: "Something else entirely.", ..Guest::default() }.component();
+    let install = json!({"name": "echo", "path": "components/echo.wasm"});
+    // The file is replaced while the person looks at the request.
+    let gate = gate_asking(dir.path(), "", person(Some((file.clone(), other))));
+    let err = gate.call(&gate.context(), "tool_install", install.clone()).await.expect_err("swapped");
+    assert!(err.to_string().contains("changed after the approval request"), "{err}");
+    assert!(toolgate::wasm::installer(dir.path()).unwrap().get("echo").is_err(), "nothing installed");
+    // `[approval] mode = "never"`: no person would see the grants, so it is refused.
+    let approver = person(None);
+    let gate = gate_asking(dir.path(), "[approval]\nmode = \"never\"\n", approver.clone());
+    let err = gate.call(&gate.context(), "tool_install", install).await.expect_err("no person");
+    assert!(err.to_string().contains("toolgate wasm install components/echo.wasm --name echo"), "{err}");
+    assert!(approver.asked.lock().unwrap().is_empty());
+    // Outside the workspace, or not a component: refused before anyone is asked.
+    for (path, want) in [("../x.wasm", "cannot find"), ("components/echo.capabilities.json", "not a `.wasm` file")] {
+        let err = gate.call(&gate.context(), "tool_install", json!({"name": "x", "path": path})).await.expect_err(path);
+        assert!(err.to_string().contains(want), "{path}: {err}");
+    }
+}

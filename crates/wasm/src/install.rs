@@ -16,6 +16,11 @@ use crate::{Capabilities, Services, WasmError, WasmTool};
 /// `secrets` capability never sees these names.
 pub const MANIFEST_PREFIX: &str = "wasm-tool:";
 
+/// A component's BLAKE3 hash, in hex: what a manifest pins and an approval shows.
+pub fn component_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
 /// What is recorded about one installed tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstalledTool {
@@ -73,7 +78,22 @@ impl Installer {
             return Err(WasmError::TooLarge { size, limit });
         }
         let bytes = std::fs::read(file).map_err(|e| io("reading", e))?;
-        let prepared = self.runtime.prepare(&bytes, &caps).await?;
+        self.install_bytes(&bytes, name, caps).await
+    }
+
+    /// [`Installer::install`] of a component already read (the bytes a person approved).
+    pub async fn install_bytes(
+        &self,
+        bytes: &[u8],
+        name: Option<&str>,
+        caps: Capabilities,
+    ) -> Result<InstalledTool, WasmError> {
+        caps.validate()?;
+        let limit = self.runtime.limits_for(&caps).component_bytes;
+        if bytes.len() as u64 > limit {
+            return Err(WasmError::TooLarge { size: bytes.len() as u64, limit });
+        }
+        let prepared = self.runtime.prepare(bytes, &caps).await?;
         let name = name.unwrap_or(&prepared.description.name).to_owned();
         check_name(&name)?;
         std::fs::create_dir_all(&self.dir).map_err(|e| WasmError::Io {
@@ -82,7 +102,7 @@ impl Installer {
             source: e,
         })?;
         let target = self.dir.join(format!("{name}.wasm"));
-        write_atomic(&target, &bytes)?;
+        write_atomic(&target, bytes)?;
         let caps_file = self.dir.join(format!("{name}.capabilities.json"));
         let caps_text =
             serde_json::to_string_pretty(&caps).map_err(|e| WasmError::BadCapabilities { detail: e.to_string() })?;
@@ -149,7 +169,7 @@ impl Installer {
             path: installed.file.clone(),
             source: e,
         })?;
-        let actual = blake3::hash(&bytes).to_hex().to_string();
+        let actual = component_hash(&bytes);
         if actual != installed.hash {
             let (path, expected) = (installed.file.clone(), installed.hash.clone());
             return Err(WasmError::Tampered { path, expected, actual });

@@ -45,7 +45,7 @@ pub use capabilities::{
 };
 pub use error::WasmError;
 pub use host::{LogEntry, MAX_HTTP_REQUESTS, MAX_LOG_BYTES, MAX_LOG_ENTRIES, MAX_READ_BYTES, MAX_TOOL_INVOCATIONS};
-pub use install::{InstalledTool, Installer, MANIFEST_PREFIX};
+pub use install::{InstalledTool, Installer, MANIFEST_PREFIX, component_hash};
 pub use runtime::{CallLimits, CallReport, Prepared, RuntimeConfig, ToolDescription, WasmRuntime, wasmtime_version};
 pub use services::{
     HttpClient, HttpOrigin, HttpRequest, HttpResponse, SecretLookup, Services, ToolInvoker, WorkspaceReader,

@@ -258,7 +258,7 @@ impl WasmRuntime {
     /// `toolgate:tool` world and asks the component to describe itself.
     pub async fn prepare(&self, bytes: &[u8], caps: &Capabilities) -> Result<Prepared, WasmError> {
         self.validate(bytes, caps)?;
-        let hash = blake3::hash(bytes).to_hex().to_string();
+        let hash = crate::install::component_hash(bytes);
         let (component, from_cache) = self.compile(bytes, &hash)?;
         let instance_pre = self.inner.linker.instantiate_pre(&component).map_err(|e| wrong_world(&e))?;
         let pre = ToolPre::new(instance_pre).map_err(|e| wrong_world(&e))?;

@@ -1,7 +1,7 @@
 //! `toolgate wasm install|list|remove|inspect`: a person installs WASM tools and grants their
 //! capabilities here (an agent never can: no tool installs or grants).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -95,7 +95,8 @@ pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result
     };
     match command {
         Command::Install { file, name, capabilities, allow_http, allow_read, secrets, .. } => {
-            let mut caps = read_capabilities(&file, name.as_deref(), capabilities.as_deref())?;
+            let mut caps = toolgate::wasm::read_capabilities(&file, name.as_deref(), capabilities.as_deref())
+                .map_err(anyhow::Error::msg)?;
             add_flags(&mut caps, &allow_http, &allow_read, &secrets)?;
             let installed = installer.install(&file, name.as_deref(), caps).await?;
             outln!("installed `wasm__{}` ({} bytes, BLAKE3 {})", installed.name, installed.size, installed.hash);
@@ -152,26 +153,6 @@ fn print_details(t: &InstalledTool) {
     for g in grants {
         outln!("  capability: {g}");
     }
-}
-
-/// The explicit file, else `NAME.capabilities.json` or `<stem>.capabilities.json` beside the
-/// component, else none.
-fn read_capabilities(file: &Path, name: Option<&str>, explicit: Option<&Path>) -> anyhow::Result<Capabilities> {
-    let candidates: Vec<PathBuf> = match explicit {
-        Some(p) => vec![p.to_owned()],
-        None => {
-            let dir = file.parent().unwrap_or(Path::new("."));
-            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("tool");
-            name.into_iter().chain([stem]).map(|n| dir.join(format!("{n}.capabilities.json"))).collect()
-        }
-    };
-    for path in candidates {
-        if path.is_file() || explicit.is_some() {
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            return Capabilities::from_json(&text).with_context(|| format!("in {}", path.display()));
-        }
-    }
-    Ok(Capabilities::none())
 }
 
 fn add_flags(caps: &mut Capabilities, http: &[String], read: &[String], secrets: &[String]) -> anyhow::Result<()> {

@@ -6,8 +6,10 @@
 //! approval request. A command line that `exec`'s analysis blocks, that runs a shell, or that
 //! carries shell substitutions is refused before anyone is asked. A running `toolgate serve`
 //! reloads the file it edits: custom tools and MCP servers change at once (`Gate::reload`).
+//! WASM components are installed into `.toolgate/tools/` instead (`wasm`), and loaded at once.
 
 mod catalog;
+mod wasm;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -60,6 +62,9 @@ pub(crate) struct Shared {
     pub config: Arc<Config>,
     /// Installed WASM tools that failed to load, with why (the gate's).
     pub wasm_failed: Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    /// The gate, once it loaded its WASM tools (`crate::wasm::load_tools`): what a WASM tool
+    /// installed by `tool_install` is loaded with.
+    pub gate: Arc<OnceLock<Weak<crate::Gate>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,9 +90,18 @@ struct ExtensionTool {
     kind: Kind,
     spec: ToolSpec,
     shared: Shared,
-    /// `tool_install`: the server entries shown in approval requests, by parameters, so that
-    /// an install writes what the person approved even if a catalog file changed meanwhile.
-    pins: Mutex<VecDeque<(String, ServerConfig)>>,
+    /// `tool_install`: what approval requests showed, by parameters, so that an install
+    /// writes what the person approved even if a catalog or a file changed meanwhile.
+    pins: Mutex<VecDeque<(String, Pin)>>,
+}
+
+/// What an approval request showed for an install.
+#[derive(Debug, Clone, PartialEq)]
+enum Pin {
+    /// The server entry.
+    Server(ServerConfig),
+    /// The component's hash and its capabilities.
+    Wasm(String, toolgate_wasm::Capabilities),
 }
 
 /// How many approval requests' entries `tool_install` remembers.
@@ -124,8 +138,9 @@ impl ExtensionTool {
                 "tool_install",
                 "Add an MCP server to the workspace's toolgate.toml: a catalog entry by `name` (see \
                  `tool_search`), or a new server `name` with `url`, or with `command` and `args`; `env` gives \
-                 environment values. A `.wasm` `path` installs a WASM component. Needs a person's approval; \
-                 a running toolgate serve connects it at once.",
+                 environment values. A `.wasm` `path` installs a WASM component of the workspace as `wasm__NAME`, \
+                 with the capabilities of the `NAME.capabilities.json` beside it. Needs a person's approval; \
+                 a running toolgate serve connects or loads it at once.",
                 json!({"type": "object", "properties": {
                     "name": name_param("A catalog entry, or the new server's name (1-32 of a-z, 0-9, _ and -)."),
                     "url": {"type": "string", "maxLength": 2048, "description": "An HTTP MCP endpoint."},
@@ -191,18 +206,35 @@ impl Tool for ExtensionTool {
             Kind::List | Kind::Search => CallSafety { read_only: true, ..CallSafety::default() },
             Kind::Auth => CallSafety::default(),
             Kind::Install => {
-                let (safety, server) = install_safety(&self.shared.workspace, params);
-                if let Some(server) = server {
+                let never = self.shared.config.approval.mode == crate::config::ApprovalMode::Never;
+                let (safety, pin) = install_safety(&self.shared.workspace, params, never);
+                if let Some(pin) = pin {
                     let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
                     if pins.len() >= MAX_PINS {
                         pins.pop_front();
                     }
-                    pins.push_back((params.to_string(), server));
+                    pins.push_back((params.to_string(), pin));
                 }
                 safety
             }
             // A name that is not in the file (or a file that does not parse) is reported by
             // `execute`: no one is asked about an edit that cannot happen.
+            Kind::Remove if describe_target(&self.shared.workspace, name).is_none() => {
+                match wasm::installed(&self.shared.workspace, name) {
+                    Some(installed) => CallSafety {
+                        approval: ApprovalRequirement::Always,
+                        approval_reason: Some("removing a WASM tool deletes its component and its grants".into()),
+                        approval_subject: Some(format!(
+                            "remove the WASM tool `{}{}` (its file in .toolgate/tools/ and its manifest)",
+                            toolgate_wasm::TOOL_PREFIX,
+                            installed.name
+                        )),
+                        touches: Touches { writes: vec![".toolgate/tools/".into()], ..Touches::default() },
+                        ..CallSafety::default()
+                    },
+                    None => CallSafety { touches: config_touch, ..CallSafety::default() },
+                }
+            }
             Kind::Activate | Kind::Remove => match describe_target(&self.shared.workspace, name) {
                 None => CallSafety { touches: config_touch, ..CallSafety::default() },
                 Some(what) if self.kind == Kind::Activate => {
@@ -462,6 +494,7 @@ fn search(workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
 #[derive(Debug)]
 enum Plan {
     Server { name: String, server: ServerConfig, flags: Vec<String>, missing_env: Vec<String>, oauth: bool },
+    Wasm(wasm::WasmPlan),
 }
 
 /// Why a plan cannot be made: refused for safety (before approval) or simply invalid.
@@ -550,19 +583,7 @@ fn plan(workspace: &Path, params: &Value) -> Result<Plan, PlanError> {
         (entry, false)
     };
     match entry.kind {
-        EntryKind::Wasm => {
-            let path = entry.path.clone().unwrap_or_default();
-            if !path.ends_with(".wasm") {
-                return Err(invalid("/path", format!("`{path}` is not a `.wasm` file")));
-            }
-            // `toolgate wasm install` is the only way in (`cli/wasm.rs`): a person grants a
-            // component its capabilities, never an agent.
-            Err(PlanError::Refused(format!(
-                "WASM components get their capabilities from a person, never from an agent: ask them to run \
-                 `toolgate wasm install {} --name {name}` (it reads the sidecar capabilities file beside it)",
-                shell_word(&path)
-            )))
-        }
+        EntryKind::Wasm => wasm::plan(workspace, name, entry.path.clone().unwrap_or_default()).map(Plan::Wasm),
         EntryKind::McpHttp => {
             let url = entry.url.clone().unwrap_or_default();
             let parsed = url::Url::parse(&url).map_err(|e| invalid("/url", format!("`{url}` is not a URL: {e}")))?;
@@ -731,7 +752,7 @@ fn command_line(server: &ServerConfig) -> String {
 }
 
 /// The call's safety, and the entry the approval request shows.
-fn install_safety(workspace: &Path, params: &Value) -> (CallSafety, Option<ServerConfig>) {
+fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> (CallSafety, Option<Pin>) {
     let touches = Touches { writes: vec![CONFIG_FILE.to_owned()], ..Touches::default() };
     let base = CallSafety {
         approval: ApprovalRequirement::Always,
@@ -743,6 +764,10 @@ fn install_safety(workspace: &Path, params: &Value) -> (CallSafety, Option<Serve
         ..CallSafety::default()
     };
     match plan(workspace, params) {
+        Ok(Plan::Wasm(plan)) => {
+            let pin = Pin::Wasm(plan.hash.clone(), plan.caps.clone());
+            (wasm::safety(&plan, approval_never, base), Some(pin))
+        }
         // A `toolgate.toml` that does not parse is reported by `execute`, no one asked.
         Ok(_) if config_edit::read_document(&workspace.join(CONFIG_FILE)).is_err() => {
             (CallSafety { approval: ApprovalRequirement::Never, ..base }, None)
@@ -781,7 +806,7 @@ fn install_safety(workspace: &Path, params: &Value) -> (CallSafety, Option<Serve
                 },
                 ..base
             };
-            (safety, Some(server))
+            (safety, Some(Pin::Server(server)))
         }
         Err(PlanError::Refused(why)) => (CallSafety { refusal: Some(why.into()), ..base }, None),
         // `execute` reports it; no one is asked about an install that cannot happen.
@@ -802,13 +827,22 @@ impl ExtensionTool {
         let key = params.to_string();
         let pinned = {
             let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
-            pins.iter().rposition(|(k, _)| *k == key).and_then(|i| pins.remove(i)).map(|(_, server)| server)
+            pins.iter().rposition(|(k, _)| *k == key).and_then(|i| pins.remove(i)).map(|(_, pin)| pin)
         };
         match plan {
-            Plan::Server { server, .. } if pinned.as_ref().is_some_and(|p| *p != server) => Err(ToolError::failed(
-                "the catalog entry changed while the approval was pending, so nothing was written; call \
+            Plan::Wasm(plan) => {
+                let approved = match pinned {
+                    Some(Pin::Wasm(hash, caps)) => Some((hash, caps)),
+                    _ => None,
+                };
+                wasm::install(&self.shared, workspace, plan, approved, replace).await
+            }
+            Plan::Server { server, .. } if pinned.as_ref().is_some_and(|p| *p != Pin::Server(server.clone())) => {
+                Err(ToolError::failed(
+                    "the catalog entry changed while the approval was pending, so nothing was written; call \
                  `tool_install` again to be asked about the new entry",
-            )),
+                ))
+            }
             Plan::Server { name, server, flags, missing_env, oauth } => {
                 let path = workspace.join(CONFIG_FILE);
                 let mut doc = config_edit::read_document(&path).map_err(edit_error)?;
@@ -963,7 +997,7 @@ fn describe_target(workspace: &Path, name: &str) -> Option<String> {
 
 fn not_found(name: &str) -> ToolError {
     ToolError::NotFound {
-        what: format!("MCP server or custom tool `{name}` in {CONFIG_FILE}"),
+        what: format!("MCP server or custom tool `{name}` in {CONFIG_FILE}, or installed WASM tool `{name}`"),
         hint: Some(
             "`tool_list` shows what there is (built-in tools cannot be switched off here: use the [tools] policy)"
                 .into(),
@@ -1013,7 +1047,11 @@ impl ExtensionTool {
     fn remove(&self, workspace: &Path, name: &str) -> Result<ToolOutput, ToolError> {
         let path = workspace.join(CONFIG_FILE);
         let mut doc = config_edit::read_document(&path).map_err(edit_error)?;
-        let text = match find_target(&doc, name).ok_or_else(|| not_found(name))? {
+        let target = find_target(&doc, name);
+        if target.is_none() && wasm::installed(workspace, name).is_some() {
+            return wasm::remove(&self.shared, workspace, name);
+        }
+        let text = match target.ok_or_else(|| not_found(name))? {
             Target::Server => {
                 config_edit::remove_server(&mut doc, &path, name).map_err(edit_error)?;
                 config_edit::write_document(&path, &doc).map_err(edit_error)?;
