@@ -51,6 +51,12 @@ pub struct CallContext {
     /// the HTTP status and the final URL after redirects). The gate gives every call a fresh
     /// one and reads it when the call ends, success or error.
     pub audit: AuditNote,
+    /// The approval subject ([`crate::CallSafety::approval_subject`]) the gate's approval stage
+    /// decided on for this call: what a person approved, when one was asked. A tool whose
+    /// subject describes what it will do (an install's exact bytes and grants) recomputes it in
+    /// `execute` and refuses when it differs, so a file changed after the approval request
+    /// changes nothing. `None` outside the gate or when the tool gave no subject.
+    pub approval_subject: Option<String>,
 }
 
 impl CallContext {
@@ -66,6 +72,7 @@ impl CallContext {
             cancel: CancellationToken::new(),
             progress: ProgressSink::none(),
             audit: AuditNote::default(),
+            approval_subject: None,
         }
     }
 

@@ -580,6 +580,15 @@ impl Gate {
             let rec = StartedRecord { ctx, tool: &spec.name, params: &audited.params, trace, subject };
             crate::pipeline::audit::started(log, &self.detector, read_only, rec);
         }
+        // The tool sees the subject that was approved (or decided on without asking), never one
+        // the caller's context brought along (a parent call's, a library caller's).
+        let with_subject;
+        let ctx = if ctx.approval_subject == safety.approval_subject {
+            ctx
+        } else {
+            with_subject = CallContext { approval_subject: safety.approval_subject.clone(), ..ctx.clone() };
+            &with_subject
+        };
         let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         let out = self

@@ -85,11 +85,23 @@ pub fn read_capabilities(file: &Path, name: Option<&str>, explicit: Option<&Path
     };
     for path in candidates {
         if path.is_file() || explicit.is_some() {
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text = read_small(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             return Capabilities::from_json(&text).map_err(|e| format!("in {}: {e}", path.display()));
         }
     }
     Ok(Capabilities::none())
+}
+
+/// A capabilities file's text (at most 1 MiB).
+fn read_small(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    const MAX: u64 = 1024 * 1024;
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(MAX + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX {
+        return Err(std::io::Error::other(format!("larger than {MAX} bytes")));
+    }
+    Ok(text)
 }
 
 /// What [`load_tools`] did besides registering tools.

@@ -489,7 +489,34 @@ async fn a_catalog_changed_during_the_approval_installs_nothing() {
     let approver = Arc::new(SwapsCatalog(dir.path().to_path_buf()));
     let gate = Gate::builder(dir.path()).approver(approver).build().unwrap();
     let err = gate.call(&gate.context(), "tool_install", json!({"name": "weather"})).await.unwrap_err();
-    assert!(err.to_string().contains("changed while the approval was pending"), "{err}");
+    assert!(err.to_string().contains("changed after the approval request"), "{err}");
+    assert!(!dir.path().join("toolgate.toml").exists());
+}
+
+/// Writes `content` to `path` when a call reaches the hooks: after the gate decided whether to
+/// ask anyone, before the tool runs.
+#[derive(Debug)]
+struct WritesBeforeRunning(PathBuf, &'static str);
+
+#[toolgate::core::async_trait]
+impl toolgate::Hook for WritesBeforeRunning {
+    async fn before(&self, _ctx: &toolgate::core::CallContext, _tool: &str, _params: &Value) -> toolgate::HookVerdict {
+        std::fs::write(&self.0, self.1).unwrap();
+        toolgate::HookVerdict::Continue
+    }
+}
+
+/// An install that could not be planned when the gate checked it (so no one was asked) and can
+/// be when it runs (the catalog entry appeared meanwhile) writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_that_appears_after_the_checks_installs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".toolgate")).unwrap();
+    let approver = Arc::new(SwapsCatalog(dir.path().to_path_buf()));
+    let hook = Arc::new(WritesBeforeRunning(dir.path().join(".toolgate/catalog.toml"), CATALOG_ENTRY));
+    let gate = Gate::builder(dir.path()).approver(approver).hook(hook).build().unwrap();
+    let err = gate.call(&gate.context(), "tool_install", json!({"name": "weather"})).await.unwrap_err();
+    assert!(err.to_string().contains("changed after the approval request"), "{err}");
     assert!(!dir.path().join("toolgate.toml").exists());
 }
 

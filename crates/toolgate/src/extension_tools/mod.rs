@@ -11,9 +11,8 @@
 mod catalog;
 mod wasm;
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use serde_json::{Value, json};
 use toolgate_core::{
@@ -90,22 +89,7 @@ struct ExtensionTool {
     kind: Kind,
     spec: ToolSpec,
     shared: Shared,
-    /// `tool_install`: what approval requests showed, by parameters, so that an install
-    /// writes what the person approved even if a catalog or a file changed meanwhile.
-    pins: Mutex<VecDeque<(String, Pin)>>,
 }
-
-/// What an approval request showed for an install.
-#[derive(Debug, Clone, PartialEq)]
-enum Pin {
-    /// The server entry.
-    Server(ServerConfig),
-    /// The component's hash and its capabilities.
-    Wasm(String, toolgate_wasm::Capabilities),
-}
-
-/// How many approval requests' entries `tool_install` remembers.
-const MAX_PINS: usize = 32;
 
 fn name_param(what: &str) -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 64, "description": what})
@@ -184,7 +168,6 @@ impl ExtensionTool {
             kind,
             spec: ToolSpec::new(name, description, schema).group("extensions").annotations(annotations),
             shared,
-            pins: Mutex::new(VecDeque::new()),
         }
     }
 }
@@ -207,33 +190,13 @@ impl Tool for ExtensionTool {
             Kind::Auth => CallSafety::default(),
             Kind::Install => {
                 let never = self.shared.config.approval.mode == crate::config::ApprovalMode::Never;
-                let (safety, pin) = install_safety(&self.shared.workspace, params, never);
-                if let Some(pin) = pin {
-                    let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
-                    if pins.len() >= MAX_PINS {
-                        pins.pop_front();
-                    }
-                    pins.push_back((params.to_string(), pin));
-                }
-                safety
+                install_safety(&self.shared.workspace, params, never)
             }
             // A name that is not in the file (or a file that does not parse) is reported by
             // `execute`: no one is asked about an edit that cannot happen.
-            Kind::Remove if describe_target(&self.shared.workspace, name).is_none() => {
-                match wasm::installed(&self.shared.workspace, name) {
-                    Some(installed) => CallSafety {
-                        approval: ApprovalRequirement::Always,
-                        approval_reason: Some("removing a WASM tool deletes its component and its grants".into()),
-                        approval_subject: Some(format!(
-                            "remove the WASM tool `{}{}` (its file in .toolgate/tools/ and its manifest)",
-                            toolgate_wasm::TOOL_PREFIX,
-                            installed.name
-                        )),
-                        touches: Touches { writes: vec![".toolgate/tools/".into()], ..Touches::default() },
-                        ..CallSafety::default()
-                    },
-                    None => CallSafety { touches: config_touch, ..CallSafety::default() },
-                }
+            // `wasm__NAME`: an installed component (server and custom tool names have no `__`).
+            Kind::Remove if name.starts_with(toolgate_wasm::TOOL_PREFIX) => {
+                wasm::remove_safety(&self.shared.workspace, name)
             }
             Kind::Activate | Kind::Remove => match describe_target(&self.shared.workspace, name) {
                 None => CallSafety { touches: config_touch, ..CallSafety::default() },
@@ -261,18 +224,17 @@ impl Tool for ExtensionTool {
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
         // The gate's workspace, not the call's: the file edited is the one the gate loads, and
         // `safety` (which has no context) read the same catalog.
-        let _ = ctx;
         let workspace = self.shared.workspace.clone();
         match self.kind {
             Kind::List => Ok(self.list(&workspace, str_param(&params, "kind"))),
             Kind::Search => search(&workspace, &params),
-            Kind::Install => self.install(&workspace, &params).await,
+            Kind::Install => self.install(ctx, &workspace, &params).await,
             Kind::Auth => self.auth(&workspace, str_param(&params, "name").unwrap_or_default()).await,
             Kind::Activate => {
                 let on = params.get("active").and_then(Value::as_bool).unwrap_or(false);
                 activate(&workspace, str_param(&params, "name").unwrap_or_default(), on)
             }
-            Kind::Remove => self.remove(&workspace, str_param(&params, "name").unwrap_or_default()),
+            Kind::Remove => self.remove(ctx, &workspace, str_param(&params, "name").unwrap_or_default()),
         }
     }
 }
@@ -752,7 +714,7 @@ fn command_line(server: &ServerConfig) -> String {
 }
 
 /// The call's safety, and the entry the approval request shows.
-fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> (CallSafety, Option<Pin>) {
+fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> CallSafety {
     let touches = Touches { writes: vec![CONFIG_FILE.to_owned()], ..Touches::default() };
     let base = CallSafety {
         approval: ApprovalRequirement::Always,
@@ -764,21 +726,13 @@ fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> (Ca
         ..CallSafety::default()
     };
     match plan(workspace, params) {
-        Ok(Plan::Wasm(plan)) => {
-            let pin = Pin::Wasm(plan.hash.clone(), plan.caps.clone());
-            (wasm::safety(&plan, approval_never, base), Some(pin))
-        }
-        // A `toolgate.toml` that does not parse is reported by `execute`, no one asked.
+        Ok(Plan::Wasm(plan)) => wasm::safety(&plan, approval_never, base),
+        // A `toolgate.toml` that does not parse is reported by `execute`, no one asked (and
+        // `execute` refuses an install whose subject was not the one decided on).
         Ok(_) if config_edit::read_document(&workspace.join(CONFIG_FILE)).is_err() => {
-            (CallSafety { approval: ApprovalRequirement::Never, ..base }, None)
+            CallSafety { approval: ApprovalRequirement::Never, ..base }
         }
         Ok(Plan::Server { name, server, flags, missing_env, .. }) => {
-            let what = match &server.url {
-                Some(url) => format!("connect to {url}"),
-                None => format!("run `{}`", command_line(&server)),
-            };
-            let env: Vec<&str> = server.env.keys().map(String::as_str).collect();
-            let env = if env.is_empty() { String::new() } else { format!(" with env {}", env.join(", ")) };
             let mut reason = base.approval_reason.clone().unwrap_or_default().into_owned();
             for flag in &flags {
                 reason.push_str(&format!("\nWARNING: {flag}"));
@@ -786,8 +740,8 @@ fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> (Ca
             if !missing_env.is_empty() {
                 reason.push_str(&format!("\n{} will be taken from toolgate's environment", missing_env.join(", ")));
             }
-            let safety = CallSafety {
-                approval_subject: Some(format!("add MCP server `{name}` to {CONFIG_FILE}: {what}{env}")),
+            CallSafety {
+                approval_subject: Some(server_subject(&name, &server)),
                 approval_reason: Some(reason.into()),
                 touches: Touches {
                     commands: server
@@ -805,17 +759,40 @@ fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> (Ca
                     ..base.touches.clone()
                 },
                 ..base
-            };
-            (safety, Some(Pin::Server(server)))
+            }
         }
-        Err(PlanError::Refused(why)) => (CallSafety { refusal: Some(why.into()), ..base }, None),
+        Err(PlanError::Refused(why)) => CallSafety { refusal: Some(why.into()), ..base },
         // `execute` reports it; no one is asked about an install that cannot happen.
-        Err(PlanError::Invalid(_)) => (CallSafety { approval: ApprovalRequirement::Never, ..base }, None),
+        Err(PlanError::Invalid(_)) => CallSafety { approval: ApprovalRequirement::Never, ..base },
     }
 }
 
+/// What a person is asked about a server install: the command line or URL and the env keys,
+/// then a digest of the whole entry, so that an entry changed after the request (a catalog
+/// edited meanwhile) no longer matches what was approved.
+fn server_subject(name: &str, server: &ServerConfig) -> String {
+    use sha2::Digest;
+    let what = match &server.url {
+        Some(url) => format!("connect to {url}"),
+        None => format!("run `{}`", command_line(server)),
+    };
+    let env: Vec<&str> = server.env.keys().map(String::as_str).collect();
+    let env = if env.is_empty() { String::new() } else { format!(" with env {}", env.join(", ")) };
+    let digest = sha2::Sha256::digest(format!("{server:?}").as_bytes());
+    let digest: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("add MCP server `{name}` to {CONFIG_FILE}: {what}{env} [entry {digest}]")
+}
+
+/// The refusal of an install whose plan now differs from the one the approval stage decided on.
+fn changed_since_approval() -> ToolError {
+    ToolError::failed(
+        "what this install would write changed after the approval request (a catalog entry, a file or its \
+         capabilities), so nothing was written; call `tool_install` again to be asked about what is there now",
+    )
+}
+
 impl ExtensionTool {
-    async fn install(&self, workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
+    async fn install(&self, ctx: &CallContext, workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
         let plan = match plan(workspace, params) {
             Ok(plan) => plan,
             Err(PlanError::Invalid(e)) => return Err(e),
@@ -824,25 +801,20 @@ impl ExtensionTool {
             }
         };
         let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
-        let key = params.to_string();
-        let pinned = {
-            let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
-            pins.iter().rposition(|(k, _)| *k == key).and_then(|i| pins.remove(i)).map(|(_, pin)| pin)
+        // What runs is what the approval stage decided on, to the byte (a file that does not
+        // parse is reported as such first: no one was asked about it).
+        let subject = match &plan {
+            Plan::Server { name, server, .. } => {
+                config_edit::read_document(&workspace.join(CONFIG_FILE)).map_err(edit_error)?;
+                server_subject(name, server)
+            }
+            Plan::Wasm(plan) => wasm::subject(plan),
         };
+        if ctx.approval_subject.as_deref() != Some(subject.as_str()) {
+            return Err(changed_since_approval());
+        }
         match plan {
-            Plan::Wasm(plan) => {
-                let approved = match pinned {
-                    Some(Pin::Wasm(hash, caps)) => Some((hash, caps)),
-                    _ => None,
-                };
-                wasm::install(&self.shared, workspace, plan, approved, replace).await
-            }
-            Plan::Server { server, .. } if pinned.as_ref().is_some_and(|p| *p != Pin::Server(server.clone())) => {
-                Err(ToolError::failed(
-                    "the catalog entry changed while the approval was pending, so nothing was written; call \
-                 `tool_install` again to be asked about the new entry",
-                ))
-            }
+            Plan::Wasm(plan) => wasm::install(&self.shared, workspace, plan, replace).await,
             Plan::Server { name, server, flags, missing_env, oauth } => {
                 let path = workspace.join(CONFIG_FILE);
                 let mut doc = config_edit::read_document(&path).map_err(edit_error)?;
@@ -997,9 +969,9 @@ fn describe_target(workspace: &Path, name: &str) -> Option<String> {
 
 fn not_found(name: &str) -> ToolError {
     ToolError::NotFound {
-        what: format!("MCP server or custom tool `{name}` in {CONFIG_FILE}, or installed WASM tool `{name}`"),
+        what: format!("MCP server or custom tool `{name}` in {CONFIG_FILE}"),
         hint: Some(
-            "`tool_list` shows what there is (built-in tools cannot be switched off here: use the [tools] policy)"
+            "`tool_list` shows what there is (a WASM tool is removed by its name `wasm__NAME`; built-in tools cannot be switched off here: use the [tools] policy)"
                 .into(),
         ),
     }
@@ -1044,14 +1016,13 @@ fn set_enabled(table: &mut dyn toml_edit::TableLike, on: bool) {
 }
 
 impl ExtensionTool {
-    fn remove(&self, workspace: &Path, name: &str) -> Result<ToolOutput, ToolError> {
+    fn remove(&self, ctx: &CallContext, workspace: &Path, name: &str) -> Result<ToolOutput, ToolError> {
         let path = workspace.join(CONFIG_FILE);
         let mut doc = config_edit::read_document(&path).map_err(edit_error)?;
-        let target = find_target(&doc, name);
-        if target.is_none() && wasm::installed(workspace, name).is_some() {
-            return wasm::remove(&self.shared, workspace, name);
+        if name.starts_with(toolgate_wasm::TOOL_PREFIX) {
+            return wasm::remove(&self.shared, ctx, workspace, name);
         }
-        let text = match target.ok_or_else(|| not_found(name))? {
+        let text = match find_target(&doc, name).ok_or_else(|| not_found(name))? {
             Target::Server => {
                 config_edit::remove_server(&mut doc, &path, name).map_err(edit_error)?;
                 config_edit::write_document(&path, &doc).map_err(edit_error)?;

@@ -1,64 +1,84 @@
 //! `tool_install` and `tool_remove` of WASM components. A component is a `.wasm` file in the
 //! workspace; its capabilities come from the sidecar file beside it (`NAME.capabilities.json`,
-//! as `toolgate wasm install` reads them). The approval request shows the file's BLAKE3 hash
-//! and every grant, and the install writes exactly the bytes that were hashed. When no person
-//! is asked (`[approval] mode = "never"`) it is refused: capabilities are granted by a person,
-//! never by an agent alone.
+//! as `toolgate wasm install` reads them). The approval subject names the file's full BLAKE3
+//! hash and every capability (the JSON that will be stored); `execute` reads the file once,
+//! rebuilds the subject from those bytes and installs them only if it is the subject that was
+//! approved ([`CallContext::approval_subject`]). When no person is asked
+//! (`[approval] mode = "never"`) it is refused: capabilities are granted by a person, never by
+//! an agent alone.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
-use toolgate_core::{ApprovalRequirement, CallSafety, ToolError, ToolOutput, Touches};
+use toolgate_core::{ApprovalRequirement, CallContext, CallSafety, ToolError, ToolOutput, Touches};
 use toolgate_wasm::{Capabilities, TOOL_PREFIX, component_hash};
 
-use super::{PlanError, Shared, invalid};
+use super::{PlanError, Shared, changed_since_approval, invalid};
 
 /// Where installed components go, relative to the workspace.
 const TOOLS_DIR: &str = ".toolgate/tools/";
 
 /// Largest component read for an install (the runtime's own limit may be lower).
-const MAX_COMPONENT_BYTES: u64 = 64 * 1024 * 1024;
+const MAX_COMPONENT_BYTES: u64 = 32 * 1024 * 1024;
 
 /// A component to install, as read when the plan was made.
 #[derive(Debug)]
 pub(super) struct WasmPlan {
-    pub(super) name: String,
+    name: String,
     /// As given (for messages).
     path: String,
-    file: PathBuf,
-    pub(super) hash: String,
-    size: u64,
-    pub(super) caps: Capabilities,
+    bytes: Vec<u8>,
+    hash: String,
+    caps: Capabilities,
 }
 
-/// Reads the component at `path` (in the workspace) and its capabilities.
+/// Reads the component at `path` (in the workspace, opened once, at most
+/// [`MAX_COMPONENT_BYTES`]) and its capabilities.
 pub(super) fn plan(workspace: &Path, name: String, path: String) -> Result<WasmPlan, PlanError> {
     if !path.ends_with(".wasm") {
-        return Err(invalid("/path", format!("`{path}` is not a `.wasm` file")));
+        return Err(invalid("/path", format!("{path:?} is not a `.wasm` file")));
     }
     let file = workspace
         .join(&path)
         .canonicalize()
-        .map_err(|e| invalid("/path", format!("cannot find `{path}` in the workspace: {e}")))?;
+        .map_err(|e| invalid("/path", format!("cannot find {path:?} in the workspace: {e}")))?;
     if !file.starts_with(workspace) || file.starts_with(workspace.join(".toolgate")) {
-        return Err(PlanError::Refused(format!("`{path}` is outside the workspace")));
+        return Err(PlanError::Refused(format!("{path:?} is outside the workspace")));
     }
-    let size = std::fs::metadata(&file)
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .map(|m| m.len())
-        .ok_or_else(|| invalid("/path", format!("`{path}` is not a file")))?;
-    if size > MAX_COMPONENT_BYTES {
-        return Err(invalid(
-            "/path",
-            format!("`{path}` is {size} bytes; components are at most {MAX_COMPONENT_BYTES}"),
-        ));
-    }
-    let bytes = std::fs::read(&file).map_err(|e| invalid("/path", format!("cannot read `{path}`: {e}")))?;
+    let bytes = read_capped(&file, MAX_COMPONENT_BYTES).map_err(|e| invalid("/path", format!("{path:?}: {e}")))?;
     let caps = crate::wasm::read_capabilities(&file, Some(&name), None).map_err(|e| invalid("/path", e))?;
-    caps.validate().map_err(|e| invalid("/path", format!("the capabilities beside `{path}`: {e}")))?;
-    Ok(WasmPlan { name, path, file, hash: component_hash(&bytes), size: bytes.len() as u64, caps })
+    caps.validate().map_err(|e| invalid("/path", format!("the capabilities beside {path:?}: {e}")))?;
+    Ok(WasmPlan { name, path, hash: component_hash(&bytes), bytes, caps })
+}
+
+/// The file's content, read through one handle: a regular file of at most `max` bytes.
+fn read_capped(file: &PathBuf, max: u64) -> Result<Vec<u8>, String> {
+    let handle = std::fs::File::open(file).map_err(|e| format!("cannot open it: {e}"))?;
+    let meta = handle.metadata().map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a file".to_owned());
+    }
+    let mut bytes = Vec::new();
+    handle.take(max + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("larger than {max} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// What a person approves: the file, its size and full hash, the tool's name and every
+/// capability as it will be stored (JSON: escaped, complete).
+pub(super) fn subject(plan: &WasmPlan) -> String {
+    let caps = serde_json::to_string(&plan.caps).unwrap_or_else(|e| format!("(unprintable: {e})"));
+    format!(
+        "install {:?} ({} bytes, BLAKE3 {}) as the tool `{TOOL_PREFIX}{}` with the capabilities {caps}",
+        plan.path,
+        plan.bytes.len(),
+        plan.hash,
+        plan.name
+    )
 }
 
 /// The grants, in words.
@@ -73,52 +93,37 @@ pub(super) fn safety(plan: &WasmPlan, approval_never: bool, base: CallSafety) ->
         let why = format!(
             "WASM components get their capabilities from a person, and the approval mode is `never` (no one is \
              asked): ask them to run `toolgate wasm install {} --name {}`",
-            plan.path, plan.name
+            plan.path.escape_debug(),
+            plan.name
         );
         return CallSafety { refusal: Some(why.into()), ..base };
     }
     CallSafety {
         approval: ApprovalRequirement::Always,
         approval_reason: Some(
-            "a WASM tool runs with the capabilities granted here: the hosts it may reach, the secrets it may use, \
-             the files it may read"
-                .into(),
+            format!(
+                "a WASM tool runs with the capabilities granted here ({}): the hosts it may reach, the secrets it \
+                 may use, the files it may read",
+                grants(&plan.caps)
+            )
+            .into(),
         ),
-        approval_subject: Some(format!(
-            "install `{}` ({} bytes, BLAKE3 {}) as the tool `{TOOL_PREFIX}{}` with: {}",
-            plan.path,
-            plan.size,
-            &plan.hash[..16.min(plan.hash.len())],
-            plan.name,
-            grants(&plan.caps)
-        )),
+        approval_subject: Some(subject(plan)),
         touches: Touches { reads: vec![plan.path.clone()], writes: vec![TOOLS_DIR.to_owned()], ..Touches::default() },
         ..base
     }
 }
 
-/// Installs the component if its bytes are still the ones approved (`approved`: their hash),
-/// then loads it into the gate (when the gate loaded its WASM tools, as `toolgate` does).
+/// Installs the planned bytes (the caller checked they are the approved ones), then loads the
+/// tool into the gate (when the gate loaded its WASM tools, as every `toolgate` command does).
 pub(super) async fn install(
     shared: &Shared,
     workspace: &Path,
     plan: WasmPlan,
-    approved: Option<(String, Capabilities)>,
     replace: bool,
 ) -> Result<ToolOutput, ToolError> {
-    let WasmPlan { name, path, file, caps, .. } = plan;
-    let bytes = std::fs::read(&file).map_err(|e| ToolError::failed(format!("cannot read `{path}`: {e}")))?;
-    match approved {
-        Some((hash, approved_caps)) if hash == component_hash(&bytes) && approved_caps == caps => {}
-        Some(_) => {
-            return Err(ToolError::failed(format!(
-                "`{path}` or its capabilities changed after the approval request, so nothing was installed; call \
-                 `tool_install` again to be asked about what is there now"
-            )));
-        }
-        None => return Err(ToolError::failed("no approval of this component was recorded; nothing was installed")),
-    }
-    let failed = |e: toolgate_wasm::WasmError| ToolError::failed(format!("cannot install `{path}`: {e}"));
+    let WasmPlan { name, path, bytes, caps, .. } = plan;
+    let failed = |e: toolgate_wasm::WasmError| ToolError::failed(format!("cannot install {path:?}: {e}"));
     let installer = crate::wasm::installer(workspace).map_err(failed)?;
     if !replace && installer.get(&name).is_ok() {
         return Err(ToolError::failed(format!(
@@ -140,7 +145,7 @@ pub(super) async fn install(
         _ => "loaded when toolgate next starts".to_owned(),
     };
     let text = format!(
-        "installed `{tool_name}` from `{path}` ({} bytes, BLAKE3 {}) with {}; {loaded}",
+        "installed `{tool_name}` from {path:?} ({} bytes, BLAKE3 {}) with {}; {loaded}",
         installed.size,
         installed.hash,
         grants(&installed.capabilities)
@@ -148,20 +153,56 @@ pub(super) async fn install(
     Ok(ToolOutput::text(text).with_structured(json!({"tool": tool_name, "hash": installed.hash})))
 }
 
-/// The installed component `name` (`NAME` or `wasm__NAME`), if there is one.
-pub(super) fn installed(workspace: &Path, name: &str) -> Option<toolgate_wasm::InstalledTool> {
-    let bare = name.strip_prefix(TOOL_PREFIX).unwrap_or(name);
-    if !workspace.join(TOOLS_DIR).join(format!("{bare}.wasm")).is_file() {
-        return None;
-    }
-    crate::wasm::installer(workspace).ok()?.get(bare).ok()
+/// The bare name of `wasm__NAME`, if it is one a tool can have (letters, digits, `_`, `-`).
+fn bare_name(name: &str) -> Option<&str> {
+    let bare = name.strip_prefix(TOOL_PREFIX)?;
+    let valid = !bare.is_empty()
+        && bare.len() <= 64
+        && bare.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    valid.then_some(bare)
 }
 
-/// Removes the installed component `name` and unregisters its tool.
-pub(super) fn remove(shared: &Shared, workspace: &Path, name: &str) -> Result<ToolOutput, ToolError> {
-    let bare = name.strip_prefix(TOOL_PREFIX).unwrap_or(name);
-    let failed = |e: toolgate_wasm::WasmError| ToolError::failed(format!("cannot remove `{TOOL_PREFIX}{bare}`: {e}"));
-    let removed = crate::wasm::installer(workspace).map_err(failed)?.remove(bare).map_err(failed)?;
+fn remove_subject(bare: &str) -> String {
+    format!("remove the WASM tool `{TOOL_PREFIX}{bare}` (its file in {TOOLS_DIR} and its manifest)")
+}
+
+/// `tool_remove` of `wasm__NAME`: asked every time when it is installed.
+pub(super) fn remove_safety(workspace: &Path, name: &str) -> CallSafety {
+    let installed = bare_name(name).filter(|bare| workspace.join(TOOLS_DIR).join(format!("{bare}.wasm")).is_file());
+    match installed {
+        Some(bare) => CallSafety {
+            approval: ApprovalRequirement::Always,
+            approval_reason: Some("removing a WASM tool deletes its component and its grants".into()),
+            approval_subject: Some(remove_subject(bare)),
+            touches: Touches { writes: vec![TOOLS_DIR.to_owned()], ..Touches::default() },
+            ..CallSafety::default()
+        },
+        // `execute` says it is not installed; no one is asked.
+        None => CallSafety::default(),
+    }
+}
+
+/// Removes the installed component `wasm__NAME` and unregisters its tool.
+pub(super) fn remove(
+    shared: &Shared,
+    ctx: &CallContext,
+    workspace: &Path,
+    name: &str,
+) -> Result<ToolOutput, ToolError> {
+    let not_installed = || ToolError::NotFound {
+        what: format!("installed WASM tool `{name}`"),
+        hint: Some("`tool_list` shows the WASM tools".into()),
+    };
+    let bare = bare_name(name).ok_or_else(not_installed)?;
+    let failed = |e: toolgate_wasm::WasmError| ToolError::failed(format!("cannot remove `{name}`: {e}"));
+    let installer = crate::wasm::installer(workspace).map_err(failed)?;
+    if installer.get(bare).is_err() {
+        return Err(not_installed());
+    }
+    if ctx.approval_subject.as_deref() != Some(remove_subject(bare).as_str()) {
+        return Err(changed_since_approval());
+    }
+    let removed = installer.remove(bare).map_err(failed)?;
     let tool_name = format!("{TOOL_PREFIX}{}", removed.name);
     if let Some(registry) = shared.registry.upgrade() {
         registry.unregister_dynamic(&tool_name);
