@@ -154,15 +154,20 @@ async fn install_writes_an_entry_that_a_fresh_gate_connects_and_the_cli_lists() 
     let toml = "# my settings\n[approval]\nmode = \"on-request\" # keep asking\n";
     let f = fixture(toml, vec![approve(), approve()]);
     let params = json!({"name": "every", "command": node(), "args": [everything(), "stdio"],
-                        "env": {"EVERY_MARK": "one"}});
+                        "env": {"EVERY_MARK": "one", "NODE_OPTIONS": "--max-old-space-size=256"}});
     let out = f.call("tool_install", params).await.unwrap();
     assert!(out.text_content().contains("mcp__every__"), "{}", out.text_content());
 
-    // The person saw exactly what will run (and the env names, not values).
+    // The person saw exactly what will run (and the env names, not values, except those of
+    // variables that decide what runs).
     let seen = f.approver.seen.lock().unwrap().clone();
     let subject = seen[0].subject.clone().unwrap();
     assert!(subject.contains(&format!("run `{} {} stdio`", node(), everything())), "{subject}");
     assert!(subject.contains("EVERY_MARK") && !subject.contains("one`"), "{subject}");
+    assert!(subject.contains("[entry sha256 "), "{subject}");
+    let reason = &seen[0].reason;
+    assert!(reason.contains("WARNING: NODE_OPTIONS=\"--max-old-space-size=256\" changes what"), "{reason}");
+    assert!(!reason.contains("\"one\""), "{reason}");
 
     // Comments survive; the entry is one block.
     let text = f.config_text().unwrap();
@@ -204,6 +209,13 @@ async fn install_writes_an_entry_that_a_fresh_gate_connects_and_the_cli_lists() 
     let err = f.call("tool_install", json!({"name": "every", "url": "https://mcp.example.com/mcp"})).await.unwrap_err();
     assert!(err.to_string().contains("replace"), "{err}");
     assert!(f.config_text().unwrap().contains(&everything()));
+    // With `replace`, the person is told what is replaced (the approver has no answer left:
+    // the request is what is checked here).
+    let params = json!({"name": "every", "url": "https://mcp.example.com/mcp", "replace": true});
+    let _ = f.call("tool_install", params).await;
+    let seen = f.approver.seen.lock().unwrap().clone();
+    let subject = seen.last().unwrap().subject.clone().unwrap();
+    assert!(subject.contains("replacing the MCP server `every` (runs"), "{subject}");
 
     // Audited.
     let audit = f.audit_tools();

@@ -249,6 +249,12 @@ async fn tool_install_installs_a_component_a_person_approved_and_tool_remove_rem
     // Again without `replace`: refused.
     let err = gate.call(&ctx, "tool_install", install.clone()).await.expect_err("installed already");
     assert!(err.to_string().contains("pass `replace: true`"), "{err}");
+    // With `replace`, the person sees what is replaced.
+    let mut again = install.clone();
+    again["replace"] = json!(true);
+    gate.call(&ctx, "tool_install", again).await.expect("replace");
+    let replaced = approver.asked.lock().unwrap().last().unwrap().subject.clone().unwrap();
+    assert!(replaced.contains(&format!("replacing `wasm__echo` (BLAKE3 {hash}")), "{replaced}");
     // Removed (asked too): the tool is gone at once.
     gate.call(&ctx, "tool_remove", json!({"name": "wasm__echo"})).await.expect("remove");
     assert!(
@@ -316,6 +322,13 @@ async fn tool_install_refuses_a_swapped_file_and_installs_nothing_unasked() {
     assert!(approver.asked.lock().unwrap().is_empty());
     assert!(toolgate::wasm::installer(dir.path()).unwrap().get("echo").is_err(), "nothing installed");
     std::fs::remove_file(&sidecar).unwrap();
+    // A FIFO in the component's place is refused, not waited on.
+    let status = std::process::Command::new("mkfifo").arg(dir.path().join("components/pipe.wasm")).status().unwrap();
+    assert!(status.success());
+    let pipe = json!({"name": "pipe", "path": "components/pipe.wasm"});
+    let gate = gate_asking(dir.path(), "", person(None));
+    let err = gate.call(&gate.context(), "tool_install", pipe).await.expect_err("fifo");
+    assert!(err.to_string().contains("not a file"), "{err}");
     // Outside the workspace, or not a component: refused before anyone is asked.
     for (path, want) in [("../x.wasm", "cannot find"), ("components/echo.capabilities.json", "not a `.wasm` file")] {
         let err = gate.call(&gate.context(), "tool_install", json!({"name": "x", "path": path})).await.expect_err(path);

@@ -470,7 +470,7 @@ fn invalid(pointer: &str, message: impl Into<String>) -> PlanError {
     PlanError::Invalid(ToolError::invalid("tool_install", pointer, message))
 }
 
-fn plan(workspace: &Path, params: &Value) -> Result<Plan, PlanError> {
+fn plan(workspace: &Path, params: &Value, approval_never: bool) -> Result<Plan, PlanError> {
     let name = str_param(params, "name").unwrap_or_default().to_owned();
     let url = str_param(params, "url");
     let command = str_param(params, "command");
@@ -545,7 +545,11 @@ fn plan(workspace: &Path, params: &Value) -> Result<Plan, PlanError> {
         (entry, false)
     };
     match entry.kind {
-        EntryKind::Wasm => wasm::plan(workspace, name, entry.path.clone().unwrap_or_default()).map(Plan::Wasm),
+        EntryKind::Wasm => {
+            let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
+            let path = entry.path.clone().unwrap_or_default();
+            wasm::plan(workspace, name, path, replace, approval_never).map(Plan::Wasm)
+        }
         EntryKind::McpHttp => {
             let url = entry.url.clone().unwrap_or_default();
             let parsed = url::Url::parse(&url).map_err(|e| invalid("/url", format!("`{url}` is not a URL: {e}")))?;
@@ -725,8 +729,8 @@ fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> Cal
         touches,
         ..CallSafety::default()
     };
-    match plan(workspace, params) {
-        Ok(Plan::Wasm(plan)) => wasm::safety(&plan, approval_never, base),
+    match plan(workspace, params, approval_never) {
+        Ok(Plan::Wasm(plan)) => wasm::safety(&plan, base),
         // A `toolgate.toml` that does not parse is reported by `execute`, no one asked (and
         // `execute` refuses an install whose subject was not the one decided on).
         Ok(_) if config_edit::read_document(&workspace.join(CONFIG_FILE)).is_err() => {
@@ -740,8 +744,15 @@ fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> Cal
             if !missing_env.is_empty() {
                 reason.push_str(&format!("\n{} will be taken from toolgate's environment", missing_env.join(", ")));
             }
+            // Values are secrets and not shown, except those of variables that decide what runs.
+            for (key, value) in &server.env {
+                if toolgate_tools::runtime::changes_what_runs(key) {
+                    let value: String = value.chars().take(200).collect();
+                    reason.push_str(&format!("\nWARNING: {key}={:?} changes what the server runs", value));
+                }
+            }
             CallSafety {
-                approval_subject: Some(server_subject(&name, &server)),
+                approval_subject: Some(server_subject(workspace, params, &name, &server)),
                 approval_reason: Some(reason.into()),
                 touches: Touches {
                     commands: server
@@ -770,7 +781,7 @@ fn install_safety(workspace: &Path, params: &Value, approval_never: bool) -> Cal
 /// What a person is asked about a server install: the command line or URL and the env keys,
 /// then a digest of the whole entry, so that an entry changed after the request (a catalog
 /// edited meanwhile) no longer matches what was approved.
-fn server_subject(name: &str, server: &ServerConfig) -> String {
+fn server_subject(workspace: &Path, params: &Value, name: &str, server: &ServerConfig) -> String {
     use sha2::Digest;
     let what = match &server.url {
         Some(url) => format!("connect to {url}"),
@@ -779,8 +790,13 @@ fn server_subject(name: &str, server: &ServerConfig) -> String {
     let env: Vec<&str> = server.env.keys().map(String::as_str).collect();
     let env = if env.is_empty() { String::new() } else { format!(" with env {}", env.join(", ")) };
     let digest = sha2::Sha256::digest(format!("{server:?}").as_bytes());
-    let digest: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("add MCP server `{name}` to {CONFIG_FILE}: {what}{env} [entry {digest}]")
+    let digest: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
+    let replacing = match describe_target(workspace, name).filter(|_| replace) {
+        Some(old) => format!(", replacing the {old} (its OAuth sign-in is forgotten when the URL changes)"),
+        None => String::new(),
+    };
+    format!("add MCP server `{name}` to {CONFIG_FILE}: {what}{env}{replacing} [entry sha256 {digest}]")
 }
 
 /// The refusal of an install whose plan now differs from the one the approval stage decided on.
@@ -793,7 +809,8 @@ fn changed_since_approval() -> ToolError {
 
 impl ExtensionTool {
     async fn install(&self, ctx: &CallContext, workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
-        let plan = match plan(workspace, params) {
+        let never = self.shared.config.approval.mode == crate::config::ApprovalMode::Never;
+        let plan = match plan(workspace, params, never) {
             Ok(plan) => plan,
             Err(PlanError::Invalid(e)) => return Err(e),
             Err(PlanError::Refused(why)) => {
@@ -806,7 +823,7 @@ impl ExtensionTool {
         let subject = match &plan {
             Plan::Server { name, server, .. } => {
                 config_edit::read_document(&workspace.join(CONFIG_FILE)).map_err(edit_error)?;
-                server_subject(name, server)
+                server_subject(workspace, params, name, server)
             }
             Plan::Wasm(plan) => wasm::subject(plan),
         };
@@ -824,6 +841,9 @@ impl ExtensionTool {
                         "{CONFIG_FILE} already has an MCP server `{name}`; pass `replace: true` to replace it, or pick another `name`"
                     )));
                 }
+                // A replaced server's OAuth tokens must not reach another URL.
+                let old_url = servers.get(&name).and_then(|t| t.get("url")).and_then(|u| u.as_str()).map(str::to_owned);
+                let forget_tokens = servers.contains_key(&name) && old_url != server.url;
                 let table = config_edit::server_table(&server).map_err(ToolError::failed)?;
                 servers.insert(&name, toml_edit::Item::Table(table));
                 config_edit::write_document(&path, &doc).map_err(edit_error)?;
@@ -831,6 +851,13 @@ impl ExtensionTool {
                     "added MCP server `{name}` to {CONFIG_FILE}; its tools will appear as `{}*` once it connects ({APPLY})",
                     server.tool_name(&name, "")
                 );
+                let vault = self.shared.store.as_ref().map(|s| crate::mcp_vault::StoreVault::new(Arc::clone(s)));
+                if forget_tokens
+                    && let Some(vault) = vault
+                    && oauth::logout(&name, &vault).unwrap_or(false)
+                {
+                    text.push_str("\nthe OAuth sign-in of the server it replaced is forgotten");
+                }
                 if !missing_env.is_empty() {
                     text.push_str(&format!(
                         "\nit reads {} from toolgate's environment: set them before starting",

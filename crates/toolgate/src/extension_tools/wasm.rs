@@ -32,11 +32,27 @@ pub(super) struct WasmPlan {
     bytes: Vec<u8>,
     hash: String,
     caps: Capabilities,
+    /// With `replace`: the installed tool of that name it replaces (its hash and grants).
+    replacing: Option<String>,
 }
 
 /// Reads the component at `path` (in the workspace, opened once, at most
-/// [`MAX_COMPONENT_BYTES`]) and its capabilities.
-pub(super) fn plan(workspace: &Path, name: String, path: String) -> Result<WasmPlan, PlanError> {
+/// [`MAX_COMPONENT_BYTES`]) and its capabilities. Refused at once when no person would be asked
+/// (`approval_never`), before anything is read.
+pub(super) fn plan(
+    workspace: &Path,
+    name: String,
+    path: String,
+    replace: bool,
+    approval_never: bool,
+) -> Result<WasmPlan, PlanError> {
+    if approval_never {
+        return Err(PlanError::Refused(format!(
+            "WASM components get their capabilities from a person, and the approval mode is `never` (no one is \
+             asked): ask them to run `toolgate wasm install {} --name {name}`",
+            path.escape_debug()
+        )));
+    }
     if !path.ends_with(".wasm") {
         return Err(invalid("/path", format!("{path:?} is not a `.wasm` file")));
     }
@@ -48,14 +64,40 @@ pub(super) fn plan(workspace: &Path, name: String, path: String) -> Result<WasmP
         return Err(PlanError::Refused(format!("{path:?} is outside the workspace")));
     }
     let bytes = read_capped(&file, MAX_COMPONENT_BYTES).map_err(|e| invalid("/path", format!("{path:?}: {e}")))?;
+    // The sidecar too must be a file of the workspace (a link out of it is not followed).
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
+    for sidecar in [format!("{name}.capabilities.json"), format!("{stem}.capabilities.json")] {
+        if let Ok(real) = file.with_file_name(&sidecar).canonicalize()
+            && (!real.starts_with(workspace) || real.starts_with(workspace.join(".toolgate")))
+        {
+            return Err(PlanError::Refused(format!("{sidecar:?} beside {path:?} leads outside the workspace")));
+        }
+    }
     let caps = crate::wasm::read_capabilities(&file, Some(&name), None).map_err(|e| invalid("/path", e))?;
     caps.validate().map_err(|e| invalid("/path", format!("the capabilities beside {path:?}: {e}")))?;
-    Ok(WasmPlan { name, path, hash: component_hash(&bytes), bytes, caps })
+    let replacing = if replace { replaced(workspace, &name) } else { None };
+    Ok(WasmPlan { name, path, hash: component_hash(&bytes), bytes, caps, replacing })
 }
 
-/// The file's content, read through one handle: a regular file of at most `max` bytes.
+/// The installed tool `name` would replace, in words (`None`: none installed).
+fn replaced(workspace: &Path, name: &str) -> Option<String> {
+    if !workspace.join(TOOLS_DIR).join(format!("{name}.wasm")).is_file() {
+        return None;
+    }
+    let installed = crate::wasm::installer(workspace).ok()?.get(name).ok()?;
+    let caps = serde_json::to_string(&installed.capabilities).unwrap_or_default();
+    Some(format!("`{TOOL_PREFIX}{name}` (BLAKE3 {}, capabilities {caps})", installed.hash))
+}
+
+/// The file's content, read through one handle opened without blocking (a FIFO put in its
+/// place is refused, not waited on): a regular file of at most `max` bytes.
 fn read_capped(file: &PathBuf, max: u64) -> Result<Vec<u8>, String> {
-    let handle = std::fs::File::open(file).map_err(|e| format!("cannot open it: {e}"))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(file)
+        .map_err(|e| format!("cannot open it: {e}"))?;
     let meta = handle.metadata().map_err(|e| format!("cannot read it: {e}"))?;
     if !meta.is_file() {
         return Err("not a file".to_owned());
@@ -72,8 +114,9 @@ fn read_capped(file: &PathBuf, max: u64) -> Result<Vec<u8>, String> {
 /// capability as it will be stored (JSON: escaped, complete).
 pub(super) fn subject(plan: &WasmPlan) -> String {
     let caps = serde_json::to_string(&plan.caps).unwrap_or_else(|e| format!("(unprintable: {e})"));
+    let replacing = plan.replacing.as_deref().map(|r| format!(", replacing {r}")).unwrap_or_default();
     format!(
-        "install {:?} ({} bytes, BLAKE3 {}) as the tool `{TOOL_PREFIX}{}` with the capabilities {caps}",
+        "install {:?} ({} bytes, BLAKE3 {}) as the tool `{TOOL_PREFIX}{}` with the capabilities {caps}{replacing}",
         plan.path,
         plan.bytes.len(),
         plan.hash,
@@ -87,17 +130,8 @@ fn grants(caps: &Capabilities) -> String {
     if grants.is_empty() { "no capabilities".to_owned() } else { grants.join("; ") }
 }
 
-/// What a person is asked (or why no one is).
-pub(super) fn safety(plan: &WasmPlan, approval_never: bool, base: CallSafety) -> CallSafety {
-    if approval_never {
-        let why = format!(
-            "WASM components get their capabilities from a person, and the approval mode is `never` (no one is \
-             asked): ask them to run `toolgate wasm install {} --name {}`",
-            plan.path.escape_debug(),
-            plan.name
-        );
-        return CallSafety { refusal: Some(why.into()), ..base };
-    }
+/// What a person is asked.
+pub(super) fn safety(plan: &WasmPlan, base: CallSafety) -> CallSafety {
     CallSafety {
         approval: ApprovalRequirement::Always,
         approval_reason: Some(

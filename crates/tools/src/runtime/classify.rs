@@ -90,12 +90,19 @@ const INERT_VARS: &[&str] = &[
     "CARGO_TERM_COLOR",
 ];
 
+/// Whether setting the variable `name` changes which program runs or what runs at a shell's or
+/// interpreter's start (`PATH`, `LD_PRELOAD`, `NODE_OPTIONS`, ...).
+pub fn changes_what_runs(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    HIJACK_VARS.contains(&upper.as_str()) || HIJACK_PREFIXES.iter().any(|p| upper.starts_with(p))
+}
+
 /// How risky setting these variables is.
 pub(crate) fn env_class(names: &[&str]) -> CommandClass {
     let mut class = CommandClass::Safe;
     for name in names {
         let upper = name.to_ascii_uppercase();
-        let c = if HIJACK_VARS.contains(&upper.as_str()) || HIJACK_PREFIXES.iter().any(|p| upper.starts_with(p)) {
+        let c = if changes_what_runs(name) {
             CommandClass::Dangerous
         } else if INERT_VARS.contains(&upper.as_str()) || upper.starts_with("LC_") {
             CommandClass::Safe

@@ -65,6 +65,7 @@ pub use execute_code::ExecuteCodeTool;
 pub use process::ProcessTool;
 // Custom tools (`crate::custom`) analyze and launch their commands exactly like `exec`.
 pub(crate) use classify::ShellCheck;
+pub use classify::changes_what_runs;
 pub(crate) use exec::{DEADLINE_GRACE, Launch};
 pub use toolgate_sandbox::{
     Enforcement, Network, ResourceLimits, Sandbox, SandboxError, SandboxMode, SandboxPolicy, SandboxStatus,

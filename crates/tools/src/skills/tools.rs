@@ -242,10 +242,14 @@ impl Tool for SkillTool {
         let kind = self.kind;
         if kind == Kind::Install {
             let taken = self.staged.lock().unwrap_or_else(|e| e.into_inner()).remove(&ctx.call_id);
-            // Staged before the approval when the gate inspected the call; otherwise now.
-            let staged = match taken {
-                Some((_, staged)) => staged,
-                None => self.stage(ctx, &params).await?,
+            // Staged and shown before the approval (the gate inspects every install): what is
+            // there now was not what the person saw.
+            let Some((_, staged)) = taken else {
+                return Err(ToolError::failed(format!(
+                    "the skill checked before the approval is gone (kept {} minutes), so nothing was installed; call \
+                     `skill_install` again",
+                    STAGED_TTL.as_secs() / 60
+                )));
             };
             let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
             return tokio::task::spawn_blocking(move || install_staged(&workspace, staged, replace))
