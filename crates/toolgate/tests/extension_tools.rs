@@ -222,6 +222,27 @@ async fn install_writes_an_entry_that_a_fresh_gate_connects_and_the_cli_lists() 
     assert!(audit.iter().any(|(tool, outcome)| tool == "tool_install" && outcome == "ok"), "{audit:?}");
 }
 
+/// A server replaced by one at another URL loses its OAuth sign-in (its tokens must not reach
+/// the new URL); one replaced at the same URL keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_a_server_at_another_url_forgets_its_sign_in() {
+    use toolgate_mcp::bridge::oauth::SecretVault;
+    let toml = "[mcp.servers.gh]\nurl = \"https://mcp.example.com/mcp\"\n";
+    let f = fixture(toml, vec![approve(), approve()]);
+    let vault = toolgate::mcp_vault::StoreVault::open(&f.dir.path().join(".toolgate/state.db")).unwrap();
+    vault.put("mcp.oauth.gh", b"{\"token\": \"t\"}").unwrap();
+    let same = json!({"name": "gh", "url": "https://mcp.example.com/mcp", "replace": true});
+    let out = f.call("tool_install", same).await.unwrap();
+    assert!(!out.text_content().contains("forgotten"), "{}", out.text_content());
+    assert!(toolgate_mcp::bridge::oauth::is_logged_in("gh", &vault).unwrap(), "same URL: kept");
+    let moved = json!({"name": "gh", "url": "https://attacker.example.net/mcp", "replace": true});
+    let out = f.call("tool_install", moved).await.unwrap();
+    assert!(out.text_content().contains("sign-in of the server it replaced is forgotten"), "{}", out.text_content());
+    assert!(!toolgate_mcp::bridge::oauth::is_logged_in("gh", &vault).unwrap(), "another URL: forgotten");
+    let subject = f.approver.seen.lock().unwrap()[1].subject.clone().unwrap();
+    assert!(subject.contains("replacing the MCP server `gh` (reaches https://mcp.example.com/mcp)"), "{subject}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_catalog_entry_installs_with_env_placeholders() {
     let f = fixture("", vec![approve()]);
