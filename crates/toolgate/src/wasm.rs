@@ -85,23 +85,41 @@ pub fn read_capabilities(file: &Path, name: Option<&str>, explicit: Option<&Path
     };
     for path in candidates {
         if path.is_file() || explicit.is_some() {
-            let text = read_small(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            // Resolved first: a capabilities file may be a link (the read does not follow one).
+            let real = path.canonicalize().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let bytes = read_regular_file(&real, MAX_CAPABILITIES_BYTES)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text = String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", path.display()))?;
             return Capabilities::from_json(&text).map_err(|e| format!("in {}: {e}", path.display()));
         }
     }
     Ok(Capabilities::none())
 }
 
-/// A capabilities file's text (at most 1 MiB).
-fn read_small(path: &Path) -> std::io::Result<String> {
+/// Largest capabilities file read.
+const MAX_CAPABILITIES_BYTES: u64 = 1024 * 1024;
+
+/// A regular file's content, at most `max` bytes, read through one handle opened without
+/// blocking and without following a final symbolic link (a FIFO put in its place is refused,
+/// not waited on).
+pub(crate) fn read_regular_file(file: &Path, max: u64) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    const MAX: u64 = 1024 * 1024;
-    let mut text = String::new();
-    std::fs::File::open(path)?.take(MAX + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX {
-        return Err(std::io::Error::other(format!("larger than {MAX} bytes")));
+    use std::os::unix::fs::OpenOptionsExt;
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(file)
+        .map_err(|e| format!("cannot open it: {e}"))?;
+    let meta = handle.metadata().map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a file".to_owned());
     }
-    Ok(text)
+    let mut bytes = Vec::new();
+    handle.take(max + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("larger than {max} bytes"));
+    }
+    Ok(bytes)
 }
 
 /// What [`load_tools`] did besides registering tools.

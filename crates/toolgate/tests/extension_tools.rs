@@ -12,6 +12,8 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 mod approver;
+#[path = "support/hooks.rs"]
+mod hooks;
 #[path = "support/python.rs"]
 mod python;
 
@@ -526,19 +528,6 @@ async fn a_catalog_changed_during_the_approval_installs_nothing() {
     assert!(!dir.path().join("toolgate.toml").exists());
 }
 
-/// Writes `content` to `path` when a call reaches the hooks: after the gate decided whether to
-/// ask anyone, before the tool runs.
-#[derive(Debug)]
-struct WritesBeforeRunning(PathBuf, &'static str);
-
-#[toolgate::core::async_trait]
-impl toolgate::Hook for WritesBeforeRunning {
-    async fn before(&self, _ctx: &toolgate::core::CallContext, _tool: &str, _params: &Value) -> toolgate::HookVerdict {
-        std::fs::write(&self.0, self.1).unwrap();
-        toolgate::HookVerdict::Continue
-    }
-}
-
 /// An install that could not be planned when the gate checked it (so no one was asked) and can
 /// be when it runs (the catalog entry appeared meanwhile) writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -546,11 +535,21 @@ async fn an_entry_that_appears_after_the_checks_installs_nothing() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".toolgate")).unwrap();
     let approver = Arc::new(SwapsCatalog(dir.path().to_path_buf()));
-    let hook = Arc::new(WritesBeforeRunning(dir.path().join(".toolgate/catalog.toml"), CATALOG_ENTRY));
+    let hook = Arc::new(hooks::WritesBeforeRunning(dir.path().join(".toolgate/catalog.toml"), CATALOG_ENTRY));
     let gate = Gate::builder(dir.path()).approver(approver).hook(hook).build().unwrap();
     let err = gate.call(&gate.context(), "tool_install", json!({"name": "weather"})).await.unwrap_err();
     assert!(err.to_string().contains("changed after the approval request"), "{err}");
     assert!(!dir.path().join("toolgate.toml").exists());
+}
+
+/// Runs `tests/python/SCRIPT` (the official MCP Python SDK) with `args`; its last line of output
+/// is a JSON report.
+async fn python_report(script: &str, args: &[&str]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(script);
+    let out = tokio::process::Command::new(python::sdk_python()).arg(script).args(args).output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -558,16 +557,7 @@ async fn an_mcp_client_searches_lists_and_cannot_install_without_approval() {
     let dir = tempfile::tempdir().unwrap();
     let toml = format!("[mcp.servers.every]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n", node(), everything());
     std::fs::write(dir.path().join("toolgate.toml"), &toml).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/extension_client.py");
-    let out = tokio::process::Command::new(python::sdk_python())
-        .arg(script)
-        .args([TOOLGATE, dir.path().to_str().unwrap()])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let report = python_report("extension_client.py", &[TOOLGATE, dir.path().to_str().unwrap()]).await;
     let tools: Vec<&str> = report["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert_eq!(tools, ["tool_activate", "tool_auth", "tool_install", "tool_list", "tool_remove", "tool_search"]);
     let search = report["search"]["text"].as_str().unwrap();
@@ -672,16 +662,8 @@ async fn a_running_serve_bridges_a_server_installed_through_mcp_and_drops_it_whe
     let dir = tempfile::tempdir().unwrap();
     // The operator lets installs run unasked here; the client has no way to approve.
     std::fs::write(dir.path().join("toolgate.toml"), "[approval]\nmode = \"never\"\n").unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/extension_reload.py");
-    let out = tokio::process::Command::new(python::sdk_python())
-        .arg(script)
-        .args([TOOLGATE, dir.path().to_str().unwrap(), &node(), &everything()])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let args = [TOOLGATE, dir.path().to_str().unwrap(), &node(), &everything()];
+    let report = python_report("extension_reload.py", &args).await;
     assert_eq!(report["before"], false);
     assert_eq!(report["install"]["is_error"], false, "{}", report["install"]);
     assert_eq!(report["appeared"], true, "{report}");

@@ -162,6 +162,8 @@ mod cli;
 #[path = "wasm/mcp.rs"]
 mod mcp;
 
+#[path = "support/hooks.rs"]
+mod hooks;
 #[path = "support/python.rs"]
 mod python;
 
@@ -185,36 +187,35 @@ impl toolgate::Approver for Person {
     }
 }
 
-/// Writes `content` to `path` when a call reaches the hooks: after the gate decided whether to
-/// ask anyone, before the tool runs.
-#[derive(Debug)]
-struct WritesBeforeRunning(std::path::PathBuf, &'static str);
-
-#[async_trait::async_trait]
-impl toolgate::Hook for WritesBeforeRunning {
-    async fn before(
-        &self,
-        _ctx: &toolgate::core::CallContext,
-        _tool: &str,
-        _params: &serde_json::Value,
-    ) -> toolgate::HookVerdict {
-        std::fs::write(&self.0, self.1).unwrap();
-        toolgate::HookVerdict::Continue
-    }
-}
-
 fn person(swap: Option<(std::path::PathBuf, Vec<u8>)>) -> Arc<Person> {
     Arc::new(Person { answer: toolgate::ApprovalAnswer::AllowOnce, asked: Default::default(), swap })
 }
 
-fn gate_asking(ws: &std::path::Path, toml: &str, approver: Arc<Person>) -> Arc<Gate> {
+/// A gate over `ws` with `toml` as its `toolgate.toml`, asking `approver`.
+fn builder_asking(ws: &std::path::Path, toml: &str, approver: Arc<Person>) -> toolgate::GateBuilder {
     std::fs::write(ws.join("toolgate.toml"), toml).unwrap();
     let sources = toolgate::config::ConfigSources {
         workspace_file: Some(ws.join("toolgate.toml")),
         ..toolgate::config::ConfigSources::default()
     };
     let config = sources.load(None).unwrap();
-    Arc::new(Gate::builder(ws).config(config).approver(approver).build().expect("gate"))
+    Gate::builder(ws).config(config).approver(approver)
+}
+
+fn gate_asking(ws: &std::path::Path, toml: &str, approver: Arc<Person>) -> Arc<Gate> {
+    Arc::new(builder_asking(ws, toml, approver).build().expect("gate"))
+}
+
+/// [`gate_asking`] with the default configuration, whose hook writes `content` to `file` after
+/// the gate's checks, before the tool runs.
+fn gate_writing_before_run(
+    ws: &std::path::Path,
+    approver: Arc<Person>,
+    file: &std::path::Path,
+    content: &'static str,
+) -> Arc<Gate> {
+    let hook = Arc::new(hooks::WritesBeforeRunning(file.to_path_buf(), content));
+    Arc::new(builder_asking(ws, "", approver).hook(hook).build().expect("gate"))
 }
 
 /// `tool_install` of a component in the workspace: the person sees its hash and the grants of
@@ -268,13 +269,7 @@ async fn tool_install_installs_a_component_a_person_approved_and_tool_remove_rem
     // is asked), then is what was approved before.
     std::fs::write(&sidecar, "{ broken").unwrap();
     let unasked = person(None);
-    let gate = Arc::new(
-        Gate::builder(dir.path())
-            .approver(unasked.clone())
-            .hook(Arc::new(WritesBeforeRunning(sidecar.clone(), GRANTS)))
-            .build()
-            .unwrap(),
-    );
+    let gate = gate_writing_before_run(dir.path(), unasked.clone(), &sidecar, GRANTS);
     let mut forged = gate.context();
     forged.approval_subject = Some(subject);
     let err = gate.call(&forged, "tool_install", install).await.expect_err("not approved");
@@ -309,14 +304,7 @@ async fn tool_install_refuses_a_swapped_file_and_installs_nothing_unasked() {
     std::fs::write(&sidecar, "{ not json").unwrap();
     let grants = r#"{"http": {"allow": [{"host": "evil.example.com"}]}}"#;
     let approver = person(None);
-    std::fs::write(dir.path().join("toolgate.toml"), "").unwrap();
-    let gate = Arc::new(
-        Gate::builder(dir.path())
-            .approver(approver.clone())
-            .hook(Arc::new(WritesBeforeRunning(sidecar.clone(), grants)))
-            .build()
-            .unwrap(),
-    );
+    let gate = gate_writing_before_run(dir.path(), approver.clone(), &sidecar, grants);
     let err = gate.call(&gate.context(), "tool_install", install.clone()).await.expect_err("unasked");
     assert!(err.to_string().contains("changed after the approval request"), "{err}");
     assert!(approver.asked.lock().unwrap().is_empty());

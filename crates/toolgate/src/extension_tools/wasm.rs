@@ -7,8 +7,7 @@
 //! (`[approval] mode = "never"`) it is refused: capabilities are granted by a person, never by
 //! an agent alone.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -63,7 +62,8 @@ pub(super) fn plan(
     if !file.starts_with(workspace) || file.starts_with(workspace.join(".toolgate")) {
         return Err(PlanError::Refused(format!("{path:?} is outside the workspace")));
     }
-    let bytes = read_capped(&file, MAX_COMPONENT_BYTES).map_err(|e| invalid("/path", format!("{path:?}: {e}")))?;
+    let bytes = crate::wasm::read_regular_file(&file, MAX_COMPONENT_BYTES)
+        .map_err(|e| invalid("/path", format!("{path:?}: {e}")))?;
     // The sidecar too must be a file of the workspace (a link out of it is not followed).
     let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
     for sidecar in [format!("{name}.capabilities.json"), format!("{stem}.capabilities.json")] {
@@ -87,27 +87,6 @@ fn replaced(workspace: &Path, name: &str) -> Option<String> {
     let installed = crate::wasm::installer(workspace).ok()?.get(name).ok()?;
     let caps = serde_json::to_string(&installed.capabilities).unwrap_or_default();
     Some(format!("`{TOOL_PREFIX}{name}` (BLAKE3 {}, capabilities {caps})", installed.hash))
-}
-
-/// The file's content, read through one handle opened without blocking (a FIFO put in its
-/// place is refused, not waited on): a regular file of at most `max` bytes.
-fn read_capped(file: &PathBuf, max: u64) -> Result<Vec<u8>, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let handle = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(file)
-        .map_err(|e| format!("cannot open it: {e}"))?;
-    let meta = handle.metadata().map_err(|e| format!("cannot read it: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a file".to_owned());
-    }
-    let mut bytes = Vec::new();
-    handle.take(max + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(format!("larger than {max} bytes"));
-    }
-    Ok(bytes)
 }
 
 /// What a person approves: the file, its size and full hash, the tool's name and every
