@@ -156,6 +156,16 @@ impl QueryVectors {
     }
 }
 
+/// Runs `background` on another thread while `here` runs on this one (embedding a query beside
+/// a full-text search), and returns both results; a panic in either is passed on.
+pub fn alongside<A: Send, B>(background: impl FnOnce() -> A + Send, here: impl FnOnce() -> B) -> (A, B) {
+    std::thread::scope(|s| {
+        let handle = s.spawn(background);
+        let b = here();
+        (handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), b)
+    })
+}
+
 /// An item of fused lists.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fused<T> {

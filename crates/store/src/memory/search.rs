@@ -1,7 +1,7 @@
 //! Query handling and rank fusion, independent of where notes live.
 
 use super::index::MemoryIndex;
-use super::rank::{MIN_SIMILARITY, fuse};
+use super::rank::{MIN_SIMILARITY, alongside, fuse};
 use super::{Embedder, SearchHit, SearchOptions, SearchResults};
 use crate::StoreError;
 
@@ -59,11 +59,10 @@ pub(crate) fn run(
     // (unless the query's vector is cached, the embedder just failed, or there is none).
     let usable = embedder.filter(|_| failed.is_none());
     let (text_ids, embedded) = match usable {
-        Some(e) if !index.has_query(e, &query) => std::thread::scope(|s| {
-            let words = s.spawn(fts);
-            let embedded = index.embed_query(e, &query);
-            (words.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), Some(embedded))
-        }),
+        Some(e) if !index.has_query(e, &query) => {
+            let (words, embedded) = alongside(fts, || index.embed_query(e, &query));
+            (words, Some(embedded))
+        }
         Some(e) => (fts(), Some(index.embed_query(e, &query))),
         None => (fts(), None),
     };

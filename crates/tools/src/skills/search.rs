@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_core::ToolOutput;
-use toolgate_store::memory::rank::{MIN_SIMILARITY, QueryVectors, Vectors, fuse};
+use toolgate_store::memory::rank::{MIN_SIMILARITY, QueryVectors, Vectors, alongside, fuse};
 use toolgate_store::memory::{EmbedError, Embedder};
 use toolgate_store::{Store, embedding_key};
 
@@ -254,41 +254,39 @@ pub(super) fn search(
     };
     // Embedding a new query is most of a search: once the model is loaded it runs beside
     // reading the skills and BM25 (before that, only when there are skills to compare with).
-    let ((search, by_text), mut query_vector) = match vectors {
-        Some(v) if v.warm() && v.recent_failure().is_none() => std::thread::scope(|s| {
-            let embedding = s.spawn(|| v.query_vector(query));
-            let found = words();
-            (found, Some(embedding.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
-        }),
+    let ((search, by_text), query_vector) = match vectors {
+        Some(v) if v.warm() && v.recent_failure().is_none() => {
+            let (embedded, found) = alongside(|| v.query_vector(query), words);
+            (found, Some(embedded))
+        }
         _ => (words(), None),
     };
     let mut notes = Vec::new();
-    // (skill index, score, found by text, found by meaning)
-    let mut hits: Vec<(usize, f64, bool, Option<bool>)> = Vec::new();
-    let mut model = None;
-    match vectors {
-        Some(v) if !search.skills.is_empty() => {
-            let q = query_vector.take().unwrap_or_else(|| v.query_vector(query));
-            match q.and_then(|q| v.nearest(&search, &q)) {
-                Ok((by_meaning, embedded)) => {
-                    if embedded > 0 {
-                        notes.push(format!("embedded {embedded} skills (their vectors are kept)"));
-                    }
-                    let text_ids: Vec<usize> = by_text.iter().map(|(i, _)| *i).collect();
-                    hits = fuse(&[&text_ids, &by_meaning])
-                        .into_iter()
-                        .map(|f| (f.id, (f.score * 1000.0).round() / 1000.0, f.in_list(0), Some(f.in_list(1))))
-                        .collect();
-                    model = Some(v.embedder.model_id().to_owned());
+    // By meaning too: (skill index, fused score, found by text, found by meaning), and the model.
+    let fused = vectors.filter(|_| !search.skills.is_empty()).and_then(|v| {
+        let q = query_vector.unwrap_or_else(|| v.query_vector(query));
+        match q.and_then(|q| v.nearest(&search, &q)) {
+            Ok((by_meaning, embedded)) => {
+                if embedded > 0 {
+                    notes.push(format!("embedded {embedded} skills (their vectors are kept)"));
                 }
-                Err(e) => notes.push(format!("ranked by BM25 only: embedding failed: {e}")),
+                let text_ids: Vec<usize> = by_text.iter().map(|(i, _)| *i).collect();
+                let hits: Vec<_> = fuse(&[&text_ids, &by_meaning])
+                    .into_iter()
+                    .map(|f| (f.id, (f.score * 1000.0).round() / 1000.0, f.in_list(0), Some(f.in_list(1))))
+                    .collect();
+                Some((hits, v.embedder.model_id().to_owned()))
+            }
+            Err(e) => {
+                notes.push(format!("ranked by BM25 only: embedding failed: {e}"));
+                None
             }
         }
-        _ => {}
-    }
-    if model.is_none() {
-        hits = by_text.into_iter().map(|(i, score)| (i, score, true, None)).collect();
-    }
+    });
+    let (mut hits, model) = match fused {
+        Some((hits, model)) => (hits, Some(model)),
+        None => (by_text.into_iter().map(|(i, score)| (i, score, true, None)).collect(), None),
+    };
     // Deterministic order: score, then name.
     hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| search.skills[a.0].name.cmp(&search.skills[b.0].name)));
     hits.truncate(limit);
