@@ -145,11 +145,6 @@ impl Gate {
         }
     }
 
-    /// The configuration a bridged server runs with now, if it runs.
-    pub fn mcp_server_config(&self, name: &str) -> Option<ServerConfig> {
-        self.mcp.bridge.get().and_then(|b| b.server_config(name))
-    }
-
     /// Where each bridged MCP server stands (empty until [`start_mcp`](Self::start_mcp)).
     pub fn mcp_status(&self) -> Vec<ServerStatus> {
         self.mcp.bridge.get().map(Bridge::status).unwrap_or_default()

@@ -469,7 +469,7 @@ impl Gate {
         ctx.audit = AuditNote::default();
         let mut trace: Vec<String> = Vec::with_capacity(6);
         let mut audited = Audited { tool: name.to_owned(), params: String::new() };
-        let result = self.run(&ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
+        let result = self.run(&mut ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
         self.skills.after(&ctx, &audited.tool, &result);
         if let Some(audit) = &self.audit {
@@ -492,7 +492,7 @@ impl Gate {
 
     async fn run(
         &self,
-        ctx: &CallContext,
+        ctx: &mut CallContext,
         caller_cancel: &CancellationToken,
         name: &str,
         params: Value,
@@ -582,13 +582,8 @@ impl Gate {
         }
         // The tool sees the subject that was approved (or decided on without asking), never one
         // the caller's context brought along (a parent call's, a library caller's).
-        let with_subject;
-        let ctx = if ctx.approval_subject == safety.approval_subject {
-            ctx
-        } else {
-            with_subject = CallContext { approval_subject: safety.approval_subject.clone(), ..ctx.clone() };
-            &with_subject
-        };
+        ctx.approval_subject = safety.approval_subject.take();
+        let ctx = &*ctx;
         let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         let out = self

@@ -949,18 +949,9 @@ async fn an_mcp_client_runs_toolgate_agents() {
         ["handoff", {"agent": "helper", "reason": "x"}],
         ["agents_list", {}],
     ]);
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/agent_client.py");
-    let out = tokio::process::Command::new(python::sdk_python())
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_toolgate"))
-        .arg(dir.path())
-        .arg(calls.to_string())
-        .output()
-        .await
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let calls = calls.to_string();
+    let args = [env!("CARGO_BIN_EXE_toolgate").as_ref(), dir.path().as_os_str(), calls.as_ref()];
+    let v = python::report("agent_client.py", args).await;
     let tools: Vec<&str> = v["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     for t in ["agents_list", "subagents", "delegate", "delegate_search", "evaluate_loop", "handoff", "team_tasks"] {
         assert!(tools.contains(&t), "{t} not served: {tools:?}");

@@ -542,22 +542,12 @@ async fn an_entry_that_appears_after_the_checks_installs_nothing() {
     assert!(!dir.path().join("toolgate.toml").exists());
 }
 
-/// Runs `tests/python/SCRIPT` (the official MCP Python SDK) with `args`; its last line of output
-/// is a JSON report.
-async fn python_report(script: &str, args: &[&str]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(script);
-    let out = tokio::process::Command::new(python::sdk_python()).arg(script).args(args).output().await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_searches_lists_and_cannot_install_without_approval() {
     let dir = tempfile::tempdir().unwrap();
     let toml = format!("[mcp.servers.every]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n", node(), everything());
     std::fs::write(dir.path().join("toolgate.toml"), &toml).unwrap();
-    let report = python_report("extension_client.py", &[TOOLGATE, dir.path().to_str().unwrap()]).await;
+    let report = python::report("extension_client.py", [TOOLGATE, dir.path().to_str().unwrap()]).await;
     let tools: Vec<&str> = report["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert_eq!(tools, ["tool_activate", "tool_auth", "tool_install", "tool_list", "tool_remove", "tool_search"]);
     let search = report["search"]["text"].as_str().unwrap();
@@ -663,7 +653,7 @@ async fn a_running_serve_bridges_a_server_installed_through_mcp_and_drops_it_whe
     // The operator lets installs run unasked here; the client has no way to approve.
     std::fs::write(dir.path().join("toolgate.toml"), "[approval]\nmode = \"never\"\n").unwrap();
     let args = [TOOLGATE, dir.path().to_str().unwrap(), &node(), &everything()];
-    let report = python_report("extension_reload.py", &args).await;
+    let report = python::report("extension_reload.py", args).await;
     assert_eq!(report["before"], false);
     assert_eq!(report["install"]["is_error"], false, "{}", report["install"]);
     assert_eq!(report["appeared"], true, "{report}");

@@ -4,12 +4,8 @@
 //! gets a guest that runs out of fuel back as a tool error (`isError`), not a protocol error;
 //! the server keeps serving.
 
-use std::path::Path;
-use std::process::Command;
+use serde_json::json;
 
-use serde_json::{Value, json};
-
-use crate::python::sdk_python as python;
 use crate::support::Guest;
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
@@ -32,13 +28,7 @@ async fn a_python_mcp_client_lists_and_calls_a_wasm_tool() {
         installer.install(&file, None, caps).await.expect("install");
     }
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/wasm_client.py");
-    let out = Command::new(python()).arg(script).arg(TOOLGATE).arg(ws).output().expect("run the client");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the client failed: {stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}\n{stderr}"));
+    let report = crate::python::report("wasm_client.py", [TOOLGATE.as_ref(), ws.as_os_str()]).await;
 
     // Listed with the schema and annotations the component declared.
     let echo = &report["tools"]["wasm__echo"];
