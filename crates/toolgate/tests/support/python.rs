@@ -8,10 +8,16 @@ const MCP_SDK: &str = "2.3.0";
 
 /// The venv's python; fails naming `cargo xtask deps` when the SDK is not installed.
 pub fn sdk_python() -> PathBuf {
+    require("mcp", MCP_SDK)
+}
+
+/// The venv's python; fails naming `cargo xtask deps` unless the venv holds `package` at
+/// `version`.
+pub fn require(package: &str, version: &str) -> PathBuf {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/venv/bin/python");
-    let check = format!("import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '{MCP_SDK}')");
+    let check = format!("import importlib.metadata as m, sys; sys.exit(m.version('{package}') != '{version}')");
     let ok = std::process::Command::new(&python).args(["-c", &check]).status().is_ok_and(|s| s.success());
-    assert!(ok, "the MCP Python SDK (mcp=={MCP_SDK}) is not in {}; run `cargo xtask deps`", python.display());
+    assert!(ok, "{package}=={version} is not in {}; run `cargo xtask deps`", python.display());
     python
 }
 
