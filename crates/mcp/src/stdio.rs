@@ -11,7 +11,11 @@ use crate::{CallHandler, Error, McpServer};
 /// Serves `handler` to one client over stdin/stdout until the client closes stdin or
 /// `shutdown` is cancelled. Calls [`CallHandler::shutdown`] before returning.
 ///
-/// Must run on a Tokio runtime with I/O enabled.
+/// Must run on a Tokio runtime with I/O enabled. Unless stdin and stdout are both pipes, stdin
+/// is read on the runtime's blocking pool, and a read cannot be cancelled: after a return on
+/// `shutdown` it stays pending until the client closes stdin, so end the runtime with
+/// `Runtime::shutdown_timeout` (as the `toolgate` binary does), not by dropping it, which
+/// waits for that read.
 pub async fn serve_stdio<H: CallHandler>(handler: Arc<H>, shutdown: CancellationToken) -> Result<(), Error> {
     let server = McpServer::new(Arc::clone(&handler));
     // When stdin and stdout are pipes (clients that spawn the server with pipes: the Python SDK,

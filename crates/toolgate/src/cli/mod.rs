@@ -113,7 +113,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
         runtime.worker_threads(1);
     }
     let runtime = runtime.enable_all().build().context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         match cli.command {
             Some(Command::Tools(args)) => tools::run(&cli.global, args).await,
             Some(Command::Call(args)) => call::run(&cli.global, args).await,
@@ -131,8 +131,20 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
                 serve::run_default(&cli.global).await
             }
         }
-    })
+    });
+    // The command is done (a server has shut its gate down and flushed the audit log), so do not
+    // wait on blocking threads still busy: dropping the runtime would wait for every one, and a
+    // blocking read of stdin (`serve` over stdio when stdin and stdout are not both pipes: a
+    // file, /dev/null, a socket pair from Node) returns only when the client closes stdin, so
+    // after a signal the process would live on until then. Whatever they still hold dies with
+    // the process (every child toolgate started does too, ARCHITECTURE.md).
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
+    code
 }
+
+/// How long the runtime's threads get to end after the command is done; only a thread blocked
+/// outside toolgate's control (a read of stdin) ever uses it up.
+const RUNTIME_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Writes one line to stdout; see [`outln!`]. Errors (a closed pipe, a full disk) end the
 /// output quietly: the command's result does not depend on whether anyone reads it.

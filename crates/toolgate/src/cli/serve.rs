@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
@@ -56,21 +56,8 @@ const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let shutdown = CancellationToken::new();
-    let on_signal = shutdown.clone();
-    // Ctrl-C, and SIGTERM / SIGHUP from a client or service manager stopping us: shut down the
-    // same way, so running commands and bridged servers' process groups are killed, not orphaned.
-    // The handlers are installed here, before anything is started.
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
-        on_signal.cancel();
-    });
+    // Installed before anything is started.
+    let stopped_by = stop_on_signals(shutdown.clone())?;
     let workspace = global.workspace()?;
     let config = global.load_config()?;
     // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a
@@ -101,13 +88,56 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         },
         () = shutdown.cancelled() => {
             gate.shutdown();
-            return Ok(ExitCode::SUCCESS);
+            return Ok(exit_code(&stopped_by));
         }
     }
     if args.conformance {
-        serve(Arc::new(WithConformanceFixtures(gate)), &workspace, args, pending, shutdown).await
+        serve(Arc::new(WithConformanceFixtures(gate)), &workspace, args, pending, shutdown).await?;
     } else {
-        serve(gate, &workspace, args, pending, shutdown).await
+        serve(gate, &workspace, args, pending, shutdown).await?;
+    }
+    Ok(exit_code(&stopped_by))
+}
+
+/// SIGINT (Ctrl-C), SIGTERM and SIGHUP (a client or service manager stopping us): the first one
+/// cancels `shutdown`, so the server stops as when its client leaves (running calls cancelled,
+/// their processes killed, their audit rows completed, the audit log written out), and is kept
+/// for the exit status. A second one exits at once (128 + its number), for when that shutdown
+/// is slow (a post-tool-use hook of a cancelled call, say): what still runs dies with the
+/// process, and the "started" rows of its calls are closed as interrupted by the next start.
+fn stop_on_signals(shutdown: CancellationToken) -> anyhow::Result<Arc<OnceLock<i32>>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let stopped_by = Arc::new(OnceLock::new());
+    let first = Arc::clone(&stopped_by);
+    tokio::spawn(async move {
+        loop {
+            let kind = tokio::select! {
+                Some(()) = int.recv() => SignalKind::interrupt(),
+                Some(()) = term.recv() => SignalKind::terminate(),
+                Some(()) = hup.recv() => SignalKind::hangup(),
+                else => return,
+            };
+            let number = kind.as_raw_value();
+            if first.set(number).is_err() {
+                eprintln!("toolgate: a second signal ({number}) while stopping: exiting at once");
+                std::process::exit(128 + number);
+            }
+            tracing::debug!("signal {number}: stopping");
+            shutdown.cancel();
+        }
+    });
+    Ok(stopped_by)
+}
+
+/// 0, or 128 + the signal's number when a signal stopped the server (143 for SIGTERM, 130 for
+/// SIGINT, 129 for SIGHUP), as shells and service managers expect.
+fn exit_code(stopped_by: &OnceLock<i32>) -> ExitCode {
+    match stopped_by.get() {
+        Some(&number) => ExitCode::from(u8::try_from(128 + number).unwrap_or(u8::MAX)),
+        None => ExitCode::SUCCESS,
     }
 }
 
@@ -118,10 +148,10 @@ async fn serve<H: CallHandler>(
     args: Args,
     pending: Arc<PendingApprovals>,
     shutdown: CancellationToken,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<()> {
     let Some(addr) = args.http else {
         toolgate::mcp::serve_stdio(handler, shutdown).await?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     };
     if args.conformance && !addr.ip().is_loopback() {
         anyhow::bail!(
@@ -159,7 +189,7 @@ async fn serve<H: CallHandler>(
         None => print_conformance_banner(local),
     }
     toolgate::mcp::serve_http(handler, listener, http, shutdown).await?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// What a bare `toolgate` does: serve MCP over HTTP on loopback with the defaults.
