@@ -366,7 +366,7 @@ impl Drive<'_> {
 /// The agent a successful `handoff` call handed the conversation to.
 fn handed_off(call: &ToolCall, result: &Result<toolgate_core::ToolOutput, ToolError>) -> Option<String> {
     match result {
-        Ok(out) if call.name == "handoff" => out.structured.as_ref()?.get("handoff_to")?.as_str().map(str::to_owned),
+        Ok(out) if call.name == "handoff" => out.meta.as_ref()?.get("handoff_to")?.as_str().map(str::to_owned),
         _ => None,
     }
 }

@@ -219,7 +219,7 @@ impl Tool for AgentTool {
                             v["feedback"].as_str().unwrap_or_default()
                         )
                     };
-                    ToolOutput::text(format!("{head}\n{text}")).with_structured(v)
+                    ToolOutput::text(format!("{head}\n{text}")).with_meta(v)
                 })
             }
             Kind::Handoff => handoff(r, ctx, &p),
@@ -306,7 +306,7 @@ fn handoff(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, Agen
             let session = r.handoff(ctx, to, p["reason"].as_str().unwrap_or_default())?;
             // The runner ends the handing agent's run on this result (`handoff_to`).
             Ok(ToolOutput::text(format!("Handed the conversation to `{to}`; it answers the user from now on."))
-                .with_structured(json!({"handoff_to": to, "session": session})))
+                .with_meta(json!({"handoff_to": to, "session": session})))
         }
         other => Err(AgentError::Invalid(format!("unknown action `{}`; use handoff or clear", clip(other)))),
     }
@@ -358,7 +358,7 @@ async fn subagents(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<Too
                     "note": "check on it with subagents list; cancel or steer it by id"})))
             } else {
                 let o = r.run_child(spec, ctx).await?;
-                Ok(ToolOutput::text(o.for_model()).with_structured(json!({"id": o.session, "status": o.status})))
+                Ok(ToolOutput::text(o.for_model()).with_meta(json!({"id": o.session, "status": o.status})))
             }
         }
         "list" => Ok(ToolOutput::json(json!({ "subagents": r.list(parent, false) }))),
@@ -391,7 +391,7 @@ async fn delegate(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<Tool
                 Ok(ToolOutput::json(json!({"id": id, "status": "running", "note": "check on it with delegate list"})))
             } else {
                 let o = r.run_child(spec, ctx).await?;
-                Ok(ToolOutput::text(o.for_model()).with_structured(json!({"id": o.session, "status": o.status})))
+                Ok(ToolOutput::text(o.for_model()).with_meta(json!({"id": o.session, "status": o.status})))
             }
         }
         "list" => Ok(ToolOutput::json(json!({ "delegations": r.list(parent, true) }))),

@@ -3,31 +3,52 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// A tool's result: content blocks for the model, plus optional structured JSON.
+/// A tool's result: content blocks for the model, optionally the same result as JSON, and
+/// facts about it for programs.
+///
+/// The rule every tool follows (`docs/mcp.md`, "Results"): `content` is the whole result, since
+/// it is what every model reads. `structured` is the same result as JSON, equal in information
+/// to the text: MCP clients that find `structuredContent` hand the model that and drop the
+/// text, so a partial copy hides the result. Tools whose result is text (file lines, matches,
+/// listings, Markdown, command output) return no `structured`; what a program may want to know
+/// about such a result (counts, line numbers, exit codes) goes to `meta`, which no client hands
+/// to a model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolOutput {
-    /// What the model reads, in order.
+    /// What the model reads, in order: the complete result.
     pub content: Vec<Content>,
-    /// Machine-readable result matching [`crate::ToolSpec::output_schema`], when declared.
+    /// The complete result as JSON, matching [`crate::ToolSpec::output_schema`] when declared.
+    /// MCP clients get it as `structuredContent` only from tools for which
+    /// [`crate::ToolSpec::returns_structured`] holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<Value>,
+    /// Facts about the result for programs (sizes, line numbers, exit codes), never the result
+    /// itself; MCP's `_meta` under `io.toolgate/result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 impl ToolOutput {
     /// One text block.
     pub fn text(text: impl Into<String>) -> Self {
-        ToolOutput { content: vec![Content::Text { text: text.into() }], structured: None }
+        ToolOutput { content: vec![Content::Text { text: text.into() }], structured: None, meta: None }
     }
 
     /// Structured JSON, with its pretty-printed text as the content the model reads.
     pub fn json(value: Value) -> Self {
         let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
-        ToolOutput { content: vec![Content::Text { text }], structured: Some(value) }
+        ToolOutput { content: vec![Content::Text { text }], structured: Some(value), meta: None }
     }
 
-    /// Adds structured JSON.
+    /// Adds the result as JSON: it must say everything the text says (see [`ToolOutput`]).
     pub fn with_structured(mut self, value: Value) -> Self {
         self.structured = Some(value);
+        self
+    }
+
+    /// Adds facts about the result for programs (see [`ToolOutput::meta`]).
+    pub fn with_meta(mut self, value: Value) -> Self {
+        self.meta = Some(value);
         self
     }
 

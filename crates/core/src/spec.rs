@@ -62,6 +62,14 @@ impl ToolSpec {
         self.output_trust = OutputTrust::Trusted;
         self
     }
+
+    /// Whether MCP clients get this tool's structured result (`structuredContent`, and the
+    /// `outputSchema` in `tools/list`): it declares an output schema and its output is trusted.
+    /// Untrusted output reaches a model only as text, inside its untrusted-content boundary, so
+    /// a client that reads only `structuredContent` cannot be handed it bare.
+    pub fn returns_structured(&self) -> bool {
+        self.output_schema.is_some() && self.output_trust == OutputTrust::Trusted
+    }
 }
 
 /// Side-effect hints, with the meaning MCP gives them.

@@ -73,6 +73,7 @@ mod token;
 
 pub use approval::{ClientAnswer, ask_client};
 pub use conformance::WithConformanceFixtures;
+pub use convert::RESULT_META;
 pub use error::Error;
 pub use handler::CallHandler;
 pub use http::{ApiHandler, HttpConfig, serve_http};

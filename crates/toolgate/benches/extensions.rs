@@ -67,11 +67,7 @@ fn hybrid_skill_search(runtime: &tokio::runtime::Runtime, dir: &std::path::Path)
     new.sort();
     let repeated = time_calls(runtime, &g, "skill_search", &json!({"query": "shrink holiday photographs"}), 50);
     let out = runtime.block_on(g.call(&g.context(), "skill_search", json!({"query": "pdf"}))).expect("search");
-    assert_eq!(
-        out.structured.expect("structured")["mode"],
-        "hybrid",
-        "the local model is missing: run `cargo xtask deps`"
-    );
+    assert_eq!(out.meta.expect("structured")["mode"], "hybrid", "the local model is missing: run `cargo xtask deps`");
     // A new process: the skills' vectors come from the state database, the model loads.
     let again = Gate::builder(dir).config(config).build().expect("gate");
     let restart = time_calls(runtime, &again, "skill_search", &json!({"query": "shrink holiday photographs"}), 1);

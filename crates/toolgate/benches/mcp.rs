@@ -373,6 +373,27 @@ async fn read() {
         ("toolgate serve `read`, stdio", &s[0], Some(1)),
         ("server-filesystem `read_text_file`, stdio", &s[1], None),
     ]);
+    // What a result costs on the wire beyond its text (docs/mcp.md, "Results"): the text is
+    // the result; a structured copy is sent only by tools that list an output schema.
+    println!("Bytes of one result, JSON as sent (content / structuredContent / _meta):\n");
+    let time = json!({"operation": "parse", "timestamp": "2026-11-27T14:00:00Z"});
+    for (name, client, tool, args) in [
+        ("toolgate `read`", &tg, "read", json!({"path": READ_FILE, "max_bytes": 262_144})),
+        ("server-filesystem `read_text_file`", &fs, "read_text_file", json!({"path": file.display().to_string()})),
+        ("toolgate `time`", &tg, "time", time),
+    ] {
+        let request = CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap_or_default());
+        let result = client.call_tool(request).await.expect("tools/call");
+        let size = |v: Option<serde_json::Value>| v.map_or(0, |v| v.to_string().len());
+        let wire = serde_json::to_value(&result).expect("a result serializes");
+        println!(
+            "- {name}: {} / {} / {} bytes",
+            size(wire.get("content").cloned()),
+            size(wire.get("structuredContent").cloned()),
+            size(wire.get("_meta").cloned())
+        );
+    }
+    println!();
     let _ = tg.cancel().await;
     let _ = fs.cancel().await;
 }

@@ -20,8 +20,8 @@ use std::time::Duration;
 use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
 pub use toolgate_mcp::{
-    ApiHandler, CallHandler, ClientAnswer, Error, HttpConfig, HttpToken, McpServer, WithConformanceFixtures,
-    ask_client, serve_http, serve_stdio,
+    ApiHandler, CallHandler, ClientAnswer, Error, HttpConfig, HttpToken, McpServer, RESULT_META,
+    WithConformanceFixtures, ask_client, serve_http, serve_stdio,
 };
 
 use crate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
@@ -36,8 +36,18 @@ impl CallHandler for Gate {
         self.visible_tools(ctx)
     }
 
+    /// The gate's result, with the structured copy only for tools whose results carry it
+    /// ([`ToolSpec::returns_structured`]): clients that find `structuredContent` hand the model
+    /// that alone, so other tools send their text (where the output stage folded any JSON the
+    /// text lacked), and their facts in `_meta`.
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
-        Gate::call(self, ctx, name, params).await
+        let mut output = Gate::call(self, ctx, name, params).await?;
+        if output.structured.is_some()
+            && !self.registry().resolve(name).is_some_and(|t| t.tool.spec().returns_structured())
+        {
+            output.structured = None;
+        }
+        Ok(output)
     }
 
     fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

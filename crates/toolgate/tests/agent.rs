@@ -593,7 +593,7 @@ async fn real_local_model_calls_tools_spawns_and_delegates_through_the_gate() {
     // a sub-agent, spawned as an MCP client would, runs on the model as a narrowed child
     let ctx = as_agent(&gate, "main", "real-parent");
     let run = gate.call(&ctx, "subagents", json!({"action": "run", "task": "Read the file notes.txt."})).await.unwrap();
-    let child_id = run.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let child_id = run.meta.unwrap()["id"].as_str().unwrap().to_owned();
     let child = store(dir.path()).session(&child_id).unwrap().unwrap();
     assert_eq!((child.depth, child.parent.as_deref(), child.kind.as_str()), (1, Some("real-parent"), "subagent"));
     assert!(child.message_count >= 2 && child.output_tokens > 0, "{child:?}");
@@ -603,7 +603,7 @@ async fn real_local_model_calls_tools_spawns_and_delegates_through_the_gate() {
         .call(&ctx, "delegate", json!({"action": "delegate", "agent": "helper", "task": "Read notes.txt."}))
         .await
         .unwrap();
-    let del_id = del.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let del_id = del.meta.unwrap()["id"].as_str().unwrap().to_owned();
     let delegated = store(dir.path()).session(&del_id).unwrap().unwrap();
     assert_eq!((delegated.agent.as_str(), delegated.kind.as_str()), ("helper", "delegation"));
     assert!(audited(&del_id).iter().all(|r| r.agent == "helper"));
@@ -661,7 +661,7 @@ async fn evaluate_loop_revises_until_the_evaluator_approves() {
     let ctx = as_agent(&gate, "main", "m-1");
     let params = json!({"generator": "writer", "evaluator": "critic", "task": "Announce the plan.", "criteria": "mentions the price"});
     let out = gate.call(&ctx, "evaluate_loop", params.clone()).await.unwrap();
-    let v = out.structured.clone().unwrap();
+    let v = out.meta.clone().unwrap();
     assert_eq!((v["approved"].as_bool(), v["rounds"].as_u64()), (Some(true), Some(2)), "{v}");
     assert_eq!(v["output"], "Our new plan is here, for $5 a month.");
     assert!(out.text_content().contains("[approved after 2 round(s)]"), "{}", out.text_content());
@@ -672,7 +672,7 @@ async fn evaluate_loop_revises_until_the_evaluator_approves() {
     // Rounds run out: the last draft and feedback come back, not approved.
     let mut once = params.clone();
     once["max_rounds"] = json!(1);
-    let v = gate.call(&ctx, "evaluate_loop", once).await.unwrap().structured.unwrap();
+    let v = gate.call(&ctx, "evaluate_loop", once).await.unwrap().meta.unwrap();
     assert_eq!((v["approved"].as_bool(), v["feedback"].as_str()), (Some(false), Some("still too vague")), "{v}");
     // Both agents need a link from the caller, and the rounds are capped at 5.
     let mut unlinked = params.clone();

@@ -114,7 +114,7 @@ async fn search_ranks_the_catalog_entry_that_fits() {
         ("time zone conversion", "time"),
     ] {
         let out = f.call("tool_search", json!({"query": query, "limit": 3})).await.unwrap();
-        let results = out.structured.as_ref().unwrap()["results"].as_array().unwrap().clone();
+        let results = out.meta.as_ref().unwrap()["results"].as_array().unwrap().clone();
         assert_eq!(results[0]["name"], want, "{query}: {}", out.text_content());
     }
     // The CLI runs the same tool.
@@ -146,7 +146,7 @@ args = ["weather-mcp"]
 "#,
     );
     let out = f.call("tool_search", json!({"query": "weather forecast"})).await.unwrap();
-    let first = &out.structured.as_ref().unwrap()["results"][0];
+    let first = &out.meta.as_ref().unwrap()["results"][0];
     assert_eq!(first["name"], "weather");
     assert!(first["origin"].as_str().unwrap().ends_with(".toolgate/catalog.toml"), "{first}");
 }
@@ -190,7 +190,7 @@ async fn install_writes_an_entry_that_a_fresh_gate_connects_and_the_cli_lists() 
     let text = list.text_content();
     assert!(text.contains("mcp server every: connected"), "{text}");
     assert!(text.contains("builtin (") && text.contains("read"), "{text}");
-    let rows = list.structured.unwrap()["tools"].as_array().unwrap().clone();
+    let rows = list.meta.unwrap()["tools"].as_array().unwrap().clone();
     assert!(rows.iter().any(|r| r["name"] == "mcp__every__echo" && r["kind"] == "mcp" && r["server"] == "every"));
     gate.shutdown();
 

@@ -312,7 +312,7 @@ async fn skills_are_listed_searched_read_and_their_tools_run() {
     let gate = Gate::builder(dir.path()).config(config).build().unwrap();
     let ctx = gate.context();
     let listed = gate.call(&ctx, "skill_list", json!({})).await.unwrap();
-    let names: Vec<&str> = listed.structured.as_ref().unwrap()["skills"]
+    let names: Vec<&str> = listed.meta.as_ref().unwrap()["skills"]
         .as_array()
         .unwrap()
         .iter()
@@ -320,11 +320,11 @@ async fn skills_are_listed_searched_read_and_their_tools_run() {
         .collect();
     assert_eq!(names, ["changelog", "pdf-to-text"]);
     let found = gate.call(&ctx, "skill_search", json!({"query": "what does this PDF say"})).await.unwrap();
-    assert_eq!(found.structured.as_ref().unwrap()["results"][0]["name"], "pdf-to-text");
+    assert_eq!(found.meta.as_ref().unwrap()["results"][0]["name"], "pdf-to-text");
     let found = gate.call(&ctx, "skill_search", json!({"query": "release notes from git history"})).await.unwrap();
-    assert_eq!(found.structured.as_ref().unwrap()["results"][0]["name"], "changelog");
+    assert_eq!(found.meta.as_ref().unwrap()["results"][0]["name"], "changelog");
     let read = gate.call(&ctx, "skill_read", json!({"name": "changelog"})).await.unwrap();
-    assert_eq!(read.structured.as_ref().unwrap()["files"], json!(["SKILL.md", "scripts/changelog.sh"]));
+    assert_eq!(read.meta.as_ref().unwrap()["files"], json!(["SKILL.md", "scripts/changelog.sh"]));
     assert!(read.text_content().contains("### Added"));
     // allowed-tools are enforced: while `changelog` (exec Read Edit) is the skill being followed,
     // another skill's tool is refused; reading `pdf-to-text` (pdf_to_text Read) switches.
@@ -387,7 +387,7 @@ async fn skill_search_finds_a_skill_by_meaning_with_the_local_model() {
     };
     let ctx = hybrid.context();
     let found = hybrid.call(&ctx, "skill_search", question.clone()).await.unwrap();
-    let s = found.structured.clone().unwrap();
+    let s = found.meta.clone().unwrap();
     assert_eq!(s["mode"], "hybrid", "{}", found.text_content());
     assert_eq!(s["model"], "local:all-minilm-l6-v2");
     assert_eq!(s["results"][0]["name"], "image-resize", "{}", found.text_content());
@@ -397,24 +397,24 @@ async fn skill_search_finds_a_skill_by_meaning_with_the_local_model() {
     // The vectors are in the state database: a new gate over the workspace embeds no skill.
     let again = Gate::builder(dir.path()).config(hybrid.config().clone()).build().unwrap();
     let found = again.call(&again.context(), "skill_search", question.clone()).await.unwrap();
-    let s = found.structured.unwrap();
+    let s = found.meta.unwrap();
     assert_eq!((&s["results"][0]["name"], &s["notes"]), (&json!("image-resize"), &json!([])), "{s}");
     // Words still count: an exact term ranks its skill first.
     let found = hybrid.call(&ctx, "skill_search", json!({"query": "pg_dump"})).await.unwrap();
-    assert_eq!(found.structured.unwrap()["results"][0]["name"], "db-backup");
+    assert_eq!(found.meta.unwrap()["results"][0]["name"], "db-backup");
     // BM25 alone finds nothing for the question.
     let words_only = {
         let config = load(dir.path(), "[memory.embeddings]\nprovider = \"none\"\n").unwrap();
         Gate::builder(dir.path()).config(config).build().unwrap()
     };
     let found = words_only.call(&words_only.context(), "skill_search", question.clone()).await.unwrap();
-    let s = found.structured.unwrap();
+    let s = found.meta.unwrap();
     assert_eq!(s["mode"], "bm25");
     assert_eq!(s["results"], json!([]), "{s}");
     // An edited skill is found by its new description.
     write_skill(dir.path(), "db-backup", "Shrink photos taken on trips so they fit in an email.", "# Renamed purpose");
     let found = hybrid.call(&ctx, "skill_search", question.clone()).await.unwrap();
-    let s = found.structured.unwrap();
+    let s = found.meta.unwrap();
     let top: Vec<&str> = s["results"].as_array().unwrap().iter().take(2).map(|r| r["name"].as_str().unwrap()).collect();
     assert!(top.contains(&"db-backup"), "{s}");
     // A missing model: BM25 only, and the result says how to install it.
@@ -424,7 +424,7 @@ async fn skill_search_finds_a_skill_by_meaning_with_the_local_model() {
         Gate::builder(dir.path()).config(config).build().unwrap()
     };
     let found = missing.call(&missing.context(), "skill_search", json!({"query": "ImageMagick"})).await.unwrap();
-    let s = found.structured.clone().unwrap();
+    let s = found.meta.clone().unwrap();
     assert_eq!(s["mode"], "bm25");
     assert_eq!(s["results"][0]["name"], "image-resize");
     assert!(found.text_content().contains("toolgate models install all-minilm-l6-v2"), "{}", found.text_content());

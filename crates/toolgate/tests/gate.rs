@@ -489,7 +489,7 @@ async fn minted_ids_reach_the_model_and_work_in_the_next_call() {
     let text = out.text_content();
     assert!(!text.contains("REDACTED"), "{text}");
     let token = text.split("Token: ").nth(1).and_then(|t| t.split_whitespace().next()).unwrap().to_owned();
-    assert_eq!(out.structured.as_ref().and_then(|s| s["token"].as_str()), Some(token.as_str()));
+    assert_eq!(out.meta.as_ref().and_then(|s| s["token"].as_str()), Some(token.as_str()));
     let out = f.call("unlock_paths", json!({"tokens": [token]})).await.unwrap();
     assert!(!out.text_content().contains("REDACTED"), "{}", out.text_content());
     assert!(f.audit().iter().all(|r| !r.params.contains("REDACTED")), "the audit log keeps the id too");
@@ -760,8 +760,45 @@ async fn untrusted_structured_output_is_neutralized_and_capped() {
     config.gate.max_output_bytes = 1_000;
     let f = gate(config, |b| b.tool(fetch()));
     let out = f.call("fetch_page", json!({"text": "x".repeat(5_000)})).await.unwrap();
-    assert!(out.structured.is_none(), "structured output past the cap is dropped");
+    let structured = out.structured.clone().expect("cut to the cap, not dropped").to_string();
+    assert!(structured.len() <= 1_000 && structured.contains("cut from the middle"), "{structured}");
     assert!(out.text_content().len() < 2_000, "{}", out.text_content().len());
+}
+
+/// Returns `{"sum": 5}` as structured output and only "done" as text, as some MCP servers do.
+#[derive(Debug)]
+struct Terse(ToolSpec);
+
+#[async_trait]
+impl Tool for Terse {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn execute(&self, _: &CallContext, _: Value) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("done").with_structured(json!({"sum": 5})))
+    }
+}
+
+/// The text is the whole result: a structured result that MCP clients will not get (untrusted
+/// output, or no output schema) is added to the text when the text lacks it, inside the
+/// untrusted boundary; a trusted tool with an output schema keeps the two apart.
+#[tokio::test]
+async fn a_structured_result_the_text_lacks_is_folded_into_it() {
+    let terse = |spec: ToolSpec| -> Arc<dyn Tool> { Arc::new(Terse(spec)) };
+    let untrusted = ToolSpec::new("terse", "Terse.", object(json!({})))
+        .output_schema(json!({"type": "object", "properties": {"sum": {"type": "integer"}}}));
+    let f = gate(Config::default(), |b| b.tool(terse(untrusted.clone())));
+    let text = f.call("terse", json!({})).await.unwrap().text_content();
+    assert!(text.starts_with("<tool_output") && text.contains("done") && text.contains(r#"{"sum":5}"#), "{text}");
+    assert!(text.find(r#"{"sum":5}"#) < text.rfind("</tool_output"), "inside the boundary: {text}");
+
+    let trusted_no_schema = ToolSpec { output_schema: None, ..untrusted.clone() }.trusted_output();
+    let f = gate(Config::default(), |b| b.tool(terse(trusted_no_schema)));
+    assert_eq!(f.call("terse", json!({})).await.unwrap().text_content(), "done\n{\"sum\":5}");
+
+    let f = gate(Config::default(), |b| b.tool(terse(untrusted.trusted_output())));
+    let out = f.call("terse", json!({})).await.unwrap();
+    assert_eq!((out.text_content().as_str(), out.structured), ("done", Some(json!({"sum": 5}))));
 }
 
 /// Returns `count` text blocks of `size` bytes each (a server that splits a flood into pieces).
@@ -776,7 +813,7 @@ impl Tool for Blocks {
     async fn execute(&self, _: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
         let (count, size) = (params["count"].as_u64().unwrap_or(0), params["size"].as_u64().unwrap_or(0));
         let content = (0..count).map(|i| Content::Text { text: format!("{i:04}").repeat(size as usize / 4) }).collect();
-        Ok(ToolOutput { content, structured: None })
+        Ok(ToolOutput { content, ..ToolOutput::default() })
     }
 }
 

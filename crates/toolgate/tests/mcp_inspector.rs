@@ -105,7 +105,9 @@ fn lists_and_calls(target: &Target<'_>, era: &str, version: &str) {
     assert_eq!(file["isError"], false, "{file}");
     let text = file["content"][0]["text"].as_str().expect("text content");
     assert!(text.contains("hello file"), "{file}");
-    assert_eq!(file["structuredContent"]["path"], "hello.txt", "{file}");
+    // Text only: clients that read `structuredContent` would hand the model nothing else.
+    assert!(file.get("structuredContent").is_none(), "{file}");
+    assert_eq!(file["_meta"]["io.toolgate/result"]["path"], "hello.txt", "{file}");
 
     // A tool failure is a result with isError (the Inspector exits 5 and still prints it).
     let missing =

@@ -35,7 +35,7 @@ impl Fixture {
 
     async fn found(&self, query: &str) -> Vec<String> {
         let out = self.call("memory_search", json!({ "query": query, "min_score": 0 })).await.unwrap();
-        let s = out.structured.unwrap_or_default();
+        let s = out.meta.unwrap_or_default();
         s["results"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap().to_owned()).collect()
     }
 }
@@ -131,19 +131,19 @@ async fn the_local_model_finds_a_note_that_shares_no_words_with_the_question() {
         f.call("memory_write", json!({ "target": path, "content": content })).await.unwrap();
     }
     let out = f.call("memory_search", json!({ "query": "where does my sister stay?" })).await.unwrap();
-    let s = out.structured.clone().unwrap();
+    let s = out.meta.clone().unwrap();
     assert_eq!(s["mode"], "hybrid", "{}", out.text_content());
     assert_eq!(s["model"], "local:all-minilm-l6-v2");
     assert_eq!(s["results"][0]["path"], "memory/family.md", "{}", out.text_content());
     assert_eq!(s["results"][0]["by_meaning"], true);
     let out = f.call("memory_search", json!({ "query": "what medicine must be avoided?" })).await.unwrap();
-    assert_eq!(out.structured.unwrap()["results"][0]["path"], "memory/health.md");
+    assert_eq!(out.meta.unwrap()["results"][0]["path"], "memory/health.md");
     // The vectors are in the state database: a new gate over the same workspace finds the note
     // without embedding the notes again.
     let again = Gate::builder(f.dir.path()).config(f.gate.config().clone()).build().unwrap();
     let out =
         again.call(&again.context(), "memory_search", json!({ "query": "where does my sister stay?" })).await.unwrap();
-    let s = out.structured.unwrap();
+    let s = out.meta.unwrap();
     assert_eq!(s["results"][0]["path"], "memory/family.md");
     assert!(s["notes"].as_array().unwrap().iter().all(|n| !n.as_str().unwrap().contains("embedded")), "{s}");
 }
@@ -200,13 +200,13 @@ async fn an_openai_compatible_endpoint_embeds_notes_in_batches() {
         f.call("memory_write", json!({ "target": path, "content": content })).await.unwrap();
     }
     let out = f.call("memory_search", json!({ "query": "penicillin allergy", "min_score": 0 })).await.unwrap();
-    let s = out.structured.clone().unwrap();
+    let s = out.meta.clone().unwrap();
     assert_eq!(s["mode"], "hybrid", "{}", out.text_content());
     assert_eq!(s["model"], format!("openai:{url}#smollm2"), "{s}");
     assert_eq!(s["results"][0]["path"], "memory/health.md", "{}", out.text_content());
     assert!(s["results"].as_array().unwrap().iter().any(|r| r["by_meaning"] == true), "{s}");
     let again = f.call("memory_search", json!({ "query": "vegetarian", "min_score": 0 })).await.unwrap();
-    let notes = again.structured.unwrap()["notes"].clone();
+    let notes = again.meta.unwrap()["notes"].clone();
     assert!(notes.as_array().unwrap().iter().all(|n| !n.as_str().unwrap().contains("embedded")), "{notes}");
 
     for (f, why) in [
@@ -216,7 +216,7 @@ async fn an_openai_compatible_endpoint_embeds_notes_in_batches() {
     ] {
         f.call("memory_write", json!({ "target": "memory/a.md", "content": "penicillin" })).await.unwrap();
         let out = f.call("memory_search", json!({ "query": "penicillin" })).await.unwrap();
-        let s = out.structured.clone().unwrap();
+        let s = out.meta.clone().unwrap();
         assert_eq!(s["mode"], "fts", "{}", out.text_content());
         assert!(out.text_content().contains(why), "{why}: {}", out.text_content());
         assert_eq!(s["results"][0]["path"], "memory/a.md", "full text still finds it");
@@ -354,7 +354,9 @@ async fn serve_watch(memory_first: bool) {
         async move {
             let result = client.call_tool(request).await.unwrap();
             assert_ne!(result.is_error, Some(true), "{result:?}");
-            let s = result.structured_content.unwrap_or_default();
+            // Text only for the model; the rows for programs in `_meta`.
+            assert!(result.structured_content.is_none(), "{result:?}");
+            let s = result.meta.and_then(|m| m.get(toolgate::mcp::RESULT_META).cloned()).unwrap_or_default();
             s["results"]
                 .as_array()
                 .cloned()

@@ -63,7 +63,7 @@ impl Fixture {
 
     async fn found(&self, user: &str, agent: &str, query: &str) -> Vec<(String, String)> {
         let out = self.call(user, agent, "memory_search", json!({ "query": query, "min_score": 0 })).await.unwrap();
-        let s = out.structured.unwrap();
+        let s = out.meta.unwrap();
         s["results"]
             .as_array()
             .unwrap()

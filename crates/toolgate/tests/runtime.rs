@@ -271,7 +271,7 @@ async fn long_output_is_cut_by_the_tool_and_readable_through_process_log() {
     let out = f.call("exec", json!({ "command": "seq 1 100000" })).await.unwrap();
     let text = out.text_content();
     assert!(text.contains("bytes cut from the middle"), "{}", &text[..300.min(text.len())]);
-    let id = out.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = out.meta.unwrap()["id"].as_str().unwrap().to_owned();
     assert!(text.contains(&format!(".toolgate/outputs/{id}.log")));
     // The fs tools cannot read .toolgate/, the process tool can.
     assert!(f.call("read", json!({ "path": format!(".toolgate/outputs/{id}.log") })).await.is_err());

@@ -102,7 +102,7 @@ async fn a_changed_file_is_not_loaded() {
     let list = gate.call(&gate.context(), "tool_list", json!({"kind": "wasm"})).await.expect("tool_list");
     let text = list.text_content();
     assert!(text.contains("wasm__echo [not loaded: ") && text.contains("changed since it was installed"), "{text}");
-    let rows = &list.structured.expect("structured")["tools"];
+    let rows = &list.meta.expect("the rows for programs")["tools"];
     assert_eq!(rows[0]["name"], "wasm__echo", "{rows}");
 }
 

@@ -71,7 +71,7 @@ fn main() {
         let (tg_time, tg_count) = time(|| {
             let out = runtime.block_on(grep.execute(&ctx, params.clone()));
             match out {
-                Ok(o) => structured(&o.structured, "matches"),
+                Ok(o) => meta_count(&o.meta, "matches"),
                 Err(e) => panic!("grep failed: {e}"),
             }
         });
@@ -81,7 +81,7 @@ fn main() {
     let (tg_time, tg_count) = time(|| {
         let out = runtime.block_on(glob.execute(&ctx, json!({ "pattern": "**/*" })));
         match out {
-            Ok(o) => structured(&o.structured, "total"),
+            Ok(o) => meta_count(&o.meta, "total"),
             Err(e) => panic!("glob failed: {e}"),
         }
     });
@@ -93,7 +93,7 @@ fn main() {
     }
 }
 
-fn structured(v: &Option<Value>, key: &str) -> u64 {
+fn meta_count(v: &Option<Value>, key: &str) -> u64 {
     v.as_ref().and_then(|s| s[key].as_u64()).unwrap_or(0)
 }
 

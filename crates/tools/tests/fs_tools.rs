@@ -462,7 +462,7 @@ async fn locks_refuse_other_agents() {
     let b = ws.ctx_as("bob", "s2");
     let out = ws.call_ctx(&a, "lock_paths", json!({ "globs": ["src/**"], "ttl_ms": 60000 })).await;
     let out = out.unwrap_or_else(|e| panic!("{e}"));
-    let token = out.structured.as_ref().and_then(|s| s["token"].as_str()).unwrap_or_default().to_owned();
+    let token = out.meta.as_ref().and_then(|s| s["token"].as_str()).unwrap_or_default().to_owned();
     assert!(token.starts_with("tg-lock-"), "{token}");
     assert!(toolgate_guard::ids::is_ours(&token));
 

@@ -35,7 +35,7 @@ async fn write_outside_the_workspace() {
     assert!(text.contains("blocked by the sandbox: writing"), "{text}");
     assert!(text.contains("extra_writable"), "{text}");
     assert!(text.contains("sandbox: sandboxed"), "{text}");
-    assert!(!out.structured.unwrap()["denials"].as_array().unwrap().is_empty());
+    assert!(!out.meta.unwrap()["denials"].as_array().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +114,7 @@ async fn toolgate_state_cannot_be_replaced_by_a_link_out() {
     assert!(std::fs::symlink_metadata(f.ws().join(".toolgate/outputs")).unwrap().is_dir());
     // A long output's log still goes inside the workspace.
     let out = f.exec(json!({ "command": "seq 1 100000" })).await.unwrap();
-    let id = out.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = out.meta.unwrap()["id"].as_str().unwrap().to_owned();
     assert!(f.ws().join(format!(".toolgate/outputs/{id}.log")).is_file());
     f.assert_canary_intact();
 }
@@ -174,7 +174,7 @@ async fn endless_output_is_capped_and_memory_stays_flat() {
     let text = out.text_content();
     assert!(text.starts_with("timed out after 3 s"), "{}", &text[..200.min(text.len())]);
     assert!(text.chars().count() < 31_000, "{}", text.chars().count());
-    let s = out.structured.unwrap();
+    let s = out.meta.unwrap();
     assert!(s["output_bytes"].as_u64().unwrap() > 10 << 20, "{s}");
     assert_eq!(s["truncated"], true);
     let log = f.ws().join(s["log"].as_str().unwrap());

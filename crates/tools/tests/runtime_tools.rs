@@ -19,7 +19,7 @@ async fn exec_runs_in_the_sandbox_and_reports_how() {
     assert!(text.starts_with("exit code 3 after"), "{text}");
     assert!(text.contains("sandbox: sandboxed (workspace-write, network off)"), "{text}");
     assert!(text.contains("hello\noops\n"), "{text}");
-    let s = out.structured.unwrap();
+    let s = out.meta.unwrap();
     assert_eq!(s["exit_code"], 3);
     assert_eq!(s["sandboxed"], true);
     assert_eq!(s["log"], serde_json::Value::Null);
@@ -47,7 +47,7 @@ async fn exec_output_is_cut_with_the_log_path() {
     let out =
         f.exec(json!({ "command": "for i in $(seq 1 20000); do echo \"line $i of the output\"; done" })).await.unwrap();
     let text = out.text_content();
-    let s = out.structured.unwrap();
+    let s = out.meta.unwrap();
     assert_eq!(s["truncated"], true);
     let id = s["id"].as_str().unwrap().to_owned();
     let log = format!(".toolgate/outputs/{id}.log");
@@ -77,7 +77,7 @@ async fn exec_timeout_stops_the_command() {
     let text = out.text_content();
     assert!(text.starts_with("timed out after 1 s"), "{text}");
     assert!(text.contains("started"), "{text}");
-    assert_eq!(out.structured.unwrap()["timed_out"], true);
+    assert_eq!(out.meta.unwrap()["timed_out"], true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,7 +129,7 @@ async fn background_poll_write_log_kill() {
         .exec(json!({ "command": "echo ready; while read line; do echo \"got: $line\"; done; echo bye", "background": true }))
         .await
         .unwrap();
-    let id = out.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = out.meta.unwrap()["id"].as_str().unwrap().to_owned();
     let first = f.process(json!({ "action": "poll", "id": id, "wait": 5 })).await.unwrap().text_content();
     assert!(first.contains("ready"), "{first}");
     assert!(first.contains("running"), "{first}");
@@ -153,7 +153,7 @@ async fn background_poll_write_log_kill() {
     assert!(list.contains("0 running"), "{list}");
     // Closing stdin ends a reader.
     let out = f.exec(json!({ "command": "cat; echo done", "background": true })).await.unwrap();
-    let id = out.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = out.meta.unwrap()["id"].as_str().unwrap().to_owned();
     f.process(json!({ "action": "write", "id": id, "input": "abc\n", "close_stdin": true })).await.unwrap();
     let polled = f.process(json!({ "action": "poll", "id": id, "wait": 5 })).await.unwrap();
     let mut text = polled.text_content();
@@ -173,7 +173,7 @@ async fn background_poll_write_log_kill() {
 async fn background_timeout_and_signal() {
     let f = Fixture::new();
     let out = f.exec(json!({ "command": "trap 'echo got-usr1' USR1; while true; do sleep 0.1; done", "background": true, "timeout": 2 })).await.unwrap();
-    let id = out.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = out.meta.unwrap()["id"].as_str().unwrap().to_owned();
     tokio::time::sleep(Duration::from_millis(300)).await;
     f.process(json!({ "action": "signal", "id": id, "signal": "USR1" })).await.unwrap();
     let mut text = String::new();
@@ -202,7 +202,7 @@ async fn at_most_max_processes_per_workspace() {
     f.tool("exec").execute(&ctx, json!({ "command": "sleep 60", "background": true })).await.unwrap();
     // Killing one frees a slot.
     let list = f.process(json!({ "action": "list" })).await.unwrap();
-    let id = list.structured.unwrap()["processes"][0]["id"].as_str().unwrap().to_owned();
+    let id = list.meta.unwrap()["processes"][0]["id"].as_str().unwrap().to_owned();
     f.process(json!({ "action": "kill", "id": id })).await.unwrap();
     f.exec(json!({ "command": "sleep 60", "background": true })).await.unwrap();
 }
@@ -238,7 +238,7 @@ async fn dropping_the_tools_stops_background_processes() {
 async fn a_process_that_never_reads_its_input_can_still_be_polled_and_killed() {
     let f = Fixture::new();
     let out = f.exec(json!({ "command": "echo up; sleep 60", "background": true })).await.unwrap();
-    let id = out.structured.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = out.meta.unwrap()["id"].as_str().unwrap().to_owned();
     // The pipe holds 64 KiB; the next write blocks until the process reads, which it never does.
     let chunk = "x".repeat(64 * 1024);
     f.process(json!({ "action": "write", "id": id, "input": chunk })).await.unwrap();

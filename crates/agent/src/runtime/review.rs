@@ -145,7 +145,7 @@ impl Runtime {
                 });
                 match caller.call(&ctx, "exec", params).await {
                     Ok(out) => {
-                        let code = out.structured.as_ref().and_then(|s| s.get("exit_code")).and_then(Value::as_i64);
+                        let code = out.meta.as_ref().and_then(|s| s.get("exit_code")).and_then(Value::as_i64);
                         let text = out.text_content();
                         let output = text.split_once("output:\n").map_or("", |(_, o)| o).trim();
                         match code {

@@ -166,7 +166,7 @@ pub(crate) fn result(server: &str, result: CallToolResult) -> Result<ToolOutput,
     {
         content.push(Content::Text { text: structured.to_string() });
     }
-    Ok(ToolOutput { content, structured: result.structured_content })
+    Ok(ToolOutput { content, structured: result.structured_content, meta: None })
 }
 
 /// An error whose text comes from server `server`: capped and cleaned here, wrapped as untrusted

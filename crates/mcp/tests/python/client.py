@@ -100,14 +100,15 @@ async def exercise(client: Client, mode: str, workspace: str | None) -> None:
 
 async def exercise_ids(client: Client) -> None:
     """Ids toolgate mints (lock tokens, process ids) reach the model intact, in the text and in
-    the structured output alike, and the id read from the text works in the next call."""
+    the facts for programs (`_meta`) alike, and the id read from the text works in the next call."""
     result = await client.call_tool("lock_paths", {"globs": ["ids-check/**"], "ttl_ms": 60000})
     text = text_of(result)
     found = re.search(r"Token: (\S+) ", text)
     check(not result.is_error and found is not None and "REDACTED" not in text, f"lock_paths shows its token: {text!r}")
     token = found.group(1)
-    check(result.structured_content is not None and result.structured_content.get("token") == token,
-          f"the structured token is the text's: {result.structured_content}")
+    facts = (result.meta or {}).get("io.toolgate/result") or {}
+    check(result.structured_content is None and facts.get("token") == token,
+          f"text only, and the token in _meta is the text's: {result.structured_content} {result.meta}")
     result = await client.call_tool("unlock_paths", {"tokens": [token]})
     check(not result.is_error and "REDACTED" not in text_of(result), f"unlock_paths takes it: {text_of(result)!r}")
 
@@ -131,7 +132,7 @@ async def exercise_agent_ids(client: Client) -> None:
     found = re.search(r'"id": "([0-9a-f]{32})"', text)
     check(not result.is_error and found is not None and "REDACTED" not in text, f"subagents spawn shows its id: {text!r}")
     sub_id = found.group(1)
-    check((result.structured_content or {}).get("id") == sub_id, f"structured id: {result.structured_content}")
+    check(result.structured_content is None, f"untrusted output is text only: {result.structured_content}")
     result = await client.call_tool("subagents", {"action": "list"})
     check(sub_id in text_of(result) and "REDACTED" not in text_of(result), f"subagents list: {text_of(result)!r}")
     result = await client.call_tool("subagents", {"action": "cancel", "id": sub_id})

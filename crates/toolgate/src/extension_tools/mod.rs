@@ -344,7 +344,7 @@ impl ExtensionTool {
         if text.is_empty() {
             text.push_str("no tools of that kind\n");
         }
-        ToolOutput::text(text).with_structured(json!({"tools": rows, "mcp_servers": servers}))
+        ToolOutput::text(text).with_meta(json!({"tools": rows, "mcp_servers": servers}))
     }
 }
 
@@ -446,7 +446,7 @@ fn search(workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
     for p in &problems {
         text.push_str(&format!("note: {p}\n"));
     }
-    Ok(ToolOutput::text(text).with_structured(json!({"results": found, "problems": problems})))
+    Ok(ToolOutput::text(text).with_meta(json!({"results": found, "problems": problems})))
 }
 
 // ---------------------------------------------------------------------------------------------

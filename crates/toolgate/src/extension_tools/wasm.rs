@@ -163,7 +163,7 @@ pub(super) async fn install(
         installed.hash,
         grants(&installed.capabilities)
     );
-    Ok(ToolOutput::text(text).with_structured(json!({"tool": tool_name, "hash": installed.hash})))
+    Ok(ToolOutput::text(text).with_meta(json!({"tool": tool_name, "hash": installed.hash})))
 }
 
 /// The bare name of `wasm__NAME`, if it is one a tool can have (letters, digits, `_`, `-`).

@@ -10,8 +10,16 @@
 //!    id (with a warning line inside when the text looks like instructions).
 //!
 //! The text budget is for the whole result: blocks past it are dropped with a note (images have
-//! their own budget). Structured JSON output gets step 3 on every string it holds; untrusted
-//! structured output also gets step 4's neutralizing, and is dropped when larger than the cap.
+//! their own budget).
+//!
+//! The structured copy and the facts for programs (`ToolOutput::structured`, `meta`) are
+//! shaped like the text (`docs/mcp.md`, "Results"): their strings are sanitized, redacted (with
+//! the key beside them, as the text reads `key: value`) and, for untrusted output, neutralized;
+//! each is cut to the same byte budget by shortening its longest strings. This happens first,
+//! so that a structured result MCP clients will not get (the tool declares no output schema,
+//! or its output is untrusted, so it reaches a model only inside the text's boundary) can then
+//! be folded, shaped, into the text when the text does not carry it (is not that JSON and
+//! lacks some of its values): the text is always the whole result, and goes through 1-4.
 
 use serde_json::Value;
 use toolgate_core::{Content, OutputTrust, ToolError, ToolOutput, ToolSpec};
@@ -38,6 +46,22 @@ pub(crate) fn shape(
 ) -> Result<(ToolOutput, OutputReport), ToolError> {
     let mut report = OutputReport::default();
     let untrusted = spec.output_trust == OutputTrust::Untrusted;
+    // Judged on what the tool returned; the copy folded in is the shaped one, so the text gets
+    // the structured redaction (key beside value) as well as its own.
+    let fold =
+        output.structured.as_ref().is_some_and(|value| !spec.returns_structured() && !carries(&output.content, value));
+    for slot in [&mut output.structured, &mut output.meta] {
+        if let Some(value) = slot.as_mut()
+            && !shape_json(value, spec, max_bytes, detector, &mut report)?
+        {
+            // Nothing left to cut but the structure itself: the text carries the result.
+            *slot = None;
+            report.truncated = true;
+        }
+    }
+    if fold && let Some(value) = &output.structured {
+        output.content.push(Content::Text { text: serde_json::to_string(value).unwrap_or_default() });
+    }
     // One budget for the whole result, not one per block: 200 blocks of 100 KB are 20 MB.
     let mut text_left = max_bytes;
     let mut binary_left = MAX_BINARY_BYTES;
@@ -102,25 +126,139 @@ pub(crate) fn shape(
         });
     }
     output.content = kept;
-    if let Some(structured) = &mut output.structured {
-        if untrusted {
-            // Structured output reaches the model unwrapped: it gets the same neutralizing as
-            // text, and the same size cap (past it, the text blocks carry the result alone).
-            let size = serde_json::to_string(structured).map_or(usize::MAX, |s| s.len());
-            if size > max_bytes {
-                output.structured = None;
-                report.truncated = true;
-            } else {
-                walk_strings(structured, None, &mut |s, key| {
-                    redact_labelled(s, key, spec, detector, &mut report)?;
-                    neutralize(s, spec, detector, &mut report)
-                })?;
-            }
-        } else {
-            walk_strings(structured, None, &mut |s, key| redact_labelled(s, key, spec, detector, &mut report))?;
+    Ok((output, report))
+}
+
+/// Past this many strings and numbers, a structured result counts as carried by the text only
+/// when the text is that JSON (each value is looked for in the whole text).
+const MAX_LEAVES_LOOKED_FOR: usize = 256;
+
+/// Whether the text blocks carry `value`: one of them is that JSON (as [`ToolOutput::json`]
+/// writes it), or together they hold every string and number in it.
+fn carries(content: &[Content], value: &Value) -> bool {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|block| if let Content::Text { text } = block { Some(text.as_str()) } else { None })
+        .collect();
+    let is_that_json = |text: &&str| {
+        let start = text.trim_start();
+        (start.starts_with('{') || start.starts_with('['))
+            && serde_json::from_str::<Value>(text).is_ok_and(|parsed| &parsed == value)
+    };
+    if texts.iter().any(is_that_json) {
+        return true;
+    }
+    let mut leaves = Vec::new();
+    collect_leaves(value, &mut leaves) && leaves.iter().all(|leaf| texts.iter().any(|t| t.contains(leaf.as_str())))
+}
+
+/// The strings and numbers of `value`, as text; `false` past [`MAX_LEAVES_LOOKED_FOR`].
+fn collect_leaves(value: &Value, out: &mut Vec<String>) -> bool {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => return items.iter().all(|v| collect_leaves(v, out)),
+        Value::Object(map) => return map.values().all(|v| collect_leaves(v, out)),
+        Value::Bool(_) | Value::Null => {}
+    }
+    out.len() <= MAX_LEAVES_LOOKED_FOR
+}
+
+/// Structured JSON gets what text gets: the byte budget first (its longest strings cut), then
+/// on every string sanitizing, redaction and, for untrusted output, neutralizing, and the
+/// budget again if those lengthened it. `false` when it cannot be cut to fit.
+fn shape_json(
+    value: &mut Value,
+    spec: &ToolSpec,
+    max_bytes: usize,
+    detector: &LeakDetector,
+    report: &mut OutputReport,
+) -> Result<bool, ToolError> {
+    let untrusted = spec.output_trust == OutputTrust::Untrusted;
+    let size = json_len(value);
+    if size > max_bytes {
+        report.truncated = true;
+        if !fit_json(value, max_bytes) {
+            return Ok(false);
         }
     }
-    Ok((output, report))
+    walk_strings(value, None, &mut |s, key| {
+        if needs_sanitizing(s) {
+            *s = sanitize_text(s.as_bytes(), usize::MAX).text;
+        }
+        redact_labelled(s, key, spec, detector, report)?;
+        if untrusted { neutralize(s, spec, detector, report) } else { Ok(()) }
+    })?;
+    Ok(json_len(value) <= max_bytes + CUT_MARKER_SLACK || fit_json(value, max_bytes))
+}
+
+/// Strings shorter than this are never cut to make JSON fit.
+const MIN_CUT_STRING: usize = 128;
+
+/// Room for the marker `truncate_middle` adds to a cut string, JSON-escaped.
+const STRING_MARKER: usize = 96;
+
+/// Cuts the longest strings of `value` (head and tail kept, as text is cut) to one common
+/// length, the longest that brings the serialized JSON within `budget`; a few rounds, since
+/// escaping makes the first estimate short. `false` when it still does not fit.
+fn fit_json(value: &mut Value, budget: usize) -> bool {
+    for _ in 0..4 {
+        let size = json_len(value);
+        if size <= budget {
+            return true;
+        }
+        let mut lengths = Vec::new();
+        walk_lengths(value, &mut lengths);
+        let excess = size - budget;
+        let saved =
+            |limit: usize| -> usize { lengths.iter().map(|&len| len.saturating_sub(limit + STRING_MARKER)).sum() };
+        if saved(MIN_CUT_STRING) < excess {
+            return false;
+        }
+        let longest = lengths.iter().copied().max().unwrap_or(0);
+        // The largest limit that still saves enough (`saved` falls as the limit grows).
+        let (mut low, mut high) = (MIN_CUT_STRING, longest);
+        while low < high {
+            let mid = low + (high - low).div_ceil(2);
+            if saved(mid) >= excess { low = mid } else { high = mid - 1 }
+        }
+        let limit = low;
+        let _ = walk_strings(value, None, &mut |s, _| {
+            if s.len() > limit + STRING_MARKER {
+                *s = truncate_middle(s, limit).text;
+            }
+            Ok(())
+        });
+    }
+    json_len(value) <= budget
+}
+
+fn walk_lengths(value: &Value, out: &mut Vec<usize>) {
+    match value {
+        Value::String(s) => out.push(s.len()),
+        Value::Array(items) => items.iter().for_each(|v| walk_lengths(v, out)),
+        Value::Object(map) => map.values().for_each(|v| walk_lengths(v, out)),
+        _ => {}
+    }
+}
+
+/// The length of `value` serialized compactly, without building the string.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// The longest name, description or URI of a resource link kept.

@@ -43,7 +43,7 @@ impl SkillScope {
         if tool != "skill_read" {
             return;
         }
-        let Some(s) = &out.structured else { return };
+        let Some(s) = &out.meta else { return };
         let skill = s["name"].as_str().unwrap_or_default().to_owned();
         let entries: Vec<&str> =
             s["allowed_tools"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();

@@ -33,7 +33,22 @@ impl Json {
         )
         .group("basic")
         .annotations(Annotations::PURE)
-        .trusted_output();
+        .trusted_output()
+        // Each operation fills its own fields; the text is this object, pretty-printed.
+        .output_schema(json!({
+            "type": "object",
+            "properties": {
+                "value": {"description": "`parse`: the parsed value"},
+                "count": {"type": "integer", "description": "`query`: how many values matched"},
+                "matches": {"type": "array", "description": "`query`: the values matched"},
+                "json": {"type": "string", "description": "`stringify`: the serialized text"},
+                "valid": {"type": "boolean", "description": "`validate`: whether the text is JSON"},
+                "error": {"type": "string"},
+                "line": {"type": "integer"},
+                "column": {"type": "integer"},
+                "note": {"type": "string"}
+            }
+        }));
         Json { spec }
     }
 }

@@ -251,7 +251,7 @@ fn edit_file_locked(
         text.push('\n');
         text.push_str(&w);
     }
-    Ok(ToolOutput::text(text).with_structured(json!({
+    Ok(ToolOutput::text(text).with_meta(json!({
         "path": written.real.as_str(),
         "edits": edits.len(),
         "replacements": total,
@@ -296,7 +296,7 @@ fn edit_redirected(
     writer::refuse_redaction_markers(tool, rel.as_str(), Some(old.as_bytes()), body.as_bytes())?;
     let said = r.write(ctx, rel.as_str(), &body)?;
     Ok(ToolOutput::text(format!("Edited `{rel}`: {total} replacement{}. {said}", if total == 1 { "" } else { "s" }))
-        .with_structured(json!({ "path": rel.as_str(), "edits": edits.len(), "replacements": total })))
+        .with_meta(json!({ "path": rel.as_str(), "edits": edits.len(), "replacements": total })))
 }
 
 #[cfg(test)]

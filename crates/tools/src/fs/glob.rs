@@ -153,7 +153,7 @@ fn glob(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
         if !pattern.contains('/') {
             text.push_str(&format!(" `*` does not cross folders; to search every folder use `**/{pattern}`."));
         }
-        return Ok(ToolOutput::text(text).with_structured(json!({ "total": 0, "shown": 0, "truncated": false })));
+        return Ok(ToolOutput::text(text).with_meta(json!({ "total": 0, "shown": 0, "truncated": false })));
     }
     let truncated = total > shown;
     if truncated {
@@ -161,7 +161,7 @@ fn glob(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
             "\n[Showing the {shown} newest of {total} matching files. Use a narrower pattern or `path` to see others.]\n"
         ));
     }
-    Ok(ToolOutput::text(out).with_structured(json!({ "total": total, "shown": shown, "truncated": truncated })))
+    Ok(ToolOutput::text(out).with_meta(json!({ "total": total, "shown": shown, "truncated": truncated })))
 }
 
 fn still_beneath(root: &Root, rel: &str) -> bool {

@@ -360,7 +360,7 @@ fn report(
     let files = hits.len();
     let total_matches: u64 = hits.iter().map(|h| h.count).sum();
     if files == 0 {
-        return ToolOutput::text(format!("No matches for `{pattern}`.")).with_structured(json!({
+        return ToolOutput::text(format!("No matches for `{pattern}`.")).with_meta(json!({
             "files": 0, "matches": 0, "shown": 0, "truncated": false
         }));
     }
@@ -410,7 +410,7 @@ fn report(
             if mode == OutputMode::Content { "lines" } else { "files" }
         ));
     }
-    ToolOutput::text(out).with_structured(json!({
+    ToolOutput::text(out).with_meta(json!({
         "files": files,
         "matches": total_matches,
         "shown": shown,

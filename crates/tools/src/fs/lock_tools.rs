@@ -79,7 +79,7 @@ impl Tool for LockPathsTool {
                 ttl.as_secs(),
                 lock.token
             ))
-            .with_structured(json!({ "token": lock.token, "globs": lock.globs, "ttl_ms": ttl.as_millis() as u64 }))),
+            .with_meta(json!({ "token": lock.token, "globs": lock.globs, "ttl_ms": ttl.as_millis() as u64 }))),
             Err(LockError::BadGlob(why)) => Err(ToolError::invalid("lock_paths", "/globs", why)),
             Err(LockError::Conflict(why, other)) => {
                 Err(ToolError::failed(format!("{why}: {}; wait until then, or lock other paths", other.describe())))
@@ -129,7 +129,7 @@ impl Tool for UnlockPathsTool {
         if !missing.is_empty() {
             text.push_str(&format!(" Not found, expired or held by another agent: {}.", missing.join(", ")));
         }
-        Ok(ToolOutput::text(text).with_structured(json!({ "released": released, "not_found": missing })))
+        Ok(ToolOutput::text(text).with_meta(json!({ "released": released, "not_found": missing })))
     }
 }
 

@@ -126,8 +126,7 @@ fn ls(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolOut
             listing.max
         ));
     }
-    Ok(ToolOutput::text(text)
-        .with_structured(json!({ "path": real.as_str(), "entries": count, "truncated": listing.more })))
+    Ok(ToolOutput::text(text).with_meta(json!({ "path": real.as_str(), "entries": count, "truncated": listing.more })))
 }
 
 impl Listing<'_> {

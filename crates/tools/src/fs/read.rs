@@ -179,7 +179,7 @@ fn read(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
             shown_last + 1
         ));
     }
-    Ok(ToolOutput::text(out).with_structured(json!({
+    Ok(ToolOutput::text(out).with_meta(json!({
         "path": rel.as_str(),
         "first_line": shown_first,
         "last_line": shown_last,
@@ -225,7 +225,7 @@ fn read_redirected(
             last + 1
         ));
     }
-    Ok(ToolOutput::text(out).with_structured(json!({
+    Ok(ToolOutput::text(out).with_meta(json!({
         "path": rel.as_str(),
         "first_line": offset,
         "last_line": last,
@@ -292,7 +292,7 @@ fn read_image(
             Content::Text { text: format!("`{rel}`: {mime}, {} bytes", bytes.len()) },
             Content::Image { data, mime_type: mime.to_owned() },
         ],
-        structured: None,
+        ..ToolOutput::default()
     })
 }
 

@@ -80,7 +80,7 @@ fn write(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<Tool
         let old = r.read(ctx, rel.as_str()).ok();
         writer::refuse_redaction_markers(NAME, rel.as_str(), old.as_deref().map(str::as_bytes), content.as_bytes())?;
         let said = r.write(ctx, rel.as_str(), content)?;
-        return Ok(ToolOutput::text(said).with_structured(json!({ "path": rel.as_str(), "bytes": content.len() })));
+        return Ok(ToolOutput::text(said).with_meta(json!({ "path": rel.as_str(), "bytes": content.len() })));
     }
     let written = state.exclusive(ctx, || {
         let checked = writer::check(state, ctx, NAME, input, true)?;
@@ -93,7 +93,7 @@ fn write(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<Tool
         text.push('\n');
         text.push_str(&w);
     }
-    Ok(ToolOutput::text(text).with_structured(json!({
+    Ok(ToolOutput::text(text).with_meta(json!({
         "path": written.real.as_str(),
         "created": !written.existed,
         "bytes": written.bytes,

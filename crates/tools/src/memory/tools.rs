@@ -170,7 +170,7 @@ impl Tool for MemorySearchTool {
                 })
             })
             .collect();
-        Ok(ToolOutput::text(text).with_structured(json!({
+        Ok(ToolOutput::text(text).with_meta(json!({
             "results": hits,
             "mode": if results.model.is_some() { "hybrid" } else { "fts" },
             "model": results.model,
@@ -276,7 +276,7 @@ impl Tool for MemoryWriteTool {
         for n in &written.notes {
             text.push_str(&format!("\nNote: {n}"));
         }
-        Ok(ToolOutput::text(text).with_structured(json!({
+        Ok(ToolOutput::text(text).with_meta(json!({
             "path": written.path, "created": written.created, "bytes": written.bytes, "chunks": written.chunks,
         })))
     }
@@ -329,7 +329,7 @@ impl Tool for MemoryReadTool {
         let p = path.clone();
         let text = blocking(READ, move || store.read(&scope, &p).map_err(|e| tool_error(READ, e))).await?;
         let lines = text.lines().count();
-        Ok(ToolOutput::text(text.clone()).with_structured(json!({ "path": path, "lines": lines, "content": text })))
+        Ok(ToolOutput::text(text.clone()).with_meta(json!({ "path": path, "lines": lines, "content": text })))
     }
 }
 
@@ -402,8 +402,7 @@ impl Tool for MemoryGetTool {
         if last < total {
             out.push_str(&format!("[lines {from}-{last} of {total}; continue with from={}]\n", last + 1));
         }
-        Ok(ToolOutput::text(out)
-            .with_structured(json!({ "path": path, "from": from, "to": last, "total_lines": total })))
+        Ok(ToolOutput::text(out).with_meta(json!({ "path": path, "from": from, "to": last, "total_lines": total })))
     }
 }
 
@@ -473,6 +472,6 @@ impl Tool for MemoryTreeTool {
         }
         let list: Vec<Value> =
             entries.iter().map(|e| json!({ "path": e.path, "bytes": e.bytes, "depth": e.depth })).collect();
-        Ok(ToolOutput::text(text).with_structured(json!({ "entries": list })))
+        Ok(ToolOutput::text(text).with_meta(json!({ "entries": list })))
     }
 }

@@ -166,7 +166,7 @@ impl Runtime {
                 entry.enforcement,
                 rel_log(&id)
             );
-            return Ok(ToolOutput::text(text).with_structured(json!({
+            return Ok(ToolOutput::text(text).with_meta(json!({
                 "id": id,
                 "pid": entry.pid,
                 "background": true,
@@ -195,7 +195,7 @@ impl Runtime {
             // The whole output is in the result: the log is not needed.
             let _ = std::fs::remove_file(&log);
             let mut out = out;
-            if let Some(s) = out.structured.as_mut() {
+            if let Some(s) = out.meta.as_mut() {
                 s["log"] = Value::Null;
             }
             return Ok(out);

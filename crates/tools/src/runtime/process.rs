@@ -162,8 +162,7 @@ impl ProcessTool {
     fn list(&self, ctx: &CallContext) -> ToolOutput {
         let entries = self.runtime.table.list(&ctx.workspace, &ctx.identity.user);
         if entries.is_empty() {
-            return ToolOutput::text("no background processes in this workspace")
-                .with_structured(json!({ "processes": [] }));
+            return ToolOutput::text("no background processes in this workspace").with_meta(json!({ "processes": [] }));
         }
         let mut text = String::new();
         let mut rows = Vec::new();
@@ -187,7 +186,7 @@ impl ProcessTool {
                 "log": rel_log(&e.id),
             }));
         }
-        ToolOutput::text(text).with_structured(json!({ "processes": rows }))
+        ToolOutput::text(text).with_meta(json!({ "processes": rows }))
     }
 
     async fn poll(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
@@ -227,7 +226,7 @@ impl ProcessTool {
             text.push_str("new output:\n");
             text.push_str(&shown.text);
         }
-        Ok(ToolOutput::text(text).with_structured(json!({
+        Ok(ToolOutput::text(text).with_meta(json!({
             "id": entry.id,
             "running": exit.is_none(),
             "status": entry.status(),
@@ -276,7 +275,7 @@ impl ProcessTool {
             if close { " and closed its stdin" } else { "" },
             entry.id
         );
-        Ok(ToolOutput::text(text).with_structured(json!({ "id": entry.id, "bytes": input.len(), "closed": close })))
+        Ok(ToolOutput::text(text).with_meta(json!({ "id": entry.id, "bytes": input.len(), "closed": close })))
     }
 
     async fn signal(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
@@ -293,7 +292,7 @@ impl ProcessTool {
         };
         entry.signal(*number).await?;
         Ok(ToolOutput::text(format!("sent SIG{canonical} to the process group of {}", entry.id))
-            .with_structured(json!({ "id": entry.id, "signal": canonical })))
+            .with_meta(json!({ "id": entry.id, "signal": canonical })))
     }
 
     async fn kill(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
@@ -313,7 +312,7 @@ impl ProcessTool {
             text.push_str("output since the last poll:\n");
             text.push_str(&shown.text);
         }
-        Ok(ToolOutput::text(text).with_structured(json!({ "id": entry.id, "status": entry.status() })))
+        Ok(ToolOutput::text(text).with_meta(json!({ "id": entry.id, "status": entry.status() })))
     }
 }
 
@@ -397,7 +396,7 @@ fn read_log(id: &str, path: &Path, offset: i64, limit: u64, max_chars: usize) ->
         text.push_str(":\n");
         text.push_str(&page);
     }
-    Ok(ToolOutput::text(text).with_structured(json!({
+    Ok(ToolOutput::text(text).with_meta(json!({
         "id": id,
         "log": rel_log(id),
         "first_line": first,

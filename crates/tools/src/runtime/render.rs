@@ -195,7 +195,7 @@ pub(crate) fn finished(f: Finished<'_>) -> (ToolOutput, bool) {
         "sandboxed": !r.enforcement.is_unsandboxed(),
         "denials": denials,
     });
-    (ToolOutput::text(text).with_structured(structured), shown.truncated)
+    (ToolOutput::text(text).with_meta(structured), shown.truncated)
 }
 
 #[cfg(test)]

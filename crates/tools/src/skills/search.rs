@@ -308,7 +308,7 @@ pub(super) fn search(
         text.push_str(&format!("note: {note}\n"));
     }
     let mode = if model.is_some() { "hybrid" } else { "bm25" };
-    ToolOutput::text(text).with_structured(json!({"results": list, "mode": mode, "model": model, "notes": notes}))
+    ToolOutput::text(text).with_meta(json!({"results": list, "mode": mode, "model": model, "notes": notes}))
 }
 
 #[cfg(test)]
@@ -355,8 +355,8 @@ mod tests {
         let store = Arc::new(Store::open(&db.path().join("state.db")).unwrap());
         let vectors = SkillVectors::new(model.clone(), Some(Arc::clone(&store)));
         let out = search(dir.path(), None, "thing", 5, Some(&vectors));
-        assert_eq!(out.structured.as_ref().unwrap()["mode"], "hybrid");
-        assert_eq!(out.structured.as_ref().unwrap()["notes"][0], "embedded 40 skills (their vectors are kept)");
+        assert_eq!(out.meta.as_ref().unwrap()["mode"], "hybrid");
+        assert_eq!(out.meta.as_ref().unwrap()["notes"][0], "embedded 40 skills (their vectors are kept)");
         // 40 skills in two batches, plus the query.
         assert_eq!(model.texts.load(Ordering::SeqCst), 41);
         search(dir.path(), None, "thing", 5, Some(&vectors));
@@ -371,7 +371,7 @@ mod tests {
         let again = SkillVectors::new(model.clone(), Some(store));
         let out = search(dir.path(), None, "thing", 5, Some(&again));
         assert_eq!(model.texts.load(Ordering::SeqCst), 44);
-        let notes = &out.structured.unwrap()["notes"];
+        let notes = &out.meta.unwrap()["notes"];
         assert_eq!(notes, &serde_json::json!([]), "{notes}");
     }
 
@@ -399,7 +399,7 @@ mod tests {
         let model = Arc::new(Down::default());
         let vectors = SkillVectors::new(model.clone(), None);
         for _ in 0..3 {
-            let s = search(dir.path(), None, "pdf", 5, Some(&vectors)).structured.unwrap();
+            let s = search(dir.path(), None, "pdf", 5, Some(&vectors)).meta.unwrap();
             assert_eq!((&s["mode"], &s["results"][0]["name"]), (&json!("bm25"), &json!("pdf-to-text")));
             assert!(s["notes"][0].as_str().unwrap().contains("embedding failed: connection refused"), "{s}");
         }
@@ -412,7 +412,7 @@ mod tests {
         skill(dir.path(), "pdf-to-text", "extract the text of a pdf");
         let vectors = SkillVectors::new(Arc::new(Counting { dims: 2, ..Counting::default() }), None);
         let out = search(dir.path(), None, "pdf", 5, Some(&vectors));
-        let s = out.structured.unwrap();
+        let s = out.meta.unwrap();
         assert_eq!(s["mode"], "bm25");
         assert_eq!(s["results"][0]["name"], "pdf-to-text");
         assert!(s["notes"][0].as_str().unwrap().contains("returned 2 dimensions, expected 3"), "{s}");

@@ -324,7 +324,7 @@ fn run(
                 .iter()
                 .map(|s| json!({"name": s.name, "description": s.description, "source": source_word(s.source)}))
                 .collect();
-            Ok(ToolOutput::text(text).with_structured(json!({"skills": list, "warnings": warnings})))
+            Ok(ToolOutput::text(text).with_meta(json!({"skills": list, "warnings": warnings})))
         }
         Kind::Read => {
             let skill = find(tool, workspace, str_param(tool, params, "name")?)?;
@@ -337,7 +337,7 @@ fn run(
                 text.push_str(&format!("folder: {}\n", rel.display()));
             }
             text.push_str(&format!("files: {}\n\n{}", files.join(", "), skill.body));
-            Ok(ToolOutput::text(text).with_structured(json!({
+            Ok(ToolOutput::text(text).with_meta(json!({
                 "name": skill.name, "files": files, "allowed_tools": skill.allowed_tools,
                 "tools": skill.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
             })))
@@ -561,5 +561,5 @@ fn install_staged(workspace: &Path, staged: Staged, replace: bool) -> Result<Too
     if !skill.tools.is_empty() {
         text.push_str("its declared tools are registered when the server reloads or restarts\n");
     }
-    Ok(ToolOutput::text(text).with_structured(json!({"name": skill.name, "files": files.len(), "notes": notes})))
+    Ok(ToolOutput::text(text).with_meta(json!({"name": skill.name, "files": files.len(), "notes": notes})))
 }

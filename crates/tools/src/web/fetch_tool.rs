@@ -61,15 +61,7 @@ impl WebFetch {
             }),
         )
         .group("web")
-        .annotations(Annotations { read_only: true, destructive: false, idempotent: true, open_world: true })
-        .output_schema(json!({
-            "type": "object",
-            "properties": {
-                "url": {"type": "string"}, "final_url": {"type": "string"}, "status": {"type": "integer"},
-                "title": {"type": ["string", "null"]}, "content_type": {"type": "string"},
-                "truncated": {"type": "boolean"}, "chars": {"type": "integer"}
-            }
-        }));
+        .annotations(Annotations { read_only: true, destructive: false, idempotent: true, open_world: true });
         WebFetch { spec, fetcher, max_bytes: config.max_response_bytes, cache: Mutex::new(HashMap::new()) }
     }
 
@@ -210,7 +202,7 @@ impl Tool for WebFetch {
             "url": url, "final_url": page.final_url, "status": page.status, "title": page.title,
             "content_type": page.content_type, "truncated": cut || page.truncated_body, "chars": body.chars().count()
         });
-        Ok(ToolOutput::text(text).with_structured(structured))
+        Ok(ToolOutput::text(text).with_meta(structured))
     }
 }
 
@@ -281,6 +273,6 @@ impl Tool for HtmlToMarkdown {
         if converted.flat {
             text.push_str("\n\n[converted as flat text: the HTML was too deep or too large]");
         }
-        Ok(ToolOutput::text(text).with_structured(json!({"title": converted.title, "flat": converted.flat})))
+        Ok(ToolOutput::text(text).with_meta(json!({"title": converted.title, "flat": converted.flat})))
     }
 }

@@ -52,14 +52,7 @@ impl Http {
                 "additionalProperties": false
             }),
         )
-        .group("web")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {
-                "status": {"type": "integer"}, "url": {"type": "string"},
-                "headers": {"type": "object"}, "body": {}, "truncated": {"type": "boolean"}
-            }
-        }));
+        .group("web");
         Http { spec, fetcher, leaks }
     }
 
@@ -163,15 +156,9 @@ impl Tool for Http {
             headers.insert(k.to_string(), Value::String(v.to_string()));
         }
         let (body_text, _) = resp.text();
-        let is_json = resp.media_type().is_some_and(|m| m.contains("json"));
-        let body_value = if is_json {
-            serde_json::from_str(&body_text).unwrap_or_else(|_| Value::String(body_text.to_string()))
-        } else {
-            Value::String(body_text.to_string())
-        };
         let text = format!("HTTP {} {}\n{header_text}\n{body_text}", resp.status, resp.url);
-        Ok(ToolOutput::text(text).with_structured(json!({
-            "status": resp.status, "url": resp.url.to_string(), "headers": headers, "body": body_value, "truncated": resp.truncated
+        Ok(ToolOutput::text(text).with_meta(json!({
+            "status": resp.status, "url": resp.url.to_string(), "headers": headers, "truncated": resp.truncated
         })))
     }
 }

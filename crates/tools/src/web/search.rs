@@ -101,8 +101,7 @@ impl WebSearch {
             }),
         )
         .group("web")
-        .annotations(Annotations { read_only: true, destructive: false, idempotent: true, open_world: true })
-        .output_schema(json!({"type": "object", "properties": {"results": {"type": "array"}}}));
+        .annotations(Annotations { read_only: true, destructive: false, idempotent: true, open_world: true });
         WebSearch { spec, fetcher, config, secrets }
     }
 
@@ -253,7 +252,7 @@ impl Tool for WebSearch {
         }
         let results: Vec<Value> =
             hits.iter().map(|h| json!({"title": h.title, "url": h.url, "snippet": h.snippet})).collect();
-        Ok(ToolOutput::text(text).with_structured(json!({"results": results})))
+        Ok(ToolOutput::text(text).with_meta(json!({"results": results})))
     }
 }
 

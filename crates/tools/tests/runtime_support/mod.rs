@@ -79,7 +79,7 @@ impl Fixture {
     /// The host pids of the running background processes.
     pub async fn background_pids(&self) -> Vec<u32> {
         let list = self.process(serde_json::json!({ "action": "list" })).await.unwrap();
-        list.structured.unwrap()["processes"]
+        list.meta.unwrap()["processes"]
             .as_array()
             .unwrap()
             .iter()

@@ -136,7 +136,7 @@ fn apply_locked(state: &FsState, ctx: &CallContext, tool: &str, patch: &Patch) -
         }
     }
     let files: Vec<_> = seen.iter().map(|(k, p)| json!({ "op": k.to_string(), "path": p })).collect();
-    Ok(ToolOutput::text(text).with_structured(json!({ "files": files })))
+    Ok(ToolOutput::text(text).with_meta(json!({ "files": files })))
 }
 
 /// Writes every changed file (writes first, then deletes), rolling back on failure.
