@@ -10,16 +10,16 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate-guard", "leak"),
     ("toolgate-tools", "fs_vs_rg"),
     ("toolgate-sandbox", "start"),
-    ("toolgate", "mcp"),
+    ("toolgate-cli", "mcp"),
     ("toolgate", "wasm"),
     ("toolgate", "agent"),
-    ("toolgate", "cli"),
-    ("toolgate", "extensions"),
-    ("toolgate", "web"),
+    ("toolgate-cli", "cli"),
+    ("toolgate-cli", "extensions"),
+    ("toolgate-cli", "web"),
     ("toolgate-embed", "memory"),
 ];
 
-/// The sections of `crates/toolgate/benches/mcp.rs`, passed through to it.
+/// The sections of `crates/cli/benches/mcp.rs`, passed through to it.
 const MCP_SECTIONS: &[&str] = &["echo-rmcp", "echo-python", "read"];
 
 pub(crate) fn run(filter: &[String]) -> anyhow::Result<()> {

@@ -592,7 +592,7 @@ mod lifetime {
     /// Every child asks for `PR_SET_PDEATHSIG`, which fires when the *thread* that cloned it
     /// ends. Tokio's blocking-pool threads retire when idle: a command spawned from one must
     /// outlive it (the clone is made on the sandbox's own thread, which never ends). The
-    /// process-death side is tested with a real `kill -9` in `crates/toolgate/tests/kill.rs`.
+    /// process-death side is tested with a real `kill -9` in `crates/cli/tests/it/kill.rs`.
     #[test]
     fn a_command_outlives_the_thread_that_spawned_it() {
         let fx = Fixture::new();

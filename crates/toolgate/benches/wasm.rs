@@ -6,8 +6,7 @@
 //! Target (issue 16): the WAT echo at most 20 µs p50 through the runtime.
 //! The Python and JavaScript components come from `cargo xtask deps` (`.cache/wasm/`).
 
-#[path = "../../wasm/tests/support/mod.rs"]
-mod support;
+use toolgate_testkit::wasm as support;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -33,7 +33,8 @@
 //! - [`reload`]: [`Gate::reload`], the `[tools]` policy and custom and skill tools swapped in
 //!   a running gate.
 //!
-//! The `toolgate` binary (`src/main.rs`) is a thin CLI over this library.
+//! The `toolgate` binary is a thin CLI over this library, in its own crate (`crates/cli`,
+//! package `toolgate-cli`).
 
 #![deny(missing_docs)]
 
@@ -42,8 +43,6 @@ pub mod approvals;
 pub mod bridge;
 pub mod config;
 pub mod config_edit;
-#[doc(hidden)]
-pub mod conformance_client;
 pub mod embeddings;
 mod extension_tools;
 pub mod extensions;

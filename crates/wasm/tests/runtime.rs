@@ -2,7 +2,7 @@
 //! checks, install and integrity. Each adversarial guest must end in a clear error, in bounded
 //! time, and leave the host able to run the next call.
 
-mod support;
+use toolgate_testkit::wasm as support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,0 +1,213 @@
+//! The `toolgate` command: a thin CLI over the `toolgate` library. Command-line parsing
+//! (clap) here, one module per subcommand; `main` turns `run`'s result into an exit code.
+
+/// `println!` for command output that survives a closed pipe (`toolgate tools | head`): the
+/// rest of the output is dropped, and the command still finishes (audit records are written),
+/// where `println!` would panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::print_line(format_args!($($arg)*))
+    };
+}
+
+mod agent;
+mod approvals;
+mod audit;
+mod call;
+mod conformance_client;
+mod extensions;
+mod logging;
+mod mcp;
+mod models;
+mod policy;
+mod sandbox;
+mod serve;
+mod terminal;
+mod tools;
+mod wasm;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use toolgate::Gate;
+use toolgate::config::{ApprovalMode, Config, ConfigSources};
+
+/// toolgate: a secure, fast tool runtime for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "toolgate", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Flags every subcommand honours.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct GlobalArgs {
+    /// The workspace every path is confined to (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// A config file to use instead of `<workspace>/toolgate.toml`.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Tool profile: minimal, coding, messaging or full.
+    #[arg(long, global = true, value_name = "P")]
+    profile: Option<String>,
+    /// The agent making calls (default `main`).
+    #[arg(long, global = true, value_name = "A")]
+    agent: Option<String>,
+    /// The model provider the calls come from (openai, anthropic, gemini, ...).
+    #[arg(long, global = true, value_name = "P")]
+    provider: Option<String>,
+    /// Approval mode: untrusted, on-request or never.
+    #[arg(long, global = true, value_name = "MODE")]
+    approval: Option<ApprovalMode>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the tools this caller can see, or export them for a provider.
+    Tools(tools::Args),
+    /// Run one tool call through the whole pipeline.
+    Call(call::Args),
+    /// Show the audit log.
+    Audit(audit::Args),
+    /// Serve the tools to MCP clients over stdio (default) or Streamable HTTP (`--http`).
+    Serve(serve::Args),
+    /// Manage the external MCP servers whose tools the gate bridges in.
+    #[command(subcommand)]
+    Mcp(mcp::Command),
+    /// List or revoke "allow always" approval grants.
+    #[command(subcommand)]
+    Approvals(approvals::Command),
+    /// List or install the embedding models of memory search.
+    #[command(subcommand)]
+    Models(models::Command),
+    /// Inspect the tool policy.
+    #[command(subcommand)]
+    Policy(policy::Command),
+    /// Run configured agents and read their sessions (`[agents.NAME]`, docs/agents.md).
+    #[command(subcommand)]
+    Agent(agent::Command),
+    /// Show what the sandbox can enforce on this machine and how commands run here.
+    #[command(subcommand)]
+    Sandbox(sandbox::Command),
+    /// Install, list, inspect or remove WASM tools (components of the `toolgate:tool` world).
+    #[command(subcommand)]
+    Wasm(wasm::Command),
+}
+
+pub(crate) fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    logging::init();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(Command::Serve(args)) = &cli.command
+        && args.is_stdio()
+    {
+        // One client, one request at a time: a second worker only wakes up for every task rmcp
+        // spawns and hands it back (stdio echo median 105 -> 50 µs, `cargo xtask bench mcp`).
+        // Blocking work (file tools, `spawn_blocking`) still has its own pool.
+        runtime.worker_threads(1);
+    }
+    let runtime = runtime.enable_all().build().context("cannot start the async runtime")?;
+    let code = runtime.block_on(async move {
+        match cli.command {
+            Some(Command::Tools(args)) => tools::run(&cli.global, args).await,
+            Some(Command::Call(args)) => call::run(&cli.global, args).await,
+            Some(Command::Audit(args)) => audit::run(&cli.global, args),
+            Some(Command::Serve(args)) => serve::run(&cli.global, args).await,
+            Some(Command::Policy(command)) => policy::run(&cli.global, command),
+            Some(Command::Agent(command)) => agent::run(&cli.global, command).await,
+            Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
+            Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
+            Some(Command::Mcp(command)) => mcp::run(&cli.global, command).await,
+            Some(Command::Models(command)) => models::run(&cli.global, command).await,
+            Some(Command::Wasm(command)) => wasm::run(&cli.global, command).await,
+            None => {
+                tools::welcome(&cli.global)?;
+                serve::run_default(&cli.global).await
+            }
+        }
+    });
+    // The command is done (a server has shut its gate down and flushed the audit log), so do not
+    // wait on blocking threads still busy: dropping the runtime would wait for every one, and a
+    // blocking read of stdin (`serve` over stdio when stdin and stdout are not both pipes: a
+    // file, /dev/null, a socket pair from Node) returns only when the client closes stdin, so
+    // after a signal the process would live on until then. Whatever they still hold dies with
+    // the process (every child toolgate started does too, ARCHITECTURE.md).
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
+    code
+}
+
+/// How long the runtime's threads get to end after the command is done; only a thread blocked
+/// outside toolgate's control (a read of stdin) ever uses it up.
+const RUNTIME_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Writes one line to stdout; see [`outln!`]. Errors (a closed pipe, a full disk) end the
+/// output quietly: the command's result does not depend on whether anyone reads it.
+pub(crate) fn print_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{args}");
+}
+
+impl GlobalArgs {
+    pub(crate) fn workspace(&self) -> anyhow::Result<PathBuf> {
+        let dir = match &self.workspace {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        std::fs::canonicalize(&dir).with_context(|| format!("workspace {} does not exist", dir.display()))
+    }
+
+    /// The file named with `--config`, if any.
+    pub(crate) fn config_file(&self) -> Option<&std::path::Path> {
+        self.config.as_deref()
+    }
+
+    /// Loads every config layer, the flags last.
+    pub(crate) fn load_config(&self) -> anyhow::Result<Config> {
+        let workspace = self.workspace()?;
+        let mut sources = ConfigSources::standard(&workspace, self.config.as_deref());
+        let mut flag = |key: &str, value: Option<String>| {
+            if let Some(v) = value {
+                sources.flags.push((key.to_owned(), toml::Value::String(v)));
+            }
+        };
+        flag("tools.profile", self.profile.clone());
+        flag("identity.agent", self.agent.clone());
+        flag("identity.provider", self.provider.clone());
+        flag(
+            "approval.mode",
+            self.approval.map(|m| match m {
+                ApprovalMode::Untrusted => "untrusted".to_owned(),
+                ApprovalMode::OnRequest => "on-request".to_owned(),
+                ApprovalMode::Never => "never".to_owned(),
+            }),
+        );
+        Ok(sources.load(self.config.as_deref())?)
+    }
+
+    /// A gate over the workspace with the loaded config, its agent runtime bound. `approver`:
+    /// ask on this terminal.
+    pub(crate) fn gate(&self, approver: bool) -> anyhow::Result<std::sync::Arc<Gate>> {
+        let config = self.load_config()?;
+        let mut builder = Gate::builder(self.workspace()?).config(config);
+        if approver && let Some(terminal) = terminal::TerminalApprover::if_attached() {
+            builder = builder.approver(std::sync::Arc::new(terminal));
+        }
+        Ok(builder.build_shared()?)
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("toolgate: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! `toolgate mcp list|add|remove|login|tools`: the external MCP servers the gate bridges in.
+//!
+//! `add` and `remove` edit the config file in place through [`toolgate::config_edit`] (shared
+//! with the `tool_install` / `tool_remove` tools), so the user's comments and layout survive;
+//! the new file is checked, written next to the old one, synced and renamed over it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use toolgate::Gate;
+use toolgate::config::Config;
+use toolgate::config_edit;
+use toolgate::core::ApprovalRequirement;
+use toolgate::mcp_vault::StoreVault;
+use toolgate_mcp::bridge::oauth::{self, SecretVault};
+use toolgate_mcp::bridge::{HttpTransport, ServerConfig, ServerState, ToolFilter, valid_server_name};
+
+use super::GlobalArgs;
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Command {
+    /// List the configured MCP servers.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a server to toolgate.toml: `add NAME --url URL`, or `add NAME -- COMMAND [ARGS...]`.
+    Add(AddArgs),
+    /// Remove a server from the config file (and forget its OAuth tokens).
+    Remove {
+        /// The server's name.
+        name: String,
+        /// Edit the user's config file instead of the workspace's.
+        #[arg(long)]
+        user: bool,
+    },
+    /// Sign in to an HTTP server with OAuth 2.1: prints a URL to open, waits for the redirect.
+    Login {
+        /// The server's name.
+        name: String,
+        /// Print the URL only; don't try to open a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the OAuth tokens stored for a server.
+    Logout {
+        /// The server's name.
+        name: String,
+    },
+    /// For the MCP conformance suite only (`conformance client --command`): run one client
+    /// scenario (`MCP_CONFORMANCE_SCENARIO`) against URL through the bridge.
+    #[command(hide = true)]
+    ConformanceClient {
+        /// The scenario server's URL (the suite passes it last).
+        url: String,
+    },
+    /// Connect to one server and list its tools as the gate would take them in.
+    Tools {
+        /// The server's name.
+        name: String,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AddArgs {
+    /// The server's name: its tools become `mcp__NAME__tool`.
+    name: String,
+    /// An HTTP endpoint (Streamable HTTP, or legacy SSE when the path ends in `/sse`).
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    url: Option<String>,
+    /// Force the HTTP protocol: `http` (Streamable HTTP) or `sse` (legacy HTTP+SSE).
+    #[arg(long, value_name = "T", requires = "url", value_parser = ["http", "sse"])]
+    transport: Option<String>,
+    /// An HTTP header, `NAME: VALUE` (repeatable); `${VAR}` is expanded when connecting.
+    #[arg(long = "header", short = 'H', value_name = "HEADER", requires = "url")]
+    headers: Vec<String>,
+    /// An environment variable for a stdio server, `NAME=VALUE` (repeatable). The server gets
+    /// only these; `${VAR}` takes a value from toolgate's environment when connecting.
+    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Take only these of the server's tools (repeatable; `get_*` matches a prefix).
+    #[arg(long, value_name = "TOOL")]
+    allow: Vec<String>,
+    /// Never take these tools (repeatable; deny wins over allow).
+    #[arg(long, value_name = "TOOL")]
+    deny: Vec<String>,
+    /// Name tools `PREFIXtool` instead of `mcp__NAME__tool`.
+    #[arg(long, value_name = "PREFIX")]
+    prefix: Option<String>,
+    /// Add it switched off (`enabled = false`).
+    #[arg(long)]
+    disabled: bool,
+    /// Replace an existing entry of the same name.
+    #[arg(long)]
+    force: bool,
+    /// Edit the user's config file instead of the workspace's.
+    #[arg(long)]
+    user: bool,
+    /// A stdio server: the command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::List { json } => list(global, json),
+        Command::Add(args) => add(global, args),
+        Command::Remove { name, user } => remove(global, &name, user),
+        Command::Login { name, no_browser } => login(global, &name, no_browser).await,
+        Command::Logout { name } => logout(global, &name),
+        Command::Tools { name, json } => tools(global, &name, json).await,
+        Command::ConformanceClient { url } => {
+            let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+            let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
+            crate::conformance_client::run(&url, &scenario, context.as_deref()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let config = global.load_config()?;
+    let vault = existing_vault(global)?;
+    let signed_in = |name: &str| vault.as_ref().is_some_and(|v| oauth::is_logged_in(name, v).unwrap_or(false));
+    if config.mcp.servers.is_empty() && !json {
+        outln!("no MCP servers configured; add one with `toolgate mcp add NAME --url URL` or `-- COMMAND ARGS`");
+    }
+    for (name, server) in &config.mcp.servers {
+        if json {
+            let line = serde_json::json!({
+                "name": name,
+                "enabled": server.enabled,
+                "transport": transport_name(server),
+                "target": target(server),
+                "tools": {"allow": server.tools.allow, "deny": server.tools.deny},
+                "prefix": server.tool_name(name, ""),
+                "signed_in": signed_in(name),
+            });
+            outln!("{line}");
+        } else {
+            let state = if server.enabled { "" } else { "  (disabled)" };
+            let oauth = if signed_in(name) { "  (signed in)" } else { "" };
+            outln!("{name:<16} {:<6} {}{state}{oauth}", transport_name(server), target(server));
+            let ToolFilter { allow, deny } = &server.tools;
+            if !allow.is_empty() {
+                outln!("{:<16} allow: {}", "", allow.join(", "));
+            }
+            if !deny.is_empty() {
+                outln!("{:<16} deny: {}", "", deny.join(", "));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn transport_name(server: &ServerConfig) -> &'static str {
+    match (&server.command, server.http_transport()) {
+        (Some(_), _) => "stdio",
+        (None, HttpTransport::Http) => "http",
+        (None, HttpTransport::Sse) => "sse",
+    }
+}
+
+fn target(server: &ServerConfig) -> String {
+    match (&server.command, &server.url) {
+        (Some(command), _) => std::iter::once(command.as_str())
+            .chain(server.args.iter().map(String::as_str))
+            .map(shell_word)
+            .collect::<Vec<_>>()
+            .join(" "),
+        (None, Some(url)) => url.clone(),
+        (None, None) => String::new(),
+    }
+}
+
+/// A word quoted for display when it has spaces or shell metacharacters.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@+,%".contains(&b)) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+fn add(global: &GlobalArgs, args: AddArgs) -> anyhow::Result<ExitCode> {
+    let name = args.name.clone();
+    if !valid_server_name(&name) {
+        bail!(
+            "`{name}` cannot name an MCP server: use 1-32 letters, digits, `_` or `-` (it becomes part of tool names)"
+        );
+    }
+    let mut server = ServerConfig { enabled: !args.disabled, prefix: args.prefix, ..ServerConfig::default() };
+    server.tools = ToolFilter { allow: args.allow, deny: args.deny };
+    match (args.url, args.command.split_first()) {
+        (Some(url), None) => {
+            server.url = Some(url);
+            server.transport = match args.transport.as_deref() {
+                Some("sse") => Some(HttpTransport::Sse),
+                Some(_) => Some(HttpTransport::Http),
+                None => None,
+            };
+            for header in &args.headers {
+                let Some((key, value)) = header.split_once(':') else {
+                    bail!("header `{header}` is not `NAME: VALUE`");
+                };
+                server.headers.insert(key.trim().to_owned(), value.trim().to_owned());
+            }
+        }
+        (None, Some((command, rest))) => {
+            server.command = Some(command.clone());
+            server.args = rest.to_vec();
+        }
+        (Some(_), Some(_)) => bail!("give either `--url URL` or `-- COMMAND ARGS`, not both"),
+        (None, None) => bail!("say how to reach `{name}`: `--url URL`, or `-- COMMAND ARGS` for a stdio server"),
+    }
+    for pair in &args.env {
+        let Some((key, value)) = pair.split_once('=') else {
+            bail!("environment entry `{pair}` is not `NAME=VALUE`");
+        };
+        if key.is_empty() {
+            bail!("environment entry `{pair}` has no name");
+        }
+        server.env.insert(key.to_owned(), value.to_owned());
+    }
+    if let Some(problem) = server.problem(&name) {
+        bail!("{problem}");
+    }
+    let path = config_path(global, args.user)?;
+    let mut doc = config_edit::read_document(&path)?;
+    let servers = config_edit::servers_table(&mut doc, &path)?;
+    if servers.contains_key(&name) && !args.force {
+        bail!("{} already has an MCP server `{name}`; pass `--force` to replace it", path.display());
+    }
+    servers.insert(&name, toml_edit::Item::Table(config_edit::server_table(&server).map_err(anyhow::Error::msg)?));
+    config_edit::write_document(&path, &doc)?;
+    outln!("added MCP server `{name}` to {}", path.display());
+    outln!("its tools will appear as `{}*`; see them with `toolgate mcp tools {name}`", server.tool_name(&name, ""));
+    if server.url.is_some() {
+        outln!("if it needs OAuth, sign in with `toolgate mcp login {name}`");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn remove(global: &GlobalArgs, name: &str, user: bool) -> anyhow::Result<ExitCode> {
+    let path = config_path(global, user)?;
+    let mut doc = config_edit::read_document(&path)?;
+    if !config_edit::remove_server(&mut doc, &path, name)? {
+        eprintln!("error: {} has no MCP server `{name}`; `toolgate mcp list` shows them", path.display());
+        return Ok(ExitCode::from(1));
+    }
+    config_edit::write_document(&path, &doc)?;
+    outln!("removed MCP server `{name}` from {}", path.display());
+    if let Some(vault) = existing_vault(global)?
+        && oauth::logout(name, &vault)?
+    {
+        outln!("and forgot its OAuth tokens");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The file `add`/`remove` edit: `--config`, else the workspace's `toolgate.toml`, or with
+/// `--user` the user's config file.
+fn config_path(global: &GlobalArgs, user: bool) -> anyhow::Result<PathBuf> {
+    if user {
+        let sources = toolgate::config::ConfigSources::standard(&global.workspace()?, None);
+        return sources
+            .user_file
+            .context("cannot locate the user config file: neither XDG_CONFIG_HOME nor HOME is set");
+    }
+    match &global.config {
+        Some(file) => Ok(file.clone()),
+        None => Ok(global.workspace()?.join("toolgate.toml")),
+    }
+}
+
+/// The vault of the workspace's state database, when that database exists (listing and
+/// logging out never create state).
+fn existing_vault(global: &GlobalArgs) -> anyhow::Result<Option<StoreVault>> {
+    let db = global.workspace()?.join(".toolgate/state.db");
+    if !db.exists() {
+        return Ok(None);
+    }
+    Ok(Some(StoreVault::open(&db).context("cannot open the state database")?))
+}
+
+/// The configured server `name`, or an error listing the ones there are.
+fn configured(config: &Config, name: &str) -> anyhow::Result<ServerConfig> {
+    match config.mcp.servers.get(name) {
+        Some(server) => Ok(server.clone()),
+        None => {
+            let known: Vec<&str> = config.mcp.servers.keys().map(String::as_str).collect();
+            if known.is_empty() {
+                bail!("no MCP server `{name}` is configured (none is); add it with `toolgate mcp add {name} --url URL`")
+            }
+            bail!("no MCP server `{name}` is configured; configured: {}", known.join(", "))
+        }
+    }
+}
+
+async fn login(global: &GlobalArgs, name: &str, no_browser: bool) -> anyhow::Result<ExitCode> {
+    let config = global.load_config()?;
+    let server = configured(&config, name)?;
+    if server.url.is_none() {
+        bail!("`{name}` is a stdio server; OAuth sign-in applies to servers reached by `url`");
+    }
+    let db = global.workspace()?.join(".toolgate/state.db");
+    let vault: Arc<dyn SecretVault> = Arc::new(StoreVault::open(&db).context("cannot open the state database")?);
+    oauth::install_crypto_provider();
+    let on_url = |url: &str| {
+        eprintln!("toolgate: to sign in to `{name}`, open this URL in a browser:\n\n  {url}\n");
+        if !no_browser && open_browser(url) {
+            eprintln!("toolgate: (opened it in your browser)");
+        }
+        eprintln!("toolgate: waiting for the browser to come back (up to 5 minutes; Ctrl-C cancels)...");
+    };
+    let outcome = oauth::login(name, &server, vault, on_url).await?;
+    let how = match outcome.registration {
+        oauth::Registration::PreRegistered => "the configured client ID",
+        oauth::Registration::MetadataDocument => "a client ID metadata document",
+        _ => "dynamic client registration",
+    };
+    outln!("signed in to `{name}` (client registered by {how})");
+    if !outcome.scopes.is_empty() {
+        outln!("scopes: {}", outcome.scopes.join(" "));
+    }
+    match (outcome.expires_in, outcome.refreshable) {
+        (Some(ttl), true) => outln!("the access token lasts {} s and is refreshed automatically", ttl.as_secs()),
+        (Some(ttl), false) => outln!("the access token lasts {} s; sign in again when it expires", ttl.as_secs()),
+        (None, _) => {}
+    }
+    outln!("tokens are stored encrypted in {}", db.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Tries `xdg-open` (Linux desktops) or `open` (macOS); says whether one started.
+fn open_browser(url: &str) -> bool {
+    ["xdg-open", "open"].iter().any(|program| {
+        std::process::Command::new(program)
+            .arg(url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .is_ok()
+    })
+}
+
+fn logout(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
+    let forgot = match existing_vault(global)? {
+        Some(vault) => oauth::logout(name, &vault)?,
+        None => false,
+    };
+    if forgot {
+        outln!("forgot the OAuth tokens of `{name}`");
+    } else {
+        outln!("no OAuth tokens were stored for `{name}`");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How long `toolgate mcp tools` waits for the server's first connection.
+const TOOLS_WAIT: Duration = Duration::from_secs(40);
+
+async fn tools(global: &GlobalArgs, name: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let mut config = global.load_config()?;
+    let mut server = configured(&config, name)?;
+    // Show the tools even of a server switched off, and of no other server.
+    server.enabled = true;
+    config.mcp.servers = [(name.to_owned(), server)].into_iter().collect();
+    let gate = Gate::builder(global.workspace()?).config(config).build()?;
+    let connected = gate.connect_mcp(TOOLS_WAIT).await;
+    let status = gate.mcp_status().into_iter().find(|s| s.name == name);
+    gate.shutdown();
+    let Some(status) = status else { bail!("the bridge did not start `{name}`") };
+    match &status.state {
+        ServerState::Connected => {}
+        ServerState::Unavailable { error } | ServerState::Reconnecting { error, .. } => {
+            eprintln!("error: MCP server `{name}` is not reachable: {error}");
+            return Ok(ExitCode::from(1));
+        }
+        other => {
+            let why =
+                if connected { format!("{other:?}") } else { format!("no answer within {} s", TOOLS_WAIT.as_secs()) };
+            eprintln!("error: MCP server `{name}` did not connect: {why}");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let ctx = gate.context();
+    let visible: Vec<String> = gate.visible_tools(&ctx).into_iter().map(|s| s.name).collect();
+    if status.tools.is_empty() && !json {
+        outln!("`{name}` offers no tools (after its `tools.allow` / `tools.deny`)");
+    }
+    let width = status.tools.iter().map(String::len).max().unwrap_or(0);
+    for tool in &status.tools {
+        let Some(found) = gate.registry().resolve(tool) else { continue };
+        let spec = found.tool.spec();
+        let approval = !matches!(found.tool.safety(&serde_json::json!({})).approval, ApprovalRequirement::Never);
+        let shown = visible.contains(tool);
+        if json {
+            let line = serde_json::json!({
+                "name": tool,
+                "visible": shown,
+                "approval": approval,
+                "read_only": spec.annotations.read_only,
+                "description": spec.description,
+            });
+            outln!("{line}");
+        } else {
+            let mut notes = Vec::new();
+            if approval {
+                notes.push("asks for approval");
+            }
+            if !shown {
+                notes.push("hidden by policy");
+            }
+            let notes = if notes.is_empty() { String::new() } else { format!("  [{}]", notes.join(", ")) };
+            outln!("{tool:<width$}  {}{notes}", super::tools::first_sentence(&spec.description, 80));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,237 @@
+//! `toolgate serve [--http [ADDR]]`: the gate as an MCP server.
+//!
+//! Over stdio (the default) stdout carries nothing but protocol; every message for a person
+//! goes to stderr. Over HTTP the endpoint is `http://ADDR/mcp`, loopback by default, behind a
+//! bearer token generated on first start.
+//!
+//! The hidden `--conformance` flag is for the official MCP conformance suite only: it adds the
+//! suite's fixtures and, over HTTP, drops the token (loopback only), because the suite cannot
+//! send headers (`docs/mcp-conformance.md`).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use toolgate::Gate;
+use toolgate::approvals::{FirstAvailable, PendingApprovals};
+use toolgate::mcp::{CallHandler, HttpConfig, HttpToken, McpApprover, WithConformanceFixtures};
+
+use super::GlobalArgs;
+
+/// The address `--http` uses when given without one.
+const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8765";
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (default ADDR 127.0.0.1:8765).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_HTTP_ADDR)]
+    http: Option<SocketAddr>,
+    /// Another `Host` header value to accept over HTTP (loopback names are always accepted).
+    #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+    allow_hosts: Vec<String>,
+    /// A browser `Origin` to accept over HTTP, e.g. `http://localhost:6274` (none by default).
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    allow_origins: Vec<String>,
+    /// The largest HTTP request body accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024, requires = "http")]
+    max_body_bytes: usize,
+    /// For the MCP conformance suite only, never in normal use: also serve its fixture tools,
+    /// resources and prompts, and over HTTP (loopback only) require no bearer token.
+    #[arg(long, hide = true)]
+    conformance: bool,
+}
+
+impl Args {
+    /// Serving over stdio (no `--http`).
+    pub(crate) fn is_stdio(&self) -> bool {
+        self.http.is_none()
+    }
+}
+
+/// How long `serve` waits for bridged MCP servers before it starts answering clients.
+const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    // Installed before anything is started.
+    let stopped_by = stop_on_signals(shutdown.clone())?;
+    let workspace = global.workspace()?;
+    let config = global.load_config()?;
+    // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a
+    // prompt. Over HTTP, requests the client cannot answer wait in the approvals API.
+    let pending = PendingApprovals::new();
+    let approver: Arc<dyn toolgate::Approver> = match args.http {
+        Some(_) => Arc::new(FirstAvailable(vec![Arc::new(McpApprover::default()), pending.clone()])),
+        None => Arc::new(McpApprover::default()),
+    };
+    let gate = Gate::builder(&workspace).config(config).approver(approver).build_shared()?;
+    super::wasm::load(&gate).await;
+    // Config, skills and stored custom tools are reloaded while serving (docs/extensions.md),
+    // and notes edited on disk are re-indexed as they change (docs/memory.md).
+    let reload_from = global.clone();
+    let load: toolgate_watch::LoadConfig = Box::new(move || reload_from.load_config().map_err(|e| format!("{e:#}")));
+    if let Err(e) = toolgate_watch::watch(&gate, global.config_file(), load, shutdown.clone()) {
+        tracing::warn!("changes to the configuration will need a restart: cannot watch the files: {e}");
+    }
+    // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
+    // the client's first `tools/list`; later arrivals are announced with `list_changed`.
+    // (Without bridged servers this returns at once.)
+    tokio::select! {
+        all = gate.connect_mcp(MCP_START_WAIT) => if !all {
+            eprintln!(
+                "toolgate: some MCP servers did not connect within {} s; their tools appear when they do \
+                 (`toolgate mcp list`, and the log, say why)",
+                MCP_START_WAIT.as_secs()
+            );
+        },
+        () = shutdown.cancelled() => {
+            gate.shutdown();
+            return Ok(exit_code(&stopped_by));
+        }
+    }
+    if args.conformance {
+        serve(Arc::new(WithConformanceFixtures(gate)), &workspace, args, pending, shutdown).await?;
+    } else {
+        serve(gate, &workspace, args, pending, shutdown).await?;
+    }
+    Ok(exit_code(&stopped_by))
+}
+
+/// SIGINT (Ctrl-C), SIGTERM and SIGHUP (a client or service manager stopping us): the first one
+/// cancels `shutdown`, so the server stops as when its client leaves (running calls cancelled,
+/// their processes killed, their audit rows completed, the audit log written out), and is kept
+/// for the exit status. A second one exits at once (128 + its number), for when that shutdown
+/// is slow (a post-tool-use hook of a cancelled call, say): what still runs dies with the
+/// process, and the "started" rows of its calls are closed as interrupted by the next start.
+fn stop_on_signals(shutdown: CancellationToken) -> anyhow::Result<Arc<OnceLock<i32>>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let stopped_by = Arc::new(OnceLock::new());
+    let first = Arc::clone(&stopped_by);
+    tokio::spawn(async move {
+        loop {
+            let kind = tokio::select! {
+                Some(()) = int.recv() => SignalKind::interrupt(),
+                Some(()) = term.recv() => SignalKind::terminate(),
+                Some(()) = hup.recv() => SignalKind::hangup(),
+                else => return,
+            };
+            let number = kind.as_raw_value();
+            if first.set(number).is_err() {
+                eprintln!("toolgate: a second signal ({number}) while stopping: exiting at once");
+                std::process::exit(128 + number);
+            }
+            tracing::debug!("signal {number}: stopping");
+            shutdown.cancel();
+        }
+    });
+    Ok(stopped_by)
+}
+
+/// 0, or 128 + the signal's number when a signal stopped the server (143 for SIGTERM, 130 for
+/// SIGINT, 129 for SIGHUP), as shells and service managers expect.
+fn exit_code(stopped_by: &OnceLock<i32>) -> ExitCode {
+    match stopped_by.get() {
+        Some(&number) => ExitCode::from(u8::try_from(128 + number).unwrap_or(u8::MAX)),
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// Serves `handler` over stdio or HTTP until the client leaves or `shutdown` (a signal).
+async fn serve<H: CallHandler>(
+    handler: Arc<H>,
+    workspace: &Path,
+    args: Args,
+    pending: Arc<PendingApprovals>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let Some(addr) = args.http else {
+        toolgate::mcp::serve_stdio(handler, shutdown).await?;
+        return Ok(());
+    };
+    if args.conformance && !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "--conformance serves without a bearer token, so it binds loopback addresses only \
+             (e.g. --http 127.0.0.1:PORT), not {addr}"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr().context("cannot read the listening address")?;
+    // The conformance suite cannot send headers, so --conformance (loopback only) goes without.
+    let token = if args.conformance { None } else { Some(HttpToken::load_or_create(workspace)?) };
+    let mut http = HttpConfig { token: token.clone(), ..HttpConfig::new(HttpToken::fixed(String::new())) };
+    if !local.ip().is_loopback() {
+        eprintln!(
+            "toolgate: warning: listening on {local}, which is reachable from other machines; \
+             the bearer token is the only protection and it travels in clear text without TLS"
+        );
+        if !local.ip().is_unspecified() {
+            http.allowed_hosts.push(local.ip().to_string());
+        }
+    }
+    http.allowed_hosts.extend(args.allow_hosts);
+    http.allowed_origins = args.allow_origins;
+    if args.conformance {
+        // The suite checks that the server's own loopback origin is accepted (no page can have
+        // that origin: nothing here serves HTML). Normal use stays stricter: --allow-origin only.
+        let port = local.port();
+        http.allowed_origins
+            .extend(["localhost", "127.0.0.1", "[::1]"].iter().map(|host| format!("http://{host}:{port}")));
+    }
+    http.max_body_bytes = args.max_body_bytes;
+    http.api = Some(pending);
+    match &token {
+        Some(token) => print_banner(local, token),
+        None => print_conformance_banner(local),
+    }
+    toolgate::mcp::serve_http(handler, listener, http, shutdown).await?;
+    Ok(())
+}
+
+/// What a bare `toolgate` does: serve MCP over HTTP on loopback with the defaults.
+pub(crate) async fn run_default(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let args = Args {
+        http: Some(DEFAULT_HTTP_ADDR.parse().context("the default address")?),
+        allow_hosts: Vec::new(),
+        allow_origins: Vec::new(),
+        max_body_bytes: 4 * 1024 * 1024,
+        conformance: false,
+    };
+    run(global, args).await
+}
+
+fn print_conformance_banner(local: SocketAddr) {
+    eprintln!("toolgate: serving MCP over Streamable HTTP at http://{local}/mcp");
+    eprintln!(
+        "toolgate: WARNING: --conformance mode, for the MCP conformance suite only: NO BEARER TOKEN is \
+         required, so any process on this machine can call every tool served here. Never use it \
+         for anything else."
+    );
+    eprintln!("toolgate: Ctrl-C stops the server");
+}
+
+fn print_banner(local: SocketAddr, token: &HttpToken) {
+    let url = format!("http://{local}/mcp");
+    eprintln!("toolgate: serving MCP over Streamable HTTP at {url}");
+    let shown = if token.created() {
+        eprintln!(
+            "toolgate: generated a bearer token, stored in {} (mode 0600); it is shown only this once:\n  {}",
+            token.path().display(),
+            token.secret()
+        );
+        token.secret().to_owned()
+    } else {
+        eprintln!("toolgate: bearer token: the one stored in {}", token.path().display());
+        format!("$(cat {})", token.path().display())
+    };
+    eprintln!(
+        "toolgate: client config example:\n  {{\"mcpServers\": {{\"toolgate\": {{\"type\": \"http\", \"url\": \"{url}\", \
+         \"headers\": {{\"Authorization\": \"Bearer {shown}\"}}}}}}}}"
+    );
+    eprintln!("toolgate: pending approvals: GET http://{local}/api/approvals (same token); Ctrl-C stops the server");
+}

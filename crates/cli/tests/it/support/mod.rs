@@ -1,0 +1,8 @@
+//! Harness pieces the CLI's tests share (what other crates' tests need too is in
+//! `toolgate-testkit`).
+
+pub mod hooks;
+pub mod llama;
+pub mod npm;
+pub mod python;
+pub mod scripted;

@@ -1,0 +1,8 @@
+//! The `toolgate` library's behaviour through its public API (`Gate::call`), one binary with a
+//! module per area. The binary's end-to-end tests are in `crates/cli/tests`.
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
+mod gate;
+mod memory_managed;
+mod runtime;
+mod web;
