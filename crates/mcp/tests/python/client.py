@@ -161,7 +161,7 @@ async def exercise_agent_ids(client: Client) -> None:
 
 
 async def exercise_long(client: Client) -> None:
-    """Progress and cancellation, against the test server of crates/mcp/tests/peer.rs (tool `sleep`)."""
+    """Progress and cancellation, against the test server of crates/mcp/tests/it/peer.rs (tool `sleep`)."""
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -22,15 +22,15 @@ fn records(text: &str) -> Vec<(String, String)> {
 }
 
 fn positives() -> Vec<(String, String)> {
-    records(include_str!("corpus/positives.txt"))
+    records(include_str!("../corpus/positives.txt"))
 }
 
 fn negatives() -> Vec<(String, String)> {
-    records(include_str!("corpus/negatives.txt"))
+    records(include_str!("../corpus/negatives.txt"))
 }
 
 fn near_misses() -> Vec<(String, String)> {
-    records(include_str!("corpus/near_misses.txt"))
+    records(include_str!("../corpus/near_misses.txt"))
 }
 
 /// The one check every row goes through: whether `rule` reports something in `text` must be

@@ -1,6 +1,6 @@
 //! Behaviour of the fs tools through their public API.
 
-mod fs_support;
+use crate::fs_support;
 
 use fs_support::Ws;
 use serde_json::json;

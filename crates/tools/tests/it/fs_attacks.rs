@@ -3,7 +3,7 @@
 //! Every attack aims at a canary folder outside the workspace (or at `/etc`); each test checks
 //! both the tool's answer and that the canary was neither read nor changed.
 
-mod fs_support;
+use crate::fs_support;
 
 use std::os::unix::fs::symlink;
 use std::path::Path;

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod runtime_support;
+use crate::runtime_support;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,6 @@
+//! `toolgate-mcp`'s integration tests: one binary, a module per area.
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
+mod bridge;
+mod peer;
+mod sse_client;
