@@ -244,7 +244,7 @@ async fn planted_secret_child() {
 fn secrets_in_the_environment_are_not_visible() {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
-        .args(["--exact", "planted_secret_child", "--ignored", "--nocapture"])
+        .args(["--exact", "runtime_attacks::planted_secret_child", "--ignored", "--nocapture"])
         .env("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI-K7MDENG-bPxRfiCYCANARY")
         .env("GITHUB_TOKEN", "ghp_canary000000000000000000000000000000")
         .output()
