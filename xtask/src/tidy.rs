@@ -42,6 +42,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "toolgate-embed",
         ],
     ),
+    // examples/agent: a program that embeds the library, as a user's agent would.
+    ("toolgate-example-agent", &["toolgate"]),
     ("xtask", &[]),
 ];
 
