@@ -51,6 +51,8 @@ const EDGES: &[(&str, &[&str])] = &[
     ),
     // Dev-only: tidy also checks that no crate has it as a normal dependency.
     ("toolgate-testkit", &["toolgate"]),
+    // examples/agent: a program that embeds the library, as a user's agent would.
+    ("toolgate-example-agent", &["toolgate"]),
     ("xtask", &[]),
 ];
 

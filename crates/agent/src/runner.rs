@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{CallContext, ToolError};
-use toolgate_store::{MessageRecord, Store};
+use toolgate_store::{MessageRecord, SessionStore};
 
 use crate::caller::ToolCaller;
 use crate::config::Price;
@@ -136,7 +136,7 @@ pub type EventSink = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
 pub(crate) struct Drive<'a> {
     pub client: Arc<dyn ModelClient>,
     pub caller: Arc<dyn ToolCaller>,
-    pub store: &'a Store,
+    pub store: &'a dyn SessionStore,
     pub agent: String,
     pub model: String,
     pub price: Price,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::CallContext;
-use toolgate_store::{SessionFilter, SessionRecord, Store};
+use toolgate_store::{SessionFilter, SessionRecord, SessionStore};
 
 use crate::caller::ToolCaller;
 use crate::config::{AgentConfig, AgentType, AgentsConfig};
@@ -169,7 +169,7 @@ pub struct TaskInfo {
 /// and register [`crate::tools`] in the gate.
 pub struct Runtime {
     cfg: AgentsConfig,
-    store: Arc<Store>,
+    store: Arc<dyn SessionStore>,
     base_dir: PathBuf,
     limits: Limits,
     /// Late-bound: the gate owns the registry that holds the agent tools, which hold this
@@ -192,9 +192,9 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// A runtime for `cfg`, keeping sessions in `store`; `base_dir` resolves
-    /// `system_prompt_file`s (the workspace).
-    pub fn new(cfg: AgentsConfig, store: Arc<Store>, base_dir: PathBuf) -> Arc<Runtime> {
+    /// A runtime for `cfg`, keeping sessions, team boards and handoffs in `store`; `base_dir`
+    /// resolves `system_prompt_file`s (the workspace).
+    pub fn new(cfg: AgentsConfig, store: Arc<dyn SessionStore>, base_dir: PathBuf) -> Arc<Runtime> {
         if let Err(e) = store.sessions_fail_orphans(now_ms()) {
             tracing::warn!("agent sessions: {e}");
         }
@@ -240,8 +240,8 @@ impl Runtime {
     }
 
     /// The session store.
-    pub fn store(&self) -> &Store {
-        &self.store
+    pub fn store(&self) -> &dyn SessionStore {
+        &*self.store
     }
 
     /// The limits in force.
@@ -436,7 +436,7 @@ impl Runtime {
         let drive = Drive {
             client: self.client(&a.provider)?,
             caller,
-            store: &self.store,
+            store: &*self.store,
             agent: record.agent.clone(),
             model: a.model.clone(),
             price: self.price(&a),
@@ -520,7 +520,7 @@ impl Runtime {
         let drive = Drive {
             client,
             caller,
-            store: &self.store,
+            store: &*self.store,
             agent: spec.agent.clone(),
             model: a.model.clone(),
             price: self.price(&a),

@@ -1,13 +1,20 @@
-use std::path::Path;
+//! The audit log: the [`AuditStore`] trait and its SQLite implementation, [`AuditLog`] (a writer
+//! thread that batches records into transactions, and the reads of [`Store`]; table `audit`,
+//! migrations 1, 5 and 8 in `db.rs`).
+
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use crate::StoreError;
 use crate::db::open_connection;
+use crate::error::Context;
 use crate::process_token::start_token;
+use crate::{Store, StoreError};
 
 /// One call, as the audit log keeps it. Sensitive parameters are already redacted by the gate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,30 +55,66 @@ pub struct AuditRecord {
     pub detail: Option<String>,
 }
 
-/// The outcome of a call that has been decided and is running (see [`AuditLog::record_started`]).
+/// The outcome of a call that has been decided and is running (see
+/// [`AuditStore::record_started`]).
 pub const STARTED: &str = "started";
 /// The outcome of a "started" call whose process ended before it completed.
 pub const INTERRUPTED: &str = "interrupted";
+
+/// The audit log: one record per call, written off the call path, read by `toolgate audit`.
+///
+/// Writing never fails for the caller: a record that cannot be written is reported in the log
+/// (`tracing`) by the writer. Reading returns the records as written, with their ids.
+pub trait AuditStore: Send + Sync + Debug {
+    /// Queues a record: it is written soon, possibly in a batch with others (see
+    /// [`AuditStore::flush`]). A record with the id of a [`STARTED`] row completes that row,
+    /// keeping its subject when the record has none.
+    fn record(&self, record: AuditRecord);
+
+    /// Writes the record of a call that is about to run (outcome [`STARTED`]) and returns once
+    /// it is written, so that the call leaves a row even if the process dies while it runs. The
+    /// row names this process, so that a later start closes it as [`INTERRUPTED`] only if this
+    /// process is gone (see [`AuditStore::close_interrupted_calls`]).
+    fn record_started(&self, record: AuditRecord);
+
+    /// Waits until every record queued before this call is written.
+    fn flush(&self);
+
+    /// The last `n` records, oldest first.
+    fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError>;
+
+    /// How many records there are.
+    fn audit_count(&self) -> Result<u64, StoreError>;
+
+    /// Closes the [`STARTED`] rows of processes that are no longer running (killed, crashed):
+    /// their outcome becomes [`INTERRUPTED`], with an error saying so. Rows of a live toolgate
+    /// are kept. Returns how many rows were closed.
+    fn close_interrupted_calls(&self) -> Result<usize, StoreError>;
+}
 
 enum Message {
     Record(Box<AuditRecord>),
     Flush(SyncSender<()>),
 }
 
-/// The audit log's writer. [`record`](AuditLog::record) only queues; a background thread writes
-/// batches in single transactions, so the call path never waits on `fsync`.
+/// The audit log in SQLite. [`record`](AuditStore::record) only queues; a background thread,
+/// on a connection of its own, writes batches in single transactions, so the call path never
+/// waits on `fsync`. Reads go through a [`Store`] opened on the first read.
 ///
 /// Dropping the log writes everything queued before returning: nothing is lost on a clean
 /// shutdown. The queue holds 65,536 records; when the disk falls that far behind, `record`
 /// waits (back-pressure) rather than dropping records or growing without bound.
 #[derive(Debug)]
 pub struct AuditLog {
+    path: PathBuf,
     tx: Option<SyncSender<Message>>,
     writer: Option<JoinHandle<()>>,
+    reader: OnceLock<Store>,
 }
 
 impl AuditLog {
-    /// Opens the database at `path` and starts the writer thread.
+    /// Opens the database at `path` and starts the writer thread, which first closes the rows
+    /// of dead processes (as [`AuditStore::close_interrupted_calls`] does).
     pub fn open(path: &Path) -> Result<AuditLog, StoreError> {
         let conn = open_connection(path)?;
         let (tx, rx) = sync_channel(65_536);
@@ -79,11 +122,28 @@ impl AuditLog {
             .name("toolgate-audit".into())
             .spawn(move || write_loop(conn, rx))
             .map_err(|e| StoreError::Open { path: path.to_owned(), source: Box::new(e) })?;
-        Ok(AuditLog { tx: Some(tx), writer: Some(writer) })
+        Ok(AuditLog { path: path.to_owned(), tx: Some(tx), writer: Some(writer), reader: OnceLock::new() })
     }
 
-    /// Queues a record.
-    pub fn record(&self, record: AuditRecord) {
+    /// The connection reads go through (the call path never reads: opened on the first read).
+    fn reader(&self) -> Result<&Store, StoreError> {
+        if let Some(store) = self.reader.get() {
+            return Ok(store);
+        }
+        let store = Store::open(&self.path)?;
+        Ok(self.reader.get_or_init(|| store))
+    }
+
+    /// Ends the writer's wait for more records (see `LINGER`).
+    fn wake_writer(&self) {
+        if let Some(writer) = &self.writer {
+            writer.thread().unpark();
+        }
+    }
+}
+
+impl AuditStore for AuditLog {
+    fn record(&self, record: AuditRecord) {
         if let Some(tx) = &self.tx {
             // The writer only stops when this log is dropped, so a send cannot fail while `self`
             // exists; if the thread died anyway, the records were already being lost.
@@ -91,18 +151,12 @@ impl AuditLog {
         }
     }
 
-    /// Queues the record of a call that is about to run (outcome [`STARTED`]) and waits until
-    /// it is written, so that the call leaves a row even if the process dies while it runs.
-    /// The completed record (same `id`, queued with [`record`](AuditLog::record)) later
-    /// updates that row. The row carries this process's id and start time, so that a later
-    /// start closes it as [`INTERRUPTED`] only if this process is gone.
-    pub fn record_started(&self, record: AuditRecord) {
+    fn record_started(&self, record: AuditRecord) {
         self.record(record);
         self.flush();
     }
 
-    /// Waits until every record queued before this call is written.
-    pub fn flush(&self) {
+    fn flush(&self) {
         if let Some(tx) = &self.tx {
             let (ack_tx, ack_rx) = sync_channel(1);
             if tx.send(Message::Flush(ack_tx)).is_ok() {
@@ -112,11 +166,16 @@ impl AuditLog {
         }
     }
 
-    /// Ends the writer's wait for more records (see `LINGER`).
-    fn wake_writer(&self) {
-        if let Some(writer) = &self.writer {
-            writer.thread().unpark();
-        }
+    fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.reader()?.audit_tail(n)
+    }
+
+    fn audit_count(&self) -> Result<u64, StoreError> {
+        self.reader()?.audit_count()
+    }
+
+    fn close_interrupted_calls(&self) -> Result<usize, StoreError> {
+        self.reader()?.close_interrupted_calls()
     }
 }
 
@@ -130,8 +189,65 @@ impl Drop for AuditLog {
     }
 }
 
+/// The audit log's reads, which [`AuditLog`] answers with, for code that opens the database to
+/// read the log (`toolgate audit`).
+impl Store {
+    /// The last `n` audit records, oldest first.
+    pub fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error,
+                            duration_us, output_bytes, subject, detail
+                     FROM audit ORDER BY ts_ms DESC, rowid DESC LIMIT ?1",
+                )
+                .doing("reading the audit log")?;
+            let rows = stmt
+                .query_map([n as i64], |row| {
+                    Ok(AuditRecord {
+                        id: row.get(0)?,
+                        ts_ms: row.get(1)?,
+                        user: row.get(2)?,
+                        agent: row.get(3)?,
+                        session: row.get(4)?,
+                        provider: row.get(5)?,
+                        tool: row.get(6)?,
+                        params: row.get(7)?,
+                        decision: row.get(8)?,
+                        outcome: row.get(9)?,
+                        error: row.get(10)?,
+                        duration_us: row.get(11)?,
+                        output_bytes: row.get(12)?,
+                        subject: row.get(13)?,
+                        detail: row.get(14)?,
+                    })
+                })
+                .doing("reading the audit log")?;
+            let mut out = rows.collect::<Result<Vec<_>, _>>().doing("reading the audit log")?;
+            out.reverse();
+            Ok(out)
+        })
+    }
+
+    /// Closes the audit rows left "started" by a process that is no longer running (killed,
+    /// crashed): their outcome becomes "interrupted". Rows of a live toolgate are kept. Returns
+    /// how many rows were closed. [`AuditLog::open`] does this in its writer thread.
+    pub fn close_interrupted_calls(&self) -> Result<usize, StoreError> {
+        self.with(|conn| close_interrupted(conn).doing("closing interrupted audit rows"))
+    }
+
+    /// How many audit records there are.
+    pub fn audit_count(&self) -> Result<u64, StoreError> {
+        self.with(|conn| {
+            conn.query_row("SELECT COUNT(*) FROM audit", [], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .doing("counting audit records")
+        })
+    }
+}
+
 /// How long the writer waits after a record for more to commit in the same transaction. Records
-/// reach the database up to this much later; [`AuditLog::flush`] and drop do not wait for it.
+/// reach the database up to this much later; [`AuditStore::flush`] and drop do not wait for it.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
 fn write_loop(mut conn: Connection, rx: Receiver<Message>) {

@@ -1,7 +1,10 @@
 //! Custom tool definitions added with `toolgate tools add --file def.json` (or the HTTP API):
 //! one row per tool, the definition as JSON text. The `toolgate` crate validates definitions
-//! before it stores them and again when it loads them; this module only keeps them. The table
-//! comes from migration 6 (`db.rs`).
+//! before it stores them and again when it loads them; this module only keeps them: the
+//! [`CustomToolStore`] trait and its SQLite implementation on [`Store`] (table `custom_tools`,
+//! migration 6 in `db.rs`).
+
+use std::fmt::Debug;
 
 use rusqlite::OptionalExtension;
 
@@ -19,9 +22,23 @@ pub struct StoredCustomTool {
     pub updated_ms: i64,
 }
 
-impl Store {
-    /// Adds or replaces the definition of the custom tool `name`.
-    pub fn custom_tool_put(&self, name: &str, definition: &str) -> Result<(), StoreError> {
+/// Stored custom tool definitions, by name.
+pub trait CustomToolStore: Send + Sync + Debug {
+    /// Adds or replaces the definition (JSON text) of the custom tool `name`.
+    fn custom_tool_put(&self, name: &str, definition: &str) -> Result<(), StoreError>;
+
+    /// The definition of the custom tool `name`, if stored.
+    fn custom_tool_get(&self, name: &str) -> Result<Option<StoredCustomTool>, StoreError>;
+
+    /// Every stored custom tool, by name.
+    fn custom_tools(&self) -> Result<Vec<StoredCustomTool>, StoreError>;
+
+    /// Removes the custom tool `name`; returns whether it was stored.
+    fn custom_tool_delete(&self, name: &str) -> Result<bool, StoreError>;
+}
+
+impl CustomToolStore for Store {
+    fn custom_tool_put(&self, name: &str, definition: &str) -> Result<(), StoreError> {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         self.with(|conn| {
@@ -35,8 +52,7 @@ impl Store {
         })
     }
 
-    /// The definition of the custom tool `name`, if stored.
-    pub fn custom_tool_get(&self, name: &str) -> Result<Option<StoredCustomTool>, StoreError> {
+    fn custom_tool_get(&self, name: &str) -> Result<Option<StoredCustomTool>, StoreError> {
         self.with(|conn| {
             conn.query_row("SELECT name, definition, updated_ms FROM custom_tools WHERE name = ?1", [name], |r| {
                 Ok(StoredCustomTool { name: r.get(0)?, definition: r.get(1)?, updated_ms: r.get(2)? })
@@ -46,8 +62,7 @@ impl Store {
         })
     }
 
-    /// Every stored custom tool, by name.
-    pub fn custom_tools(&self) -> Result<Vec<StoredCustomTool>, StoreError> {
+    fn custom_tools(&self) -> Result<Vec<StoredCustomTool>, StoreError> {
         self.with(|conn| {
             let mut stmt = conn
                 .prepare_cached("SELECT name, definition, updated_ms FROM custom_tools ORDER BY name")
@@ -61,8 +76,7 @@ impl Store {
         })
     }
 
-    /// Removes the custom tool `name`; returns whether it was stored.
-    pub fn custom_tool_delete(&self, name: &str) -> Result<bool, StoreError> {
+    fn custom_tool_delete(&self, name: &str) -> Result<bool, StoreError> {
         self.with(|conn| {
             conn.execute("DELETE FROM custom_tools WHERE name = ?1", [name])
                 .map(|n| n > 0)

@@ -3,8 +3,8 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, OpenFlags};
 
+use crate::StoreError;
 use crate::error::Context;
-use crate::{AuditRecord, StoreError};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
@@ -144,7 +144,12 @@ const MIGRATIONS: &[&str] = &[
      ) WITHOUT ROWID;",
 ];
 
-/// A connection to the state database, for reads and small writes off the hot path.
+/// The state database in SQLite: one connection, for reads and small writes off the hot path.
+///
+/// It implements every area's trait ([`crate::GrantStore`], [`crate::SecretStore`],
+/// [`crate::SessionStore`], [`crate::CustomToolStore`], [`crate::EmbeddingCache`]) with the SQL
+/// in that area's module, and answers the audit log's reads; the audit log's writes go through
+/// [`crate::AuditLog`], whose writer thread has a connection of its own.
 #[derive(Debug)]
 pub struct Store {
     path: PathBuf,
@@ -168,58 +173,6 @@ impl Store {
     pub(crate) fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         f(&conn)
-    }
-
-    /// The last `n` audit records, oldest first.
-    pub fn audit_tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error,
-                        duration_us, output_bytes, subject, detail
-                 FROM audit ORDER BY ts_ms DESC, rowid DESC LIMIT ?1",
-            )
-            .doing("reading the audit log")?;
-        let rows = stmt
-            .query_map([n as i64], |row| {
-                Ok(AuditRecord {
-                    id: row.get(0)?,
-                    ts_ms: row.get(1)?,
-                    user: row.get(2)?,
-                    agent: row.get(3)?,
-                    session: row.get(4)?,
-                    provider: row.get(5)?,
-                    tool: row.get(6)?,
-                    params: row.get(7)?,
-                    decision: row.get(8)?,
-                    outcome: row.get(9)?,
-                    error: row.get(10)?,
-                    duration_us: row.get(11)?,
-                    output_bytes: row.get(12)?,
-                    subject: row.get(13)?,
-                    detail: row.get(14)?,
-                })
-            })
-            .doing("reading the audit log")?;
-        let mut out = rows.collect::<Result<Vec<_>, _>>().doing("reading the audit log")?;
-        out.reverse();
-        Ok(out)
-    }
-
-    /// Closes the audit rows left "started" by a process that is no longer running (killed,
-    /// crashed): their outcome becomes "interrupted". Rows of a live toolgate are kept. Returns
-    /// how many rows were closed. [`crate::AuditLog::open`] does this in its writer thread.
-    pub fn close_interrupted_calls(&self) -> Result<usize, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        crate::audit::close_interrupted(&conn).doing("closing interrupted audit rows")
-    }
-
-    /// How many audit records there are.
-    pub fn audit_count(&self) -> Result<u64, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        conn.query_row("SELECT COUNT(*) FROM audit", [], |r| r.get::<_, i64>(0))
-            .map(|n| n as u64)
-            .doing("counting audit records")
     }
 }
 

@@ -1,8 +1,10 @@
 //! Vectors of short texts (skills' names and descriptions) by model and the text's sha256, so a
-//! new process finds them instead of running the model again. Entries unused for
-//! [`UNUSED_FOR`] are dropped when the cache is written.
+//! new process finds them instead of running the model again: the [`EmbeddingCache`] trait and
+//! its SQLite implementation on [`Store`] (table `embedding_cache`, migration 12 in `db.rs`).
+//! Entries unused for 30 days are dropped when the cache is written.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
 
 use rusqlite::params;
 
@@ -18,10 +20,20 @@ pub fn embedding_key(text: &str) -> String {
     sha256_hex(text.as_bytes())
 }
 
-impl Store {
+/// Vectors kept by model and [`embedding_key`], so that a new process does not embed the same
+/// texts again (`skill_search`).
+pub trait EmbeddingCache: Send + Sync + Debug {
     /// The cached vectors of `model` for these keys ([`embedding_key`]), by key; keys with no
-    /// entry (or an unreadable one) are absent.
-    pub fn cached_embeddings(&self, model: &str, keys: &[String]) -> Result<HashMap<String, Vec<f32>>, StoreError> {
+    /// entry (or an unreadable one) are absent. Vectors of another model are never returned.
+    fn cached_embeddings(&self, model: &str, keys: &[String]) -> Result<HashMap<String, Vec<f32>>, StoreError>;
+
+    /// Stores `fresh` vectors of `model` (by key), marks the `used` keys as used now and drops
+    /// entries unused for 30 days, all at once (another process sees all of it or none).
+    fn cache_embeddings(&self, model: &str, fresh: &[(String, Vec<f32>)], used: &[String]) -> Result<(), StoreError>;
+}
+
+impl EmbeddingCache for Store {
+    fn cached_embeddings(&self, model: &str, keys: &[String]) -> Result<HashMap<String, Vec<f32>>, StoreError> {
         self.with(|conn| {
             let mut stmt = conn
                 .prepare_cached("SELECT vec FROM embedding_cache WHERE model = ?1 AND hash = ?2")
@@ -44,14 +56,7 @@ impl Store {
         })
     }
 
-    /// Stores `fresh` vectors of `model` (by key), marks the `used` keys as used now and drops
-    /// entries unused for 30 days, in one transaction.
-    pub fn cache_embeddings(
-        &self,
-        model: &str,
-        fresh: &[(String, Vec<f32>)],
-        used: &[String],
-    ) -> Result<(), StoreError> {
+    fn cache_embeddings(&self, model: &str, fresh: &[(String, Vec<f32>)], used: &[String]) -> Result<(), StoreError> {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         self.with(|conn| {

@@ -1,4 +1,7 @@
-//! "Allow always" approval grants.
+//! "Allow always" approval grants: the [`GrantStore`] trait and its SQLite implementation on
+//! [`Store`] (table `approval_grants`, migration 2 in `db.rs`).
+
+use std::fmt::Debug;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,9 +29,25 @@ pub struct Grant {
     pub created_ms: i64,
 }
 
-impl Store {
-    /// Records a grant (a second identical grant is a no-op).
-    pub fn grant_add(&self, grant: &Grant) -> Result<(), StoreError> {
+/// The approval stage's standing grants ("allow always"), kept across restarts and listed and
+/// revoked by `toolgate approvals`.
+pub trait GrantStore: Send + Sync + Debug {
+    /// Records a grant; its `id` is ignored. A second grant of the same (user, agent, tool,
+    /// subject) is a no-op.
+    fn grant_add(&self, grant: &Grant) -> Result<(), StoreError>;
+
+    /// Whether a grant covers calls of `tool` by `agent` for `user` with this subject.
+    fn grant_exists(&self, user: &str, agent: &str, tool: &str, subject: &str) -> Result<bool, StoreError>;
+
+    /// Every grant, oldest first, each with the id [`GrantStore::grant_revoke`] takes.
+    fn grants(&self) -> Result<Vec<Grant>, StoreError>;
+
+    /// Removes a grant; returns whether it existed.
+    fn grant_revoke(&self, id: i64) -> Result<bool, StoreError>;
+}
+
+impl GrantStore for Store {
+    fn grant_add(&self, grant: &Grant) -> Result<(), StoreError> {
         self.with(|conn| {
             conn.execute(
                 "INSERT OR IGNORE INTO approval_grants (user, agent, tool, subject, shown, created_ms)
@@ -40,8 +59,7 @@ impl Store {
         })
     }
 
-    /// Whether a grant covers this call.
-    pub fn grant_exists(&self, user: &str, agent: &str, tool: &str, subject: &str) -> Result<bool, StoreError> {
+    fn grant_exists(&self, user: &str, agent: &str, tool: &str, subject: &str) -> Result<bool, StoreError> {
         self.with(|conn| {
             conn.prepare_cached(
                 "SELECT 1 FROM approval_grants WHERE user = ?1 AND agent = ?2 AND tool = ?3 AND subject = ?4",
@@ -51,8 +69,7 @@ impl Store {
         })
     }
 
-    /// Every grant, oldest first.
-    pub fn grants(&self) -> Result<Vec<Grant>, StoreError> {
+    fn grants(&self) -> Result<Vec<Grant>, StoreError> {
         self.with(|conn| {
             let mut stmt = conn
                 .prepare_cached(
@@ -76,8 +93,7 @@ impl Store {
         })
     }
 
-    /// Removes a grant; returns whether it existed.
-    pub fn grant_revoke(&self, id: i64) -> Result<bool, StoreError> {
+    fn grant_revoke(&self, id: i64) -> Result<bool, StoreError> {
         self.with(|conn| {
             conn.execute("DELETE FROM approval_grants WHERE id = ?1", [id]).map(|n| n > 0).doing("revoking a grant")
         })

@@ -1,24 +1,38 @@
-//! toolgate's persistence, in embedded SQLite: the audit log, "allow always" approval grants,
-//! encrypted secrets (MCP OAuth tokens: [`Store::secret_put`], AES-256-GCM), and other state as
-//! their issues land.
+//! toolgate's persistence: every table and every query, by area, each area behind a trait so
+//! that the rest of toolgate never names a backend. SQLite, embedded, is the backend today.
+//!
+//! | Area | Trait | Module |
+//! |---|---|---|
+//! | the audit log | [`AuditStore`] (SQLite: [`AuditLog`], a batching writer thread) | `audit` |
+//! | "allow always" approval grants | [`GrantStore`] | `grants` |
+//! | encrypted secrets (OAuth tokens, custom tools' values) | [`SecretStore`] | `secrets` |
+//! | agent sessions, messages, teams, handoff routes | [`SessionStore`] | `sessions` |
+//! | stored custom tools | [`CustomToolStore`] | `custom_tools` |
+//! | cached embeddings of skills | [`EmbeddingCache`] | `embedding_cache` |
+//! | agent memory | [`memory::MemoryStore`] | [`memory`] |
 //!
 //! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
-//! its schema. [`AuditLog`] takes [`AuditRecord`]s from the call path without waiting on disk: a
-//! background thread batches them into transactions, and [`AuditLog::flush`] (or dropping the
-//! log) waits until everything sent so far is written.
+//! its schema (`db`); [`Store`] implements every area's trait but the audit log's, and
+//! [`Stores::sqlite`] hands it out as one trait object per area. [`AuditLog`] takes
+//! [`AuditRecord`]s from the call path without waiting on disk: a background thread batches
+//! them into transactions, and [`AuditStore::flush`] (or dropping the log) waits until
+//! everything sent so far is written.
 //!
 //! # Example
 //!
 //! ```
-//! use toolgate_store::{AuditLog, AuditRecord, Store};
+//! use std::sync::Arc;
+//! use toolgate_store::{AuditLog, AuditRecord, AuditStore, Store, Stores};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let db = dir.path().join("state.db");
 //! let log = AuditLog::open(&db).unwrap();
 //! log.record(AuditRecord { tool: "echo".into(), outcome: "ok".into(), ..AuditRecord::default() });
 //! log.flush();
-//! let store = Store::open(&db).unwrap();
-//! assert_eq!(store.audit_tail(10).unwrap().len(), 1);
+//! assert_eq!(log.audit_tail(10).unwrap().len(), 1);
+//! let stores = Stores::sqlite(Arc::new(Store::open(&db).unwrap()));
+//! stores.custom_tools.custom_tool_put("hello", "{}").unwrap();
+//! assert_eq!(stores.custom_tools.custom_tools().unwrap()[0].name, "hello");
 //! ```
 //!
 //! Architecture invariant: only this crate knows SQL and the database layout.
@@ -26,23 +40,26 @@
 #![deny(missing_docs)]
 
 mod audit;
+mod compat;
 mod custom_tools;
 mod db;
 mod embedding_cache;
 mod error;
 mod grants;
-// The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
 pub mod memory;
+// The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
 #[path = "../../sandbox/src/process_token.rs"]
 mod process_token;
 mod secrets;
 mod sessions;
+mod stores;
 
-pub use audit::{AuditLog, AuditRecord, INTERRUPTED, STARTED};
-pub use custom_tools::StoredCustomTool;
+pub use audit::{AuditLog, AuditRecord, AuditStore, INTERRUPTED, STARTED};
+pub use custom_tools::{CustomToolStore, StoredCustomTool};
 pub use db::Store;
-pub use embedding_cache::embedding_key;
+pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
-pub use grants::Grant;
-pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError};
-pub use sessions::{HandoffRoute, MessageRecord, SessionFilter, SessionRecord, TeamMessage, TeamTask};
+pub use grants::{Grant, GrantStore};
+pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError, SecretStore};
+pub use sessions::{HandoffRoute, MessageRecord, SessionFilter, SessionRecord, SessionStore, TeamMessage, TeamTask};
+pub use stores::Stores;

@@ -1,10 +1,13 @@
-//! Secrets at rest (MCP OAuth tokens): AES-256-GCM, one fresh random 96-bit nonce per write, the
-//! secret's name as associated data (a ciphertext copied under another name does not decrypt),
-//! stored as `nonce || ciphertext` in the `secrets` table.
+//! Secrets at rest (MCP OAuth tokens, custom tools' environment values, WASM tools' manifests):
+//! the [`SecretStore`] trait and its SQLite implementation on [`Store`]. AES-256-GCM, one fresh
+//! random 96-bit nonce per write, the secret's name as associated data (a ciphertext copied under
+//! another name does not decrypt), stored as `nonce || ciphertext` in the `secrets` table
+//! (migration 3 in `db.rs`).
 //!
 //! The 256-bit key comes from `TOOLGATE_SECRET_KEY` (64 hex characters) when it is set, else from
 //! `secret.key` next to the database, created on first use (mode 0600).
 
+use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
@@ -105,6 +108,24 @@ fn random(buf: &mut [u8]) -> Result<(), SecretError> {
     getrandom::fill(buf).map_err(|e| SecretError::Random(e.to_string()))
 }
 
+/// Named secrets, encrypted at rest. Values are bytes; names are plain text (listed without
+/// decrypting anything).
+pub trait SecretStore: Send + Sync + Debug {
+    /// Encrypts `plaintext` and stores it under `name`, replacing any previous value.
+    fn secret_put(&self, name: &str, plaintext: &[u8]) -> Result<(), SecretError>;
+
+    /// The decrypted value stored under `name`, or `None` when there is none. A value that does
+    /// not decrypt (another key, altered, moved from another name) is [`SecretError::Decrypt`].
+    fn secret_get(&self, name: &str) -> Result<Option<Vec<u8>>, SecretError>;
+
+    /// Deletes the secret `name`; returns whether it existed.
+    fn secret_delete(&self, name: &str) -> Result<bool, SecretError>;
+
+    /// The names of the stored secrets that start with `prefix` (taken literally: no wildcards),
+    /// sorted. Reads no values.
+    fn secret_keys(&self, prefix: &str) -> Result<Vec<String>, SecretError>;
+}
+
 impl Store {
     /// The key file secrets use when `TOOLGATE_SECRET_KEY` is not set: `secret.key` next to the
     /// database.
@@ -115,8 +136,13 @@ impl Store {
         }
     }
 
-    /// Encrypts `plaintext` and stores it under `name`, replacing any previous value.
-    pub fn secret_put(&self, name: &str, plaintext: &[u8]) -> Result<(), SecretError> {
+    fn secret_key(&self) -> Result<SecretKey, SecretError> {
+        resolve_key(std::env::var(SECRET_KEY_ENV).ok(), &self.secret_key_path())
+    }
+}
+
+impl SecretStore for Store {
+    fn secret_put(&self, name: &str, plaintext: &[u8]) -> Result<(), SecretError> {
         let key = self.secret_key()?;
         let mut nonce = [0u8; NONCE_LEN];
         random(&mut nonce)?;
@@ -144,8 +170,7 @@ impl Store {
         Ok(())
     }
 
-    /// The decrypted value stored under `name`, or `None` when there is none.
-    pub fn secret_get(&self, name: &str) -> Result<Option<Vec<u8>>, SecretError> {
+    fn secret_get(&self, name: &str) -> Result<Option<Vec<u8>>, SecretError> {
         let blob: Option<Vec<u8>> = self.with(|conn| {
             conn.prepare_cached("SELECT value FROM secrets WHERE name = ?1")
                 .and_then(|mut stmt| {
@@ -167,15 +192,13 @@ impl Store {
             .map_err(|_| decrypt_err())
     }
 
-    /// Deletes the secret `name`; returns whether it existed.
-    pub fn secret_delete(&self, name: &str) -> Result<bool, SecretError> {
+    fn secret_delete(&self, name: &str) -> Result<bool, SecretError> {
         Ok(self.with(|conn| {
             conn.execute("DELETE FROM secrets WHERE name = ?1", [name]).map(|n| n > 0).doing("deleting a secret")
         })?)
     }
 
-    /// The names of the stored secrets that start with `prefix`, sorted. Reads no values.
-    pub fn secret_keys(&self, prefix: &str) -> Result<Vec<String>, SecretError> {
+    fn secret_keys(&self, prefix: &str) -> Result<Vec<String>, SecretError> {
         Ok(self.with(|conn| {
             // substr, not LIKE: names may contain `%` or `_`.
             let mut stmt = conn
@@ -184,10 +207,6 @@ impl Store {
             let rows = stmt.query_map([prefix], |r| r.get(0)).doing("listing secrets")?;
             rows.collect::<Result<Vec<String>, _>>().doing("listing secrets")
         })?)
-    }
-
-    fn secret_key(&self) -> Result<SecretKey, SecretError> {
-        resolve_key(std::env::var(SECRET_KEY_ENV).ok(), &self.secret_key_path())
     }
 }
 

@@ -1,5 +1,10 @@
 //! Agent sessions: one row per agent run (a top-level run, a sub-agent, a delegation), its
-//! messages in order, its token usage and cost; and team task boards with atomic claims.
+//! messages in order, its token usage and cost; team task boards with atomic claims, team
+//! messages, and handoff routes. The [`SessionStore`] trait and its SQLite implementation on
+//! [`Store`] (tables `agent_sessions`, `agent_messages`, `team_tasks`, `team_messages`,
+//! `handoff_routes`: migrations 4, 9 and 10 in `db.rs`).
+
+use std::fmt::Debug;
 
 use serde::{Deserialize, Serialize};
 
@@ -66,7 +71,7 @@ pub struct MessageRecord {
     pub ts_ms: i64,
 }
 
-/// Filters for [`Store::sessions`].
+/// Filters for [`SessionStore::sessions`].
 #[derive(Debug, Clone, Default)]
 pub struct SessionFilter<'a> {
     /// Only this agent's sessions.
@@ -125,6 +130,112 @@ pub struct TeamMessage {
     pub ts_ms: i64,
 }
 
+/// A handoff: the messages of a conversation go to another agent's session until cleared.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandoffRoute {
+    /// The session the user talks to (the first agent's).
+    pub conversation: String,
+    /// Its user.
+    pub user: String,
+    /// The agent that handed the conversation off.
+    pub from_agent: String,
+    /// The agent now answering.
+    pub to_agent: String,
+    /// Its session.
+    pub to_session: String,
+    /// Why, as the handing agent wrote it.
+    pub reason: String,
+    /// Unix milliseconds.
+    pub created_ms: i64,
+}
+
+/// Agent sessions and what hangs off them: each run's record and usage, its messages in order,
+/// team task boards and team messages, and handoff routes. Times are Unix milliseconds given by
+/// the caller.
+pub trait SessionStore: Send + Sync + Debug {
+    /// Records a new session (its message count and usage start at zero), as run by this
+    /// process (see [`SessionStore::sessions_fail_orphans`]).
+    fn session_create(&self, s: &SessionRecord) -> Result<(), StoreError>;
+
+    /// One session, if it exists.
+    fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Sessions matching `filter`, newest first.
+    fn sessions(&self, filter: &SessionFilter<'_>) -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// Sets a session's status and error, and its result when given (`None` keeps the result).
+    fn session_finish(
+        &self,
+        id: &str,
+        status: &str,
+        result: Option<&str>,
+        error: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Adds token usage and cost to a session.
+    fn session_add_usage(&self, id: &str, input: u64, output: u64, cost: f64, now_ms: i64) -> Result<(), StoreError>;
+
+    /// Appends a message to a session; returns its sequence number (1, 2, ... per session).
+    fn session_append(&self, session: &str, m: &MessageRecord) -> Result<i64, StoreError>;
+
+    /// A session's messages in order; `last` keeps only the last so many (0: all).
+    fn session_messages(&self, session: &str, last: usize) -> Result<Vec<MessageRecord>, StoreError>;
+
+    /// Marks finished sessions (`done`, `failed`, `cancelled`, `stopped`) idle since before
+    /// `before_ms` as `archived`; returns how many.
+    fn sessions_archive_idle(&self, before_ms: i64) -> Result<usize, StoreError>;
+
+    /// Marks sessions left `running` by a process that ended as `failed` (called at start);
+    /// returns how many. A session another live toolgate runs (a `serve` beside this
+    /// `toolgate call`) is left alone.
+    fn sessions_fail_orphans(&self, now_ms: i64) -> Result<usize, StoreError>;
+
+    /// Adds a task to a team's board and returns it with its id. It starts `blocked` when any
+    /// of `blocked_by` is not done, else `pending`.
+    fn team_task_create(&self, t: &TeamTask) -> Result<TeamTask, StoreError>;
+
+    /// A team's tasks, by priority (highest first) then age; `query` keeps those whose subject
+    /// or description contains it, ignoring case.
+    fn team_tasks(&self, team: &str, query: Option<&str>) -> Result<Vec<TeamTask>, StoreError>;
+
+    /// Claims a pending task for `owner`, atomically: of many claimers (on any connection)
+    /// exactly one wins. Returns the task when this claim won, `None` when it is not pending
+    /// (any more).
+    fn team_task_claim(&self, team: &str, id: i64, owner: &str) -> Result<Option<TeamTask>, StoreError>;
+
+    /// Completes a task claimed by `owner` and, in the same step, unblocks the tasks that waited
+    /// only on done tasks. Returns the task, or `None` when `owner` does not hold it.
+    fn team_task_complete(
+        &self,
+        team: &str,
+        id: i64,
+        owner: &str,
+        result: &str,
+    ) -> Result<Option<TeamTask>, StoreError>;
+
+    /// Sends a team message (`to` = `None` broadcasts); returns its id (increasing).
+    fn team_message_send(&self, m: &TeamMessage) -> Result<i64, StoreError>;
+
+    /// Messages `reader` can see on a team (sent to it, broadcast, or sent by it), oldest first,
+    /// at most 200: with `after`, the next ones after that id (paging forward); without, the
+    /// newest ones, so a new message is never hidden behind old ones.
+    fn team_messages(&self, team: &str, reader: &str, after: Option<i64>) -> Result<Vec<TeamMessage>, StoreError>;
+
+    /// Routes `route.conversation` to `route.to_session`, replacing an earlier route of it.
+    fn handoff_set(&self, route: &HandoffRoute) -> Result<(), StoreError>;
+
+    /// The route of a conversation, if it was handed off.
+    fn handoff_route(&self, conversation: &str) -> Result<Option<HandoffRoute>, StoreError>;
+
+    /// The route that hands a conversation to session `to_session`, if any.
+    fn handoff_to(&self, to_session: &str) -> Result<Option<HandoffRoute>, StoreError>;
+
+    /// Removes a conversation's route (its messages go to its own session again); returns
+    /// whether there was one.
+    fn handoff_clear(&self, conversation: &str) -> Result<bool, StoreError>;
+}
+
 const SESSION_COLUMNS: &str = "id, agent, user, parent, kind, label, status, depth, task, result, error,
     input_tokens, output_tokens, cost_usd, created_ms, updated_ms,
     (SELECT COUNT(*) FROM agent_messages m WHERE m.session = s.id)";
@@ -169,9 +280,22 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TeamTask> {
 
 const TASK_COLUMNS: &str = "id, team, subject, description, priority, status, owner, blocked_by, result, created_ms";
 
-impl Store {
-    /// Records a new session (its message count and usage start at zero).
-    pub fn session_create(&self, s: &SessionRecord) -> Result<(), StoreError> {
+const ROUTE_COLUMNS: &str = "conversation, user, from_agent, to_agent, to_session, reason, created_ms";
+
+fn route_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HandoffRoute> {
+    Ok(HandoffRoute {
+        conversation: r.get(0)?,
+        user: r.get(1)?,
+        from_agent: r.get(2)?,
+        to_agent: r.get(3)?,
+        to_session: r.get(4)?,
+        reason: r.get(5)?,
+        created_ms: r.get(6)?,
+    })
+}
+
+impl SessionStore for Store {
+    fn session_create(&self, s: &SessionRecord) -> Result<(), StoreError> {
         let writer = crate::audit::Writer::this_process();
         self.with(|conn| {
             conn.execute(
@@ -198,8 +322,7 @@ impl Store {
         })
     }
 
-    /// One session, if it exists.
-    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         self.with(|conn| {
             let sql = format!("SELECT {SESSION_COLUMNS} FROM agent_sessions s WHERE id = ?1");
             let mut stmt = conn.prepare_cached(&sql).doing("reading an agent session")?;
@@ -208,8 +331,7 @@ impl Store {
         })
     }
 
-    /// Sessions matching `filter`, newest first.
-    pub fn sessions(&self, filter: &SessionFilter<'_>) -> Result<Vec<SessionRecord>, StoreError> {
+    fn sessions(&self, filter: &SessionFilter<'_>) -> Result<Vec<SessionRecord>, StoreError> {
         self.with(|conn| {
             let sql = format!(
                 "SELECT {SESSION_COLUMNS} FROM agent_sessions s
@@ -229,8 +351,7 @@ impl Store {
         })
     }
 
-    /// Sets a session's status, and its result or error when given.
-    pub fn session_finish(
+    fn session_finish(
         &self,
         id: &str,
         status: &str,
@@ -249,15 +370,7 @@ impl Store {
         })
     }
 
-    /// Adds token usage and cost to a session.
-    pub fn session_add_usage(
-        &self,
-        id: &str,
-        input: u64,
-        output: u64,
-        cost: f64,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
+    fn session_add_usage(&self, id: &str, input: u64, output: u64, cost: f64, now_ms: i64) -> Result<(), StoreError> {
         self.with(|conn| {
             conn.execute(
                 "UPDATE agent_sessions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3,
@@ -269,8 +382,7 @@ impl Store {
         })
     }
 
-    /// Appends a message to a session; returns its sequence number.
-    pub fn session_append(&self, session: &str, m: &MessageRecord) -> Result<i64, StoreError> {
+    fn session_append(&self, session: &str, m: &MessageRecord) -> Result<i64, StoreError> {
         self.with(|conn| {
             let seq = conn.query_row(
                 "INSERT INTO agent_messages (session, seq, role, content, tool_calls, tool_call_id, tool_name, is_error, ts_ms)
@@ -296,8 +408,7 @@ impl Store {
         })
     }
 
-    /// A session's messages in order; `last` keeps only the last so many (0: all).
-    pub fn session_messages(&self, session: &str, last: usize) -> Result<Vec<MessageRecord>, StoreError> {
+    fn session_messages(&self, session: &str, last: usize) -> Result<Vec<MessageRecord>, StoreError> {
         self.with(|conn| {
             let mut stmt = conn
                 .prepare_cached(
@@ -325,8 +436,7 @@ impl Store {
         })
     }
 
-    /// Marks finished sessions idle since before `before_ms` as `archived`; returns how many.
-    pub fn sessions_archive_idle(&self, before_ms: i64) -> Result<usize, StoreError> {
+    fn sessions_archive_idle(&self, before_ms: i64) -> Result<usize, StoreError> {
         self.with(|conn| {
             conn.execute(
                 "UPDATE agent_sessions SET status = 'archived'
@@ -337,9 +447,7 @@ impl Store {
         })
     }
 
-    /// Marks sessions left `running` by a process that ended as `failed` (called at start). A
-    /// session another live toolgate runs (a `serve` beside this `toolgate call`) is left alone.
-    pub fn sessions_fail_orphans(&self, now_ms: i64) -> Result<usize, StoreError> {
+    fn sessions_fail_orphans(&self, now_ms: i64) -> Result<usize, StoreError> {
         self.with(|conn| {
             let writers: Vec<(Option<i64>, Option<String>)> = {
                 let mut stmt = conn
@@ -368,8 +476,7 @@ impl Store {
         })
     }
 
-    /// Adds a task to a team's board. It starts `blocked` when any of `blocked_by` is not done.
-    pub fn team_task_create(&self, t: &TeamTask) -> Result<TeamTask, StoreError> {
+    fn team_task_create(&self, t: &TeamTask) -> Result<TeamTask, StoreError> {
         self.with(|conn| {
             let blocked = serde_json::to_string(&t.blocked_by).unwrap_or_else(|_| "[]".into());
             let open: i64 = if t.blocked_by.is_empty() {
@@ -398,9 +505,7 @@ impl Store {
         })
     }
 
-    /// A team's tasks, by priority then age; `query` keeps those whose subject or description
-    /// contains it.
-    pub fn team_tasks(&self, team: &str, query: Option<&str>) -> Result<Vec<TeamTask>, StoreError> {
+    fn team_tasks(&self, team: &str, query: Option<&str>) -> Result<Vec<TeamTask>, StoreError> {
         self.with(|conn| {
             let sql = format!(
                 "SELECT {TASK_COLUMNS} FROM team_tasks WHERE team = ?1
@@ -413,9 +518,7 @@ impl Store {
         })
     }
 
-    /// Claims a pending task for `owner`, atomically: of many claimers exactly one wins.
-    /// Returns the task when this claim won, `None` when it is not pending (any more).
-    pub fn team_task_claim(&self, team: &str, id: i64, owner: &str) -> Result<Option<TeamTask>, StoreError> {
+    fn team_task_claim(&self, team: &str, id: i64, owner: &str) -> Result<Option<TeamTask>, StoreError> {
         self.with(|conn| {
             let sql = format!(
                 "UPDATE team_tasks SET status = 'claimed', owner = ?3
@@ -428,9 +531,7 @@ impl Store {
         })
     }
 
-    /// Completes a task claimed by `owner` and unblocks the tasks that waited only on done
-    /// tasks. Returns the task, or `None` when `owner` does not hold it.
-    pub fn team_task_complete(
+    fn team_task_complete(
         &self,
         team: &str,
         id: i64,
@@ -464,8 +565,7 @@ impl Store {
         })
     }
 
-    /// Sends a team message (`to` = `None` broadcasts).
-    pub fn team_message_send(&self, m: &TeamMessage) -> Result<i64, StoreError> {
+    fn team_message_send(&self, m: &TeamMessage) -> Result<i64, StoreError> {
         self.with(|conn| {
             conn.query_row(
                 "INSERT INTO team_messages (team, sender, recipient, content, ts_ms) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -477,9 +577,7 @@ impl Store {
         })
     }
 
-    /// Messages `reader` can see on a team (sent to it, broadcast, or sent by it), oldest first,
-    /// after row id `after`.
-    pub fn team_messages(&self, team: &str, reader: &str, after: Option<i64>) -> Result<Vec<TeamMessage>, StoreError> {
+    fn team_messages(&self, team: &str, reader: &str, after: Option<i64>) -> Result<Vec<TeamMessage>, StoreError> {
         self.with(|conn| {
             // With `after`: the next 200 after that id (paging forward). Without: the newest 200,
             // oldest first, so new messages are never hidden behind old ones.
@@ -507,44 +605,8 @@ impl Store {
             rows.collect::<Result<Vec<_>, _>>().doing("reading team messages")
         })
     }
-}
 
-/// A handoff: the messages of a conversation go to another agent's session until cleared.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct HandoffRoute {
-    /// The session the user talks to (the first agent's).
-    pub conversation: String,
-    /// Its user.
-    pub user: String,
-    /// The agent that handed the conversation off.
-    pub from_agent: String,
-    /// The agent now answering.
-    pub to_agent: String,
-    /// Its session.
-    pub to_session: String,
-    /// Why, as the handing agent wrote it.
-    pub reason: String,
-    /// Unix milliseconds.
-    pub created_ms: i64,
-}
-
-const ROUTE_COLUMNS: &str = "conversation, user, from_agent, to_agent, to_session, reason, created_ms";
-
-fn route_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HandoffRoute> {
-    Ok(HandoffRoute {
-        conversation: r.get(0)?,
-        user: r.get(1)?,
-        from_agent: r.get(2)?,
-        to_agent: r.get(3)?,
-        to_session: r.get(4)?,
-        reason: r.get(5)?,
-        created_ms: r.get(6)?,
-    })
-}
-
-impl Store {
-    /// Routes `route.conversation` to `route.to_session`, replacing an earlier route of it.
-    pub fn handoff_set(&self, route: &HandoffRoute) -> Result<(), StoreError> {
+    fn handoff_set(&self, route: &HandoffRoute) -> Result<(), StoreError> {
         self.with(|conn| {
             conn.execute(
                 &format!("INSERT OR REPLACE INTO handoff_routes ({ROUTE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
@@ -563,8 +625,7 @@ impl Store {
         })
     }
 
-    /// The route of a conversation, if it was handed off.
-    pub fn handoff_route(&self, conversation: &str) -> Result<Option<HandoffRoute>, StoreError> {
+    fn handoff_route(&self, conversation: &str) -> Result<Option<HandoffRoute>, StoreError> {
         self.with(|conn| {
             let sql = format!("SELECT {ROUTE_COLUMNS} FROM handoff_routes WHERE conversation = ?1");
             let mut stmt = conn.prepare_cached(&sql).doing("reading a handoff")?;
@@ -573,8 +634,7 @@ impl Store {
         })
     }
 
-    /// The route that hands a conversation to session `to_session`, if any.
-    pub fn handoff_to(&self, to_session: &str) -> Result<Option<HandoffRoute>, StoreError> {
+    fn handoff_to(&self, to_session: &str) -> Result<Option<HandoffRoute>, StoreError> {
         self.with(|conn| {
             let sql = format!("SELECT {ROUTE_COLUMNS} FROM handoff_routes WHERE to_session = ?1");
             let mut stmt = conn.prepare_cached(&sql).doing("reading a handoff")?;
@@ -583,8 +643,7 @@ impl Store {
         })
     }
 
-    /// Removes a conversation's route: its messages go to its own session again.
-    pub fn handoff_clear(&self, conversation: &str) -> Result<bool, StoreError> {
+    fn handoff_clear(&self, conversation: &str) -> Result<bool, StoreError> {
         self.with(|conn| {
             conn.execute("DELETE FROM handoff_routes WHERE conversation = ?1", [conversation])
                 .map(|n| n > 0)

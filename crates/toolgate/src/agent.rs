@@ -25,7 +25,7 @@ use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
-use toolgate_store::Store;
+use toolgate_store::{SessionStore, Store};
 
 pub use toolgate_agent::*;
 
@@ -79,7 +79,11 @@ pub(crate) fn agents_config(config: &Config) -> AgentsConfig {
 
 /// The runtime for `config`, or `None` when no agent is configured. Sessions go to `store`, or
 /// to an in-memory database when the gate keeps no state on disk.
-pub(crate) fn build_runtime(config: &Config, store: Option<Arc<Store>>, workspace: &Path) -> Option<Arc<Runtime>> {
+pub(crate) fn build_runtime(
+    config: &Config,
+    store: Option<Arc<dyn SessionStore>>,
+    workspace: &Path,
+) -> Option<Arc<Runtime>> {
     if config.agents.is_empty() {
         return None;
     }
@@ -90,7 +94,7 @@ pub(crate) fn build_runtime(config: &Config, store: Option<Arc<Store>>, workspac
     let store = match store {
         Some(s) => s,
         None => match Store::open(Path::new(":memory:")) {
-            Ok(s) => Arc::new(s),
+            Ok(s) => Arc::new(s) as Arc<dyn SessionStore>,
             Err(e) => {
                 tracing::warn!("agents: no session store: {e}");
                 return None;

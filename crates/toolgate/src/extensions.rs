@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use toolgate_core::Tool;
 use toolgate_policy::PolicyConfig;
-use toolgate_store::Store;
+use toolgate_store::{CustomToolStore, SecretStore, Stores};
 use toolgate_tools::custom::{self, CustomToolDef, SecretSource};
 use toolgate_tools::runtime::ProcessRunner;
 
@@ -82,7 +82,7 @@ pub const SECRET_PREFIX: &str = "custom/";
 
 /// Custom tools' environment values, from the store's encrypted secrets.
 #[derive(Debug)]
-pub struct StoreSecrets(pub Arc<Store>);
+pub struct StoreSecrets(pub Arc<dyn SecretStore>);
 
 impl SecretSource for StoreSecrets {
     fn secret(&self, name: &str) -> Result<Option<String>, String> {
@@ -119,7 +119,7 @@ pub enum ExtensionError {
 /// Every enabled custom definition for this configuration's agent: `[[tools.custom]]` first,
 /// then the store's. A stored definition that no longer validates is skipped with a warning
 /// (the file wins over the store on a name clash is refused instead: both are the user's).
-pub fn custom_defs(config: &Config, store: Option<&Store>) -> Result<Vec<CustomToolDef>, ExtensionError> {
+pub fn custom_defs(config: &Config, store: Option<&dyn CustomToolStore>) -> Result<Vec<CustomToolDef>, ExtensionError> {
     let mut defs: Vec<CustomToolDef> = config.tools.custom.clone();
     if let Some(store) = store {
         for stored in store.custom_tools()? {
@@ -144,12 +144,12 @@ pub fn custom_defs(config: &Config, store: Option<&Store>) -> Result<Vec<CustomT
 pub(crate) fn custom_tools(
     workspace: &std::path::Path,
     config: &Config,
-    store: Option<&Arc<Store>>,
+    stores: Option<&Stores>,
     runner: &ProcessRunner,
 ) -> Result<Vec<Arc<dyn Tool>>, ExtensionError> {
-    let defs = custom_defs(config, store.map(|s| s.as_ref()))?;
-    let secrets: Arc<dyn SecretSource> = match store {
-        Some(s) => Arc::new(StoreSecrets(Arc::clone(s))),
+    let defs = custom_defs(config, stores.map(|s| &*s.custom_tools))?;
+    let secrets: Arc<dyn SecretSource> = match stores {
+        Some(s) => Arc::new(StoreSecrets(Arc::clone(&s.secrets))),
         None => Arc::new(custom::NoSecrets),
     };
     let mut tools = custom::tools(defs, runner, Arc::clone(&secrets))?;
@@ -190,7 +190,7 @@ fn skill_tools(
 }
 
 /// Parses and validates a definition (JSON text) and stores it; returns it.
-pub fn add_custom_tool(store: &Store, json: &str) -> Result<CustomToolDef, ExtensionError> {
+pub fn add_custom_tool(store: &dyn CustomToolStore, json: &str) -> Result<CustomToolDef, ExtensionError> {
     let def: CustomToolDef = serde_json::from_str(json).map_err(|e| ExtensionError::Parse {
         name: String::new(),
         origin: "in the file".into(),

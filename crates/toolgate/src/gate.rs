@@ -15,7 +15,7 @@ use toolgate_core::{
 use toolgate_guard::leak::LeakDetector;
 use toolgate_mcp::bridge::oauth::SecretVault;
 use toolgate_policy::ToolRef;
-use toolgate_store::{AuditLog, Store, StoreError};
+use toolgate_store::{AuditLog, AuditStore, Store, StoreError, Stores};
 use toolgate_tools::custom::{NoSecrets, SecretSource};
 
 use crate::bridge::{BridgeTimings, McpBridge};
@@ -181,7 +181,8 @@ impl GateBuilder {
             return Err(GateError::Workspace { path: workspace, source });
         }
         let state_db = self.audit.db(&workspace);
-        let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
+        // Every area of the state database, one trait object each (SQLite, embedded).
+        let stores = state_db.as_deref().map(Store::open).transpose()?.map(|s| Stores::sqlite(Arc::new(s)));
         // One embedder (a local model is loaded once, on first use) for memory and skill search.
         let embedder = crate::memory::embedder(&self.config.memory);
         let memory = crate::memory::open(&self.config, &workspace, state_db.as_deref(), embedder.clone())?;
@@ -206,7 +207,11 @@ impl GateBuilder {
             for tool in toolgate_tools::runtime::tools(&runner) {
                 registry.register_builtin(tool)?;
             }
-            for tool in toolgate_tools::skills::tools(&fetcher, embedder.clone(), store.clone()) {
+            for tool in toolgate_tools::skills::tools(
+                &fetcher,
+                embedder.clone(),
+                stores.as_ref().map(|s| Arc::clone(&s.embeddings)),
+            ) {
                 registry.register_builtin(tool)?;
             }
             for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.store.clone())) {
@@ -220,21 +225,24 @@ impl GateBuilder {
             registry.register_dynamic(tool)?;
         }
         let audit = match (&state_db, self.config.audit.enabled) {
-            (Some(db), true) => Some(AuditLog::open(db)?),
+            (Some(db), true) => Some(Arc::new(AuditLog::open(db)?) as Arc<dyn AuditStore>),
             _ => None,
         };
         if self.builtins {
             // Search API keys: the environment first, then the store's secrets.
-            let secrets: Arc<dyn SecretSource> = match &store {
-                Some(s) => Arc::new(crate::extensions::StoreSecrets(Arc::clone(s))),
+            let secrets: Arc<dyn SecretSource> = match &stores {
+                Some(s) => Arc::new(crate::extensions::StoreSecrets(Arc::clone(&s.secrets))),
                 None => Arc::new(NoSecrets),
             };
             for tool in toolgate_tools::web::tools(&self.config.web, &fetcher, Arc::clone(&detector), secrets) {
                 registry.register_builtin(tool)?;
             }
         }
-        let vault = store.clone().map(|s| Arc::new(crate::mcp_vault::StoreVault::new(s)) as Arc<dyn SecretVault>);
-        let agents = crate::agent::build_runtime(&self.config, store.clone(), &workspace);
+        let vault = stores
+            .as_ref()
+            .map(|s| Arc::new(crate::mcp_vault::StoreVault::new(Arc::clone(&s.secrets))) as Arc<dyn SecretVault>);
+        let agents =
+            crate::agent::build_runtime(&self.config, stores.as_ref().map(|s| Arc::clone(&s.sessions)), &workspace);
         for tool in agents.iter().flat_map(toolgate_agent::tools) {
             registry.register_builtin(tool)?;
         }
@@ -246,7 +254,7 @@ impl GateBuilder {
                 workspace: workspace.clone(),
                 registry: Arc::downgrade(&registry),
                 bridge: Arc::downgrade(&mcp.handle()),
-                store: store.clone(),
+                secrets: stores.as_ref().map(|s| Arc::clone(&s.secrets)),
                 config: Arc::new(self.config.clone()),
                 wasm_failed: Arc::clone(&wasm_failed),
                 gate: Arc::clone(&this),
@@ -257,7 +265,7 @@ impl GateBuilder {
         }
         let config = self.config;
         let mut custom_names = Vec::new();
-        for tool in crate::extensions::custom_tools(&workspace, &config, store.as_ref(), &runner)? {
+        for tool in crate::extensions::custom_tools(&workspace, &config, stores.as_ref(), &runner)? {
             custom_names.push(tool.spec().name.clone());
             registry.register_dynamic(tool)?;
         }
@@ -277,7 +285,7 @@ impl GateBuilder {
                 config.approval.mode,
                 std::time::Duration::from_secs(config.approval.timeout_secs),
                 self.approver,
-                store.clone(),
+                stores.as_ref().map(|s| Arc::clone(&s.grants)),
             ),
             hooks: {
                 let mut hooks = CommandHook::compile(&config.hooks).map_err(GateError::Hooks)?;
@@ -295,7 +303,7 @@ impl GateBuilder {
             loops: LoopBreaker::new(config.loop_breaker.clone()),
             skills: crate::pipeline::skill_scope::SkillScope::default(),
             config,
-            store,
+            stores,
             fetcher,
             runner,
             custom_names: std::sync::Mutex::new(custom_names),
@@ -319,7 +327,7 @@ pub struct Gate {
     limits: ConcurrencyLimits,
     approval: ApprovalStage,
     hooks: Vec<Arc<dyn Hook>>,
-    audit: Option<AuditLog>,
+    audit: Option<Arc<dyn AuditStore>>,
     /// Cancelled by [`Gate::shutdown`]; every running call's token is a child of it.
     shutdown: CancellationToken,
     id_prefix: String,
@@ -336,8 +344,9 @@ pub struct Gate {
     loops: LoopBreaker,
     /// Limits a caller that follows a skill to its `allowed-tools`.
     skills: crate::pipeline::skill_scope::SkillScope,
-    /// The state database, when the gate keeps one (custom tools' secrets on reload).
-    pub(crate) store: Option<Arc<Store>>,
+    /// The state database's areas, when the gate keeps one (custom tools and their secrets on
+    /// reload, WASM tools' secrets).
+    pub(crate) stores: Option<Stores>,
     /// The SSRF-safe fetcher of `[web]`, shared by the web tools, `skill_install` and WASM
     /// tools' `http`.
     pub(crate) fetcher: toolgate_fetch::Fetcher,
@@ -381,8 +390,8 @@ impl Gate {
     }
 
     /// The audit log, when the gate keeps one (WASM tools' HTTP requests add rows to it).
-    pub(crate) fn audit_log(&self) -> Option<&AuditLog> {
-        self.audit.as_ref()
+    pub(crate) fn audit_log(&self) -> Option<&dyn AuditStore> {
+        self.audit.as_deref()
     }
 
     /// The memory tools' store, when `[memory]` is enabled (`serve` re-indexes notes edited on
@@ -578,7 +587,7 @@ impl Gate {
             let read_only = spec.annotations.read_only || safety.read_only;
             let subject = safety.approval_subject.as_deref();
             let rec = StartedRecord { ctx, tool: &spec.name, params: &audited.params, trace, subject };
-            crate::pipeline::audit::started(log, &self.detector, read_only, rec);
+            crate::pipeline::audit::started(log.as_ref(), &self.detector, read_only, rec);
         }
         // The tool sees the subject that was approved (or decided on without asking), never one
         // the caller's context brought along (a parent call's, a library caller's).

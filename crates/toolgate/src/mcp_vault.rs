@@ -1,33 +1,43 @@
-//! The bridge's [`SecretVault`] over the state database: OAuth tokens of bridged MCP servers,
-//! encrypted with AES-256-GCM by [`Store::secret_put`](toolgate_store::Store::secret_put).
+//! The bridge's [`SecretVault`] over the store's secrets: OAuth tokens of bridged MCP servers,
+//! encrypted at rest by a [`SecretStore`] (in SQLite, AES-256-GCM:
+//! [`SecretStore::secret_put`]).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_mcp::bridge::oauth::{SecretVault, VAULT_PREFIX, VaultError};
-use toolgate_store::{SECRET_KEY_ENV, SecretError, Store, StoreError};
+use toolgate_store::{SECRET_KEY_ENV, SecretError, SecretStore, Store, StoreError};
 
-/// Secrets kept in the workspace's store (`.toolgate/state.db`, key in `.toolgate/secret.key`
-/// or `TOOLGATE_SECRET_KEY`).
-#[derive(Debug, Clone)]
-pub struct StoreVault {
-    store: Arc<Store>,
+/// Secrets kept in a [`SecretStore`]: the gate's (any backend, `StoreVault<dyn SecretStore>`),
+/// or the workspace's SQLite database opened by [`StoreVault::open`] (`.toolgate/state.db`, key
+/// in `.toolgate/secret.key` or `TOOLGATE_SECRET_KEY`).
+#[derive(Debug)]
+pub struct StoreVault<S: SecretStore + ?Sized = Store> {
+    store: Arc<S>,
 }
 
-impl StoreVault {
-    /// A vault over an open store.
-    pub fn new(store: Arc<Store>) -> StoreVault {
+impl<S: SecretStore + ?Sized> Clone for StoreVault<S> {
+    fn clone(&self) -> Self {
+        StoreVault { store: Arc::clone(&self.store) }
+    }
+}
+
+impl<S: SecretStore + ?Sized> StoreVault<S> {
+    /// A vault over `store`'s secrets.
+    pub fn new(store: Arc<S>) -> StoreVault<S> {
         StoreVault { store }
     }
 
-    /// Opens (or creates) the store at `db` and makes a vault over it.
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+}
+
+impl StoreVault {
+    /// Opens (or creates) the SQLite store at `db` and makes a vault over it.
     pub fn open(db: &Path) -> Result<StoreVault, StoreError> {
         Ok(StoreVault::new(Arc::new(Store::open(db)?)))
-    }
-
-    /// The store underneath.
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
     }
 }
 
@@ -46,7 +56,7 @@ fn read_err(key: &str, e: SecretError) -> VaultError {
     }
 }
 
-impl SecretVault for StoreVault {
+impl<S: SecretStore + ?Sized> SecretVault for StoreVault<S> {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, VaultError> {
         self.store.secret_get(key).map_err(|e| read_err(key, e))
     }

@@ -33,7 +33,7 @@ impl Gate {
     /// documentation). On an error nothing changes.
     pub fn reload(&self, config: &Config) -> Result<Reloaded, GateError> {
         let policy = toolgate_policy::Policy::new(config.tools.policy.clone())?;
-        let tools = crate::extensions::custom_tools(self.workspace(), config, self.store.as_ref(), &self.runner)?;
+        let tools = crate::extensions::custom_tools(self.workspace(), config, self.stores.as_ref(), &self.runner)?;
         let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
         let mut current = self.custom_names.lock().unwrap_or_else(PoisonError::into_inner);
         self.registry.swap_dynamic(tools, &current)?;

@@ -215,7 +215,7 @@ async fn load(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
 /// `.toolgate/state.db`.
 pub fn services(gate: &Arc<Gate>) -> Services {
     let secrets: Option<Arc<dyn SecretSource>> =
-        gate.store.clone().map(|s| Arc::new(StoreSecrets(s)) as Arc<dyn SecretSource>);
+        gate.stores.as_ref().map(|s| Arc::new(StoreSecrets(Arc::clone(&s.secrets))) as Arc<dyn SecretSource>);
     let workspace =
         FsState::new_shared(gate.config().fs.clone()).ok().map(|fs| Arc::new(FsReader(fs)) as Arc<dyn WorkspaceReader>);
     // The gate's fetcher: the web tools' policy (`[web] allow_private`, domain lists, proxy),

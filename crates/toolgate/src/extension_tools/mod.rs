@@ -22,7 +22,7 @@ use toolgate_core::{
 use toolgate_guard::shell::CommandClass;
 use toolgate_mcp::bridge::oauth::{self, SecretVault};
 use toolgate_mcp::bridge::{Bridge, ServerConfig, ServerState, valid_server_name};
-use toolgate_store::Store;
+use toolgate_store::SecretStore;
 
 use crate::config::{Config, ConfigSources};
 use crate::config_edit::{self, ConfigEditError};
@@ -55,8 +55,8 @@ pub(crate) struct Shared {
     /// The MCP bridge, once started.
     /// Weak for the same reason (the bridge holds the registry).
     pub bridge: Weak<OnceLock<Bridge>>,
-    /// The state database (OAuth tokens).
-    pub store: Option<Arc<Store>>,
+    /// The store's secrets (OAuth tokens), when the gate keeps a state database.
+    pub secrets: Option<Arc<dyn SecretStore>>,
     /// The configuration the gate started with.
     pub config: Arc<Config>,
     /// Installed WASM tools that failed to load, with why (the gate's).
@@ -287,7 +287,7 @@ impl ExtensionTool {
             rows.push(json!({"name": def.name, "kind": "custom", "group": "custom", "state": "disabled"}));
         }
         let signed_in = |name: &str| {
-            self.shared.store.as_ref().is_some_and(|s| {
+            self.shared.secrets.as_ref().is_some_and(|s| {
                 oauth::is_logged_in(name, &crate::mcp_vault::StoreVault::new(Arc::clone(s))).unwrap_or(false)
             })
         };
@@ -851,7 +851,7 @@ impl ExtensionTool {
                     "added MCP server `{name}` to {CONFIG_FILE}; its tools will appear as `{}*` once it connects ({APPLY})",
                     server.tool_name(&name, "")
                 );
-                let vault = self.shared.store.as_ref().map(|s| crate::mcp_vault::StoreVault::new(Arc::clone(s)));
+                let vault = self.shared.secrets.as_ref().map(|s| crate::mcp_vault::StoreVault::new(Arc::clone(s)));
                 if forget_tokens
                     && let Some(vault) = vault
                     && oauth::logout(&name, &vault).unwrap_or(false)
@@ -901,12 +901,12 @@ impl ExtensionTool {
             )));
         }
         let command = format!("toolgate mcp login {name}");
-        let Some(store) = &self.shared.store else {
+        let Some(secrets) = &self.shared.secrets else {
             return Err(ToolError::failed(format!(
                 "this gate keeps no state database to store tokens in; a person must run `{command}` in the workspace"
             )));
         };
-        let vault: Arc<dyn SecretVault> = Arc::new(crate::mcp_vault::StoreVault::new(Arc::clone(store)));
+        let vault: Arc<dyn SecretVault> = Arc::new(crate::mcp_vault::StoreVault::new(Arc::clone(secrets)));
         oauth::install_crypto_provider();
         let (tx, rx) = tokio::sync::oneshot::channel::<String>();
         let task_name = name.to_owned();
@@ -1054,7 +1054,7 @@ impl ExtensionTool {
                 config_edit::remove_server(&mut doc, &path, name).map_err(edit_error)?;
                 config_edit::write_document(&path, &doc).map_err(edit_error)?;
                 let mut text = format!("removed the MCP server `{name}` from {CONFIG_FILE}; {APPLY}");
-                let vault = self.shared.store.as_ref().map(|s| crate::mcp_vault::StoreVault::new(Arc::clone(s)));
+                let vault = self.shared.secrets.as_ref().map(|s| crate::mcp_vault::StoreVault::new(Arc::clone(s)));
                 if let Some(vault) = vault
                     && oauth::logout(name, &vault).unwrap_or(false)
                 {

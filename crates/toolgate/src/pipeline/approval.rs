@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_core::{ApprovalRequirement, CallSafety, Identity, ToolError, ToolSpec};
-use toolgate_store::{Grant, Store};
+use toolgate_store::{Grant, GrantStore};
 
 use crate::config::ApprovalMode;
 
@@ -78,7 +78,7 @@ pub(crate) struct ApprovalStage {
     mode: ApprovalMode,
     timeout: Duration,
     approver: Option<Arc<dyn Approver>>,
-    store: Option<Arc<Store>>,
+    store: Option<Arc<dyn GrantStore>>,
     in_memory: Mutex<HashSet<(String, String, String, String)>>,
 }
 
@@ -87,7 +87,7 @@ impl ApprovalStage {
         mode: ApprovalMode,
         timeout: Duration,
         approver: Option<Arc<dyn Approver>>,
-        store: Option<Arc<Store>>,
+        store: Option<Arc<dyn GrantStore>>,
     ) -> Self {
         ApprovalStage { mode, timeout, approver, store, in_memory: Mutex::new(HashSet::new()) }
     }

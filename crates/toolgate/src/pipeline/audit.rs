@@ -8,7 +8,7 @@ use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput};
 use toolgate_guard::leak::LeakDetector;
 use toolgate_guard::output::truncate_middle;
-use toolgate_store::{AuditLog, AuditRecord, STARTED};
+use toolgate_store::{AuditRecord, AuditStore, STARTED};
 
 use crate::pipeline::output::scrub;
 
@@ -83,7 +83,7 @@ pub(crate) fn record(detector: &LeakDetector, rec: CallRecord<'_>) -> AuditRecor
     }
 }
 
-/// What a call that is about to run writes first (see [`AuditLog::record_started`]).
+/// What a call that is about to run writes first (see [`AuditStore::record_started`]).
 pub(crate) struct StartedRecord<'a> {
     pub ctx: &'a CallContext,
     pub tool: &'a str,
@@ -97,7 +97,7 @@ pub(crate) struct StartedRecord<'a> {
 /// Records a call that was decided and is about to run, and waits until the row is written,
 /// for any call that is not read-only: if the process dies while the tool runs, the row stays
 /// (a later start closes it as "interrupted"). Read-only calls keep the single completed row.
-pub(crate) fn started(log: &AuditLog, detector: &LeakDetector, read_only: bool, rec: StartedRecord<'_>) {
+pub(crate) fn started(log: &dyn AuditStore, detector: &LeakDetector, read_only: bool, rec: StartedRecord<'_>) {
     if read_only {
         return;
     }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use toolgate_core::ToolOutput;
 use toolgate_store::memory::rank::{MIN_SIMILARITY, QueryVectors, Vectors, alongside, fuse};
 use toolgate_store::memory::{EmbedError, Embedder};
-use toolgate_store::{Store, embedding_key};
+use toolgate_store::{EmbeddingCache, embedding_key};
 
 use super::{Bm25, Skill, discover};
 
@@ -71,7 +71,7 @@ fn meaning_text(skill: &Skill) -> String {
 #[derive(Debug)]
 pub(crate) struct SkillVectors {
     embedder: Arc<dyn Embedder>,
-    cache: Option<Arc<Store>>,
+    cache: Option<Arc<dyn EmbeddingCache>>,
     queries: QueryVectors,
     state: Mutex<VectorState>,
     /// The model's last failure: for [`RETRY_AFTER`] searches do not ask it again (an endpoint
@@ -93,7 +93,7 @@ struct VectorState {
 }
 
 impl SkillVectors {
-    pub(crate) fn new(embedder: Arc<dyn Embedder>, cache: Option<Arc<Store>>) -> SkillVectors {
+    pub(crate) fn new(embedder: Arc<dyn Embedder>, cache: Option<Arc<dyn EmbeddingCache>>) -> SkillVectors {
         SkillVectors {
             embedder,
             cache,
@@ -315,6 +315,7 @@ pub(super) fn search(
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+    use toolgate_store::Store;
 
     /// Counts the texts it is asked to embed. A stand-in for a model here, where only the
     /// bookkeeping is tested (what is embedded when); `tests/extensions.rs` runs the real one.
@@ -352,7 +353,7 @@ mod tests {
         }
         let model = Arc::new(Counting { dims: 3, ..Counting::default() });
         let db = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(&db.path().join("state.db")).unwrap());
+        let store: Arc<dyn EmbeddingCache> = Arc::new(Store::open(&db.path().join("state.db")).unwrap());
         let vectors = SkillVectors::new(model.clone(), Some(Arc::clone(&store)));
         let out = search(dir.path(), None, "thing", 5, Some(&vectors));
         assert_eq!(out.meta.as_ref().unwrap()["mode"], "hybrid");

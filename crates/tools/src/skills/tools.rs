@@ -12,7 +12,7 @@ use toolgate_core::{
 };
 
 use toolgate_fetch::{Fetcher, Request};
-use toolgate_store::Store;
+use toolgate_store::EmbeddingCache;
 use toolgate_store::memory::Embedder;
 
 use super::archive;
@@ -30,7 +30,11 @@ const MAX_ARCHIVE_BYTES: u64 = 10 * 1024 * 1024;
 /// through `fetcher`, the web tools' SSRF-safe fetcher ([`crate::web::fetcher`]);
 /// `skill_search` also ranks by meaning with `embedder` (the memory tools' model), if any,
 /// keeping the skills' vectors in `cache` (the state database), if any.
-pub fn tools(fetcher: &Fetcher, embedder: Option<Arc<dyn Embedder>>, cache: Option<Arc<Store>>) -> Vec<Arc<dyn Tool>> {
+pub fn tools(
+    fetcher: &Fetcher,
+    embedder: Option<Arc<dyn Embedder>>,
+    cache: Option<Arc<dyn EmbeddingCache>>,
+) -> Vec<Arc<dyn Tool>> {
     let vectors = embedder.map(|e| Arc::new(SkillVectors::new(e, cache)));
     [Kind::List, Kind::Read, Kind::Search, Kind::Install, Kind::Remove]
         .into_iter()

@@ -1,0 +1,36 @@
+//! [`Stores`]: one handle per area, all from one backend.
+
+use std::sync::Arc;
+
+use crate::{CustomToolStore, EmbeddingCache, GrantStore, SecretStore, SessionStore, Store};
+
+/// The state of one database, one trait object per area, for the code that wires families
+/// together (the gate): each family takes the areas it uses, never the backend's type. The audit
+/// log is not here: its writer is opened on its own ([`crate::AuditLog::open`]) when the audit
+/// log is on.
+#[derive(Debug, Clone)]
+pub struct Stores {
+    /// "Allow always" approval grants.
+    pub grants: Arc<dyn GrantStore>,
+    /// Encrypted secrets (OAuth tokens, custom tools' values, WASM manifests).
+    pub secrets: Arc<dyn SecretStore>,
+    /// Agent sessions, their messages, teams and handoff routes.
+    pub sessions: Arc<dyn SessionStore>,
+    /// Stored custom tool definitions.
+    pub custom_tools: Arc<dyn CustomToolStore>,
+    /// Cached embeddings (`skill_search`).
+    pub embeddings: Arc<dyn EmbeddingCache>,
+}
+
+impl Stores {
+    /// Every area in one SQLite database (one connection, shared).
+    pub fn sqlite(store: Arc<Store>) -> Stores {
+        Stores {
+            grants: store.clone(),
+            secrets: store.clone(),
+            sessions: store.clone(),
+            custom_tools: store.clone(),
+            embeddings: store,
+        }
+    }
+}

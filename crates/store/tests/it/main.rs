@@ -1,0 +1,79 @@
+//! The store's contract, checked on every backend through the area traits only.
+//!
+//! Each test runs its checks on a fresh, empty database of every backend [`backends`] lists
+//! (SQLite today). A new backend adds one [`Database`] and one line there, and every test here
+//! runs against it; a new area adds its trait's checks as a module here. What only one backend
+//! has (SQLite's key file, its rows poked with SQL) is tested beside that backend's code.
+#![allow(clippy::unwrap_used)]
+
+mod audit;
+mod custom_tools;
+mod embedding_cache;
+mod grants;
+mod secrets;
+mod sessions;
+
+// Beside the contract, in the same binary: local memory through the public API, and what the
+// SQLite backend's encryption writes to disk.
+mod memory;
+mod sqlite_secrets;
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use toolgate_store::{AuditLog, AuditStore, Store, Stores};
+
+/// A fresh, empty database of one backend.
+pub(crate) trait Database {
+    /// A new connection to it, one handle per area: what another process (or node) would have.
+    fn connect(&self) -> Stores;
+    /// A new audit log over it, with a writer of its own.
+    fn audit(&self) -> Arc<dyn AuditStore>;
+}
+
+/// A backend under test.
+struct Backend {
+    name: &'static str,
+    fresh: fn() -> Box<dyn Database>,
+}
+
+/// Every backend the tests run on.
+fn backends() -> Vec<Backend> {
+    vec![Backend { name: "sqlite", fresh: Sqlite::fresh }]
+}
+
+/// Runs `check` on a fresh database of every backend; a failure says which backend failed.
+pub(crate) fn on_every_backend(check: impl Fn(&dyn Database)) {
+    for backend in backends() {
+        let db = (backend.fresh)();
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| check(&*db))) {
+            eprintln!("(the failure above is on the {} backend)", backend.name);
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// SQLite: a database file in a temporary folder.
+struct Sqlite {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Sqlite {
+    fn fresh() -> Box<dyn Database> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".toolgate/state.db");
+        Box::new(Sqlite { _dir: dir, path })
+    }
+}
+
+impl Database for Sqlite {
+    fn connect(&self) -> Stores {
+        Stores::sqlite(Arc::new(Store::open(&self.path).unwrap()))
+    }
+
+    fn audit(&self) -> Arc<dyn AuditStore> {
+        Arc::new(AuditLog::open(&self.path).unwrap())
+    }
+}

@@ -1,0 +1,275 @@
+//! [`SessionStore`]: agent sessions, their messages, team boards and messages, handoff routes.
+//! (Closing the sessions of a process that died is tested beside the SQLite backend, which
+//! knows how to fake a dead process.)
+
+use toolgate_store::{HandoffRoute, MessageRecord, SessionFilter, SessionRecord, TeamMessage, TeamTask};
+
+use crate::on_every_backend;
+
+fn session(id: &str, created_ms: i64) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        agent: "main".into(),
+        user: "local".into(),
+        kind: "run".into(),
+        status: "running".into(),
+        task: "do it".into(),
+        created_ms,
+        ..SessionRecord::default()
+    }
+}
+
+fn message(role: &str, ts_ms: i64) -> MessageRecord {
+    MessageRecord { role: role.into(), content: role.into(), ts_ms, ..MessageRecord::default() }
+}
+
+#[test]
+fn a_session_keeps_its_messages_usage_and_outcome() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        let s = SessionRecord { label: Some("first".into()), depth: 1, ..session("s1", 10) };
+        store.session_create(&s).unwrap();
+        let got = store.session("s1").unwrap().unwrap();
+        assert_eq!(got, SessionRecord { updated_ms: 10, ..s }, "as created, with zero usage and messages");
+        let seqs: Vec<i64> = ["user", "assistant", "tool"]
+            .iter()
+            .map(|r| store.session_append("s1", &message(r, 12)).unwrap())
+            .collect();
+        assert_eq!(seqs, [1, 2, 3]);
+        let tool = MessageRecord {
+            tool_call_id: Some("c1".into()),
+            tool_name: Some("read".into()),
+            tool_calls: None,
+            is_error: true,
+            ..message("tool", 13)
+        };
+        assert_eq!(store.session_append("s1", &tool).unwrap(), 4);
+        assert_eq!(store.session_append("s2", &message("user", 13)).unwrap(), 1, "numbered per session");
+        store.session_add_usage("s1", 100, 20, 0.5, 13).unwrap();
+        store.session_add_usage("s1", 1, 2, 0.25, 14).unwrap();
+        store.session_finish("s1", "done", Some("ok"), None, 15).unwrap();
+        let got = store.session("s1").unwrap().unwrap();
+        assert_eq!((got.input_tokens, got.output_tokens, got.message_count), (101, 22, 4));
+        assert!((got.cost_usd - 0.75).abs() < 1e-9, "{}", got.cost_usd);
+        assert_eq!((got.status.as_str(), got.result.as_deref(), got.updated_ms), ("done", Some("ok"), 15));
+        let all = store.session_messages("s1", 0).unwrap();
+        assert_eq!(all.iter().map(|m| m.role.as_str()).collect::<Vec<_>>(), ["user", "assistant", "tool", "tool"]);
+        assert_eq!(all[3], MessageRecord { seq: 4, ..tool });
+        let last = store.session_messages("s1", 2).unwrap();
+        assert_eq!(last.iter().map(|m| m.seq).collect::<Vec<_>>(), [3, 4], "the last ones, in order");
+        // A later finish without a result keeps the result; the error is replaced.
+        store.session_finish("s1", "failed", None, Some("boom"), 16).unwrap();
+        let got = store.session("s1").unwrap().unwrap();
+        assert_eq!(
+            (got.status.as_str(), got.result.as_deref(), got.error.as_deref()),
+            ("failed", Some("ok"), Some("boom"))
+        );
+        assert!(store.session("nope").unwrap().is_none());
+        assert!(store.session_messages("nope", 0).unwrap().is_empty());
+    });
+}
+
+#[test]
+fn sessions_are_filtered_and_listed_newest_first() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        store.session_create(&session("s1", 10)).unwrap();
+        store
+            .session_create(&SessionRecord {
+                parent: Some("s1".into()),
+                kind: "subagent".into(),
+                agent: "helper".into(),
+                ..session("s2", 11)
+            })
+            .unwrap();
+        store.session_create(&SessionRecord { user: "bob".into(), ..session("s3", 12) }).unwrap();
+        store.session_finish("s3", "done", Some("ok"), None, 13).unwrap();
+        let ids =
+            |f: SessionFilter<'_>| -> Vec<String> { store.sessions(&f).unwrap().into_iter().map(|s| s.id).collect() };
+        assert_eq!(ids(SessionFilter::default()), ["s3", "s2", "s1"], "limit 0: all, newest first");
+        assert_eq!(ids(SessionFilter { limit: 2, ..Default::default() }), ["s3", "s2"]);
+        assert_eq!(ids(SessionFilter { parent: Some("s1"), ..Default::default() }), ["s2"]);
+        assert_eq!(ids(SessionFilter { agent: Some("helper"), ..Default::default() }), ["s2"]);
+        assert_eq!(ids(SessionFilter { kind: Some("run"), ..Default::default() }), ["s3", "s1"]);
+        assert_eq!(ids(SessionFilter { user: Some("bob"), ..Default::default() }), ["s3"]);
+        assert_eq!(ids(SessionFilter { status: Some("running"), ..Default::default() }), ["s2", "s1"]);
+        assert_eq!(ids(SessionFilter { status: Some("running"), agent: Some("main"), ..Default::default() }), ["s1"]);
+    });
+}
+
+#[test]
+fn finished_idle_sessions_are_archived_and_live_ones_are_not_orphans() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        store.session_create(&session("s1", 10)).unwrap();
+        store.session_create(&session("s2", 11)).unwrap();
+        store.session_create(&session("s3", 12)).unwrap();
+        store.session_finish("s1", "done", Some("ok"), None, 15).unwrap();
+        store.session_finish("s3", "stopped", None, None, 500).unwrap();
+        assert_eq!(store.sessions_archive_idle(100).unwrap(), 1, "only the finished one idle since before 100");
+        assert_eq!(store.session("s1").unwrap().unwrap().status, "archived");
+        assert_eq!(store.session("s3").unwrap().unwrap().status, "stopped");
+        // s2 is run by this live process: not an orphan, even seen from another connection.
+        assert_eq!(db.connect().sessions.sessions_fail_orphans(200).unwrap(), 0);
+        assert_eq!(store.session("s2").unwrap().unwrap().status, "running");
+    });
+}
+
+fn task(subject: &str, priority: i64, blocked_by: Vec<i64>) -> TeamTask {
+    TeamTask {
+        team: "t".into(),
+        subject: subject.into(),
+        description: format!("details of {subject}"),
+        priority,
+        blocked_by,
+        created_ms: 1,
+        ..TeamTask::default()
+    }
+}
+
+#[test]
+fn team_tasks_are_claimed_once_and_completing_one_unblocks_others() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        let a = store.team_task_create(&task("a", 0, vec![])).unwrap();
+        let b = store.team_task_create(&task("b", 0, vec![a.id])).unwrap();
+        assert_eq!((a.status.as_str(), b.status.as_str()), ("pending", "blocked"));
+        assert_eq!((b.team.as_str(), b.subject.as_str(), b.blocked_by.as_slice()), ("t", "b", &[a.id][..]));
+        assert!(store.team_task_claim("t", b.id, "x").unwrap().is_none(), "a blocked task cannot be claimed");
+        assert!(store.team_task_claim("other team", a.id, "x").unwrap().is_none(), "another team's id");
+        // Many claimers, each on its own connection: exactly one wins.
+        let winners: Vec<String> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..16)
+                .map(|i| {
+                    let sessions = db.connect().sessions;
+                    scope.spawn(move || {
+                        let me = format!("agent{i}");
+                        sessions.team_task_claim("t", a.id, &me).unwrap().map(|t| (t, me))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().unwrap())
+                .map(|(t, me)| {
+                    assert_eq!((t.status.as_str(), t.owner.as_deref()), ("claimed", Some(me.as_str())));
+                    me
+                })
+                .collect()
+        });
+        assert_eq!(winners.len(), 1, "{winners:?}");
+        let owner = &winners[0];
+        assert!(store.team_task_claim("t", a.id, "late").unwrap().is_none(), "claimed already");
+        assert!(store.team_task_complete("t", a.id, "someone-else", "x").unwrap().is_none());
+        let done = store.team_task_complete("t", a.id, owner, "all done").unwrap().unwrap();
+        assert_eq!((done.status.as_str(), done.result.as_deref()), ("done", Some("all done")));
+        assert!(store.team_task_complete("t", a.id, owner, "again").unwrap().is_none(), "done already");
+        let tasks = store.team_tasks("t", Some("B")).unwrap();
+        assert_eq!(tasks.iter().map(|t| t.subject.as_str()).collect::<Vec<_>>(), ["b"], "search ignores case");
+        assert_eq!(tasks[0].status, "pending", "b unblocked");
+    });
+}
+
+#[test]
+fn a_task_waits_for_every_task_it_is_blocked_by() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        let a = store.team_task_create(&task("a", 0, vec![])).unwrap();
+        let b = store.team_task_create(&task("b", 0, vec![])).unwrap();
+        let c = store.team_task_create(&task("c", 0, vec![a.id, b.id])).unwrap();
+        assert_eq!(c.status, "blocked");
+        store.team_task_claim("t", a.id, "x").unwrap().unwrap();
+        store.team_task_complete("t", a.id, "x", "").unwrap().unwrap();
+        assert_eq!(store.team_tasks("t", Some("details of c")).unwrap()[0].status, "blocked", "b is not done");
+        store.team_task_claim("t", b.id, "y").unwrap().unwrap();
+        store.team_task_complete("t", b.id, "y", "").unwrap().unwrap();
+        assert_eq!(store.team_tasks("t", Some("details of c")).unwrap()[0].status, "pending");
+        // Blocked only by done tasks: pending from the start.
+        assert_eq!(store.team_task_create(&task("d", 0, vec![a.id])).unwrap().status, "pending");
+    });
+}
+
+#[test]
+fn team_tasks_are_listed_by_priority_then_age() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        for (subject, priority) in [("low", 0), ("high", 5), ("low too", 0), ("mid", 2)] {
+            store.team_task_create(&task(subject, priority, vec![])).unwrap();
+        }
+        store.team_task_create(&TeamTask { team: "other".into(), ..task("elsewhere", 9, vec![]) }).unwrap();
+        let subjects: Vec<String> = store.team_tasks("t", None).unwrap().into_iter().map(|t| t.subject).collect();
+        assert_eq!(subjects, ["high", "mid", "low", "low too"]);
+        assert!(store.team_tasks("t", Some("nothing like it")).unwrap().is_empty());
+        assert!(store.team_tasks("nobody", None).unwrap().is_empty());
+    });
+}
+
+#[test]
+fn team_messages_reach_their_readers_newest_kept_and_page_forward() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        let send = |from: &str, to: Option<&str>, content: &str| {
+            store
+                .team_message_send(&TeamMessage {
+                    team: "t".into(),
+                    from: from.into(),
+                    to: to.map(Into::into),
+                    content: content.into(),
+                    ts_ms: 1,
+                    ..TeamMessage::default()
+                })
+                .unwrap()
+        };
+        let first = send("x", None, "hi all");
+        let private = send("x", Some("y"), "for y");
+        assert!(private > first, "ids increase");
+        send("z", Some("x"), "for x");
+        let read = |reader: &str| -> Vec<String> {
+            store.team_messages("t", reader, None).unwrap().into_iter().map(|m| m.content).collect()
+        };
+        assert_eq!(read("y"), ["hi all", "for y"]);
+        assert_eq!(read("x"), ["hi all", "for y", "for x"], "what it sent and what was sent to it");
+        assert_eq!(read("w"), ["hi all"]);
+        let got = &store.team_messages("t", "y", None).unwrap()[1];
+        assert_eq!((got.id, got.from.as_str(), got.to.as_deref(), got.team.as_str()), (private, "x", Some("y"), "t"));
+        assert!(store.team_messages("other", "y", None).unwrap().is_empty());
+        for i in 0..250 {
+            send("x", None, &format!("m{i}"));
+        }
+        let newest = store.team_messages("t", "y", None).unwrap();
+        assert_eq!(newest.len(), 200);
+        assert_eq!(newest.last().unwrap().content, "m249", "the newest message is never cut off");
+        assert!(newest.windows(2).all(|w| w[0].id < w[1].id), "oldest first");
+        let page = store.team_messages("t", "y", Some(0)).unwrap();
+        assert_eq!((page[0].content.as_str(), page.len()), ("hi all", 200));
+        let next = store.team_messages("t", "y", Some(page.last().unwrap().id)).unwrap();
+        assert_eq!(next.len(), 52, "paging forward from the last id read");
+        assert_eq!(next.last().unwrap().content, "m249");
+    });
+}
+
+#[test]
+fn a_handoff_route_is_set_replaced_found_both_ways_and_cleared() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        let route = HandoffRoute {
+            conversation: "s1".into(),
+            user: "u".into(),
+            from_agent: "a".into(),
+            to_agent: "b".into(),
+            to_session: "s2".into(),
+            reason: "billing".into(),
+            created_ms: 1,
+        };
+        store.handoff_set(&route).unwrap();
+        assert_eq!(store.handoff_route("s1").unwrap().as_ref(), Some(&route));
+        assert_eq!(store.handoff_to("s2").unwrap().map(|r| r.conversation), Some("s1".into()));
+        store.handoff_set(&HandoffRoute { to_agent: "c".into(), to_session: "s3".into(), ..route.clone() }).unwrap();
+        assert_eq!(store.handoff_route("s1").unwrap().map(|r| r.to_session), Some("s3".into()), "replaced");
+        assert!(store.handoff_to("s2").unwrap().is_none());
+        assert_eq!(db.connect().sessions.handoff_to("s3").unwrap().map(|r| r.to_agent), Some("c".into()));
+        assert!(store.handoff_clear("s1").unwrap());
+        assert!(store.handoff_route("s1").unwrap().is_none());
+        assert!(!store.handoff_clear("s1").unwrap());
+    });
+}
