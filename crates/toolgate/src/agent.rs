@@ -54,13 +54,13 @@ impl ToolCaller for Gate {
 impl Gate {
     /// The agent runtime, when `[agents]` are configured.
     pub fn agents(&self) -> Option<&Arc<Runtime>> {
-        self.agents.as_ref()
+        self.services().agents.as_ref()
     }
 
     /// Connects the agent runtime to this gate (a `Weak`, so no cycle). Call it once the gate is
     /// in an `Arc`; the agent tools answer "not connected" until then.
     pub fn bind_agents(self: &Arc<Self>) {
-        if let Some(rt) = &self.agents {
+        if let Some(rt) = &self.services().agents {
             let weak: Weak<dyn ToolCaller> = Arc::downgrade(self) as Weak<dyn ToolCaller>;
             rt.bind(weak);
         }

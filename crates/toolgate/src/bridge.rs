@@ -97,7 +97,7 @@ impl Gate {
     ///
     /// Call it inside a Tokio runtime; outside one, every server is reported unavailable.
     pub fn start_mcp(&self) {
-        self.mcp.wanted.store(true, std::sync::atomic::Ordering::Release);
+        self.mcp_bridge().wanted.store(true, std::sync::atomic::Ordering::Release);
         self.start_bridge(&self.config().mcp);
     }
 
@@ -106,13 +106,13 @@ impl Gate {
         if config.servers.values().all(|s| !s.enabled) {
             return;
         }
-        let mcp = &self.mcp;
+        let mcp = self.mcp_bridge();
         mcp.bridge.get_or_init(|| {
             let mut options = BridgeOptions::new(self.workspace()).timings(mcp.timings());
             if let Some(vault) = &mcp.vault {
                 options = options.vault(Arc::clone(vault));
             }
-            Bridge::start(config, Arc::clone(&self.registry), options)
+            Bridge::start(config, Arc::clone(&self.services().registry), options)
         });
     }
 
@@ -120,7 +120,7 @@ impl Gate {
     /// has finished (their tools are registered), at most `timeout`. Returns whether all had.
     pub async fn connect_mcp(&self, timeout: Duration) -> bool {
         self.start_mcp();
-        match self.mcp.bridge.get() {
+        match self.mcp_bridge().bridge.get() {
             Some(bridge) => bridge.wait_started(timeout).await,
             None => true,
         }
@@ -132,10 +132,10 @@ impl Gate {
     /// [`Bridge::update`]). Returns the servers stopped and started; nothing when MCP was never
     /// started (a one-shot `toolgate call`).
     pub fn reload_mcp(&self, config: &McpConfig) -> (Vec<String>, Vec<String>) {
-        if !self.mcp.wanted.load(std::sync::atomic::Ordering::Acquire) {
+        if !self.mcp_bridge().wanted.load(std::sync::atomic::Ordering::Acquire) {
             return (Vec::new(), Vec::new());
         }
-        match self.mcp.bridge.get() {
+        match self.mcp_bridge().bridge.get() {
             Some(bridge) => bridge.update(config),
             None => {
                 self.start_bridge(config);
@@ -147,6 +147,6 @@ impl Gate {
 
     /// Where each bridged MCP server stands (empty until [`start_mcp`](Self::start_mcp)).
     pub fn mcp_status(&self) -> Vec<ServerStatus> {
-        self.mcp.bridge.get().map(Bridge::status).unwrap_or_default()
+        self.mcp_bridge().bridge.get().map(Bridge::status).unwrap_or_default()
     }
 }

@@ -16,10 +16,10 @@ use toolgate_guard::leak::LeakDetector;
 use toolgate_mcp::bridge::oauth::SecretVault;
 use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, AuditStore, Store, StoreError, Stores};
-use toolgate_tools::custom::{NoSecrets, SecretSource};
 
 use crate::bridge::{BridgeTimings, McpBridge};
 use crate::config::Config;
+use crate::family::{self, Family};
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::audit::{CallRecord, StartedRecord, audit_params, redact_params};
 use crate::pipeline::cache::ResultCache;
@@ -29,6 +29,7 @@ use crate::pipeline::loop_breaker::LoopBreaker;
 use crate::pipeline::policy::{PolicyStage, apply_verdict};
 use crate::pipeline::rate::RateLimiter;
 use crate::pipeline::{execute, output, resolve, validate};
+use crate::services::Services;
 
 /// Why a gate could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +107,7 @@ pub struct GateBuilder {
     tools: Vec<Arc<dyn Tool>>,
     approver: Option<Arc<dyn Approver>>,
     hooks: Vec<Arc<dyn Hook>>,
+    families: Vec<Arc<dyn Family>>,
     audit: AuditTarget,
     mcp_timings: Option<BridgeTimings>,
 }
@@ -132,6 +134,14 @@ impl GateBuilder {
     /// Sets the channel that asks a person for approvals.
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
+        self
+    }
+
+    /// Adds a tool family of your own (its tools, and for `toolgate serve`-like programs its
+    /// routes and background tasks: [`Gate::routes`], [`Gate::start_tasks`]). Its tools cannot
+    /// take a built-in tool's name.
+    pub fn family(mut self, family: Arc<dyn Family>) -> Self {
+        self.families.push(family);
         self
     }
 
@@ -186,41 +196,48 @@ impl GateBuilder {
         // One embedder (a local model is loaded once, on first use) for memory and skill search.
         let embedder = crate::memory::embedder(&self.config.memory);
         let memory = crate::memory::open(&self.config, &workspace, state_db.as_deref(), embedder.clone())?;
-        // One fetcher for everything that touches the network (its HTTP client is built on the
-        // first request).
-        let fetcher = toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?;
-        let detector = Arc::new(LeakDetector::new().from_env());
-        // One process runner (sandboxes, background process table) for `exec` and friends and
-        // for the custom and skill tools.
-        let runner = toolgate_tools::runtime::ProcessRunner::new(self.config.runtime.clone())?;
-        // Shared from the start: the extension tools list what it holds.
-        let registry = Arc::new(Registry::new());
-        if self.builtins {
-            for tool in toolgate_tools::basic::tools() {
+        let vault = stores
+            .as_ref()
+            .map(|s| Arc::new(crate::mcp_vault::StoreVault::new(Arc::clone(&s.secrets))) as Arc<dyn SecretVault>);
+        let mcp = McpBridge::new(vault, self.mcp_timings);
+        let services = Services {
+            // One fetcher for everything that touches the network (its HTTP client is built on
+            // the first request).
+            fetcher: toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?,
+            // One process runner (sandboxes, background process table) for `exec` and friends
+            // and for the custom and skill tools.
+            runner: toolgate_tools::runtime::ProcessRunner::new(self.config.runtime.clone())?,
+            detector: Arc::new(LeakDetector::new().from_env()),
+            agents: crate::agent::build_runtime(
+                &self.config,
+                stores.as_ref().map(|s| Arc::clone(&s.sessions)),
+                &workspace,
+            ),
+            // Shared from the start: the extension tools list what it holds.
+            registry: Arc::new(Registry::new()),
+            workspace: workspace.clone(),
+            config: Arc::new(self.config.clone()),
+            stores,
+            embedder,
+            memory,
+            bridge: Arc::downgrade(&mcp.handle()),
+            wasm_failed: Arc::default(),
+            wasm_gate: Arc::default(),
+        };
+        let registry = Arc::clone(&services.registry);
+        // The family table (`family::builtin`), then the embedder's families and tools.
+        let mut families: Vec<Arc<dyn Family>> = if self.builtins { family::builtin() } else { Vec::new() };
+        for family in &families {
+            for tool in family.tools(&services)? {
                 registry.register_builtin(tool)?;
             }
-            let fs = toolgate_tools::fs::tools_observed(self.config.fs.clone(), crate::memory::interceptor(&memory))
-                .map_err(|e| GateError::Fs(e.to_string()))?;
-            for tool in fs {
-                registry.register_builtin(tool)?;
-            }
-            for tool in toolgate_tools::runtime::tools(&runner) {
-                registry.register_builtin(tool)?;
-            }
-            for tool in toolgate_tools::skills::tools(
-                &fetcher,
-                embedder.clone(),
-                stores.as_ref().map(|s| Arc::clone(&s.embeddings)),
-            ) {
-                registry.register_builtin(tool)?;
-            }
-            for tool in memory.iter().flat_map(|m| toolgate_tools::memory::tools(m.store.clone())) {
-                registry.register_builtin(tool)?;
-            }
-            // A toolgate killed with SIGKILL leaves its sandbox's temporary folder: remove those
-            // of dead processes (one read of the temporary directory).
-            toolgate_tools::runtime::Sandbox::sweep_stale_temp_dirs();
         }
+        for family in &self.families {
+            for tool in family.tools(&services)? {
+                registry.register_dynamic(tool)?;
+            }
+        }
+        families.extend(self.families);
         for tool in self.tools {
             registry.register_dynamic(tool)?;
         }
@@ -228,44 +245,9 @@ impl GateBuilder {
             (Some(db), true) => Some(Arc::new(AuditLog::open(db)?) as Arc<dyn AuditStore>),
             _ => None,
         };
-        if self.builtins {
-            // Search API keys: the environment first, then the store's secrets.
-            let secrets: Arc<dyn SecretSource> = match &stores {
-                Some(s) => Arc::new(crate::extensions::StoreSecrets(Arc::clone(&s.secrets))),
-                None => Arc::new(NoSecrets),
-            };
-            for tool in toolgate_tools::web::tools(&self.config.web, &fetcher, Arc::clone(&detector), secrets) {
-                registry.register_builtin(tool)?;
-            }
-        }
-        let vault = stores
-            .as_ref()
-            .map(|s| Arc::new(crate::mcp_vault::StoreVault::new(Arc::clone(&s.secrets))) as Arc<dyn SecretVault>);
-        let agents =
-            crate::agent::build_runtime(&self.config, stores.as_ref().map(|s| Arc::clone(&s.sessions)), &workspace);
-        for tool in agents.iter().flat_map(toolgate_agent::tools) {
-            registry.register_builtin(tool)?;
-        }
-        let mcp = McpBridge::new(vault, self.mcp_timings);
-        let wasm_failed = Arc::default();
-        let this: Arc<std::sync::OnceLock<std::sync::Weak<Gate>>> = Arc::default();
-        if self.builtins {
-            let shared = crate::extension_tools::Shared {
-                workspace: workspace.clone(),
-                registry: Arc::downgrade(&registry),
-                bridge: Arc::downgrade(&mcp.handle()),
-                secrets: stores.as_ref().map(|s| Arc::clone(&s.secrets)),
-                config: Arc::new(self.config.clone()),
-                wasm_failed: Arc::clone(&wasm_failed),
-                gate: Arc::clone(&this),
-            };
-            for tool in crate::extension_tools::tools(&shared) {
-                registry.register_builtin(tool)?;
-            }
-        }
         let config = self.config;
         let mut custom_names = Vec::new();
-        for tool in crate::extensions::custom_tools(&workspace, &config, stores.as_ref(), &runner)? {
+        for tool in crate::extensions::custom_tools(&workspace, &config, services.stores.as_ref(), &services.runner)? {
             custom_names.push(tool.spec().name.clone());
             registry.register_dynamic(tool)?;
         }
@@ -276,7 +258,6 @@ impl GateBuilder {
             tracing::warn!("policy: {warning}");
         }
         Ok(Gate {
-            registry,
             workspace: Arc::from(workspace.into_boxed_path()),
             policy,
             rate: RateLimiter::new(config.rate_limits.clone()).map_err(GateError::RateLimits)?,
@@ -285,7 +266,7 @@ impl GateBuilder {
                 config.approval.mode,
                 std::time::Duration::from_secs(config.approval.timeout_secs),
                 self.approver,
-                stores.as_ref().map(|s| Arc::clone(&s.grants)),
+                services.stores.as_ref().map(|s| Arc::clone(&s.grants)),
             ),
             hooks: {
                 let mut hooks = CommandHook::compile(&config.hooks).map_err(GateError::Hooks)?;
@@ -296,20 +277,14 @@ impl GateBuilder {
             shutdown: CancellationToken::new(),
             id_prefix: toolgate_guard::random::hex_id(6),
             next_id: AtomicU64::new(1),
-            detector,
             mcp,
-            agents,
             cache: ResultCache::new(config.cache.clone()),
             loops: LoopBreaker::new(config.loop_breaker.clone()),
             skills: crate::pipeline::skill_scope::SkillScope::default(),
             config,
-            stores,
-            fetcher,
-            runner,
             custom_names: std::sync::Mutex::new(custom_names),
-            wasm_failed,
-            this,
-            memory: memory.map(|m| m.store),
+            services,
+            families,
         })
     }
 }
@@ -319,10 +294,9 @@ impl GateBuilder {
 /// Cheap to share: wrap it in an `Arc` and call it from many tasks.
 #[derive(Debug)]
 pub struct Gate {
-    pub(crate) registry: Arc<Registry>,
     workspace: Arc<Path>,
     config: Config,
-    pub(crate) policy: PolicyStage,
+    policy: PolicyStage,
     rate: RateLimiter,
     limits: ConcurrencyLimits,
     approval: ApprovalStage,
@@ -332,36 +306,21 @@ pub struct Gate {
     shutdown: CancellationToken,
     id_prefix: String,
     next_id: AtomicU64,
-    /// Finds credentials in output, audit records and approval requests.
-    pub(crate) detector: Arc<LeakDetector>,
     /// The MCP client bridge (`[mcp.servers]`), started by [`Gate::start_mcp`].
-    pub(crate) mcp: McpBridge,
-    /// The agent runtime (`[agents]`), bound to this gate by [`Gate::bind_agents`].
-    pub(crate) agents: Option<Arc<toolgate_agent::Runtime>>,
+    mcp: McpBridge,
     /// Results of read-only tools (`[cache]`).
     cache: ResultCache,
     /// Refuses a call repeated too many times in a row (`[loop_breaker]`).
     loops: LoopBreaker,
     /// Limits a caller that follows a skill to its `allowed-tools`.
     skills: crate::pipeline::skill_scope::SkillScope,
-    /// The state database's areas, when the gate keeps one (custom tools and their secrets on
-    /// reload, WASM tools' secrets).
-    pub(crate) stores: Option<Stores>,
-    /// The SSRF-safe fetcher of `[web]`, shared by the web tools, `skill_install` and WASM
-    /// tools' `http`.
-    pub(crate) fetcher: toolgate_fetch::Fetcher,
-    /// The process runner of `exec`, `process`, `execute_code` and the custom and skill tools.
-    pub(crate) runner: toolgate_tools::runtime::ProcessRunner,
     /// The custom and skill tools in the registry, replaced by [`Gate::reload`].
-    pub(crate) custom_names: std::sync::Mutex<Vec<String>>,
-    /// The memory tools' store (`[memory]`), for `serve`'s note watcher.
-    memory: Option<Arc<dyn toolgate_store::memory::MemoryStore>>,
-    /// Installed WASM tools the last [`crate::wasm::load_tools`] could not load, with why
-    /// (`tool_list` shows them).
-    pub(crate) wasm_failed: Arc<std::sync::Mutex<Vec<(String, String)>>>,
-    /// This gate, once [`crate::wasm::load_tools`] had it in an `Arc` (`tool_install` loads
-    /// the WASM tools it installs with it).
-    pub(crate) this: Arc<std::sync::OnceLock<std::sync::Weak<Gate>>>,
+    custom_names: std::sync::Mutex<Vec<String>>,
+    /// What the families were built from (registry, store areas, fetcher, runner, ...).
+    services: Services,
+    /// The families whose tools are registered (routes and tasks: [`Gate::routes`],
+    /// [`Gate::start_tasks`]).
+    families: Vec<Arc<dyn Family>>,
 }
 
 impl Gate {
@@ -374,6 +333,7 @@ impl Gate {
             tools: Vec::new(),
             approver: None,
             hooks: Vec::new(),
+            families: Vec::new(),
             audit: AuditTarget::Workspace,
             mcp_timings: None,
         }
@@ -397,12 +357,49 @@ impl Gate {
     /// The memory tools' store, when `[memory]` is enabled (`serve` re-indexes notes edited on
     /// disk through it).
     pub fn memory(&self) -> Option<&Arc<dyn toolgate_store::memory::MemoryStore>> {
-        self.memory.as_ref()
+        self.services.memory_store()
+    }
+
+    /// The shared pieces the tool families were built from.
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// The families whose tools this gate registered, built-in ones first.
+    pub fn families(&self) -> &[Arc<dyn Family>] {
+        &self.families
+    }
+
+    /// Every family's JSON endpoints, by family name: `toolgate serve --http` mounts each under
+    /// `/api/NAME/`.
+    pub fn routes(&self) -> Vec<(&'static str, Arc<dyn family::ApiHandler>)> {
+        self.families.iter().filter_map(|f| f.routes(&self.services).map(|r| (f.name(), r))).collect()
+    }
+
+    /// Spawns every family's background tasks on the current Tokio runtime; each ends when
+    /// `shutdown` is cancelled (a long-lived `toolgate serve` calls this once).
+    pub fn start_tasks(&self, shutdown: &CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+        self.families.iter().flat_map(|f| f.tasks(&self.services, shutdown)).map(tokio::spawn).collect()
+    }
+
+    /// The MCP client bridge (`bridge.rs`).
+    pub(crate) fn mcp_bridge(&self) -> &McpBridge {
+        &self.mcp
+    }
+
+    /// The policy stage, replaced by [`Gate::reload`].
+    pub(crate) fn policy_stage(&self) -> &PolicyStage {
+        &self.policy
+    }
+
+    /// The custom and skill tools registered now, replaced by [`Gate::reload`].
+    pub(crate) fn custom_names(&self) -> &std::sync::Mutex<Vec<String>> {
+        &self.custom_names
     }
 
     /// The registry, for adding or removing dynamic tools at run time.
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        &self.services.registry
     }
 
     /// A call context for this workspace with the configured identity and provider.
@@ -419,7 +416,8 @@ impl Gate {
 
     /// The tools `ctx`'s caller may see, sorted by name.
     pub fn visible_tools(&self, ctx: &CallContext) -> Vec<ToolSpec> {
-        self.registry
+        self.services
+            .registry
             .all()
             .into_iter()
             .map(|t| t.tool.spec().clone())
@@ -430,7 +428,7 @@ impl Gate {
     /// Why a tool is or is not visible to `ctx`'s caller and, given parameters, what policy
     /// decides about that call — each with the trace of every step.
     pub fn explain(&self, ctx: &CallContext, tool: &str, params: Option<Value>) -> Result<String, ToolError> {
-        let found = resolve::resolve(&self.registry, tool)?;
+        let found = resolve::resolve(&self.services.registry, tool)?;
         let spec = found.tool.spec();
         let mut out = String::new();
         if self.policy.policy().profile().is_none() {
@@ -453,16 +451,14 @@ impl Gate {
 
     /// Policy warnings found when the gate was built (unknown tool names in allow lists, ...).
     pub fn policy_warnings(&self) -> Vec<String> {
-        let specs: Vec<ToolSpec> = self.registry.all().iter().map(|t| t.tool.spec().clone()).collect();
+        let specs: Vec<ToolSpec> = self.services.registry.all().iter().map(|t| t.tool.spec().clone()).collect();
         let refs: Vec<ToolRef<'_>> = specs.iter().map(ToolRef::from).collect();
         let policy = self.policy.policy();
         policy.warnings().iter().cloned().chain(policy.known_tools(&refs)).map(|w| w.to_string()).collect()
     }
 
-    /// Runs one tool call through the whole pipeline:
-    ///
-    /// resolve → policy → validate → rate and concurrency limits → pre-hooks → approval → execute (deadline,
-    /// cancellation) → output (truncate, wrap) → post-hooks → audit.
+    /// Runs one tool call through the whole pipeline, its sixteen stages in the order
+    /// `pipeline/mod.rs` lists (resolve first, audit last).
     ///
     /// Every outcome, success or error, is recorded in the audit log. Errors are written for
     /// the model to act on.
@@ -484,7 +480,7 @@ impl Gate {
         if let Some(audit) = &self.audit {
             let trace: Vec<&str> = trace.iter().map(String::as_str).collect();
             audit.record(crate::pipeline::audit::record(
-                &self.detector,
+                &self.services.detector,
                 CallRecord {
                     ctx: &ctx,
                     started,
@@ -508,10 +504,10 @@ impl Gate {
         trace: &mut Vec<String>,
         audited: &mut Audited,
     ) -> Result<ToolOutput, ToolError> {
-        let tool = match resolve::resolve(&self.registry, name) {
+        let tool = match resolve::resolve(&self.services.registry, name) {
             Ok(tool) => tool,
             // A bridged server's tool: its server may still be connecting, or be down.
-            Err(e) => match self.mcp.resolve_missing(&self.registry, name).await {
+            Err(e) => match self.mcp.resolve_missing(&self.services.registry, name).await {
                 Some(Ok(tool)) => tool,
                 found => {
                     audited.params = self.audit_text(&params, &[]);
@@ -576,8 +572,8 @@ impl Gate {
             .check(spec, &safety, &params, |reason| ApprovalRequest {
                 id: ctx.call_id.clone(),
                 tool: spec.name.clone(),
-                params: scrub_json(&redacted, &self.detector),
-                subject: safety.approval_subject.as_deref().map(|s| output::scrub(s, &self.detector)),
+                params: scrub_json(&redacted, &self.services.detector),
+                subject: safety.approval_subject.as_deref().map(|s| output::scrub(s, &self.services.detector)),
                 reason,
                 identity: ctx.identity.clone(),
             })
@@ -587,7 +583,7 @@ impl Gate {
             let read_only = spec.annotations.read_only || safety.read_only;
             let subject = safety.approval_subject.as_deref();
             let rec = StartedRecord { ctx, tool: &spec.name, params: &audited.params, trace, subject };
-            crate::pipeline::audit::started(log.as_ref(), &self.detector, read_only, rec);
+            crate::pipeline::audit::started(log.as_ref(), &self.services.detector, read_only, rec);
         }
         // The tool sees the subject that was approved (or decided on without asking), never one
         // the caller's context brought along (a parent call's, a library caller's).
@@ -595,12 +591,11 @@ impl Gate {
         let ctx = &*ctx;
         let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
-        let out = self
-            .cache
-            .around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout))
-            .await
-            .map_err(|e| output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.detector))?;
-        let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.detector)?;
+        let out =
+            self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout)).await.map_err(
+                |e| output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector),
+            )?;
+        let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.services.detector)?;
         if report.truncated {
             trace.push("output: cut to its head and tail".to_owned());
         }
@@ -619,7 +614,7 @@ impl Gate {
     pub fn shutdown(&self) {
         self.shutdown.cancel();
         self.mcp.shutdown();
-        if let Some(agents) = &self.agents {
+        if let Some(agents) = &self.services.agents {
             agents.shutdown();
         }
         if let Some(audit) = &self.audit {
@@ -648,7 +643,7 @@ impl Gate {
         let tool: String = name.chars().take(100).collect();
         let result = Err(error.clone());
         audit.record(crate::pipeline::audit::record(
-            &self.detector,
+            &self.services.detector,
             CallRecord {
                 ctx: &ctx,
                 started: SystemTime::now(),
@@ -666,7 +661,7 @@ impl Gate {
         if self.audit.is_none() {
             return String::new();
         }
-        audit_params(params, sensitive, &self.detector)
+        audit_params(params, sensitive, &self.services.detector)
     }
 
     /// Waits until every call made so far is in the audit log.

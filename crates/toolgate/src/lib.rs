@@ -1,10 +1,10 @@
 //! toolgate: the layer between an LLM's tool calls and the world.
 //!
 //! Build a [`Gate`] over a workspace, hand it every tool call the model makes, and it runs the
-//! call through one pipeline: resolve the name → policy → validate parameters → concurrency
-//! limits → approval → hooks → execute with a deadline → shape the output (truncate, wrap
-//! untrusted text) → audit. Errors come back as [`ToolError`](core::ToolError)s written for the
-//! model to act on.
+//! call through one pipeline, from resolving the name to the audit row (the stages and their
+//! order: `pipeline/mod.rs`). Errors come back as [`ToolError`](core::ToolError)s written for
+//! the model to act on. Tools come in families ([`Family`]), built from one set of shared
+//! [`Services`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -46,18 +46,22 @@ pub mod config_edit;
 pub mod embeddings;
 mod extension_tools;
 pub mod extensions;
+pub mod family;
 mod gate;
 pub mod mcp;
 pub mod mcp_vault;
 pub mod memory;
 mod pipeline;
 pub mod reload;
+mod services;
 pub mod wasm;
 mod wasm_http;
 
+pub use family::Family;
 pub use gate::{Gate, GateBuilder, GateError};
 pub use pipeline::approval::{ApprovalAnswer, ApprovalRequest, Approver};
 pub use pipeline::hooks::{Hook, HookVerdict};
+pub use services::Services;
 
 pub use toolgate_core as core;
 pub use toolgate_guard as guard;

@@ -79,8 +79,3 @@ pub fn embedder(config: &MemoryConfig) -> Option<Arc<dyn Embedder>> {
         }),
     }
 }
-
-/// The file tools' observer for `memory`.
-pub(crate) fn interceptor(memory: &Option<Memory>) -> Option<Arc<dyn WriteObserver>> {
-    memory.as_ref().map(|m| m.hook.clone())
-}

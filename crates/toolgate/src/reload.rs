@@ -33,11 +33,13 @@ impl Gate {
     /// documentation). On an error nothing changes.
     pub fn reload(&self, config: &Config) -> Result<Reloaded, GateError> {
         let policy = toolgate_policy::Policy::new(config.tools.policy.clone())?;
-        let tools = crate::extensions::custom_tools(self.workspace(), config, self.stores.as_ref(), &self.runner)?;
+        let services = self.services();
+        let tools =
+            crate::extensions::custom_tools(self.workspace(), config, services.stores.as_ref(), &services.runner)?;
         let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
-        let mut current = self.custom_names.lock().unwrap_or_else(PoisonError::into_inner);
-        self.registry.swap_dynamic(tools, &current)?;
-        self.policy.replace(policy);
+        let mut current = self.custom_names().lock().unwrap_or_else(PoisonError::into_inner);
+        services.registry.swap_dynamic(tools, &current)?;
+        self.policy_stage().replace(policy);
         let removed = current.iter().filter(|n| !names.contains(n)).cloned().collect();
         current.clone_from(&names);
         drop(current);

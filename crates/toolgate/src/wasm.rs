@@ -141,10 +141,10 @@ pub async fn load_tools(gate: &Arc<Gate>) -> LoadReport {
 /// [`load_tools`] with the user's folder given (`None`: the workspace's tools only).
 pub async fn load_tools_from(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
     // `tool_install` loads the components it installs into this gate.
-    let _ = gate.this.set(Arc::downgrade(gate));
+    let _ = gate.services().wasm_gate.set(Arc::downgrade(gate));
     let report = load(gate, user).await;
     // Kept for `tool_list`.
-    *gate.wasm_failed.lock().unwrap_or_else(|e| e.into_inner()) =
+    *gate.services().wasm_failed.lock().unwrap_or_else(|e| e.into_inner()) =
         report.failed.iter().map(|(name, e)| (name.clone(), e.to_string())).collect();
     report
 }
@@ -214,8 +214,11 @@ async fn load(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
 /// values `http` credentials inject) are the ones `toolgate tools secret NAME` stores in
 /// `.toolgate/state.db`.
 pub fn services(gate: &Arc<Gate>) -> Services {
-    let secrets: Option<Arc<dyn SecretSource>> =
-        gate.stores.as_ref().map(|s| Arc::new(StoreSecrets(Arc::clone(&s.secrets))) as Arc<dyn SecretSource>);
+    let secrets: Option<Arc<dyn SecretSource>> = gate
+        .services()
+        .stores
+        .as_ref()
+        .map(|s| Arc::new(StoreSecrets(Arc::clone(&s.secrets))) as Arc<dyn SecretSource>);
     let workspace =
         FsState::new_shared(gate.config().fs.clone()).ok().map(|fs| Arc::new(FsReader(fs)) as Arc<dyn WorkspaceReader>);
     // The gate's fetcher: the web tools' policy (`[web] allow_private`, domain lists, proxy),
@@ -231,7 +234,8 @@ pub fn services(gate: &Arc<Gate>) -> Services {
         }
     });
     let http = Some(Arc::new(
-        GuestHttp::new(gate.fetcher.clone(), secrets_for_http, Arc::clone(&gate.detector)).with_audit(sink),
+        GuestHttp::new(gate.services().fetcher.clone(), secrets_for_http, Arc::clone(&gate.services().detector))
+            .with_audit(sink),
     ) as Arc<dyn HttpClient>);
     Services {
         invoker: Some(Arc::new(GateInvoker(Arc::downgrade(gate)))),

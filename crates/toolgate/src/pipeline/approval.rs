@@ -1,4 +1,4 @@
-//! Stage 5: ask a person when the call needs it.
+//! Stage 11: ask a person when the call needs it.
 //!
 //! The tool says per call whether approval is needed ([`toolgate_core::CallSafety::approval`]);
 //! the mode adjusts that (`untrusted` asks for every call that is not read-only, by the tool's

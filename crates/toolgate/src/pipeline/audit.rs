@@ -1,4 +1,4 @@
-//! Stage 10: record the call (sensitive parameters redacted) in the audit log; a call that is
+//! Stage 16: record the call (sensitive parameters redacted) in the audit log; a call that is
 //! not read-only is recorded as "started" before it runs ([`started`]) and completed after.
 
 use std::borrow::Cow;

@@ -1,4 +1,4 @@
-//! The result cache: a read-only, idempotent tool called again with the same parameters by the
+//! Stage 12, the result cache: a read-only, idempotent tool called again with the same parameters by the
 //! same caller, before anything was written through the gate and within a short TTL, gets its
 //! previous (already shaped) result without running again.
 //!

@@ -1,4 +1,4 @@
-//! Stage 7: run the tool with a deadline, the caller's cancellation, and panic containment.
+//! Stage 13: run the tool with a deadline, the caller's cancellation, and panic containment.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;

@@ -1,4 +1,4 @@
-//! Stages 5 and 9: code that runs before and after every matching call.
+//! Stages 9 and 15: code that runs before and after every matching call.
 //!
 //! Two kinds of hooks share this stage:
 //!

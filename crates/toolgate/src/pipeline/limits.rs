@@ -1,4 +1,4 @@
-//! Stage 4: per-agent concurrency (at most `max_in_flight` running, `max_queued` waiting).
+//! Stage 8: per-agent concurrency (at most `max_in_flight` running, `max_queued` waiting).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

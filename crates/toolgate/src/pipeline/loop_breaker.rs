@@ -1,4 +1,4 @@
-//! The loop breaker: a caller that makes the very same call (same tool, same parameters) more
+//! Stage 4, the loop breaker: a caller that makes the very same call (same tool, same parameters) more
 //! than `repeats` times in a row gets an error telling it to change approach, instead of the
 //! same result again. Models stuck in a loop burn tokens and time this way; the audit log shows
 //! the refusal.

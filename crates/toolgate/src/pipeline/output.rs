@@ -1,4 +1,4 @@
-//! Stage 8: shape what the model reads, in this order:
+//! Stage 14: shape what the model reads, in this order:
 //!
 //! 1. truncate: keep the head and the tail, cut on character boundaries, so every later step
 //!    works on a bounded text;

@@ -1,4 +1,4 @@
-//! Stage 2: may this caller see this tool, and what does policy say about this call?
+//! Stages 2 and 6: may this caller see this tool, and what does policy say about this call?
 //!
 //! Visibility is checked before the parameters are even validated (a hidden tool reveals
 //! nothing about its schema); argument rules (`exec(cargo test:*)`, `read(secrets/**)`) are

@@ -1,4 +1,4 @@
-//! Stage 4a: sliding-window rate limits per (user, tool), per minute and per hour, and an
+//! Stage 7: sliding-window rate limits per (user, tool), per minute and per hour, and an
 //! optional hourly action budget per agent.
 //!
 //! Each key keeps the instants of its calls in the last hour, so both windows are exact

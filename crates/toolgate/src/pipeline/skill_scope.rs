@@ -1,4 +1,4 @@
-//! A skill's `allowed-tools`, enforced (the Agent Skills field; some runtimes only display it).
+//! Stage 5: a skill's `allowed-tools`, enforced (the Agent Skills field; some runtimes only display it).
 //! A caller (user, agent, session) that reads a skill with `skill_read` has that skill active:
 //! until it reads another skill, its calls are limited to the skill's `allowed-tools`, the
 //! skill's own declared tools (group `skill:NAME`) and the skill tools themselves (so it can
