@@ -222,7 +222,7 @@ impl GateBuilder {
             memory,
             bridge: Arc::downgrade(&mcp.handle()),
             wasm_failed: Arc::default(),
-            wasm_gate: Arc::default(),
+            wasm_host: Arc::default(),
         };
         let registry = Arc::clone(&services.registry);
         // The family table (`family::builtin`), then the embedder's families and tools.
@@ -350,8 +350,8 @@ impl Gate {
     }
 
     /// The audit log, when the gate keeps one (WASM tools' HTTP requests add rows to it).
-    pub(crate) fn audit_log(&self) -> Option<&dyn AuditStore> {
-        self.audit.as_deref()
+    pub(crate) fn audit_log(&self) -> Option<&Arc<dyn AuditStore>> {
+        self.audit.as_ref()
     }
 
     /// The memory tools' store, when `[memory]` is enabled (`serve` re-indexes notes edited on

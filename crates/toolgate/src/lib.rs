@@ -55,7 +55,6 @@ mod pipeline;
 pub mod reload;
 mod services;
 pub mod wasm;
-mod wasm_http;
 
 pub use family::Family;
 pub use gate::{Gate, GateBuilder, GateError};

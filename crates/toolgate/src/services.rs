@@ -44,9 +44,9 @@ pub struct Services {
     pub(crate) bridge: Weak<OnceLock<toolgate_mcp::bridge::Bridge>>,
     /// Installed WASM tools the last load could not load, with why.
     pub(crate) wasm_failed: Arc<Mutex<Vec<(String, String)>>>,
-    /// The gate, once its WASM tools were loaded with it in an `Arc` (`tool_install` loads
-    /// the components it installs through it).
-    pub(crate) wasm_gate: Arc<OnceLock<Weak<crate::Gate>>>,
+    /// The host services of the gate's WASM tools, once they were loaded (`tool_install` loads
+    /// the components it installs with them).
+    pub(crate) wasm_host: Arc<OnceLock<toolgate_wasm::Services>>,
 }
 
 impl Services {
@@ -70,7 +70,7 @@ impl Services {
             secrets: self.stores.as_ref().map(|s| Arc::clone(&s.secrets)),
             config: Arc::clone(&self.config),
             wasm_failed: Arc::clone(&self.wasm_failed),
-            gate: Arc::clone(&self.wasm_gate),
+            wasm_host: Arc::clone(&self.wasm_host),
         }
     }
 }

@@ -61,9 +61,9 @@ pub(crate) struct Shared {
     pub config: Arc<Config>,
     /// Installed WASM tools that failed to load, with why (the gate's).
     pub wasm_failed: Arc<std::sync::Mutex<Vec<(String, String)>>>,
-    /// The gate, once it loaded its WASM tools (`crate::wasm::load_tools`): what a WASM tool
-    /// installed by `tool_install` is loaded with.
-    pub gate: Arc<OnceLock<Weak<crate::Gate>>>,
+    /// The gate's WASM host services, once it loaded its WASM tools (`crate::wasm::load_tools`):
+    /// what a WASM tool installed by `tool_install` is loaded with.
+    pub wasm_host: Arc<OnceLock<toolgate_wasm::Services>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -145,9 +145,8 @@ pub(super) async fn install(
     }
     let installed = installer.install_bytes(&bytes, Some(&name), caps).await.map_err(failed)?;
     let tool_name = format!("{TOOL_PREFIX}{name}");
-    let gate = shared.gate.get().and_then(std::sync::Weak::upgrade);
-    let loaded = match (gate, shared.registry.upgrade()) {
-        (Some(gate), Some(registry)) => match installer.load(&name, crate::wasm::services(&gate)).await {
+    let loaded = match (shared.wasm_host.get(), shared.registry.upgrade()) {
+        (Some(host), Some(registry)) => match installer.load(&name, host.clone()).await {
             // Replaces a loaded tool of the name in one step; calls already running finish on it.
             Ok(tool) => match registry.swap_dynamic(vec![Arc::new(tool)], &[]) {
                 Ok(()) => "callable now".to_owned(),

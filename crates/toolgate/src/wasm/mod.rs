@@ -32,9 +32,13 @@ pub use toolgate_wasm::{
 };
 use toolgate_wasm::{HttpClient, SecretLookup, ToolInvoker, WorkspaceReader};
 
+use toolgate_agent::ToolCaller;
+
 use crate::Gate;
 use crate::extensions::StoreSecrets;
-pub use crate::wasm_http::{Allowed, AuditSink, GuestHttp, MAX_RESPONSE_BYTES, check_request};
+mod http;
+
+pub use http::{Allowed, AuditSink, GuestHttp, MAX_RESPONSE_BYTES, check_request};
 
 /// The installer for the WASM tools of `workspace`, with the compiled-code cache in
 /// `.toolgate/wasm-cache`.
@@ -140,8 +144,8 @@ pub async fn load_tools(gate: &Arc<Gate>) -> LoadReport {
 
 /// [`load_tools`] with the user's folder given (`None`: the workspace's tools only).
 pub async fn load_tools_from(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
-    // `tool_install` loads the components it installs into this gate.
-    let _ = gate.services().wasm_gate.set(Arc::downgrade(gate));
+    // `tool_install` loads the components it installs with the same host services.
+    let _ = gate.services().wasm_host.set(services(gate));
     let report = load(gate, user).await;
     // Kept for `tool_list`.
     *gate.services().wasm_failed.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -224,12 +228,10 @@ pub fn services(gate: &Arc<Gate>) -> Services {
     // The gate's fetcher: the web tools' policy (`[web] allow_private`, domain lists, proxy),
     // connection pool and root certificates.
     let secrets_for_http = secrets.clone().unwrap_or_else(|| Arc::new(toolgate_tools::custom::NoSecrets));
-    // One audit row per guest request, in the gate's audit log (weak: the gate owns its tools).
-    let weak = Arc::downgrade(gate);
+    // One audit row per guest request, in the gate's audit log.
+    let log = gate.audit_log().cloned();
     let sink: AuditSink = Arc::new(move |record| {
-        if let Some(gate) = weak.upgrade()
-            && let Some(log) = gate.audit_log()
-        {
+        if let Some(log) = &log {
             log.record(record);
         }
     });
@@ -238,7 +240,7 @@ pub fn services(gate: &Arc<Gate>) -> Services {
             .with_audit(sink),
     ) as Arc<dyn HttpClient>);
     Services {
-        invoker: Some(Arc::new(GateInvoker(Arc::downgrade(gate)))),
+        invoker: Some(Arc::new(GateInvoker(Arc::downgrade(gate) as Weak<dyn ToolCaller>))),
         secrets: secrets.map(|s| Arc::new(SecretExists(s)) as Arc<dyn SecretLookup>),
         workspace,
         http,
@@ -254,22 +256,23 @@ impl SecretLookup for SecretExists {
     }
 }
 
-/// `tools.invoke`: a new call through the gate, as the same caller, cancelled with the outer
+/// `tools.invoke`: a new call through the gate (its `ToolCaller` port, held weakly: the gate's
+/// registry holds the WASM tools that hold this), as the same caller, cancelled with the outer
 /// call.
-struct GateInvoker(Weak<Gate>);
+struct GateInvoker(Weak<dyn ToolCaller>);
 
 #[async_trait::async_trait]
 impl ToolInvoker for GateInvoker {
     async fn invoke(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<ToolOutput, ToolError> {
         let gate = self.0.upgrade().ok_or_else(|| ToolError::failed("toolgate is shutting down"))?;
-        let mut inner = gate.context();
+        let mut inner = ToolCaller::context(&*gate);
         inner.identity = ctx.identity.clone();
         inner.provider = ctx.provider.clone();
         inner.subagent_depth = ctx.subagent_depth;
         inner.ancestors = ctx.ancestors.clone();
         inner.cancel = ctx.cancel.child_token();
         inner.progress = ctx.progress.clone();
-        gate.call(&inner, tool, params).await
+        ToolCaller::call(&*gate, &inner, tool, params).await
     }
 }
 
