@@ -2,8 +2,8 @@
 //!
 //! - The internal dependency graph is exactly [`EDGES`] (one way: core ← policy, guard ← sandbox,
 //!   fetch ← tools, mcp ← toolgate ← cli): a new edge fails until it is listed on purpose, a
-//!   listed edge that is gone fails until it is removed, and the dev-only testkit is nobody's
-//!   normal dependency.
+//!   listed edge that is gone fails until it is removed, and the dev-only crates (testkit, the
+//!   conformance suite's binary) are nobody's normal dependency.
 //! - Every crate root (library or binary) opens with `//!` docs.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,15 +49,17 @@ const EDGES: &[(&str, &[&str])] = &[
         "toolgate-cli",
         &["toolgate", "toolgate-core", "toolgate-embed", "toolgate-mcp", "toolgate-wasm", "toolgate-watch"],
     ),
-    // Dev-only: tidy also checks that no crate has it as a normal dependency.
+    // Dev-only: tidy also checks that no crate has these as a normal dependency.
     ("toolgate-testkit", &["toolgate"]),
+    // The MCP conformance suite's server fixtures and client (a test-only binary).
+    ("toolgate-conformance", &["toolgate", "toolgate-core", "toolgate-mcp"]),
     // examples/agent: a program that embeds the library, as a user's agent would.
     ("toolgate-example-agent", &["toolgate"]),
     ("xtask", &[]),
 ];
 
 /// Crates no library or binary may depend on (dev-dependencies only).
-const DEV_ONLY: &[&str] = &["toolgate-testkit"];
+const DEV_ONLY: &[&str] = &["toolgate-testkit", "toolgate-conformance"];
 
 pub(crate) fn run() -> anyhow::Result<()> {
     eprintln!("$ tidy (dependency direction, crate docs)");

@@ -14,7 +14,6 @@ mod agent;
 mod approvals;
 mod audit;
 mod call;
-mod conformance_client;
 mod extensions;
 mod logging;
 mod mcp;

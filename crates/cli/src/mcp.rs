@@ -51,13 +51,6 @@ pub(crate) enum Command {
         /// The server's name.
         name: String,
     },
-    /// For the MCP conformance suite only (`conformance client --command`): run one client
-    /// scenario (`MCP_CONFORMANCE_SCENARIO`) against URL through the bridge.
-    #[command(hide = true)]
-    ConformanceClient {
-        /// The scenario server's URL (the suite passes it last).
-        url: String,
-    },
     /// Connect to one server and list its tools as the gate would take them in.
     Tools {
         /// The server's name.
@@ -116,12 +109,6 @@ pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result
         Command::Login { name, no_browser } => login(global, &name, no_browser).await,
         Command::Logout { name } => logout(global, &name),
         Command::Tools { name, json } => tools(global, &name, json).await,
-        Command::ConformanceClient { url } => {
-            let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-            let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
-            crate::conformance_client::run(&url, &scenario, context.as_deref()).await?;
-            Ok(ExitCode::SUCCESS)
-        }
     }
 }
 

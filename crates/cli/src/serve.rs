@@ -3,10 +3,6 @@
 //! Over stdio (the default) stdout carries nothing but protocol; every message for a person
 //! goes to stderr. Over HTTP the endpoint is `http://ADDR/mcp`, loopback by default, behind a
 //! bearer token generated on first start.
-//!
-//! The hidden `--conformance` flag is for the official MCP conformance suite only: it adds the
-//! suite's fixtures and, over HTTP, drops the token (loopback only), because the suite cannot
-//! send headers (`docs/mcp-conformance.md`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -17,7 +13,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use toolgate::Gate;
 use toolgate::approvals::{FirstAvailable, PendingApprovals};
-use toolgate::mcp::{CallHandler, HttpConfig, HttpToken, McpApprover, WithConformanceFixtures};
+use toolgate::mcp::{CallHandler, HttpConfig, HttpToken, McpApprover};
 
 use super::GlobalArgs;
 
@@ -38,10 +34,6 @@ pub(crate) struct Args {
     /// The largest HTTP request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024, requires = "http")]
     max_body_bytes: usize,
-    /// For the MCP conformance suite only, never in normal use: also serve its fixture tools,
-    /// resources and prompts, and over HTTP (loopback only) require no bearer token.
-    #[arg(long, hide = true)]
-    conformance: bool,
 }
 
 impl Args {
@@ -92,11 +84,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
             return Ok(exit_code(&stopped_by));
         }
     }
-    if args.conformance {
-        serve(Arc::new(WithConformanceFixtures(gate)), &workspace, args, pending, shutdown).await?;
-    } else {
-        serve(gate, &workspace, args, pending, shutdown).await?;
-    }
+    serve(gate, &workspace, args, pending, shutdown).await?;
     Ok(exit_code(&stopped_by))
 }
 
@@ -154,17 +142,10 @@ async fn serve<H: CallHandler>(
         toolgate::mcp::serve_stdio(handler, shutdown).await?;
         return Ok(());
     };
-    if args.conformance && !addr.ip().is_loopback() {
-        anyhow::bail!(
-            "--conformance serves without a bearer token, so it binds loopback addresses only \
-             (e.g. --http 127.0.0.1:PORT), not {addr}"
-        );
-    }
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr().context("cannot read the listening address")?;
-    // The conformance suite cannot send headers, so --conformance (loopback only) goes without.
-    let token = if args.conformance { None } else { Some(HttpToken::load_or_create(workspace)?) };
-    let mut http = HttpConfig { token: token.clone(), ..HttpConfig::new(HttpToken::fixed(String::new())) };
+    let token = HttpToken::load_or_create(workspace)?;
+    let mut http = HttpConfig::new(token.clone());
     if !local.ip().is_loopback() {
         eprintln!(
             "toolgate: warning: listening on {local}, which is reachable from other machines; \
@@ -176,19 +157,9 @@ async fn serve<H: CallHandler>(
     }
     http.allowed_hosts.extend(args.allow_hosts);
     http.allowed_origins = args.allow_origins;
-    if args.conformance {
-        // The suite checks that the server's own loopback origin is accepted (no page can have
-        // that origin: nothing here serves HTML). Normal use stays stricter: --allow-origin only.
-        let port = local.port();
-        http.allowed_origins
-            .extend(["localhost", "127.0.0.1", "[::1]"].iter().map(|host| format!("http://{host}:{port}")));
-    }
     http.max_body_bytes = args.max_body_bytes;
     http.api = Some(pending);
-    match &token {
-        Some(token) => print_banner(local, token),
-        None => print_conformance_banner(local),
-    }
+    print_banner(local, &token);
     toolgate::mcp::serve_http(handler, listener, http, shutdown).await?;
     Ok(())
 }
@@ -200,19 +171,8 @@ pub(crate) async fn run_default(global: &GlobalArgs) -> anyhow::Result<ExitCode>
         allow_hosts: Vec::new(),
         allow_origins: Vec::new(),
         max_body_bytes: 4 * 1024 * 1024,
-        conformance: false,
     };
     run(global, args).await
-}
-
-fn print_conformance_banner(local: SocketAddr) {
-    eprintln!("toolgate: serving MCP over Streamable HTTP at http://{local}/mcp");
-    eprintln!(
-        "toolgate: WARNING: --conformance mode, for the MCP conformance suite only: NO BEARER TOKEN is \
-         required, so any process on this machine can call every tool served here. Never use it \
-         for anything else."
-    );
-    eprintln!("toolgate: Ctrl-C stops the server");
 }
 
 fn print_banner(local: SocketAddr, token: &HttpToken) {

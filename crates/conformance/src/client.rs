@@ -1,13 +1,13 @@
-//! The client the official MCP conformance suite drives in its client scenarios
-//! (`conformance client --command …`): toolgate's MCP bridge, nothing written for the suite but
-//! the choice of calls.
+//! `toolgate-conformance client URL`: the client the official MCP conformance suite drives in its
+//! client scenarios (`conformance client --command "toolgate-conformance client"`): toolgate's
+//! MCP bridge, nothing written for the suite but the choice of calls.
 //!
-//! For the conformance suite only, never in normal use. [`run`] makes a throwaway workspace
-//! whose config bridges the scenario's server as `conformance`, signs in first when the
-//! scenario is an OAuth one (the suite's authorization server approves by itself, so a small
-//! plain-HTTP "browser" follows its redirect to the bridge's loopback callback), connects the
-//! bridge through a [`Gate`], and calls the server's tools through the whole pipeline: every
-//! tool with arguments made from its schema, except where a scenario asks for a particular call.
+//! [`run`] makes a throwaway workspace whose config bridges the scenario's server as
+//! `conformance`, signs in first when the scenario is an OAuth one (the suite's authorization
+//! server approves by itself, so a small plain-HTTP "browser" follows its redirect to the
+//! bridge's loopback callback), connects the bridge through a [`Gate`], and calls the server's
+//! tools through the whole pipeline: every tool with arguments made from its schema, except
+//! where a scenario asks for a particular call.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(20);
 /// Why a conformance client run failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ConformanceClientError {
+pub enum ClientError {
     /// The throwaway workspace or its state database could not be made.
     #[error("cannot prepare the client's workspace {}: {detail}", path.display())]
     Workspace {
@@ -74,12 +74,12 @@ pub enum ConformanceClientError {
 /// Runs conformance `scenario` against the server at `url` (what the suite passes: the URL as
 /// the last argument, the scenario in `MCP_CONFORMANCE_SCENARIO`, extra data in
 /// `MCP_CONFORMANCE_CONTEXT`).
-pub async fn run(url: &str, scenario: &str, context: Option<&str>) -> Result<(), ConformanceClientError> {
+pub async fn run(url: &str, scenario: &str, context: Option<&str>) -> Result<(), ClientError> {
     let context: Map<String, Value> = match context {
         Some(text) => match serde_json::from_str(text) {
             Ok(Value::Object(map)) => map,
-            Ok(other) => return Err(ConformanceClientError::Context(other.to_string())),
-            Err(e) => return Err(ConformanceClientError::Context(e.to_string())),
+            Ok(other) => return Err(ClientError::Context(other.to_string())),
+            Err(e) => return Err(ClientError::Context(e.to_string())),
         },
         None => Map::new(),
     };
@@ -89,12 +89,7 @@ pub async fn run(url: &str, scenario: &str, context: Option<&str>) -> Result<(),
     result
 }
 
-async fn run_in(
-    workspace: &Path,
-    url: &str,
-    scenario: &str,
-    context: &Map<String, Value>,
-) -> Result<(), ConformanceClientError> {
+async fn run_in(workspace: &Path, url: &str, scenario: &str, context: &Map<String, Value>) -> Result<(), ClientError> {
     let mut server = ServerConfig { url: Some(url.to_owned()), ..ServerConfig::default() };
     let text = |key: &str| context.get(key).and_then(Value::as_str).map(str::to_owned);
     if let Some(client_id) = text("client_id") {
@@ -108,7 +103,7 @@ async fn run_in(
     let vault = || {
         StoreVault::open(&workspace.join(".toolgate/state.db"))
             .map(|v| Arc::new(v) as Arc<dyn SecretVault>)
-            .map_err(|e| ConformanceClientError::Workspace { path: workspace.to_owned(), detail: e.to_string() })
+            .map_err(|e| ClientError::Workspace { path: workspace.to_owned(), detail: e.to_string() })
     };
     if auth {
         login(&server, vault()?).await?;
@@ -132,7 +127,7 @@ async fn session(
     scenario: &str,
     context: &Map<String, Value>,
     server: &ServerConfig,
-) -> Result<(), ConformanceClientError> {
+) -> Result<(), ClientError> {
     let mut config = Config::default();
     config.mcp.servers.insert(SERVER.to_owned(), server.clone());
     // The suite's tools carry no annotations, which means "ask"; nobody is here to answer.
@@ -140,27 +135,21 @@ async fn session(
     // A JSON Schema sent back as an argument (json-schema-2020-12-preservation) nests deeper
     // than the default 5 levels.
     config.limits.max_depth = 12;
-    let gate =
-        Gate::builder(workspace).config(config).build().map_err(|e| ConformanceClientError::Gate(e.to_string()))?;
+    let gate = Gate::builder(workspace).config(config).build().map_err(|e| ClientError::Gate(e.to_string()))?;
     let result = calls(&gate, url, scenario, context).await;
     gate.shutdown();
     result
 }
 
-async fn calls(
-    gate: &Gate,
-    url: &str,
-    scenario: &str,
-    context: &Map<String, Value>,
-) -> Result<(), ConformanceClientError> {
+async fn calls(gate: &Gate, url: &str, scenario: &str, context: &Map<String, Value>) -> Result<(), ClientError> {
     gate.connect_mcp(CONNECT_TIMEOUT).await;
     let state = gate.mcp_status().first().map(|s| s.state.clone());
     match state {
         Some(ServerState::Connected) => {}
         Some(ServerState::Reconnecting { error, .. } | ServerState::Unavailable { error }) => {
-            return Err(ConformanceClientError::Connect { url: url.to_owned(), state: error });
+            return Err(ClientError::Connect { url: url.to_owned(), state: error });
         }
-        other => return Err(ConformanceClientError::Connect { url: url.to_owned(), state: format!("{other:?}") }),
+        other => return Err(ClientError::Connect { url: url.to_owned(), state: format!("{other:?}") }),
     }
     let ctx = gate.context();
     let prefix = format!("mcp__{SERVER}__");
@@ -174,7 +163,7 @@ async fn calls(
             Ok(out) => eprintln!("conformance client: {tool} -> {}", out.text_content()),
             Err(e) => {
                 eprintln!("conformance client: {tool} failed: {e}");
-                failed.get_or_insert(ConformanceClientError::Call { tool, detail: e.to_string() });
+                failed.get_or_insert(ClientError::Call { tool, detail: e.to_string() });
             }
         }
     }
@@ -242,7 +231,7 @@ fn example(schema: &Value) -> Value {
 
 /// Signs in to the server with the bridge's OAuth, a plain-HTTP "browser" following the
 /// authorization server's redirect to the bridge's loopback callback.
-async fn login(server: &ServerConfig, vault: Arc<dyn SecretVault>) -> Result<(), ConformanceClientError> {
+async fn login(server: &ServerConfig, vault: Arc<dyn SecretVault>) -> Result<(), ClientError> {
     oauth::install_crypto_provider();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let options = LoginOptions::default().with_timeout(LOGIN_TIMEOUT);
@@ -250,7 +239,7 @@ async fn login(server: &ServerConfig, vault: Arc<dyn SecretVault>) -> Result<(),
         let url = url.to_owned();
         let _ = tx.send(tokio::spawn(async move { browse(&url).await }));
     });
-    let outcome = login.await.map_err(|e| ConformanceClientError::Login(e.to_string()))?;
+    let outcome = login.await.map_err(|e| ClientError::Login(e.to_string()))?;
     eprintln!(
         "conformance client: signed in as {} ({:?}), scopes {:?}",
         outcome.client_id, outcome.registration, outcome.scopes
@@ -315,11 +304,11 @@ fn absolute(base: &str, location: &str) -> String {
 struct Workspace(PathBuf);
 
 impl Workspace {
-    fn create() -> Result<Workspace, ConformanceClientError> {
+    fn create() -> Result<Workspace, ClientError> {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let path = std::env::temp_dir().join(format!("toolgate-conformance-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&path)
-            .map_err(|e| ConformanceClientError::Workspace { path: path.clone(), detail: e.to_string() })?;
+            .map_err(|e| ClientError::Workspace { path: path.clone(), detail: e.to_string() })?;
         Ok(Workspace(path))
     }
 }

@@ -2,10 +2,10 @@
 //! tools, resources, prompts, completions and logging its server scenarios call by name
 //! (`test_simple_text`, `test://static-text`, `test_simple_prompt`, ...).
 //!
-//! Served only when the handler asks for them ([`CallHandler::conformance_fixtures`], which
-//! [`WithConformanceFixtures`] turns on; `toolgate serve --conformance`), never in normal use:
-//! they bypass the call pipeline (they touch nothing but the client). Without them the server
-//! declares and answers tools only.
+//! [`Fixtures`] is a [`toolgate_mcp::ExtraFeatures`]: `toolgate-conformance serve` gives it to
+//! the MCP server beside a gate's tools. The fixtures bypass the call pipeline (they touch
+//! nothing but the client). `toolgate serve` has none of this: its server declares and answers
+//! tools only.
 //!
 //! - `tools.rs`: the fixture tools;
 //! - `catalog.rs`: resources, the resource template, prompts, completions;
@@ -19,52 +19,24 @@ mod catalog;
 mod tools;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ProtocolVersion, ReadResourceResult, ServerCapabilities, Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
+    GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::broadcast;
-use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
-
-use crate::CallHandler;
+use toolgate_mcp::ExtraFeatures;
 
 /// A 1x1 PNG, base64.
 const IMAGE_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
 /// Eight samples of 8 kHz silence as a WAV file, base64.
 const WAV: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
-
-/// Serves `H` plus the conformance suite's fixtures. For the conformance suite only, never in
-/// normal use.
-#[derive(Debug)]
-pub struct WithConformanceFixtures<H>(pub Arc<H>);
-
-#[async_trait::async_trait]
-impl<H: CallHandler> CallHandler for WithConformanceFixtures<H> {
-    fn context(&self) -> CallContext {
-        self.0.context()
-    }
-
-    fn list(&self, ctx: &CallContext) -> Vec<ToolSpec> {
-        self.0.list(ctx)
-    }
-
-    async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
-        self.0.call(ctx, name, params).await
-    }
-
-    fn shutdown(&self) {
-        self.0.shutdown();
-    }
-
-    fn conformance_fixtures(&self) -> bool {
-        true
-    }
-}
 
 /// Log levels, least severe first (rmcp's `LoggingLevel` is not ordered).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -137,58 +109,10 @@ pub(crate) fn modern(context: &RequestContext<RoleServer>) -> bool {
 }
 
 impl Fixtures {
-    /// What a server with the fixtures declares: tools and prompts (with list changes),
-    /// resources (with subscribe), completions and logging.
-    pub(crate) fn capabilities() -> ServerCapabilities {
-        serde_json::from_value(json!({
-            "tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {"listChanged": true},
-            "completions": {}, "logging": {},
-        }))
-        .unwrap_or_default()
-    }
-
     /// Announces that a list changed (the trigger tools), to every open listen stream.
     fn announce(&self, change: Change) {
         // No receiver just means no stream is open.
         let _ = self.changes.send(change);
-    }
-
-    /// Serves one 2026-07-28 `subscriptions/listen` stream until the client closes it: every
-    /// announced change the client asked for (the sink drops the others) goes out on it.
-    pub(crate) async fn listen(&self, subscription: SubscriptionContext) {
-        let mut changes = self.changes.subscribe();
-        loop {
-            let change = tokio::select! {
-                () = subscription.cancelled() => return,
-                change = changes.recv() => change,
-            };
-            let sent = match change {
-                Ok(Change::Tools) => subscription.sink().notify_tool_list_changed().await,
-                Ok(Change::Prompts) => subscription.sink().notify_prompt_list_changed().await,
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
-            };
-            if let Err(e) = sent {
-                tracing::debug!("conformance listen stream: {e}");
-            }
-        }
-    }
-
-    /// The fixture tools, listed after the handler's own.
-    pub(crate) fn tools() -> &'static [Tool] {
-        &tools::TOOLS
-    }
-
-    /// The fixture tool called `name` (rmcp checks `Mcp-Param-*` headers against its schema).
-    pub(crate) fn tool(name: &str) -> Option<Tool> {
-        tools::TOOLS.iter().find(|t| t.name == name).cloned()
-    }
-
-    /// `logging/setLevel` (before 2026-07-28; afterwards each request carries its level).
-    pub(crate) fn set_level(&self, level: &impl serde::Serialize) -> Result<(), McpError> {
-        let level = Level::of(level).ok_or_else(|| McpError::invalid_params("unknown log level", None))?;
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
-        Ok(())
     }
 
     /// Sends a log message at `level`, when the client wants it: on 2026-07-28 only if the
@@ -208,40 +132,113 @@ impl Fixtures {
             let _ = context.peer.notify_logging_message(note).await;
         }
     }
+}
 
-    /// `resources/subscribe` (before 2026-07-28).
-    pub(crate) fn subscribe(&self, uri: &str) {
-        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).insert(uri.to_owned());
+#[async_trait::async_trait]
+impl ExtraFeatures for Fixtures {
+    /// Tools and prompts (with list changes), resources (with subscribe), completions and
+    /// logging.
+    fn capabilities(&self) -> ServerCapabilities {
+        serde_json::from_value(json!({
+            "tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {"listChanged": true},
+            "completions": {}, "logging": {},
+        }))
+        .unwrap_or_default()
     }
 
-    /// `resources/unsubscribe` (before 2026-07-28).
-    pub(crate) fn unsubscribe(&self, uri: &str) {
-        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+    /// The fixture tools, listed after the gate's.
+    fn tools(&self) -> Vec<Tool> {
+        tools::TOOLS.clone()
     }
 
-    /// `resources/list`.
-    pub(crate) fn resources() -> Result<ListResourcesResult, McpError> {
+    /// The fixture tool called `name` (rmcp checks `Mcp-Param-*` headers against its schema).
+    fn tool(&self, name: &str) -> Option<Tool> {
+        tools::TOOLS.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Result<CallToolResponse, McpError>> {
+        self.call(request, context).await
+    }
+
+    async fn list_resources(&self) -> Result<ListResourcesResult, McpError> {
         catalog::resources()
     }
 
-    /// `resources/templates/list`.
-    pub(crate) fn templates() -> Result<ListResourceTemplatesResult, McpError> {
+    async fn list_resource_templates(&self) -> Result<ListResourceTemplatesResult, McpError> {
         catalog::templates()
     }
 
-    /// `resources/read`.
-    pub(crate) fn read(uri: &str) -> Result<ReadResourceResult, McpError> {
-        catalog::read(uri)
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        catalog::read(&request.uri).map(Into::into)
     }
 
-    /// `prompts/list`.
-    pub(crate) fn prompts() -> Result<ListPromptsResult, McpError> {
+    /// `resources/subscribe` (before 2026-07-28).
+    async fn subscribe(&self, request: SubscribeRequestParams) -> Result<(), McpError> {
+        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).insert(request.uri);
+        Ok(())
+    }
+
+    /// `resources/unsubscribe` (before 2026-07-28).
+    async fn unsubscribe(&self, request: UnsubscribeRequestParams) -> Result<(), McpError> {
+        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).remove(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(&self) -> Result<ListPromptsResult, McpError> {
         catalog::prompts()
     }
 
-    /// `completion/complete`.
-    pub(crate) fn complete(request: &CompleteRequestParams) -> Result<CompleteResult, McpError> {
-        catalog::complete(request)
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.prompt(&request, &context).await
+    }
+
+    async fn complete(&self, request: CompleteRequestParams) -> Result<CompleteResult, McpError> {
+        catalog::complete(&request)
+    }
+
+    /// `logging/setLevel` (before 2026-07-28; afterwards each request carries its level).
+    async fn set_level(&self, request: SetLevelRequestParams) -> Result<(), McpError> {
+        let level = Level::of(&request.level).ok_or_else(|| McpError::invalid_params("unknown log level", None))?;
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
+        Ok(())
+    }
+
+    /// Every filter is accepted: the trigger tools announce tool and prompt list changes.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// Serves one 2026-07-28 `subscriptions/listen` stream until the client closes it: every
+    /// announced change the client asked for (the sink drops the others) goes out on it.
+    async fn listen(&self, subscription: SubscriptionContext) {
+        let mut changes = self.changes.subscribe();
+        loop {
+            let change = tokio::select! {
+                () = subscription.cancelled() => return,
+                change = changes.recv() => change,
+            };
+            let sent = match change {
+                Ok(Change::Tools) => subscription.sink().notify_tool_list_changed().await,
+                Ok(Change::Prompts) => subscription.sink().notify_prompt_list_changed().await,
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            if let Err(e) = sent {
+                tracing::debug!("conformance listen stream: {e}");
+            }
+        }
     }
 }
 
@@ -259,7 +256,7 @@ mod tests {
 
     #[test]
     fn capabilities_declare_what_the_fixtures_serve() {
-        let caps = serde_json::to_value(Fixtures::capabilities()).unwrap_or_default();
+        let caps = serde_json::to_value(Fixtures::default().capabilities()).unwrap_or_default();
         for key in ["tools", "resources", "prompts", "completions", "logging"] {
             assert!(caps.get(key).is_some(), "{key} in {caps}");
         }
@@ -268,12 +265,13 @@ mod tests {
 
     #[test]
     fn every_fixture_tool_has_a_description_and_an_object_schema() {
-        assert!(Fixtures::tools().len() > 20);
-        for tool in Fixtures::tools() {
+        let fixtures = Fixtures::default();
+        assert!(fixtures.tools().len() > 20);
+        for tool in fixtures.tools() {
             assert!(tool.description.as_deref().is_some_and(|d| !d.is_empty()), "{}", tool.name);
             assert_eq!(tool.input_schema.get("type"), Some(&json!("object")), "{}", tool.name);
         }
-        assert!(Fixtures::tool("test_simple_text").is_some());
-        assert!(Fixtures::tool("echo").is_none());
+        assert!(ExtraFeatures::tool(&fixtures, "test_simple_text").is_some());
+        assert!(ExtraFeatures::tool(&fixtures, "echo").is_none());
     }
 }

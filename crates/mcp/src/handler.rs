@@ -28,11 +28,4 @@ pub trait CallHandler: Send + Sync + 'static {
 
     /// Called once when the server stops (flush audit logs, cancel running calls).
     fn shutdown(&self) {}
-
-    /// Whether the server also serves the official conformance suite's fixture tools,
-    /// resources, prompts and logging ([`WithConformanceFixtures`](crate::WithConformanceFixtures)
-    /// turns it on). Never in normal use.
-    fn conformance_fixtures(&self) -> bool {
-        false
-    }
 }

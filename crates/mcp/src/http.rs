@@ -15,7 +15,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{CallHandler, Error, HttpToken, McpServer};
+use crate::{CallHandler, Error, ExtraFeatures, HttpToken, McpServer};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -24,8 +24,9 @@ pub const MCP_PATH: &str = "/mcp";
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
     /// The token every request must carry as `Authorization: Bearer <token>`. `None` only for
-    /// the conformance suite, which cannot send headers (`toolgate serve --conformance`, on
-    /// loopback only: [`serve_http`] refuses any other address without a token).
+    /// the test-only server the MCP conformance suite drives, which cannot send headers
+    /// (`toolgate-conformance serve`): [`serve_http`] refuses any address but loopback without
+    /// a token. `toolgate serve` always has one.
     pub token: Option<HttpToken>,
     /// `Host` values (name or `name:port`) accepted, against DNS rebinding. Default: loopback
     /// names only (`localhost`, `127.0.0.1`, `::1`).
@@ -38,6 +39,9 @@ pub struct HttpConfig {
     /// JSON endpoints served under `/api/` beside `/mcp` (the approvals API), behind the same
     /// token, Host/Origin checks and size limit.
     pub api: Option<Arc<dyn ApiHandler>>,
+    /// Server features served beside the handler's tools ([`ExtraFeatures`]). `None` (the
+    /// default, and `toolgate serve`): the handler's tools only.
+    pub extra: Option<Arc<dyn ExtraFeatures>>,
 }
 
 /// JSON endpoints under `/api/` (the `toolgate` crate serves its approvals API through this).
@@ -56,6 +60,7 @@ impl HttpConfig {
             allowed_origins: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
             api: None,
+            extra: None,
         }
     }
 }
@@ -77,7 +82,10 @@ pub async fn serve_http<H: CallHandler>(
         let refusal = "serving without a bearer token is allowed on loopback addresses only";
         return Err(Error::Http { source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal) });
     }
-    let server = McpServer::new(Arc::clone(&handler));
+    let server = match &config.extra {
+        Some(extra) => McpServer::with_extra(Arc::clone(&handler), Arc::clone(extra)),
+        None => McpServer::new(Arc::clone(&handler)),
+    };
     let rmcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(config.allowed_hosts.clone())
         .with_allowed_origins(config.allowed_origins.clone())

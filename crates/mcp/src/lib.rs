@@ -53,17 +53,19 @@
 //! - `server.rs`: the rmcp `ServerHandler` (tools/list, tools/call, progress, cancellation).
 //! - `convert.rs`: toolgate types ↔ MCP types.
 //! - `approval.rs`: asking the client's user through elicitation.
-//! - `conformance.rs`: the official conformance suite's fixtures ([`WithConformanceFixtures`]),
-//!   for `toolgate serve --conformance` only.
+//! - `extra.rs`: [`ExtraFeatures`], more server features (tools, resources, prompts,
+//!   completions, logging) answered beside the handler's tools, not through it; toolgate serves
+//!   none, the test-only `toolgate-conformance` crate serves the MCP conformance suite's
+//!   fixtures through it.
 //! - `stdio.rs`, `http.rs`: the two transports; `token.rs`: the HTTP bearer token.
 
 #![deny(missing_docs)]
 
 mod approval;
 pub mod bridge;
-mod conformance;
 mod convert;
 mod error;
+mod extra;
 mod handler;
 mod http;
 mod server;
@@ -72,9 +74,9 @@ mod stdio_guard;
 mod token;
 
 pub use approval::{ClientAnswer, ask_client};
-pub use conformance::WithConformanceFixtures;
 pub use convert::RESULT_META;
 pub use error::Error;
+pub use extra::ExtraFeatures;
 pub use handler::CallHandler;
 pub use http::{ApiHandler, HttpConfig, serve_http};
 pub use server::McpServer;

@@ -1,11 +1,11 @@
 //! The rmcp `ServerHandler`: `tools/list` and `tools/call` over a [`CallHandler`], plus the
-//! conformance suite's fixtures when the handler asks for them (`conformance.rs`).
+//! [`ExtraFeatures`] the server was given, if any (none in toolgate's own use).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
-#[allow(deprecated, reason = "logging/setLevel is legacy, served for the conformance suite")]
+#[allow(deprecated, reason = "logging/setLevel is legacy, served to extra features before 2026-07-28")]
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams, CompleteResult,
@@ -21,8 +21,8 @@ use serde_json::Value;
 use toolgate_core::{Progress, ProgressSink, ToolError};
 
 use crate::approval::{self, Channel, InlineRound};
-use crate::conformance::{self, Fixtures};
 use crate::convert;
+use crate::extra::ExtraFeatures;
 use crate::handler::CallHandler;
 
 /// How long tool-list changes are gathered into one `notifications/tools/list_changed`.
@@ -38,22 +38,26 @@ const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct McpServer<H> {
     handler: Arc<H>,
-    /// The conformance suite's fixtures, only when the handler asks for them.
-    fixtures: Option<Arc<Fixtures>>,
+    /// Features served beside the handler's tools, if any.
+    extra: Option<Arc<dyn ExtraFeatures>>,
 }
 
 impl<H> Clone for McpServer<H> {
     fn clone(&self) -> Self {
-        McpServer { handler: Arc::clone(&self.handler), fixtures: self.fixtures.clone() }
+        McpServer { handler: Arc::clone(&self.handler), extra: self.extra.clone() }
     }
 }
 
 impl<H: CallHandler> McpServer<H> {
-    /// A server for `handler` (with the conformance fixtures when
-    /// [`CallHandler::conformance_fixtures`] says so).
+    /// A server for `handler`: its tools, nothing else.
     pub fn new(handler: Arc<H>) -> Self {
-        let fixtures = handler.conformance_fixtures().then(|| Arc::new(Fixtures::default()));
-        McpServer { handler, fixtures }
+        McpServer { handler, extra: None }
+    }
+
+    /// A server for `handler` that also serves `extra` (answered by `extra` itself, not through
+    /// the handler).
+    pub fn with_extra(handler: Arc<H>, extra: Arc<dyn ExtraFeatures>) -> Self {
+        McpServer { handler, extra: Some(extra) }
     }
 
     /// The handler served.
@@ -62,12 +66,12 @@ impl<H: CallHandler> McpServer<H> {
     }
 }
 
-/// Without fixtures, methods of capabilities not declared are not found (rmcp's defaults would
-/// answer them with empty results).
-macro_rules! fixtures_or_not_found {
+/// Without extra features, methods of capabilities not declared are not found (rmcp's defaults
+/// would answer them with empty results).
+macro_rules! extra_or_not_found {
     ($self:ident, $method:ty) => {
-        match &$self.fixtures {
-            Some(fixtures) => fixtures,
+        match &$self.extra {
+            Some(extra) => extra,
             None => return Err(McpError::method_not_found::<$method>()),
         }
     };
@@ -75,8 +79,8 @@ macro_rules! fixtures_or_not_found {
 
 impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = match self.fixtures {
-            Some(_) => Fixtures::capabilities(),
+        let capabilities = match &self.extra {
+            Some(extra) => extra.capabilities(),
             None if self.handler.tool_changes().is_some() => {
                 ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build()
             }
@@ -127,15 +131,16 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
     ) -> Result<ListToolsResult, McpError> {
         let ctx = self.handler.context();
         let mut tools: Vec<Tool> = self.handler.list(&ctx).iter().map(convert::tool).collect();
-        if self.fixtures.is_some() {
-            tools.extend_from_slice(Fixtures::tools());
+        if let Some(extra) = &self.extra {
+            tools.extend(extra.tools());
         }
         Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        // Only the fixtures declare `x-mcp-header` parameters, whose headers rmcp checks.
-        self.fixtures.as_ref().and_then(|_| Fixtures::tool(name))
+        // Only extra features declare `x-mcp-header` parameters, whose headers rmcp checks (the
+        // handler's tools have none).
+        self.extra.as_ref().and_then(|extra| extra.tool(name))
     }
 
     async fn call_tool(
@@ -143,8 +148,8 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        if let Some(fixtures) = &self.fixtures
-            && let Some(result) = fixtures.call(&request, &context).await
+        if let Some(extra) = &self.extra
+            && let Some(result) = extra.call_tool(&request, &context).await
         {
             return result;
         }
@@ -209,8 +214,7 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        fixtures_or_not_found!(self, ListResourcesRequestMethod);
-        Fixtures::resources()
+        extra_or_not_found!(self, ListResourcesRequestMethod).list_resources().await
     }
 
     async fn list_resource_templates(
@@ -218,17 +222,15 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        fixtures_or_not_found!(self, ListResourceTemplatesRequestMethod);
-        Fixtures::templates()
+        extra_or_not_found!(self, ListResourceTemplatesRequestMethod).list_resource_templates().await
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        fixtures_or_not_found!(self, ReadResourceRequestMethod);
-        Fixtures::read(&request.uri).map(Into::into)
+        extra_or_not_found!(self, ReadResourceRequestMethod).read_resource(request, context).await
     }
 
     async fn list_prompts(
@@ -236,8 +238,7 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        fixtures_or_not_found!(self, ListPromptsRequestMethod);
-        Fixtures::prompts()
+        extra_or_not_found!(self, ListPromptsRequestMethod).list_prompts().await
     }
 
     async fn get_prompt(
@@ -245,7 +246,7 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        fixtures_or_not_found!(self, GetPromptRequestMethod).get_prompt(&request, &context).await
+        extra_or_not_found!(self, GetPromptRequestMethod).get_prompt(request, context).await
     }
 
     async fn complete(
@@ -253,54 +254,52 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        fixtures_or_not_found!(self, CompleteRequestMethod);
-        Fixtures::complete(&request)
+        extra_or_not_found!(self, CompleteRequestMethod).complete(request).await
     }
 
-    #[allow(deprecated, reason = "logging/setLevel is legacy, served for the conformance suite")]
+    #[allow(deprecated, reason = "logging/setLevel is legacy, served to extra features before 2026-07-28")]
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let fixtures = fixtures_or_not_found!(self, SetLevelRequestMethod);
+        let extra = extra_or_not_found!(self, SetLevelRequestMethod);
         // 2026-07-28 removed `logging/setLevel` (each request carries its level).
-        if conformance::modern(&context) {
+        let modern = context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if modern {
             return Err(McpError::method_not_found::<SetLevelRequestMethod>());
         }
-        fixtures.set_level(&request.level)
+        extra.set_level(request).await
     }
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        // Without fixtures nothing changes, so there is nothing to listen to.
-        self.fixtures.as_ref().map(|_| requested.clone())
+        // Without extra features there is nothing to listen to.
+        self.extra.as_ref().and_then(|extra| extra.accepted_subscription_filter(requested))
     }
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
-        match &self.fixtures {
-            Some(fixtures) => fixtures.listen(subscription).await,
+        match &self.extra {
+            Some(extra) => extra.listen(subscription).await,
             None => subscription.cancelled().await,
         }
         Ok(())
     }
 
-    #[allow(deprecated, reason = "legacy resources/subscribe, served for the conformance suite")]
+    #[allow(deprecated, reason = "legacy resources/subscribe, served to extra features")]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        fixtures_or_not_found!(self, SubscribeRequestMethod).subscribe(&request.uri);
-        Ok(())
+        extra_or_not_found!(self, SubscribeRequestMethod).subscribe(request).await
     }
 
-    #[allow(deprecated, reason = "legacy resources/unsubscribe, served for the conformance suite")]
+    #[allow(deprecated, reason = "legacy resources/unsubscribe, served to extra features")]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        fixtures_or_not_found!(self, UnsubscribeRequestMethod).unsubscribe(&request.uri);
-        Ok(())
+        extra_or_not_found!(self, UnsubscribeRequestMethod).unsubscribe(request).await
     }
 }

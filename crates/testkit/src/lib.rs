@@ -4,11 +4,16 @@
 //! - [`approver`]: an [`Approver`](toolgate::Approver) that answers from a script and keeps
 //!   every request (the `toolgate` and `toolgate-cli` tests);
 //! - [`wasm`]: test components of the `toolgate:tool` world built from WAT (the `toolgate-wasm`
-//!   and `toolgate-cli` tests).
+//!   and `toolgate-cli` tests);
+//! - [`npm`]: the npm peers and Node 22 (the `toolgate-cli` and `toolgate-conformance` tests);
+//! - [`serve`]: a `serve --http` on a free port, its banner read (the `toolgate` binary's and
+//!   the `toolgate-conformance` binary's tests).
 //!
 //! Harness pieces only one test binary uses stay in that binary's `support` module.
 
 #![deny(missing_docs)]
 
 pub mod approver;
+pub mod npm;
+pub mod serve;
 pub mod wasm;

@@ -1,18 +1,19 @@
 //! The `toolgate` binary's tests, one binary with a module per area (as ripgrep and
 //! rust-analyzer do): the real binary end to end, with the real peers (MCP SDKs and clients,
-//! reference servers, the conformance suite, the Inspector, local models) it is used with.
+//! reference servers, the Inspector, local models; the conformance suite's tests are in
+//! crates/conformance) it is used with.
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 mod support;
 
 mod agent;
+mod binary_contents;
 mod cli_mcp;
 mod clients;
 mod extension_tools;
 mod extensions;
 mod kill;
 mod mcp_bridge;
-mod mcp_conformance;
 mod mcp_inspector;
 mod mcp_oauth;
 mod mcp_python;

@@ -85,7 +85,7 @@ fn lists_and_calls(target: &Target<'_>, era: &str, version: &str) {
     assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"), "every input schema is an object");
     let fixtures: Vec<&Value> =
         tools.iter().filter(|t| t["name"].as_str().is_some_and(|n| n.starts_with("test_"))).collect();
-    assert!(fixtures.is_empty(), "conformance fixtures are served only with --conformance: {fixtures:?}");
+    assert!(fixtures.is_empty(), "the conformance fixtures are served only by toolgate-conformance: {fixtures:?}");
 
     let echoed = ok(
         inspector(
@@ -132,21 +132,21 @@ fn inspector_over_stdio_2026_07_28() {
 
 #[test]
 fn inspector_over_http_legacy() {
-    let server = HttpServer::start(&[]);
+    let server = HttpServer::start(TOOLGATE, &[]);
     let token = server.token.as_deref().expect("a token");
     lists_and_calls(&Target::Http { url: &server.url, token: Some(token) }, "legacy", "2025-11-25");
 }
 
 #[test]
 fn inspector_over_http_2026_07_28() {
-    let server = HttpServer::start(&[]);
+    let server = HttpServer::start(TOOLGATE, &[]);
     let token = server.token.as_deref().expect("a token");
     lists_and_calls(&Target::Http { url: &server.url, token: Some(token) }, "modern", "2026-07-28");
 }
 
 #[test]
 fn inspector_without_the_token_is_refused() {
-    let server = HttpServer::start(&[]);
+    let server = HttpServer::start(TOOLGATE, &[]);
     for token in [None, Some("0123456789abcdef")] {
         let run = inspector(&Target::Http { url: &server.url, token }, "legacy", &["--method", "tools/list"]);
         assert_ne!(run.code, Some(0), "tools/list without the right token must fail: {}", run.stdout);

@@ -1,22 +1,23 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance@0.2.0-alpha.12`, on
-//! Node 22) against `toolgate serve --http 127.0.0.1:PORT --conformance`.
+//! Node 22) against `toolgate-conformance serve --http 127.0.0.1:PORT` (a gate plus the suite's
+//! fixtures) and with `toolgate-conformance client` (toolgate's bridge) as its client.
 //!
 //! Every check the suite records (its `checks.json` per scenario) is judged against
-//! `tests/conformance/baseline.toml`: a failure no entry covers fails the test, and so does an
-//! entry whose scenario ran without the failure it excuses (a fix landed: delete the entry).
-//! Warnings are printed, not judged.
+//! `tests/baseline.toml`: a failure no entry covers fails the test, and so does an entry whose
+//! scenario ran without the failure it excuses (a fix landed: delete the entry). Warnings are
+//! printed, not judged.
 //!
 //! The suite and Node 22 are installed into `.cache/peers/npm` by `cargo xtask deps`; the tests
 //! fail, never skip, when they are missing.
 
-#![allow(clippy::unwrap_used)]
-
-use crate::support::npm;
-
 use std::path::{Path, PathBuf};
 
-use npm::HttpServer;
 use serde_json::Value;
+use toolgate_testkit::npm;
+use toolgate_testkit::serve::HttpServer;
+
+/// The binary under test.
+const CONFORMANCE: &str = env!("CARGO_BIN_EXE_toolgate-conformance");
 
 /// One expected failure from the baseline file.
 #[derive(Debug, Clone)]
@@ -51,7 +52,7 @@ struct Verdict {
 }
 
 fn baseline_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/baseline.toml")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/baseline.toml")
 }
 
 /// The baseline entries for `role` (`server` or `client`); every entry must say why.
@@ -135,10 +136,10 @@ fn suite(home: &Path) -> std::process::Command {
     npm::node_command(&npm::peer("@modelcontextprotocol/conformance/dist/index.js"), home)
 }
 
-/// Runs `conformance server ARGS` against a fresh `toolgate serve --conformance` and judges it.
+/// Runs `conformance server ARGS` against a fresh `toolgate-conformance serve` and judges it.
 fn server_suite(args: &[&str]) -> (Vec<Check>, Verdict) {
-    let server = HttpServer::start(&["--conformance"]);
-    assert!(server.token.is_none(), "--conformance makes no bearer token:\n{}", server.banner);
+    let server = HttpServer::start(CONFORMANCE, &[]);
+    assert!(server.token.is_none(), "toolgate-conformance serve makes no bearer token:\n{}", server.banner);
     run_suite("server", &["server", "--url", &server.url], args)
 }
 
@@ -178,12 +179,12 @@ fn report(verdict: &Verdict, stdout: &str) {
     let summary = stdout.split("=== SUMMARY ===").nth(1).unwrap_or(stdout);
     assert!(
         verdict.unexpected.is_empty(),
-        "checks failed that tests/conformance/baseline.toml does not expect:\n  {}\n--- suite summary{summary}",
+        "checks failed that tests/baseline.toml does not expect:\n  {}\n--- suite summary{summary}",
         verdict.unexpected.join("\n  ")
     );
     assert!(
         verdict.stale.is_empty(),
-        "baseline entries that no longer fail (delete them from tests/conformance/baseline.toml): {}",
+        "baseline entries that no longer fail (delete them from tests/baseline.toml): {}",
         verdict.stale.join(", ")
     );
 }
@@ -222,11 +223,11 @@ fn conformance_server_suite_2026_07_28() {
     assert!(scenarios.contains("server-stateless") && scenarios.contains("input-required-result-multi-round"));
 }
 
-/// Runs `conformance client ARGS` with `toolgate mcp conformance-client` (the bridge driven
-/// through a gate, `toolgate::conformance_client`) as the client, and judges it. The bridge's
-/// log (`TOOLGATE_LOG`, default warn) lands in each scenario's stderr.txt.
+/// Runs `conformance client ARGS` with `toolgate-conformance client` (the bridge driven through
+/// a gate, `src/client.rs`) as the client, and judges it. The bridge's log (`TOOLGATE_LOG`,
+/// default warn) lands in each scenario's stderr.txt.
 fn client_suite(args: &[&str]) -> (Vec<Check>, Verdict) {
-    let command = format!("{} mcp conformance-client", npm::TOOLGATE);
+    let command = format!("{CONFORMANCE} client");
     run_suite("client", &["client", "--command", &command], args)
 }
 
@@ -240,19 +241,19 @@ fn conformance_client_suite_all() {
     ran_every_baselined_scenario(&checks, "client", 40);
 }
 
-/// `--conformance` serves without a token, so it refuses any address but loopback.
+/// `toolgate-conformance serve` serves without a token, so it refuses any address but loopback.
 #[test]
-fn conformance_mode_binds_loopback_only() {
-    let ws = npm::workspace();
-    let out = std::process::Command::new(npm::TOOLGATE)
+fn the_server_binds_loopback_only() {
+    let ws = toolgate_testkit::serve::workspace();
+    let out = std::process::Command::new(CONFORMANCE)
         .arg("--workspace")
         .arg(ws.path())
-        .args(["serve", "--http", "0.0.0.0:0", "--conformance"])
+        .args(["serve", "--http", "0.0.0.0:0"])
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "--conformance on 0.0.0.0 must not start:\n{stderr}");
+    assert!(!out.status.success(), "toolgate-conformance serve on 0.0.0.0 must not start:\n{stderr}");
     assert!(stderr.contains("loopback addresses only"), "{stderr}");
 }
 

@@ -2,5 +2,6 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 mod bridge;
+mod extra;
 mod peer;
 mod sse_client;
