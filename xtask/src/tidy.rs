@@ -29,11 +29,16 @@ const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-agent", &["toolgate-core", "toolgate-store"]),
     ("toolgate-wasm", &["toolgate-core", "toolgate-store"]),
     (
+        "toolgate-extensions",
+        &["toolgate-core", "toolgate-guard", "toolgate-mcp", "toolgate-store", "toolgate-tools", "toolgate-wasm"],
+    ),
+    (
         "toolgate",
         &[
             "toolgate-agent",
             "toolgate-core",
             "toolgate-embed",
+            "toolgate-extensions",
             "toolgate-fetch",
             "toolgate-guard",
             "toolgate-mcp",
@@ -47,7 +52,15 @@ const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-watch", &["toolgate"]),
     (
         "toolgate-cli",
-        &["toolgate", "toolgate-core", "toolgate-embed", "toolgate-mcp", "toolgate-wasm", "toolgate-watch"],
+        &[
+            "toolgate",
+            "toolgate-core",
+            "toolgate-embed",
+            "toolgate-extensions",
+            "toolgate-mcp",
+            "toolgate-wasm",
+            "toolgate-watch",
+        ],
     ),
     // Dev-only: tidy also checks that no crate has these as a normal dependency.
     ("toolgate-testkit", &["toolgate"]),

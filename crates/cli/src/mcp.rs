@@ -1,6 +1,6 @@
 //! `toolgate mcp list|add|remove|login|tools`: the external MCP servers the gate bridges in.
 //!
-//! `add` and `remove` edit the config file in place through [`toolgate::config_edit`] (shared
+//! `add` and `remove` edit the config file in place through [`toolgate_extensions::config_edit`] (shared
 //! with the `tool_install` / `tool_remove` tools), so the user's comments and layout survive;
 //! the new file is checked, written next to the old one, synced and renamed over it.
 
@@ -12,9 +12,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use toolgate::Gate;
 use toolgate::config::Config;
-use toolgate::config_edit;
 use toolgate::core::ApprovalRequirement;
 use toolgate::mcp_vault::StoreVault;
+use toolgate_extensions::config_edit;
 use toolgate_mcp::bridge::oauth::{self, SecretVault};
 use toolgate_mcp::bridge::{HttpTransport, ServerConfig, ServerState, ToolFilter, valid_server_name};
 
@@ -226,7 +226,7 @@ fn add(global: &GlobalArgs, args: AddArgs) -> anyhow::Result<ExitCode> {
         bail!("{} already has an MCP server `{name}`; pass `--force` to replace it", path.display());
     }
     servers.insert(&name, toml_edit::Item::Table(config_edit::server_table(&server).map_err(anyhow::Error::msg)?));
-    config_edit::write_document(&path, &doc)?;
+    config_edit::write_document(&path, &doc, &Config::check_layer)?;
     outln!("added MCP server `{name}` to {}", path.display());
     outln!("its tools will appear as `{}*`; see them with `toolgate mcp tools {name}`", server.tool_name(&name, ""));
     if server.url.is_some() {
@@ -242,7 +242,7 @@ fn remove(global: &GlobalArgs, name: &str, user: bool) -> anyhow::Result<ExitCod
         eprintln!("error: {} has no MCP server `{name}`; `toolgate mcp list` shows them", path.display());
         return Ok(ExitCode::from(1));
     }
-    config_edit::write_document(&path, &doc)?;
+    config_edit::write_document(&path, &doc, &Config::check_layer)?;
     outln!("removed MCP server `{name}` from {}", path.display());
     if let Some(vault) = existing_vault(global)?
         && oauth::logout(name, &vault)?

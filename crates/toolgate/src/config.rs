@@ -4,12 +4,15 @@
 //! Every layer is checked on its own first, so an unknown or mistyped key is reported with the
 //! file (or variable) it came from. `docs/config.md` documents every key with an example.
 
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 use toolgate_core::Limits;
+use toolgate_policy::PolicyConfig;
+use toolgate_tools::custom::CustomToolDef;
 use toolgate_tools::fs::FsConfig;
 use toolgate_tools::runtime::RuntimeConfig;
 
@@ -30,7 +33,7 @@ pub struct Config {
     pub limits: Limits,
     /// Which tools are visible and allowed: profiles, allow/deny lists, argument rules
     /// (`docs/policy.md`); `[[tools.custom]]` user-defined tools (`docs/extensions.md`).
-    pub tools: crate::extensions::ToolsConfig,
+    pub tools: ToolsConfig,
     /// The file tools: write safety, denied paths, instruction files, caps (`docs/fs-tools.md`).
     pub fs: FsConfig,
     /// The runtime tools: sandbox mode, network, limits, timeouts, output cap (`docs/runtime.md`).
@@ -61,6 +64,69 @@ pub struct Config {
     pub cache: CacheConfig,
     /// Refusing a call repeated too many times in a row (`docs/extensions.md`).
     pub loop_breaker: LoopBreakerConfig,
+}
+
+impl Config {
+    /// Checks that `text` loads as one configuration layer on its own: known keys, right types
+    /// (what every in-place edit of `toolgate.toml` is checked with before it is written; an
+    /// MCP server entry may be completed by another layer). The error is the parser's message.
+    pub fn check_layer(text: &str) -> Result<(), String> {
+        toml::from_str::<Config>(text).map(drop).map_err(|e| e.to_string().trim().to_owned())
+    }
+}
+
+/// The `[tools]` table: the tool policy (`docs/policy.md`) plus `[[tools.custom]]`, the
+/// custom tool definitions. It dereferences to the [`PolicyConfig`], so `config.tools.deny`
+/// reads as before.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolsConfig {
+    /// Which tools are visible and allowed.
+    pub policy: PolicyConfig,
+    /// `[[tools.custom]]`: user-defined shell-template tools (`docs/extensions.md`).
+    pub custom: Vec<CustomToolDef>,
+}
+
+impl Deref for ToolsConfig {
+    type Target = PolicyConfig;
+    fn deref(&self) -> &PolicyConfig {
+        &self.policy
+    }
+}
+
+impl DerefMut for ToolsConfig {
+    fn deref_mut(&mut self) -> &mut PolicyConfig {
+        &mut self.policy
+    }
+}
+
+impl Serialize for ToolsConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Flat<'a> {
+            #[serde(flatten)]
+            policy: &'a PolicyConfig,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            custom: &'a [CustomToolDef],
+        }
+        Flat { policy: &self.policy, custom: &self.custom }.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolsConfig {
+    /// `custom` is taken out first; the rest must be a valid policy, whose unknown keys are
+    /// still reported (`#[serde(flatten)]` would silently drop them).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = toml::Table::deserialize(d)?;
+        let custom = match table.remove("custom") {
+            None => Vec::new(),
+            Some(value) => Vec::<CustomToolDef>::deserialize(value)
+                .map_err(|e| D::Error::custom(format!("[[tools.custom]]: {e}")))?,
+        };
+        let policy = PolicyConfig::deserialize(toml::Value::Table(table))
+            .map_err(|e| D::Error::custom(format!("[tools]: {e}")))?;
+        Ok(ToolsConfig { policy, custom })
+    }
 }
 
 /// `[identity]`: defaults for the caller's identity.

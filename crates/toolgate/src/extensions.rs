@@ -2,71 +2,14 @@
 //! `[[tools.custom]]` and from the store (`toolgate tools add --file def.json`), with their
 //! environment values in the encrypted secrets store. See `docs/extensions.md`.
 
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use toolgate_core::Tool;
-use toolgate_policy::PolicyConfig;
 use toolgate_store::{CustomToolStore, SecretStore, Stores};
 use toolgate_tools::custom::{self, CustomToolDef, SecretSource};
 use toolgate_tools::runtime::ProcessRunner;
 
 use crate::config::Config;
-
-/// The `[tools]` table: the tool policy (`docs/policy.md`) plus `[[tools.custom]]`, the
-/// custom tool definitions. It dereferences to the [`PolicyConfig`], so `config.tools.deny`
-/// reads as before.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ToolsConfig {
-    /// Which tools are visible and allowed.
-    pub policy: PolicyConfig,
-    /// `[[tools.custom]]`: user-defined shell-template tools (`docs/extensions.md`).
-    pub custom: Vec<CustomToolDef>,
-}
-
-impl Deref for ToolsConfig {
-    type Target = PolicyConfig;
-    fn deref(&self) -> &PolicyConfig {
-        &self.policy
-    }
-}
-
-impl DerefMut for ToolsConfig {
-    fn deref_mut(&mut self) -> &mut PolicyConfig {
-        &mut self.policy
-    }
-}
-
-impl Serialize for ToolsConfig {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Flat<'a> {
-            #[serde(flatten)]
-            policy: &'a PolicyConfig,
-            #[serde(skip_serializing_if = "<[_]>::is_empty")]
-            custom: &'a [CustomToolDef],
-        }
-        Flat { policy: &self.policy, custom: &self.custom }.serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for ToolsConfig {
-    /// `custom` is taken out first; the rest must be a valid policy, whose unknown keys are
-    /// still reported (`#[serde(flatten)]` would silently drop them).
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut table = toml::Table::deserialize(d)?;
-        let custom = match table.remove("custom") {
-            None => Vec::new(),
-            Some(value) => Vec::<CustomToolDef>::deserialize(value)
-                .map_err(|e| D::Error::custom(format!("[[tools.custom]]: {e}")))?,
-        };
-        let policy = PolicyConfig::deserialize(toml::Value::Table(table))
-            .map_err(|e| D::Error::custom(format!("[tools]: {e}")))?;
-        Ok(ToolsConfig { policy, custom })
-    }
-}
 
 /// Touched (workspace-relative) whenever the store's custom tools change, so that a running
 /// `toolgate serve` reloads them.

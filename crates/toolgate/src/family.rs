@@ -176,7 +176,8 @@ impl Family for Agents {
     }
 }
 
-/// `tool_list|search|install|auth|activate|remove` (`crate::extension_tools`).
+/// `tool_list|search|install|auth|activate|remove` (`toolgate_extensions`), made from narrow
+/// values of the services and [`ConfigOnDisk`], their port to the configuration.
 #[derive(Debug)]
 struct Extensions;
 
@@ -186,6 +187,47 @@ impl Family for Extensions {
     }
 
     fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
-        Ok(crate::extension_tools::tools(&s.extension_shared()))
+        let setup = toolgate_extensions::Setup {
+            workspace: s.workspace.clone(),
+            host: Arc::new(ConfigOnDisk { workspace: s.workspace.clone() }),
+            started: config_view(&s.config),
+            approval_never: s.config.approval.mode == crate::config::ApprovalMode::Never,
+            // Weak: the registry holds these tools (a strong reference would keep every tool
+            // alive after the gate is gone).
+            registry: Arc::downgrade(&s.registry),
+            bridge: std::sync::Weak::clone(&s.bridge),
+            secrets: s.stores.as_ref().map(|st| Arc::clone(&st.secrets)),
+            wasm_failed: Arc::clone(&s.wasm_failed),
+            wasm_host: Arc::clone(&s.wasm_host),
+        };
+        Ok(toolgate_extensions::tools(&setup))
+    }
+}
+
+/// The extension tools' port ([`toolgate_extensions::ExtensionHost`]): the workspace's layered
+/// configuration as it is on disk now, and [`Config::check_layer`](crate::config::Config::check_layer).
+#[derive(Debug)]
+struct ConfigOnDisk {
+    workspace: std::path::PathBuf,
+}
+
+impl toolgate_extensions::ExtensionHost for ConfigOnDisk {
+    fn config_on_disk(&self) -> Result<toolgate_extensions::ConfigView, String> {
+        crate::config::ConfigSources::standard(&self.workspace, None)
+            .load(None)
+            .map(|config| config_view(&config))
+            .map_err(|e| e.to_string())
+    }
+
+    fn check_layer(&self, text: &str) -> Result<(), String> {
+        crate::config::Config::check_layer(text)
+    }
+}
+
+/// What the extension tools read of a configuration.
+fn config_view(config: &crate::config::Config) -> toolgate_extensions::ConfigView {
+    toolgate_extensions::ConfigView {
+        mcp_servers: config.mcp.servers.clone(),
+        disabled_custom_tools: config.tools.custom.iter().filter(|d| !d.enabled).map(|d| d.name.clone()).collect(),
     }
 }

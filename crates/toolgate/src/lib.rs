@@ -27,9 +27,10 @@
 //! - [`mcp`]: serving the gate over MCP (`toolgate serve`), from `toolgate-mcp`.
 //! - [`bridge`]: external MCP servers' tools in the gate (`[mcp.servers.NAME]`): [`Gate::start_mcp`],
 //!   [`Gate::connect_mcp`].
-//! - [`config_edit`]: editing `toolgate.toml` in place (`toolgate mcp add`, `tool_install`).
-//! - `extension_tools`: `tool_list`, `tool_search`, `tool_install`, `tool_auth`,
-//!   `tool_activate`, `tool_remove` (group `extensions`).
+//! - The extension tools (`tool_list|search|install|auth|activate|remove`, group
+//!   `extensions`) and editing `toolgate.toml` in place come from `toolgate-extensions`
+//!   (its port, `ExtensionHost`, is implemented in `family.rs`); [`mcp_vault`] is its OAuth
+//!   token vault.
 //! - [`reload`]: [`Gate::reload`], the `[tools]` policy and custom and skill tools swapped in
 //!   a running gate.
 //!
@@ -42,14 +43,11 @@ pub mod agent;
 pub mod approvals;
 pub mod bridge;
 pub mod config;
-pub mod config_edit;
 pub mod embeddings;
-mod extension_tools;
 pub mod extensions;
 pub mod family;
 mod gate;
 pub mod mcp;
-pub mod mcp_vault;
 pub mod memory;
 mod pipeline;
 pub mod reload;
@@ -63,6 +61,8 @@ pub use pipeline::hooks::{Hook, HookVerdict};
 pub use services::Services;
 
 pub use toolgate_core as core;
+/// The MCP bridge's OAuth tokens in the store's secrets ([`StoreVault`](mcp_vault::StoreVault)).
+pub use toolgate_extensions::vault as mcp_vault;
 pub use toolgate_guard as guard;
 pub use toolgate_policy as policy;
 pub use toolgate_store as store;

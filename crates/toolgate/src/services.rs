@@ -59,18 +59,4 @@ impl Services {
     pub fn memory_store(&self) -> Option<&Arc<dyn MemoryStore>> {
         self.memory.as_ref().map(|m| &m.store)
     }
-
-    /// What the extension tools share: the registry and bridge held weakly (the registry holds
-    /// these tools, so a strong reference would keep every tool alive after the gate is gone).
-    pub(crate) fn extension_shared(&self) -> crate::extension_tools::Shared {
-        crate::extension_tools::Shared {
-            workspace: self.workspace.clone(),
-            registry: Arc::downgrade(&self.registry),
-            bridge: Weak::clone(&self.bridge),
-            secrets: self.stores.as_ref().map(|s| Arc::clone(&s.secrets)),
-            config: Arc::clone(&self.config),
-            wasm_failed: Arc::clone(&self.wasm_failed),
-            wasm_host: Arc::clone(&self.wasm_host),
-        }
-    }
 }

@@ -9,8 +9,9 @@
 //! and asks it to describe itself; [`WasmTool`] wraps the result as a [`toolgate_core::Tool`]
 //! that runs every call in a fresh instance with fuel (CPU), an epoch deadline (wall clock),
 //! a memory limiter, and per-call budgets for logs, HTTP requests and tool calls.
-//! [`Capabilities`] is the grant (`NAME.capabilities.json`); [`Installer`] installs, checks (BLAKE3) and
-//! loads tools, with manifests sealed in `toolgate-store`.
+//! [`Capabilities`] is the grant (`NAME.capabilities.json`, read by [`read_capabilities`]);
+//! [`Installer`] installs, checks (BLAKE3) and loads tools, with manifests sealed in
+//! `toolgate-store` ([`installer`]: a workspace's, in `.toolgate/`).
 //!
 //! # Example
 //!
@@ -33,6 +34,7 @@
 
 mod capabilities;
 mod error;
+mod files;
 mod host;
 mod install;
 mod runtime;
@@ -44,6 +46,7 @@ pub use capabilities::{
     SecretsCapability, ToolsCapability, WorkspaceCapability,
 };
 pub use error::WasmError;
+pub use files::{installer, installer_in, read_capabilities, read_regular_file, runtime_in, user_installer};
 pub use host::{LogEntry, MAX_HTTP_REQUESTS, MAX_LOG_BYTES, MAX_LOG_ENTRIES, MAX_READ_BYTES, MAX_TOOL_INVOCATIONS};
 pub use install::{InstalledTool, Installer, MANIFEST_PREFIX, component_hash};
 pub use runtime::{CallLimits, CallReport, Prepared, RuntimeConfig, ToolDescription, WasmRuntime, wasmtime_version};

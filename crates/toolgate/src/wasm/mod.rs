@@ -1,6 +1,7 @@
-//! The gate's side of WASM tools (`toolgate_wasm`): the installers of this workspace's tools
-//! (`.toolgate/tools/`, manifests sealed in `.toolgate/state.db`) and of the user's
-//! ([`user_dir`]), loading both into the registry (the workspace's win), and the services their imports borrow from the gate: tool calls through
+//! The gate's side of WASM tools (`toolgate_wasm`): this workspace's installed tools
+//! (`.toolgate/tools/`, manifests sealed in `.toolgate/state.db`; [`installer`], from
+//! `toolgate_wasm`) and the user's ([`user_dir`]), loading both into the registry (the
+//! workspace's win), and the services their imports borrow from the gate: tool calls through
 //! [`Gate::call`] (the whole pipeline again), secret existence from the store, workspace
 //! reads confined like the `read` tool, and HTTP through [`GuestHttp`] (the allowlist, host-side
 //! credentials, leak scanning, and the web tools' SSRF-safe fetcher under the `[web]` config).
@@ -24,13 +25,14 @@ use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 use toolgate_core::{CallContext, Tool, ToolError, ToolOutput};
-use toolgate_store::Store;
 use toolgate_tools::custom::SecretSource;
 use toolgate_tools::fs::FsState;
 pub use toolgate_wasm::{
-    Capabilities, InstalledTool, Installer, RuntimeConfig, Services, WasmError, WasmRuntime, WasmTool,
+    Capabilities, InstalledTool, Installer, RuntimeConfig, Services, WasmError, WasmRuntime, WasmTool, installer,
+    read_capabilities, user_installer,
 };
 use toolgate_wasm::{HttpClient, SecretLookup, ToolInvoker, WorkspaceReader};
+use toolgate_wasm::{installer_in, runtime_in};
 
 use toolgate_agent::ToolCaller;
 
@@ -39,19 +41,6 @@ use crate::extensions::StoreSecrets;
 mod http;
 
 pub use http::{Allowed, AuditSink, GuestHttp, MAX_RESPONSE_BYTES, check_request};
-
-/// The installer for the WASM tools of `workspace`, with the compiled-code cache in
-/// `.toolgate/wasm-cache`.
-pub fn installer(workspace: &Path) -> Result<Installer, WasmError> {
-    let state = workspace.join(".toolgate");
-    installer_at(&state, runtime(&state)?)
-}
-
-/// The installer for the user's WASM tools in `dir` (see [`user_dir`]): components in
-/// `dir/tools/`, manifests in `dir/state.db` (sealed with `dir/secret.key`).
-pub fn user_installer(dir: &Path) -> Result<Installer, WasmError> {
-    installer_at(dir, runtime(dir)?)
-}
 
 /// The user's data folder for WASM tools: `$TOOLGATE_DATA_DIR`, else `$XDG_DATA_HOME/toolgate`,
 /// else `~/.local/share/toolgate`. Its tools are loaded in every workspace; a workspace tool
@@ -64,66 +53,6 @@ pub fn user_dir() -> Option<PathBuf> {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
             .map(|d| d.join("toolgate"))
     })
-}
-
-/// A runtime whose compiled-code cache is `state/wasm-cache`.
-fn runtime(state: &Path) -> Result<WasmRuntime, WasmError> {
-    WasmRuntime::new(RuntimeConfig { cache_dir: Some(state.join("wasm-cache")), ..RuntimeConfig::default() })
-}
-
-fn installer_at(state: &Path, runtime: WasmRuntime) -> Result<Installer, WasmError> {
-    let store = Arc::new(Store::open(&state.join("state.db"))?);
-    Ok(Installer::new(runtime, state.join("tools"), store))
-}
-
-/// A component's capabilities: the `explicit` file, else `NAME.capabilities.json` or
-/// `<stem>.capabilities.json` beside it, else none.
-pub fn read_capabilities(file: &Path, name: Option<&str>, explicit: Option<&Path>) -> Result<Capabilities, String> {
-    let candidates: Vec<PathBuf> = match explicit {
-        Some(p) => vec![p.to_owned()],
-        None => {
-            let dir = file.parent().unwrap_or(Path::new("."));
-            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("tool");
-            name.into_iter().chain([stem]).map(|n| dir.join(format!("{n}.capabilities.json"))).collect()
-        }
-    };
-    for path in candidates {
-        if path.is_file() || explicit.is_some() {
-            // Resolved first: a capabilities file may be a link (the read does not follow one).
-            let real = path.canonicalize().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let bytes = read_regular_file(&real, MAX_CAPABILITIES_BYTES)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let text = String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", path.display()))?;
-            return Capabilities::from_json(&text).map_err(|e| format!("in {}: {e}", path.display()));
-        }
-    }
-    Ok(Capabilities::none())
-}
-
-/// Largest capabilities file read.
-const MAX_CAPABILITIES_BYTES: u64 = 1024 * 1024;
-
-/// A regular file's content, at most `max` bytes, read through one handle opened without
-/// blocking and without following a final symbolic link (a FIFO put in its place is refused,
-/// not waited on).
-pub(crate) fn read_regular_file(file: &Path, max: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let handle = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(file)
-        .map_err(|e| format!("cannot open it: {e}"))?;
-    let meta = handle.metadata().map_err(|e| format!("cannot read it: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a file".to_owned());
-    }
-    let mut bytes = Vec::new();
-    handle.take(max + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(format!("larger than {max} bytes"));
-    }
-    Ok(bytes)
 }
 
 /// What [`load_tools`] did besides registering tools.
@@ -165,7 +94,7 @@ async fn load(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
         return report;
     }
     // One engine for both folders, caching compiled code in the workspace.
-    let runtime = match runtime(&state) {
+    let runtime = match runtime_in(&state) {
         Ok(r) => r,
         Err(e) => {
             report.failed.push(("*".to_owned(), e));
@@ -178,7 +107,7 @@ async fn load(gate: &Arc<Gate>, user: Option<&Path>) -> LoadReport {
     let folders =
         user.map(|u| (u.to_path_buf(), "user")).into_iter().chain(in_workspace.then(|| (state.clone(), "workspace")));
     for (dir, origin) in folders {
-        let loaded = match installer_at(&dir, runtime.clone()) {
+        let loaded = match installer_in(&dir, runtime.clone()) {
             Ok(i) => i.load_all(&services).await,
             Err(e) => Err(e),
         };

@@ -11,21 +11,21 @@
 mod catalog;
 mod wasm;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, Weak};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
 use toolgate_core::{
-    Annotations, ApprovalRequirement, CallContext, CallSafety, Registry, Tool, ToolError, ToolOutput, ToolSpec,
-    Touches, async_trait,
+    Annotations, ApprovalRequirement, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec, Touches,
+    async_trait,
 };
 use toolgate_guard::shell::CommandClass;
 use toolgate_mcp::bridge::oauth::{self, SecretVault};
 use toolgate_mcp::bridge::{Bridge, ServerConfig, ServerState, valid_server_name};
-use toolgate_store::SecretStore;
 
-use crate::config::{Config, ConfigSources};
 use crate::config_edit::{self, ConfigEditError};
+use crate::vault::StoreVault;
+use crate::{ConfigView, ExtensionHost, Setup};
 use catalog::{Entry, EntryKind};
 
 /// When an edit takes effect.
@@ -43,29 +43,6 @@ const LAUNCHERS: &[&str] =
 /// Shells: a server started through one runs whatever script it is given.
 const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "env"];
 
-/// What the tools share with the gate.
-#[derive(Debug, Clone)]
-pub(crate) struct Shared {
-    /// The gate's workspace (canonical): its `toolgate.toml` is edited.
-    pub workspace: PathBuf,
-    /// The gate's registry (what is registered now).
-    /// Weak: the registry holds these tools, and a strong reference would keep it (and every
-    /// tool's processes) alive after the gate is dropped.
-    pub registry: Weak<Registry>,
-    /// The MCP bridge, once started.
-    /// Weak for the same reason (the bridge holds the registry).
-    pub bridge: Weak<OnceLock<Bridge>>,
-    /// The store's secrets (OAuth tokens), when the gate keeps a state database.
-    pub secrets: Option<Arc<dyn SecretStore>>,
-    /// The configuration the gate started with.
-    pub config: Arc<Config>,
-    /// Installed WASM tools that failed to load, with why (the gate's).
-    pub wasm_failed: Arc<std::sync::Mutex<Vec<(String, String)>>>,
-    /// The gate's WASM host services, once it loaded its WASM tools (`crate::wasm::load_tools`):
-    /// what a WASM tool installed by `tool_install` is loaded with.
-    pub wasm_host: Arc<OnceLock<toolgate_wasm::Services>>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     List,
@@ -76,8 +53,9 @@ enum Kind {
     Remove,
 }
 
-/// The six tools.
-pub(crate) fn tools(shared: &Shared) -> Vec<Arc<dyn Tool>> {
+/// The six tools, made from `setup`.
+pub fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {
+    let shared = setup;
     [Kind::List, Kind::Search, Kind::Install, Kind::Auth, Kind::Activate, Kind::Remove]
         .into_iter()
         .map(|kind| Arc::new(ExtensionTool::new(kind, shared.clone())) as Arc<dyn Tool>)
@@ -88,7 +66,7 @@ pub(crate) fn tools(shared: &Shared) -> Vec<Arc<dyn Tool>> {
 struct ExtensionTool {
     kind: Kind,
     spec: ToolSpec,
-    shared: Shared,
+    shared: Setup,
 }
 
 fn name_param(what: &str) -> Value {
@@ -96,7 +74,7 @@ fn name_param(what: &str) -> Value {
 }
 
 impl ExtensionTool {
-    fn new(kind: Kind, shared: Shared) -> Self {
+    fn new(kind: Kind, shared: Setup) -> Self {
         let (name, description, schema, annotations) = match kind {
             Kind::List => (
                 "tool_list",
@@ -188,10 +166,7 @@ impl Tool for ExtensionTool {
         match self.kind {
             Kind::List | Kind::Search => CallSafety { read_only: true, ..CallSafety::default() },
             Kind::Auth => CallSafety::default(),
-            Kind::Install => {
-                let never = self.shared.config.approval.mode == crate::config::ApprovalMode::Never;
-                install_safety(&self.shared.workspace, params, never)
-            }
+            Kind::Install => install_safety(&self.shared.workspace, params, self.shared.approval_never),
             // A name that is not in the file (or a file that does not parse) is reported by
             // `execute`: no one is asked about an edit that cannot happen.
             // `wasm__NAME`: an installed component (server and custom tool names have no `__`).
@@ -226,13 +201,13 @@ impl Tool for ExtensionTool {
         // `safety` (which has no context) read the same catalog.
         let workspace = self.shared.workspace.clone();
         match self.kind {
-            Kind::List => Ok(self.list(&workspace, str_param(&params, "kind"))),
+            Kind::List => Ok(self.list(str_param(&params, "kind"))),
             Kind::Search => search(&workspace, &params),
             Kind::Install => self.install(ctx, &workspace, &params).await,
-            Kind::Auth => self.auth(&workspace, str_param(&params, "name").unwrap_or_default()).await,
+            Kind::Auth => self.auth(str_param(&params, "name").unwrap_or_default()).await,
             Kind::Activate => {
                 let on = params.get("active").and_then(Value::as_bool).unwrap_or(false);
-                activate(&workspace, str_param(&params, "name").unwrap_or_default(), on)
+                activate(&*self.shared.host, &workspace, str_param(&params, "name").unwrap_or_default(), on)
             }
             Kind::Remove => self.remove(ctx, &workspace, str_param(&params, "name").unwrap_or_default()),
         }
@@ -243,11 +218,11 @@ impl Tool for ExtensionTool {
 // tool_list
 
 impl ExtensionTool {
-    fn list(&self, workspace: &Path, only: Option<&str>) -> ToolOutput {
+    fn list(&self, only: Option<&str>) -> ToolOutput {
         let bridge = self.shared.bridge.upgrade();
         let bridge = bridge.as_deref().and_then(OnceLock::get);
         let statuses = bridge.map(Bridge::status).unwrap_or_default();
-        let (config, config_problem) = current_config(workspace, &self.shared.config);
+        let (config, config_problem) = self.current_config();
         let mut rows: Vec<Value> = Vec::new();
         let registered = self.shared.registry.upgrade().map(|r| r.all()).unwrap_or_default();
         for found in registered {
@@ -283,19 +258,20 @@ impl ExtensionTool {
             };
             rows.push(json!({"name": name, "kind": "wasm", "group": "wasm", "state": format!("not loaded: {why}")}));
         }
-        for def in config.tools.custom.iter().filter(|d| !d.enabled) {
-            rows.push(json!({"name": def.name, "kind": "custom", "group": "custom", "state": "disabled"}));
+        for name in &config.disabled_custom_tools {
+            rows.push(json!({"name": name, "kind": "custom", "group": "custom", "state": "disabled"}));
         }
         let signed_in = |name: &str| {
-            self.shared.secrets.as_ref().is_some_and(|s| {
-                oauth::is_logged_in(name, &crate::mcp_vault::StoreVault::new(Arc::clone(s))).unwrap_or(false)
-            })
+            self.shared
+                .secrets
+                .as_ref()
+                .is_some_and(|s| oauth::is_logged_in(name, &StoreVault::new(Arc::clone(s))).unwrap_or(false))
         };
         let mut servers: Vec<Value> = Vec::new();
         // The servers on disk now, and those the gate started with that are not (a `--config`
         // file the tools do not edit).
-        let mut all = config.mcp.servers.clone();
-        for (name, server) in &self.shared.config.mcp.servers {
+        let mut all = config.mcp_servers.clone();
+        for (name, server) in &self.shared.started.mcp_servers {
             all.entry(name.clone()).or_insert_with(|| server.clone());
         }
         for (name, server) in &all {
@@ -348,12 +324,14 @@ impl ExtensionTool {
     }
 }
 
-/// The configuration now on disk (what `tool_install` and friends changed since the start), or
-/// the one the gate started with and why the file could not be read.
-fn current_config(workspace: &Path, started: &Config) -> (Config, Option<String>) {
-    match ConfigSources::standard(workspace, None).load(None) {
-        Ok(config) => (config, None),
-        Err(e) => (started.clone(), Some(e.to_string())),
+impl ExtensionTool {
+    /// The configuration now on disk (what `tool_install` and friends changed since the start),
+    /// or the one the gate started with and why the file could not be read.
+    fn current_config(&self) -> (ConfigView, Option<String>) {
+        match self.shared.host.config_on_disk() {
+            Ok(config) => (config, None),
+            Err(e) => (self.shared.started.clone(), Some(e)),
+        }
     }
 }
 
@@ -809,8 +787,7 @@ fn changed_since_approval() -> ToolError {
 
 impl ExtensionTool {
     async fn install(&self, ctx: &CallContext, workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
-        let never = self.shared.config.approval.mode == crate::config::ApprovalMode::Never;
-        let plan = match plan(workspace, params, never) {
+        let plan = match plan(workspace, params, self.shared.approval_never) {
             Ok(plan) => plan,
             Err(PlanError::Invalid(e)) => return Err(e),
             Err(PlanError::Refused(why)) => {
@@ -846,12 +823,12 @@ impl ExtensionTool {
                 let forget_tokens = servers.contains_key(&name) && old_url != server.url;
                 let table = config_edit::server_table(&server).map_err(ToolError::failed)?;
                 servers.insert(&name, toml_edit::Item::Table(table));
-                config_edit::write_document(&path, &doc).map_err(edit_error)?;
+                write_document(&*self.shared.host, &path, &doc)?;
                 let mut text = format!(
                     "added MCP server `{name}` to {CONFIG_FILE}; its tools will appear as `{}*` once it connects ({APPLY})",
                     server.tool_name(&name, "")
                 );
-                let vault = self.shared.secrets.as_ref().map(|s| crate::mcp_vault::StoreVault::new(Arc::clone(s)));
+                let vault = self.shared.secrets.as_ref().map(|s| StoreVault::new(Arc::clone(s)));
                 if forget_tokens
                     && let Some(vault) = vault
                     && oauth::logout(&name, &vault).unwrap_or(false)
@@ -880,6 +857,11 @@ fn edit_error(e: ConfigEditError) -> ToolError {
     ToolError::failed(e.to_string())
 }
 
+/// Writes `doc` to `path` once the host's configuration check passes.
+fn write_document(host: &dyn ExtensionHost, path: &Path, doc: &toml_edit::DocumentMut) -> Result<(), ToolError> {
+    config_edit::write_document(path, doc, &|text| host.check_layer(text)).map_err(edit_error)
+}
+
 // ---------------------------------------------------------------------------------------------
 // tool_auth
 
@@ -887,9 +869,9 @@ fn edit_error(e: ConfigEditError) -> ToolError {
 const AUTH_URL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl ExtensionTool {
-    async fn auth(&self, workspace: &Path, name: &str) -> Result<ToolOutput, ToolError> {
-        let (config, _) = current_config(workspace, &self.shared.config);
-        let Some(server) = config.mcp.servers.get(name).cloned() else {
+    async fn auth(&self, name: &str) -> Result<ToolOutput, ToolError> {
+        let (config, _) = self.current_config();
+        let Some(server) = config.mcp_servers.get(name).cloned() else {
             return Err(ToolError::NotFound {
                 what: format!("MCP server `{name}`"),
                 hint: Some("see the configured servers with `tool_list`; install one with `tool_install`".into()),
@@ -906,7 +888,7 @@ impl ExtensionTool {
                 "this gate keeps no state database to store tokens in; a person must run `{command}` in the workspace"
             )));
         };
-        let vault: Arc<dyn SecretVault> = Arc::new(crate::mcp_vault::StoreVault::new(Arc::clone(secrets)));
+        let vault: Arc<dyn SecretVault> = Arc::new(StoreVault::new(Arc::clone(secrets)));
         oauth::install_crypto_provider();
         let (tx, rx) = tokio::sync::oneshot::channel::<String>();
         let task_name = name.to_owned();
@@ -1004,7 +986,7 @@ fn not_found(name: &str) -> ToolError {
     }
 }
 
-fn activate(workspace: &Path, name: &str, on: bool) -> Result<ToolOutput, ToolError> {
+fn activate(host: &dyn ExtensionHost, workspace: &Path, name: &str, on: bool) -> Result<ToolOutput, ToolError> {
     let path = workspace.join(CONFIG_FILE);
     let mut doc = config_edit::read_document(&path).map_err(edit_error)?;
     let what = match find_target(&doc, name).ok_or_else(|| not_found(name))? {
@@ -1028,7 +1010,7 @@ fn activate(workspace: &Path, name: &str, on: bool) -> Result<ToolOutput, ToolEr
             "custom tool"
         }
     };
-    config_edit::write_document(&path, &doc).map_err(edit_error)?;
+    write_document(host, &path, &doc)?;
     let state = if on { "on" } else { "off" };
     Ok(ToolOutput::text(format!("switched the {what} `{name}` {state} in {CONFIG_FILE}; {APPLY}")))
 }
@@ -1052,9 +1034,9 @@ impl ExtensionTool {
         let text = match find_target(&doc, name).ok_or_else(|| not_found(name))? {
             Target::Server => {
                 config_edit::remove_server(&mut doc, &path, name).map_err(edit_error)?;
-                config_edit::write_document(&path, &doc).map_err(edit_error)?;
+                write_document(&*self.shared.host, &path, &doc)?;
                 let mut text = format!("removed the MCP server `{name}` from {CONFIG_FILE}; {APPLY}");
-                let vault = self.shared.secrets.as_ref().map(|s| crate::mcp_vault::StoreVault::new(Arc::clone(s)));
+                let vault = self.shared.secrets.as_ref().map(|s| StoreVault::new(Arc::clone(s)));
                 if let Some(vault) = vault
                     && oauth::logout(name, &vault).unwrap_or(false)
                 {
@@ -1073,7 +1055,7 @@ impl ExtensionTool {
                         tools.remove("custom");
                     }
                 }
-                config_edit::write_document(&path, &doc).map_err(edit_error)?;
+                write_document(&*self.shared.host, &path, &doc)?;
                 format!("removed the custom tool `{name}` from {CONFIG_FILE}; {APPLY}")
             }
         };

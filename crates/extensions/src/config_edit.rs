@@ -2,16 +2,18 @@
 //! (`tool_install`, `tool_remove`, `tool_activate`) change `toolgate.toml` with `toml_edit`, so
 //! the user's comments and layout survive.
 //!
-//! Every write is checked and atomic: the new text must still load as a configuration layer,
-//! then it goes to a temporary file beside the old one, is synced
-//! and renamed over it. A file that does not parse is never rewritten.
+//! Every write is checked and atomic: the new text must still load as a configuration layer
+//! (the check is the caller's: `toolgate::config::Config::check_layer`, which this crate cannot
+//! name), then it goes to a temporary file beside the old one, is synced and renamed over it. A
+//! file that does not parse is never rewritten.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use toolgate_mcp::bridge::ServerConfig;
 
-use crate::config::Config;
+/// Checks a whole file's text as one configuration layer; the error is the parser's message.
+pub type LayerCheck<'a> = &'a dyn Fn(&str) -> Result<(), String>;
 
 /// Why a config file could not be edited. The old file is intact in every case.
 #[derive(Debug, thiserror::Error)]
@@ -160,19 +162,17 @@ fn is_empty(value: &toml::Value) -> bool {
     }
 }
 
-/// Checks that `doc` loads as a configuration layer on its own: known keys, right types. (An
-/// MCP server entry may be completed by another layer, so whether each is whole is checked by
-/// the caller, for the entry it writes.)
-pub fn check_document(doc: &toml_edit::DocumentMut, path: &Path) -> Result<(), ConfigEditError> {
-    toml::from_str::<Config>(&doc.to_string())
-        .map(drop)
-        .map_err(|e| ConfigEditError::Invalid { path: path.to_owned(), message: e.to_string().trim().to_owned() })
+/// Checks with `check` that `doc` loads as a configuration layer on its own: known keys, right
+/// types. (An MCP server entry may be completed by another layer, so whether each is whole is
+/// checked by the caller, for the entry it writes.)
+pub fn check_document(doc: &toml_edit::DocumentMut, path: &Path, check: LayerCheck<'_>) -> Result<(), ConfigEditError> {
+    check(&doc.to_string()).map_err(|message| ConfigEditError::Invalid { path: path.to_owned(), message })
 }
 
 /// [`check_document`], then writes `doc` to `path` atomically: a temporary file beside it,
 /// fsync, rename (the old file's permissions kept).
-pub fn write_document(path: &Path, doc: &toml_edit::DocumentMut) -> Result<(), ConfigEditError> {
-    check_document(doc, path)?;
+pub fn write_document(path: &Path, doc: &toml_edit::DocumentMut, check: LayerCheck<'_>) -> Result<(), ConfigEditError> {
+    check_document(doc, path, check)?;
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),

@@ -14,7 +14,8 @@ use serde_json::json;
 use toolgate_core::{ApprovalRequirement, CallContext, CallSafety, ToolError, ToolOutput, Touches};
 use toolgate_wasm::{Capabilities, TOOL_PREFIX, component_hash};
 
-use super::{PlanError, Shared, changed_since_approval, invalid};
+use super::{PlanError, changed_since_approval, invalid};
+use crate::Setup;
 
 /// Where installed components go, relative to the workspace.
 const TOOLS_DIR: &str = ".toolgate/tools/";
@@ -62,7 +63,7 @@ pub(super) fn plan(
     if !file.starts_with(workspace) || file.starts_with(workspace.join(".toolgate")) {
         return Err(PlanError::Refused(format!("{path:?} is outside the workspace")));
     }
-    let bytes = crate::wasm::read_regular_file(&file, MAX_COMPONENT_BYTES)
+    let bytes = toolgate_wasm::read_regular_file(&file, MAX_COMPONENT_BYTES)
         .map_err(|e| invalid("/path", format!("{path:?}: {e}")))?;
     // The sidecar too must be a file of the workspace (a link out of it is not followed).
     let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
@@ -73,7 +74,7 @@ pub(super) fn plan(
             return Err(PlanError::Refused(format!("{sidecar:?} beside {path:?} leads outside the workspace")));
         }
     }
-    let caps = crate::wasm::read_capabilities(&file, Some(&name), None).map_err(|e| invalid("/path", e))?;
+    let caps = toolgate_wasm::read_capabilities(&file, Some(&name), None).map_err(|e| invalid("/path", e))?;
     caps.validate().map_err(|e| invalid("/path", format!("the capabilities beside {path:?}: {e}")))?;
     let replacing = if replace { replaced(workspace, &name) } else { None };
     Ok(WasmPlan { name, path, hash: component_hash(&bytes), bytes, caps, replacing })
@@ -84,7 +85,7 @@ fn replaced(workspace: &Path, name: &str) -> Option<String> {
     if !workspace.join(TOOLS_DIR).join(format!("{name}.wasm")).is_file() {
         return None;
     }
-    let installed = crate::wasm::installer(workspace).ok()?.get(name).ok()?;
+    let installed = toolgate_wasm::installer(workspace).ok()?.get(name).ok()?;
     let caps = serde_json::to_string(&installed.capabilities).unwrap_or_default();
     Some(format!("`{TOOL_PREFIX}{name}` (BLAKE3 {}, capabilities {caps})", installed.hash))
 }
@@ -130,14 +131,14 @@ pub(super) fn safety(plan: &WasmPlan, base: CallSafety) -> CallSafety {
 /// Installs the planned bytes (the caller checked they are the approved ones), then loads the
 /// tool into the gate (when the gate loaded its WASM tools, as every `toolgate` command does).
 pub(super) async fn install(
-    shared: &Shared,
+    shared: &Setup,
     workspace: &Path,
     plan: WasmPlan,
     replace: bool,
 ) -> Result<ToolOutput, ToolError> {
     let WasmPlan { name, path, bytes, caps, .. } = plan;
     let failed = |e: toolgate_wasm::WasmError| ToolError::failed(format!("cannot install {path:?}: {e}"));
-    let installer = crate::wasm::installer(workspace).map_err(failed)?;
+    let installer = toolgate_wasm::installer(workspace).map_err(failed)?;
     if !replace && installer.get(&name).is_ok() {
         return Err(ToolError::failed(format!(
             "a WASM tool `{TOOL_PREFIX}{name}` is installed already; pass `replace: true` to replace it"
@@ -195,19 +196,14 @@ pub(super) fn remove_safety(workspace: &Path, name: &str) -> CallSafety {
 }
 
 /// Removes the installed component `wasm__NAME` and unregisters its tool.
-pub(super) fn remove(
-    shared: &Shared,
-    ctx: &CallContext,
-    workspace: &Path,
-    name: &str,
-) -> Result<ToolOutput, ToolError> {
+pub(super) fn remove(shared: &Setup, ctx: &CallContext, workspace: &Path, name: &str) -> Result<ToolOutput, ToolError> {
     let not_installed = || ToolError::NotFound {
         what: format!("installed WASM tool `{name}`"),
         hint: Some("`tool_list` shows the WASM tools".into()),
     };
     let bare = bare_name(name).ok_or_else(not_installed)?;
     let failed = |e: toolgate_wasm::WasmError| ToolError::failed(format!("cannot remove `{name}`: {e}"));
-    let installer = crate::wasm::installer(workspace).map_err(failed)?;
+    let installer = toolgate_wasm::installer(workspace).map_err(failed)?;
     if installer.get(bare).is_err() {
         return Err(not_installed());
     }
