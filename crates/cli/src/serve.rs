@@ -13,6 +13,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use toolgate::Gate;
 use toolgate::approvals::{FirstAvailable, PendingApprovals};
+use toolgate::family::Mounted;
 use toolgate::mcp::{CallHandler, HttpConfig, HttpToken, McpApprover};
 
 use super::GlobalArgs;
@@ -84,7 +85,15 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
             return Ok(exit_code(&stopped_by));
         }
     }
-    serve(gate, &workspace, args, pending, shutdown).await?;
+    // The families' endpoints beside `/mcp` (with the approvals API), and their background
+    // tasks, which end with the shutdown.
+    let api = Arc::new(Mounted::new(gate.routes(), Some(pending)));
+    let tasks = gate.start_tasks(&shutdown);
+    serve(gate, &workspace, args, api, shutdown.clone()).await?;
+    shutdown.cancel();
+    for task in tasks {
+        let _ = task.await;
+    }
     Ok(exit_code(&stopped_by))
 }
 
@@ -135,7 +144,7 @@ async fn serve<H: CallHandler>(
     handler: Arc<H>,
     workspace: &Path,
     args: Args,
-    pending: Arc<PendingApprovals>,
+    api: Arc<Mounted>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let Some(addr) = args.http else {
@@ -158,7 +167,7 @@ async fn serve<H: CallHandler>(
     http.allowed_hosts.extend(args.allow_hosts);
     http.allowed_origins = args.allow_origins;
     http.max_body_bytes = args.max_body_bytes;
-    http.api = Some(pending);
+    http.api = Some(api);
     print_banner(local, &token);
     toolgate::mcp::serve_http(handler, listener, http, shutdown).await?;
     Ok(())

@@ -4,7 +4,7 @@
 //! A family is a value implementing [`Family`]: from the shared [`Services`] (built once per
 //! gate) and its configuration section it makes its tools, and optionally the JSON endpoints a
 //! long-lived `toolgate serve --http` mounts beside `/mcp` and the background tasks it runs
-//! until shutdown. [`builtin`] is the table of toolgate's own families, in registration
+//! until shutdown. `builtin()` is the table of toolgate's own families, in registration
 //! order; [`GateBuilder::family`](crate::GateBuilder::family) adds an embedder's.
 
 use std::future::Future;
@@ -50,6 +50,35 @@ pub trait Family: Send + Sync + std::fmt::Debug {
     fn tasks(&self, services: &Services, shutdown: &CancellationToken) -> Vec<Task> {
         let _ = (services, shutdown);
         Vec::new()
+    }
+}
+
+/// The JSON endpoints a server mounts beside `/mcp`: each family's under `/api/NAME/`, and
+/// `rest` (the approvals API) for every path no family claims.
+#[derive(Debug)]
+pub struct Mounted {
+    families: Vec<(&'static str, Arc<dyn ApiHandler>)>,
+    rest: Option<Arc<dyn ApiHandler>>,
+}
+
+impl Mounted {
+    /// `families` as [`Gate::routes`](crate::Gate::routes) gives them, then `rest`.
+    pub fn new(families: Vec<(&'static str, Arc<dyn ApiHandler>)>, rest: Option<Arc<dyn ApiHandler>>) -> Self {
+        Mounted { families, rest }
+    }
+}
+
+impl ApiHandler for Mounted {
+    fn handle(&self, method: &str, path: &str, body: &[u8]) -> Option<(u16, serde_json::Value)> {
+        let claimed = self.families.iter().find(|(name, _)| {
+            path.strip_prefix("/api/")
+                .and_then(|p| p.strip_prefix(name))
+                .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+        });
+        match claimed {
+            Some((_, api)) => api.handle(method, path, body),
+            None => self.rest.as_ref()?.handle(method, path, body),
+        }
     }
 }
 

@@ -235,7 +235,11 @@ async fn stdio_everything_tools_are_registered_and_called_through_the_gate() {
     let env: BTreeMap<String, String> = serde_json::from_str(body).unwrap();
     assert_eq!(
         env,
-        BTreeMap::from([("BRIDGE_MARK".into(), "visible".into()), ("FROM_PARENT".into(), "toolgate".into())])
+        BTreeMap::from([
+            ("BRIDGE_MARK".into(), "visible".into()),
+            // `${CARGO_PKG_NAME}` from this test's own environment: the test binary's package.
+            ("FROM_PARENT".into(), env!("CARGO_PKG_NAME").into())
+        ])
     );
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate::core::{CallContext, Tool, ToolError, ToolOutput, ToolSpec, async_trait};
-use toolgate::family::{ApiHandler, Task};
+use toolgate::family::{ApiHandler, Mounted, Task};
 use toolgate::{Family, Gate, GateError, Services};
 
 /// Counts herons: one tool, one endpoint, one task that counts until shutdown.
@@ -84,6 +84,20 @@ async fn a_family_brings_tools_routes_and_tasks() {
     assert_eq!(*name, "herons");
     assert_eq!(api.handle("GET", "/api/herons/count", b""), Some((200, json!({"count": 1}))));
     assert_eq!(api.handle("GET", "/api/herons/other", b""), None);
+
+    // Mounted as `toolgate serve --http` mounts them: the family's paths, then the rest.
+    #[derive(Debug)]
+    struct Rest;
+    impl ApiHandler for Rest {
+        fn handle(&self, _: &str, path: &str, _: &[u8]) -> Option<(u16, Value)> {
+            Some((200, json!({"rest": path})))
+        }
+    }
+    let mounted = Mounted::new(gate.routes(), Some(Arc::new(Rest)));
+    assert_eq!(mounted.handle("GET", "/api/herons/count", b""), Some((200, json!({"count": 1}))));
+    assert_eq!(mounted.handle("GET", "/api/herons/nope", b""), None, "a family's path is its own");
+    assert_eq!(mounted.handle("GET", "/api/heronsx", b""), Some((200, json!({"rest": "/api/heronsx"}))));
+    assert_eq!(mounted.handle("GET", "/api/approvals", b""), Some((200, json!({"rest": "/api/approvals"}))));
 
     let shutdown = CancellationToken::new();
     let tasks = gate.start_tasks(&shutdown);
