@@ -10,6 +10,7 @@ use toolgate::agent::{Event, RunSpec};
 use toolgate::store::{SessionFilter, Store};
 
 use super::GlobalArgs;
+use toolgate::store::SessionStore;
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {

@@ -6,6 +6,7 @@ use anyhow::Context;
 use toolgate::store::Store;
 
 use super::GlobalArgs;
+use toolgate::store::GrantStore;
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {

@@ -11,6 +11,7 @@ use toolgate::store::Store;
 use toolgate::tools::custom::valid_secret_name;
 
 use super::GlobalArgs;
+use toolgate::store::{CustomToolStore, SecretStore};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {

@@ -40,7 +40,6 @@
 #![deny(missing_docs)]
 
 mod audit;
-mod compat;
 mod custom_tools;
 mod db;
 mod embedding_cache;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use toolgate_store::Store;
+use toolgate_store::{SecretStore, Store};
 
 use crate::runtime::WasmRuntime;
 use crate::{Capabilities, Services, WasmError, WasmTool};

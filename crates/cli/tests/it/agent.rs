@@ -18,6 +18,7 @@ use toolgate::agent::config::{Price, ProviderKind};
 use toolgate::agent::{AgentConfig, AgentLink, ProviderConfig, RunSpec, RunStatus, TeamConfig};
 use toolgate::config::Config;
 use toolgate::core::{CallContext, Identity};
+use toolgate::store::SessionStore;
 use toolgate::store::Store;
 
 fn provider(url: &str) -> ProviderConfig {

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use toolgate::Gate;
 use toolgate::config::{Config, ConfigSources};
 use toolgate::core::{ToolError, ToolOutput};
+use toolgate::store::SecretStore;
 use toolgate::store::Store;
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");

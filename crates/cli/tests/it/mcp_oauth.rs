@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use toolgate::Gate;
 use toolgate::config::{ApprovalMode, Config};
 use toolgate::mcp_vault::StoreVault;
+use toolgate::store::SecretStore;
 use toolgate_mcp::bridge::oauth::{
     self, AuthorizedClient, LoginOptions, LoginOutcome, OAuthError, Registration, SecretVault,
 };

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use toolgate_store::SecretStore;
 use toolgate_store::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError, Store};
 
 const PLAINTEXT: &[u8] = br#"{"access_token":"tok-4f1d9c0e-PLAINTEXT-MARKER","refresh_token":"ref-77aa"}"#;

@@ -15,6 +15,7 @@ use toolgate::core::export::{self, Provider};
 use toolgate::core::{
     ApprovalRequirement, CallContext, CallSafety, Content, Tool, ToolError, ToolOutput, ToolSpec, async_trait,
 };
+use toolgate::store::GrantStore;
 use toolgate::store::Store;
 use toolgate::{ApprovalAnswer, Gate, Hook, HookVerdict};
 

@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate::config::Config;
 use toolgate::core::{Progress, ProgressSink};
+use toolgate::store::SecretStore;
 use toolgate::store::Store;
 use toolgate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
 

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate::Gate;
 use toolgate::core::{Tool, ToolError};
+use toolgate::store::SecretStore;
 use toolgate::wasm::{Capabilities, RuntimeConfig, WasmRuntime, WasmTool};
 
 /// The secret the host injects; no leak rule knows its shape, so only the injected-value
