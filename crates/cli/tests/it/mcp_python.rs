@@ -10,7 +10,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -137,61 +137,29 @@ fn python_sdk_over_http_discover() {
     run_client(&["http", "auto", &server.url, &server.token]);
 }
 
-/// `toolgate serve --http 127.0.0.1:0`, killed on drop.
+/// `toolgate serve --http 127.0.0.1:0` (testkit's server), its token and address, and the
+/// first-start checks: the token is printed once and its file is private.
 struct HttpServer {
-    child: Child,
     url: String,
     addr: String,
     token: String,
-    _ws: tempfile::TempDir,
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    _server: toolgate_testkit::serve::HttpServer,
 }
 
 fn http_server() -> HttpServer {
-    let ws = workspace();
-    let mut child = Command::new(TOOLGATE)
-        .args(["--workspace"])
-        .arg(ws.path())
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start toolgate serve --http");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut banner = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            banner.push_str(&line);
-            banner.push('\n');
-            if line.contains("client config example") {
-                let _ = tx.send(banner.clone());
-            }
-        }
-    });
-    let banner = rx.recv_timeout(Duration::from_secs(30)).expect("toolgate serve --http printed its banner");
-    let url = banner
-        .split_whitespace()
-        .find(|w| w.starts_with("http://") && w.ends_with("/mcp"))
-        .expect("URL in the banner")
-        .to_owned();
-    let token = std::fs::read_to_string(ws.path().join(".toolgate/http-token")).expect("token file").trim().to_owned();
-    assert!(banner.contains(&token), "the token is printed on first start:\n{banner}");
+    let server = toolgate_testkit::serve::HttpServer::start(TOOLGATE, &[]);
+    let token = server.token.clone().expect("token file");
+    assert!(server.banner.contains(&token), "the token is printed on first start:\n{}", server.banner);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(ws.path().join(".toolgate/http-token")).expect("stat").permissions().mode();
+        let file = server.ws.path().join(".toolgate/http-token");
+        let mode = std::fs::metadata(file).expect("stat").permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "the token file is private");
     }
+    let url = server.url.clone();
     let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
-    HttpServer { child, url, addr, token, _ws: ws }
+    HttpServer { url, addr, token, _server: server }
 }
 
 #[test]
