@@ -1,6 +1,6 @@
 //! Reloading a running gate's extensions: the `[tools]` policy and the custom and skill tools
 //! are rebuilt from a new configuration and swapped in without a restart (`toolgate serve`
-//! watches the files, see `cli/reload.rs`), and `[mcp.servers]` is applied to a started MCP
+//! watches the files through `toolgate-watch`), and `[mcp.servers]` is applied to a started MCP
 //! bridge (servers added, changed, switched or removed; [`Gate::reload_mcp`]). Everything else
 //! in the configuration (sandbox, approvals, limits, hooks, agents, memory, web) is read once,
 //! at start.
