@@ -149,11 +149,14 @@ async fn connect_http(url: &str, token: Option<&str>) -> Client {
 /// A fresh workspace for one toolgate server. Rate limiting stays on (it is part of the
 /// pipeline measured) with limits the run cannot reach; the output cap is raised above the
 /// numbered 100 KB file so `read` returns all of it.
+///
+/// The benchmark repeats one call on purpose: no rate limit, and no loop breaker (which refuses
+/// the fourth identical call in a row).
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a temporary workspace");
     std::fs::write(
         dir.path().join("toolgate.toml"),
-        "[gate]\nmax_output_bytes = 262144\n\n[rate_limits.tools]\n\
+        "[gate]\nmax_output_bytes = 262144\n\n[loop_breaker]\nenabled = false\n\n[rate_limits.tools]\n\
          echo = { per_minute = 4294967295, per_hour = 4294967295 }\n\
          read = { per_minute = 4294967295, per_hour = 4294967295 }\n",
     )
