@@ -765,27 +765,4 @@ mod tests {
         let next = store.team_messages("t", "y", Some(first.last().unwrap().id)).unwrap();
         assert_eq!(next.len(), 51, "paging forward from the last id read");
     }
-
-    #[test]
-    fn handoff_routes() {
-        let store = Store::open(std::path::Path::new(":memory:")).unwrap();
-        let route = HandoffRoute {
-            conversation: "s1".into(),
-            user: "u".into(),
-            from_agent: "a".into(),
-            to_agent: "b".into(),
-            to_session: "s2".into(),
-            reason: "billing".into(),
-            created_ms: 1,
-        };
-        store.handoff_set(&route).unwrap();
-        assert_eq!(store.handoff_route("s1").unwrap().as_ref(), Some(&route));
-        assert_eq!(store.handoff_to("s2").unwrap().map(|r| r.conversation), Some("s1".into()));
-        store.handoff_set(&HandoffRoute { to_agent: "c".into(), to_session: "s3".into(), ..route.clone() }).unwrap();
-        assert_eq!(store.handoff_route("s1").unwrap().map(|r| r.to_session), Some("s3".into()), "replaced");
-        assert!(store.handoff_to("s2").unwrap().is_none());
-        assert!(store.handoff_clear("s1").unwrap());
-        assert!(store.handoff_route("s1").unwrap().is_none());
-        assert!(!store.handoff_clear("s1").unwrap());
-    }
 }

@@ -102,8 +102,12 @@ fn table(page: &str, data: &str) -> Vec<(&'static str, Value, Expect)> {
         ("team_tasks", json!({"action": "list", "team": "herons"}), Text(&["count herons"])),
         ("team_message", json!({"action": "send", "team": "herons", "to": "helper", "content": "hi"}), Text(&[])),
         ("team_message", json!({"action": "read", "team": "herons"}), Text(&[])),
-        ("handoff", json!({"agent": "helper"}), Error("")),
-        ("evaluate_loop", json!({"generator": "helper", "evaluator": "helper", "task": "t"}), Error("")),
+        ("handoff", json!({"agent": "helper"}), Error("inside an agent session")),
+        (
+            "evaluate_loop",
+            json!({"generator": "helper", "evaluator": "helper", "task": "t"}),
+            Error("did not finish round 1"),
+        ),
     ]
 }
 
