@@ -6,6 +6,8 @@
 //! - [`wasm`]: test components of the `toolgate:tool` world built from WAT (the `toolgate-wasm`
 //!   and `toolgate-cli` tests);
 //! - [`npm`]: the npm peers and Node 22 (the `toolgate-cli` and `toolgate-conformance` tests);
+//! - [`ports`]: a free port for a peer that only takes fixed ports, and a start that tries new
+//!   ports when another test took one first (the `toolgate-cli` tests);
 //! - [`serve`]: a `serve --http` on a free port, its banner read (the `toolgate` binary's and
 //!   the `toolgate-conformance` binary's tests).
 //!
@@ -15,5 +17,6 @@
 
 pub mod approver;
 pub mod npm;
+pub mod ports;
 pub mod serve;
 pub mod wasm;

