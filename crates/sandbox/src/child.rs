@@ -110,7 +110,10 @@ pub(crate) struct ChildPlan {
     pub(crate) envp: Vec<CString>,
     pub(crate) cwd: CString,
     pub(crate) stdin_fd: RawFd,
+    /// Standard output.
     pub(crate) output_fd: RawFd,
+    /// Standard error: `output_fd` for a command (interleaved), its own pipe for a server.
+    pub(crate) error_fd: RawFd,
     pub(crate) report_fd: RawFd,
     /// `Some((uid_map, gid_map))` when a user namespace is created.
     pub(crate) id_maps: Option<(Vec<u8>, Vec<u8>)>,
@@ -369,7 +372,7 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
                 fail(rfd, STEP_RLIMIT);
             }
         }
-        if libc::dup2(plan.stdin_fd, 0) < 0 || libc::dup2(plan.output_fd, 1) < 0 || libc::dup2(plan.output_fd, 2) < 0 {
+        if libc::dup2(plan.stdin_fd, 0) < 0 || libc::dup2(plan.output_fd, 1) < 0 || libc::dup2(plan.error_fd, 2) < 0 {
             fail(rfd, STEP_DUP);
         }
         // Nothing else leaks into the command: every other descriptor closes on exec.

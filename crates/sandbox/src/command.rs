@@ -25,6 +25,10 @@ pub struct CommandSpec {
     /// Extra environment variables, already approved by the caller; added on top of the
     /// allowlist ([`toolgate_guard::env::SAFE_VARS`]) and not filtered again.
     pub env: Vec<(String, String)>,
+    /// The environment is `env` alone (plus the sandbox's `TMPDIR` and `PWD`), without the
+    /// allowlisted variables of toolgate's own: for bridged MCP servers, whose configuration
+    /// names their whole environment.
+    pub clear_env: bool,
     /// Give the command a stdin pipe ([`crate::RunningProcess::write_stdin`]); otherwise stdin
     /// is `/dev/null`. With [`crate::Sandbox::run`] the pipe is closed at once.
     pub stdin: bool,
@@ -45,6 +49,7 @@ impl Default for CommandSpec {
             args: Vec::new(),
             cwd: PathBuf::from("."),
             env: Vec::new(),
+            clear_env: false,
             stdin: false,
             timeout: Duration::from_secs(120),
             output_cap_bytes: 256 * 1024,

@@ -82,5 +82,5 @@ pub use error::SandboxError;
 pub use output::CapturedOutput;
 pub use policy::{Network, ResourceLimits, SandboxMode, SandboxPolicy, default_read_only_subpaths};
 pub use process::{KILL_GRACE, RunningProcess};
-pub use sandbox::Sandbox;
+pub use sandbox::{Sandbox, ServerProcess};
 pub use status::{Namespaces, SandboxStatus, status};

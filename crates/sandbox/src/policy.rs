@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
-    /// Read the system directories and the workspace; write nothing but `/dev/null` and friends.
+    /// Read the system directories and the workspace; write only the private temporary folder,
+    /// [`SandboxPolicy::extra_writable`] and `/dev/null` and friends.
     ReadOnly,
     /// Read like [`SandboxMode::ReadOnly`]; write the workspace, the private temporary folder and
     /// [`SandboxPolicy::extra_writable`], except [`SandboxPolicy::read_only_subpaths`].
@@ -97,8 +98,9 @@ pub struct SandboxPolicy {
     pub network: Network,
     /// The workspace: readable in every mode, writable in [`SandboxMode::WorkspaceWrite`].
     pub workspace: PathBuf,
-    /// More writable directories (workspace-write only), e.g. a build cache; relative paths are
-    /// taken from the workspace.
+    /// More writable directories, e.g. a build cache or a server's state folder; relative paths
+    /// are taken from the workspace. One inside a hidden subpath (`.toolgate/mcp/NAME`) is shown
+    /// there alone, the rest of the hidden directory stays hidden.
     pub extra_writable: Vec<PathBuf>,
     /// More readable directories, e.g. `~/.npm` or `~/.pyenv/versions` (the home directory is
     /// not readable by default); relative paths are taken from the workspace.

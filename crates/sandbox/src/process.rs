@@ -41,7 +41,8 @@ pub(crate) struct Parts {
     pub(crate) init_mode: bool,
     pub(crate) program: PathBuf,
     pub(crate) stdin: Option<OwnedFd>,
-    pub(crate) output_read: OwnedFd,
+    /// The captured output's pipe; `None` for a server, whose streams are the caller's.
+    pub(crate) output_read: Option<OwnedFd>,
     pub(crate) output: SharedOutput,
     pub(crate) started: Instant,
     pub(crate) enforcement: Enforcement,
@@ -82,17 +83,24 @@ pub struct RunningProcess {
 
 impl RunningProcess {
     pub(crate) fn start(parts: Parts) -> Result<Self, SandboxError> {
-        set_nonblocking(&parts.output_read).map_err(|e| SandboxError::io("configuring the output pipe", e))?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(SandboxError::io(
                 "starting the output pump",
                 io::Error::other("Sandbox::spawn must be called inside a Tokio runtime"),
             ));
         }
-        // SAFETY: an OwnedFd stays open and returns the same descriptor until it is dropped,
-        // which happens only with the AsyncFd that owns it.
-        let reader = unsafe { AsyncFd::register_with_interest(parts.output_read, Interest::READABLE) }
-            .map_err(|e| SandboxError::io("registering the output pipe", e.into()))?;
+        let reader = match parts.output_read {
+            Some(fd) => {
+                set_nonblocking(&fd).map_err(|e| SandboxError::io("configuring the output pipe", e))?;
+                // SAFETY: an OwnedFd stays open and returns the same descriptor until it is
+                // dropped, which happens only with the AsyncFd that owns it.
+                Some(
+                    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+                        .map_err(|e| SandboxError::io("registering the output pipe", e.into()))?,
+                )
+            }
+            None => None,
+        };
         // SAFETY: as above.
         let pidfd = unsafe { AsyncFd::register_with_interest(parts.pidfd, Interest::READABLE) }
             .map_err(|e| SandboxError::io("registering the process descriptor", e.into()))?;
@@ -112,7 +120,14 @@ impl RunningProcess {
             None => None,
         };
         let (tx, eof) = watch::channel(false);
-        let pump = tokio::spawn(pump(reader, Arc::clone(&parts.output), tx));
+        let pump = match reader {
+            Some(reader) => tokio::spawn(pump(reader, Arc::clone(&parts.output), tx)),
+            None => {
+                output::lock(&parts.output).eof = true;
+                let _ = tx.send(true);
+                tokio::spawn(async {})
+            }
+        };
         Ok(RunningProcess {
             pid: parts.pid,
             pidfd: Some(pidfd),

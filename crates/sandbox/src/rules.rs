@@ -10,8 +10,8 @@
 //! private temporary folder and [`crate::SandboxPolicy::extra_readable`]. Everything else, in
 //! particular `/home`, `/root`, `/tmp`, `/var` and `/run`, is not readable.
 //!
-//! **Writable** (workspace-write): the workspace, the private temporary folder and
-//! [`crate::SandboxPolicy::extra_writable`]; plus, in every confined mode, the harmless devices
+//! **Writable**: in workspace-write the workspace; in both confined modes the private temporary
+//! folder and [`crate::SandboxPolicy::extra_writable`]; plus, in every confined mode, the harmless devices
 //! (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty`; not
 //! `/dev/pts`, where every terminal of the host lives). Creating device nodes is never allowed.
 
@@ -102,10 +102,8 @@ pub(crate) fn path_rules(inputs: &RuleInputs<'_>) -> Vec<(PathBuf, Grant)> {
     let write = if inputs.writable { Grant::Write } else { Grant::ReadExec };
     rules.push((inputs.workspace.to_path_buf(), write));
     rules.push((inputs.private_tmp.to_path_buf(), Grant::Write));
-    if inputs.writable {
-        for dir in inputs.extra_writable {
-            rules.push((dir.clone(), Grant::Write));
-        }
+    for dir in inputs.extra_writable {
+        rules.push((dir.clone(), Grant::Write));
     }
     rules
 }

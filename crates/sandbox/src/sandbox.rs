@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use libc::{c_int, c_ulong, sock_filter};
+use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
 use crate::child::{ChildPlan, ExecArgs, HideRoot, KeepPath, MAX_KEEPS, MountOp};
@@ -38,6 +39,8 @@ pub struct Sandbox {
     policy: SandboxPolicy,
     /// Directories covered by an empty tmpfs in the child, with the needed paths bound back.
     hidden_roots: Vec<HideRoot>,
+    /// The hidden subpaths among them (they hold an extra path): no other mount touches them.
+    revealing: Vec<PathBuf>,
     workspace: PathBuf,
     private_tmp: tempfile::TempDir,
     landlock: Option<OwnedFd>,
@@ -159,15 +162,31 @@ impl Sandbox {
         let hidden_roots = if namespaces.mount {
             let mut needed: Vec<PathBuf> = vec![workspace.clone(), private_tmp.path().to_path_buf()];
             needed.extend(policy.extra_readable.iter().cloned());
-            if policy.mode == SandboxMode::WorkspaceWrite {
-                needed.extend(policy.extra_writable.iter().cloned());
-            }
+            needed.extend(policy.extra_writable.iter().cloned());
             needed.extend(path_dirs.iter().filter(|d| d.is_absolute()).cloned());
             if let Some(home) = &home {
                 needed.push(home.join(".cargo"));
                 needed.push(home.join(".rustup"));
             }
-            hidden_roots(&needed)
+            let mut roots = hidden_roots(&needed);
+            // Hidden subpaths that hold a needed path: hidden the same way, after the system
+            // roots (the workspace may be bound back into one of those first).
+            for sub in &policy.hidden_subpaths {
+                let dir = workspace.join(sub);
+                let keeps: Vec<(PathBuf, bool)> = needed
+                    .iter()
+                    .filter_map(|p| p.canonicalize().ok())
+                    .filter(|p| p.starts_with(&dir) && p != &dir)
+                    .map(|p| {
+                        let is_file = !p.is_dir();
+                        (p, is_file)
+                    })
+                    .collect();
+                if !keeps.is_empty() && dir.is_dir() && keeps.len() <= MAX_KEEPS {
+                    roots.push((dir, keeps));
+                }
+            }
+            roots
         } else {
             Vec::new()
         };
@@ -181,6 +200,8 @@ impl Sandbox {
                 .map(|(root, keeps)| (root.clone(), keeps.iter().map(|k| k.0.clone()).collect()))
                 .collect(),
         });
+        let revealing: Vec<PathBuf> =
+            hidden_roots.iter().map(|(root, _)| root.clone()).filter(|root| root.starts_with(&workspace)).collect();
         let hidden_roots = hidden_roots.into_iter().map(|(root, keeps)| hide_op(&root, &keeps)).collect();
         let enforcement = Enforcement {
             mode: policy.mode,
@@ -198,6 +219,7 @@ impl Sandbox {
         Ok(Sandbox {
             policy,
             hidden_roots,
+            revealing,
             workspace,
             private_tmp,
             landlock,
@@ -271,7 +293,42 @@ impl Sandbox {
     /// paths) is reported by [`RunningProcess::wait`] (and [`Sandbox::run`]) as an error, so
     /// that spawning never waits for the child.
     pub fn spawn(&self, spec: CommandSpec) -> Result<RunningProcess, SandboxError> {
+        Ok(self.start(spec, Streams::Captured)?.0)
+    }
+
+    /// Starts a long-lived server that speaks over its standard streams (a bridged MCP server):
+    /// like [`Sandbox::spawn`], but stdin, stdout and stderr are three pipes handed to the
+    /// caller instead of one captured output. `spec.stdin` and the output settings are ignored.
+    pub fn spawn_server(&self, spec: CommandSpec) -> Result<ServerProcess, SandboxError> {
+        let (process, pipes) = self.start(spec, Streams::Piped)?;
+        let Some(ServerPipes { stdin, stdout, stderr }) = pipes else {
+            return Err(SandboxError::io("starting a server", io::Error::other("its pipes were not made")));
+        };
+        let wrap = |e| SandboxError::io("registering a server's pipe", e);
+        Ok(ServerProcess {
+            process,
+            stdin: pipe::Sender::from_owned_fd(stdin).map_err(wrap)?,
+            stdout: pipe::Receiver::from_owned_fd(stdout).map_err(wrap)?,
+            stderr: pipe::Receiver::from_owned_fd(stderr).map_err(wrap)?,
+        })
+    }
+
+    /// What the denial heuristic finds in `text` (a server's error message or stderr), with
+    /// relative paths taken from `cwd`: the same explanations [`RunResult::denials`] gives for a
+    /// command.
+    pub fn explain(&self, text: &str, cwd: &Path) -> Vec<crate::Denial> {
+        self.denials.find(text, cwd, None)
+    }
+
+    fn start(
+        &self,
+        mut spec: CommandSpec,
+        streams: Streams,
+    ) -> Result<(RunningProcess, Option<ServerPipes>), SandboxError> {
         let started = Instant::now();
+        if streams == Streams::Piped {
+            spec.stdin = true;
+        }
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(SandboxError::io(
                 "starting a sandboxed command",
@@ -297,6 +354,10 @@ impl Sandbox {
         }
 
         let (out_read, out_write) = pipe().map_err(|e| SandboxError::io("creating the output pipe", e))?;
+        let err_pipe = match streams {
+            Streams::Captured => None,
+            Streams::Piped => Some(pipe().map_err(|e| SandboxError::io("creating the stderr pipe", e))?),
+        };
         let (report_read, report_write) = pipe().map_err(|e| SandboxError::io("creating the report pipe", e))?;
         let (stdin_child, stdin_parent) = if spec.stdin {
             let (r, w) = pipe().map_err(|e| SandboxError::io("creating the stdin pipe", e))?;
@@ -322,6 +383,7 @@ impl Sandbox {
             cwd: cstr("the working directory", cwd.as_os_str().as_bytes())?,
             stdin_fd: stdin_child.as_raw_fd(),
             output_fd: out_write.as_raw_fd(),
+            error_fd: err_pipe.as_ref().map_or(out_write.as_raw_fd(), |(_, w)| w.as_raw_fd()),
             report_fd: report_write.as_raw_fd(),
             id_maps: self.id_maps.clone(),
             mount_ns: self.namespaces.mount,
@@ -346,29 +408,38 @@ impl Sandbox {
         drop(out_write);
         drop(report_write);
         drop(stdin_child);
+        let (output_read, stdin_parent, pipes) = match err_pipe {
+            None => (Some(out_read), stdin_parent, None),
+            Some((err_read, err_write)) => {
+                drop(err_write);
+                let stdin = stdin_parent
+                    .ok_or_else(|| SandboxError::io("starting a server", io::Error::other("no stdin pipe")))?;
+                (None, None, Some(ServerPipes { stdin, stdout: out_read, stderr: err_read }))
+            }
+        };
 
         let output = Arc::new(Mutex::new(OutputBuffer::new(spec.output_cap_bytes, log, spec.log_max_bytes)));
-        RunningProcess::start(crate::process::Parts {
+        let process = RunningProcess::start(crate::process::Parts {
             pid,
             pidfd,
             report: report_read,
             init_mode: self.namespaces.pid,
             program: spec.program.clone(),
             stdin: stdin_parent,
-            output_read: out_read,
+            output_read,
             output,
             started,
             enforcement: self.enforcement.clone(),
             denials: Arc::clone(&self.denials),
             cwd,
-        })
+        })?;
+        Ok((process, pipes))
     }
 
     fn child_env(&self, spec: &CommandSpec, cwd: &Path) -> Vec<(String, String)> {
-        let mut env: Vec<(String, String)> = toolgate_guard::env::filter_safe(std::env::vars())
-            .into_iter()
-            .filter(|(k, _)| k != "TMPDIR" && k != "PWD")
-            .collect();
+        let inherited = if spec.clear_env { Vec::new() } else { toolgate_guard::env::filter_safe(std::env::vars()) };
+        let mut env: Vec<(String, String)> =
+            inherited.into_iter().filter(|(k, _)| k != "TMPDIR" && k != "PWD").collect();
         env.push(("TMPDIR".into(), self.private_tmp.path().to_string_lossy().into_owned()));
         env.push(("PWD".into(), cwd.to_string_lossy().into_owned()));
         for (k, v) in &spec.env {
@@ -427,7 +498,7 @@ impl Sandbox {
         }
         for rel in &protected {
             let path = self.workspace.join(rel);
-            if std::fs::symlink_metadata(&path).is_err() {
+            if std::fs::symlink_metadata(&path).is_err() || self.revealing.contains(&path) {
                 continue;
             }
             let mut ancestor = self.workspace.clone();
@@ -454,6 +525,36 @@ impl Sandbox {
         all.extend(ops);
         Ok(all)
     }
+}
+
+/// Where a child's standard streams go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Streams {
+    /// stdout and stderr interleaved into one captured output (commands).
+    Captured,
+    /// Three pipes for the caller (servers).
+    Piped,
+}
+
+/// The parent's ends of a server's three pipes.
+struct ServerPipes {
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+/// A server started by [`Sandbox::spawn_server`]: the process (signals, the group kill, the
+/// wait; dropping it kills the tree) and its three pipes.
+#[derive(Debug)]
+pub struct ServerProcess {
+    /// The process.
+    pub process: RunningProcess,
+    /// Its standard input.
+    pub stdin: pipe::Sender,
+    /// Its standard output.
+    pub stdout: pipe::Receiver,
+    /// Its standard error.
+    pub stderr: pipe::Receiver,
 }
 
 /// Directories whose content a confined command never sees (with a mount namespace): they may

@@ -702,3 +702,55 @@ mod lifetime {
             .count()
     }
 }
+
+// A server over its standard streams (bridged MCP servers).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_gets_three_pipes_and_its_environment_alone() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let f = Fixture::new();
+    let sandbox = f.sandbox();
+    // Echoes each stdin line on stdout and says its environment's variable count on stderr.
+    let mut spec = CommandSpec::shell("env | wc -l >&2; while read line; do echo \"got $line\"; done", f.ws());
+    spec.clear_env = true;
+    spec.env.push(("ONLY".into(), "this".into()));
+    let mut server = sandbox.spawn_server(spec).unwrap();
+    server.stdin.write_all(b"ping\n").await.unwrap();
+    let mut stdout = BufReader::new(server.stdout).lines();
+    assert_eq!(stdout.next_line().await.unwrap().as_deref(), Some("got ping"));
+    let mut stderr = BufReader::new(server.stderr).lines();
+    let count: usize = stderr.next_line().await.unwrap().unwrap().trim().parse().unwrap();
+    // ONLY, TMPDIR, PWD and what sh sets itself (no PATH, HOME or anything of toolgate's).
+    assert!(count <= 5, "{count} variables");
+    drop(server.stdin);
+    assert_eq!(server.process.wait_exit().await.unwrap(), ExitStatusKind::Code(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_server_writes_its_state_folder_inside_the_hidden_toolgate_folder_only() {
+    let f = Fixture::new();
+    let state = f.ws().join(".toolgate/mcp/demo");
+    fs::create_dir_all(&state).unwrap();
+    fs::write(f.ws().join(".toolgate/state.db"), "SECRETS").unwrap();
+    fs::write(f.ws().join("notes.txt"), "workspace file\n").unwrap();
+    let policy =
+        SandboxPolicy { extra_writable: vec![PathBuf::from(".toolgate/mcp/demo")], ..SandboxPolicy::read_only(f.ws()) };
+    let sandbox = Sandbox::new(policy).unwrap();
+    let r = sh(
+        &sandbox,
+        f.ws(),
+        "cat notes.txt; echo kept > .toolgate/mcp/demo/state; ls -A .toolgate; cat .toolgate/state.db; \
+         echo no > notes.txt; echo no > new.txt; echo no > \"$TMPDIR/tmp-ok\" && echo tmp-ok",
+    )
+    .await;
+    let text = r.output.text();
+    assert!(text.contains("workspace file"), "{text}");
+    assert_eq!(fs::read_to_string(state.join("state")).unwrap(), "kept\n");
+    // Only the state folder's path shows in .toolgate; the database is not there to read.
+    assert!(!text.contains("SECRETS") && text.contains("state.db: No such file"), "{text}");
+    assert_eq!(text.lines().nth(1), Some("mcp"), "{text}");
+    assert_eq!(fs::read_to_string(f.ws().join("notes.txt")).unwrap(), "workspace file\n");
+    assert!(!f.ws().join("new.txt").exists());
+    assert!(text.contains("tmp-ok"), "{text}");
+    f.assert_canary_intact();
+}
