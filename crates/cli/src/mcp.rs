@@ -16,7 +16,9 @@ use toolgate::core::ApprovalRequirement;
 use toolgate::mcp_vault::StoreVault;
 use toolgate_extensions::config_edit;
 use toolgate_mcp::bridge::oauth::{self, SecretVault};
-use toolgate_mcp::bridge::{HttpTransport, ServerConfig, ServerState, ToolFilter, valid_server_name};
+use toolgate_mcp::bridge::{
+    HttpTransport, ServerConfig, ServerNetwork, ServerSandbox, ServerState, ToolFilter, valid_server_name,
+};
 
 use super::GlobalArgs;
 
@@ -87,6 +89,19 @@ pub(crate) struct AddArgs {
     /// Name tools `PREFIXtool` instead of `mcp__NAME__tool`.
     #[arg(long, value_name = "PREFIX")]
     prefix: Option<String>,
+    /// A stdio server may also read this path (repeatable; `~`, `${VAR}` and workspace-relative
+    /// paths allowed).
+    #[arg(long, value_name = "PATH", conflicts_with = "url")]
+    allow_read: Vec<String>,
+    /// A stdio server may also write this path (repeatable).
+    #[arg(long, value_name = "PATH", conflicts_with = "url")]
+    allow_write: Vec<String>,
+    /// A stdio server may use the host's network (`sandbox.network = "host"`).
+    #[arg(long, conflicts_with = "url")]
+    allow_network: bool,
+    /// Run a stdio server outside the sandbox (`sandbox.enabled = false`; logged at every start).
+    #[arg(long, conflicts_with_all = ["url", "allow_read", "allow_write", "allow_network"])]
+    no_sandbox: bool,
     /// Add it switched off (`enabled = false`).
     #[arg(long)]
     disabled: bool,
@@ -129,6 +144,12 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
                 "tools": {"allow": server.tools.allow, "deny": server.tools.deny},
                 "prefix": server.tool_name(name, ""),
                 "signed_in": signed_in(name),
+                "sandbox": server.command.is_some().then(|| serde_json::json!({
+                    "enabled": server.sandbox.enabled,
+                    "read": server.sandbox.read,
+                    "write": server.sandbox.write,
+                    "network": server.sandbox.network.to_string(),
+                })),
             });
             outln!("{line}");
         } else {
@@ -141,6 +162,9 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
             }
             if !deny.is_empty() {
                 outln!("{:<16} deny: {}", "", deny.join(", "));
+            }
+            if server.command.is_some() {
+                outln!("{:<16} {}", "", server.sandbox.describe(name));
             }
         }
     }
@@ -207,6 +231,12 @@ fn add(global: &GlobalArgs, args: AddArgs) -> anyhow::Result<ExitCode> {
         (Some(_), Some(_)) => bail!("give either `--url URL` or `-- COMMAND ARGS`, not both"),
         (None, None) => bail!("say how to reach `{name}`: `--url URL`, or `-- COMMAND ARGS` for a stdio server"),
     }
+    server.sandbox = ServerSandbox {
+        enabled: !args.no_sandbox,
+        read: args.allow_read,
+        write: args.allow_write,
+        network: if args.allow_network { ServerNetwork::Host } else { ServerNetwork::Off },
+    };
     for pair in &args.env {
         let Some((key, value)) = pair.split_once('=') else {
             bail!("environment entry `{pair}` is not `NAME=VALUE`");

@@ -102,7 +102,8 @@ fn implicit_table() -> toml_edit::Item {
 }
 
 /// `server` as a TOML table, through serde so the keys are exactly the config's. Keys that only
-/// repeat a default are left out, and sub-tables (`env`, `headers`, `tools`) are written inline,
+/// repeat a default are left out, and sub-tables (`env`, `headers`, `tools`, `sandbox`) are
+/// written inline (without their default keys),
 /// so the entry stays one block under its `[mcp.servers.NAME]` header.
 pub fn server_table(server: &ServerConfig) -> Result<toml_edit::Table, String> {
     let toml::Value::Table(fields) =
@@ -115,7 +116,7 @@ pub fn server_table(server: &ServerConfig) -> Result<toml_edit::Table, String> {
         _ => toml::Table::new(),
     };
     // The order of `ServerConfig`'s fields, not the alphabet: `command` before `args`.
-    const ORDER: [&str; 12] = [
+    const ORDER: [&str; 13] = [
         "enabled",
         "command",
         "args",
@@ -128,6 +129,7 @@ pub fn server_table(server: &ServerConfig) -> Result<toml_edit::Table, String> {
         "tools",
         "prefix",
         "timeout_secs",
+        "sandbox",
     ];
     let mut fields: Vec<(String, toml::Value)> = fields.into_iter().collect();
     fields.sort_by_key(|(key, _)| ORDER.iter().position(|k| k == key).unwrap_or(ORDER.len()));
@@ -138,7 +140,11 @@ pub fn server_table(server: &ServerConfig) -> Result<toml_edit::Table, String> {
         }
         let value = match value {
             toml::Value::Table(sub) => {
-                let sub: toml::Table = sub.into_iter().filter(|(_, v)| !is_empty(v)).collect();
+                let default_sub = defaults.get(&key).and_then(toml::Value::as_table);
+                let sub: toml::Table = sub
+                    .into_iter()
+                    .filter(|(k, v)| !is_empty(v) && default_sub.and_then(|d| d.get(k)) != Some(v))
+                    .collect();
                 if sub.is_empty() {
                     continue;
                 }

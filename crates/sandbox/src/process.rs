@@ -329,6 +329,13 @@ impl RunningProcess {
         Ok(Some(status))
     }
 
+    /// Why the command never ran, once it has ended: a setup step of the sandbox or `execve`
+    /// failed (for example Landlock refusing to execute a program outside the readable paths).
+    pub fn start_error(&mut self) -> Option<SandboxError> {
+        let _ = self.try_wait();
+        self.failure.map(|failure| failure_error(failure, &self.program))
+    }
+
     /// Waits until the command exits.
     pub async fn wait_exit(&mut self) -> Result<ExitStatusKind, SandboxError> {
         loop {

@@ -19,7 +19,8 @@ use std::time::Duration;
 use toolgate_core::{RegisteredTool, Registry, ToolError};
 use toolgate_mcp::bridge::oauth::SecretVault;
 pub use toolgate_mcp::bridge::{
-    Bridge, BridgeOptions, BridgeTimings, McpConfig, ServerConfig, ServerState, ServerStatus, ToolFilter,
+    Bridge, BridgeOptions, BridgeTimings, McpConfig, ServerConfig, ServerNetwork, ServerSandbox, ServerState,
+    ServerStatus, ToolFilter,
 };
 
 use crate::Gate;

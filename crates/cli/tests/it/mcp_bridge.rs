@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use python::sdk_python as python;
 use serde_json::{Value, json};
-use toolgate::bridge::{BridgeTimings, ServerConfig, ServerState, ToolFilter};
+use toolgate::bridge::{BridgeTimings, ServerConfig, ServerSandbox, ServerState, ToolFilter};
 use toolgate::config::{ApprovalMode, Config};
 use toolgate::core::{Progress, ProgressSink, ToolError, ToolOutput};
 use toolgate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
@@ -84,6 +84,8 @@ fn fixture(markers: &Path) -> ServerConfig {
             repo().join("crates/cli/tests/python/bridge_server.py").display().to_string(),
             markers.display().to_string(),
         ],
+        // Its markers go outside the workspace: the profile says so.
+        sandbox: ServerSandbox { write: vec![markers.display().to_string()], ..ServerSandbox::default() },
         ..ServerConfig::default()
     }
 }
@@ -232,7 +234,11 @@ async fn stdio_everything_tools_are_registered_and_called_through_the_gate() {
     let out = call(gate, "mcp__everything__get-env", json!({})).await.unwrap();
     let text = untrusted_text(&out, "mcp__everything__get-env");
     let body = &text[text.find('{').unwrap()..=text.rfind('}').unwrap()];
-    let env: BTreeMap<String, String> = serde_json::from_str(body).unwrap();
+    let mut env: BTreeMap<String, String> = serde_json::from_str(body).unwrap();
+    // And the sandbox's two: its private temporary folder and the working directory.
+    let tmpdir = env.remove("TMPDIR").unwrap_or_default();
+    assert!(tmpdir.contains("toolgate-sandbox-"), "{tmpdir}");
+    assert!(env.remove("PWD").is_some());
     assert_eq!(
         env,
         BTreeMap::from([

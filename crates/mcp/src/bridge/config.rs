@@ -52,6 +52,70 @@ pub struct ServerConfig {
     pub prefix: Option<String>,
     /// Deadline of one call to this server, in seconds (default: the gate's).
     pub timeout_secs: Option<f64>,
+    /// stdio: the sandbox the server runs in (`[mcp.servers.NAME.sandbox]`).
+    pub sandbox: ServerSandbox,
+}
+
+/// `[mcp.servers.NAME.sandbox]`: what a stdio server may read, write and reach. By default it
+/// runs in toolgate's sandbox (the one `exec` uses): it reads the system, its own installation
+/// and the workspace, writes only `.toolgate/mcp/NAME/` and a private temporary folder, and has
+/// no network. See `docs/mcp.md`, "Servers in the sandbox".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSandbox {
+    /// `false` runs the server unconfined, as a program of the user's (logged and audited when
+    /// it starts).
+    pub enabled: bool,
+    /// More readable paths (`~`, `${VAR}` and workspace-relative paths allowed).
+    pub read: Vec<String>,
+    /// More writable paths (the same forms).
+    pub write: Vec<String>,
+    /// `off` (the default) or `host`.
+    pub network: ServerNetwork,
+}
+
+impl ServerSandbox {
+    /// The profile in one line, for `toolgate mcp list`.
+    pub fn describe(&self, server: &str) -> String {
+        if !self.enabled {
+            return format!("NOT sandboxed ([mcp.servers.{server}.sandbox] enabled = false)");
+        }
+        let more = |paths: &[String]| {
+            if paths.is_empty() { String::new() } else { format!(", {}", paths.join(", ")) }
+        };
+        format!(
+            "sandboxed: reads the workspace, its installation{}; writes .toolgate/mcp/{server}/{}; network {}",
+            more(&self.read),
+            more(&self.write),
+            self.network
+        )
+    }
+}
+
+impl Default for ServerSandbox {
+    fn default() -> Self {
+        ServerSandbox { enabled: true, read: Vec::new(), write: Vec::new(), network: ServerNetwork::Off }
+    }
+}
+
+/// Whether a sandboxed server may open network connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerNetwork {
+    /// No network: only UNIX sockets of its own.
+    #[default]
+    Off,
+    /// The host's network, unfiltered: the explicit escape hatch (logged when it starts).
+    Host,
+}
+
+impl std::fmt::Display for ServerNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ServerNetwork::Off => "off",
+            ServerNetwork::Host => "host",
+        })
+    }
 }
 
 impl Default for ServerConfig {
@@ -69,6 +133,7 @@ impl Default for ServerConfig {
             tools: ToolFilter::default(),
             prefix: None,
             timeout_secs: None,
+            sandbox: ServerSandbox::default(),
         }
     }
 }
@@ -147,6 +212,9 @@ impl ServerConfig {
             _ if self.command.is_some() && (!self.headers.is_empty() || self.oauth.is_some()) => {
                 Some(format!("[mcp.servers.{name}] `headers` and `oauth` apply to `url` servers, not `command`"))
             }
+            _ if self.url.is_some() && self.sandbox != ServerSandbox::default() => Some(format!(
+                "[mcp.servers.{name}.sandbox] applies to `command` servers; an HTTP server runs elsewhere"
+            )),
             _ => None,
         }
     }

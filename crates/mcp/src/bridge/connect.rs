@@ -14,15 +14,15 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHttpClientTransportConfig};
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncReadExt;
-use tokio::process::ChildStderr;
 use tokio::task::JoinHandle;
+use toolgate_sandbox::{CommandSpec, RunningProcess, Sandbox};
 
 use super::client::BridgeClient;
-use super::link::ServerLink;
+use super::link::{Containment, ServerLink};
 use super::mapping::clean_text;
 use super::oauth::{OAuthError, SecretVault, authorized_client, login_required_message};
 use super::sse::{SseClientTransport, SseError, SseOptions};
-use super::{HttpTransport, expand_env};
+use super::{HttpTransport, expand_env, profile};
 
 /// How many of a child's last stderr lines a failed handshake quotes in the log.
 const STDERR_TAIL_LINES: usize = 8;
@@ -161,25 +161,50 @@ impl Drop for Connection {
     }
 }
 
-/// A stdio server's process group: the child is its leader, so everything it starts dies with
-/// it.
+/// A stdio server's process tree, killed when the connection goes.
 #[derive(Debug)]
-struct ChildGuard {
-    child: Box<dyn ChildWrapper>,
+enum ChildGuard {
+    /// Unconfined (`sandbox.enabled = false`): the child leads its own process group, so
+    /// everything it starts dies with it.
+    Plain(Box<dyn ChildWrapper>),
+    /// In its sandbox: its own process group and PID namespace. The sandbox (its private
+    /// temporary folder) lives as long as the process; the process is dropped first.
+    Sandboxed { process: RunningProcess, _sandbox: Arc<Sandbox> },
 }
 
 impl ChildGuard {
-    /// Waits up to `grace` for the child to exit, then kills its process group.
+    /// Waits up to `grace` for the child to exit, then kills its process tree.
     async fn stop(&mut self, grace: Duration) {
-        let _ = tokio::time::timeout(grace, self.child.wait()).await;
-        let _ = self.child.start_kill();
+        match self {
+            ChildGuard::Plain(child) => {
+                let _ = tokio::time::timeout(grace, child.wait()).await;
+                let _ = child.start_kill();
+            }
+            ChildGuard::Sandboxed { process, .. } => {
+                if tokio::time::timeout(grace, process.wait_exit()).await.is_err() {
+                    let _ = process.kill_tree().await;
+                }
+            }
+        }
+    }
+
+    /// Why a sandboxed child ended before its handshake, when the sandbox knows (a setup step
+    /// or `execve` refused).
+    fn start_failure(&mut self) -> Option<String> {
+        match self {
+            ChildGuard::Sandboxed { process, .. } => process.start_error().map(|e| e.to_string()),
+            ChildGuard::Plain(_) => None,
+        }
     }
 }
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
-        // SIGKILL to the whole group (harmless when it is gone already); tokio reaps the leader.
-        let _ = self.child.start_kill();
+        // SIGKILL to the whole group (harmless when it is gone already); tokio reaps the leader,
+        // and a sandboxed process kills and reaps its tree when dropped.
+        if let ChildGuard::Plain(child) = self {
+            let _ = child.start_kill();
+        }
     }
 }
 
@@ -286,26 +311,63 @@ async fn connect_stdio(
         None => workspace.to_path_buf(),
     };
     let program = resolve_program(command, &cwd);
-    let mut cmd = tokio::process::Command::new(&program);
-    cmd.args(&config.args)
-        .env_clear()
-        .envs(child_env(link)?)
-        .current_dir(&cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // The server and whatever it starts die with toolgate, however toolgate dies.
-    toolgate_sandbox::contain(cmd.as_std_mut());
-    let mut wrapped = CommandWrap::from(cmd);
-    wrapped.wrap(ProcessGroup::leader());
     let spawn_error = |source| ConnectError::Spawn { command: command.to_owned(), source };
-    let mut child = wrapped.spawn().map_err(spawn_error)?;
-    let stdin = child.stdin().take();
-    let stdout = child.stdout().take();
-    let stderr = child.stderr().take();
-    let mut guard = ChildGuard { child };
-    let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
-        return Err(spawn_error(std::io::Error::other("its stdin or stdout could not be connected")));
+    if !program.is_absolute() || !is_executable(&program) {
+        let what = if program.exists() { "not an executable file" } else { "no such program" };
+        return Err(spawn_error(std::io::Error::new(std::io::ErrorKind::NotFound, what)));
+    }
+    let profile = profile::resolve(&link.name, config, workspace, &program, &cwd).map_err(ConnectError::Config)?;
+    let (stdin, stdout, stderr, mut guard): (BoxedWrite, BoxedRead, Option<BoxedRead>, ChildGuard) = match profile {
+        Some(profile) => {
+            for warning in &profile.warnings {
+                tracing::warn!(server = %link.name, "{warning}");
+            }
+            let sandbox = Sandbox::new(profile.policy.clone()).map_err(|e| {
+                ConnectError::Config(format!(
+                    "[mcp.servers.{}] cannot start in its sandbox: {e}; set `sandbox.enabled = false` for it to run \
+                     unconfined",
+                    link.name
+                ))
+            })?;
+            let sandbox = Arc::new(sandbox);
+            let mut spec = CommandSpec::new(&program, config.args.iter().cloned(), &cwd);
+            spec.env = child_env(link)?;
+            spec.clear_env = true;
+            let server = sandbox.spawn_server(spec).map_err(|e| spawn_error(std::io::Error::other(e.to_string())))?;
+            tracing::info!(server = %link.name, "{}", profile.summary());
+            link.set_containment(Some(Containment { sandbox: Arc::clone(&sandbox), cwd: cwd.clone() }));
+            let guard = ChildGuard::Sandboxed { process: server.process, _sandbox: sandbox };
+            (Box::pin(server.stdin), Box::pin(server.stdout), Some(Box::pin(server.stderr)), guard)
+        }
+        None => {
+            tracing::warn!(
+                server = %link.name,
+                "runs unconfined: [mcp.servers.{}.sandbox] enabled = false",
+                link.name
+            );
+            link.set_containment(None);
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.args(&config.args)
+                .env_clear()
+                .envs(child_env(link)?)
+                .current_dir(&cwd)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            // The server and whatever it starts die with toolgate, however toolgate dies.
+            toolgate_sandbox::contain(cmd.as_std_mut());
+            let mut wrapped = CommandWrap::from(cmd);
+            wrapped.wrap(ProcessGroup::leader());
+            let mut child = wrapped.spawn().map_err(spawn_error)?;
+            let stdin = child.stdin().take();
+            let stdout = child.stdout().take();
+            let stderr = child.stderr().take();
+            let guard = ChildGuard::Plain(child);
+            let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+                return Err(spawn_error(std::io::Error::other("its stdin or stdout could not be connected")));
+            };
+            (Box::pin(stdin), Box::pin(stdout), stderr.map(|e| Box::pin(e) as BoxedRead), guard)
+        }
     };
     let tail = Arc::new(Mutex::new(VecDeque::new()));
     if let Some(stderr) = stderr {
@@ -316,6 +378,9 @@ async fn connect_stdio(
         Err(e) => {
             // Let the child's last words reach the log before quoting them.
             guard.stop(Duration::from_millis(200)).await;
+            if let Some(failure) = guard.start_failure() {
+                return Err(spawn_error(std::io::Error::other(failure)));
+            }
             let tail: Vec<String> = tail.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
             if !tail.is_empty() {
                 tracing::warn!(server = %link.name, "its last stderr lines:\n  {}", tail.join("\n  "));
@@ -324,6 +389,9 @@ async fn connect_stdio(
         }
     }
 }
+
+type BoxedRead = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
+type BoxedWrite = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
 
 /// The child's whole environment: exactly `env`, with `${VAR}` taken from toolgate's own.
 fn child_env(link: &ServerLink) -> Result<Vec<(String, String)>, ConnectError> {
@@ -359,7 +427,7 @@ fn is_executable(path: &Path) -> bool {
 /// Logs a child's stderr line by line (capped per line and per connection) and keeps the last
 /// lines for a failed handshake's report. Reads to the end, so the child never blocks on a
 /// full pipe.
-async fn drain_stderr(server: String, mut stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+async fn drain_stderr(server: String, mut stderr: BoxedRead, tail: Arc<Mutex<VecDeque<String>>>) {
     let mut logged = 0usize;
     let mut line: Vec<u8> = Vec::new();
     let mut buf = [0u8; 4096];

@@ -2,7 +2,8 @@
 //! and its tools (which call through the current connection or say why they cannot).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use rmcp::RoleClient;
@@ -10,6 +11,7 @@ use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
 use tokio::sync::{Notify, watch};
 use toolgate_core::{ProgressSink, ToolError};
+use toolgate_sandbox::{DenialKind, Sandbox};
 
 use super::ServerConfig;
 
@@ -33,6 +35,15 @@ pub(crate) enum LinkState {
     Misconfigured { error: String },
     /// The bridge shut down.
     Stopped,
+}
+
+/// The sandbox a server's process runs in.
+#[derive(Debug, Clone)]
+pub(crate) struct Containment {
+    /// For the denial heuristic.
+    pub sandbox: Arc<Sandbox>,
+    /// The server's working directory (relative paths in its messages).
+    pub cwd: PathBuf,
 }
 
 /// A bridged server, as its tools and its supervisor share it.
@@ -61,6 +72,8 @@ pub(crate) struct ServerLink {
     /// Set when a configuration reload took the server out: its supervisor then unregisters
     /// its tools as it stops (it alone registers them, so nothing comes back afterwards).
     pub removed: std::sync::atomic::AtomicBool,
+    /// The sandbox of the current connection's process, when it runs in one.
+    containment: Mutex<Option<Containment>>,
     /// Becomes true when its supervisor has ended and cleaned up (at once when it never had
     /// one): a replacement of the same name waits for it, so the old one's clean-up cannot
     /// unregister the new one's tools.
@@ -79,8 +92,39 @@ impl ServerLink {
             list_changed: Notify::new(),
             tools: Mutex::new(Vec::new()),
             removed: std::sync::atomic::AtomicBool::new(false),
+            containment: Mutex::new(None),
             ended: watch::Sender::new(false),
         }
+    }
+
+    /// Records the sandbox the server's current process runs in (`None`: unconfined or HTTP).
+    pub(crate) fn set_containment(&self, containment: Option<Containment>) {
+        *self.containment.lock().unwrap_or_else(PoisonError::into_inner) = containment;
+    }
+
+    /// What the sandbox blocked, by the server's own words in `text`, each with the config line
+    /// that would allow it.
+    pub(crate) fn explain_denials(&self, text: &str) -> Vec<String> {
+        let guard = self.containment.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(containment) = guard.as_ref() else { return Vec::new() };
+        containment
+            .sandbox
+            .explain(text, &containment.cwd)
+            .into_iter()
+            .map(|denial| {
+                let allow = match &denial.kind {
+                    DenialKind::Path { path, write } => format!(
+                        "[mcp.servers.{}.sandbox] {} = [\"{}\"]",
+                        self.name,
+                        if *write { "write" } else { "read" },
+                        path.display()
+                    ),
+                    DenialKind::Network => format!("[mcp.servers.{}.sandbox] network = \"host\"", self.name),
+                    _ => format!("[mcp.servers.{}.sandbox] enabled = false", self.name),
+                };
+                format!("{denial}; to allow it, the user adds `{allow}`")
+            })
+            .collect()
     }
 
     pub(crate) fn state(&self) -> LinkState {

@@ -12,6 +12,7 @@
 //!
 //! - `config.rs`: the `[mcp]` configuration.
 //! - `connect.rs`: opening a connection (stdio child in its own process group, HTTP client).
+//! - `profile.rs`: the sandbox a stdio server runs in (its profile, turned into a policy).
 //! - `client.rs`: the MCP client handler (handshake info, progress, list changes, logs).
 //! - `link.rs`: one server's live state, shared by its supervisor and its tools.
 //! - `mapping.rs`: MCP tools and results in toolgate's shapes, hostile text capped.
@@ -28,12 +29,14 @@ mod link;
 mod manager;
 mod mapping;
 pub mod oauth;
+mod profile;
 pub mod sse;
 mod supervisor;
 mod tool;
 
 pub use config::{
-    DEFAULT_PREFIX, HttpTransport, McpConfig, OAuthConfig, ServerConfig, ToolFilter, expand_env, valid_server_name,
+    DEFAULT_PREFIX, HttpTransport, McpConfig, OAuthConfig, ServerConfig, ServerNetwork, ServerSandbox, ToolFilter,
+    expand_env, valid_server_name,
 };
 pub use manager::{Bridge, BridgeOptions, ServerState, ServerStatus};
 pub use supervisor::BridgeTimings;

@@ -11,7 +11,7 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde_json::{Map, Value};
-use toolgate_core::{CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec, Touches};
+use toolgate_core::{CallContext, CallSafety, Content, Tool, ToolError, ToolOutput, ToolSpec, Touches};
 
 use super::link::ServerLink;
 use super::mapping::{self, BridgedSpec, clean_text, remote_error, requirement};
@@ -57,6 +57,34 @@ impl BridgedTool {
                 "the call to MCP server `{server}` failed: {}",
                 clean_text(&other.to_string(), 300)
             )),
+        }
+    }
+}
+
+impl BridgedTool {
+    /// The result with what the sandbox blocked said at its end, by path or host and with the
+    /// config line that allows it. It stays inside the server's own (untrusted) text: the
+    /// evidence and the path come from the server's messages.
+    fn explained(&self, result: Result<ToolOutput, ToolError>) -> Result<ToolOutput, ToolError> {
+        let text = match &result {
+            Ok(output) => output.text_content(),
+            Err(ToolError::ExternalService { message, .. }) => message.clone(),
+            Err(_) => return result,
+        };
+        let denials = self.link.explain_denials(&text);
+        if denials.is_empty() {
+            return result;
+        }
+        let note = denials.join("\n");
+        match result {
+            Ok(mut output) => {
+                output.content.push(Content::Text { text: note });
+                Ok(output)
+            }
+            Err(ToolError::ExternalService { service, message }) => {
+                Err(ToolError::ExternalService { service, message: format!("{message}\n{note}") })
+            }
+            Err(other) => Err(other),
         }
     }
 }
@@ -111,7 +139,7 @@ impl Tool for BridgedTool {
         // give them a turn so the last reports are not dropped with the route.
         tokio::task::yield_now().await;
         match response.map_err(|e| self.request_error(e))? {
-            ServerResult::CallToolResult(result) => mapping::result(&self.link.name, result),
+            ServerResult::CallToolResult(result) => self.explained(mapping::result(&self.link.name, result)),
             ServerResult::CreateTaskResult(_) | ServerResult::InputRequiredResult(_) => {
                 Err(ToolError::failed(format!(
                     "MCP server `{}` answered `{}` with a task or a request for input, which toolgate's bridge does \
