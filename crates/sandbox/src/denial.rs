@@ -116,7 +116,9 @@ impl DenialContext {
             if out.len() >= 20 {
                 break;
             }
-            if self.network_off && line.contains("Address family not supported by protocol") {
+            // Matched case-blind, with the errno names: Node says `EACCES: permission denied`.
+            let lower = line.to_ascii_lowercase();
+            if self.network_off && (lower.contains("address family not supported") || line.contains("EAFNOSUPPORT")) {
                 if !out.iter().any(|d| d.kind == DenialKind::Network) {
                     out.push(Denial { kind: DenialKind::Network, evidence: clip(line) });
                 }
@@ -139,9 +141,10 @@ impl DenialContext {
                 }
                 continue;
             }
-            let errno_text = ["Permission denied", "Operation not permitted", "Read-only file system"]
-                .iter()
-                .any(|t| line.contains(t));
+            let read_only_fs = lower.contains("read-only file system") || line.contains("EROFS");
+            let errno_text = read_only_fs
+                || ["permission denied", "operation not permitted"].iter().any(|t| lower.contains(t))
+                || ["EACCES", "EPERM"].iter().any(|t| line.contains(t));
             if !errno_text {
                 continue;
             }
@@ -150,11 +153,10 @@ impl DenialContext {
                 let readable = self.readable(&path);
                 // EROFS under a writable root comes from our read-only mounts (a hooks path
                 // found in .git/config at spawn time, too).
-                if readable && self.writable(&path) && !line.contains("Read-only file system") {
+                if readable && self.writable(&path) && !read_only_fs {
                     continue; // not confined by us
                 }
-                let write =
-                    readable || line.contains("Read-only file system") || std::fs::symlink_metadata(&path).is_err();
+                let write = readable || read_only_fs || std::fs::symlink_metadata(&path).is_err();
                 let kind = DenialKind::Path { path, write };
                 if !out.iter().any(|d| d.kind == kind) {
                     out.push(Denial { kind, evidence: clip(line) });

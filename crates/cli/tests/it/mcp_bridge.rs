@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use python::sdk_python as python;
 use serde_json::{Value, json};
-use toolgate::bridge::{BridgeTimings, ServerConfig, ServerSandbox, ServerState, ToolFilter};
+use toolgate::bridge::{BridgeTimings, ServerConfig, ServerNetwork, ServerSandbox, ServerState, ToolFilter};
 use toolgate::config::{ApprovalMode, Config};
 use toolgate::core::{Progress, ProgressSink, ToolError, ToolOutput};
 use toolgate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
@@ -564,3 +564,5 @@ async fn sigterm_to_serve_stops_the_bridged_servers() {
         eventually("the bridged server gone", || pids_with(&marker).is_empty()).await;
     }
 }
+
+mod sandbox;

@@ -112,17 +112,23 @@ impl ServerLink {
             .explain(text, &containment.cwd)
             .into_iter()
             .map(|denial| {
-                let allow = match &denial.kind {
-                    DenialKind::Path { path, write } => format!(
-                        "[mcp.servers.{}.sandbox] {} = [\"{}\"]",
-                        self.name,
-                        if *write { "write" } else { "read" },
-                        path.display()
-                    ),
-                    DenialKind::Network => format!("[mcp.servers.{}.sandbox] network = \"host\"", self.name),
-                    _ => format!("[mcp.servers.{}.sandbox] enabled = false", self.name),
+                let line = |key: &str, path: &std::path::Path| {
+                    format!("`[mcp.servers.{}.sandbox] {key} = [\"{}\"]`", self.name, path.display())
                 };
-                format!("{denial}; to allow it, the user adds `{allow}`")
+                let allow = match &denial.kind {
+                    // A path that does not exist here is one the server meant to create (or a
+                    // folder the sandbox hides, where reads and writes look alike): its folder.
+                    DenialKind::Path { path, write } => match (path.exists(), path.parent()) {
+                        (false, Some(parent)) if *write => line("write", parent),
+                        (false, Some(parent)) => {
+                            format!("{} (or {} to write there)", line("read", parent), line("write", parent))
+                        }
+                        _ => line(if *write { "write" } else { "read" }, path),
+                    },
+                    DenialKind::Network => format!("`[mcp.servers.{}.sandbox] network = \"host\"`", self.name),
+                    _ => format!("`[mcp.servers.{}.sandbox] enabled = false`", self.name),
+                };
+                format!("{denial}; to allow it, the user adds {allow}")
             })
             .collect()
     }

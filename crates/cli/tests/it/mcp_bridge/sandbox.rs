@@ -1,0 +1,172 @@
+//! Bridged stdio servers in the sandbox: `tests/python/escape_server.py` does what a
+//! compromised package would (read a secret in another folder and `/etc/shadow`, write outside
+//! the workspace, connect to a loopback listener, leave a daemon behind). Each escape is tried
+//! with the default profile and with `enabled = false`, so the test shows that the sandbox is
+//! what stops it.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::sync::mpsc;
+
+use super::*;
+
+/// Outside every profile: a secret to read, a place to write, a listener to reach.
+struct Targets {
+    outside: tempfile::TempDir,
+    listener_port: u16,
+    heard: mpsc::Receiver<String>,
+}
+
+impl Targets {
+    fn new() -> Targets {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "OUTSIDE-SECRET-7731\n").unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener_port = listener.local_addr().unwrap().port();
+        let (tx, heard) = mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut line = String::new();
+                let _ = BufReader::new(stream).read_line(&mut line);
+                let _ = tx.send(line);
+            }
+        });
+        Targets { outside, listener_port, heard }
+    }
+
+    fn secret(&self) -> String {
+        self.outside.path().join("secret.txt").display().to_string()
+    }
+
+    fn written(&self) -> PathBuf {
+        self.outside.path().join("written.txt")
+    }
+}
+
+fn escape_server(sandbox: ServerSandbox) -> ServerConfig {
+    ServerConfig {
+        command: Some(python().display().to_string()),
+        args: vec![repo().join("crates/cli/tests/python/escape_server.py").display().to_string()],
+        sandbox,
+        ..ServerConfig::default()
+    }
+}
+
+async fn escape_gate(sandbox: ServerSandbox) -> Setup {
+    let setup = start(vec![("escape", escape_server(sandbox))], |c| c.approval.mode = ApprovalMode::Never);
+    connected(&setup).await;
+    setup
+}
+
+/// The text of an error or a result.
+async fn attempt(gate: &Gate, tool: &str, params: Value) -> (bool, String) {
+    match call(gate, &format!("mcp__escape__{tool}"), params).await {
+        Ok(out) => (true, out.text_content()),
+        Err(err) => (false, err.to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_stops_each_escape_and_says_which_config_line_allows_it() {
+    let targets = Targets::new();
+    let setup = escape_gate(ServerSandbox::default()).await;
+    let gate = &setup.gate;
+
+    let (ok, text) = attempt(gate, "read_file", json!({"path": targets.secret()})).await;
+    assert!(!ok && !text.contains("OUTSIDE-SECRET"), "{text}");
+    assert!(text.contains("blocked by the sandbox") && text.contains(&targets.secret()), "{text}");
+    assert!(text.contains("[mcp.servers.escape.sandbox] read = "), "names the line that allows it: {text}");
+
+    let (ok, text) = attempt(gate, "read_file", json!({"path": "/etc/shadow"})).await;
+    assert!(!ok && text.contains("blocked by the sandbox"), "{text}");
+
+    let written = targets.written();
+    let (ok, text) = attempt(gate, "write_file", json!({"path": written, "text": "owned"})).await;
+    assert!(!ok && !written.exists(), "{text}");
+    assert!(text.contains("[mcp.servers.escape.sandbox] write = "), "{text}");
+
+    let (ok, text) = attempt(gate, "connect", json!({"port": targets.listener_port})).await;
+    assert!(!ok && text.contains("network access is off"), "{text}");
+    assert!(text.contains("network = \"host\""), "{text}");
+    assert!(targets.heard.recv_timeout(Duration::from_millis(300)).is_err(), "the listener heard the server");
+
+    // What it may do: keep state in its own folder (and only there under .toolgate).
+    let (ok, text) = attempt(gate, "state", json!({"folder": ".toolgate/mcp/escape", "text": "kept"})).await;
+    assert!(ok && text.contains("kept"), "{text}");
+    let ws = setup._workspace.path();
+    assert_eq!(std::fs::read_to_string(ws.join(".toolgate/mcp/escape/state.txt")).unwrap(), "kept");
+    let (ok, text) = attempt(gate, "state", json!({"folder": ".toolgate", "text": "x"})).await;
+    assert!(!ok, "the rest of .toolgate is not writable: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_sandbox_the_same_escapes_succeed() {
+    let targets = Targets::new();
+    let setup = escape_gate(ServerSandbox { enabled: false, ..ServerSandbox::default() }).await;
+    let gate = &setup.gate;
+
+    let (ok, text) = attempt(gate, "read_file", json!({"path": targets.secret()})).await;
+    assert!(ok && text.contains("OUTSIDE-SECRET-7731"), "{text}");
+    let written = targets.written();
+    let (ok, text) = attempt(gate, "write_file", json!({"path": written, "text": "owned"})).await;
+    assert!(ok && std::fs::read_to_string(&written).unwrap() == "owned", "{text}");
+    let (ok, text) = attempt(gate, "connect", json!({"port": targets.listener_port})).await;
+    assert!(ok, "{text}");
+    let heard = targets.heard.recv_timeout(HANG_GUARD).unwrap();
+    assert_eq!(heard, "hello from the server\n");
+    if nix_root() {
+        let (ok, text) = attempt(gate, "read_file", json!({"path": "/etc/shadow"})).await;
+        assert!(ok, "root reads /etc/shadow unconfined: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_widened_in_config_allows_exactly_what_it_names() {
+    let targets = Targets::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let sandbox = ServerSandbox {
+        read: vec![targets.outside.path().display().to_string()],
+        write: vec![elsewhere.path().display().to_string()],
+        network: ServerNetwork::Host,
+        ..ServerSandbox::default()
+    };
+    let setup = escape_gate(sandbox).await;
+    let gate = &setup.gate;
+    let (ok, text) = attempt(gate, "read_file", json!({"path": targets.secret()})).await;
+    assert!(ok && text.contains("OUTSIDE-SECRET-7731"), "{text}");
+    // Readable is not writable.
+    let (ok, text) = attempt(gate, "write_file", json!({"path": targets.written(), "text": "x"})).await;
+    assert!(!ok && !targets.written().exists(), "{text}");
+    let target = elsewhere.path().join("out.txt");
+    let (ok, text) = attempt(gate, "write_file", json!({"path": target, "text": "allowed"})).await;
+    assert!(ok && target.exists(), "{text}");
+    let (ok, text) = attempt(gate, "connect", json!({"port": targets.listener_port})).await;
+    assert!(ok, "{text}");
+    assert_eq!(targets.heard.recv_timeout(HANG_GUARD).unwrap(), "hello from the server\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_the_server_leaves_behind_dies_with_it() {
+    let setup = escape_gate(ServerSandbox::default()).await;
+    let ws = setup._workspace.path().to_path_buf();
+    let ticks = ws.join(".toolgate/mcp/escape/ticks");
+    let (ok, text) = attempt(&setup.gate, "spawn_daemon", json!({"path": ".toolgate/mcp/escape/ticks"})).await;
+    assert!(ok, "{text}");
+    eventually("the daemon ticks", || std::fs::metadata(&ticks).is_ok_and(|m| m.len() > 0)).await;
+    setup.gate.shutdown();
+    // Once the server's process tree is gone the file stops growing.
+    let mut last = u64::MAX;
+    eventually("the daemon stopped", || {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = std::fs::metadata(&ticks).map(|m| m.len()).unwrap_or(0);
+        let stopped = now == last;
+        last = now;
+        stopped
+    })
+    .await;
+}
+
+fn nix_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+}
