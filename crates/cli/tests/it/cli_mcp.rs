@@ -157,3 +157,59 @@ fn tools_connects_to_one_server_and_shows_the_gate_names() {
     assert!(!out.status.success() && text(&out).contains("stdio server"), "{}", text(&out));
     assert!(!ws.path().join(".toolgate/state.db").exists() || text(&out).contains("stdio"));
 }
+
+#[test]
+fn add_writes_the_sandbox_profile_and_list_shows_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let file = ws.path().join("toolgate.toml");
+    let out = toolgate(
+        ws.path(),
+        &[
+            "mcp",
+            "add",
+            "files",
+            "--allow-read",
+            "~/notes",
+            "--allow-write",
+            "out",
+            "--allow-network",
+            "--",
+            "mcp-server-filesystem",
+            ".",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = toolgate(ws.path(), &["mcp", "add", "loose", "--no-sandbox", "--", "mcp-server-time"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = toolgate(ws.path(), &["mcp", "add", "plain", "--", "mcp-server-time"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        written.contains("sandbox = { network = \"host\", read = [\"~/notes\"], write = [\"out\"] }"),
+        "only what differs from the default is written: {written}"
+    );
+    assert!(written.contains("sandbox = { enabled = false }"), "{written}");
+    assert_eq!(written.matches("sandbox").count(), 2, "the default profile is not written: {written}");
+
+    let out = toolgate(ws.path(), &["mcp", "list"]);
+    let listed = text(&out);
+    assert!(out.status.success(), "{listed}");
+    assert!(
+        listed.contains(
+            "sandboxed: reads the workspace, its installation, ~/notes; writes .toolgate/mcp/files/, out; network host"
+        ),
+        "{listed}"
+    );
+    assert!(listed.contains("NOT sandboxed ([mcp.servers.loose.sandbox] enabled = false)"), "{listed}");
+    assert!(listed.contains("writes .toolgate/mcp/plain/; network off"), "{listed}");
+    let out = toolgate(ws.path(), &["mcp", "list", "--json"]);
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let files = lines.iter().find(|l| l["name"] == "files").unwrap();
+    assert_eq!(files["sandbox"]["network"], "host");
+    assert_eq!(files["sandbox"]["read"][0], "~/notes");
+
+    // Sandbox flags belong to stdio servers.
+    let out = toolgate(ws.path(), &["mcp", "add", "web", "--url", "https://h.example/mcp", "--no-sandbox"]);
+    assert!(!out.status.success(), "{}", text(&out));
+}
