@@ -1,7 +1,7 @@
 //! MCP peers, installed into `.cache/peers/` (not committed): a Python venv with the official MCP
 //! SDK (`mcp==2.3.0`) that the tests drive `toolgate serve` with, the reference fetch server
-//! (`mcp-server-fetch`, for the `web` benchmark) and Pydantic AI (a client the `clients` test
-//! runs), and the npm peers of [`NPM_PEERS`] (reference servers, the Inspector CLI, the
+//! (`mcp-server-fetch`, for the `web` benchmark), `mcp-server-time` and `mcp-server-git` (bridged
+//! in the sandbox tests), Pydantic AI (a client the `clients` test runs), and the npm peers of [`NPM_PEERS`] (reference servers, the Inspector CLI, the
 //! TypeScript SDK, the conformance suite and the Node 22 it needs, and the agent clients: Claude
 //! Code, Codex CLI, the Vercel AI SDK).
 //! Idempotent: what is there at the right version is left alone.
@@ -23,6 +23,12 @@ pub(crate) const MCP_SERVER_FETCH: &str = "mcp-server-fetch==2026.10.24";
 /// changes no package already in the venv (checked with `pip install --dry-run`), so it shares
 /// the venv.
 pub(crate) const PYDANTIC_AI: &str = "pydantic-ai-slim[mcp]==2.68.0";
+
+/// Two reference servers from PyPI that the sandbox tests bridge in with the default profile
+/// (entry points in the venv, as `uv tool install` or `pipx` would leave them). They add
+/// packages of their own (GitPython, tzdata, ...) and change none in the venv.
+pub(crate) const MCP_SERVER_TIME: &str = "mcp-server-time==2026.10.19";
+pub(crate) const MCP_SERVER_GIT: &str = "mcp-server-git==2026.10.19";
 
 /// The npm peers, installed together into `.cache/peers/npm`: (package, version).
 /// - `server-everything`: the bridge's test server (stdio, Streamable HTTP, SSE) and the
@@ -62,7 +68,7 @@ pub(crate) fn install() -> anyhow::Result<()> {
     }
     let venv = venv();
     let python = venv.join("bin/python");
-    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI] {
+    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI, MCP_SERVER_TIME, MCP_SERVER_GIT] {
         if has(&python, requirement) {
             continue;
         }

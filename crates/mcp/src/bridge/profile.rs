@@ -3,8 +3,9 @@
 //!
 //! The default profile, for a server whose supply chain nobody checked:
 //! - **reads** the system paths every sandboxed program reads (`/usr`, `/etc` without its
-//!   secrets, toolgate's `PATH`, ...), the workspace, and the server's own installation: the
-//!   prefix its program lives in (`venv/bin/python` → `venv`, through symlinks too), the folder
+//!   secrets, toolgate's `PATH`, ...), the workspace, its `cwd`, and the server's own installation: the
+//!   prefix its program (and a script's `#!` interpreter) lives in (`venv/bin/python` → `venv`,
+//!   through symlinks too), the folder
 //!   or `node_modules` tree of any argument that is a path, and a launcher's cache (`~/.npm`
 //!   for `npx`, `~/.cache/uv` for `uvx`);
 //! - **writes** its own state folder `.toolgate/mcp/NAME/` (the rest of `.toolgate`, where the
@@ -75,6 +76,13 @@ pub(crate) fn resolve(
         .map_err(|e| format!("cannot create the server's state folder {}: {e}", state_dir.display()))?;
 
     let mut read = installation(program, cwd, &config.args);
+    // The working directory the user configured (`npx` finds a package installed there).
+    if let Ok(cwd) = cwd.canonicalize()
+        && !cwd.starts_with(&workspace)
+        && !is_system_root(&cwd)
+    {
+        read.push(cwd);
+    }
     let mut write = vec![state_dir.clone()];
     for cache in launcher_caches(program, home.as_deref()) {
         if cache.is_dir() {
@@ -129,7 +137,14 @@ fn installation(program: &Path, cwd: &Path, args: &[String]) -> Vec<PathBuf> {
         }
     };
     if program.is_absolute() {
-        for path in [Some(program.to_path_buf()), program.canonicalize().ok()].into_iter().flatten() {
+        // A script's interpreter too (a venv's entry point runs the venv's python, which is a
+        // symlink into the Python it was made from).
+        let interpreter = shebang(program);
+        for path in [Some(program.to_path_buf()), program.canonicalize().ok(), interpreter.clone()]
+            .into_iter()
+            .chain([interpreter.and_then(|i| i.canonicalize().ok())])
+            .flatten()
+        {
             add(node_project(&path).or_else(|| prefix(&path)));
         }
         // pyenv's shims run pyenv itself, which reads its whole tree.
@@ -144,6 +159,16 @@ fn installation(program: &Path, cwd: &Path, args: &[String]) -> Vec<PathBuf> {
             .or_else(|| if path.is_dir() { Some(path.clone()) } else { path.parent().map(Path::to_path_buf) }));
     }
     dirs
+}
+
+/// The interpreter a script names on its `#!` line (`/usr/bin/env` is left to `PATH`).
+fn shebang(program: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(program).and_then(|mut f| f.read(&mut head)).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?.split(|&b| b == b'\n').next()?;
+    let interpreter = std::str::from_utf8(line).ok()?.split_whitespace().next()?;
+    Some(PathBuf::from(interpreter)).filter(|p| p.is_absolute())
 }
 
 /// The folder holding the outermost `node_modules` above `path` (Node resolves packages up

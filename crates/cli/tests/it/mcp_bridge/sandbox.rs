@@ -170,3 +170,80 @@ fn nix_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
 }
+
+// Reference servers as users install them, in the default profile.
+
+fn venv_bin(name: &str) -> String {
+    let bin = python().with_file_name(name);
+    assert!(bin.exists(), "{} is missing; run `cargo xtask deps`", bin.display());
+    bin.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_servers_from_pypi_and_npx_work_in_the_default_profile() {
+    let repo_dir = tempfile::tempdir().unwrap();
+    let servers = vec![
+        ("time", ServerConfig { command: Some(venv_bin("mcp-server-time")), ..ServerConfig::default() }),
+        (
+            "git",
+            ServerConfig {
+                command: Some(venv_bin("mcp-server-git")),
+                env: BTreeMap::from([("PATH".into(), "${PATH}".into())]),
+                ..ServerConfig::default()
+            },
+        ),
+        // `npx` finds the package installed in its working directory's node_modules: no network.
+        (
+            "everything",
+            ServerConfig {
+                command: Some("npx".into()),
+                args: vec!["--offline".into(), "mcp-server-everything".into(), "stdio".into()],
+                cwd: Some(repo().join(".cache/peers/npm")),
+                env: BTreeMap::from([("PATH".into(), "${PATH}".into())]),
+                ..ServerConfig::default()
+            },
+        ),
+    ];
+    let setup = start(servers, |c| c.approval.mode = ApprovalMode::Never);
+    connected(&setup).await;
+    let gate = &setup.gate;
+    let ws = setup._workspace.path();
+
+    let out = call(gate, "mcp__time__get_current_time", json!({"timezone": "UTC"})).await.unwrap();
+    assert!(out.text_content().contains("\"timezone\": \"UTC\""), "{}", out.text_content());
+    let out = call(gate, "mcp__everything__echo", json!({"message": "boxed"})).await.unwrap();
+    assert!(out.text_content().contains("Echo: boxed"), "{}", out.text_content());
+
+    // git: the workspace's repository is readable; the server cannot write it (nor one
+    // elsewhere) with the default profile.
+    let git = |dir: &Path, args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&status.stderr));
+    };
+    git(ws, &["init", "-q"]);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(ws, &["add", "a.txt"]);
+    git(ws, &["commit", "-qm", "first"]);
+    let repo_path = ws.display().to_string();
+    let out = call(gate, "mcp__git__git_log", json!({"repo_path": repo_path})).await.unwrap();
+    assert!(out.text_content().contains("first"), "{}", out.text_content());
+    std::fs::write(ws.join("b.txt"), "two\n").unwrap();
+    let err = call(gate, "mcp__git__git_add", json!({"repo_path": repo_path, "files": ["b.txt"]})).await;
+    let text = match err {
+        Ok(out) => out.text_content(),
+        Err(e) => e.to_string(),
+    };
+    assert!(!text.contains("Files staged successfully"), "the workspace is read-only for it: {text}");
+    assert!(
+        text.contains("blocked by the sandbox: writing") && text.contains("[mcp.servers.git.sandbox] write = ["),
+        "{text}"
+    );
+    let other = repo_dir.path().display().to_string();
+    let err = call(gate, "mcp__git__git_status", json!({"repo_path": other})).await.unwrap_err();
+    assert!(!err.to_string().contains("On branch"), "{err}");
+}
