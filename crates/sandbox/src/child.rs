@@ -43,6 +43,7 @@ pub(crate) const STEPS: &[&str] = &[
     "forking the command inside the PID namespace",
     "hiding a directory behind an empty tmpfs",
     "asking to be killed when toolgate dies (PR_SET_PDEATHSIG)",
+    "making the listener of its proxied network",
 ];
 const STEP_MAPS: u32 = 0;
 const STEP_SETSID: u32 = 1;
@@ -60,6 +61,7 @@ const STEP_SECCOMP: u32 = 12;
 const STEP_FORK: u32 = 13;
 const STEP_HIDE: u32 = 14;
 const STEP_PDEATHSIG: u32 = 15;
+const STEP_PROXY: u32 = 16;
 
 /// A mount to make in the child's mount namespace.
 #[derive(Debug)]
@@ -131,6 +133,9 @@ pub(crate) struct ChildPlan {
     pub(crate) seccomp: Option<Vec<sock_filter>>,
     /// The stack on which the init's command child runs until `execve` (init mode only).
     pub(crate) init_stack: Vec<u8>,
+    /// A proxied network: `(port, channel)`: in the new network namespace, bring up loopback,
+    /// listen on `127.0.0.1:port` and send the listener over `channel`.
+    pub(crate) proxy: Option<(u16, RawFd)>,
 }
 
 /// The pointer arrays for `execve`, built in the parent (they borrow the plan's strings).
@@ -362,6 +367,9 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
                 }
             }
         }
+        if let Some((port, channel)) = plan.proxy {
+            hand_over_listener(rfd, port, channel);
+        }
         if let Some(pid_max) = &plan.pid_max
             && !write_file(c"/proc/sys/kernel/pid_max", pid_max)
         {
@@ -414,6 +422,62 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
             libc::_exit(127);
         }
         init_main(plan, exec)
+    }
+}
+
+/// In a fresh network namespace: brings loopback up, listens on `127.0.0.1:port` and sends the
+/// listener over `channel` (`SCM_RIGHTS`), then closes both.
+///
+/// # Safety
+///
+/// Child-only, async-signal-safe (socket calls on stack data).
+unsafe fn hand_over_listener(rfd: RawFd, port: u16, channel: RawFd) {
+    // SAFETY (whole body): raw system calls on stack structures.
+    unsafe {
+        let udp = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if udp < 0 {
+            fail(rfd, STEP_PROXY);
+        }
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            ifr.ifr_name[i] = *b as c_char;
+        }
+        ifr.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(udp, libc::SIOCSIFFLAGS as _, &ifr) < 0 {
+            fail(rfd, STEP_PROXY);
+        }
+        libc::close(udp);
+        let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if listener < 0 {
+            fail(rfd, STEP_PROXY);
+        }
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_port = port.to_be();
+        addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::bind(listener, (&addr as *const libc::sockaddr_in).cast(), len) < 0 || libc::listen(listener, 128) < 0
+        {
+            fail(rfd, STEP_PROXY);
+        }
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+        let mut control = [0u64; 8];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<c_int>() as u32) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut c_int, listener);
+        if libc::sendmsg(channel, &msg, 0) < 0 {
+            fail(rfd, STEP_PROXY);
+        }
+        libc::close(listener);
+        libc::close(channel);
     }
 }
 

@@ -116,6 +116,12 @@ pub struct SandboxPolicy {
     pub allow_unsandboxed_fallback: bool,
     /// Resource limits.
     pub limits: ResourceLimits,
+    /// A network of its own whose only way out is toolgate: the command runs in a new network
+    /// namespace (loopback only) where a listener on `127.0.0.1:PORT` is made for it and handed
+    /// to the caller ([`crate::ServerProcess::proxy_listener`]), who serves a vetting proxy on
+    /// it. Takes the place of [`SandboxPolicy::network`]; servers only.
+    #[serde(skip)]
+    pub proxy_port: Option<u16>,
 }
 
 impl Default for SandboxPolicy {
@@ -130,6 +136,7 @@ impl Default for SandboxPolicy {
             hidden_subpaths: vec![PathBuf::from(".toolgate")],
             allow_unsandboxed_fallback: false,
             limits: ResourceLimits::default(),
+            proxy_port: None,
         }
     }
 }

@@ -20,8 +20,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
 };
 
 use crate::error::SandboxError;
@@ -69,6 +69,8 @@ pub(crate) struct RuleInputs<'a> {
     pub(crate) extra_readable: &'a [PathBuf],
     pub(crate) path_dirs: &'a [PathBuf],
     pub(crate) home: Option<&'a Path>,
+    /// With a proxy: the one TCP port the command may connect to (Landlock ABI 4+).
+    pub(crate) proxy_port: Option<u16>,
 }
 
 /// The paths a policy can read (for the denial heuristic and the docs), as `(path, grant)`.
@@ -116,7 +118,7 @@ pub(crate) fn build_ruleset(inputs: &RuleInputs<'_>) -> Result<OwnedFd, SandboxE
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
         .map_err(err)?;
-    if inputs.network_off && inputs.abi >= 4 {
+    if (inputs.network_off || inputs.proxy_port.is_some()) && inputs.abi >= 4 {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(err)?;
     }
     if inputs.abi >= 6 {
@@ -131,6 +133,9 @@ pub(crate) fn build_ruleset(inputs: &RuleInputs<'_>) -> Result<OwnedFd, SandboxE
             access &= AccessFs::from_file(abi);
         }
         created = created.add_rule(PathBeneath::new(fd, access)).map_err(err)?;
+    }
+    if let Some(port) = inputs.proxy_port.filter(|_| inputs.abi >= 4) {
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(err)?;
     }
     let fd: Option<OwnedFd> = created.into();
     fd.ok_or_else(|| SandboxError::Unenforceable { what: "Landlock is not supported by this kernel".into() })

@@ -98,7 +98,7 @@ impl Sandbox {
             .map_err(|e| SandboxError::io("creating the sandbox's private temporary folder", e))?;
 
         let confine = policy.mode != SandboxMode::FullAccess;
-        let network_off = policy.network == Network::Off;
+        let network_off = policy.network == Network::Off && policy.proxy_port.is_none();
         let needs_mounts = confine && (!policy.read_only_subpaths.is_empty() || !policy.hidden_subpaths.is_empty());
         let mut missing = Vec::new();
         if confine && st.landlock_abi.is_none() {
@@ -106,6 +106,9 @@ impl Sandbox {
         }
         if (confine || network_off) && !st.seccomp {
             missing.push("seccomp (system call and network filter)");
+        }
+        if policy.proxy_port.is_some() && !(confine && (st.namespaces.user || st.root)) {
+            missing.push("a network namespace (for the proxied network)");
         }
         if needs_mounts && !st.namespaces.mount {
             missing.push("a mount namespace (to keep .git/hooks, .git/config and .toolgate read-only)");
@@ -134,12 +137,14 @@ impl Sandbox {
             extra_readable: &policy.extra_readable,
             path_dirs: &path_dirs,
             home: home.as_deref(),
+            proxy_port: policy.proxy_port,
         };
         let landlock = if confined { Some(rules::build_ruleset(&inputs)?) } else { None };
         let seccomp = (confined || filter_network)
             .then(|| seccomp::build_filter(FilterOptions { confine: confined, network_off: filter_network }));
 
-        let namespaces = if confined { st.namespaces } else { Namespaces::default() };
+        let mut namespaces = if confined { st.namespaces } else { Namespaces::default() };
+        namespaces.net = confined && policy.proxy_port.is_some();
         let id_maps = namespaces.user.then(status::id_maps);
         let limits = &policy.limits;
         let pid_max = (namespaces.pid && st.pid_max_per_namespace)
@@ -300,13 +305,22 @@ impl Sandbox {
     /// like [`Sandbox::spawn`], but stdin, stdout and stderr are three pipes handed to the
     /// caller instead of one captured output. `spec.stdin` and the output settings are ignored.
     pub fn spawn_server(&self, spec: CommandSpec) -> Result<ServerProcess, SandboxError> {
-        let (process, pipes) = self.start(spec, Streams::Piped)?;
-        let Some(ServerPipes { stdin, stdout, stderr }) = pipes else {
+        let (mut process, pipes) = self.start(spec, Streams::Piped)?;
+        let Some(ServerPipes { stdin, stdout, stderr, proxy_listener }) = pipes else {
             return Err(SandboxError::io("starting a server", io::Error::other("its pipes were not made")));
+        };
+        let proxy_listener = match proxy_listener {
+            None => None,
+            Some(Ok(fd)) => Some(std::net::TcpListener::from(fd)),
+            // The child ended before handing it over: its own report says why.
+            Some(Err(e)) => {
+                return Err(process.start_error().unwrap_or(SandboxError::io("making the server's network", e)));
+            }
         };
         let wrap = |e| SandboxError::io("registering a server's pipe", e);
         Ok(ServerProcess {
             process,
+            proxy_listener,
             stdin: pipe::Sender::from_owned_fd(stdin).map_err(wrap)?,
             stdout: pipe::Receiver::from_owned_fd(stdout).map_err(wrap)?,
             stderr: pipe::Receiver::from_owned_fd(stderr).map_err(wrap)?,
@@ -354,6 +368,14 @@ impl Sandbox {
         }
 
         let (out_read, out_write) = pipe().map_err(|e| SandboxError::io("creating the output pipe", e))?;
+        // With a proxied network: the child makes the listener inside its namespace and sends
+        // it back over this pair.
+        let proxy_channel = match self.policy.proxy_port.filter(|_| self.namespaces.net) {
+            Some(port) => {
+                Some((port, socket_pair().map_err(|e| SandboxError::io("creating the listener channel", e))?))
+            }
+            None => None,
+        };
         let err_pipe = match streams {
             Streams::Captured => None,
             Streams::Piped => Some(pipe().map_err(|e| SandboxError::io("creating the stderr pipe", e))?),
@@ -397,6 +419,7 @@ impl Sandbox {
             landlock_fd: self.landlock.as_ref().map(|fd| fd.as_raw_fd()),
             seccomp: self.seccomp.clone(),
             init_stack: if self.namespaces.pid { vec![0u8; 64 * 1024] } else { Vec::new() },
+            proxy: proxy_channel.as_ref().map(|(port, (_, child_end))| (*port, child_end.as_raw_fd())),
         };
         let exec = ExecArgs::new(&plan);
         // SAFETY: plan and exec live until spawn returns and every descriptor in plan is open
@@ -408,13 +431,20 @@ impl Sandbox {
         drop(out_write);
         drop(report_write);
         drop(stdin_child);
+        let proxy_listener = match proxy_channel {
+            Some((_, (parent_end, child_end))) => {
+                drop(child_end);
+                Some(receive_fd(&parent_end))
+            }
+            None => None,
+        };
         let (output_read, stdin_parent, pipes) = match err_pipe {
             None => (Some(out_read), stdin_parent, None),
             Some((err_read, err_write)) => {
                 drop(err_write);
                 let stdin = stdin_parent
                     .ok_or_else(|| SandboxError::io("starting a server", io::Error::other("no stdin pipe")))?;
-                (None, None, Some(ServerPipes { stdin, stdout: out_read, stderr: err_read }))
+                (None, None, Some(ServerPipes { stdin, stdout: out_read, stderr: err_read, proxy_listener }))
             }
         };
 
@@ -536,11 +566,12 @@ enum Streams {
     Piped,
 }
 
-/// The parent's ends of a server's three pipes.
+/// The parent's ends of a server's three pipes, and its proxy listener when it has one.
 struct ServerPipes {
     stdin: OwnedFd,
     stdout: OwnedFd,
     stderr: OwnedFd,
+    proxy_listener: Option<io::Result<OwnedFd>>,
 }
 
 /// A server started by [`Sandbox::spawn_server`]: the process (signals, the group kill, the
@@ -555,6 +586,10 @@ pub struct ServerProcess {
     pub stdout: pipe::Receiver,
     /// Its standard error.
     pub stderr: pipe::Receiver,
+    /// With [`SandboxPolicy::proxy_port`]: the listener on `127.0.0.1:PORT` inside the server's
+    /// network namespace, its only way out. Serve a proxy on it (connections accepted here come
+    /// from inside the namespace; what the proxy connects to is outside).
+    pub proxy_listener: Option<std::net::TcpListener>,
 }
 
 /// Directories whose content a confined command never sees (with a mount namespace): they may
@@ -695,6 +730,50 @@ fn resolve_program(program: &Path, cwd: &Path, path_var: Option<&str>) -> Result
         }
     }
     Err(not_found("not found in PATH"))
+}
+
+/// A connected pair of `AF_UNIX` sequential-packet sockets, close-on-exec, numbered 3 or above.
+fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: socketpair writes two descriptors into the array.
+    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and owned by nobody else.
+    let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((high_fd(a)?, high_fd(b)?))
+}
+
+/// Receives the descriptor the child sends over `channel` (`SCM_RIGHTS`), waiting up to 10 s.
+fn receive_fd(channel: &OwnedFd) -> io::Result<OwnedFd> {
+    let mut pfd = libc::pollfd { fd: channel.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: poll on one valid pollfd.
+    if unsafe { libc::poll(&mut pfd, 1, 10_000) } <= 0 {
+        return Err(io::Error::other("the sandboxed process did not hand over its listener"));
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data; the buffers outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: recvmsg into the buffers above.
+    let n = unsafe { libc::recvmsg(channel.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n <= 0 {
+        return Err(io::Error::other("the sandboxed process ended before its network was ready"));
+    }
+    // SAFETY: the control buffer was filled by recvmsg; CMSG_* walk it within its length.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() || (*cmsg).cmsg_level != libc::SOL_SOCKET || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
+            return Err(io::Error::other("the sandboxed process sent no listener"));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const c_int);
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
 }
 
 /// A pipe with both ends close-on-exec and numbered 3 or above (so `dup2` onto 0-2 in the child

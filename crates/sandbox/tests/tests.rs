@@ -754,3 +754,50 @@ async fn a_read_only_server_writes_its_state_folder_inside_the_hidden_toolgate_f
     assert!(text.contains("tmp-ok"), "{text}");
     f.assert_canary_intact();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_server_reaches_its_listener_and_nothing_else() {
+    use std::io::Read;
+    let f = Fixture::new();
+    // A listener on the host's loopback that the server must not reach.
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    host.set_nonblocking(true).unwrap();
+    let proxy_port = 18_000 + (std::process::id() % 1000) as u16;
+    let policy = SandboxPolicy { proxy_port: Some(proxy_port), ..SandboxPolicy::read_only(f.ws()) };
+    let sandbox = Sandbox::new(policy).unwrap();
+    let script = format!(
+        "import socket\n\
+         try:\n    socket.create_connection(('127.0.0.1', {host_port}), timeout=2); print('host reached')\n\
+         except OSError as e:\n    print('host refused:', e)\n\
+         s = socket.create_connection(('127.0.0.1', {proxy_port}), timeout=5)\n\
+         s.sendall(b'through the proxy\\n')\n\
+         print('sent')\n"
+    );
+    let spec = CommandSpec::new("/usr/bin/python3", ["-c".to_string(), script], f.ws());
+    let mut server = sandbox.spawn_server(spec).unwrap();
+    let listener = server.proxy_listener.take().expect("the listener of the proxied network");
+    listener.set_nonblocking(true).unwrap();
+    let started = Instant::now();
+    let mut conn = loop {
+        match listener.accept() {
+            Ok((conn, _)) => break conn,
+            // A hang guard, not a timing assertion.
+            Err(_) if started.elapsed() < Duration::from_secs(60) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                let mut err = String::new();
+                let _ = tokio::io::AsyncReadExt::read_to_string(&mut server.stderr, &mut err).await;
+                panic!("no connection: {e}; stderr: {err}");
+            }
+        }
+    };
+    conn.set_nonblocking(false).unwrap();
+    let mut got = String::new();
+    conn.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "through the proxy\n");
+    let mut out = String::new();
+    let mut stdout = server.stdout;
+    tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out).await.unwrap();
+    assert!(out.contains("host refused") && out.contains("sent"), "{out}");
+    assert!(host.accept().is_err(), "the host's listener was reached");
+}
