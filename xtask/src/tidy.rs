@@ -25,7 +25,7 @@ const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-sandbox", &["toolgate-guard"]),
     ("toolgate-fetch", &["toolgate-core", "toolgate-guard"]),
     ("toolgate-tools", &["toolgate-core", "toolgate-fetch", "toolgate-guard", "toolgate-sandbox", "toolgate-store"]),
-    ("toolgate-mcp", &["toolgate-core", "toolgate-guard", "toolgate-sandbox"]),
+    ("toolgate-mcp", &["toolgate-core", "toolgate-fetch", "toolgate-guard", "toolgate-sandbox"]),
     ("toolgate-agent", &["toolgate-core", "toolgate-store"]),
     ("toolgate-wasm", &["toolgate-core", "toolgate-store"]),
     (

@@ -31,7 +31,7 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Add a server to toolgate.toml: `add NAME --url URL`, or `add NAME -- COMMAND [ARGS...]`.
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// Remove a server from the config file (and forget its OAuth tokens).
     Remove {
         /// The server's name.
@@ -96,11 +96,15 @@ pub(crate) struct AddArgs {
     /// A stdio server may also write this path (repeatable).
     #[arg(long, value_name = "PATH", conflicts_with = "url")]
     allow_write: Vec<String>,
-    /// A stdio server may use the host's network (`sandbox.network = "host"`).
+    /// A stdio server may reach this host through toolgate's proxy (repeatable; `host`,
+    /// `host:port`, `*.domain`, or `IP:port`; sets `sandbox.network = "proxy"`).
+    #[arg(long, value_name = "HOST", conflicts_with_all = ["url", "allow_network"])]
+    allow_host: Vec<String>,
+    /// A stdio server may use the host's network, unfiltered (`sandbox.network = "host"`).
     #[arg(long, conflicts_with = "url")]
     allow_network: bool,
     /// Run a stdio server outside the sandbox (`sandbox.enabled = false`; logged at every start).
-    #[arg(long, conflicts_with_all = ["url", "allow_read", "allow_write", "allow_network"])]
+    #[arg(long, conflicts_with_all = ["url", "allow_read", "allow_write", "allow_network", "allow_host"])]
     no_sandbox: bool,
     /// Add it switched off (`enabled = false`).
     #[arg(long)]
@@ -119,7 +123,7 @@ pub(crate) struct AddArgs {
 pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::List { json } => list(global, json),
-        Command::Add(args) => add(global, args),
+        Command::Add(args) => add(global, *args),
         Command::Remove { name, user } => remove(global, &name, user),
         Command::Login { name, no_browser } => login(global, &name, no_browser).await,
         Command::Logout { name } => logout(global, &name),
@@ -148,7 +152,8 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
                     "enabled": server.sandbox.enabled,
                     "read": server.sandbox.read,
                     "write": server.sandbox.write,
-                    "network": server.sandbox.network.to_string(),
+                    "network": server.sandbox.network.map(|n| n.to_string()),
+                    "allow_hosts": server.sandbox.allow_hosts,
                 })),
             });
             outln!("{line}");
@@ -235,7 +240,14 @@ fn add(global: &GlobalArgs, args: AddArgs) -> anyhow::Result<ExitCode> {
         enabled: !args.no_sandbox,
         read: args.allow_read,
         write: args.allow_write,
-        network: if args.allow_network { ServerNetwork::Host } else { ServerNetwork::Off },
+        network: if args.allow_network {
+            Some(ServerNetwork::Host)
+        } else if !args.allow_host.is_empty() {
+            Some(ServerNetwork::Proxy)
+        } else {
+            None
+        },
+        allow_hosts: args.allow_host,
     };
     for pair in &args.env {
         let Some((key, value)) = pair.split_once('=') else {

@@ -50,6 +50,7 @@ mod error;
 mod fetcher;
 mod pin;
 mod policy;
+pub mod proxy;
 
 pub use error::FetchError;
 pub use fetcher::{Fetcher, Overflow, ProgressFn, Redirects, Request, Response, is_credential_header};

@@ -183,13 +183,36 @@ fn add_writes_the_sandbox_profile_and_list_shows_it() {
     assert!(out.status.success(), "{}", text(&out));
     let out = toolgate(ws.path(), &["mcp", "add", "plain", "--", "mcp-server-time"]);
     assert!(out.status.success(), "{}", text(&out));
+    let out = toolgate(
+        ws.path(),
+        &[
+            "mcp",
+            "add",
+            "gh",
+            "--allow-host",
+            "api.github.com",
+            "--allow-host",
+            "*.githubusercontent.com",
+            "--",
+            "gh-mcp",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = toolgate(ws.path(), &["mcp", "add", "bad", "--allow-host", "10.0.0.1", "--", "srv"]);
+    assert!(!out.status.success() && text(&out).contains("needs its port"), "{}", text(&out));
     let written = std::fs::read_to_string(&file).unwrap();
     assert!(
         written.contains("sandbox = { network = \"host\", read = [\"~/notes\"], write = [\"out\"] }"),
         "only what differs from the default is written: {written}"
     );
     assert!(written.contains("sandbox = { enabled = false }"), "{written}");
-    assert_eq!(written.matches("sandbox").count(), 2, "the default profile is not written: {written}");
+    assert!(
+        written.contains(
+            "sandbox = { allow_hosts = [\"api.github.com\", \"*.githubusercontent.com\"], network = \"proxy\" }"
+        ),
+        "{written}"
+    );
+    assert_eq!(written.matches("sandbox").count(), 3, "the default profile is not written: {written}");
 
     let out = toolgate(ws.path(), &["mcp", "list"]);
     let listed = text(&out);
@@ -202,6 +225,7 @@ fn add_writes_the_sandbox_profile_and_list_shows_it() {
     );
     assert!(listed.contains("NOT sandboxed ([mcp.servers.loose.sandbox] enabled = false)"), "{listed}");
     assert!(listed.contains("writes .toolgate/mcp/plain/; network off"), "{listed}");
+    assert!(listed.contains("network through toolgate's proxy to api.github.com, *.githubusercontent.com"), "{listed}");
     let out = toolgate(ws.path(), &["mcp", "list", "--json"]);
     let lines: Vec<serde_json::Value> =
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();

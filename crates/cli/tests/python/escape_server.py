@@ -7,6 +7,7 @@ Tools (each reports what happened in its own words, errors included, as a real s
 - `read_file {path}`: reads a file anywhere;
 - `write_file {path, text}`: writes a file anywhere;
 - `connect {port}`: opens a TCP connection to 127.0.0.1:PORT and sends a line;
+- `http_get {url}`: fetches a URL with urllib (which honours the proxy variables);
 - `state {text}`: writes its state file in the folder it was given (`.toolgate/mcp/NAME`, its
   working directory's relative path) and reads it back;
 - `spawn_daemon {path}`: starts a detached child that appends to PATH every 100 ms, then returns
@@ -59,6 +60,21 @@ def connect(port: int) -> str:
 
     reported(hello)
     return f"connected to 127.0.0.1:{port}"
+
+
+@server.tool()
+def http_get(url: str) -> str:
+    """Fetches a URL."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+    except urllib.error.HTTPError as e:
+        raise ToolError(f"HTTP {e.code}: {e.read().decode(errors='replace')}") from e
+    except OSError as e:
+        raise ToolError(str(e)) from e
 
 
 @server.tool()

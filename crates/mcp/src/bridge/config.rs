@@ -59,19 +59,22 @@ pub struct ServerConfig {
 /// `[mcp.servers.NAME.sandbox]`: what a stdio server may read, write and reach. By default it
 /// runs in toolgate's sandbox (the one `exec` uses): it reads the system, its own installation
 /// and the workspace, writes only `.toolgate/mcp/NAME/` and a private temporary folder, and has
-/// no network. See `docs/mcp.md`, "Servers in the sandbox".
+/// no network (a launcher, `npx` or `uvx`, reaches its package registry through toolgate's
+/// proxy). See `docs/mcp.md`, "Servers in the sandbox".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSandbox {
-    /// `false` runs the server unconfined, as a program of the user's (logged and audited when
-    /// it starts).
+    /// `false` runs the server unconfined, as a program of the user's (logged when it starts).
     pub enabled: bool,
     /// More readable paths (`~`, `${VAR}` and workspace-relative paths allowed).
     pub read: Vec<String>,
     /// More writable paths (the same forms).
     pub write: Vec<String>,
-    /// `off` (the default) or `host`.
-    pub network: ServerNetwork,
+    /// `off`, `proxy` or `host`; unset: `off`, or `proxy` to its registries for a launcher.
+    pub network: Option<ServerNetwork>,
+    /// With `network = "proxy"`: the hosts it may reach (`api.github.com`, `*.npmjs.org`,
+    /// `host:port`, `127.0.0.1:8080` for that exact private address and port).
+    pub allow_hosts: Vec<String>,
 }
 
 impl ServerSandbox {
@@ -83,28 +86,48 @@ impl ServerSandbox {
         let more = |paths: &[String]| {
             if paths.is_empty() { String::new() } else { format!(", {}", paths.join(", ")) }
         };
+        let network = match self.network {
+            None => "network off (a launcher: proxy to its registry)".to_owned(),
+            Some(ServerNetwork::Proxy) => {
+                format!("network through toolgate's proxy to {}", self.allow_hosts.join(", "))
+            }
+            Some(other) => format!("network {other}"),
+        };
         format!(
-            "sandboxed: reads the workspace, its installation{}; writes .toolgate/mcp/{server}/{}; network {}",
+            "sandboxed: reads the workspace, its installation{}; writes .toolgate/mcp/{server}/{}; {network}",
             more(&self.read),
             more(&self.write),
-            self.network
         )
+    }
+
+    /// What is wrong with this table, if anything.
+    fn problem(&self, server: &str) -> Option<String> {
+        if !self.allow_hosts.is_empty() && self.network != Some(ServerNetwork::Proxy) {
+            return Some(format!(
+                "[mcp.servers.{server}.sandbox] `allow_hosts` needs `network = \"proxy\"` (the hosts are reached through toolgate's proxy)"
+            ));
+        }
+        toolgate_fetch::proxy::AllowHosts::parse(&self.allow_hosts, "")
+            .err()
+            .map(|e| format!("[mcp.servers.{server}.sandbox] allow_hosts: {e}"))
     }
 }
 
 impl Default for ServerSandbox {
     fn default() -> Self {
-        ServerSandbox { enabled: true, read: Vec::new(), write: Vec::new(), network: ServerNetwork::Off }
+        ServerSandbox { enabled: true, read: Vec::new(), write: Vec::new(), network: None, allow_hosts: Vec::new() }
     }
 }
 
-/// Whether a sandboxed server may open network connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// How a sandboxed server reaches the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ServerNetwork {
     /// No network: only UNIX sockets of its own.
-    #[default]
     Off,
+    /// A network namespace of its own whose only way out is toolgate's vetting proxy, to
+    /// `allow_hosts` only (announced with `HTTP_PROXY` and friends).
+    Proxy,
     /// The host's network, unfiltered: the explicit escape hatch (logged when it starts).
     Host,
 }
@@ -113,6 +136,7 @@ impl std::fmt::Display for ServerNetwork {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             ServerNetwork::Off => "off",
+            ServerNetwork::Proxy => "proxy",
             ServerNetwork::Host => "host",
         })
     }
@@ -215,7 +239,7 @@ impl ServerConfig {
             _ if self.url.is_some() && self.sandbox != ServerSandbox::default() => Some(format!(
                 "[mcp.servers.{name}.sandbox] applies to `command` servers; an HTTP server runs elsewhere"
             )),
-            _ => None,
+            _ => self.sandbox.problem(name),
         }
     }
 
@@ -297,6 +321,13 @@ mod tests {
         assert!(s.problem("a__b").is_some(), "`__` would make tool names ambiguous");
         assert!(s.problem("a_b-c").is_none());
         assert!(ServerConfig::default().problem("x").unwrap().contains("needs `command`"));
+        let mut stdio = ServerConfig { command: Some("srv".into()), ..Default::default() };
+        stdio.sandbox.allow_hosts = vec!["api.github.com".into()];
+        assert!(stdio.problem("x").unwrap().contains("needs `network = \"proxy\"`"));
+        stdio.sandbox.network = Some(ServerNetwork::Proxy);
+        assert!(stdio.problem("x").is_none());
+        stdio.sandbox.allow_hosts = vec!["10.0.0.1".into()];
+        assert!(stdio.problem("x").unwrap().contains("needs its port"));
     }
 
     #[test]

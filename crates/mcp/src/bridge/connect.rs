@@ -15,14 +15,17 @@ use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHt
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncReadExt;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use toolgate_fetch::proxy::{self, ProxyLog};
 use toolgate_sandbox::{CommandSpec, RunningProcess, Sandbox};
 
 use super::client::BridgeClient;
 use super::link::{Containment, ServerLink};
 use super::mapping::clean_text;
 use super::oauth::{OAuthError, SecretVault, authorized_client, login_required_message};
+use super::profile::{self, PROXY_PORT};
 use super::sse::{SseClientTransport, SseError, SseOptions};
-use super::{HttpTransport, expand_env, profile};
+use super::{HttpTransport, expand_env};
 
 /// How many of a child's last stderr lines a failed handshake quotes in the log.
 const STDERR_TAIL_LINES: usize = 8;
@@ -34,6 +37,18 @@ const STDERR_LOG_BUDGET: usize = 256 * 1024;
 /// How long a stopping stdio server gets to exit after its stdin closes, before its process
 /// group is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// The variables that announce a proxy: curl, Python (urllib, requests, httpx), uv and pip use
+/// the first four, npm its own two.
+const PROXY_VARIABLES: [&str; 7] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "npm_config_proxy",
+    "npm_config_https_proxy",
+];
 
 /// Why a connection could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -169,7 +184,13 @@ enum ChildGuard {
     Plain(Box<dyn ChildWrapper>),
     /// In its sandbox: its own process group and PID namespace. The sandbox (its private
     /// temporary folder) lives as long as the process; the process is dropped first.
-    Sandboxed { process: RunningProcess, _sandbox: Arc<Sandbox> },
+    Sandboxed {
+        process: Box<RunningProcess>,
+        _sandbox: Arc<Sandbox>,
+        /// Its proxy, when its network is proxied: stopped with it; what it refused or could
+        /// not reach.
+        proxy: Option<(CancellationToken, Arc<ProxyLog>)>,
+    },
 }
 
 impl ChildGuard {
@@ -189,12 +210,20 @@ impl ChildGuard {
     }
 
     /// Why a sandboxed child ended before its handshake, when the sandbox knows (a setup step
-    /// or `execve` refused).
+    /// or `execve` refused), or what its proxy could not do (a launcher's registry out of
+    /// reach). The hosts are cleaned: they come from the server's requests.
     fn start_failure(&mut self) -> Option<String> {
-        match self {
-            ChildGuard::Sandboxed { process, .. } => process.start_error().map(|e| e.to_string()),
-            ChildGuard::Plain(_) => None,
+        let ChildGuard::Sandboxed { process, proxy, .. } = self else { return None };
+        if let Some(error) = process.start_error() {
+            return Some(error.to_string());
         }
+        let (_, log) = proxy.as_ref()?;
+        let failed: Vec<String> = log
+            .events()
+            .into_iter()
+            .filter_map(|e| e.refused.map(|why| clean_text(&format!("{}: {why}", e.target), 300)))
+            .collect();
+        (!failed.is_empty()).then(|| format!("toolgate's proxy, its only network, answered: {}", failed.join("; ")))
     }
 }
 
@@ -202,8 +231,12 @@ impl Drop for ChildGuard {
     fn drop(&mut self) {
         // SIGKILL to the whole group (harmless when it is gone already); tokio reaps the leader,
         // and a sandboxed process kills and reaps its tree when dropped.
-        if let ChildGuard::Plain(child) = self {
-            let _ = child.start_kill();
+        match self {
+            ChildGuard::Plain(child) => {
+                let _ = child.start_kill();
+            }
+            ChildGuard::Sandboxed { proxy: Some((stop, _)), .. } => stop.cancel(),
+            ChildGuard::Sandboxed { .. } => {}
         }
     }
 }
@@ -332,11 +365,37 @@ async fn connect_stdio(
             let sandbox = Arc::new(sandbox);
             let mut spec = CommandSpec::new(&program, config.args.iter().cloned(), &cwd);
             spec.env = child_env(link)?;
+            if profile.proxy.is_some() {
+                // Announced the usual ways, unless its config says otherwise.
+                let url = format!("http://127.0.0.1:{PROXY_PORT}");
+                for key in PROXY_VARIABLES {
+                    if !spec.env.iter().any(|(k, _)| k == key) {
+                        spec.env.push((key.to_string(), url.clone()));
+                    }
+                }
+            }
             spec.clear_env = true;
-            let server = sandbox.spawn_server(spec).map_err(|e| spawn_error(std::io::Error::other(e.to_string())))?;
+            let mut server =
+                sandbox.spawn_server(spec).map_err(|e| spawn_error(std::io::Error::other(e.to_string())))?;
+            let proxy = match (server.proxy_listener.take(), &profile.proxy) {
+                (Some(listener), Some(proxied)) => {
+                    if !proxied.registries.is_empty() {
+                        tracing::info!(server = %link.name, "its launcher reaches {} through toolgate's proxy", proxied.registries.join(", "));
+                    }
+                    let listener = listener
+                        .set_nonblocking(true)
+                        .and_then(|()| tokio::net::TcpListener::from_std(listener))
+                        .map_err(spawn_error)?;
+                    let (stop, log) = (CancellationToken::new(), Arc::new(ProxyLog::default()));
+                    let allow = Arc::new(proxied.allow.clone());
+                    tokio::spawn(proxy::serve(listener, allow, Arc::clone(&log), link.name.clone(), stop.clone()));
+                    Some((stop, log))
+                }
+                _ => None,
+            };
             tracing::info!(server = %link.name, "{}", profile.summary());
             link.set_containment(Some(Containment { sandbox: Arc::clone(&sandbox), cwd: cwd.clone() }));
-            let guard = ChildGuard::Sandboxed { process: server.process, _sandbox: sandbox };
+            let guard = ChildGuard::Sandboxed { process: Box::new(server.process), _sandbox: sandbox, proxy };
             (Box::pin(server.stdin), Box::pin(server.stdout), Some(Box::pin(server.stderr)), guard)
         }
         None => {

@@ -10,13 +10,17 @@
 //!   for `npx`, `~/.cache/uv` for `uvx`);
 //! - **writes** its own state folder `.toolgate/mcp/NAME/` (the rest of `.toolgate`, where the
 //!   secrets are, stays hidden), a private temporary folder, and the launcher's cache;
-//! - has **no network**.
+//! - has **no network**; a launcher (`npx`, `uvx`) gets a network of its own whose only way out
+//!   is toolgate's vetting proxy, to its package registry.
 //!
-//! `read`, `write` and `network = "host"` widen it; `enabled = false` drops it (logged).
+//! `read`, `write`, `network = "proxy"` with `allow_hosts`, and `network = "host"` widen it;
+//! `enabled = false` drops it (logged).
 
 use std::path::{Component, Path, PathBuf};
 
 use toolgate_sandbox::{Network, ResourceLimits, SandboxMode, SandboxPolicy};
+
+use toolgate_fetch::proxy::AllowHosts;
 
 use super::config::{ServerConfig, ServerNetwork, expand_env};
 
@@ -34,17 +38,47 @@ pub(crate) struct Profile {
     pub policy: SandboxPolicy,
     /// `.toolgate/mcp/NAME` (created).
     pub state_dir: PathBuf,
-    /// Entries that allow more than a profile should (`/`, the home folder), said in the log
-    /// and by `toolgate mcp list`.
+    /// Entries that allow more than a profile should (`/`, the home folder, the host's
+    /// network), said in the log.
     pub warnings: Vec<String>,
+    /// With a proxied network: what the proxy lets through.
+    pub proxy: Option<Proxied>,
+}
+
+/// A proxied network's allow list.
+#[derive(Debug, Clone)]
+pub(crate) struct Proxied {
+    /// `allow_hosts` and the launcher's registries.
+    pub allow: AllowHosts,
+    /// The registries added for the launcher, said in the log.
+    pub registries: Vec<String>,
+}
+
+/// The proxy's port inside the server's own network namespace (nothing else listens there).
+pub(crate) const PROXY_PORT: u16 = 3128;
+
+/// The package registries a launcher fetches from.
+fn launcher_registries(program: &Path) -> &'static [&'static str] {
+    match program.file_name().and_then(|n| n.to_str()) {
+        Some("npx" | "npm") => &["registry.npmjs.org"],
+        Some("uvx" | "uv") => &["pypi.org", "files.pythonhosted.org"],
+        _ => &[],
+    }
 }
 
 impl Profile {
     /// One line for `toolgate mcp list` and the log.
     pub(crate) fn summary(&self) -> String {
-        let network = match self.policy.network {
-            Network::Off => "network off",
-            Network::On => "network host",
+        let network = match (&self.proxy, self.policy.network) {
+            (Some(proxied), _) if proxied.allow.is_empty() => {
+                "network through toolgate's proxy (no host allowed)".to_owned()
+            }
+            (Some(proxied), _) if !proxied.registries.is_empty() => {
+                format!("network through toolgate's proxy (with its registries: {})", proxied.registries.join(", "))
+            }
+            (Some(_), _) => "network through toolgate's proxy".to_owned(),
+            (None, Network::Off) => "network off".to_owned(),
+            (None, Network::On) => "network host".to_owned(),
         };
         format!(
             "sandboxed: reads the workspace and {} more path(s), writes {} and {} more, {network}",
@@ -104,26 +138,39 @@ pub(crate) fn resolve(
             into.push(path);
         }
     }
-    if sandbox.network == ServerNetwork::Host {
-        warnings.push(format!("[mcp.servers.{name}.sandbox] network = \"host\": the server reaches any host"));
-    }
+    let registries = launcher_registries(program);
+    let network =
+        sandbox.network.unwrap_or(if registries.is_empty() { ServerNetwork::Off } else { ServerNetwork::Proxy });
+    let proxy = match network {
+        ServerNetwork::Proxy => {
+            let setting = format!("[mcp.servers.{name}.sandbox] allow_hosts");
+            let mut allow =
+                AllowHosts::parse(&sandbox.allow_hosts, setting.clone()).map_err(|e| format!("{setting}: {e}"))?;
+            let registries: Vec<String> = registries.iter().map(|r| r.to_string()).collect();
+            allow.extend(&AllowHosts::parse(&registries, setting).map_err(|e| e.to_string())?);
+            Some(Proxied { allow, registries })
+        }
+        ServerNetwork::Host => {
+            warnings.push(format!("[mcp.servers.{name}.sandbox] network = \"host\": the server reaches any host"));
+            None
+        }
+        ServerNetwork::Off => None,
+    };
     read.sort();
     read.dedup();
     write.sort();
     write.dedup();
     let policy = SandboxPolicy {
         mode: SandboxMode::ReadOnly,
-        network: match sandbox.network {
-            ServerNetwork::Off => Network::Off,
-            ServerNetwork::Host => Network::On,
-        },
+        network: if network == ServerNetwork::Host { Network::On } else { Network::Off },
+        proxy_port: proxy.as_ref().map(|_| PROXY_PORT),
         workspace,
         extra_writable: write,
         extra_readable: read,
         limits: server_limits(),
         ..SandboxPolicy::default()
     };
-    Ok(Some(Profile { policy, state_dir, warnings }))
+    Ok(Some(Profile { policy, state_dir, warnings, proxy }))
 }
 
 /// The folders the server's own code lives in: for its program (before and after symlinks) and
@@ -294,6 +341,24 @@ mod tests {
         assert!(err.contains("write `out`") && err.contains("outside the workspace"), "{err}");
         let climbing = ServerSandbox { write: vec!["../x".into()], ..ServerSandbox::default() };
         assert!(resolve("demo", &stdio(&[], climbing), ws.path(), Path::new("node"), ws.path()).is_err());
+
+        // A launcher reaches its registry through the proxy unless told otherwise.
+        let npx =
+            resolve("demo", &stdio(&[], ServerSandbox::default()), ws.path(), Path::new("/usr/bin/npx"), ws.path())
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|| panic!("sandboxed"));
+        assert_eq!(npx.proxy.as_ref().map(|p| p.registries.clone()), Some(vec!["registry.npmjs.org".to_owned()]));
+        assert_eq!(npx.policy.proxy_port, Some(PROXY_PORT));
+        let offline = ServerSandbox { network: Some(ServerNetwork::Off), ..ServerSandbox::default() };
+        let npx = resolve("demo", &stdio(&[], offline), ws.path(), Path::new("/usr/bin/npx"), ws.path())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("sandboxed"));
+        assert!(npx.proxy.is_none() && npx.policy.proxy_port.is_none());
+        let host = ServerSandbox { network: Some(ServerNetwork::Host), ..ServerSandbox::default() };
+        let profile = resolve("demo", &stdio(&[], host), ws.path(), Path::new("node"), ws.path())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("sandboxed"));
+        assert!(profile.warnings.iter().any(|w| w.contains("reaches any host")), "{:?}", profile.warnings);
 
         let off = ServerSandbox { enabled: false, ..ServerSandbox::default() };
         assert!(resolve("demo", &stdio(&[], off), ws.path(), Path::new("node"), ws.path()).is_ok_and(|p| p.is_none()));

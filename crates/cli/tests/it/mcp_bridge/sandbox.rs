@@ -127,7 +127,7 @@ async fn a_profile_widened_in_config_allows_exactly_what_it_names() {
     let sandbox = ServerSandbox {
         read: vec![targets.outside.path().display().to_string()],
         write: vec![elsewhere.path().display().to_string()],
-        network: ServerNetwork::Host,
+        network: Some(ServerNetwork::Host),
         ..ServerSandbox::default()
     };
     let setup = escape_gate(sandbox).await;
@@ -246,4 +246,96 @@ async fn reference_servers_from_pypi_and_npx_work_in_the_default_profile() {
     let other = repo_dir.path().display().to_string();
     let err = call(gate, "mcp__git__git_status", json!({"repo_path": other})).await.unwrap_err();
     assert!(!err.to_string().contains("On branch"), "{err}");
+}
+
+// A proxied network.
+
+/// A loopback HTTP server answering every request with `body`; the request lines it got.
+fn http_site(body: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for mut stream in listener.incoming().flatten() {
+            let mut line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let _ = reader.read_line(&mut line);
+            log.lock().unwrap().push(line.trim().to_owned());
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                    break;
+                }
+            }
+            let _ =
+                write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_server_reaches_its_allowed_hosts_through_the_proxy_and_nothing_else() {
+    let (allowed, allowed_seen) = http_site("hello through the proxy");
+    let (other, other_seen) = http_site("should not be reached");
+    let sandbox = ServerSandbox {
+        network: Some(ServerNetwork::Proxy),
+        // The exact loopback address and port is allowed; a name resolving there is not.
+        allow_hosts: vec![format!("127.0.0.1:{allowed}"), format!("localhost:{other}")],
+        ..ServerSandbox::default()
+    };
+    let setup = escape_gate(sandbox).await;
+    let gate = &setup.gate;
+
+    let (ok, text) = attempt(gate, "http_get", json!({"url": format!("http://127.0.0.1:{allowed}/through")})).await;
+    assert!(ok && text.contains("hello through the proxy"), "{text}");
+    assert_eq!(allowed_seen.lock().unwrap().as_slice(), ["GET /through HTTP/1.1"]);
+
+    let (ok, text) = attempt(gate, "http_get", json!({"url": format!("http://127.0.0.1:{other}/")})).await;
+    assert!(
+        !ok && text.contains(&format!("127.0.0.1:{other} is not in [mcp.servers.escape.sandbox] allow_hosts")),
+        "{text}"
+    );
+    let (ok, text) = attempt(gate, "http_get", json!({"url": format!("http://localhost:{other}/")})).await;
+    assert!(
+        !ok && text.contains("localhost resolves to 127.0.0.1") && text.contains("exact address and port"),
+        "{text}"
+    );
+    assert!(other_seen.lock().unwrap().is_empty(), "the other site was reached");
+
+    // A client that ignores the proxy variables reaches nothing: its namespace has no way out.
+    let (ok, text) = attempt(gate, "connect", json!({"port": allowed})).await;
+    assert!(!ok, "{text}");
+    assert_eq!(allowed_seen.lock().unwrap().len(), 1, "reached without the proxy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launcher_that_cannot_reach_its_registry_fails_naming_the_host() {
+    // `npx -y` for a package that is not installed: it must fetch it. The registry is pointed
+    // somewhere the launcher's default allow list (registry.npmjs.org) does not cover, so the
+    // test stays off the network and the proxy's refusal is what stops it.
+    let npx = ServerConfig {
+        command: Some("npx".into()),
+        args: vec!["-y".into(), "toolgate-test-surely-not-a-package".into()],
+        env: BTreeMap::from([
+            ("PATH".into(), "${PATH}".into()),
+            ("npm_config_registry".into(), "http://registry.invalid/".into()),
+        ]),
+        ..ServerConfig::default()
+    };
+    let mut timings = test_timings();
+    timings.max_attempts = 1;
+    let workspace = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.mcp.servers = BTreeMap::from([("launched".to_owned(), npx)]);
+    let gate = Gate::builder(workspace.path()).config(config).no_audit().mcp_timings(timings).build().unwrap();
+    gate.start_mcp();
+    let err = call(&gate, "mcp__launched__anything", json!({})).await.unwrap_err().to_string();
+    assert!(
+        err.contains("toolgate's proxy")
+            && err.contains("registry.invalid:80 is not in [mcp.servers.launched.sandbox] allow_hosts"),
+        "{err}"
+    );
 }
