@@ -108,6 +108,9 @@ impl Gate {
             return;
         }
         let mcp = self.mcp_bridge();
+        if mcp.bridge.get().is_none() {
+            self.audit_opt_outs(config, config.servers.keys());
+        }
         mcp.bridge.get_or_init(|| {
             let mut options = BridgeOptions::new(self.workspace()).timings(mcp.timings());
             if let Some(vault) = &mcp.vault {
@@ -137,12 +140,43 @@ impl Gate {
             return (Vec::new(), Vec::new());
         }
         match self.mcp_bridge().bridge.get() {
-            Some(bridge) => bridge.update(config),
+            Some(bridge) => {
+                let (stopped, started) = bridge.update(config);
+                self.audit_opt_outs(config, started.iter());
+                (stopped, started)
+            }
             None => {
                 self.start_bridge(config);
                 let started = config.servers.iter().filter(|(_, s)| s.enabled).map(|(n, _)| n.clone()).collect();
                 (Vec::new(), started)
             }
+        }
+    }
+
+    /// One audit row per stdio server among `names` that starts outside its sandbox
+    /// (`enabled = false`) or with the host's network: the opt-outs are on record, not only in
+    /// the log.
+    fn audit_opt_outs<'a>(&self, config: &McpConfig, names: impl Iterator<Item = &'a String>) {
+        let Some(log) = self.audit_log() else { return };
+        for name in names {
+            let Some(server) = config.servers.get(name).filter(|s| s.enabled && s.command.is_some()) else { continue };
+            let why = if !server.sandbox.enabled {
+                "started unconfined: [mcp.servers.NAME.sandbox] enabled = false"
+            } else if server.sandbox.network == Some(ServerNetwork::Host) {
+                "started with the host's network: [mcp.servers.NAME.sandbox] network = \"host\""
+            } else {
+                continue;
+            };
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            log.record(toolgate_store::AuditRecord {
+                id: format!("mcp-{name}-{}", now.as_nanos()),
+                ts_ms: now.as_millis() as i64,
+                tool: format!("mcp__{name}"),
+                decision: format!("MCP server `{name}` {}", why.replace("NAME", name)),
+                outcome: "ok".into(),
+                subject: server.command.clone(),
+                ..toolgate_store::AuditRecord::default()
+            });
         }
     }
 

@@ -339,3 +339,26 @@ async fn a_launcher_that_cannot_reach_its_registry_fails_naming_the_host() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opt_out_is_on_the_audit_record() {
+    let workspace = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.mcp.servers = BTreeMap::from([
+        ("loose".to_owned(), escape_server(ServerSandbox { enabled: false, ..ServerSandbox::default() })),
+        (
+            "wide".to_owned(),
+            escape_server(ServerSandbox { network: Some(ServerNetwork::Host), ..ServerSandbox::default() }),
+        ),
+        ("boxed".to_owned(), escape_server(ServerSandbox::default())),
+    ]);
+    let gate = Gate::builder(workspace.path()).config(config).mcp_timings(test_timings()).build().unwrap();
+    assert!(gate.connect_mcp(HANG_GUARD).await);
+    gate.shutdown();
+    drop(gate);
+    let store = toolgate::store::Store::open(&workspace.path().join(".toolgate/state.db")).unwrap();
+    let rows: Vec<String> = store.audit_tail(100).unwrap().into_iter().map(|r| r.decision).collect();
+    assert!(rows.iter().any(|d| d.contains("`loose` started unconfined")), "{rows:?}");
+    assert!(rows.iter().any(|d| d.contains("`wide` started with the host's network")), "{rows:?}");
+    assert!(!rows.iter().any(|d| d.contains("`boxed`")), "{rows:?}");
+}
