@@ -362,3 +362,22 @@ async fn an_opt_out_is_on_the_audit_record() {
     assert!(rows.iter().any(|d| d.contains("`wide` started with the host's network")), "{rows:?}");
     assert!(!rows.iter().any(|d| d.contains("`boxed`")), "{rows:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_a_changed_profile_restarts_the_server_with_it() {
+    let targets = Targets::new();
+    let setup = escape_gate(ServerSandbox::default()).await;
+    let gate = &setup.gate;
+    let (ok, _) = attempt(gate, "read_file", json!({"path": targets.secret()})).await;
+    assert!(!ok);
+
+    let mut mcp = gate.config().mcp.clone();
+    let widened =
+        ServerSandbox { read: vec![targets.outside.path().display().to_string()], ..ServerSandbox::default() };
+    mcp.servers.insert("escape".into(), escape_server(widened));
+    let (stopped, started) = gate.reload_mcp(&mcp);
+    assert_eq!((stopped, started), (vec!["escape".to_owned()], vec!["escape".to_owned()]));
+    assert!(gate.connect_mcp(HANG_GUARD).await);
+    let (ok, text) = attempt(gate, "read_file", json!({"path": targets.secret()})).await;
+    assert!(ok && text.contains("OUTSIDE-SECRET-7731"), "{text}");
+}
