@@ -363,7 +363,11 @@ async fn connect_stdio(
                 ))
             })?;
             let sandbox = Arc::new(sandbox);
-            let mut spec = CommandSpec::new(&program, config.args.iter().cloned(), &cwd);
+            // Inside the sandbox the folders a `..` climbs through may be hidden: paths are
+            // passed resolved (same file, same meaning on the host).
+            let cwd = cwd.canonicalize().unwrap_or(cwd.clone());
+            let args = config.args.iter().map(|arg| resolved_if_climbing(arg, &cwd));
+            let mut spec = CommandSpec::new(resolved_if_climbing(&program.to_string_lossy(), &cwd), args, &cwd);
             spec.env = child_env(link)?;
             if profile.proxy.is_some() {
                 // Announced the usual ways, unless its config says otherwise.
@@ -478,6 +482,21 @@ fn resolve_program(command: &str, cwd: &Path) -> PathBuf {
     found.unwrap_or_else(|| PathBuf::from(command))
 }
 
+/// `arg` resolved (canonical) when it is an existing path with a `..` component; as it is
+/// otherwise. For a program, only its folder is resolved: a symlinked program keeps its name.
+fn resolved_if_climbing(arg: &str, cwd: &Path) -> String {
+    let path = Path::new(arg);
+    if !path.components().any(|c| c == std::path::Component::ParentDir) {
+        return arg.to_owned();
+    }
+    let full = cwd.join(path);
+    let resolved = match (full.parent().and_then(|p| p.canonicalize().ok()), full.file_name()) {
+        (Some(dir), Some(name)) if full.exists() => dir.join(name),
+        _ => return arg.to_owned(),
+    };
+    resolved.to_string_lossy().into_owned()
+}
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -570,6 +589,19 @@ mod tests {
         assert_eq!(resolve_program("./run.sh", Path::new("/srv")), Path::new("/srv/./run.sh"));
         assert_eq!(resolve_program("/bin/true", Path::new("/srv")), Path::new("/bin/true"));
         assert_eq!(resolve_program("surely-not-a-program-xyz", Path::new("/")), Path::new("surely-not-a-program-xyz"));
+    }
+
+    #[test]
+    fn paths_that_climb_are_passed_resolved() {
+        let root = std::env::temp_dir().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir_in(&root).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("script.js"), "").unwrap_or_else(|e| panic!("{e}"));
+        let cwd = dir.path().join("a/b");
+        assert_eq!(resolved_if_climbing("../../script.js", &cwd), dir.path().join("script.js").display().to_string());
+        assert_eq!(resolved_if_climbing("stdio", &cwd), "stdio");
+        assert_eq!(resolved_if_climbing("--flag=../x", &cwd), "--flag=../x");
+        assert_eq!(resolved_if_climbing("../../missing", &cwd), "../../missing");
     }
 
     #[test]
