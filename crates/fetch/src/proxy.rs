@@ -10,7 +10,9 @@
 //! contained program's own error names the host.
 //!
 //! The proxy only relays bytes: TLS inside a tunnel is end to end between the program and the
-//! host.
+//! host, and what the program says inside a tunnel or after its first plain-HTTP request (a TLS
+//! server name, a later `Host` header) is not inspected: it reaches the vetted address and no
+//! other, whatever names it uses there. At most 64 connections are relayed at once.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +27,9 @@ use toolgate_guard::net::classify;
 const MAX_HEAD: usize = 64 * 1024;
 /// How long a client has to send its request head, and the proxy to connect.
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections relayed at once per proxy: each holds two of toolgate's descriptors, and the
+/// contained program must not be able to spend them all.
+const MAX_CONNECTIONS: usize = 64;
 
 /// One entry of an allow list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +151,14 @@ pub async fn serve(
     name: String,
     cancel: CancellationToken,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        // The next connection waits in the listener's backlog until one ends.
+        let slot = tokio::select! {
+            () = cancel.cancelled() => return,
+            slot = Arc::clone(&slots).acquire_owned() => slot,
+        };
+        let Ok(slot) = slot else { return };
         let accepted = tokio::select! {
             () = cancel.cancelled() => return,
             accepted = listener.accept() => accepted,
@@ -154,6 +166,7 @@ pub async fn serve(
         let Ok((client, _)) = accepted else { continue };
         let (allow, log, name, cancel) = (Arc::clone(&allow), Arc::clone(&log), name.clone(), cancel.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             tokio::select! {
                 () = cancel.cancelled() => {}
                 () = relay(client, &allow, &log, &name) => {}
