@@ -20,7 +20,7 @@ const BENCHES: &[(&str, &str)] = &[
 ];
 
 /// The sections of `crates/cli/benches/mcp.rs`, passed through to it.
-const MCP_SECTIONS: &[&str] = &["echo-rmcp", "echo-python", "read"];
+const MCP_SECTIONS: &[&str] = &["echo-rmcp", "echo-python", "read", "bridge-sandbox"];
 
 pub(crate) fn run(filter: &[String]) -> anyhow::Result<()> {
     deps::install()?;

@@ -1,12 +1,16 @@
 //! MCP round trips, toolgate against the reference servers, in one run (`cargo xtask bench mcp`,
 //! or `cargo bench -p toolgate-cli --bench mcp [-- SECTION...]`, SECTION one of `echo-rmcp`,
-//! `echo-python`, `read`):
+//! `echo-python`, `read`, `bridge-sandbox`):
 //!
 //! - `echo-rmcp`: sequential `echo` calls from a small rmcp client against `toolgate serve` and
 //!   `@modelcontextprotocol/server-everything`, over stdio and Streamable HTTP;
 //! - `echo-python`: the same from the official MCP Python SDK (`benches/mcp_client.py`);
 //! - `read`: the same 100 KB text file through toolgate's `read` and through
-//!   `@modelcontextprotocol/server-filesystem`'s `read_text_file`, over stdio, rmcp client.
+//!   `@modelcontextprotocol/server-filesystem`'s `read_text_file`, over stdio, rmcp client;
+//! - `bridge-sandbox`: server-everything bridged through a `Gate` (`[mcp.servers.NAME]`), its
+//!   start and `echo` calls with toolgate's sandbox on and off, and its start under `bwrap`
+//!   against plain, from the rmcp client (`mcp/bridge_sandbox.rs`; the toolgate start figures
+//!   include the gate's own connect path).
 //!
 //! The servers of a section are all connected first and then take turns (rounds of calls), so
 //! load from other work on the machine falls on all of them alike. The rmcp client runs on a
@@ -21,6 +25,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // Beside this file, in a folder cargo does not take for benchmarks of their own.
+#[path = "mcp/bridge_sandbox.rs"]
+mod bridge_sandbox;
 #[path = "mcp/python.rs"]
 mod python;
 #[path = "mcp/servers.rs"]
@@ -424,6 +430,9 @@ fn main() {
     }
     if wanted("read") {
         runtime.block_on(read());
+    }
+    if wanted("bridge-sandbox") {
+        bridge_sandbox::run();
     }
     println!("load average at end {}", loadavg());
 }
