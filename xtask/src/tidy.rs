@@ -19,6 +19,7 @@ use serde_json::Value;
 const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-core", &[]),
     ("toolgate-policy", &["toolgate-core"]),
+    ("toolgate-dialect", &["toolgate-core"]),
     ("toolgate-guard", &["toolgate-core"]),
     ("toolgate-store", &[]),
     ("toolgate-embed", &["toolgate-store"]),
@@ -37,6 +38,7 @@ const EDGES: &[(&str, &[&str])] = &[
         &[
             "toolgate-agent",
             "toolgate-core",
+            "toolgate-dialect",
             "toolgate-embed",
             "toolgate-extensions",
             "toolgate-fetch",

@@ -138,6 +138,8 @@ pub struct AgentConfig {
     pub tools: Vec<String>,
     /// Checks run on the result of every delegation this agent makes (seed 000 §11).
     pub quality_gates: Vec<QualityGate>,
+    /// The tool language its model speaks (`docs/dialects.md`; default: `[gate] dialect`).
+    pub dialect: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -154,6 +156,7 @@ impl Default for AgentConfig {
             max_delegation_load: 5,
             tools: Vec::new(),
             quality_gates: Vec::new(),
+            dialect: None,
         }
     }
 }

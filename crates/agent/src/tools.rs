@@ -16,8 +16,12 @@ use toolgate_store::{SessionFilter, SessionRecord, TeamMessage, TeamTask};
 use crate::runtime::{RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, clip, clip_text};
 use crate::{AgentError, now_ms};
 
-/// The group every agent tool is in (`group:sessions` in policy).
+/// The group of the session tools (`group:sessions` in policy; seed 000 §2).
 pub const GROUP: &str = "sessions";
+/// The group of the delegation tools: `delegate`, `delegate_search`, `evaluate_loop`, `handoff`.
+pub const DELEGATION_GROUP: &str = "delegation";
+/// The group of the team tools: `team_tasks`, `team_message`.
+pub const TEAMS_GROUP: &str = "teams";
 
 /// Deadline of an agent tool call that waits for a run (`subagents run`, `delegate` sync, ...).
 pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
@@ -39,6 +43,18 @@ enum Kind {
     TeamMessage,
 }
 
+impl Kind {
+    /// Its policy group, as seed 000 §2 groups them: the coding profile's `group:sessions`
+    /// does not grant delegation or teams.
+    fn group(self) -> &'static str {
+        match self {
+            Kind::Delegate | Kind::DelegateSearch | Kind::EvaluateLoop | Kind::Handoff => DELEGATION_GROUP,
+            Kind::TeamTasks | Kind::TeamMessage => TEAMS_GROUP,
+            _ => GROUP,
+        }
+    }
+}
+
 /// One agent tool.
 #[derive(Debug)]
 struct AgentTool {
@@ -50,7 +66,7 @@ struct AgentTool {
 /// Every agent tool, bound to `rt`.
 pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
     let t = |kind: Kind, spec: ToolSpec| {
-        Arc::new(AgentTool { spec: spec.group(GROUP), kind, rt: rt.clone() }) as Arc<dyn Tool>
+        Arc::new(AgentTool { spec: spec.group(kind.group()), kind, rt: rt.clone() }) as Arc<dyn Tool>
     };
     let s = |name: &str| json!({"type": "string", "description": name, "maxLength": 200});
     vec![

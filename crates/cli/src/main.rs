@@ -64,6 +64,10 @@ pub(crate) struct GlobalArgs {
     /// Approval mode: untrusted, on-request or never.
     #[arg(long, global = true, value_name = "MODE")]
     approval: Option<ApprovalMode>,
+    /// The tool language callers speak: toolgate (default), goclaw, linggen, gomini, openclaw or
+    /// ironclaw (docs/dialects.md).
+    #[arg(long, global = true, value_name = "NAME")]
+    dialect: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -176,6 +180,7 @@ impl GlobalArgs {
             }
         };
         flag("tools.profile", self.profile.clone());
+        flag("gate.dialect", self.dialect.clone());
         flag("identity.agent", self.agent.clone());
         flag("identity.provider", self.provider.clone());
         flag(

@@ -21,6 +21,10 @@ pub(crate) struct Args {
     /// Output format: a table, toolgate's own JSON specs, or a provider's tool definitions.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Instead: the tools of the dialect's system (`--dialect`) that toolgate does not have
+    /// here, each with the reason.
+    #[arg(long, conflicts_with = "format")]
+    missing: bool,
     /// Custom tools in the store: `add --file def.json`, `remove`, `custom`, `secret`.
     #[command(subcommand)]
     action: Option<super::extensions::Command>,
@@ -41,7 +45,21 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         );
     }
     gate.shutdown();
-    let specs = gate.visible_tools(&gate.context());
+    let ctx = gate.context();
+    if args.missing {
+        let dialect = gate.dialect(&ctx);
+        let missing = dialect.missing(gate.registry());
+        if dialect.is_default() {
+            outln!("the `toolgate` dialect is toolgate's own tools: nothing is missing (choose a system with --dialect NAME)");
+        } else if missing.is_empty() {
+            outln!("every tool of the {} dialect ({}) is here", dialect.name(), dialect.system());
+        }
+        for (name, reason) in missing {
+            outln!("{name:<20} {reason}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let specs = gate.visible_tools(&ctx);
     let provider = match args.format {
         Format::Text => {
             for spec in &specs {

@@ -44,6 +44,27 @@ pub const RESERVED_NAMES: &[&str] = &[
     "tool_auth",
     "tool_activate",
     "tool_remove",
+    // The families to come (automation, gateway, nodes, browser and media): a dynamic tool
+    // must not hold a name before its built-in arrives.
+    "browser",
+    "canvas",
+    "image",
+    "tts",
+    "capture_screenshot",
+    "nodes",
+    "gateway",
+    "build_software",
+    "create_job",
+    "list_jobs",
+    "job_status",
+    "cancel_job",
+    "job_events",
+    "job_prompt",
+    "routine_create",
+    "routine_list",
+    "routine_update",
+    "routine_delete",
+    "routine_history",
 ];
 
 /// Tool-name aliases models use, from other runtimes' names (alias, canonical).
@@ -135,13 +156,19 @@ impl std::fmt::Debug for RegisteredTool {
 #[derive(Debug)]
 pub struct Registry {
     tools: RwLock<BTreeMap<String, Arc<RegisteredTool>>>,
+    /// More protected names, lowercase ([`Registry::reserve`]: every dialect's names).
+    reserved: RwLock<std::collections::BTreeSet<String>>,
     /// Bumped on every insert and removal, so servers can tell their clients the list changed.
     generation: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for Registry {
     fn default() -> Self {
-        Registry { tools: RwLock::default(), generation: tokio::sync::watch::Sender::new(0) }
+        Registry {
+            tools: RwLock::default(),
+            reserved: RwLock::default(),
+            generation: tokio::sync::watch::Sender::new(0),
+        }
     }
 }
 
@@ -160,7 +187,7 @@ impl Registry {
     /// built-in or reserved name or one of their aliases.
     pub fn register_dynamic(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let name = tool.spec().name.clone();
-        if Self::reserved(&name) || self.read().get(&name).is_some_and(|t| t.builtin) {
+        if self.reserved(&name) || self.read().get(&name).is_some_and(|t| t.builtin) {
             return Err(RegistryError::ProtectedName { name });
         }
         self.insert(tool, false)
@@ -177,7 +204,7 @@ impl Registry {
             let current = self.read();
             for tool in tools {
                 let name = tool.spec().name.clone();
-                if Self::reserved(&name) || current.get(&name).is_some_and(|t| t.builtin) {
+                if self.reserved(&name) || current.get(&name).is_some_and(|t| t.builtin) {
                     return Err(RegistryError::ProtectedName { name });
                 }
                 if prepared.iter().any(|(n, _): &(String, _)| *n == name) {
@@ -205,9 +232,18 @@ impl Registry {
         Ok(())
     }
 
-    fn reserved(name: &str) -> bool {
+    /// Protects more names (in any case) from dynamic tools, as [`RESERVED_NAMES`] are: a
+    /// gate reserves every name any dialect gives a tool (`Read`, `read_file`, `shell`).
+    pub fn reserve(&self, names: impl IntoIterator<Item = String>) {
+        let mut reserved = self.reserved.write().unwrap_or_else(|e| e.into_inner());
+        reserved.extend(names.into_iter().map(|n| n.to_ascii_lowercase()));
+    }
+
+    fn reserved(&self, name: &str) -> bool {
         let lower = name.to_ascii_lowercase();
-        RESERVED_NAMES.contains(&lower.as_str()) || TOOL_ALIASES.iter().any(|(alias, _)| *alias == lower)
+        RESERVED_NAMES.contains(&lower.as_str())
+            || TOOL_ALIASES.iter().any(|(alias, _)| *alias == lower)
+            || self.reserved.read().unwrap_or_else(|e| e.into_inner()).contains(&lower)
     }
 
     /// Removes a dynamic tool. Built-ins cannot be removed. Returns whether a tool was removed.
@@ -227,6 +263,12 @@ impl Registry {
     /// connected, reconnected or changed its list).
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.generation.subscribe()
+    }
+
+    /// Tells the receivers of [`Registry::changes`] that the list they show changed though no
+    /// tool did (a reload gave the tools another dialect's names).
+    pub fn touch(&self) {
+        self.changed();
     }
 
     fn changed(&self) {
@@ -360,6 +402,24 @@ mod tests {
         assert!(matches!(r.register_dynamic(tool("mcp__srv__echo")), Err(RegistryError::Duplicate { .. })));
         assert!(!r.unregister_dynamic("echo"), "built-ins stay");
         assert!(r.unregister_dynamic("mcp__srv__echo"));
+    }
+
+    #[test]
+    fn reserved_names_are_protected_in_any_case_and_swaps() {
+        let r = Registry::new();
+        for name in ["browser", "Cron", "capture_screenshot", "routine_create"] {
+            assert!(matches!(r.register_dynamic(tool(name)), Err(RegistryError::ProtectedName { .. })), "{name}");
+        }
+        r.register_dynamic(tool("list_files")).unwrap();
+        r.unregister_dynamic("list_files");
+        r.reserve(["list_files".to_owned(), "WebSearch".to_owned()]);
+        for name in ["list_files", "LIST_FILES", "websearch", "WebSearch"] {
+            assert!(matches!(r.register_dynamic(tool(name)), Err(RegistryError::ProtectedName { .. })), "{name}");
+            assert!(
+                matches!(r.swap_dynamic(vec![tool(name)], &[]), Err(RegistryError::ProtectedName { .. })),
+                "{name}"
+            );
+        }
     }
 
     #[test]

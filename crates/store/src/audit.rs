@@ -53,6 +53,10 @@ pub struct AuditRecord {
     /// and final URL after redirects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The name the caller used, when its dialect names the tool differently (`Read` for
+    /// `read`, `apply_patch` for `edit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called_as: Option<String>,
 }
 
 /// The outcome of a call that has been decided and is running (see
@@ -198,7 +202,7 @@ impl Store {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error,
-                            duration_us, output_bytes, subject, detail
+                            duration_us, output_bytes, subject, detail, called_as
                      FROM audit ORDER BY ts_ms DESC, rowid DESC LIMIT ?1",
                 )
                 .doing("reading the audit log")?;
@@ -220,6 +224,7 @@ impl Store {
                         output_bytes: row.get(12)?,
                         subject: row.get(13)?,
                         detail: row.get(14)?,
+                        called_as: row.get(15)?,
                     })
                 })
                 .doing("reading the audit log")?;
@@ -313,8 +318,8 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
         let mut stmt = tx.prepare_cached(
             "INSERT INTO audit
              (id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error, duration_us,
-              output_bytes, subject, writer_pid, writer_token, detail)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+              output_bytes, subject, writer_pid, writer_token, detail, called_as)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
              ON CONFLICT(id) DO UPDATE SET
                ts_ms = excluded.ts_ms, user = excluded.user, agent = excluded.agent,
                session = excluded.session, provider = excluded.provider, tool = excluded.tool,
@@ -322,7 +327,7 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
                error = excluded.error, duration_us = excluded.duration_us,
                output_bytes = excluded.output_bytes, subject = COALESCE(excluded.subject, audit.subject),
                writer_pid = excluded.writer_pid, writer_token = excluded.writer_token,
-               detail = excluded.detail",
+               detail = excluded.detail, called_as = excluded.called_as",
         )?;
         for r in batch {
             stmt.execute(rusqlite::params![
@@ -342,7 +347,8 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
                 r.subject,
                 writer.pid,
                 writer.token,
-                r.detail
+                r.detail,
+                r.called_as
             ])?;
         }
     }

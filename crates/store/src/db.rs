@@ -142,6 +142,9 @@ const MIGRATIONS: &[&str] = &[
         used_ms INTEGER NOT NULL,
         PRIMARY KEY (model, hash)
      ) WITHOUT ROWID;",
+    // 13: the name a call used when the caller's dialect names the tool differently
+    // (`Read` for `read`; `toolgate-dialect`).
+    "ALTER TABLE audit ADD COLUMN called_as TEXT;",
 ];
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.

@@ -159,11 +159,20 @@ pub struct GateConfig {
     pub max_in_flight: usize,
     /// Calls one agent may have waiting for a slot (default 100); more are refused.
     pub max_queued: usize,
+    /// The tool language callers speak (`docs/dialects.md`): `toolgate` (the default), `goclaw`,
+    /// `linggen`, `gomini`, `openclaw` or `ironclaw`. An agent's own `dialect` wins for its calls.
+    pub dialect: String,
 }
 
 impl Default for GateConfig {
     fn default() -> Self {
-        GateConfig { timeout_secs: 30.0, max_output_bytes: 100_000, max_in_flight: 10, max_queued: 100 }
+        GateConfig {
+            timeout_secs: 30.0,
+            max_output_bytes: 100_000,
+            max_in_flight: 10,
+            max_queued: 100,
+            dialect: toolgate_dialect::DEFAULT.to_owned(),
+        }
     }
 }
 

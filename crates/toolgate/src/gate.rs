@@ -23,6 +23,7 @@ use crate::family::{self, Family};
 use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::audit::{CallRecord, StartedRecord, audit_params, redact_params};
 use crate::pipeline::cache::ResultCache;
+use crate::pipeline::dialect::DialectStage;
 use crate::pipeline::hooks::{self, CommandHook, Hook, HookVerdict};
 use crate::pipeline::limits::ConcurrencyLimits;
 use crate::pipeline::loop_breaker::LoopBreaker;
@@ -74,6 +75,9 @@ pub enum GateError {
     /// A custom tool (`[[tools.custom]]` or the store) is invalid.
     #[error("{0}")]
     Extension(#[from] crate::extensions::ExtensionError),
+    /// `[gate] dialect` or an agent's `dialect` names no dialect.
+    #[error(transparent)]
+    Dialect(#[from] toolgate_dialect::UnknownDialect),
 }
 
 /// Where audit records go.
@@ -113,6 +117,13 @@ pub struct GateBuilder {
 }
 
 impl GateBuilder {
+    /// Callers speak `dialect` (`[gate] dialect`; `docs/dialects.md`): `toolgate`, `goclaw`,
+    /// `linggen`, `gomini`, `openclaw` or `ironclaw`. An unknown name fails [`GateBuilder::build`].
+    pub fn dialect(mut self, dialect: impl Into<String>) -> Self {
+        self.config.gate.dialect = dialect.into();
+        self
+    }
+
     /// Uses `config` (default: [`Config::default`]).
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
@@ -190,6 +201,7 @@ impl GateBuilder {
             let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
             return Err(GateError::Workspace { path: workspace, source });
         }
+        let dialects = DialectStage::new(&self.config)?;
         let state_db = self.audit.db(&workspace);
         // Every area of the state database, one trait object each (SQLite, embedded).
         let stores = state_db.as_deref().map(Store::open).transpose()?.map(|s| Stores::sqlite(Arc::new(s)));
@@ -225,6 +237,8 @@ impl GateBuilder {
             wasm_host: Arc::default(),
         };
         let registry = Arc::clone(&services.registry);
+        // Every name any dialect gives a tool, and the next families', stays a built-in's.
+        registry.reserve(toolgate_dialect::protected_names());
         // The family table (`family::builtin`), then the embedder's families and tools.
         let mut families: Vec<Arc<dyn Family>> = if self.builtins { family::builtin() } else { Vec::new() };
         for family in &families {
@@ -260,6 +274,7 @@ impl GateBuilder {
         Ok(Gate {
             workspace: Arc::from(workspace.into_boxed_path()),
             policy,
+            dialects,
             rate: RateLimiter::new(config.rate_limits.clone()).map_err(GateError::RateLimits)?,
             limits: ConcurrencyLimits::new(config.gate.max_in_flight, config.gate.max_queued),
             approval: ApprovalStage::new(
@@ -297,6 +312,8 @@ pub struct Gate {
     workspace: Arc<Path>,
     config: Config,
     policy: PolicyStage,
+    /// The language each caller speaks (`[gate] dialect`, `[agents.NAME] dialect`).
+    dialects: DialectStage,
     rate: RateLimiter,
     limits: ConcurrencyLimits,
     approval: ApprovalStage,
@@ -388,6 +405,10 @@ impl Gate {
     }
 
     /// The policy stage, replaced by [`Gate::reload`].
+    pub(crate) fn dialect_stage(&self) -> &DialectStage {
+        &self.dialects
+    }
+
     pub(crate) fn policy_stage(&self) -> &PolicyStage {
         &self.policy
     }
@@ -414,21 +435,33 @@ impl Gate {
             .with_provider(self.config.identity.provider.clone())
     }
 
-    /// The tools `ctx`'s caller may see, sorted by name.
+    /// The tools `ctx`'s caller may see, sorted by name, in its dialect.
     pub fn visible_tools(&self, ctx: &CallContext) -> Vec<ToolSpec> {
-        self.services
+        let visible = self
+            .services
             .registry
             .all()
             .into_iter()
             .map(|t| t.tool.spec().clone())
             .filter(|spec| self.policy.visible(spec, ctx).visible)
-            .collect()
+            .collect();
+        self.dialects.present(ctx, &self.services.registry, visible)
+    }
+
+    /// The dialect `ctx`'s caller speaks (`[agents.NAME] dialect`, else `[gate] dialect`).
+    pub fn dialect(&self, ctx: &CallContext) -> &'static toolgate_dialect::Dialect {
+        self.dialects.of(ctx)
     }
 
     /// Why a tool is or is not visible to `ctx`'s caller and, given parameters, what policy
     /// decides about that call — each with the trace of every step.
     pub fn explain(&self, ctx: &CallContext, tool: &str, params: Option<Value>) -> Result<String, ToolError> {
-        let found = resolve::resolve(&self.services.registry, tool)?;
+        let translated = self.dialects.translate(ctx, &self.services.registry, tool, params.as_ref().unwrap_or(&Value::Null))?;
+        let (tool, params) = match translated {
+            Some(t) => (t.tool, params.map(|_| t.params)),
+            None => (tool.to_owned(), params),
+        };
+        let found = resolve::resolve(&self.services.registry, &tool)?;
         let spec = found.tool.spec();
         let mut out = String::new();
         if self.policy.policy().profile().is_none() {
@@ -473,7 +506,7 @@ impl Gate {
         // Each call notes its own audit detail, even when the caller reuses one context.
         ctx.audit = AuditNote::default();
         let mut trace: Vec<String> = Vec::with_capacity(6);
-        let mut audited = Audited { tool: name.to_owned(), params: String::new() };
+        let mut audited = Audited { tool: name.to_owned(), params: String::new(), called_as: None };
         let result = self.run(&mut ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
         self.skills.after(&ctx, &audited.tool, &result);
@@ -485,6 +518,7 @@ impl Gate {
                     ctx: &ctx,
                     started,
                     tool: &audited.tool,
+                    called_as: audited.called_as.as_deref(),
                     params: &audited.params,
                     trace: &trace,
                     result: &result,
@@ -504,6 +538,22 @@ impl Gate {
         trace: &mut Vec<String>,
         audited: &mut Audited,
     ) -> Result<ToolOutput, ToolError> {
+        let translated = match self.dialects.translate(ctx, &self.services.registry, name, &params) {
+            Ok(translated) => translated,
+            Err(e) => {
+                audited.params = self.audit_text(&params, &[]);
+                return Err(e);
+            }
+        };
+        let (name, params, translated) = match translated {
+            Some(mut t) => {
+                trace.push(format!("dialect {}: `{name}` is `{}`", self.dialects.of(ctx).name(), t.tool));
+                let params = std::mem::take(&mut t.params);
+                (t.tool.clone(), params, Some(t))
+            }
+            None => (name.to_owned(), params, None),
+        };
+        let name = name.as_str();
         let tool = match resolve::resolve(&self.services.registry, name) {
             Ok(tool) => tool,
             // A bridged server's tool: its server may still be connecting, or be down.
@@ -519,12 +569,18 @@ impl Gate {
         if spec.name != name {
             trace.push(format!("resolved `{name}` to `{}`", spec.name));
         }
+        if spec.name != audited.tool {
+            audited.called_as = Some(std::mem::take(&mut audited.tool));
+        }
         audited.tool.clone_from(&spec.name);
         self.policy.check_visible(spec, ctx)?;
         let mut params = params;
         if let Err(e) = validate::validate(&tool, &mut params, &self.config.limits) {
             audited.params = self.audit_text(&params, &tool.tool.safety(&params).sensitive_params);
-            return Err(e);
+            return Err(match &translated {
+                Some(t) => t.localize(e),
+                None => e,
+            });
         }
         let mut safety = tool.tool.safety(&params);
         audited.params = self.audit_text(&params, &safety.sensitive_params);
@@ -582,7 +638,8 @@ impl Gate {
         if let Some(log) = &self.audit {
             let read_only = spec.annotations.read_only || safety.read_only;
             let subject = safety.approval_subject.as_deref();
-            let rec = StartedRecord { ctx, tool: &spec.name, params: &audited.params, trace, subject };
+            let called_as = audited.called_as.as_deref();
+            let rec = StartedRecord { ctx, tool: &spec.name, called_as, params: &audited.params, trace, subject };
             crate::pipeline::audit::started(log.as_ref(), &self.services.detector, read_only, rec);
         }
         // The tool sees the subject that was approved (or decided on without asking), never one
@@ -648,6 +705,7 @@ impl Gate {
                 ctx: &ctx,
                 started: SystemTime::now(),
                 tool: &tool,
+                called_as: None,
                 params: &params,
                 trace: &["agent runtime: refused before the gate"],
                 result: &result,
@@ -676,6 +734,8 @@ impl Gate {
 /// redacted, scrubbed and capped (empty when the audit log is off).
 struct Audited {
     tool: String,
+    /// The name the caller used, when it is not the tool's (a dialect's or an alias).
+    called_as: Option<String>,
     params: String,
 }
 

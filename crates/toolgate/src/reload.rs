@@ -1,4 +1,4 @@
-//! Reloading a running gate's extensions: the `[tools]` policy and the custom and skill tools
+//! Reloading a running gate's extensions: `[gate] dialect`, the `[tools]` policy and the custom and skill tools
 //! are rebuilt from a new configuration and swapped in without a restart (`toolgate serve`
 //! watches the files through `toolgate-watch`), and `[mcp.servers]` is applied to a started MCP
 //! bridge (servers added, changed, switched or removed; [`Gate::reload_mcp`]). Everything else
@@ -33,6 +33,8 @@ impl Gate {
     /// documentation). On an error nothing changes.
     pub fn reload(&self, config: &Config) -> Result<Reloaded, GateError> {
         let policy = toolgate_policy::Policy::new(config.tools.policy.clone())?;
+        // Checked before anything changes; put in force with the policy.
+        toolgate_dialect::dialect(&config.gate.dialect)?;
         let services = self.services();
         let tools =
             crate::extensions::custom_tools(self.workspace(), config, services.stores.as_ref(), &services.runner)?;
@@ -40,6 +42,10 @@ impl Gate {
         let mut current = self.custom_names().lock().unwrap_or_else(PoisonError::into_inner);
         services.registry.swap_dynamic(tools, &current)?;
         self.policy_stage().replace(policy);
+        if self.dialect_stage().replace(config)? {
+            // MCP clients list the tools again, under the new names.
+            services.registry.touch();
+        }
         let removed = current.iter().filter(|n| !names.contains(n)).cloned().collect();
         current.clone_from(&names);
         drop(current);

@@ -51,6 +51,8 @@ pub(crate) struct CallRecord<'a> {
     pub ctx: &'a CallContext,
     pub started: SystemTime,
     pub tool: &'a str,
+    /// The name the caller used, when it is not the tool's.
+    pub called_as: Option<&'a str>,
     /// Already redacted, scrubbed and capped ([`audit_params`]).
     pub params: &'a str,
     pub trace: &'a [&'a str],
@@ -80,6 +82,7 @@ pub(crate) fn record(detector: &LeakDetector, rec: CallRecord<'_>) -> AuditRecor
         output_bytes: output_bytes as i64,
         subject: None,
         detail: rec.ctx.audit.get().map(|d| scrub(&d, detector)),
+        called_as: rec.called_as.map(str::to_owned),
     }
 }
 
@@ -87,6 +90,8 @@ pub(crate) fn record(detector: &LeakDetector, rec: CallRecord<'_>) -> AuditRecor
 pub(crate) struct StartedRecord<'a> {
     pub ctx: &'a CallContext,
     pub tool: &'a str,
+    /// The name the caller used, when it is not the tool's.
+    pub called_as: Option<&'a str>,
     /// Already redacted, scrubbed and capped ([`audit_params`]).
     pub params: &'a str,
     pub trace: &'a [String],
@@ -117,5 +122,6 @@ pub(crate) fn started(log: &dyn AuditStore, detector: &LeakDetector, read_only: 
         output_bytes: 0,
         subject: rec.subject.map(|s| scrub(s, detector)),
         detail: None,
+        called_as: rec.called_as.map(str::to_owned),
     });
 }

@@ -3,7 +3,8 @@
 //! names its stage number from this list, and `Gate::call` (`gate.rs`) runs them in this order:
 //!
 //! ```text
-//!  1 resolve        the tool by name or alias, or a "did you mean" error       resolve.rs
+//!  1 resolve        the caller's dialect to toolgate's names, then the tool    dialect.rs
+//!                   by name or alias, or a "did you mean" error               resolve.rs
 //!  2 policy         visibility: a hidden tool reveals nothing, not its schema  policy.rs
 //!  3 validate       aliases, limits, coercions, the JSON Schema                validate.rs
 //!  4 loop breaker   the same call repeated too often in a row is refused       loop_breaker.rs
@@ -25,6 +26,7 @@
 pub(crate) mod approval;
 pub(crate) mod audit;
 pub mod cache;
+pub(crate) mod dialect;
 pub(crate) mod execute;
 pub(crate) mod hooks;
 pub(crate) mod limits;

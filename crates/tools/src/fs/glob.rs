@@ -39,7 +39,8 @@ impl GlobTool {
                 "type": "object",
                 "properties": {
                     "pattern": { "type": "string", "description": "Glob pattern, e.g. `**/*.rs`." },
-                    "path": { "type": "string", "description": "Directory to search in, relative to the workspace (default: the root)." }
+                    "path": { "type": "string", "description": "Directory to search in, relative to the workspace (default: the root)." },
+                    "limit": { "type": "integer", "minimum": 1, "description": "Most paths to return (default and most: the configured cap)." }
                 },
                 "required": ["pattern"],
                 "additionalProperties": false
@@ -132,7 +133,8 @@ fn glob(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
     let mut found = found.into_inner().unwrap_or_else(|p| p.into_inner());
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
-    let cap = state.config.glob_max_results;
+    let cap = params::opt_u64(NAME, params, "limit")?
+        .map_or(state.config.glob_max_results, |limit| (limit as usize).min(state.config.glob_max_results));
     let mut out = String::new();
     let mut shown = 0;
     for (_, rel) in &found {

@@ -395,6 +395,8 @@ async fn glob_is_newest_first_and_ignore_aware() {
     assert_eq!(out, "src/main.rs\nsrc/lib.rs\n");
     let out = ws.ok("glob", json!({ "pattern": "*.rs", "path": "src" })).await;
     assert_eq!(out, "src/main.rs\nsrc/lib.rs\n");
+    let out = ws.ok("glob", json!({ "pattern": "**/*.rs", "limit": 1 })).await;
+    assert!(out.starts_with("src/main.rs\n") && out.contains("Showing the 1 newest of 2"), "{out}");
     let out = ws.ok("glob", json!({ "pattern": "*.rs" })).await;
     assert!(out.contains("No files match") && out.contains("**/*.rs"), "{out}");
     let out = ws.ok("glob", json!({ "pattern": "**/*" })).await;

@@ -1,0 +1,194 @@
+//! The default dialect: toolgate's own names, and every unambiguous spelling of the five seed
+//! systems understood as an alias (never listed).
+//!
+//! - A tool name is first what the catalog resolves (`read`, `Read`, `bash`); a seed's name for a
+//!   tool is tried when the catalog has none, or when the parameters fit the seed's tool and not
+//!   the catalog's (`apply_patch {path, old_string, new_string}` is IronClaw's string replace,
+//!   `apply_patch {patch}` toolgate's).
+//! - A parameter the canonical tool does not have is renamed and converted as a seed does
+//!   (`line_range`, `process_id`, `timeout_ms`), unless two seeds disagree on it.
+//! - A canonical parameter keeps its meaning (the 0-based `offset` of the minimal Go agent is
+//!   its dialect's alone); only conversions that leave every canonical value as it is apply to
+//!   it (`SIGTERM` as well as `TERM`, `status` as well as `poll`).
+//! - A required parameter the call lacks takes the value a seed's tool of that name fixes
+//!   (`subagents` with no `action` lists).
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use toolgate_core::ToolError;
+
+use crate::{Catalog, DialectTool, Found, Lookup, ParamMap, Translated, all, map_params, object_of};
+
+/// The seeds' spellings, indexed once.
+struct Index {
+    /// Lowercase seed tool name -> the tools of that name, in dialect order.
+    by_name: BTreeMap<String, Vec<&'static DialectTool>>,
+    /// Canonical tool -> seed parameter name -> its mapping (`None`: the seeds disagree).
+    params: BTreeMap<String, BTreeMap<String, Option<&'static ParamMap>>>,
+}
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut by_name: BTreeMap<String, Vec<&'static DialectTool>> = BTreeMap::new();
+        let mut params: BTreeMap<String, BTreeMap<String, Option<&'static ParamMap>>> = BTreeMap::new();
+        for tool in all().iter().flat_map(|d| d.tools.iter()) {
+            by_name.entry(tool.name.to_ascii_lowercase()).or_default().push(tool);
+            let spellings = tool.params.iter().map(|p| (p.name.as_str(), p)).chain(
+                tool.aliases.iter().filter_map(|(alias, target)| Some((alias.as_str(), tool.param(target)?))),
+            );
+            let known = params.entry(tool.canonical.clone()).or_default();
+            for (spelling, param) in spellings {
+                let plain = param.to.len() == 1 && param.to[0] == spelling && param.conversion == crate::Conversion::Same;
+                if plain {
+                    continue;
+                }
+                known
+                    .entry(spelling.to_owned())
+                    .and_modify(|seen| {
+                        if seen.is_some_and(|s| s.to != param.to || s.conversion != param.conversion) {
+                            *seen = None;
+                        }
+                    })
+                    .or_insert(Some(param));
+            }
+        }
+        Index { by_name, params }
+    })
+}
+
+/// The canonical tool `name` means in the default dialect, if any.
+pub(crate) fn canonical_of(name: &str, catalog: &dyn Catalog) -> Option<String> {
+    if let Some(found) = catalog.lookup(name) {
+        return Some(found.name);
+    }
+    index().by_name.get(&name.to_ascii_lowercase()).and_then(|tools| tools.first()).map(|t| t.canonical.clone())
+}
+
+/// The canonical parameter `key` means for `canonical` in the default dialect, if any.
+pub(crate) fn canonical_param(canonical: &str, key: &str, catalog: &dyn Catalog) -> Option<String> {
+    if catalog.lookup(canonical).is_some_and(|f| f.params.iter().any(|p| p == key)) {
+        return Some(key.to_owned());
+    }
+    match alias(canonical, key) {
+        Some(param) if param.to.len() == 1 => Some(param.to[0].clone()),
+        _ => None,
+    }
+}
+
+fn alias(canonical: &str, key: &str) -> Option<&'static ParamMap> {
+    index().params.get(canonical).and_then(|p| p.get(key)).copied().flatten()
+}
+
+/// Whether `key` means something for the canonical tool `found`.
+fn understood(found: &Found, key: &str) -> bool {
+    found.params.iter().any(|p| p == key) || alias(&found.name, key).is_some()
+}
+
+pub(crate) fn translate(name: &str, params: &Value, catalog: &dyn Catalog) -> Result<Option<Translated>, ToolError> {
+    let identity = catalog.lookup(name);
+    let mut seeds: Vec<&'static DialectTool> = index()
+        .by_name
+        .get(&name.to_ascii_lowercase())
+        .map(|tools| tools.iter().copied().filter(|t| identity.as_ref().is_none_or(|f| f.name != t.canonical)).collect())
+        .unwrap_or_default();
+    seeds.dedup_by(|a, b| a.canonical == b.canonical);
+    if identity.is_none() && seeds.is_empty() {
+        return Ok(None);
+    }
+    let empty = serde_json::Map::new();
+    let object = object_of(name, params, &empty)?;
+    // The common case, a canonical call with nothing to map, is not rebuilt.
+    if let Some(found) = &identity
+        && object.iter().all(|(k, v)| found.params.iter().any(|p| p == k) && !widened(&found.name, k, v))
+        && found.required.iter().all(|r| object.contains_key(r))
+    {
+        return Ok(None);
+    }
+    let fits_seed = |tool: &DialectTool| {
+        let found = catalog.lookup(&tool.canonical);
+        object.keys().all(|k| tool.param(k).is_some() || found.as_ref().is_some_and(|f| understood(f, k)))
+    };
+    let seed = match &identity {
+        Some(found) if seeds.is_empty() || object.keys().all(|k| understood(found, k)) => None,
+        Some(_) => seeds.iter().copied().find(|t| fits_seed(t)),
+        None => Some(seeds.iter().copied().find(|t| fits_seed(t)).unwrap_or(seeds[0])),
+    };
+    match (seed, identity) {
+        (Some(tool), _) => as_seed_tool(name, tool, object, catalog).map(Some),
+        (None, Some(found)) => as_canonical(name, &found, object).map(Some),
+        (None, None) => unreachable!("a seed tool is chosen when the catalog has none"),
+    }
+}
+
+/// Whether a seed's conversion changes the value `value` of the canonical parameter `key`
+/// (`SIGTERM` does, `TERM` does not).
+fn widened(canonical: &str, key: &str, value: &Value) -> bool {
+    alias(canonical, key).is_some_and(|param| {
+        param.to.len() == 1
+            && param.to[0] == key
+            && param.conversion.widens()
+            && param.conversion.apply(key, value.clone()).is_ok_and(|v| v.first() != Some(value))
+    })
+}
+
+/// A call by a seed's name for another tool: that seed's mapping, canonical names mixed in.
+fn as_seed_tool(
+    name: &str,
+    tool: &'static DialectTool,
+    object: &serde_json::Map<String, Value>,
+    catalog: &dyn Catalog,
+) -> Result<Translated, ToolError> {
+    let found = catalog.lookup(&tool.canonical);
+    let (mut params, renamed) = map_params(name, object, |key| match tool.param(key) {
+        Some(param) => Lookup::Map(param),
+        None => match found.as_ref().filter(|f| !f.params.iter().any(|p| p == key)).and_then(|f| alias(&f.name, key)) {
+            Some(param) => Lookup::Map(param),
+            None => Lookup::Keep,
+        },
+    })?;
+    for (key, value) in tool.fixed() {
+        params.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    Ok(Translated { tool: tool.canonical.clone(), params: Value::Object(params), called_as: Some(name.to_owned()), renamed })
+}
+
+/// A call of a canonical tool (by its name, a catalog alias or another case), seed parameter
+/// spellings understood.
+fn as_canonical(name: &str, found: &Found, object: &serde_json::Map<String, Value>) -> Result<Translated, ToolError> {
+    let (mut params, renamed) = map_params(name, object, |key| match alias(&found.name, key) {
+        // A canonical parameter keeps its meaning: only conversions that leave its values be.
+        Some(param) if found.params.iter().any(|p| p == key) => {
+            if param.to.len() == 1 && param.to[0] == key && param.conversion.widens() {
+                Lookup::Map(param)
+            } else {
+                Lookup::Keep
+            }
+        }
+        Some(param) => Lookup::Map(param),
+        None => Lookup::Keep,
+    })?;
+    // A required parameter the call lacks: the value the seed tool of this name that fits the
+    // call most closely fixes (`subagents {}` is the minimal Go agent's list, `subagents {task}`
+    // GoClaw's run).
+    let mut fitting: Vec<&DialectTool> = index()
+        .by_name
+        .get(&name.to_ascii_lowercase())
+        .into_iter()
+        .flatten()
+        .copied()
+        .filter(|t| t.canonical == found.name && params.keys().all(|k| t.params.iter().any(|p| p.to.contains(k))))
+        .collect();
+    fitting.sort_by_key(|t| t.params.len());
+    for key in &found.required {
+        if !params.contains_key(key)
+            && let Some(value) = fitting.iter().find_map(|t| t.fixed().get(key))
+        {
+            params.insert(key.clone(), value.clone());
+        }
+    }
+    let called_as = (name != found.name).then(|| name.to_owned());
+    Ok(Translated { tool: found.name.clone(), params: Value::Object(params), called_as, renamed })
+}

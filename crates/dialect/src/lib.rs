@@ -1,0 +1,442 @@
+//! Tool dialects: each seed system's tool language, spoken by toolgate.
+//!
+//! A model or agent written for GoClaw, Linggen, the minimal Go agent, OpenClaw or IronClaw
+//! calls tools by that system's names and parameters (`Read {path, line_range}`,
+//! `process {action: "status", process_id}`). A [`Dialect`] presents that system's tool surface
+//! ([`Dialect::present`]) and turns each of its calls into a call of one of toolgate's own
+//! (canonical) tools ([`Dialect::translate`]), which then runs through the whole pipeline: policy,
+//! approvals and the audit log see the canonical call.
+//!
+//! The mapping is data, one file per dialect (`dialects/NAME.toml`): tool renames, parameter
+//! renames, value conversions from a fixed vocabulary (`convert.rs`). The default dialect,
+//! `toolgate`, presents toolgate's own tools and understands every unambiguous spelling of
+//! the five as an alias without listing it (`default.rs`).
+
+mod convert;
+mod data;
+mod default;
+mod named;
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value};
+use toolgate_core::{ParamProblem, Registry, ToolError, ToolSpec};
+
+use convert::Conversion;
+
+/// The dialect names, the default first.
+pub const NAMES: [&str; 6] = ["toolgate", "goclaw", "linggen", "gomini", "openclaw", "ironclaw"];
+
+/// The name of the default dialect.
+pub const DEFAULT: &str = "toolgate";
+
+const FILES: [&str; 5] = [
+    include_str!("../dialects/goclaw.toml"),
+    include_str!("../dialects/linggen.toml"),
+    include_str!("../dialects/gomini.toml"),
+    include_str!("../dialects/openclaw.toml"),
+    include_str!("../dialects/ironclaw.toml"),
+];
+
+/// An unknown dialect name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dialect `{name}`: use one of {}", NAMES.join(", "))]
+pub struct UnknownDialect {
+    /// The name given.
+    pub name: String,
+}
+
+/// One system's tool language.
+#[derive(Debug)]
+pub struct Dialect {
+    name: String,
+    system: String,
+    seed: String,
+    tools: Vec<DialectTool>,
+    missing: Vec<(String, String)>,
+    gaps: Vec<(String, String)>,
+}
+
+/// One tool of a dialect: its name and schema there, and the canonical tool it runs.
+#[derive(Debug)]
+pub struct DialectTool {
+    /// The name in the dialect (`Read`).
+    pub name: String,
+    /// The toolgate tool that runs it (`read`).
+    pub canonical: String,
+    /// Where this spelling comes from (a seed section or the system's public documentation).
+    pub source: String,
+    /// The description the dialect shows.
+    pub description: String,
+    /// The parameter schema the dialect shows.
+    pub schema: Value,
+    /// What the seed says about the result, when it says something.
+    pub result_note: Option<String>,
+    params: Vec<ParamMap>,
+    /// Other spellings the system accepts for a parameter: alias -> the dialect parameter.
+    aliases: BTreeMap<String, String>,
+    set: Map<String, Value>,
+}
+
+/// How one dialect parameter becomes canonical parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ParamMap {
+    pub name: String,
+    pub to: Vec<String>,
+    pub conversion: Conversion,
+}
+
+impl DialectTool {
+    /// Each dialect parameter and the canonical parameter(s) it fills, with the conversion's
+    /// name (`""` for a plain rename), for documentation.
+    pub fn param_table(&self) -> Vec<(String, Vec<String>, &'static str)> {
+        self.params
+            .iter()
+            .map(|p| {
+                let conversion = match &p.conversion {
+                    Conversion::Same => "",
+                    Conversion::ZeroBased => "zero_based",
+                    Conversion::LineRange => "line_range",
+                    Conversion::MsToSeconds => "ms_to_seconds",
+                    Conversion::Signal => "signal",
+                    Conversion::GlobList => "glob_list",
+                    Conversion::Not => "not",
+                    Conversion::Values(_) => "values",
+                    Conversion::JsonText => "json_text",
+                };
+                (p.name.clone(), p.to.clone(), conversion)
+            })
+            .collect()
+    }
+
+    /// The canonical parameters every call carries, when the caller gave none.
+    pub fn fixed(&self) -> &Map<String, Value> {
+        &self.set
+    }
+
+    /// The mapping of a parameter given as `name`: its own, or the one it is an alias of.
+    fn param(&self, name: &str) -> Option<&ParamMap> {
+        let name = self.aliases.get(name).map_or(name, String::as_str);
+        self.params.iter().find(|p| p.name == name)
+    }
+}
+
+/// What a catalog of tools says about one name (the gate's registry is one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The canonical name it resolves to.
+    pub name: String,
+    /// Its parameters' names.
+    pub params: Vec<String>,
+    /// Its required parameters.
+    pub required: Vec<String>,
+    /// Whether it is a built-in tool (dialects present built-ins under their own names; other
+    /// tools keep theirs).
+    pub builtin: bool,
+}
+
+/// Where a dialect looks tools up.
+pub trait Catalog {
+    /// The tool `name` resolves to (by name, alias or case), if any.
+    fn lookup(&self, name: &str) -> Option<Found>;
+}
+
+impl Catalog for Registry {
+    fn lookup(&self, name: &str) -> Option<Found> {
+        let tool = self.resolve(name)?;
+        let spec = tool.tool.spec();
+        let params = spec
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let required = spec
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        Some(Found { name: spec.name.clone(), params, required, builtin: tool.builtin })
+    }
+}
+
+/// A call as toolgate runs it, and how to say its errors in the caller's dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Translated {
+    /// The tool to resolve (canonical when the dialect knows it).
+    pub tool: String,
+    /// The parameters, canonical.
+    pub params: Value,
+    /// The name the caller used, when it is not the tool's own.
+    pub called_as: Option<String>,
+    /// Canonical parameter -> the caller's parameter, for errors.
+    renamed: Vec<(String, String)>,
+}
+
+impl Translated {
+    /// `error` as the caller should read it: invalid parameters named as the caller wrote them.
+    pub fn localize(&self, error: ToolError) -> ToolError {
+        match error {
+            ToolError::InvalidParams { tool, problems } => {
+                let tool = match &self.called_as {
+                    Some(called) if tool == self.tool => called.clone(),
+                    _ => tool,
+                };
+                let problems = problems.into_iter().map(|p| self.localize_problem(p)).collect();
+                ToolError::InvalidParams { tool, problems }
+            }
+            other => other,
+        }
+    }
+
+    fn localize_problem(&self, mut problem: ParamProblem) -> ParamProblem {
+        let rest = problem.pointer.strip_prefix('/').unwrap_or_default();
+        let (first, tail) = rest.split_once('/').map_or((rest, ""), |(f, t)| (f, t));
+        if let Some((_, theirs)) = self.renamed.iter().find(|(canonical, _)| canonical == first) {
+            problem.pointer = if tail.is_empty() { format!("/{theirs}") } else { format!("/{theirs}/{tail}") };
+        }
+        problem
+    }
+}
+
+impl Dialect {
+    /// The dialect's name (`linggen`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The system it speaks for (`Linggen`).
+    pub fn system(&self) -> &str {
+        &self.system
+    }
+
+    /// The seed document that describes that system.
+    pub fn seed(&self) -> &str {
+        &self.seed
+    }
+
+    /// Whether this is the default dialect (toolgate's own names).
+    pub fn is_default(&self) -> bool {
+        self.name == DEFAULT
+    }
+
+    /// The tools of the system's inventory that toolgate implements.
+    pub fn tools(&self) -> &[DialectTool] {
+        &self.tools
+    }
+
+    /// Where a tool of this dialect does not do quite what the system's does: (tool, note).
+    pub fn gaps(&self) -> &[(String, String)] {
+        &self.gaps
+    }
+
+    /// The tool named `name` in this dialect.
+    pub fn tool(&self, name: &str) -> Option<&DialectTool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// What the system has and toolgate does not: the tools of the seed's inventory with no
+    /// toolgate tool yet, and those whose tool is not registered in `catalog` (a family that
+    /// is off), each with the reason.
+    pub fn missing(&self, catalog: &dyn Catalog) -> Vec<(String, String)> {
+        let mut out = self.missing.clone();
+        for tool in &self.tools {
+            if catalog.lookup(&tool.canonical).is_none_or(|f| f.name != tool.canonical) {
+                out.push((
+                    tool.name.clone(),
+                    format!("runs toolgate's `{}`, which is not registered in this gate", tool.canonical),
+                ));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The tools a caller of this dialect sees, from the canonical tools it may see
+    /// (`visible`, each with whether it is a built-in): a built-in under each dialect name that
+    /// runs it, any other tool (MCP, WASM, custom) under its own name. Sorted by name.
+    pub fn present(&self, visible: &[(ToolSpec, bool)]) -> Vec<ToolSpec> {
+        if self.is_default() {
+            return visible.iter().map(|(spec, _)| spec.clone()).collect();
+        }
+        let mut out: Vec<ToolSpec> = visible.iter().filter(|(_, builtin)| !builtin).map(|(s, _)| s.clone()).collect();
+        for tool in &self.tools {
+            if let Some((canonical, _)) = visible.iter().find(|(s, builtin)| *builtin && s.name == tool.canonical) {
+                let mut spec = ToolSpec::new(tool.name.clone(), tool.description.clone(), tool.schema.clone())
+                    .group(canonical.group.clone())
+                    .annotations(canonical.annotations);
+                spec.output_trust = canonical.output_trust;
+                out.push(spec);
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// The canonical call for `name(params)` in this dialect (`None`: the call as it is), or
+    /// an error that names the spelling this dialect expects.
+    pub fn translate(&self, name: &str, params: &Value, catalog: &dyn Catalog) -> Result<Option<Translated>, ToolError> {
+        if self.is_default() { default::translate(name, params, catalog) } else { named::translate(self, name, params, catalog) }
+    }
+
+    /// The dialect names of a canonical tool.
+    fn names_of(&self, canonical: &str) -> impl Iterator<Item = &str> {
+        self.tools.iter().filter(move |t| t.canonical == canonical).map(|t| t.name.as_str())
+    }
+}
+
+/// The dialect called `name`.
+pub fn dialect(name: &str) -> Result<&'static Dialect, UnknownDialect> {
+    all().iter().find(|d| d.name == name).ok_or_else(|| UnknownDialect { name: name.to_owned() })
+}
+
+/// Every dialect, the default first.
+pub fn all() -> &'static [Dialect] {
+    static ALL: OnceLock<Vec<Dialect>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let default = Dialect {
+            name: DEFAULT.to_owned(),
+            system: "toolgate".to_owned(),
+            seed: String::new(),
+            tools: Vec::new(),
+            missing: Vec::new(),
+            gaps: Vec::new(),
+        };
+        // The files are part of the build and a test loads each one: a broken file is a
+        // build-time bug, not an input error.
+        let mut out = vec![default];
+        out.extend(FILES.iter().map(|text| load(text).unwrap_or_else(|e| panic!("a dialect file is invalid: {e}"))));
+        out
+    })
+}
+
+/// Every tool name any dialect uses (listed or missing), for the registry to protect.
+pub fn protected_names() -> Vec<String> {
+    let mut names: Vec<String> = all()
+        .iter()
+        .flat_map(|d| d.tools.iter().map(|t| t.name.clone()).chain(d.missing.iter().map(|(n, _)| n.clone())))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn load(text: &str) -> Result<Dialect, String> {
+    let file: data::File = toml::from_str(text).map_err(|e| e.to_string())?;
+    let mut tools = Vec::with_capacity(file.tools.len());
+    for entry in file.tools {
+        let at = |e: String| format!("{}: tool `{}`: {e}", file.name, entry.name);
+        let schema: Value = serde_json::from_str(&entry.schema).map_err(|e| at(format!("schema: {e}")))?;
+        let properties = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut params = Vec::with_capacity(entry.params.len());
+        for (name, param) in &entry.params {
+            let (to, conversion) = param.resolve().map_err(|e| at(format!("parameter `{name}`: {e}")))?;
+            if !properties.contains_key(name) {
+                return Err(at(format!("parameter `{name}` is mapped but not in the schema")));
+            }
+            params.push(ParamMap { name: name.clone(), to, conversion });
+        }
+        if let Some(unmapped) = properties.keys().find(|k| !entry.params.contains_key(*k)) {
+            return Err(at(format!("schema property `{unmapped}` has no `params` entry")));
+        }
+        if let Some((alias, target)) =
+            entry.aliases.iter().find(|(a, t)| properties.contains_key(*a) || !properties.contains_key(*t))
+        {
+            return Err(at(format!("alias `{alias}` -> `{target}`: an alias names a parameter of the schema and is not one")));
+        }
+        tools.push(DialectTool {
+            name: entry.name,
+            canonical: entry.canonical,
+            source: entry.source,
+            description: entry.description,
+            schema,
+            result_note: entry.result_note,
+            params,
+            aliases: entry.aliases,
+            set: entry.set,
+        });
+    }
+    let missing = file.missing.into_iter().map(|m| (m.name, m.reason)).collect();
+    let gaps = file.gaps.into_iter().map(|g| (g.tool, g.note)).collect();
+    Ok(Dialect { name: file.name, system: file.system, seed: file.seed, tools, missing, gaps })
+}
+
+/// Maps the parameters of `object` through `lookup` (a dialect parameter by name), into a new
+/// object: every problem is collected, and two names for one canonical parameter are refused.
+fn map_params<'a>(
+    tool: &str,
+    object: &Map<String, Value>,
+    mut lookup: impl FnMut(&str) -> Lookup<'a>,
+) -> Result<(Map<String, Value>, Renames), ToolError> {
+    let mut out = Map::new();
+    let mut from: BTreeMap<String, String> = BTreeMap::new();
+    let mut renamed = Vec::new();
+    let mut problems = Vec::new();
+    for (key, value) in object {
+        let (targets, values) = match lookup(key) {
+            Lookup::Keep => (vec![key.clone()], Ok(vec![value.clone()])),
+            Lookup::Map(param) => (param.to.clone(), param.conversion.apply(key, value.clone())),
+            Lookup::Refuse(message) => {
+                problems.push(ParamProblem { pointer: format!("/{key}"), message });
+                continue;
+            }
+        };
+        let values = match values {
+            Ok(values) => values,
+            Err(message) => {
+                problems.push(ParamProblem { pointer: format!("/{key}"), message });
+                continue;
+            }
+        };
+        for (target, value) in targets.into_iter().zip(values) {
+            if let Some(first) = from.get(&target) {
+                problems.push(ParamProblem {
+                    pointer: format!("/{key}"),
+                    message: format!("`{first}` and `{key}` are the same parameter here: give it once"),
+                });
+                continue;
+            }
+            if target != *key {
+                renamed.push((target.clone(), key.clone()));
+            }
+            from.insert(target.clone(), key.clone());
+            out.insert(target, value);
+        }
+    }
+    if problems.is_empty() {
+        Ok((out, renamed))
+    } else {
+        Err(ToolError::InvalidParams { tool: tool.to_owned(), problems })
+    }
+}
+
+/// Canonical parameter -> the caller's name for it.
+type Renames = Vec<(String, String)>;
+
+/// What to do with one parameter of a call.
+enum Lookup<'a> {
+    /// Keep it as it is (a canonical parameter, or one the schema will judge).
+    Keep,
+    /// Map it.
+    Map(&'a ParamMap),
+    /// Refuse it with this message.
+    Refuse(String),
+}
+
+/// The parameter object of a call (`null` is none).
+fn object_of<'a>(tool: &str, params: &'a Value, empty: &'a Map<String, Value>) -> Result<&'a Map<String, Value>, ToolError> {
+    match params {
+        Value::Null => Ok(empty),
+        Value::Object(object) => Ok(object),
+        other => Err(ToolError::invalid(
+            tool,
+            "",
+            format!("expected an object of parameters, got {}", convert::brief(other)),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,69 @@
+//! A named dialect (`linggen`, `gomini`, ...): exactly its system's tools and parameters. A
+//! spelling from another dialect is refused with the spelling this one expects.
+
+use serde_json::Value;
+use toolgate_core::ToolError;
+
+use crate::{Catalog, Dialect, DialectTool, Lookup, Translated, default, map_params, object_of};
+
+pub(crate) fn translate(
+    dialect: &Dialect,
+    name: &str,
+    params: &Value,
+    catalog: &dyn Catalog,
+) -> Result<Option<Translated>, ToolError> {
+    let Some(tool) = dialect.tool(name) else {
+        // A tool from outside the seeds (MCP, WASM, custom) has the same name in every dialect.
+        if let Some(found) = catalog.lookup(name)
+            && !found.builtin
+            && found.name == name
+        {
+            return Ok(None);
+        }
+        return Err(ToolError::UnknownTool { name: name.to_owned(), suggestion: spelling_here(dialect, name, catalog) });
+    };
+    let empty = serde_json::Map::new();
+    let object = object_of(name, params, &empty)?;
+    let (mut params, renamed) = map_params(name, object, |key| match tool.param(key) {
+        Some(param) => Lookup::Map(param),
+        None => Lookup::Refuse(unknown_param(dialect, tool, key, catalog)),
+    })?;
+    for (key, value) in tool.fixed() {
+        params.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    Ok(Some(Translated {
+        tool: tool.canonical.clone(),
+        params: Value::Object(params),
+        called_as: (tool.name != tool.canonical).then(|| tool.name.clone()),
+        renamed,
+    }))
+}
+
+/// This dialect's name for the tool `name` means elsewhere (`read_file` in `linggen`: `Read`),
+/// else its closest name.
+fn spelling_here(dialect: &Dialect, name: &str, catalog: &dyn Catalog) -> Option<String> {
+    if let Some(canonical) = default::canonical_of(name, catalog)
+        && let Some(here) = dialect.names_of(&canonical).next()
+    {
+        return Some(here.to_owned());
+    }
+    let lower = name.to_ascii_lowercase();
+    dialect
+        .tools()
+        .iter()
+        .map(|t| (strsim::jaro_winkler(&t.name.to_ascii_lowercase(), &lower), &t.name))
+        .filter(|(score, _)| *score >= 0.75)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n.clone())
+}
+
+/// Why `key` is refused, naming this dialect's spelling when `key` is another's.
+fn unknown_param(dialect: &Dialect, tool: &DialectTool, key: &str, catalog: &dyn Catalog) -> String {
+    let takes: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
+    let takes = if takes.is_empty() { "no parameters".to_owned() } else { format!("takes: {}", takes.join(", ")) };
+    let here = default::canonical_param(&tool.canonical, key, catalog)
+        .and_then(|canonical| tool.params.iter().find(|p| p.to.contains(&canonical)))
+        .map(|p| format!("; in the {} dialect write it as `{}`", dialect.name(), p.name))
+        .unwrap_or_default();
+    format!("unknown parameter `{key}` for `{}`{here} (it {takes})", tool.name)
+}

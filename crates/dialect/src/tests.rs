@@ -1,0 +1,161 @@
+//! The mapping on a small catalog of canonical tools (the gate's tests run it on the real ones).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use toolgate_core::ToolError;
+
+use super::*;
+
+struct TestCatalog(BTreeMap<&'static str, Found>);
+
+impl Catalog for TestCatalog {
+    fn lookup(&self, name: &str) -> Option<Found> {
+        let canonical = toolgate_core::canonical_tool_name(name);
+        self.0.get(canonical.as_ref()).cloned()
+    }
+}
+
+fn catalog() -> TestCatalog {
+    let tool = |name: &'static str, params: &[&str], required: &[&str], builtin: bool| {
+        let owned = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect();
+        (name, Found { name: name.to_owned(), params: owned(params), required: owned(required), builtin })
+    };
+    TestCatalog(BTreeMap::from([
+        tool("read", &["path", "offset", "limit", "max_bytes"], &["path"], true),
+        tool("edit", &["path", "old_string", "new_string", "replace_all"], &["path", "old_string", "new_string"], true),
+        tool("apply_patch", &["patch"], &["patch"], true),
+        tool("process", &["action", "id", "signal", "input", "wait", "limit", "offset", "close_stdin"], &["action"], true),
+        tool("exec", &["command", "timeout", "workdir", "background", "env"], &["command"], true),
+        tool("grep", &["pattern", "path", "glob", "head_limit", "output_mode", "case_insensitive"], &["pattern"], true),
+        tool("glob", &["pattern", "path", "limit"], &["pattern"], true),
+        tool("subagents", &["action", "task", "id", "message", "agent", "label"], &["action"], true),
+        tool("mcp__gh__issue", &["title"], &["title"], false),
+    ]))
+}
+
+/// The call as toolgate runs it: (tool, params, the name the caller used).
+fn call(dialect_name: &str, name: &str, params: Value) -> Result<Translated, ToolError> {
+    let catalog = catalog();
+    let translated = dialect(dialect_name).unwrap().translate(name, &params, &catalog)?;
+    Ok(translated.unwrap_or_else(|| {
+        let tool = catalog.lookup(name).map_or_else(|| name.to_owned(), |f| f.name);
+        let called_as = (tool != name).then(|| name.to_owned());
+        Translated { tool, params, called_as, renamed: Vec::new() }
+    }))
+}
+
+fn problems(e: ToolError) -> String {
+    e.to_string()
+}
+
+#[test]
+fn every_dialect_file_loads_with_unique_names() {
+    assert_eq!(all().iter().map(Dialect::name).collect::<Vec<_>>(), NAMES);
+    for d in all() {
+        let mut names: Vec<&str> = d.tools().iter().map(|t| t.name.as_str()).collect();
+        names.extend(d.missing.iter().map(|(n, _)| n.as_str()));
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "{}: a tool name is listed twice", d.name());
+    }
+    assert!(dialect("klingon").unwrap_err().to_string().contains("toolgate, goclaw, linggen, gomini, openclaw, ironclaw"));
+}
+
+#[test]
+fn linggen_line_range_in_both_forms() {
+    for range in [json!([3, 5]), json!("3-5")] {
+        let t = call("linggen", "Read", json!({"path": "a.txt", "line_range": range})).unwrap();
+        assert_eq!(t.tool, "read");
+        assert_eq!(t.params, json!({"path": "a.txt", "offset": 3, "limit": 3}));
+        assert_eq!(t.called_as.as_deref(), Some("Read"));
+    }
+    let e = call("linggen", "Read", json!({"path": "a", "line_range": [5, 3]})).unwrap_err();
+    assert!(problems(e).contains("before the start"));
+}
+
+#[test]
+fn a_named_dialect_refuses_other_spellings_and_names_its_own() {
+    let e = call("linggen", "read_file", json!({"path": "a"})).unwrap_err();
+    assert!(matches!(&e, ToolError::UnknownTool { suggestion: Some(s), .. } if s == "Read"), "{e}");
+    let e = call("linggen", "read", json!({"path": "a"})).unwrap_err();
+    assert!(matches!(&e, ToolError::UnknownTool { suggestion: Some(s), .. } if s == "Read"), "{e}");
+    let e = call("linggen", "Read", json!({"path": "a", "offset": 3})).unwrap_err();
+    assert!(problems(e).contains("write it as `line_range`"));
+    let e = call("gomini", "edit", json!({"path": "a", "old_string": "x", "new_text": "y"})).unwrap_err();
+    assert!(problems(e).contains("write it as `old_text`"));
+}
+
+#[test]
+fn the_same_parameter_twice_is_refused() {
+    let e = call("linggen", "Read", json!({"path": "a", "file": "b"})).unwrap_err();
+    assert!(problems(e).contains("the same parameter"), "documented aliases still refuse duplicates");
+    let e = call("toolgate", "Read", json!({"path": "a", "filepath": "b"})).unwrap_err();
+    assert!(problems(e).contains("the same parameter"));
+}
+
+#[test]
+fn dynamic_tools_keep_their_names_in_every_dialect() {
+    for d in NAMES {
+        let t = call(d, "mcp__gh__issue", json!({"title": "x"})).unwrap();
+        assert_eq!(t.tool, "mcp__gh__issue");
+        assert_eq!(t.params, json!({"title": "x"}));
+    }
+}
+
+#[test]
+fn gomini_offsets_count_from_zero_and_process_speaks_its_words() {
+    let t = call("gomini", "read", json!({"path": "a", "offset": 0, "limit": 2})).unwrap();
+    assert_eq!(t.params, json!({"path": "a", "offset": 1, "limit": 2}));
+    assert!(call("gomini", "read", json!({"path": "a", "offset": -1})).is_err());
+    let t = call("gomini", "process", json!({"action": "signal", "process_id": "p1", "signal": "SIGTERM"})).unwrap();
+    assert_eq!(t.params, json!({"action": "signal", "id": "p1", "signal": "TERM"}));
+    let t = call("gomini", "process", json!({"action": "status", "process_id": "p1"})).unwrap();
+    assert_eq!(t.params["action"], "poll");
+}
+
+#[test]
+fn the_default_dialect_keeps_its_meaning_and_understands_the_seeds() {
+    // toolgate's offset is 1-based: gomini's 0-based reading is its dialect's alone.
+    let t = call("toolgate", "read", json!({"path": "a", "offset": 4})).unwrap();
+    assert_eq!(t.params["offset"], 4);
+    // Linggen's line_range, under Linggen's name or toolgate's.
+    for name in ["Read", "read", "read_file"] {
+        let t = call("toolgate", name, json!({"path": "a", "line_range": "2-3"})).unwrap();
+        assert_eq!((t.tool.as_str(), &t.params), ("read", &json!({"path": "a", "offset": 2, "limit": 2})));
+    }
+    // apply_patch told apart by its parameters.
+    let t = call("toolgate", "apply_patch", json!({"path": "a", "old_string": "x", "new_string": "y"})).unwrap();
+    assert_eq!(t.tool, "edit");
+    let t = call("toolgate", "apply_patch", json!({"patch": "*** Begin Patch"})).unwrap();
+    assert_eq!(t.tool, "apply_patch");
+    // SIGTERM as well as TERM, process_id as well as id.
+    let t = call("toolgate", "process", json!({"action": "signal", "process_id": "p", "signal": "SIGTERM"})).unwrap();
+    assert_eq!(t.params, json!({"action": "signal", "id": "p", "signal": "TERM"}));
+    // subagents with no action lists.
+    let t = call("toolgate", "subagents", json!({})).unwrap();
+    assert_eq!(t.params, json!({"action": "list"}));
+    let t = call("toolgate", "subagents", json!({"task": "look"})).unwrap();
+    assert_eq!(t.params, json!({"action": "run", "task": "look"}), "GoClaw's default action");
+    // An unknown name is left for the registry to refuse with its suggestion.
+    let t = call("toolgate", "no_such_tool", json!({"a": 1})).unwrap();
+    assert_eq!(t.tool, "no_such_tool");
+}
+
+#[test]
+fn errors_name_parameters_as_the_caller_wrote_them() {
+    let t = call("linggen", "Read", json!({"path": "a", "line_range": [1, 9]})).unwrap();
+    let e = t.localize(ToolError::invalid("read", "/limit", "too many"));
+    assert!(matches!(&e, ToolError::InvalidParams { tool, problems } if tool == "Read" && problems[0].pointer == "/line_range"), "{e}");
+}
+
+#[test]
+fn presented_tools_are_the_dialects_and_the_dynamic_ones() {
+    let spec = |name: &str, builtin| (ToolSpec::new(name, "d", json!({"type": "object"})).group("fs"), builtin);
+    let visible = [spec("read", true), spec("edit", true), spec("mcp__gh__issue", false)];
+    let names: Vec<String> = dialect("linggen").unwrap().present(&visible).into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["Edit", "Read", "mcp__gh__issue"]);
+    let names: Vec<String> = dialect("toolgate").unwrap().present(&visible).into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["read", "edit", "mcp__gh__issue"]);
+}

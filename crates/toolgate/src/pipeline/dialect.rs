@@ -1,0 +1,80 @@
+//! Stage 1, before resolve: the caller's dialect (`toolgate-dialect`). A call written in a seed
+//! system's language becomes the canonical call every later stage sees; the tools a caller
+//! lists are presented in its language.
+//!
+//! The dialect is `[agents.NAME] dialect` for an agent that has one, else `[gate] dialect`
+//! (`--dialect`), which a reload replaces.
+
+use std::collections::BTreeMap;
+use std::sync::{PoisonError, RwLock};
+
+use serde_json::Value;
+use toolgate_core::{CallContext, Registry, ToolError, ToolSpec};
+use toolgate_dialect::{Dialect, Translated, UnknownDialect};
+
+use crate::config::Config;
+
+#[derive(Debug)]
+pub(crate) struct DialectStage {
+    /// `[gate] dialect`.
+    gate: RwLock<&'static Dialect>,
+    /// `[agents.NAME] dialect`, where set.
+    agents: BTreeMap<String, &'static Dialect>,
+}
+
+impl DialectStage {
+    pub(crate) fn new(config: &Config) -> Result<Self, UnknownDialect> {
+        let gate = toolgate_dialect::dialect(&config.gate.dialect)?;
+        let agents = config
+            .agents
+            .iter()
+            .filter_map(|(name, agent)| agent.dialect.as_deref().map(|d| (name, d)))
+            .map(|(name, d)| Ok((name.clone(), toolgate_dialect::dialect(d)?)))
+            .collect::<Result<_, UnknownDialect>>()?;
+        Ok(DialectStage { gate: RwLock::new(gate), agents })
+    }
+
+    /// Puts a reloaded `[gate] dialect` in force; says whether it changed.
+    pub(crate) fn replace(&self, config: &Config) -> Result<bool, UnknownDialect> {
+        let dialect = toolgate_dialect::dialect(&config.gate.dialect)?;
+        let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        let changed = gate.name() != dialect.name();
+        *gate = dialect;
+        Ok(changed)
+    }
+
+    /// The dialect `ctx`'s caller speaks.
+    pub(crate) fn of(&self, ctx: &CallContext) -> &'static Dialect {
+        match self.agents.get(&ctx.identity.agent) {
+            Some(dialect) => dialect,
+            None => *self.gate.read().unwrap_or_else(PoisonError::into_inner),
+        }
+    }
+
+    /// The canonical call (`None`: the call as it is).
+    pub(crate) fn translate(
+        &self,
+        ctx: &CallContext,
+        registry: &Registry,
+        name: &str,
+        params: &Value,
+    ) -> Result<Option<Translated>, ToolError> {
+        self.of(ctx).translate(name, params, registry)
+    }
+
+    /// The tools `ctx`'s caller sees, in its dialect, from the canonical tools it may see.
+    pub(crate) fn present(&self, ctx: &CallContext, registry: &Registry, visible: Vec<ToolSpec>) -> Vec<ToolSpec> {
+        let dialect = self.of(ctx);
+        if dialect.is_default() {
+            return visible;
+        }
+        let tagged: Vec<(ToolSpec, bool)> = visible
+            .into_iter()
+            .map(|spec| {
+                let builtin = registry.resolve(&spec.name).is_some_and(|t| t.builtin);
+                (spec, builtin)
+            })
+            .collect();
+        dialect.present(&tagged)
+    }
+}
