@@ -61,6 +61,7 @@ pub use pipeline::hooks::{Hook, HookVerdict};
 pub use services::Services;
 
 pub use toolgate_core as core;
+pub use toolgate_dialect as dialect;
 /// The MCP bridge's OAuth tokens in the store's secrets ([`StoreVault`](mcp_vault::StoreVault)).
 pub use toolgate_extensions::vault as mcp_vault;
 pub use toolgate_guard as guard;
