@@ -227,6 +227,11 @@ impl Dialect {
         &self.tools
     }
 
+    /// The tools of the system's inventory toolgate has no tool for yet: (name, reason).
+    pub fn not_implemented(&self) -> &[(String, String)] {
+        &self.missing
+    }
+
     /// Where a tool of this dialect does not do quite what the system's does: (tool, note).
     pub fn gaps(&self) -> &[(String, String)] {
         &self.gaps
