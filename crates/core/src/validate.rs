@@ -1,10 +1,12 @@
-//! Parameter checking: aliases, limits, safe coercions, then the JSON Schema.
+//! Parameter checking: aliases, the way back from OpenAI strict mode's forms, limits, safe
+//! coercions, then the JSON Schema.
 
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::export::{JSON_TEXT_SUFFIX, StrictForm, strict_form};
 use crate::{ParamProblem, ToolError};
 
 /// Size limits on a call's parameters (seed 003's defaults). Checked before the schema, so a
@@ -122,11 +124,15 @@ impl ParamValidator {
             }]));
         };
         let properties = self.schema.get("properties").and_then(Value::as_object);
+        let mut problems = Vec::new();
         if let Some(properties) = properties {
             apply_aliases(object, properties);
+            from_strict_forms(object, properties, limits, &mut problems);
+            if !problems.is_empty() {
+                return Err(self.error(problems));
+            }
             drop_null_optionals(object, properties, self.schema.get("required"));
         }
-        let mut problems = Vec::new();
         check_limits(object, limits, &mut problems);
         if !problems.is_empty() {
             return Err(self.error(problems));
@@ -173,6 +179,104 @@ fn apply_aliases(object: &mut Map<String, Value>, properties: &Map<String, Value
             object.insert((*canonical).to_owned(), value);
         }
     }
+}
+
+/// The way back from the forms OpenAI's strict mode sends (see [`crate::export`]), for top-level
+/// parameters: a map given as an array of `{"name", "value"}` objects becomes the object (a name
+/// given twice is refused, not merged), and `NAME_json` (JSON text) is decoded into `NAME` (where
+/// the schema has `NAME`, carried as JSON text, and no `NAME_json`). `NAME_json: null` means "not
+/// given". A refused parameter is left as it was sent.
+///
+/// A list longer than the array limit, or JSON text longer than the string limit, is left for
+/// the limits to refuse, so no work is done on it; a decoded value is held to the limits too.
+fn from_strict_forms(
+    object: &mut Map<String, Value>,
+    properties: &Map<String, Value>,
+    limits: &Limits,
+    problems: &mut Vec<ParamProblem>,
+) {
+    for (name, schema) in properties {
+        match strict_form(schema) {
+            StrictForm::Same => {}
+            StrictForm::Pairs => {
+                let Some(Value::Array(items)) = object.get(name) else { continue };
+                if items.len() > limits.max_array_items {
+                    continue;
+                }
+                match pairs_to_map(name, items) {
+                    Ok(map) => {
+                        object.insert(name.clone(), Value::Object(map));
+                    }
+                    Err(problem) => problems.push(problem),
+                }
+            }
+            StrictForm::JsonText => {
+                let key = format!("{name}{JSON_TEXT_SUFFIX}");
+                if properties.contains_key(&key) {
+                    continue;
+                }
+                let pointer = format!("/{}", escape_pointer(&key));
+                match object.get(&key) {
+                    None => {}
+                    Some(Value::Null) => {
+                        object.remove(&key);
+                    }
+                    Some(_) if object.contains_key(name) => problems.push(ParamProblem {
+                        pointer,
+                        message: format!(
+                            "`{name}` and `{key}` were both given; `{key}` is `{name}` as JSON text: give one of them"
+                        ),
+                    }),
+                    Some(Value::String(text)) if text.len() > limits.max_string_bytes => {}
+                    Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+                        Ok(value) => {
+                            object.remove(&key);
+                            object.insert(name.clone(), value);
+                        }
+                        Err(e) => problems.push(ParamProblem {
+                            pointer,
+                            message: format!(
+                                "`{key}` must be JSON text (the value of `{name}`, JSON-encoded, such as {{\"a\": 1}} or \"text\"): {e}"
+                            ),
+                        }),
+                    },
+                    Some(other) => problems.push(ParamProblem {
+                        pointer,
+                        message: format!(
+                            "`{key}` must be a string of JSON text (the value of `{name}`, JSON-encoded), got {}",
+                            describe(other)
+                        ),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// `[{"name": "A", "value": 1}, ...]` → `{"A": 1, ...}`.
+fn pairs_to_map(name: &str, items: &[Value]) -> Result<Map<String, Value>, ParamProblem> {
+    let mut map = Map::new();
+    for (i, item) in items.iter().enumerate() {
+        let pointer = format!("/{}/{i}", escape_pointer(name));
+        let pair = item.as_object().filter(|o| o.len() == 2 && o.contains_key("value"));
+        let Some((key, value)) = pair.and_then(|o| Some((o.get("name")?.as_str()?, &o["value"]))) else {
+            return Err(ParamProblem {
+                pointer,
+                message: format!(
+                    "`{name}` given as a list takes {{\"name\": \"...\", \"value\": ...}} objects (a string name and a value, nothing else), got {}",
+                    serde_json::to_string(item).unwrap_or_default()
+                ),
+            });
+        };
+        if map.contains_key(key) {
+            return Err(ParamProblem {
+                pointer,
+                message: format!("`{name}` names `{key}` twice; give each name once"),
+            });
+        }
+        map.insert(key.to_owned(), value.clone());
+    }
+    Ok(map)
 }
 
 fn unknown_param(key: &str, properties: &Map<String, Value>) -> ParamProblem {
@@ -251,19 +355,63 @@ fn walk_limits(value: &Value, depth: usize, limits: &Limits, pointer: &mut Strin
 }
 
 /// `"flag": null` for an optional parameter means "not given": OpenAI's strict mode and many
-/// MCP clients send it for every optional field. Dropped unless the parameter's schema accepts
-/// `null` itself (then the tool gets it) or the parameter is required (then it is an error).
+/// MCP clients send it for every optional field, at every level (strict mode requires every
+/// property of a nested object too). Dropped unless the parameter's schema accepts `null` itself
+/// (then the tool gets it) or the parameter is required (then it is an error).
 fn drop_null_optionals(object: &mut Map<String, Value>, properties: &Map<String, Value>, required: Option<&Value>) {
     let required = |key: &str| required.and_then(Value::as_array).is_some_and(|r| r.iter().any(|k| k == key));
-    let accepts_null = |schema: &Value| match schema.get("type") {
-        Some(Value::String(t)) => t == "null",
-        Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
-        // No type (or `anyOf` ...): let the schema decide.
-        _ => true,
-    };
     object.retain(|key, value| {
         !(value.is_null() && !required(key) && properties.get(key).is_some_and(|schema| !accepts_null(schema)))
     });
+    for (key, value) in object.iter_mut() {
+        if let Some(schema) = properties.get(key) {
+            drop_nested_null_optionals(value, schema);
+        }
+    }
+}
+
+/// Whether `schema` takes `null`, as far as its `type`, `enum`, `const` or union members say;
+/// when they say nothing (any value, a `$ref`), the schema decides, so the `null` is kept.
+fn accepts_null(schema: &Value) -> bool {
+    let Value::Object(s) = schema else { return schema != &Value::Bool(false) };
+    if let Some(ty) = s.get("type") {
+        return match ty {
+            Value::String(t) => t == "null",
+            Value::Array(types) => types.iter().any(|t| t == "null"),
+            _ => true,
+        };
+    }
+    if let Some(Value::Array(values)) = s.get("enum") {
+        return values.contains(&Value::Null);
+    }
+    if let Some(value) = s.get("const") {
+        return value.is_null();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(members)) = s.get(key) {
+            return members.iter().any(accepts_null);
+        }
+    }
+    true
+}
+
+/// [`drop_null_optionals`] inside objects and arrays, following the schema (so no deeper than it).
+fn drop_nested_null_optionals(value: &mut Value, schema: &Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                drop_null_optionals(map, properties, schema.get("required"));
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    drop_nested_null_optionals(item, item_schema);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Safe coercions of what models often send as strings: `"5"` for an integer, `"true"` for a
@@ -432,6 +580,172 @@ mod tests {
         .unwrap();
         let out = nullable.check(json!({"note": null, "any": null}), &Limits::default()).unwrap();
         assert_eq!(out, json!({"note": null, "any": null}), "a schema that takes null gets it");
+    }
+
+    /// A tool as OpenAI strict mode sees it: a map, an any-value parameter (required and
+    /// optional), a nested object with an optional field, optional parameters of every type.
+    fn strict_validator() -> ParamValidator {
+        ParamValidator::new(
+            "t",
+            &json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string"},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "data": {"description": "any value"},
+                    "body": {},
+                    "edits": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {"old": {"type": "string"}, "all": {"type": "boolean"}},
+                            "required": ["old"],
+                            "additionalProperties": false,
+                        },
+                    },
+                    "opts": {
+                        "type": "object",
+                        "properties": {"depth": {"type": "integer"}, "name": {"type": "string"}},
+                        "required": ["name"],
+                        "additionalProperties": false,
+                    },
+                    "text": {"type": "string"},
+                    "count": {"type": "integer"},
+                    "ratio": {"type": "number"},
+                    "flag": {"type": "boolean"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "mode": {"type": "string", "enum": ["a", "b"]},
+                    "kind": {"const": "k"},
+                    "either": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+                },
+                "required": ["command", "data"],
+                "additionalProperties": false,
+            }),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_map_given_as_name_value_pairs_becomes_the_map() {
+        let v = strict_validator();
+        let out = v
+            .check(
+                json!({"command": "x", "data": 1, "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}),
+                &Limits::default(),
+            )
+            .unwrap();
+        assert_eq!(out, json!({"command": "x", "data": 1, "env": {"A": "1", "B": "2"}}));
+        let out = v.check(json!({"command": "x", "data": 1, "env": []}), &Limits::default()).unwrap();
+        assert_eq!(out["env"], json!({}));
+        let out = v.check(json!({"command": "x", "data": 1, "env": {"A": "1"}}), &Limits::default()).unwrap();
+        assert_eq!(out["env"], json!({"A": "1"}), "the map itself still works");
+
+        let twice =
+            json!({"command": "x", "data": 1, "env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]});
+        let p = problems(v.check(twice.clone(), &Limits::default()));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].pointer, "/env/1");
+        assert!(p[0].message.contains("names `A` twice"), "{}", p[0].message);
+        let mut kept = twice.clone();
+        assert!(v.check_in_place(&mut kept, &Limits::default()).is_err());
+        assert_eq!(kept, twice, "refused parameters stay as they were sent");
+
+        for bad in [
+            json!({"name": "A"}),
+            json!({"name": 1, "value": "x"}),
+            json!({"name": "A", "value": "1", "x": 1}),
+            json!("A=1"),
+        ] {
+            let p = problems(v.check(json!({"command": "x", "data": 1, "env": [bad]}), &Limits::default()));
+            assert_eq!(p[0].pointer, "/env/0", "{p:?}");
+            assert!(p[0].message.contains("takes {\"name\": \"...\", \"value\": ...} objects"), "{}", p[0].message);
+        }
+        let p = problems(
+            v.check(json!({"command": "x", "data": 1, "env": [{"name": "A", "value": 3}]}), &Limits::default()),
+        );
+        assert_eq!(p[0].pointer, "/env/A", "the values are checked against the map's schema: {p:?}");
+        let limits = Limits { max_array_items: 1, ..Limits::default() };
+        let pairs = json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]);
+        let p = problems(v.check(json!({"command": "x", "data": 1, "env": pairs}), &limits));
+        assert!(p[0].message.contains("array of 2 items"), "a list past the limit is not converted: {p:?}");
+    }
+
+    #[test]
+    fn name_json_is_decoded_into_name() {
+        let v = strict_validator();
+        let out = v
+            .check(json!({"command": "x", "data_json": "{\"a\": [1, 2]}", "body_json": "\"text\""}), &Limits::default())
+            .unwrap();
+        assert_eq!(out, json!({"command": "x", "data": {"a": [1, 2]}, "body": "text"}));
+        let out = v.check(json!({"command": "x", "data_json": "null", "body_json": null}), &Limits::default()).unwrap();
+        assert_eq!(out, json!({"command": "x", "data": null}), "JSON null is a value; a null `body_json` is not given");
+
+        let p = problems(v.check(json!({"command": "x", "data_json": "{a: 1}"}), &Limits::default()));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].pointer, "/data_json");
+        assert!(
+            p[0].message.starts_with("`data_json` must be JSON text (the value of `data`, JSON-encoded"),
+            "{}",
+            p[0].message
+        );
+        let p = problems(v.check(json!({"command": "x", "data_json": {"a": 1}}), &Limits::default()));
+        assert!(p[0].message.contains("must be a string of JSON text") && p[0].message.contains("an object"), "{p:?}");
+        let p = problems(v.check(json!({"command": "x", "data": 1, "data_json": "2"}), &Limits::default()));
+        assert_eq!(p[0].pointer, "/data_json");
+        assert!(p[0].message.contains("`data` and `data_json` were both given"), "{}", p[0].message);
+        let p = problems(v.check(json!({"command": "x", "body_json": null}), &Limits::default()));
+        assert_eq!((p.len(), p[0].pointer.as_str()), (1, ""), "required `data` is still missing: {p:?}");
+
+        let limits = Limits { max_depth: 3, ..Limits::default() };
+        let p = problems(v.check(json!({"command": "x", "data_json": "{\"a\": {\"b\": {\"c\": 1}}}"}), &limits));
+        assert_eq!(p[0].pointer, "/data/a/b", "the decoded value is held to the limits: {p:?}");
+
+        // A schema that declares `NAME_json` itself keeps it.
+        let own = ParamValidator::new(
+            "t",
+            &json!({"type": "object", "properties": {"data": {}, "data_json": {"type": "string"}}, "additionalProperties": false}),
+        )
+        .unwrap();
+        assert_eq!(own.check(json!({"data_json": "[1]"}), &Limits::default()).unwrap(), json!({"data_json": "[1]"}));
+        let p = problems(
+            strict_validator().check(json!({"command": "x", "data": 1, "text_json": "\"a\""}), &Limits::default()),
+        );
+        assert!(p[0].message.contains("unknown parameter `text_json`"), "only any-value parameters: {p:?}");
+    }
+
+    /// What a model in strict mode sends: every parameter, `null` for the ones it leaves out, at
+    /// every level and for every type.
+    #[test]
+    fn null_means_absent_for_every_type_and_at_every_level() {
+        let sent = json!({
+                    "command": "x",
+                    "data_json": "1",
+                    "body_json": null,
+                    "env": null,
+                    "edits": [{"old": "a", "all": null}, {"old": "b", "all": true}],
+                    "opts": {"name": "n", "depth": null},
+                    "text": null,
+                    "count": null,
+                    "ratio": null,
+                    "flag": null,
+                    "tags": null,
+                    "mode": null,
+                    "kind": null,
+                    "either": null,
+        });
+        let spec = crate::ToolSpec::new("t", "", strict_validator().schema.clone());
+        let exported = crate::export::export(&spec, crate::export::Provider::OpenAi);
+        let names = |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<std::collections::BTreeSet<_>>());
+        assert_eq!(names(&sent), names(&exported["function"]["parameters"]["properties"]), "what strict mode sends");
+        let out = strict_validator().check(sent, &Limits::default()).unwrap();
+        assert_eq!(
+            out,
+            json!({"command": "x", "data": 1, "edits": [{"old": "a"}, {"old": "b", "all": true}], "opts": {"name": "n"}})
+        );
+        let p = problems(
+            strict_validator().check(json!({"command": "x", "data": 1, "opts": {"name": null}}), &Limits::default()),
+        );
+        assert_eq!(p[0].pointer, "/opts/name", "a required nested field cannot be null: {p:?}");
     }
 
     #[test]
