@@ -24,6 +24,11 @@ pub(crate) const MCP_SERVER_FETCH: &str = "mcp-server-fetch==2026.10.24";
 /// the venv.
 pub(crate) const PYDANTIC_AI: &str = "pydantic-ai-slim[mcp]==2.68.0";
 
+/// The OpenAI Agents SDK: its `ensure_strict_json_schema` judges `toolgate tools --format openai`
+/// in every dialect (`openai_strict` test). It adds packages of its own (openai, jiter, ...) and
+/// changes none in the venv (checked with `pip install --dry-run`).
+pub(crate) const OPENAI_AGENTS: &str = "openai-agents==0.24.0";
+
 /// Two reference servers from PyPI that the sandbox tests bridge in with the default profile
 /// (entry points in the venv, as `uv tool install` or `pipx` would leave them). They add
 /// packages of their own (GitPython, tzdata, ...) and change none in the venv.
@@ -68,7 +73,7 @@ pub(crate) fn install() -> anyhow::Result<()> {
     }
     let venv = venv();
     let python = venv.join("bin/python");
-    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI, MCP_SERVER_TIME, MCP_SERVER_GIT] {
+    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI, OPENAI_AGENTS, MCP_SERVER_TIME, MCP_SERVER_GIT] {
         if has(&python, requirement) {
             continue;
         }

@@ -50,7 +50,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         let dialect = gate.dialect(&ctx);
         let missing = dialect.missing(gate.registry());
         if dialect.is_default() {
-            outln!("the `toolgate` dialect is toolgate's own tools: nothing is missing (choose a system with --dialect NAME)");
+            outln!(
+                "the `toolgate` dialect is toolgate's own tools: nothing is missing (choose a system with --dialect NAME)"
+            );
         } else if missing.is_empty() {
             outln!("every tool of the {} dialect ({}) is here", dialect.name(), dialect.system());
         }

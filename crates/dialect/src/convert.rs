@@ -71,10 +71,14 @@ impl Conversion {
                 Some(_) => Err(format!("`{param}` counts from 0 here: give 0 or more")),
                 None => Err(format!("`{param}` must be a whole number (0-based), got {}", brief(&value))),
             },
-            Conversion::LineRange => line_range(param, &value).map(|(start, end)| vec![json!(start), json!(end - start + 1)]),
+            Conversion::LineRange => {
+                line_range(param, &value).map(|(start, end)| vec![json!(start), json!(end - start + 1)])
+            }
             Conversion::MsToSeconds => match value.as_u64() {
                 Some(ms) => one(json!(ms.div_ceil(1000).max(1))),
-                None => Err(format!("`{param}` must be a whole number of milliseconds (0 or more), got {}", brief(&value))),
+                None => {
+                    Err(format!("`{param}` must be a whole number of milliseconds (0 or more), got {}", brief(&value)))
+                }
             },
             Conversion::Signal => one(signal(&value).map_or(value, Value::from)),
             Conversion::GlobList => glob_list(param, value).map(|g| vec![g]),

@@ -36,12 +36,14 @@ fn index() -> &'static Index {
         let mut params: BTreeMap<String, BTreeMap<String, Option<&'static ParamMap>>> = BTreeMap::new();
         for tool in all().iter().flat_map(|d| d.tools.iter()) {
             by_name.entry(tool.name.to_ascii_lowercase()).or_default().push(tool);
-            let spellings = tool.params.iter().map(|p| (p.name.as_str(), p)).chain(
-                tool.aliases.iter().filter_map(|(alias, target)| Some((alias.as_str(), tool.param(target)?))),
-            );
+            let spellings =
+                tool.params.iter().map(|p| (p.name.as_str(), p)).chain(
+                    tool.aliases.iter().filter_map(|(alias, target)| Some((alias.as_str(), tool.param(target)?))),
+                );
             let known = params.entry(tool.canonical.clone()).or_default();
             for (spelling, param) in spellings {
-                let plain = param.to.len() == 1 && param.to[0] == spelling && param.conversion == crate::Conversion::Same;
+                let plain =
+                    param.to.len() == 1 && param.to[0] == spelling && param.conversion == crate::Conversion::Same;
                 if plain {
                     continue;
                 }
@@ -92,7 +94,9 @@ pub(crate) fn translate(name: &str, params: &Value, catalog: &dyn Catalog) -> Re
     let mut seeds: Vec<&'static DialectTool> = index()
         .by_name
         .get(&name.to_ascii_lowercase())
-        .map(|tools| tools.iter().copied().filter(|t| identity.as_ref().is_none_or(|f| f.name != t.canonical)).collect())
+        .map(|tools| {
+            tools.iter().copied().filter(|t| identity.as_ref().is_none_or(|f| f.name != t.canonical)).collect()
+        })
         .unwrap_or_default();
     seeds.dedup_by(|a, b| a.canonical == b.canonical);
     if identity.is_none() && seeds.is_empty() {
@@ -152,7 +156,13 @@ fn as_seed_tool(
     for (key, value) in tool.fixed() {
         params.entry(key.clone()).or_insert_with(|| value.clone());
     }
-    Ok(Translated { tool: tool.canonical.clone(), params: Value::Object(params), called_as: Some(name.to_owned()), renamed })
+    Ok(Translated {
+        tool: tool.canonical.clone(),
+        params: Value::Object(params),
+        called_as: Some(name.to_owned()),
+        renamed,
+        via: Some(tool),
+    })
 }
 
 /// A call of a canonical tool (by its name, a catalog alias or another case), seed parameter
@@ -190,5 +200,5 @@ fn as_canonical(name: &str, found: &Found, object: &serde_json::Map<String, Valu
         }
     }
     let called_as = (name != found.name).then(|| name.to_owned());
-    Ok(Translated { tool: found.name.clone(), params: Value::Object(params), called_as, renamed })
+    Ok(Translated { tool: found.name.clone(), params: Value::Object(params), called_as, renamed, via: None })
 }

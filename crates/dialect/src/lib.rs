@@ -163,7 +163,7 @@ impl Catalog for Registry {
 }
 
 /// A call as toolgate runs it, and how to say its errors in the caller's dialect.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Translated {
     /// The tool to resolve (canonical when the dialect knows it).
     pub tool: String,
@@ -173,6 +173,8 @@ pub struct Translated {
     pub called_as: Option<String>,
     /// Canonical parameter -> the caller's parameter, for errors.
     renamed: Vec<(String, String)>,
+    /// The dialect's tool, for what a result says about calling it again.
+    via: Option<&'static DialectTool>,
 }
 
 impl Translated {
@@ -189,6 +191,41 @@ impl Translated {
             }
             other => other,
         }
+    }
+
+    /// A result's text as the caller should read it: a hint to call the canonical tool again
+    /// (`read`'s "call `read` with offset=2001") names the dialect's tool and parameter, its
+    /// value converted back (gomini's 0-based `offset=2000`). `None` when nothing changes.
+    pub fn localize_text(&self, text: &str) -> Option<String> {
+        let via = self.via?;
+        let mut out: Option<String> = None;
+        for param in via.params.iter().filter(|p| p.to.len() == 1) {
+            let back: fn(i64) -> Option<i64> = match param.conversion {
+                Conversion::Same => Some,
+                Conversion::ZeroBased => |n| n.checked_sub(1),
+                _ => continue,
+            };
+            let needle = format!("`{}` with {}=", via.canonical, param.to[0]);
+            let current = out.as_deref().unwrap_or(text);
+            if !current.contains(&needle) {
+                continue;
+            }
+            let mut rewritten = String::with_capacity(current.len());
+            let mut rest = current;
+            while let Some(at) = rest.find(&needle) {
+                let after = &rest[at + needle.len()..];
+                let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+                rewritten.push_str(&rest[..at]);
+                match after[..digits].parse::<i64>().ok().and_then(back) {
+                    Some(n) => rewritten.push_str(&format!("`{}` with {}={n}", via.name, param.name)),
+                    None => rewritten.push_str(&rest[at..at + needle.len() + digits]),
+                }
+                rest = &after[digits..];
+            }
+            rewritten.push_str(rest);
+            out = Some(rewritten);
+        }
+        out
     }
 
     fn localize_problem(&self, mut problem: ParamProblem) -> ParamProblem {
@@ -282,8 +319,17 @@ impl Dialect {
 
     /// The canonical call for `name(params)` in this dialect (`None`: the call as it is), or
     /// an error that names the spelling this dialect expects.
-    pub fn translate(&self, name: &str, params: &Value, catalog: &dyn Catalog) -> Result<Option<Translated>, ToolError> {
-        if self.is_default() { default::translate(name, params, catalog) } else { named::translate(self, name, params, catalog) }
+    pub fn translate(
+        &'static self,
+        name: &str,
+        params: &Value,
+        catalog: &dyn Catalog,
+    ) -> Result<Option<Translated>, ToolError> {
+        if self.is_default() {
+            default::translate(name, params, catalog)
+        } else {
+            named::translate(self, name, params, catalog)
+        }
     }
 
     /// The dialect names of a canonical tool.
@@ -349,7 +395,9 @@ fn load(text: &str) -> Result<Dialect, String> {
         if let Some((alias, target)) =
             entry.aliases.iter().find(|(a, t)| properties.contains_key(*a) || !properties.contains_key(*t))
         {
-            return Err(at(format!("alias `{alias}` -> `{target}`: an alias names a parameter of the schema and is not one")));
+            return Err(at(format!(
+                "alias `{alias}` -> `{target}`: an alias names a parameter of the schema and is not one"
+            )));
         }
         tools.push(DialectTool {
             name: entry.name,
@@ -382,6 +430,7 @@ fn map_params<'a>(
     for (key, value) in object {
         let (targets, values) = match lookup(key) {
             Lookup::Keep => (vec![key.clone()], Ok(vec![value.clone()])),
+            Lookup::Rename(target) => (vec![target], Ok(vec![value.clone()])),
             Lookup::Map(param) => (param.to.clone(), param.conversion.apply(key, value.clone())),
             Lookup::Refuse(message) => {
                 problems.push(ParamProblem { pointer: format!("/{key}"), message });
@@ -424,6 +473,8 @@ type Renames = Vec<(String, String)>;
 enum Lookup<'a> {
     /// Keep it as it is (a canonical parameter, or one the schema will judge).
     Keep,
+    /// Pass it on under this name.
+    Rename(String),
     /// Map it.
     Map(&'a ParamMap),
     /// Refuse it with this message.
@@ -431,7 +482,11 @@ enum Lookup<'a> {
 }
 
 /// The parameter object of a call (`null` is none).
-fn object_of<'a>(tool: &str, params: &'a Value, empty: &'a Map<String, Value>) -> Result<&'a Map<String, Value>, ToolError> {
+fn object_of<'a>(
+    tool: &str,
+    params: &'a Value,
+    empty: &'a Map<String, Value>,
+) -> Result<&'a Map<String, Value>, ToolError> {
     match params {
         Value::Null => Ok(empty),
         Value::Object(object) => Ok(object),

@@ -7,7 +7,7 @@ use toolgate_core::ToolError;
 use crate::{Catalog, Dialect, DialectTool, Lookup, Translated, default, map_params, object_of};
 
 pub(crate) fn translate(
-    dialect: &Dialect,
+    dialect: &'static Dialect,
     name: &str,
     params: &Value,
     catalog: &dyn Catalog,
@@ -20,13 +20,19 @@ pub(crate) fn translate(
         {
             return Ok(None);
         }
-        return Err(ToolError::UnknownTool { name: name.to_owned(), suggestion: spelling_here(dialect, name, catalog) });
+        return Err(ToolError::UnknownTool {
+            name: name.to_owned(),
+            suggestion: spelling_here(dialect, name, catalog),
+        });
     };
     let empty = serde_json::Map::new();
     let object = object_of(name, params, &empty)?;
     let (mut params, renamed) = map_params(name, object, |key| match tool.param(key) {
         Some(param) => Lookup::Map(param),
-        None => Lookup::Refuse(unknown_param(dialect, tool, key, catalog)),
+        None => match strict_json_form(tool, key) {
+            Some(canonical) => Lookup::Rename(canonical),
+            None => Lookup::Refuse(unknown_param(dialect, tool, key, catalog)),
+        },
     })?;
     for (key, value) in tool.fixed() {
         params.entry(key.clone()).or_insert_with(|| value.clone());
@@ -36,7 +42,16 @@ pub(crate) fn translate(
         params: Value::Object(params),
         called_as: (tool.name != tool.canonical).then(|| tool.name.clone()),
         renamed,
+        via: Some(tool),
     }))
+}
+
+/// `NAME_json`, the form OpenAI's strict export gives an any-value parameter `NAME`
+/// (`toolgate_core::export`): passed on as the canonical parameter's `_json` form, which the
+/// validator decodes.
+fn strict_json_form(tool: &DialectTool, key: &str) -> Option<String> {
+    let param = tool.param(key.strip_suffix("_json")?)?;
+    (param.to.len() == 1 && param.conversion == crate::Conversion::Same).then(|| format!("{}_json", param.to[0]))
 }
 
 /// This dialect's name for the tool `name` means elsewhere (`read_file` in `linggen`: `Read`),

@@ -25,7 +25,12 @@ fn catalog() -> TestCatalog {
         tool("read", &["path", "offset", "limit", "max_bytes"], &["path"], true),
         tool("edit", &["path", "old_string", "new_string", "replace_all"], &["path", "old_string", "new_string"], true),
         tool("apply_patch", &["patch"], &["patch"], true),
-        tool("process", &["action", "id", "signal", "input", "wait", "limit", "offset", "close_stdin"], &["action"], true),
+        tool(
+            "process",
+            &["action", "id", "signal", "input", "wait", "limit", "offset", "close_stdin"],
+            &["action"],
+            true,
+        ),
         tool("exec", &["command", "timeout", "workdir", "background", "env"], &["command"], true),
         tool("grep", &["pattern", "path", "glob", "head_limit", "output_mode", "case_insensitive"], &["pattern"], true),
         tool("glob", &["pattern", "path", "limit"], &["pattern"], true),
@@ -41,7 +46,7 @@ fn call(dialect_name: &str, name: &str, params: Value) -> Result<Translated, Too
     Ok(translated.unwrap_or_else(|| {
         let tool = catalog.lookup(name).map_or_else(|| name.to_owned(), |f| f.name);
         let called_as = (tool != name).then(|| name.to_owned());
-        Translated { tool, params, called_as, renamed: Vec::new() }
+        Translated { tool, params, called_as, renamed: Vec::new(), via: None }
     }))
 }
 
@@ -60,7 +65,9 @@ fn every_dialect_file_loads_with_unique_names() {
         names.dedup();
         assert_eq!(names.len(), count, "{}: a tool name is listed twice", d.name());
     }
-    assert!(dialect("klingon").unwrap_err().to_string().contains("toolgate, goclaw, linggen, gomini, openclaw, ironclaw"));
+    assert!(
+        dialect("klingon").unwrap_err().to_string().contains("toolgate, goclaw, linggen, gomini, openclaw, ironclaw")
+    );
 }
 
 #[test]
@@ -147,7 +154,10 @@ fn the_default_dialect_keeps_its_meaning_and_understands_the_seeds() {
 fn errors_name_parameters_as_the_caller_wrote_them() {
     let t = call("linggen", "Read", json!({"path": "a", "line_range": [1, 9]})).unwrap();
     let e = t.localize(ToolError::invalid("read", "/limit", "too many"));
-    assert!(matches!(&e, ToolError::InvalidParams { tool, problems } if tool == "Read" && problems[0].pointer == "/line_range"), "{e}");
+    assert!(
+        matches!(&e, ToolError::InvalidParams { tool, problems } if tool == "Read" && problems[0].pointer == "/line_range"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -158,4 +168,26 @@ fn presented_tools_are_the_dialects_and_the_dynamic_ones() {
     assert_eq!(names, ["Edit", "Read", "mcp__gh__issue"]);
     let names: Vec<String> = dialect("toolgate").unwrap().present(&visible).into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["read", "edit", "mcp__gh__issue"]);
+}
+
+#[test]
+fn a_hint_to_call_again_is_said_in_the_dialect() {
+    let t = call("gomini", "read", json!({"path": "a", "limit": 2})).unwrap();
+    let text = "   1\tx\n[Showing lines 1-2 of 9. To read on, call `read` with offset=3.]";
+    assert_eq!(
+        t.localize_text(text).unwrap(),
+        "   1\tx\n[Showing lines 1-2 of 9. To read on, call `read` with offset=2.]"
+    );
+    let t = call("goclaw", "read_file", json!({"path": "a"})).unwrap();
+    assert!(t.localize_text(text).unwrap().contains("call `read_file` with offset=2."));
+    // Linggen's Read has no offset: its text is left as it is.
+    let t = call("linggen", "Read", json!({"path": "a"})).unwrap();
+    assert_eq!(t.localize_text(text), None);
+}
+
+#[test]
+fn the_strict_export_form_of_an_any_value_parameter_passes_through() {
+    let t = call("ironclaw", "json", json!({"operation": "parse", "data_json": "{\"a\": 1}"})).unwrap();
+    assert_eq!(t.params["data_json"], "{\"a\": 1}");
+    assert!(call("ironclaw", "json", json!({"operation": "parse", "nope_json": "1"})).is_err());
 }

@@ -90,5 +90,7 @@ fn the_docs_carry_every_dialect_table() {
         std::fs::write(&path, format!("{head}{BEGIN}{fresh}{END}{tail}")).unwrap_or_else(|e| panic!("{e}"));
         return;
     }
-    panic!("docs/dialects.md's tables are not the dialect files': run `TOOLGATE_BLESS=1 cargo test -p toolgate-dialect --test docs`");
+    panic!(
+        "docs/dialects.md's tables are not the dialect files': run `TOOLGATE_BLESS=1 cargo test -p toolgate-dialect --test docs`"
+    );
 }

@@ -456,7 +456,8 @@ impl Gate {
     /// Why a tool is or is not visible to `ctx`'s caller and, given parameters, what policy
     /// decides about that call — each with the trace of every step.
     pub fn explain(&self, ctx: &CallContext, tool: &str, params: Option<Value>) -> Result<String, ToolError> {
-        let translated = self.dialects.translate(ctx, &self.services.registry, tool, params.as_ref().unwrap_or(&Value::Null))?;
+        let translated =
+            self.dialects.translate(ctx, &self.services.registry, tool, params.as_ref().unwrap_or(&Value::Null))?;
         let (tool, params) = match translated {
             Some(t) => (t.tool, params.map(|_| t.params)),
             None => (tool.to_owned(), params),
@@ -652,7 +653,10 @@ impl Gate {
             self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout)).await.map_err(
                 |e| output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector),
             )?;
-        let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.services.detector)?;
+        let (mut out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.services.detector)?;
+        if let Some(translated) = &translated {
+            localize_output(translated, &mut out);
+        }
         if report.truncated {
             trace.push("output: cut to its head and tail".to_owned());
         }
@@ -737,6 +741,17 @@ struct Audited {
     /// The name the caller used, when it is not the tool's (a dialect's or an alias).
     called_as: Option<String>,
     params: String,
+}
+
+/// A dialect call's result as its caller reads it: hints to call again in its names.
+fn localize_output(translated: &toolgate_dialect::Translated, out: &mut ToolOutput) {
+    for block in &mut out.content {
+        if let toolgate_core::Content::Text { text } = block
+            && let Some(localized) = translated.localize_text(text)
+        {
+            *text = localized;
+        }
+    }
 }
 
 /// `value` with credentials in its strings redacted.

@@ -19,6 +19,7 @@ mod mcp_oauth;
 mod mcp_python;
 mod mcp_results;
 mod memory;
+mod openai_strict;
 mod signals;
 mod terminal;
 mod wasm;

@@ -1,0 +1,42 @@
+//! `toolgate tools --format openai` in every dialect, judged by the OpenAI Agents SDK's
+//! strict-mode converter (`tests/python/openai_strict.py`): every built-in tool is exported with
+//! `"strict": true` and the SDK accepts it unchanged. The agent tools are listed too
+//! (`[agents.main]`).
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::support::python;
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+#[test]
+fn every_dialects_openai_export_is_strict() {
+    let python = python::require("openai-agents", "0.24.0");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_strict.py");
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("toolgate.toml"), "[agents.main]\nprovider = \"none\"\n").unwrap();
+    for dialect in toolgate::dialect::NAMES {
+        let out = Command::new(TOOLGATE)
+            .args(["tools", "--format", "openai", "--dialect", dialect, "--workspace"])
+            .arg(ws.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{dialect}: {}", String::from_utf8_lossy(&out.stderr));
+        let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(tools.as_array().is_some_and(|t| t.len() >= 10), "{dialect}: {tools}");
+        let mut check = Command::new(&python)
+            .arg(&script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        check.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+        let verdict = check.wait_with_output().unwrap();
+        let report =
+            format!("{}{}", String::from_utf8_lossy(&verdict.stdout), String::from_utf8_lossy(&verdict.stderr));
+        assert!(verdict.status.success(), "{dialect}: the Agents SDK refuses the strict export:\n{report}");
+        assert!(report.contains(" passed, 0 failed"), "{dialect}: {report}");
+    }
+}
