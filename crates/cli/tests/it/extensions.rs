@@ -320,6 +320,9 @@ async fn skills_are_listed_searched_read_and_their_tools_run() {
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["changelog", "pdf-to-text"]);
+    assert!(!listed.text_content().contains("folder:"), "{}", listed.text_content());
+    let verbose = gate.call(&ctx, "skill_list", json!({"verbose": true})).await.unwrap().text_content();
+    assert!(verbose.contains("source: workspace, folder: skills/pdf-to-text"), "{verbose}");
     let found = gate.call(&ctx, "skill_search", json!({"query": "what does this PDF say"})).await.unwrap();
     assert_eq!(found.meta.as_ref().unwrap()["results"][0]["name"], "pdf-to-text");
     let found = gate.call(&ctx, "skill_search", json!({"query": "release notes from git history"})).await.unwrap();

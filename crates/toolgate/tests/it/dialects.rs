@@ -44,13 +44,18 @@ fn every_dialect_maps_onto_real_tools_and_parameters() {
     for d in dialect::all() {
         for tool in d.tools() {
             let at = format!("{}: `{}`", d.name(), tool.name);
-            let found = gate.registry().resolve(&tool.canonical).unwrap_or_else(|| panic!("{at}: no `{}`", tool.canonical));
+            let found =
+                gate.registry().resolve(&tool.canonical).unwrap_or_else(|| panic!("{at}: no `{}`", tool.canonical));
             let spec = found.tool.spec();
             assert!(found.builtin && spec.name == tool.canonical, "{at}: `{}` is not a built-in", tool.canonical);
             let props = spec.input_schema["properties"].as_object().cloned().unwrap_or_default();
             for (param, targets, _) in tool.param_table() {
                 for target in targets {
-                    assert!(props.contains_key(&target), "{at}: `{param}` maps to `{target}`, which `{}` lacks", spec.name);
+                    assert!(
+                        props.contains_key(&target),
+                        "{at}: `{param}` maps to `{target}`, which `{}` lacks",
+                        spec.name
+                    );
                 }
             }
             for key in tool.fixed().keys() {
@@ -95,14 +100,20 @@ async fn a_dialect_call_runs_the_canonical_tool_and_the_audit_keeps_both_names()
     assert!(names(&listed).contains(&"Read") && !names(&listed).contains(&"read"), "{:?}", names(&listed));
     let out = gate.call(&ctx, "Read", json!({"path": "a.txt", "line_range": "2-3"})).await.unwrap();
     let text = out.text_content();
-    assert!(text.contains("two") && text.contains("three") && !text.contains("one") && !text.contains("four"), "{text}");
+    assert!(
+        text.contains("two") && text.contains("three") && !text.contains("one") && !text.contains("four"),
+        "{text}"
+    );
     let e = gate.call(&ctx, "read", json!({"path": "a.txt"})).await.unwrap_err();
     assert!(e.to_string().contains("did you mean `Read`"), "{e}");
     let e = gate.call(&ctx, "Read", json!({"path": "a.txt", "line_range": [3, 2]})).await.unwrap_err();
     assert!(matches!(&e, ToolError::InvalidParams { tool, .. } if tool == "Read"), "{e}");
     // A canonical error is said in the caller's words: `max_bytes` too large is `Read`'s.
     let e = gate.call(&ctx, "Read", json!({"path": "a.txt", "max_bytes": 0})).await.unwrap_err();
-    assert!(matches!(&e, ToolError::InvalidParams { tool, problems } if tool == "Read" && problems[0].pointer == "/max_bytes"), "{e}");
+    assert!(
+        matches!(&e, ToolError::InvalidParams { tool, problems } if tool == "Read" && problems[0].pointer == "/max_bytes"),
+        "{e}"
+    );
     gate.flush_audit();
     let rows = Store::open(&dir.path().join(".toolgate/state.db")).unwrap().audit_tail(10).unwrap();
     let ok = rows.iter().find(|r| r.outcome == "ok").unwrap();
@@ -112,7 +123,9 @@ async fn a_dialect_call_runs_the_canonical_tool_and_the_audit_keeps_both_names()
 
 #[tokio::test]
 async fn a_policy_rule_on_the_canonical_tool_governs_every_dialect_name() {
-    for (dialect_name, name) in [("goclaw", "read_file"), ("linggen", "Read"), ("ironclaw", "read_file"), ("toolgate", "Read")] {
+    for (dialect_name, name) in
+        [("goclaw", "read_file"), ("linggen", "Read"), ("ironclaw", "read_file"), ("toolgate", "Read")]
+    {
         let dir = tempfile::tempdir().unwrap();
         let mut config = config();
         config.gate.dialect = dialect_name.into();

@@ -95,8 +95,11 @@ impl SkillTool {
         let (name, description, schema, annotations) = match kind {
             Kind::List => (
                 "skill_list",
-                "List the available skills (name and description). Read one with `skill_read` before following it.",
-                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+                "List the available skills (name and description; with `verbose`, also where each comes from, its \
+                 folder, license, compatibility and allowed tools). Read one with `skill_read` before following it.",
+                json!({"type": "object", "properties": {
+                    "verbose": {"type": "boolean", "description": "Also each skill's source, folder, license, compatibility and allowed tools (default false)."}
+                }, "additionalProperties": false}),
                 Annotations::READ_ONLY,
             ),
             Kind::Read => (
@@ -318,8 +321,24 @@ fn run(
             if skills.is_empty() {
                 text.push_str("no skills found (they live in skills/, .agents/skills/ or the user's skills folder)\n");
             }
+            let verbose = params.get("verbose").and_then(Value::as_bool).unwrap_or(false);
             for s in &skills {
                 text.push_str(&format!("{}: {}\n", s.name, s.description.replace('\n', " ")));
+                if verbose {
+                    text.push_str(&format!("  source: {}", source_word(s.source)));
+                    if let Ok(rel) = s.dir.strip_prefix(workspace) {
+                        text.push_str(&format!(", folder: {}", rel.display()));
+                    }
+                    for (label, value) in [("license", &s.license), ("compatibility", &s.compatibility)] {
+                        if let Some(value) = value {
+                            text.push_str(&format!(", {label}: {}", value.replace('\n', " ")));
+                        }
+                    }
+                    if !s.allowed_tools.is_empty() {
+                        text.push_str(&format!(", allowed tools: {}", s.allowed_tools.join(" ")));
+                    }
+                    text.push('\n');
+                }
             }
             for w in &warnings {
                 text.push_str(&format!("warning: {w}\n"));
