@@ -44,10 +44,15 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             };
             let subject = r.subject.as_deref().map(|s| format!("  [{}]", first_line(s))).unwrap_or_default();
             let detail = r.detail.as_deref().map(|d| format!("  -> {}", first_line(d))).unwrap_or_default();
+            // The tool, and the name the caller used when its dialect or an alias differs.
+            let tool = match &r.called_as {
+                Some(called) => format!("{} (as {called})", r.tool),
+                None => r.tool.clone(),
+            };
             outln!(
                 "{when}  {:<8} {:<14} {:<14} {duration:>8}µs {bytes:>7}B  {}{subject}{detail}{error}",
                 r.agent,
-                r.tool,
+                tool,
                 r.outcome,
                 r.params
             );
