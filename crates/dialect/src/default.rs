@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use toolgate_core::ToolError;
+use toolgate_core::{Registry, ToolError};
 
-use crate::{Catalog, DialectTool, Found, Lookup, ParamMap, Translated, all, map_params, object_of};
+use crate::{DialectTool, Found, Lookup, ParamMap, Translated, all, map_params, object_of};
 
 /// The seeds' spellings, indexed once.
 struct Index {
@@ -62,16 +62,16 @@ fn index() -> &'static Index {
 }
 
 /// The canonical tool `name` means in the default dialect, if any.
-pub(crate) fn canonical_of(name: &str, catalog: &dyn Catalog) -> Option<String> {
-    if let Some(found) = catalog.lookup(name) {
-        return Some(found.name);
+pub(crate) fn canonical_of(name: &str, catalog: &Registry) -> Option<String> {
+    if let Some(found) = Found::lookup(catalog, name) {
+        return Some(found.name().to_owned());
     }
     index().by_name.get(&name.to_ascii_lowercase()).and_then(|tools| tools.first()).map(|t| t.canonical.clone())
 }
 
 /// The canonical parameter `key` means for `canonical` in the default dialect, if any.
-pub(crate) fn canonical_param(canonical: &str, key: &str, catalog: &dyn Catalog) -> Option<String> {
-    if catalog.lookup(canonical).is_some_and(|f| f.params.iter().any(|p| p == key)) {
+pub(crate) fn canonical_param(canonical: &str, key: &str, catalog: &Registry) -> Option<String> {
+    if Found::lookup(catalog, canonical).is_some_and(|f| f.has(key)) {
         return Some(key.to_owned());
     }
     match alias(canonical, key) {
@@ -86,16 +86,16 @@ fn alias(canonical: &str, key: &str) -> Option<&'static ParamMap> {
 
 /// Whether `key` means something for the canonical tool `found`.
 fn understood(found: &Found, key: &str) -> bool {
-    found.params.iter().any(|p| p == key) || alias(&found.name, key).is_some()
+    found.has(key) || alias(found.name(), key).is_some()
 }
 
-pub(crate) fn translate(name: &str, params: &Value, catalog: &dyn Catalog) -> Result<Option<Translated>, ToolError> {
-    let identity = catalog.lookup(name);
+pub(crate) fn translate(name: &str, params: &Value, catalog: &Registry) -> Result<Option<Translated>, ToolError> {
+    let identity = Found::lookup(catalog, name);
     let mut seeds: Vec<&'static DialectTool> = index()
         .by_name
         .get(&name.to_ascii_lowercase())
         .map(|tools| {
-            tools.iter().copied().filter(|t| identity.as_ref().is_none_or(|f| f.name != t.canonical)).collect()
+            tools.iter().copied().filter(|t| identity.as_ref().is_none_or(|f| f.name() != t.canonical)).collect()
         })
         .unwrap_or_default();
     seeds.dedup_by(|a, b| a.canonical == b.canonical);
@@ -106,13 +106,13 @@ pub(crate) fn translate(name: &str, params: &Value, catalog: &dyn Catalog) -> Re
     let object = object_of(name, params, &empty)?;
     // The common case, a canonical call with nothing to map, is not rebuilt.
     if let Some(found) = &identity
-        && object.iter().all(|(k, v)| found.params.iter().any(|p| p == k) && !widened(&found.name, k, v))
-        && found.required.iter().all(|r| object.contains_key(r))
+        && object.iter().all(|(k, v)| found.has(k) && !widened(found.name(), k, v))
+        && found.required().all(|r| object.contains_key(r))
     {
         return Ok(None);
     }
     let fits_seed = |tool: &DialectTool| {
-        let found = catalog.lookup(&tool.canonical);
+        let found = Found::lookup(catalog, &tool.canonical);
         object.keys().all(|k| tool.param(k).is_some() || found.as_ref().is_some_and(|f| understood(f, k)))
     };
     let seed = match &identity {
@@ -143,12 +143,12 @@ fn as_seed_tool(
     name: &str,
     tool: &'static DialectTool,
     object: &serde_json::Map<String, Value>,
-    catalog: &dyn Catalog,
+    catalog: &Registry,
 ) -> Result<Translated, ToolError> {
-    let found = catalog.lookup(&tool.canonical);
+    let found = Found::lookup(catalog, &tool.canonical);
     let (mut params, renamed) = map_params(name, object, |key| match tool.param(key) {
         Some(param) => Lookup::Map(param),
-        None => match found.as_ref().filter(|f| !f.params.iter().any(|p| p == key)).and_then(|f| alias(&f.name, key)) {
+        None => match found.as_ref().filter(|f| !f.has(key)).and_then(|f| alias(f.name(), key)) {
             Some(param) => Lookup::Map(param),
             None => Lookup::Keep,
         },
@@ -168,9 +168,9 @@ fn as_seed_tool(
 /// A call of a canonical tool (by its name, a catalog alias or another case), seed parameter
 /// spellings understood.
 fn as_canonical(name: &str, found: &Found, object: &serde_json::Map<String, Value>) -> Result<Translated, ToolError> {
-    let (mut params, renamed) = map_params(name, object, |key| match alias(&found.name, key) {
+    let (mut params, renamed) = map_params(name, object, |key| match alias(found.name(), key) {
         // A canonical parameter keeps its meaning: only conversions that leave its values be.
-        Some(param) if found.params.iter().any(|p| p == key) => {
+        Some(param) if found.has(key) => {
             if param.to.len() == 1 && param.to[0] == key && param.conversion.widens() {
                 Lookup::Map(param)
             } else {
@@ -189,16 +189,16 @@ fn as_canonical(name: &str, found: &Found, object: &serde_json::Map<String, Valu
         .into_iter()
         .flatten()
         .copied()
-        .filter(|t| t.canonical == found.name && params.keys().all(|k| t.params.iter().any(|p| p.to.contains(k))))
+        .filter(|t| t.canonical == found.name() && params.keys().all(|k| t.params.iter().any(|p| p.to.contains(k))))
         .collect();
     fitting.sort_by_key(|t| t.params.len());
-    for key in &found.required {
+    for key in found.required() {
         if !params.contains_key(key)
             && let Some(value) = fitting.iter().find_map(|t| t.fixed().get(key))
         {
-            params.insert(key.clone(), value.clone());
+            params.insert(key.to_owned(), value.clone());
         }
     }
-    let called_as = (name != found.name).then(|| name.to_owned());
-    Ok(Translated { tool: found.name.clone(), params: Value::Object(params), called_as, renamed, via: None })
+    let called_as = (name != found.name()).then(|| name.to_owned());
+    Ok(Translated { tool: found.name().to_owned(), params: Value::Object(params), called_as, renamed, via: None })
 }

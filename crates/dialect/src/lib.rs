@@ -18,10 +18,10 @@ mod default;
 mod named;
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
-use toolgate_core::{ParamProblem, Registry, ToolError, ToolSpec};
+use toolgate_core::{ParamProblem, RegisteredTool, Registry, ToolError, ToolSpec};
 
 use convert::Conversion;
 
@@ -122,43 +122,49 @@ impl DialectTool {
     }
 }
 
-/// What a catalog of tools says about one name (the gate's registry is one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    /// The canonical name it resolves to.
-    pub name: String,
-    /// Its parameters' names.
-    pub params: Vec<String>,
-    /// Its required parameters.
-    pub required: Vec<String>,
-    /// Whether it is a built-in tool (dialects present built-ins under their own names; other
-    /// tools keep theirs).
-    pub builtin: bool,
-}
+/// A tool of the gate's registry, as a dialect needs to see it.
+#[derive(Debug, Clone)]
+pub(crate) struct Found(Arc<RegisteredTool>);
 
-/// Where a dialect looks tools up.
-pub trait Catalog {
-    /// The tool `name` resolves to (by name, alias or case), if any.
-    fn lookup(&self, name: &str) -> Option<Found>;
-}
+impl Found {
+    /// The tool `name` resolves to in `registry` (by name, alias or case), if any.
+    pub(crate) fn lookup(registry: &Registry, name: &str) -> Option<Found> {
+        registry.resolve(name).map(Found)
+    }
 
-impl Catalog for Registry {
-    fn lookup(&self, name: &str) -> Option<Found> {
-        let tool = self.resolve(name)?;
-        let spec = tool.tool.spec();
-        let params = spec
+    /// Its canonical name.
+    pub(crate) fn name(&self) -> &str {
+        &self.0.tool.spec().name
+    }
+
+    /// Whether it takes the parameter `key`.
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.0
+            .tool
+            .spec()
             .input_schema
             .get("properties")
             .and_then(Value::as_object)
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default();
-        let required = spec
+            .is_some_and(|p| p.contains_key(key))
+    }
+
+    /// Its required parameters.
+    pub(crate) fn required(&self) -> impl Iterator<Item = &str> {
+        self.0
+            .tool
+            .spec()
             .input_schema
             .get("required")
             .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-            .unwrap_or_default();
-        Some(Found { name: spec.name.clone(), params, required, builtin: tool.builtin })
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    }
+
+    /// Whether it is a built-in (dialects present built-ins under their own names; other tools
+    /// keep theirs).
+    pub(crate) fn builtin(&self) -> bool {
+        self.0.builtin
     }
 }
 
@@ -280,12 +286,12 @@ impl Dialect {
     }
 
     /// What the system has and toolgate does not: the tools of the seed's inventory with no
-    /// toolgate tool yet, and those whose tool is not registered in `catalog` (a family that
+    /// toolgate tool yet, and those whose tool is not registered in `registry` (a family that
     /// is off), each with the reason.
-    pub fn missing(&self, catalog: &dyn Catalog) -> Vec<(String, String)> {
+    pub fn missing(&self, registry: &Registry) -> Vec<(String, String)> {
         let mut out = self.missing.clone();
         for tool in &self.tools {
-            if catalog.lookup(&tool.canonical).is_none_or(|f| f.name != tool.canonical) {
+            if Found::lookup(registry, &tool.canonical).is_none_or(|f| f.name() != tool.canonical) {
                 out.push((
                     tool.name.clone(),
                     format!("runs toolgate's `{}`, which is not registered in this gate", tool.canonical),
@@ -323,12 +329,12 @@ impl Dialect {
         &'static self,
         name: &str,
         params: &Value,
-        catalog: &dyn Catalog,
+        registry: &Registry,
     ) -> Result<Option<Translated>, ToolError> {
         if self.is_default() {
-            default::translate(name, params, catalog)
+            default::translate(name, params, registry)
         } else {
-            named::translate(self, name, params, catalog)
+            named::translate(self, name, params, registry)
         }
     }
 

@@ -2,21 +2,21 @@
 //! spelling from another dialect is refused with the spelling this one expects.
 
 use serde_json::Value;
-use toolgate_core::ToolError;
+use toolgate_core::{Registry, ToolError};
 
-use crate::{Catalog, Dialect, DialectTool, Lookup, Translated, default, map_params, object_of};
+use crate::{Dialect, DialectTool, Found, Lookup, Translated, default, map_params, object_of};
 
 pub(crate) fn translate(
     dialect: &'static Dialect,
     name: &str,
     params: &Value,
-    catalog: &dyn Catalog,
+    catalog: &Registry,
 ) -> Result<Option<Translated>, ToolError> {
     let Some(tool) = dialect.tool(name) else {
         // A tool from outside the seeds (MCP, WASM, custom) has the same name in every dialect.
-        if let Some(found) = catalog.lookup(name)
-            && !found.builtin
-            && found.name == name
+        if let Some(found) = Found::lookup(catalog, name)
+            && !found.builtin()
+            && found.name() == name
         {
             return Ok(None);
         }
@@ -56,7 +56,7 @@ fn strict_json_form(tool: &DialectTool, key: &str) -> Option<String> {
 
 /// This dialect's name for the tool `name` means elsewhere (`read_file` in `linggen`: `Read`),
 /// else its closest name.
-fn spelling_here(dialect: &Dialect, name: &str, catalog: &dyn Catalog) -> Option<String> {
+fn spelling_here(dialect: &Dialect, name: &str, catalog: &Registry) -> Option<String> {
     if let Some(canonical) = default::canonical_of(name, catalog)
         && let Some(here) = dialect.names_of(&canonical).next()
     {
@@ -73,7 +73,7 @@ fn spelling_here(dialect: &Dialect, name: &str, catalog: &dyn Catalog) -> Option
 }
 
 /// Why `key` is refused, naming this dialect's spelling when `key` is another's.
-fn unknown_param(dialect: &Dialect, tool: &DialectTool, key: &str, catalog: &dyn Catalog) -> String {
+fn unknown_param(dialect: &Dialect, tool: &DialectTool, key: &str, catalog: &Registry) -> String {
     let takes: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
     let takes = if takes.is_empty() { "no parameters".to_owned() } else { format!("takes: {}", takes.join(", ")) };
     let here = default::canonical_param(&tool.canonical, key, catalog)

@@ -1,42 +1,43 @@
 //! The mapping on a small catalog of canonical tools (the gate's tests run it on the real ones).
 
-use std::collections::BTreeMap;
-
 use serde_json::{Value, json};
 use toolgate_core::ToolError;
 
 use super::*;
 
-struct TestCatalog(BTreeMap<&'static str, Found>);
+#[derive(Debug)]
+struct Schema(ToolSpec);
 
-impl Catalog for TestCatalog {
-    fn lookup(&self, name: &str) -> Option<Found> {
-        let canonical = toolgate_core::canonical_tool_name(name);
-        self.0.get(canonical.as_ref()).cloned()
+#[toolgate_core::async_trait]
+impl toolgate_core::Tool for Schema {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn execute(&self, _: &toolgate_core::CallContext, _: Value) -> Result<toolgate_core::ToolOutput, ToolError> {
+        Ok(toolgate_core::ToolOutput::text(""))
     }
 }
 
-fn catalog() -> TestCatalog {
-    let tool = |name: &'static str, params: &[&str], required: &[&str], builtin: bool| {
-        let owned = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect();
-        (name, Found { name: name.to_owned(), params: owned(params), required: owned(required), builtin })
+/// A registry of a few canonical tools with just their parameters (the gate's tests run the
+/// dialects on the real ones).
+fn catalog() -> Registry {
+    let registry = Registry::new();
+    let tool = |name: &str, params: &[&str], required: &[&str], builtin: bool| {
+        let props: serde_json::Map<String, Value> = params.iter().map(|p| ((*p).to_owned(), json!({}))).collect();
+        let schema = json!({"type": "object", "properties": props, "required": required});
+        let tool = std::sync::Arc::new(Schema(ToolSpec::new(name, "test", schema)));
+        if builtin { registry.register_builtin(tool) } else { registry.register_dynamic(tool) }.unwrap();
     };
-    TestCatalog(BTreeMap::from([
-        tool("read", &["path", "offset", "limit", "max_bytes"], &["path"], true),
-        tool("edit", &["path", "old_string", "new_string", "replace_all"], &["path", "old_string", "new_string"], true),
-        tool("apply_patch", &["patch"], &["patch"], true),
-        tool(
-            "process",
-            &["action", "id", "signal", "input", "wait", "limit", "offset", "close_stdin"],
-            &["action"],
-            true,
-        ),
-        tool("exec", &["command", "timeout", "workdir", "background", "env"], &["command"], true),
-        tool("grep", &["pattern", "path", "glob", "head_limit", "output_mode", "case_insensitive"], &["pattern"], true),
-        tool("glob", &["pattern", "path", "limit"], &["pattern"], true),
-        tool("subagents", &["action", "task", "id", "message", "agent", "label"], &["action"], true),
-        tool("mcp__gh__issue", &["title"], &["title"], false),
-    ]))
+    tool("read", &["path", "offset", "limit", "max_bytes"], &["path"], true);
+    tool("edit", &["path", "old_string", "new_string", "replace_all"], &["path", "old_string", "new_string"], true);
+    tool("apply_patch", &["patch"], &["patch"], true);
+    tool("process", &["action", "id", "signal", "input", "wait", "limit", "offset", "close_stdin"], &["action"], true);
+    tool("exec", &["command", "timeout", "workdir", "background", "env"], &["command"], true);
+    tool("grep", &["pattern", "path", "glob", "head_limit", "output_mode", "case_insensitive"], &["pattern"], true);
+    tool("glob", &["pattern", "path", "limit"], &["pattern"], true);
+    tool("subagents", &["action", "task", "id", "message", "agent", "label"], &["action"], true);
+    tool("mcp__gh__issue", &["title"], &["title"], false);
+    registry
 }
 
 /// The call as toolgate runs it: (tool, params, the name the caller used).
@@ -44,7 +45,7 @@ fn call(dialect_name: &str, name: &str, params: Value) -> Result<Translated, Too
     let catalog = catalog();
     let translated = dialect(dialect_name).unwrap().translate(name, &params, &catalog)?;
     Ok(translated.unwrap_or_else(|| {
-        let tool = catalog.lookup(name).map_or_else(|| name.to_owned(), |f| f.name);
+        let tool = Found::lookup(&catalog, name).map_or_else(|| name.to_owned(), |f| f.name().to_owned());
         let called_as = (tool != name).then(|| name.to_owned());
         Translated { tool, params, called_as, renamed: Vec::new(), via: None }
     }))
