@@ -33,6 +33,7 @@ fn flushed_records_are_read_back_oldest_first() {
             output_bytes: 12,
             subject: Some("echo hi".into()),
             detail: Some("status 200".into()),
+            called_as: Some("Echo".into()),
             ..record(1)
         };
         log.record(full.clone());
