@@ -10,6 +10,7 @@ mod agent;
 mod binary_contents;
 mod cli_mcp;
 mod clients;
+mod dialects;
 mod extension_tools;
 mod extensions;
 mod kill;
