@@ -70,14 +70,13 @@ pub(crate) fn canonical_of(name: &str, catalog: &Registry) -> Option<String> {
 }
 
 /// The canonical parameter `key` means for `canonical` in the default dialect, if any.
-pub(crate) fn canonical_param(canonical: &str, key: &str, catalog: &Registry) -> Option<String> {
+/// The canonical parameters `key` fills for `canonical` in the default dialect (none when it
+/// means nothing there; two for a `line_range`).
+pub(crate) fn canonical_params(canonical: &str, key: &str, catalog: &Registry) -> Vec<String> {
     if Found::lookup(catalog, canonical).is_some_and(|f| f.has(key)) {
-        return Some(key.to_owned());
+        return vec![key.to_owned()];
     }
-    match alias(canonical, key) {
-        Some(param) if param.to.len() == 1 => Some(param.to[0].clone()),
-        _ => None,
-    }
+    alias(canonical, key).map(|param| param.to.clone()).unwrap_or_default()
 }
 
 fn alias(canonical: &str, key: &str) -> Option<&'static ParamMap> {

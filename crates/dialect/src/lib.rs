@@ -15,6 +15,7 @@
 mod convert;
 mod data;
 mod default;
+mod localize;
 mod named;
 
 use std::collections::BTreeMap;
@@ -181,67 +182,6 @@ pub struct Translated {
     renamed: Vec<(String, String)>,
     /// The dialect's tool, for what a result says about calling it again.
     via: Option<&'static DialectTool>,
-}
-
-impl Translated {
-    /// `error` as the caller should read it: invalid parameters named as the caller wrote them.
-    pub fn localize(&self, error: ToolError) -> ToolError {
-        match error {
-            ToolError::InvalidParams { tool, problems } => {
-                let tool = match &self.called_as {
-                    Some(called) if tool == self.tool => called.clone(),
-                    _ => tool,
-                };
-                let problems = problems.into_iter().map(|p| self.localize_problem(p)).collect();
-                ToolError::InvalidParams { tool, problems }
-            }
-            other => other,
-        }
-    }
-
-    /// A result's text as the caller should read it: a hint to call the canonical tool again
-    /// (`read`'s "call `read` with offset=2001") names the dialect's tool and parameter, its
-    /// value converted back (gomini's 0-based `offset=2000`). `None` when nothing changes.
-    pub fn localize_text(&self, text: &str) -> Option<String> {
-        let via = self.via?;
-        let mut out: Option<String> = None;
-        for param in via.params.iter().filter(|p| p.to.len() == 1) {
-            let back: fn(i64) -> Option<i64> = match param.conversion {
-                Conversion::Same => Some,
-                Conversion::ZeroBased => |n| n.checked_sub(1),
-                _ => continue,
-            };
-            let needle = format!("`{}` with {}=", via.canonical, param.to[0]);
-            let current = out.as_deref().unwrap_or(text);
-            if !current.contains(&needle) {
-                continue;
-            }
-            let mut rewritten = String::with_capacity(current.len());
-            let mut rest = current;
-            while let Some(at) = rest.find(&needle) {
-                let after = &rest[at + needle.len()..];
-                let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-                rewritten.push_str(&rest[..at]);
-                match after[..digits].parse::<i64>().ok().and_then(back) {
-                    Some(n) => rewritten.push_str(&format!("`{}` with {}={n}", via.name, param.name)),
-                    None => rewritten.push_str(&rest[at..at + needle.len() + digits]),
-                }
-                rest = &after[digits..];
-            }
-            rewritten.push_str(rest);
-            out = Some(rewritten);
-        }
-        out
-    }
-
-    fn localize_problem(&self, mut problem: ParamProblem) -> ParamProblem {
-        let rest = problem.pointer.strip_prefix('/').unwrap_or_default();
-        let (first, tail) = rest.split_once('/').map_or((rest, ""), |(f, t)| (f, t));
-        if let Some((_, theirs)) = self.renamed.iter().find(|(canonical, _)| canonical == first) {
-            problem.pointer = if tail.is_empty() { format!("/{theirs}") } else { format!("/{theirs}/{tail}") };
-        }
-        problem
-    }
 }
 
 impl Dialect {

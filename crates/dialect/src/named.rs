@@ -76,9 +76,16 @@ fn spelling_here(dialect: &Dialect, name: &str, catalog: &Registry) -> Option<St
 fn unknown_param(dialect: &Dialect, tool: &DialectTool, key: &str, catalog: &Registry) -> String {
     let takes: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
     let takes = if takes.is_empty() { "no parameters".to_owned() } else { format!("takes: {}", takes.join(", ")) };
-    let here = default::canonical_param(&tool.canonical, key, catalog)
-        .and_then(|canonical| tool.params.iter().find(|p| p.to.contains(&canonical)))
-        .map(|p| format!("; in the {} dialect write it as `{}`", dialect.name(), p.name))
-        .unwrap_or_default();
+    // This dialect's parameters that fill what `key` fills elsewhere (`line_range`: gomini's
+    // `offset` and `limit`).
+    let fills = default::canonical_params(&tool.canonical, key, catalog);
+    let mut spellings: Vec<&str> =
+        tool.params.iter().filter(|p| p.to.iter().any(|t| fills.contains(t))).map(|p| p.name.as_str()).collect();
+    spellings.dedup();
+    let here = match spellings.as_slice() {
+        [] => String::new(),
+        [one] => format!("; in the {} dialect write it as `{one}`", dialect.name()),
+        many => format!("; in the {} dialect use `{}`", dialect.name(), many.join("` and `")),
+    };
     format!("unknown parameter `{key}` for `{}`{here} (it {takes})", tool.name)
 }

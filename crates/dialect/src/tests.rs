@@ -93,6 +93,8 @@ fn a_named_dialect_refuses_other_spellings_and_names_its_own() {
     assert!(problems(e).contains("write it as `line_range`"));
     let e = call("gomini", "edit", json!({"path": "a", "old_string": "x", "new_text": "y"})).unwrap_err();
     assert!(problems(e).contains("write it as `old_text`"));
+    let e = call("gomini", "read", json!({"path": "a", "line_range": [1, 2]})).unwrap_err();
+    assert!(problems(e).contains("use `limit` and `offset`"), "Linggen's line_range in gomini");
 }
 
 #[test]
@@ -181,9 +183,23 @@ fn a_hint_to_call_again_is_said_in_the_dialect() {
     );
     let t = call("goclaw", "read_file", json!({"path": "a"})).unwrap();
     assert!(t.localize_text(text).unwrap().contains("call `read_file` with offset=2."));
-    // Linggen's Read has no offset: its text is left as it is.
+    // Linggen's Read has no offset: the rest of the file as a line_range, or a page as long
+    // as the call asked for.
     let t = call("linggen", "Read", json!({"path": "a"})).unwrap();
-    assert_eq!(t.localize_text(text), None);
+    assert!(t.localize_text(text).unwrap().contains("call `Read` with line_range=[3, 9]."));
+    let t = call("linggen", "Read", json!({"path": "a", "line_range": [1, 2]})).unwrap();
+    assert!(t.localize_text(text).unwrap().contains("call `Read` with line_range=[3, 4]."));
+    // Content is never rewritten; only bracketed notices.
+    let content = "   1\tcall `read` with offset=3 and `pattern`\n";
+    assert_eq!(t.localize_text(content), None);
+}
+
+#[test]
+fn errors_from_a_running_tool_use_the_callers_words() {
+    let t = call("gomini", "edit", json!({"path": "a", "old_text": "x", "new_text": "y"})).unwrap();
+    let e = t.localize(ToolError::invalid("edit", "/old_string", "`old_string` occurs 2 times; give more context"));
+    let text = e.to_string();
+    assert!(text.contains("/old_text") && text.contains("`old_text` occurs") && !text.contains("old_string"), "{text}");
 }
 
 #[test]

@@ -651,7 +651,14 @@ impl Gate {
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         let out =
             self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout)).await.map_err(
-                |e| output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector),
+                |e| {
+                    let e = output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector);
+                    // A parameter problem the tool found as it ran, in the caller's dialect.
+                    match &translated {
+                        Some(t) => t.localize(e),
+                        None => e,
+                    }
+                },
             )?;
         let (mut out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.services.detector)?;
         if let Some(translated) = &translated {

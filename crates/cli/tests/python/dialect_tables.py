@@ -332,9 +332,8 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("skill_search", {"query": "herons", "max_results": 3}, says("heron-facts")),
             # Other dialects' spellings are refused naming GoClaw's.
             Row("Read", {"path": "a.txt"}, refused("unknown tool `Read`", "`read_file`")),
-            # Refused, but without naming `offset`/`limit` (see the gomini row of the same call).
-            Row("read_file", {"path": "a.txt", "line_range": [1, 2]}, refused("`line_range`", "write it as `offset`"),
-                gap="a foreign `line_range` is refused without naming this dialect's `offset`/`limit`"),
+            # Linggen's `line_range` fills two of GoClaw's parameters: both are named.
+            Row("read_file", {"path": "a.txt", "line_range": [1, 2]}, refused("`line_range`", "use `limit` and `offset`")),
             Row("list_dir", {"path": "src"}, refused("`list_files`")),
         ],
         # ---- Seed 001 (Linggen): "Built-in tools" table, aliases, "Code execution".
@@ -345,10 +344,10 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("Glob", {"globs": ["**/*.go"], "max_results": 1}, paths_only(count=1)),
             Row("Read", {"path": "a.txt", "line_range": [2, 3]}, lines((2, "two"), (3, "three"))),
             Row("Read", {"path": "a.txt", "line_range": "2-3"}, lines((2, "two"), (3, "three"))),
-            # The continuation notice of a range read names toolgate's `read` and `offset`, which
-            # Linggen does not have (`read` is refused here): it should name `Read` and `line_range`.
-            Row("Read", {"path": "a.txt", "line_range": [1, 2]}, says("`Read`", lacks=("`read`",)),
-                gap="Read's continuation notice is not in Linggen's words (line_range fills two parameters)"),
+            # The continuation notice of a range read is in Linggen's words: `Read` and a
+            # `line_range` as long as the one asked for.
+            Row("Read", {"path": "a.txt", "line_range": [1, 2]},
+                says("call `Read` with line_range=[3, 4]", lacks=("`read`", "offset="))),
             Row("Read", {"file": "a.txt"}, lines((1, "one"), (2, "two"), (3, "three"), (4, "four"))),
             Row("Read", {"filepath": "a.txt", "max_bytes": 8}, says("one", lacks=("three",))),
             Row("Read", {"path": "a.txt", "line_range": [3, 2]}, refused("`Read`", "/line_range", "before the start")),
@@ -357,10 +356,10 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("Grep", {"query": "func helper", "globs": ["**/*.go"], "max_results": 5},
                 says("src/util.go:3:func helper() int { return 42 }", lacks=("main.go",))),
             Row("Grep", {"query": "t[wh]", "max_results": 1}, says("a.txt:2:two", lacks=("three",))),
-            # The cut notice says to raise `head_limit` or narrow with `path`, `glob` or `type`: toolgate's
-            # grep parameters, none of which Linggen's Grep has (its are `max_results` and `globs`).
-            Row("Grep", {"query": "t[wh]", "max_results": 1}, says("`max_results`", lacks=("`head_limit`",)),
-                gap="a result's hints name toolgate's parameters, not the dialect's"),
+            # The cut notice is in Linggen's words where Linggen has them (`max_results`, `globs`);
+            # it still names grep's `path` and `type`, which Linggen's Grep lacks.
+            Row("Grep", {"query": "t[wh]", "max_results": 1},
+                says("raise `max_results`", "`globs`", lacks=("`head_limit`", "`glob`"))),
             Row("Write", {"path": "notes/new.md", "content": "# New\n"}, file("notes/new.md", "# New\n")),
             Row("Write", {"filepath": "notes/other.md", "content": "other\n"}, file("notes/other.md", "other\n")),
             Row("Edit", {"path": "a.txt", "old_string": "two", "new_string": "TWO"},
@@ -407,11 +406,9 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("read", {"path": "dup.txt"}, says("x")),
             # "old_text must appear exactly once in the file (error if not found or ambiguous)"
             Row("edit", {"path": "dup.txt", "old_text": "x", "new_text": "y"}, refused("dup.txt", "2 times")),
-            # That refusal comes from the tool as it runs, and is not said in gomini's words: it
-            # points at `/old_string` and suggests `replace_all`, which gomini's edit does not have.
+            # That refusal comes from the tool as it runs, and is said in gomini's words.
             Row("edit", {"path": "dup.txt", "old_text": "x", "new_text": "z"},
-                refused("/old_text", lacks=("old_string",)),
-                gap="a tool's own parameter error (at run time) is not said in the dialect's words"),
+                refused("/old_text", lacks=("old_string",))),
             Row("edit", {"path": "dup.txt", "old_text": "absent", "new_text": "y"}, refused("dup.txt")),
             Row("read", {"path": "src/util.go"}, says("helper")),
             Row("apply_patch", {"patch": PATCH}, both(
@@ -463,11 +460,8 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("read_file", {"path": "a.txt"}, refused("unknown tool `read_file`", "`read`")),
             Row("edit", {"path": "a.txt", "old_string": "one", "new_text": "ONE"},
                 refused("`old_string`", "write it as `old_text`")),
-            # Linggen's `line_range` is refused, but the message does not name gomini's spelling
-            # (`offset`, `limit`) as it does for other foreign parameters (`old_string` above):
-            # the hint needs a canonical parameter, and line_range fills two.
-            Row("read", {"path": "a.txt", "line_range": [1, 2]}, refused("`line_range`", "write it as `offset`"),
-                gap="a foreign `line_range` is refused without naming this dialect's `offset`/`limit`"),
+            # Linggen's `line_range` is refused naming gomini's spelling, `offset` and `limit`.
+            Row("read", {"path": "a.txt", "line_range": [1, 2]}, refused("`line_range`", "use `limit` and `offset`")),
             Row("session_status", {}, refused("`sessions_status`")),
         ],
         # ---- Seed 003 (OpenClaw): spellings from OpenClaw's docs and source (the dialect file's sources).

@@ -1,0 +1,143 @@
+//! What comes back from a dialect call, said in the caller's words: errors name its tool and
+//! parameters, and a result's hint to call again (`read`'s "call `read` with offset=2001")
+//! names its tool and parameters, values converted back.
+
+use serde_json::Value;
+use toolgate_core::{ParamProblem, ToolError};
+
+use crate::{Conversion, Translated};
+
+impl Translated {
+    /// `error` as the caller should read it: invalid parameters (found by the validator or by
+    /// the tool as it ran) under the caller's tool and parameter names.
+    pub fn localize(&self, error: ToolError) -> ToolError {
+        match error {
+            ToolError::InvalidParams { tool, problems } => {
+                let tool = match &self.called_as {
+                    Some(called) if tool == self.tool => called.clone(),
+                    _ => tool,
+                };
+                let words = self.words();
+                let problems = problems
+                    .into_iter()
+                    .map(|p| ParamProblem {
+                        pointer: self.pointer(&p.pointer),
+                        message: rename_quoted(&p.message, &words),
+                    })
+                    .collect();
+                ToolError::InvalidParams { tool, problems }
+            }
+            other => other,
+        }
+    }
+
+    /// A result's text as the caller should read it (`None`: unchanged). Only the notices a
+    /// tool appends in brackets (`[Showing lines 1-2000 of 9000. To read on, ...]`) are
+    /// rewritten, never the content itself (a file's lines, a command's output).
+    pub fn localize_text(&self, text: &str) -> Option<String> {
+        self.via?;
+        let words = self.words();
+        let mut changed = false;
+        let mut out = String::with_capacity(text.len() + 16);
+        for line in text.split_inclusive('\n') {
+            let body = line.trim_end_matches('\n');
+            if body.starts_with('[') && body.ends_with(']') {
+                let localized = rename_quoted(&self.call_again(body), &words);
+                changed |= localized != body;
+                out.push_str(&localized);
+                out.push_str(&line[body.len()..]);
+            } else {
+                out.push_str(line);
+            }
+        }
+        changed.then_some(out)
+    }
+
+    /// (canonical name, the caller's name): the tool, and every parameter this dialect's tool
+    /// maps to one canonical parameter.
+    fn words(&self) -> Vec<(String, String)> {
+        let mut words: Vec<(String, String)> = self.renamed.clone();
+        if let Some(via) = self.via {
+            if via.name != via.canonical {
+                words.push((via.canonical.clone(), via.name.clone()));
+            }
+            for param in &via.params {
+                // A canonical name the dialect also uses as is (OpenClaw's `path` beside
+                // `file_path`) stays.
+                if let [to] = param.to.as_slice()
+                    && *to != param.name
+                    && !via.params.iter().any(|p| p.name == *to)
+                    && !words.iter().any(|(c, _)| c == to)
+                {
+                    words.push((to.clone(), param.name.clone()));
+                }
+            }
+        }
+        words
+    }
+
+    /// A JSON pointer with its first segment in the caller's words.
+    fn pointer(&self, pointer: &str) -> String {
+        let rest = pointer.strip_prefix('/').unwrap_or_default();
+        let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let theirs = self.words().into_iter().find(|(canonical, _)| canonical == first).map(|(_, theirs)| theirs);
+        match theirs {
+            Some(theirs) if tail.is_empty() => format!("/{theirs}"),
+            Some(theirs) => format!("/{theirs}/{tail}"),
+            None => pointer.to_owned(),
+        }
+    }
+
+    /// "`read` with offset=N": the call to make next, in the dialect (gomini's 0-based
+    /// `offset=N-1`; Linggen's `line_range=[N, M]`, as long a page as this call asked for).
+    fn call_again(&self, notice: &str) -> String {
+        let Some(via) = self.via else { return notice.to_owned() };
+        let mut out = notice.to_owned();
+        for param in &via.params {
+            let needle = format!("`{}` with {}=", via.canonical, param.to[0]);
+            let Some(at) = out.find(&needle) else { continue };
+            let after = &out[at + needle.len()..];
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            let Ok(n) = after[..digits].parse::<u64>() else { continue };
+            let value = match (&param.conversion, param.to.as_slice()) {
+                (Conversion::Same, [_]) => n.to_string(),
+                (Conversion::ZeroBased, [_]) if n > 0 => (n - 1).to_string(),
+                (Conversion::LineRange, [_, limit]) => {
+                    let page = self
+                        .params
+                        .get(limit)
+                        .and_then(Value::as_u64)
+                        .or_else(|| total_lines(notice).map(|t| t.saturating_sub(n) + 1));
+                    match page {
+                        Some(page) => format!("[{n}, {}]", n + page.max(1) - 1),
+                        None => continue,
+                    }
+                }
+                _ => continue,
+            };
+            out = format!(
+                "{}`{}` with {}={value}{}",
+                &out[..at],
+                via.name,
+                param.name,
+                &out[at + needle.len() + digits..]
+            );
+        }
+        out
+    }
+}
+
+/// The `T` of "of T" in a notice ("Showing lines 1-2000 of 9000").
+fn total_lines(notice: &str) -> Option<u64> {
+    let after = &notice[notice.find(" of ")? + 4..];
+    after[..after.bytes().take_while(u8::is_ascii_digit).count()].parse().ok()
+}
+
+/// `text` with every backquoted canonical name (`` `old_string` ``) in the caller's words.
+fn rename_quoted(text: &str, words: &[(String, String)]) -> String {
+    let mut out = text.to_owned();
+    for (canonical, theirs) in words {
+        out = out.replace(&format!("`{canonical}`"), &format!("`{theirs}`"));
+    }
+    out
+}
