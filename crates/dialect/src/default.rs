@@ -161,6 +161,7 @@ fn as_seed_tool(
         called_as: Some(name.to_owned()),
         renamed,
         via: Some(tool),
+        dialect: None,
     })
 }
 
@@ -199,5 +200,12 @@ fn as_canonical(name: &str, found: &Found, object: &serde_json::Map<String, Valu
         }
     }
     let called_as = (name != found.name()).then(|| name.to_owned());
-    Ok(Translated { tool: found.name().to_owned(), params: Value::Object(params), called_as, renamed, via: None })
+    Ok(Translated {
+        tool: found.name().to_owned(),
+        params: Value::Object(params),
+        called_as,
+        renamed,
+        via: None,
+        dialect: None,
+    })
 }

@@ -182,6 +182,8 @@ pub struct Translated {
     renamed: Vec<(String, String)>,
     /// The dialect's tool, for what a result says about calling it again.
     via: Option<&'static DialectTool>,
+    /// The named dialect, for what a result says about calling its other tools.
+    dialect: Option<&'static Dialect>,
 }
 
 impl Dialect {

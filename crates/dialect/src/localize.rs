@@ -42,7 +42,7 @@ impl Translated {
         for line in text.split_inclusive('\n') {
             let body = line.trim_end_matches('\n');
             if body.starts_with('[') && body.ends_with(']') {
-                let localized = rename_quoted(&self.call_again(body), &words);
+                let localized = rename_quoted(&self.other_calls(&self.call_again(body)), &words);
                 changed |= localized != body;
                 out.push_str(&localized);
                 out.push_str(&line[body.len()..]);
@@ -125,6 +125,68 @@ impl Translated {
         }
         out
     }
+}
+
+impl Translated {
+    /// A notice's calls of another tool (`exec`'s "`process` tool: {\"action\": \"poll\",
+    /// \"id\": ...}") in the dialect: its name, and each JSON object's keys and values.
+    fn other_calls(&self, notice: &str) -> String {
+        let Some(dialect) = self.dialect else { return notice.to_owned() };
+        // The first of the dialect's tools the notice names as a tool ("the `process` tool"),
+        // other than the one called (a backquoted `glob` may be a parameter).
+        let named = dialect.tools().iter().find(|t| {
+            self.via.is_none_or(|v| v.canonical != t.canonical) && notice.contains(&format!("`{}` tool", t.canonical))
+        });
+        let Some(tool) = named else { return notice.to_owned() };
+        let canonical = format!("`{}` tool", tool.canonical);
+        let mut out = String::with_capacity(notice.len());
+        let mut rest = notice;
+        while let Some(at) = rest.find('{') {
+            out.push_str(&rest[..at]);
+            let mut stream = serde_json::Deserializer::from_str(&rest[at..]).into_iter::<Value>();
+            match stream.next() {
+                Some(Ok(Value::Object(call))) => {
+                    out.push_str(&in_words(tool, call).to_string());
+                    rest = &rest[at + stream.byte_offset()..];
+                }
+                _ => {
+                    out.push('{');
+                    rest = &rest[at + 1..];
+                }
+            }
+        }
+        out.push_str(rest);
+        out.replace(&canonical, &format!("`{}` tool", tool.name))
+    }
+}
+
+/// A canonical call's parameters as `tool`'s: each key by the dialect parameter that fills it
+/// alone, each value a `values` conversion renames back.
+fn in_words(tool: &crate::DialectTool, call: serde_json::Map<String, Value>) -> Value {
+    let mut out = serde_json::Map::new();
+    for (key, value) in call {
+        let param = tool
+            .params
+            .iter()
+            .find(|p| p.to.len() == 1 && p.to[0] == key && p.name == key)
+            .or_else(|| tool.params.iter().find(|p| p.to.len() == 1 && p.to[0] == key));
+        let Some(param) = param else {
+            out.insert(key, value);
+            continue;
+        };
+        let value = match (&param.conversion, value.as_str()) {
+            (Conversion::Values(map), Some(v)) => {
+                let back: Vec<&String> = map.iter().filter(|(_, to)| *to == v).map(|(from, _)| from).collect();
+                match back.as_slice() {
+                    [one] => Value::from(one.as_str()),
+                    _ => value,
+                }
+            }
+            _ => value,
+        };
+        out.insert(param.name.clone(), value);
+    }
+    Value::Object(out)
 }
 
 /// The `T` of "of T" in a notice ("Showing lines 1-2000 of 9000").

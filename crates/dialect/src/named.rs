@@ -43,6 +43,7 @@ pub(crate) fn translate(
         called_as: (tool.name != tool.canonical).then(|| tool.name.clone()),
         renamed,
         via: Some(tool),
+        dialect: Some(dialect),
     }))
 }
 

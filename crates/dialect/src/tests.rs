@@ -47,7 +47,7 @@ fn call(dialect_name: &str, name: &str, params: Value) -> Result<Translated, Too
     Ok(translated.unwrap_or_else(|| {
         let tool = Found::lookup(&catalog, name).map_or_else(|| name.to_owned(), |f| f.name().to_owned());
         let called_as = (tool != name).then(|| name.to_owned());
-        Translated { tool, params, called_as, renamed: Vec::new(), via: None }
+        Translated { tool, params, called_as, renamed: Vec::new(), via: None, dialect: None }
     }))
 }
 
@@ -207,4 +207,27 @@ fn the_strict_export_form_of_an_any_value_parameter_passes_through() {
     let t = call("ironclaw", "json", json!({"operation": "parse", "data_json": "{\"a\": 1}"})).unwrap();
     assert_eq!(t.params["data_json"], "{\"a\": 1}");
     assert!(call("ironclaw", "json", json!({"operation": "parse", "nope_json": "1"})).is_err());
+}
+
+#[test]
+fn a_hint_to_call_another_tool_is_said_in_the_dialect() {
+    let notice = "[Read new output with the `process` tool: {\"action\": \"poll\", \"id\": \"p1\"}; send input with {\"action\": \"write\", \"id\": \"p1\", \"input\": \"...\"}.]";
+    let t = call("gomini", "exec", json!({"command": "sleep 9", "background": true})).unwrap();
+    let text = t.localize_text(notice).unwrap();
+    assert!(
+        text.contains(r#"{"action":"status","process_id":"p1"}"#)
+            || text.contains(r#"{"action":"poll","process_id":"p1"}"#),
+        "{text}"
+    );
+    assert!(text.contains(r#"{"action":"input","input":"...","process_id":"p1"}"#), "{text}");
+    // A backquoted name that is also a tool's (`glob`) is a parameter unless called a tool.
+    let t = call("linggen", "Grep", json!({"query": "x", "max_results": 1})).unwrap();
+    let cut = "[Results cut. Narrow the search with `path`, `glob` or `type`, or raise `head_limit`.]";
+    assert_eq!(
+        t.localize_text(cut).unwrap(),
+        "[Results cut. Narrow the search with `path`, `globs` or `type`, or raise `max_results`.]"
+    );
+    // The default dialect speaks toolgate's names: nothing changes.
+    let t = call("toolgate", "exec", json!({"command": "sleep 9", "background": true})).unwrap();
+    assert_eq!(t.localize_text(notice), None);
 }

@@ -488,10 +488,9 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("exec", {"command": "read line; echo got:$line; sleep 60", "background": True},
                 keep("sid", PROC, says("background"))),
             Row("process", {"action": "list"}, says("$sid")),
-            # exec's result says how to follow the process: `process {"action": "poll", "id": ...}`,
-            # which OpenClaw's process refuses (its parameter is `sessionId`; see the last row).
-            Row("exec", {"command": "true", "background": True}, says('"sessionId"', lacks=('"id"',)),
-                gap="a result's hints name toolgate's parameters, not the dialect's"),
+            # exec's result says how to follow the process in OpenClaw's words (`sessionId`, `data`).
+            Row("exec", {"command": "true", "background": True},
+                says('"sessionId"', '"data"', lacks=('"id"', '"input"'))),
             Row("process", {"action": "write", "sessionId": "$sid", "data": "hello\n", "eof": True}, says("$sid")),
             Row("process", {"action": "poll", "sessionId": "$sid", "timeout": 2000}, says("got:hello")),
             Row("process", {"action": "log", "sessionId": "$sid", "offset": 0, "limit": 5}, says("got:hello")),

@@ -159,9 +159,9 @@ impl Runtime {
             };
             let text = format!(
                 "started background process {id} (pid {}); {deadline}\nsandbox: {}\nlog: {}\n\
-                 read new output with the `process` tool: {{\"action\": \"poll\", \"id\": \"{id}\"}}; send input \
+                 [Read new output with the `process` tool: {{\"action\": \"poll\", \"id\": \"{id}\"}}; send input \
                  with {{\"action\": \"write\", \"id\": \"{id}\", \"input\": \"...\"}}; stop it with \
-                 {{\"action\": \"kill\", \"id\": \"{id}\"}}",
+                 {{\"action\": \"kill\", \"id\": \"{id}\"}}.]",
                 entry.pid,
                 entry.enforcement,
                 rel_log(&id)
