@@ -31,26 +31,19 @@ impl Translated {
         }
     }
 
-    /// A result's text as the caller should read it (`None`: unchanged). Only the notices a
-    /// tool appends in brackets (`[Showing lines 1-2000 of 9000. To read on, ...]`) are
-    /// rewritten, never the content itself (a file's lines, a command's output).
+    /// A result's text as the caller should read it (`None`: unchanged). Only the notice a
+    /// tool appends as its last line, in brackets (`[Showing lines 1-2000 of 9000. To read on,
+    /// ...]`), is rewritten; the content before it (a file's lines, a command's output) never is.
     pub fn localize_text(&self, text: &str) -> Option<String> {
         self.via?;
-        let words = self.words();
-        let mut changed = false;
-        let mut out = String::with_capacity(text.len() + 16);
-        for line in text.split_inclusive('\n') {
-            let body = line.trim_end_matches('\n');
-            if body.starts_with('[') && body.ends_with(']') {
-                let localized = rename_quoted(&self.other_calls(&self.call_again(body)), &words);
-                changed |= localized != body;
-                out.push_str(&localized);
-                out.push_str(&line[body.len()..]);
-            } else {
-                out.push_str(line);
-            }
+        let trimmed = text.trim_end();
+        let start = trimmed.rfind('\n').map_or(0, |at| at + 1);
+        let notice = &trimmed[start..];
+        if !(notice.starts_with('[') && notice.ends_with(']')) {
+            return None;
         }
-        changed.then_some(out)
+        let localized = rename_quoted(&self.other_calls(&self.call_again(notice)), &self.words());
+        (localized != notice).then(|| format!("{}{localized}{}", &text[..start], &text[trimmed.len()..]))
     }
 
     /// (canonical name, the caller's name): the tool, and every parameter this dialect's tool
@@ -109,7 +102,7 @@ impl Translated {
                         .and_then(Value::as_u64)
                         .or_else(|| total_lines(notice).map(|t| t.saturating_sub(n) + 1));
                     match page {
-                        Some(page) => format!("[{n}, {}]", n + page.max(1) - 1),
+                        Some(page) => format!("[{n}, {}]", n.saturating_add(page.max(1) - 1)),
                         None => continue,
                     }
                 }

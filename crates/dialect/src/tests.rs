@@ -189,9 +189,13 @@ fn a_hint_to_call_again_is_said_in_the_dialect() {
     assert!(t.localize_text(text).unwrap().contains("call `Read` with line_range=[3, 9]."));
     let t = call("linggen", "Read", json!({"path": "a", "line_range": [1, 2]})).unwrap();
     assert!(t.localize_text(text).unwrap().contains("call `Read` with line_range=[3, 4]."));
-    // Content is never rewritten; only bracketed notices.
+    // Content is never rewritten: only a bracketed notice on the last line.
     let content = "   1\tcall `read` with offset=3 and `pattern`\n";
     assert_eq!(t.localize_text(content), None);
+    let output = "[a line of output: call `read` with offset=3]\nlast line\n";
+    assert_eq!(t.localize_text(output), None);
+    let huge = "[To read on, call `read` with offset=18446744073709551615 of 3.]";
+    assert!(t.localize_text(huge).is_some(), "no overflow");
 }
 
 #[test]

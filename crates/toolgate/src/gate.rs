@@ -649,7 +649,7 @@ impl Gate {
         let ctx = &*ctx;
         let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
-        let out =
+        let mut out =
             self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout)).await.map_err(
                 |e| {
                     let e = output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector);
@@ -660,10 +660,11 @@ impl Gate {
                     }
                 },
             )?;
-        let (mut out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.services.detector)?;
+        // The tool's own notice, before the output stage cuts and wraps the text.
         if let Some(translated) = &translated {
             localize_output(translated, &mut out);
         }
+        let (out, report) = output::shape(spec, out, self.config.gate.max_output_bytes, &self.services.detector)?;
         if report.truncated {
             trace.push("output: cut to its head and tail".to_owned());
         }
