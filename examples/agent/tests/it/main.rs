@@ -67,7 +67,13 @@ fn tool_calls_run_through_the_gate_and_the_answer_is_printed() {
         first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["ls", "read"]);
     assert_eq!(first["tools"][1]["type"], "function");
-    assert_eq!(first["tools"][1]["function"]["parameters"]["required"], json!(["path"]));
+    // OpenAI's strict mode: every property required, the optional ones nullable.
+    assert_eq!(first["tools"][1]["function"]["strict"], true);
+    assert_eq!(
+        first["tools"][1]["function"]["parameters"]["required"],
+        json!(["limit", "max_bytes", "offset", "path"])
+    );
+    assert_eq!(first["tools"][1]["function"]["parameters"]["properties"]["offset"]["type"], json!(["integer", "null"]));
     assert_eq!(first["tool_choice"], "auto");
     assert_eq!(first["messages"][1], json!({"role": "user", "content": "What is the secret word in notes.txt?"}));
 
