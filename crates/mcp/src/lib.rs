@@ -69,6 +69,7 @@ mod extra;
 mod handler;
 mod http;
 mod server;
+mod session;
 mod stdio;
 mod stdio_guard;
 mod token;

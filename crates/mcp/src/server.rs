@@ -24,6 +24,7 @@ use crate::approval::{self, Channel, InlineRound};
 use crate::convert;
 use crate::extra::ExtraFeatures;
 use crate::handler::CallHandler;
+use crate::session;
 
 /// How long tool-list changes are gathered into one `notifications/tools/list_changed`.
 const LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(100);
@@ -127,9 +128,10 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let ctx = self.handler.context();
+        let mut ctx = self.handler.context();
+        session::apply(&mut ctx, &context);
         let mut tools: Vec<Tool> = self.handler.list(&ctx).iter().map(convert::tool).collect();
         if let Some(extra) = &self.extra {
             tools.extend(extra.tools());
@@ -155,6 +157,7 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         }
         let params = request.arguments.map_or_else(|| Value::Object(Default::default()), Value::Object);
         let mut ctx = self.handler.context();
+        session::apply(&mut ctx, &context);
         // A cancelled request (or, on 2026-07-28 over HTTP, a closed stream) cancels the call.
         ctx.cancel = context.ct.clone();
         let forwarder = match context.meta.get_progress_token() {

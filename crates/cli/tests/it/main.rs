@@ -19,6 +19,7 @@ mod mcp_inspector;
 mod mcp_oauth;
 mod mcp_python;
 mod mcp_results;
+mod mcp_sessions;
 mod memory;
 mod openai_strict;
 mod signals;
