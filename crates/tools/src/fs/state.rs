@@ -12,6 +12,8 @@ use super::confine::{PathError, RelPath, Root};
 use super::locks::LockTable;
 use super::rules::PathRules;
 
+/// Most read-before-write records kept for all sessions together (see [`FsState::record`]).
+const MAX_READ_RECORDS: usize = 100_000;
 /// What a file looked like when a session read it (or last wrote it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FileStamp {
@@ -139,8 +141,16 @@ impl FsState {
     }
 
     /// Records that this session saw `rel` as `stamp` (after a read or its own write).
+    ///
+    /// Every MCP session over HTTP is a session, so a long-running server sees many: past
+    /// [`MAX_READ_RECORDS`] the other sessions' records are dropped. Forgetting is safe: a later
+    /// write of a forgotten file asks for a fresh `read`, it never lets a write through.
     pub(crate) fn record(&self, ctx: &CallContext, rel: &RelPath, stamp: FileStamp) {
-        lock(&self.reads).insert(Self::key(ctx, rel), stamp);
+        let mut reads = lock(&self.reads);
+        if reads.len() >= MAX_READ_RECORDS {
+            reads.retain(|(_, session, _), _| *session == ctx.identity.session);
+        }
+        reads.insert(Self::key(ctx, rel), stamp);
     }
 
     /// Forgets `rel` (after a delete).
@@ -254,5 +264,30 @@ pub(crate) fn path_error(tool: &str, shown: &str, e: PathError) -> ToolError {
         }
         PathError::SymlinkOutside => ToolError::Denied { tool: tool.to_owned(), reason: format!("`{shown}`: {e}") },
         other => ToolError::failed(format!("`{shown}`: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn past_the_cap_other_sessions_reads_are_forgotten_never_granted() {
+        let config = FsConfig::default();
+        let state = FsState::new(config.clone(), PathRules::new(&config).unwrap_or_else(|_| panic!("default rules")));
+        let stamp = FileStamp { size: 1, mtime: (0, 0), hash: [0; 32] };
+        let mut a = CallContext::new(std::env::temp_dir());
+        a.identity.session = "a".into();
+        let mut b = a.clone();
+        b.identity.session = "b".into();
+        for i in 0..MAX_READ_RECORDS {
+            state.record(&a, &RelPath::from_normalized(format!("f{i}")), stamp.clone());
+        }
+        let first = RelPath::from_normalized("f0");
+        assert!(matches!(state.freshness(&a, &first, &stamp), Freshness::Fresh));
+        assert!(matches!(state.freshness(&b, &first, &stamp), Freshness::NotRead), "b never read it");
+        state.record(&b, &RelPath::from_normalized("g"), stamp.clone());
+        assert!(matches!(state.freshness(&a, &first, &stamp), Freshness::NotRead), "a must read again");
+        assert!(matches!(state.freshness(&b, &RelPath::from_normalized("g"), &stamp), Freshness::Fresh));
     }
 }
