@@ -67,7 +67,10 @@ impl Conversion {
         match self {
             Conversion::Same => one(value),
             Conversion::ZeroBased => match value.as_i64() {
-                Some(n) if n >= 0 => one(json!(n + 1)),
+                Some(n) if n >= 0 => match n.checked_add(1) {
+                    Some(next) => one(json!(next)),
+                    None => Err(format!("`{param}` is out of range")),
+                },
                 Some(_) => Err(format!("`{param}` counts from 0 here: give 0 or more")),
                 None => Err(format!("`{param}` must be a whole number (0-based), got {}", brief(&value))),
             },

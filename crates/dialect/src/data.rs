@@ -52,6 +52,15 @@ pub(crate) struct ToolEntry {
     /// What the seed says about the result's shape.
     #[serde(default)]
     pub result_note: Option<String>,
+    /// Whether the default dialect understands this spelling as an alias (default true);
+    /// false where the name is also toolgate's own tool and means something broader there
+    /// (GoClaw's and OpenClaw's `sessions_spawn`, a background sub-agent with every tool).
+    #[serde(default = "yes")]
+    pub default_alias: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A tool of the seed's inventory that toolgate does not implement yet.

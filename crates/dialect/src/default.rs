@@ -34,7 +34,7 @@ fn index() -> &'static Index {
     INDEX.get_or_init(|| {
         let mut by_name: BTreeMap<String, Vec<&'static DialectTool>> = BTreeMap::new();
         let mut params: BTreeMap<String, BTreeMap<String, Option<&'static ParamMap>>> = BTreeMap::new();
-        for tool in all().iter().flat_map(|d| d.tools.iter()) {
+        for tool in all().iter().flat_map(|d| d.tools.iter()).filter(|t| t.default_alias) {
             by_name.entry(tool.name.to_ascii_lowercase()).or_default().push(tool);
             let spellings =
                 tool.params.iter().map(|p| (p.name.as_str(), p)).chain(
@@ -69,7 +69,6 @@ pub(crate) fn canonical_of(name: &str, catalog: &Registry) -> Option<String> {
     index().by_name.get(&name.to_ascii_lowercase()).and_then(|tools| tools.first()).map(|t| t.canonical.clone())
 }
 
-/// The canonical parameter `key` means for `canonical` in the default dialect, if any.
 /// The canonical parameters `key` fills for `canonical` in the default dialect (none when it
 /// means nothing there; two for a `line_range`).
 pub(crate) fn canonical_params(canonical: &str, key: &str, catalog: &Registry) -> Vec<String> {

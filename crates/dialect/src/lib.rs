@@ -78,6 +78,8 @@ pub struct DialectTool {
     /// Other spellings the system accepts for a parameter: alias -> the dialect parameter.
     aliases: BTreeMap<String, String>,
     set: Map<String, Value>,
+    /// Whether the default dialect understands this spelling (`default_alias` in the file).
+    default_alias: bool,
 }
 
 /// How one dialect parameter becomes canonical parameters.
@@ -246,7 +248,8 @@ impl Dialect {
 
     /// The tools a caller of this dialect sees, from the canonical tools it may see
     /// (`visible`, each with whether it is a built-in): a built-in under each dialect name that
-    /// runs it, any other tool (MCP, WASM, custom) under its own name. Sorted by name.
+    /// runs it, any other tool (MCP, WASM, custom) under its own name, sorted by name. The
+    /// default dialect returns `visible` as it is.
     pub fn present(&self, visible: &[(ToolSpec, bool)]) -> Vec<ToolSpec> {
         if self.is_default() {
             return visible.iter().map(|(spec, _)| spec.clone()).collect();
@@ -311,11 +314,15 @@ pub fn all() -> &'static [Dialect] {
     })
 }
 
-/// Every tool name any dialect uses (listed or missing), for the registry to protect.
+/// Every tool name any dialect uses (listed or missing) and every canonical name a dialect
+/// maps onto, for the registry to protect.
 pub fn protected_names() -> Vec<String> {
     let mut names: Vec<String> = all()
         .iter()
-        .flat_map(|d| d.tools.iter().map(|t| t.name.clone()).chain(d.missing.iter().map(|(n, _)| n.clone())))
+        .flat_map(|d| {
+            let tools = d.tools.iter().flat_map(|t| [t.name.clone(), t.canonical.clone()]);
+            tools.chain(d.missing.iter().map(|(n, _)| n.clone()))
+        })
         .collect();
     names.sort();
     names.dedup();
@@ -357,6 +364,7 @@ fn load(text: &str) -> Result<Dialect, String> {
             params,
             aliases: entry.aliases,
             set: entry.set,
+            default_alias: entry.default_alias,
         });
     }
     let missing = file.missing.into_iter().map(|m| (m.name, m.reason)).collect();
@@ -376,6 +384,11 @@ fn map_params<'a>(
     let mut renamed = Vec::new();
     let mut problems = Vec::new();
     for (key, value) in object {
+        // `null` is "not given" (OpenAI's strict mode sends every parameter, absent ones as
+        // null): not converted, not a second name for a parameter, and a fixed value fills it.
+        if value.is_null() {
+            continue;
+        }
         let (targets, values) = match lookup(key) {
             Lookup::Keep => (vec![key.clone()], Ok(vec![value.clone()])),
             Lookup::Rename(target) => (vec![target], Ok(vec![value.clone()])),

@@ -31,15 +31,19 @@ impl Translated {
         }
     }
 
-    /// A result's text as the caller should read it (`None`: unchanged). Only the notice a
-    /// tool appends as its last line, in brackets (`[Showing lines 1-2000 of 9000. To read on,
-    /// ...]`), is rewritten; the content before it (a file's lines, a command's output) never is.
+    /// A result's text as the caller should read it (`None`: unchanged). Only a notice one of
+    /// [`NOTICES`] appends as its last line is rewritten (`[Showing lines 1-2000 of 9000. To
+    /// read on, ...]`), never the content before it (a file's lines, a command's output), and
+    /// never a last line a caller's content could have written.
     pub fn localize_text(&self, text: &str) -> Option<String> {
-        self.via?;
+        let via = self.via?;
         let trimmed = text.trim_end();
         let start = trimmed.rfind('\n').map_or(0, |at| at + 1);
         let notice = &trimmed[start..];
-        if !(notice.starts_with('[') && notice.ends_with(']')) {
+        let known = NOTICES.iter().any(|(tool, opening, prefix)| {
+            via.canonical == *tool && text.starts_with(opening) && notice.starts_with(prefix) && notice.ends_with(']')
+        });
+        if !known {
             return None;
         }
         let localized = rename_quoted(&self.other_calls(&self.call_again(notice)), &self.words());
@@ -95,16 +99,25 @@ impl Translated {
             let value = match (&param.conversion, param.to.as_slice()) {
                 (Conversion::Same, [_]) => n.to_string(),
                 (Conversion::ZeroBased, [_]) if n > 0 => (n - 1).to_string(),
-                (Conversion::LineRange, [_, limit]) => {
-                    let page = self
+                (Conversion::LineRange, [offset, limit]) => {
+                    // The rest of the range asked for, or, when it was all shown, the next page
+                    // as long; with no range asked for, the rest of the file.
+                    let asked = self
                         .params
-                        .get(limit)
+                        .get(offset)
                         .and_then(Value::as_u64)
-                        .or_else(|| total_lines(notice).map(|t| t.saturating_sub(n) + 1));
-                    match page {
-                        Some(page) => format!("[{n}, {}]", n.saturating_add(page.max(1) - 1)),
-                        None => continue,
-                    }
+                        .zip(self.params.get(limit).and_then(Value::as_u64));
+                    let end = match asked {
+                        Some((first, count)) if count > 0 => {
+                            let end = first.saturating_add(count - 1);
+                            if n <= end { end } else { n.saturating_add(count - 1) }
+                        }
+                        _ => match total_lines(notice) {
+                            Some(total) if total >= n => total,
+                            _ => continue,
+                        },
+                    };
+                    format!("[{n}, {end}]")
                 }
                 _ => continue,
             };
@@ -181,6 +194,17 @@ fn in_words(tool: &crate::DialectTool, call: serde_json::Map<String, Value>) -> 
     }
     Value::Object(out)
 }
+
+/// The notices tools end their results with that name a call to make next, as (tool, how its
+/// result opens, how the notice opens). A result's last line is one of these only when the
+/// result is that tool's and opens as it always does: a command's output or a file's content
+/// cannot pass for one.
+const NOTICES: &[(&str, &str, &str)] = &[
+    ("read", "", "[Showing lines "),
+    ("grep", "", "[Results cut"),
+    ("glob", "", "[Showing the "),
+    ("exec", "started background process ", "[Read new output with the `process` tool"),
+];
 
 /// The `T` of "of T" in a notice ("Showing lines 1-2000 of 9000").
 fn total_lines(notice: &str) -> Option<u64> {

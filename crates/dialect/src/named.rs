@@ -4,7 +4,7 @@
 use serde_json::Value;
 use toolgate_core::{Registry, ToolError};
 
-use crate::{Dialect, DialectTool, Found, Lookup, Translated, default, map_params, object_of};
+use crate::{Dialect, DialectTool, Found, Lookup, ParamMap, Translated, default, map_params, object_of};
 
 pub(crate) fn translate(
     dialect: &'static Dialect,
@@ -13,11 +13,11 @@ pub(crate) fn translate(
     catalog: &Registry,
 ) -> Result<Option<Translated>, ToolError> {
     let Some(tool) = dialect.tool(name) else {
-        // A tool from outside the seeds (MCP, WASM, custom) has the same name in every dialect.
-        if let Some(found) = Found::lookup(catalog, name)
-            && !found.builtin()
-            && found.name() == name
-        {
+        // A tool from outside the seeds (MCP, WASM, custom) has the same name in every dialect;
+        // a bridged server's tool may not be registered yet (its server is connecting), and the
+        // gate waits for it.
+        let outside = Found::lookup(catalog, name).map(|f| !f.builtin() && f.name() == name);
+        if outside.unwrap_or_else(|| name.starts_with("mcp__")) {
             return Ok(None);
         }
         return Err(ToolError::UnknownTool {
@@ -80,13 +80,17 @@ fn unknown_param(dialect: &Dialect, tool: &DialectTool, key: &str, catalog: &Reg
     // This dialect's parameters that fill what `key` fills elsewhere (`line_range`: gomini's
     // `offset` and `limit`).
     let fills = default::canonical_params(&tool.canonical, key, catalog);
-    let mut spellings: Vec<&str> =
-        tool.params.iter().filter(|p| p.to.iter().any(|t| fills.contains(t))).map(|p| p.name.as_str()).collect();
-    spellings.dedup();
+    let spellings: Vec<&ParamMap> = tool.params.iter().filter(|p| p.to.iter().any(|t| fills.contains(t))).collect();
+    let names = |sep: &str| spellings.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(sep);
     let here = match spellings.as_slice() {
         [] => String::new(),
-        [one] => format!("; in the {} dialect write it as `{one}`", dialect.name()),
-        many => format!("; in the {} dialect use `{}`", dialect.name(), many.join("` and `")),
+        [one] => format!("; in the {} dialect write it as `{}`", dialect.name(), one.name),
+        // Two spellings of one parameter (OpenClaw's `path` and `file_path`) are alternatives;
+        // spellings of different parameters (gomini's `offset` and `limit`) go together.
+        [first, rest @ ..] if rest.iter().all(|p| p.to == first.to) => {
+            format!("; in the {} dialect write it as `{}`", dialect.name(), names("` or `"))
+        }
+        _ => format!("; in the {} dialect use `{}`", dialect.name(), names("` and `")),
     };
     format!("unknown parameter `{key}` for `{}`{here} (it {takes})", tool.name)
 }

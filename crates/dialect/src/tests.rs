@@ -36,6 +36,7 @@ fn catalog() -> Registry {
     tool("grep", &["pattern", "path", "glob", "head_limit", "output_mode", "case_insensitive"], &["pattern"], true);
     tool("glob", &["pattern", "path", "limit"], &["pattern"], true);
     tool("subagents", &["action", "task", "id", "message", "agent", "label"], &["action"], true);
+    tool("sessions_spawn", &["prompt", "agent", "label"], &["prompt"], true);
     tool("mcp__gh__issue", &["title"], &["title"], false);
     registry
 }
@@ -194,7 +195,7 @@ fn a_hint_to_call_again_is_said_in_the_dialect() {
     assert_eq!(t.localize_text(content), None);
     let output = "[a line of output: call `read` with offset=3]\nlast line\n";
     assert_eq!(t.localize_text(output), None);
-    let huge = "[To read on, call `read` with offset=18446744073709551615 of 3.]";
+    let huge = "[Showing lines 1-2 of 3. To read on, call `read` with offset=18446744073709551615.]";
     assert!(t.localize_text(huge).is_some(), "no overflow");
 }
 
@@ -215,7 +216,7 @@ fn the_strict_export_form_of_an_any_value_parameter_passes_through() {
 
 #[test]
 fn a_hint_to_call_another_tool_is_said_in_the_dialect() {
-    let notice = "[Read new output with the `process` tool: {\"action\": \"poll\", \"id\": \"p1\"}; send input with {\"action\": \"write\", \"id\": \"p1\", \"input\": \"...\"}.]";
+    let notice = "started background process p1\n[Read new output with the `process` tool: {\"action\": \"poll\", \"id\": \"p1\"}; send input with {\"action\": \"write\", \"id\": \"p1\", \"input\": \"...\"}.]";
     let t = call("gomini", "exec", json!({"command": "sleep 9", "background": true})).unwrap();
     let text = t.localize_text(notice).unwrap();
     assert!(
@@ -234,4 +235,40 @@ fn a_hint_to_call_another_tool_is_said_in_the_dialect() {
     // The default dialect speaks toolgate's names: nothing changes.
     let t = call("toolgate", "exec", json!({"command": "sleep 9", "background": true})).unwrap();
     assert_eq!(t.localize_text(notice), None);
+}
+
+#[test]
+fn null_is_not_given_as_openai_strict_mode_sends_it() {
+    let t = call("openclaw", "read", json!({"path": "a", "file_path": null, "offset": null, "limit": null})).unwrap();
+    assert_eq!(t.params, json!({"path": "a"}));
+    let t = call("gomini", "read", json!({"path": "a", "offset": null, "limit": null})).unwrap();
+    assert_eq!(t.params, json!({"path": "a"}));
+    let t = call("goclaw", "subagents", json!({"action": null, "task": "x"})).unwrap();
+    assert_eq!(t.params, json!({"action": "run", "task": "x"}), "a fixed value fills a null");
+}
+
+#[test]
+fn bridged_tools_pass_named_dialects_while_their_server_connects() {
+    for d in ["linggen", "gomini"] {
+        assert!(dialect(d).unwrap().translate("mcp__later__tool", &json!({}), &catalog()).unwrap().is_none());
+        assert!(call(d, "not_a_tool", json!({})).is_err());
+    }
+}
+
+#[test]
+fn alternatives_are_said_with_or_and_parts_with_and() {
+    let e = call("openclaw", "read", json!({"filepath": "a"})).unwrap_err().to_string();
+    assert!(e.contains("write it as `file_path` or `path`"), "{e}");
+    let e = call("gomini", "read", json!({"path": "a", "line_range": [1, 2]})).unwrap_err().to_string();
+    assert!(e.contains("use `limit` and `offset`"), "{e}");
+}
+
+#[test]
+fn the_default_dialect_keeps_toolgates_own_sessions_spawn() {
+    // GoClaw's and OpenClaw's sessions_spawn start a background sub-agent with every tool;
+    // toolgate's is the read-only research agent, and a `task` does not turn it into the other.
+    let t = call("toolgate", "sessions_spawn", json!({"task": "x"})).unwrap();
+    assert_eq!(t.tool, "sessions_spawn");
+    // In GoClaw's own dialect it is GoClaw's.
+    assert_eq!(call("goclaw", "sessions_spawn", json!({"task": "x"})).unwrap().tool, "subagents");
 }

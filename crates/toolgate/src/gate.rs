@@ -547,10 +547,10 @@ impl Gate {
             }
         };
         let (name, params, translated) = match translated {
-            Some(mut t) => {
+            Some(t) => {
                 trace.push(format!("dialect {}: `{name}` is `{}`", self.dialects.of(ctx).name(), t.tool));
-                let params = std::mem::take(&mut t.params);
-                (t.tool.clone(), params, Some(t))
+                // A copy stays with the translation: its notices are said from what was asked.
+                (t.tool.clone(), t.params.clone(), Some(t))
             }
             None => (name.to_owned(), params, None),
         };

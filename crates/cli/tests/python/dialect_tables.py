@@ -469,6 +469,9 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("read", {"path": "a.txt", "offset": 2, "limit": 2}, lines((2, "two"), (3, "three"))),
             Row("read", {"file_path": "a.txt"}, lines((1, "one"), (2, "two"), (3, "three"), (4, "four"))),
             Row("read", {"path": "a.txt", "file_path": "a.txt"}, refused("the same parameter")),
+            # OpenAI's strict mode sends every parameter, the absent ones as null.
+            Row("read", {"path": "a.txt", "file_path": None, "offset": None, "limit": None},
+                lines((1, "one"), (2, "two"), (3, "three"), (4, "four"))),
             Row("read", {}, refused("path")),
             Row("write", {"path": "notes/new.txt", "content": "fresh\n"}, file("notes/new.txt", "fresh\n")),
             Row("write", {"file_path": "notes/cc.txt", "content": "claude\n"}, file("notes/cc.txt", "claude\n")),
