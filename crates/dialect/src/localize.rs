@@ -9,9 +9,14 @@ use crate::{Conversion, Translated};
 
 impl Translated {
     /// `error` as the caller should read it: invalid parameters (found by the validator or by
-    /// the tool as it ran) under the caller's tool and parameter names.
+    /// the tool as it ran) under the caller's tool and parameter names, with the value toolgate
+    /// checked when a conversion changed it; a tool that is not here under the caller's name.
     pub fn localize(&self, error: ToolError) -> ToolError {
         match error {
+            // The dialect's tool whose family is off here: its name, and no canonical suggestion.
+            ToolError::UnknownTool { name, .. } if name == self.tool && self.via.is_some() => {
+                ToolError::UnknownTool { name: self.called_as.clone().unwrap_or(name), suggestion: None }
+            }
             ToolError::InvalidParams { tool, problems } => {
                 let tool = match &self.called_as {
                     Some(called) if tool == self.tool => called.clone(),
@@ -21,8 +26,8 @@ impl Translated {
                 let problems = problems
                     .into_iter()
                     .map(|p| ParamProblem {
+                        message: format!("{}{}", rename_quoted(&p.message, &words), self.converted(&p.pointer)),
                         pointer: self.pointer(&p.pointer),
-                        message: rename_quoted(&p.message, &words),
                     })
                     .collect();
                 ToolError::InvalidParams { tool, problems }
@@ -71,6 +76,26 @@ impl Translated {
             }
         }
         words
+    }
+
+    /// What the caller's value became, when a conversion changed it: the numbers in a problem
+    /// are toolgate's (`timeout` in seconds, a 1-based `offset`).
+    fn converted(&self, pointer: &str) -> String {
+        let first = pointer.strip_prefix('/').unwrap_or_default().split('/').next().unwrap_or_default();
+        let Some(via) = self.via else { return String::new() };
+        let Some(param) =
+            via.params.iter().find(|p| p.conversion != Conversion::Same && p.to.iter().any(|t| t == first))
+        else {
+            return String::new();
+        };
+        let Some(value) = self.params.get(first) else { return String::new() };
+        let how = match param.conversion {
+            Conversion::ZeroBased => "toolgate counts lines from 1",
+            Conversion::MsToSeconds => "in seconds",
+            Conversion::LineRange => "from your range",
+            _ => "converted",
+        };
+        format!(" (your `{}` is checked as `{first}` = {value}, {how})", param.name)
     }
 
     /// A JSON pointer with its first segment in the caller's words.

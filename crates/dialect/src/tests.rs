@@ -272,3 +272,18 @@ fn the_default_dialect_keeps_toolgates_own_sessions_spawn() {
     // In GoClaw's own dialect it is GoClaw's.
     assert_eq!(call("goclaw", "sessions_spawn", json!({"task": "x"})).unwrap().tool, "subagents");
 }
+
+#[test]
+fn a_problem_says_what_a_converted_value_became() {
+    let t = call("linggen", "Bash", json!({"cmd": "x", "timeout_ms": 700000})).unwrap();
+    let e = t.localize(ToolError::invalid("exec", "/timeout", "700 is greater than the maximum of 600")).to_string();
+    assert!(
+        e.contains("/timeout_ms") && e.contains("your `timeout_ms` is checked as `timeout` = 700, in seconds"),
+        "{e}"
+    );
+    let t = call("gomini", "read", json!({"path": "a", "offset": 9})).unwrap();
+    let e = t.localize(ToolError::invalid("read", "/offset", "offset 10 is past the end")).to_string();
+    assert!(e.contains("`offset` = 10, toolgate counts lines from 1"), "{e}");
+    let e = t.localize(ToolError::UnknownTool { name: "read".into(), suggestion: Some("ls".into()) });
+    assert!(matches!(&e, ToolError::UnknownTool { suggestion: None, .. }), "gomini's read keeps its name: {e}");
+}

@@ -562,7 +562,11 @@ impl Gate {
                 Some(Ok(tool)) => tool,
                 found => {
                     audited.params = self.audit_text(&params, &[]);
-                    return Err(found.and_then(Result::err).unwrap_or(e));
+                    let e = found.and_then(Result::err).unwrap_or(e);
+                    return Err(match &translated {
+                        Some(t) => t.localize(e),
+                        None => e,
+                    });
                 }
             },
         };
