@@ -134,7 +134,8 @@ pub struct AgentConfig {
     pub links: Vec<String>,
     /// Delegations this agent accepts at once (default 5).
     pub max_delegation_load: u32,
-    /// The tools offered to the model (default: every tool its policy lets it see).
+    /// The tools offered to the model: names, `*`, a name prefix ending in `*`, `group:NAME`
+    /// (default, like `*`: every tool its policy lets it see).
     pub tools: Vec<String>,
     /// Checks run on the result of every delegation this agent makes (seed 000 §11).
     pub quality_gates: Vec<QualityGate>,

@@ -840,10 +840,22 @@ fn offered(caller: &dyn ToolCaller, ctx: &CallContext, a: &AgentConfig, only: Op
     caller
         .tools(ctx)
         .into_iter()
-        .filter(|s| a.tools.is_empty() || a.tools.iter().any(|t| t == &s.name))
+        .filter(|s| a.tools.is_empty() || a.tools.iter().any(|t| lists(t, &s.name, &s.group)))
         .filter(|s| only.is_none_or(|o| o.iter().any(|t| t == &s.name)))
         .map(|s| ToolDef { name: s.name, description: s.description, parameters: s.input_schema })
         .collect()
+}
+
+/// Whether an entry of an agent's `tools` names a tool: its name, `*` (every tool its policy
+/// lets it see), a name prefix ending in `*` (`mcp__github__*`) or `group:NAME`.
+fn lists(entry: &str, name: &str, group: &str) -> bool {
+    if let Some(wanted) = entry.strip_prefix("group:") {
+        return group == wanted || (wanted == "mcp" && group.starts_with("mcp:"));
+    }
+    match entry.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => entry == name,
+    }
 }
 
 fn new_id() -> String {
@@ -857,4 +869,19 @@ pub(crate) fn clip(s: &str) -> String {
 /// `s` cut to `max` characters, marked when cut.
 pub(crate) fn clip_text(s: &str, max: usize) -> String {
     if s.chars().count() <= max { s.to_owned() } else { format!("{}...", s.chars().take(max).collect::<String>()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lists;
+
+    #[test]
+    fn an_agents_tools_entry_is_a_name_a_wildcard_or_a_group() {
+        assert!(lists("*", "read", "fs"), "`*`: every tool its policy shows");
+        assert!(lists("read", "read", "fs") && !lists("read", "ready", "fs"));
+        assert!(lists("mcp__github__*", "mcp__github__issue", "mcp:github"));
+        assert!(!lists("mcp__github__*", "mcp__gitlab__issue", "mcp:gitlab"));
+        assert!(lists("group:fs", "edit", "fs") && !lists("group:fs", "exec", "runtime"));
+        assert!(lists("group:mcp", "mcp__github__issue", "mcp:github"));
+    }
 }
