@@ -82,8 +82,9 @@ impl SessionKind {
 /// Delegation targets listed in `DELEGATION.md`; with more, the agent searches them.
 pub const DELEGATION_INLINE_MAX: usize = 15;
 
-/// The six read-only tools a `sessions_spawn` research sub-agent gets (seed 002 §6).
-pub const RESEARCH_TOOLS: &[&str] = &["read", "grep", "glob", "ls", "memory_search", "memory_get"];
+/// The read-only tools a `sessions_spawn` research sub-agent gets: seed 002 §8's set without the
+/// memory tools, which seed 000 §6 denies sub-agents (the safer of the two).
+pub const RESEARCH_TOOLS: &[&str] = &["read", "grep", "glob", "ls"];
 
 /// A run to start.
 #[derive(Clone)]

@@ -87,7 +87,7 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
             "type": "object", "additionalProperties": false, "required": ["session_id", "message"],
             "properties": {"session_id": s("the session id"), "message": {"type": "string", "maxLength": 100000}},
         })).annotations(Annotations::LOCAL_WRITE)),
-        t(Kind::SessionsSpawn, ToolSpec::new("sessions_spawn", "Spawn a read-only research sub-agent (read, grep, glob, ls and memory tools only) on a task; waits and returns its answer.", json!({
+        t(Kind::SessionsSpawn, ToolSpec::new("sessions_spawn", "Spawn a read-only research sub-agent (read, grep, glob and ls only) on a task; waits and returns its answer.", json!({
             "type": "object", "additionalProperties": false, "required": ["prompt"],
             "properties": {"prompt": {"type": "string", "minLength": 1, "maxLength": 100000}, "agent": s("the agent to run (default: yours)"), "label": s("a short label")},
         })).annotations(Annotations::LOCAL_WRITE)),

@@ -902,7 +902,7 @@ async fn a_continued_session_keeps_its_narrowing() {
     let continued = names(&server.requests()[3]);
     assert!(continued.contains(&"read".to_owned()), "{continued:?}");
     assert!(!continued.contains(&"write".to_owned()), "still intersected with main's policy: {continued:?}");
-    // A research sub-agent continued still has only the six read-only tools.
+    // A research sub-agent continued still has only the four read-only tools.
     let ctx = as_agent(&gate, "main", &out.session);
     gate.call(&ctx, "sessions_spawn", json!({"prompt": "find it"})).await.unwrap();
     let spawned = &store
