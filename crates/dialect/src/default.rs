@@ -96,7 +96,16 @@ pub(crate) fn translate(name: &str, params: &Value, catalog: &Registry) -> Resul
             tools.iter().copied().filter(|t| identity.as_ref().is_none_or(|f| f.name() != t.canonical)).collect()
         })
         .unwrap_or_default();
-    seeds.dedup_by(|a, b| a.canonical == b.canonical);
+    // One candidate per canonical tool, the first dialect's.
+    let mut seen = Vec::new();
+    seeds.retain(|t| {
+        if seen.contains(&&t.canonical) {
+            false
+        } else {
+            seen.push(&t.canonical);
+            true
+        }
+    });
     if identity.is_none() && seeds.is_empty() {
         return Ok(None);
     }
@@ -129,11 +138,16 @@ pub(crate) fn translate(name: &str, params: &Value, catalog: &Registry) -> Resul
 /// (`SIGTERM` does, `TERM` does not).
 fn widened(canonical: &str, key: &str, value: &Value) -> bool {
     alias(canonical, key).is_some_and(|param| {
-        param.to.len() == 1
-            && param.to[0] == key
-            && param.conversion.widens()
+        widens_in_place(param, key)
             && param.conversion.apply(key, value.clone()).is_ok_and(|v| v.first() != Some(value))
     })
+}
+
+/// Whether a seed's mapping of the canonical parameter `key` keeps it where it is and leaves
+/// every canonical value as it is (`signal`: `SIGTERM` as well as `TERM`), so the default
+/// dialect may apply it without changing what toolgate's own callers mean.
+fn widens_in_place(param: &ParamMap, key: &str) -> bool {
+    param.to.len() == 1 && param.to[0] == key && param.conversion.widens()
 }
 
 /// A call by a seed's name for another tool: that seed's mapping, canonical names mixed in.
@@ -170,7 +184,7 @@ fn as_canonical(name: &str, found: &Found, object: &serde_json::Map<String, Valu
     let (mut params, renamed) = map_params(name, object, |key| match alias(found.name(), key) {
         // A canonical parameter keeps its meaning: only conversions that leave its values be.
         Some(param) if found.has(key) => {
-            if param.to.len() == 1 && param.to[0] == key && param.conversion.widens() {
+            if widens_in_place(param, key) {
                 Lookup::Map(param)
             } else {
                 Lookup::Keep

@@ -457,7 +457,7 @@ impl Gate {
     /// decides about that call — each with the trace of every step.
     pub fn explain(&self, ctx: &CallContext, tool: &str, params: Option<Value>) -> Result<String, ToolError> {
         let translated =
-            self.dialects.translate(ctx, &self.services.registry, tool, params.as_ref().unwrap_or(&Value::Null))?;
+            self.dialects.of(ctx).translate(tool, params.as_ref().unwrap_or(&Value::Null), &self.services.registry)?;
         let (tool, params) = match translated {
             Some(t) => (t.tool, params.map(|_| t.params)),
             None => (tool.to_owned(), params),
@@ -539,7 +539,8 @@ impl Gate {
         trace: &mut Vec<String>,
         audited: &mut Audited,
     ) -> Result<ToolOutput, ToolError> {
-        let translated = match self.dialects.translate(ctx, &self.services.registry, name, &params) {
+        let dialect = self.dialects.of(ctx);
+        let translated = match dialect.translate(name, &params, &self.services.registry) {
             Ok(translated) => translated,
             Err(e) => {
                 audited.params = self.audit_text(&params, &[]);
@@ -548,7 +549,7 @@ impl Gate {
         };
         let (name, params, translated) = match translated {
             Some(t) => {
-                trace.push(format!("dialect {}: `{name}` is `{}`", self.dialects.of(ctx).name(), t.tool));
+                trace.push(format!("dialect {}: `{name}` is `{}`", dialect.name(), t.tool));
                 // A copy stays with the translation: its notices are said from what was asked.
                 (t.tool.clone(), t.params.clone(), Some(t))
             }
@@ -563,10 +564,7 @@ impl Gate {
                 found => {
                     audited.params = self.audit_text(&params, &[]);
                     let e = found.and_then(Result::err).unwrap_or(e);
-                    return Err(match &translated {
-                        Some(t) => t.localize(e),
-                        None => e,
-                    });
+                    return Err(in_callers_words(translated.as_ref(), e));
                 }
             },
         };
@@ -582,10 +580,7 @@ impl Gate {
         let mut params = params;
         if let Err(e) = validate::validate(&tool, &mut params, &self.config.limits) {
             audited.params = self.audit_text(&params, &tool.tool.safety(&params).sensitive_params);
-            return Err(match &translated {
-                Some(t) => t.localize(e),
-                None => e,
-            });
+            return Err(in_callers_words(translated.as_ref(), e));
         }
         let mut safety = tool.tool.safety(&params);
         audited.params = self.audit_text(&params, &safety.sensitive_params);
@@ -658,10 +653,7 @@ impl Gate {
                 |e| {
                     let e = output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector);
                     // A parameter problem the tool found as it ran, in the caller's dialect.
-                    match &translated {
-                        Some(t) => t.localize(e),
-                        None => e,
-                    }
+                    in_callers_words(translated.as_ref(), e)
                 },
             )?;
         // The tool's own notice, before the output stage cuts and wraps the text.
@@ -753,6 +745,14 @@ struct Audited {
     /// The name the caller used, when it is not the tool's (a dialect's or an alias).
     called_as: Option<String>,
     params: String,
+}
+
+/// `error` in the caller's dialect, when the call was translated from one.
+fn in_callers_words(translated: Option<&toolgate_dialect::Translated>, error: ToolError) -> ToolError {
+    match translated {
+        Some(t) => t.localize(error),
+        None => error,
+    }
 }
 
 /// A dialect call's result as its caller reads it: hints to call again in its names.

@@ -8,9 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock};
 
-use serde_json::Value;
-use toolgate_core::{CallContext, Registry, ToolError, ToolSpec};
-use toolgate_dialect::{Dialect, Translated, UnknownDialect};
+use toolgate_core::{CallContext, Registry, ToolSpec};
+use toolgate_dialect::{Dialect, UnknownDialect};
 
 use crate::config::Config;
 
@@ -49,17 +48,6 @@ impl DialectStage {
             Some(dialect) => dialect,
             None => *self.gate.read().unwrap_or_else(PoisonError::into_inner),
         }
-    }
-
-    /// The canonical call (`None`: the call as it is).
-    pub(crate) fn translate(
-        &self,
-        ctx: &CallContext,
-        registry: &Registry,
-        name: &str,
-        params: &Value,
-    ) -> Result<Option<Translated>, ToolError> {
-        self.of(ctx).translate(name, params, registry)
     }
 
     /// The tools `ctx`'s caller sees, in its dialect, from the canonical tools it may see.
