@@ -20,12 +20,8 @@ pub(crate) enum Conversion {
     Signal,
     /// A list of globs: one glob (`{a,b}` alternation).
     GlobList,
-    /// A boolean: its negation (`case_sensitive` to `case_insensitive`).
-    Not,
     /// A string from a fixed set: the mapped string (others unchanged).
     Values(BTreeMap<String, String>),
-    /// Any value: its JSON text.
-    JsonText,
 }
 
 impl Conversion {
@@ -37,10 +33,8 @@ impl Conversion {
             Some("ms_to_seconds") => Conversion::MsToSeconds,
             Some("signal") => Conversion::Signal,
             Some("glob_list") => Conversion::GlobList,
-            Some("not") => Conversion::Not,
             Some("values") if !values.is_empty() => return Ok(Conversion::Values(values.clone())),
             Some("values") => return Err("conversion `values` needs a `values` table".to_owned()),
-            Some("json_text") => Conversion::JsonText,
             Some(other) => return Err(format!("unknown conversion `{other}`")),
         };
         if !values.is_empty() {
@@ -85,17 +79,9 @@ impl Conversion {
             },
             Conversion::Signal => one(signal(&value).map_or(value, Value::from)),
             Conversion::GlobList => glob_list(param, value).map(|g| vec![g]),
-            Conversion::Not => match value {
-                Value::Bool(b) => one(Value::Bool(!b)),
-                other => Err(format!("`{param}` must be true or false, got {}", brief(&other))),
-            },
             Conversion::Values(map) => match value.as_str().and_then(|s| map.get(s)) {
                 Some(mapped) => one(Value::from(mapped.as_str())),
                 None => one(value),
-            },
-            Conversion::JsonText => match value {
-                Value::String(_) => one(value),
-                other => one(Value::from(other.to_string())),
             },
         }
     }
@@ -249,14 +235,10 @@ mod tests {
     }
 
     #[test]
-    fn values_not_and_json_text() {
+    fn values_are_renamed_and_others_pass() {
         let values = Conversion::Values(BTreeMap::from([("status".to_owned(), "poll".to_owned())]));
         assert_eq!(apply(&values, json!("status")).unwrap(), vec![json!("poll")]);
         assert_eq!(apply(&values, json!("kill")).unwrap(), vec![json!("kill")]);
-        assert_eq!(apply(&Conversion::Not, json!(true)).unwrap(), vec![json!(false)]);
-        assert!(apply(&Conversion::Not, json!("yes")).is_err());
-        assert_eq!(apply(&Conversion::JsonText, json!({"a": 1})).unwrap(), vec![json!("{\"a\":1}")]);
-        assert_eq!(apply(&Conversion::JsonText, json!("x")).unwrap(), vec![json!("x")]);
     }
 
     #[test]

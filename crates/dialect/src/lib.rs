@@ -104,9 +104,7 @@ impl DialectTool {
                     Conversion::MsToSeconds => "ms_to_seconds",
                     Conversion::Signal => "signal",
                     Conversion::GlobList => "glob_list",
-                    Conversion::Not => "not",
                     Conversion::Values(_) => "values",
-                    Conversion::JsonText => "json_text",
                 };
                 (p.name.clone(), p.to.clone(), conversion)
             })

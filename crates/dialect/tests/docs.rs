@@ -16,9 +16,7 @@ fn conversion_words(conversion: &str) -> &'static str {
         "ms_to_seconds" => " (ms: seconds, rounded up)",
         "signal" => " (`SIGTERM`, `TERM` or `15`: `TERM`)",
         "glob_list" => " (a list of globs: one `{a,b}` glob)",
-        "not" => " (negated)",
         "values" => " (values renamed)",
-        "json_text" => " (as JSON text)",
         _ => " (?)",
     }
 }
