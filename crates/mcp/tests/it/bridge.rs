@@ -145,10 +145,15 @@ async fn tools_register_and_calls_carry_progress_and_errors() {
     let ctx = ctx.with_progress(sink);
     let out = call(&registry, "mcp__own__count", json!({"n": 3}), &ctx).await.unwrap();
     assert_eq!(out.text_content(), "counted to 3");
-    // rmcp handles notifications in tasks of their own: reports can race the result, but what
-    // arrives is in increasing order, for this call, cleaned.
+    // rmcp handles notifications in tasks of their own: reports can race the result (on a busy
+    // machine all of them can come after it), but what arrives is in increasing order, for this
+    // call, cleaned.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while seen.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let seen = seen.lock().unwrap().clone();
-    assert!(!seen.is_empty());
+    assert!(!seen.is_empty(), "no progress report arrived within 5 s of the result");
     assert!(seen.windows(2).all(|w| w[0].progress < w[1].progress), "{seen:?}");
     for p in &seen {
         assert!((1.0..=3.0).contains(&p.progress) && p.total == Some(3.0), "{seen:?}");
