@@ -145,12 +145,25 @@ const MIGRATIONS: &[&str] = &[
     // 13: the name a call used when the caller's dialect names the tool differently
     // (`Read` for `read`; `toolgate-dialect`).
     "ALTER TABLE audit ADD COLUMN called_as TEXT;",
+    // Path locks (`lock_paths`), shared by every process on the workspace (`locks.rs`).
+    "CREATE TABLE path_locks (
+        token TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        user TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        globs TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+     );
+     CREATE INDEX path_locks_workspace ON path_locks (workspace, expires_ms);",
 ];
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.
 ///
 /// It implements every area's trait ([`crate::GrantStore`], [`crate::SecretStore`],
-/// [`crate::SessionStore`], [`crate::CustomToolStore`], [`crate::EmbeddingCache`]) with the SQL
+/// [`crate::SessionStore`], [`crate::CustomToolStore`], [`crate::EmbeddingCache`],
+/// [`crate::LockStore`]) with the SQL
 /// in that area's module, and answers the audit log's reads; the audit log's writes go through
 /// [`crate::AuditLog`], whose writer thread has a connection of its own.
 #[derive(Debug)]

@@ -9,6 +9,7 @@
 //! | agent sessions, messages, teams, handoff routes | [`SessionStore`] | `sessions` |
 //! | stored custom tools | [`CustomToolStore`] | `custom_tools` |
 //! | cached embeddings of skills | [`EmbeddingCache`] | `embedding_cache` |
+//! | path locks (`lock_paths`), shared by every process on a workspace | [`LockStore`] | `locks` |
 //! | agent memory | [`memory::MemoryStore`] | [`memory`] |
 //!
 //! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
@@ -45,6 +46,7 @@ mod db;
 mod embedding_cache;
 mod error;
 mod grants;
+mod locks;
 pub mod memory;
 // The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
 #[path = "../../sandbox/src/process_token.rs"]
@@ -59,6 +61,9 @@ pub use db::Store;
 pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
 pub use grants::{Grant, GrantStore};
+pub use locks::{LockOwner, LockStore, PathLock};
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError, SecretStore};
-pub use sessions::{HandoffRoute, MessageRecord, SessionFilter, SessionRecord, SessionStore, TeamMessage, TeamTask};
+pub use sessions::{
+    HandoffRoute, MessageRecord, SessionFilter, SessionRecord, SessionStore, TaskFilter, TaskOrder, TeamMessage, TeamTask,
+};
 pub use stores::Stores;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{CustomToolStore, EmbeddingCache, GrantStore, SecretStore, SessionStore, Store};
+use crate::{CustomToolStore, EmbeddingCache, GrantStore, LockStore, SecretStore, SessionStore, Store};
 
 /// The state of one database, one trait object per area, for the code that wires families
 /// together (the gate): each family takes the areas it uses, never the backend's type. The audit
@@ -20,6 +20,8 @@ pub struct Stores {
     pub custom_tools: Arc<dyn CustomToolStore>,
     /// Cached embeddings (`skill_search`).
     pub embeddings: Arc<dyn EmbeddingCache>,
+    /// Path locks (`lock_paths`), honoured by every process on the workspace.
+    pub locks: Arc<dyn LockStore>,
 }
 
 impl Stores {
@@ -30,7 +32,8 @@ impl Stores {
             secrets: store.clone(),
             sessions: store.clone(),
             custom_tools: store.clone(),
-            embeddings: store,
+            embeddings: store.clone(),
+            locks: store,
         }
     }
 }
