@@ -24,4 +24,12 @@ pub trait ToolCaller: Send + Sync {
     fn refused(&self, ctx: &CallContext, name: &str, arguments: &str, error: &ToolError) {
         let _ = (ctx, name, arguments, error);
     }
+
+    /// `text` with secrets redacted by the gate's leak detector, for model text and
+    /// agent-to-agent messages (which are not tool output, so the output stage never sees them):
+    /// the gate records an audit event for what it redacts. Default: `text` unchanged.
+    fn scrub(&self, ctx: &CallContext, text: &str) -> String {
+        let _ = ctx;
+        text.to_owned()
+    }
 }

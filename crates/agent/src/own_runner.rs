@@ -90,8 +90,9 @@ impl Drive<'_> {
         };
         let mut out = RunOutcome::empty(&self.session, &self.agent, RunStatus::Done);
         match result {
-            Ok(reply) => {
+            Ok(mut reply) => {
                 out.cost_usd = self.record_usage(reply.usage);
+                reply.answer = self.caller.scrub(&self.ctx, &reply.answer);
                 self.save(&Message::Assistant { content: Some(reply.answer.clone()), tool_calls: Vec::new() });
                 (out.answer, out.iterations, out.tool_calls, out.usage) =
                     (reply.answer, reply.iterations, reply.tool_calls, reply.usage);

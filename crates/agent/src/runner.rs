@@ -6,6 +6,7 @@
 //! on (and recorded in the session), never a panic or a stuck run.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -16,6 +17,7 @@ use toolgate_store::{MessageRecord, SessionStore};
 use crate::caller::ToolCaller;
 use crate::config::Price;
 use crate::model::{Message, ModelClient, ModelRequest, ToolCall, ToolDef, Usage};
+use crate::runtime::Inbox;
 use crate::{AgentError, now_ms};
 
 /// Largest arguments a tool call may carry (1 MiB); more is refused without parsing.
@@ -148,14 +150,28 @@ pub(crate) struct Drive<'a> {
     pub events: Option<EventSink>,
     /// A library user's own loop, which runs instead of this one.
     pub runner: Option<Arc<dyn crate::AgentRunner>>,
+    /// Announcements and queued messages, taken before each model request.
+    pub inbox: Arc<Inbox>,
+    /// How long to wait for more items after one arrives (the announce debounce).
+    pub debounce: Duration,
 }
 
 impl Drive<'_> {
     /// Runs the loop over `messages` (already stored) and records every new message.
-    pub(crate) async fn run(mut self, mut messages: Vec<Message>) -> RunOutcome {
+    pub(crate) async fn run(mut self, messages: Vec<Message>) -> RunOutcome {
         if let Some(runner) = self.runner.take() {
             return self.run_with(runner, messages).await;
         }
+        self.inbox.begin(&self.session);
+        let out = self.turns(messages).await;
+        // What arrived after the last request is kept in the transcript for the next turn.
+        for item in self.inbox.end(&self.session) {
+            self.save(&Message::User { content: item.text });
+        }
+        out
+    }
+
+    async fn turns(&self, mut messages: Vec<Message>) -> RunOutcome {
         let cancel = self.ctx.cancel.clone();
         let mut out = RunOutcome::empty(&self.session, &self.agent, RunStatus::MaxIterations);
         // Consecutive calls the gate refused as a loop (`[loop_breaker]`): the model was told
@@ -167,6 +183,12 @@ impl Drive<'_> {
                 break;
             }
             out.iterations += 1;
+            let waiting = crate::runtime::announce_settle(&self.inbox, &self.session, self.debounce).await;
+            if !waiting.is_empty() {
+                let m = Message::User { content: crate::runtime::announce_message(&waiting) };
+                self.save(&m);
+                messages.push(m);
+            }
             let request =
                 ModelRequest { model: self.model.clone(), messages: messages.clone(), tools: self.tools.clone() };
             // Dropping the request future on cancellation aborts the HTTP exchange.
@@ -188,11 +210,18 @@ impl Drive<'_> {
             };
             out.usage += reply.usage;
             out.cost_usd += self.record_usage(reply.usage);
+            // What a model writes passes the leak detector before it is stored or shown to
+            // anyone (seed 004 §9); its tool calls run with the arguments as written.
+            let mut reply = reply;
+            reply.content = reply.content.map(|t| self.caller.scrub(&self.ctx, &t));
             if let Some(text) = &reply.content {
                 out.answer.clone_from(text);
             }
             let assistant = Message::Assistant { content: reply.content.clone(), tool_calls: reply.tool_calls.clone() };
-            self.save(&assistant);
+            self.save(&Message::Assistant {
+                content: reply.content.clone(),
+                tool_calls: self.scrubbed(&reply.tool_calls),
+            });
             if let Some(events) = &self.events {
                 events(&Event::Assistant {
                     session: &self.session,
@@ -249,6 +278,11 @@ impl Drive<'_> {
             out.error.get_or_insert_with(|| "cancelled".to_owned());
         }
         out
+    }
+
+    /// Tool calls with their arguments scrubbed, for the stored transcript.
+    fn scrubbed(&self, calls: &[ToolCall]) -> Vec<ToolCall> {
+        calls.iter().map(|c| ToolCall { arguments: self.caller.scrub(&self.ctx, &c.arguments), ..c.clone() }).collect()
     }
 
     /// Checks a call and runs it through the gate; says whether it reached the gate.

@@ -17,8 +17,12 @@ use crate::model::{self, Message, ModelClient, ToolDef};
 use crate::runner::{Drive, EventSink, RunOutcome, RunStatus, from_record, to_record};
 use crate::{AgentError, now_ms};
 
+mod announce;
 mod handoff;
 mod review;
+
+pub use announce::MAX_QUEUED;
+pub(crate) use announce::{Inbox, as_message as announce_message, settle as announce_settle};
 
 pub use review::{Verdict, verdict};
 
@@ -37,6 +41,9 @@ pub struct Limits {
     pub archive_after: Duration,
     /// How long a steer waits after cancelling before it respawns (default 500 ms).
     pub steer_settle: Duration,
+    /// Announcements that arrive within this of each other reach the model as one message
+    /// (default 100 ms; seed 000 §6's debounced announce queue).
+    pub announce_debounce: Duration,
 }
 
 impl Default for Limits {
@@ -48,6 +55,7 @@ impl Default for Limits {
             max_subagent_iterations: 20,
             archive_after: Duration::from_secs(3600),
             steer_settle: Duration::from_millis(500),
+            announce_debounce: Duration::from_millis(100),
         }
     }
 }
@@ -78,6 +86,9 @@ impl SessionKind {
         }
     }
 }
+
+/// The most of a background run's result an announcement carries; the rest is in its session.
+pub const ANNOUNCE_MAX_CHARS: usize = 20_000;
 
 /// Delegation targets listed in `DELEGATION.md`; with more, the agent searches them.
 pub const DELEGATION_INLINE_MAX: usize = 15;
@@ -182,6 +193,8 @@ pub struct Runtime {
     tasks: Mutex<HashMap<String, Task>>,
     /// Handoffs made during a run, by the session that made them: started when that run ends.
     handoffs: Mutex<HashMap<String, handoff::Pending>>,
+    /// Announcements and queued messages for sessions, taken before their next model turn.
+    inbox: Arc<Inbox>,
     /// Parent of every run's token: [`Runtime::shutdown`] stops them all.
     shutdown: CancellationToken,
 }
@@ -209,6 +222,7 @@ impl Runtime {
             runner: Mutex::new(None),
             tasks: Mutex::new(HashMap::new()),
             handoffs: Mutex::new(HashMap::new()),
+            inbox: Arc::default(),
             shutdown: CancellationToken::new(),
         })
     }
@@ -355,6 +369,18 @@ impl Runtime {
         Ok(self.follow_handoffs(outcome, spec.events.clone()).await)
     }
 
+    /// Queues `message` for `session` when its loop is running here (`sessions_send` to a
+    /// running session: its model reads it before its next turn); returns the session it was
+    /// queued for, or `None` when that session is not running (continue it with
+    /// [`Runtime::send`]). A conversation that was handed off goes to the agent it was handed to.
+    pub fn send_queued(&self, session: &str, message: &str) -> Result<Option<String>, AgentError> {
+        let target = match self.store.handoff_route(session)? {
+            Some(route) if self.store.session(&route.to_session)?.is_some() => route.to_session,
+            _ => session.to_owned(),
+        };
+        Ok(self.queue_message(&target, message)?.then_some(target))
+    }
+
     /// Continues a finished session with a new user message (`sessions_send`, `toolgate agent
     /// send`). A conversation that was handed off goes to the agent it was handed to.
     pub async fn send(
@@ -415,8 +441,9 @@ impl Runtime {
         events: Option<EventSink>,
     ) -> Result<RunOutcome, AgentError> {
         if record.status == "running" {
+            // Running here, it would have taken the message as queued (`send_queued`).
             return Err(AgentError::Invalid(format!(
-                "session `{}` is still running; wait for it or cancel it",
+                "session `{}` is running in another toolgate process; send to it there, or wait for it to end",
                 record.id
             )));
         }
@@ -447,6 +474,8 @@ impl Runtime {
             ctx,
             events,
             runner: self.own_runner(),
+            inbox: self.inbox.clone(),
+            debounce: self.limits.announce_debounce,
         };
         let outcome = drive.run(messages).await;
         self.finish(&outcome);
@@ -531,8 +560,85 @@ impl Runtime {
             ctx,
             events: spec.events.clone(),
             runner: self.own_runner(),
+            inbox: self.inbox.clone(),
+            debounce: self.limits.announce_debounce,
         };
         Ok((drive, messages))
+    }
+
+    /// Tells session `parent` that its background run ended: a `[subagent:ID]` or
+    /// `[delegate:ID]` announcement with the status, duration and result.
+    fn announce_finished(&self, parent: &str, o: &RunOutcome, took: Duration) {
+        let kind = match self.store.session(&o.session) {
+            Ok(Some(r)) if r.kind == "delegation" => "delegate",
+            _ => "subagent",
+        };
+        let text = format!(
+            "[{kind}:{}] `{}` finished ({}) after {:.1} s:\n{}",
+            o.session,
+            o.agent,
+            o.status.as_str(),
+            took.as_secs_f64(),
+            clip_text(&o.for_model(), ANNOUNCE_MAX_CHARS)
+        );
+        self.announce(parent, text);
+    }
+
+    /// Delivers `text` to `session` before its next model turn: queued when it is running,
+    /// appended to its transcript when it is an idle agent session, kept for `sessions_history`
+    /// otherwise (an MCP client's session). Scrubbed of secrets first.
+    pub(crate) fn announce(&self, session: &str, text: String) {
+        let item = announce::Inbound { text: self.scrub(&text), message: false, at: Instant::now(), ts_ms: now_ms() };
+        if let announce::Delivery::NotRunning(item) = self.inbox.push(session, item) {
+            self.store_inbound(session, item);
+        }
+    }
+
+    /// Queues a `sessions_send` message for a running session.
+    fn queue_message(&self, session: &str, message: &str) -> Result<bool, AgentError> {
+        let item = announce::Inbound { text: message.to_owned(), message: true, at: Instant::now(), ts_ms: now_ms() };
+        match self.inbox.push(session, item) {
+            announce::Delivery::Queued => Ok(true),
+            announce::Delivery::NotRunning(_) => Ok(false),
+            announce::Delivery::Full => Err(AgentError::Limit(format!(
+                "session `{}` already has {MAX_QUEUED} messages waiting for its next turn; wait for it to take them \
+                 (session_status) and send again",
+                clip(session)
+            ))),
+        }
+    }
+
+    /// An item for a session that is not running: into its transcript when the runtime keeps
+    /// it, else kept in memory for `sessions_history`.
+    fn store_inbound(&self, session: &str, item: announce::Inbound) {
+        match self.store.session(session) {
+            Ok(Some(_)) => {
+                let record = toolgate_store::MessageRecord {
+                    role: "user".into(),
+                    content: item.text,
+                    ts_ms: item.ts_ms,
+                    ..Default::default()
+                };
+                if let Err(e) = self.store.session_append(session, &record) {
+                    tracing::warn!(session, "announcement not saved: {e}");
+                }
+            }
+            Ok(None) => self.inbox.keep(session, item),
+            Err(e) => tracing::warn!(session, "announcement not saved: {e}"),
+        }
+    }
+
+    /// Announcements kept for a session the runtime does not store, oldest first: `(ts_ms, text)`.
+    pub fn kept_announcements(&self, session: &str) -> Vec<(i64, String)> {
+        self.inbox.kept(session).into_iter().map(|i| (i.ts_ms, i.text)).collect()
+    }
+
+    /// Secrets redacted by the gate's leak detector (model text and agent-to-agent messages).
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        match self.caller() {
+            Ok(c) => c.scrub(&c.context(), text),
+            Err(_) => text.to_owned(),
+        }
     }
 
     fn finish(&self, o: &RunOutcome) {
@@ -619,7 +725,14 @@ impl Runtime {
     pub fn spawn(self: &Arc<Self>, spec: RunSpec, parent_ctx: &CallContext) -> Result<String, AgentError> {
         self.archive();
         let (id, fut) = self.start(spec, parent_ctx)?;
-        tokio::spawn(fut);
+        let rt = self.clone();
+        let parent = parent_ctx.identity.session.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let outcome = fut.await;
+            // A run started in the background reports back by itself (seed 000 §6, §7).
+            rt.announce_finished(&parent, &outcome, started.elapsed());
+        });
         Ok(id)
     }
 
