@@ -83,7 +83,7 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
             "type": "object", "additionalProperties": false,
             "properties": {"session_id": s("the session id")},
         })).annotations(Annotations::READ_ONLY)),
-        t(Kind::SessionsSend, ToolSpec::new("sessions_send", "Send a message to a finished session: its agent continues the conversation and answers.", json!({
+        t(Kind::SessionsSend, ToolSpec::new("sessions_send", "Send a message to one of your sessions: a finished one continues the conversation and answers; a running one reads it before its next model turn.", json!({
             "type": "object", "additionalProperties": false, "required": ["session_id", "message"],
             "properties": {"session_id": s("the session id"), "message": {"type": "string", "maxLength": 100000}},
         })).annotations(Annotations::LOCAL_WRITE)),
@@ -203,8 +203,17 @@ impl Tool for AgentTool {
             Kind::SessionsSend => {
                 let id = req_str(name, &p, "session_id")?;
                 let message = req_str(name, &p, "message")?;
+                // A message from one agent to another passes the leak detector first.
+                let message = r.scrub(message);
                 match own_session(r, ctx, id) {
-                    Ok(_) => r.send(id, message, None).await.map(|o| ToolOutput::text(o.for_model())),
+                    Ok(_) => match r.send_queued(id, &message) {
+                        Ok(Some(to)) => Ok(ToolOutput::json(json!({
+                            "session_id": to, "status": "queued",
+                            "note": "the session is running: it reads your message before its next model turn; its answer is in sessions_history",
+                        }))),
+                        Ok(None) => r.send(id, &message, None).await.map(|o| ToolOutput::text(o.for_model())),
+                        Err(e) => Err(e),
+                    },
                     Err(e) => Err(e),
                 }
             }
