@@ -157,6 +157,38 @@ const MIGRATIONS: &[&str] = &[
         expires_ms INTEGER NOT NULL
      );
      CREATE INDEX path_locks_workspace ON path_locks (workspace, expires_ms);",
+    // Teams that run (`sessions.rs`): a claim's lease, so a crashed teammate's task goes back to
+    // `pending`; full-text search over subject, description and result (FTS5, external content
+    // kept in step by triggers); each member's read marker for unread-only mailbox reads.
+    "ALTER TABLE team_tasks ADD COLUMN claimed_ms INTEGER;
+     ALTER TABLE team_tasks ADD COLUMN lease_until_ms INTEGER;
+     CREATE VIRTUAL TABLE team_tasks_fts USING fts5(
+        subject, description, result, content = 'team_tasks', content_rowid = 'id', tokenize = 'porter unicode61'
+     );
+     CREATE TRIGGER team_tasks_fts_insert AFTER INSERT ON team_tasks BEGIN
+        INSERT INTO team_tasks_fts (rowid, subject, description, result)
+        VALUES (new.id, new.subject, new.description, new.result);
+     END;
+     CREATE TRIGGER team_tasks_fts_delete AFTER DELETE ON team_tasks BEGIN
+        INSERT INTO team_tasks_fts (team_tasks_fts, rowid, subject, description, result)
+        VALUES ('delete', old.id, old.subject, old.description, old.result);
+     END;
+     CREATE TRIGGER team_tasks_fts_update AFTER UPDATE OF subject, description, result ON team_tasks BEGIN
+        INSERT INTO team_tasks_fts (team_tasks_fts, rowid, subject, description, result)
+        VALUES ('delete', old.id, old.subject, old.description, old.result);
+        INSERT INTO team_tasks_fts (rowid, subject, description, result)
+        VALUES (new.id, new.subject, new.description, new.result);
+     END;
+     INSERT INTO team_tasks_fts (team_tasks_fts) VALUES ('rebuild');
+     CREATE TABLE team_message_reads (
+        team TEXT NOT NULL,
+        reader TEXT NOT NULL,
+        last_id INTEGER NOT NULL,
+        PRIMARY KEY (team, reader)
+     ) WITHOUT ROWID;
+     CREATE INDEX team_messages_team ON team_messages (team, id);",
+    // `session_status` of a session the runtime does not keep (an MCP client's): its calls.
+    "CREATE INDEX audit_session ON audit (session, ts_ms);",
 ];
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.

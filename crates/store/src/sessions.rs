@@ -1,8 +1,9 @@
 //! Agent sessions: one row per agent run (a top-level run, a sub-agent, a delegation), its
 //! messages in order, its token usage and cost; team task boards with atomic claims, team
 //! messages, and handoff routes. The [`SessionStore`] trait and its SQLite implementation on
-//! [`Store`] (tables `agent_sessions`, `agent_messages`, `team_tasks`, `team_messages`,
-//! `handoff_routes`: migrations 4, 9 and 10 in `db.rs`).
+//! [`Store`] (tables `agent_sessions`, `agent_messages`, `team_tasks` with its full-text index
+//! `team_tasks_fts`, `team_messages`, `team_message_reads`, `handoff_routes`: migrations 4, 9,
+//! 10 and the teams migration in `db.rs`).
 
 use std::fmt::Debug;
 
@@ -111,6 +112,35 @@ pub struct TeamTask {
     pub result: Option<String>,
     /// Unix milliseconds.
     pub created_ms: i64,
+    /// When it was claimed (Unix milliseconds), while claimed.
+    pub claimed_ms: Option<i64>,
+    /// While claimed: when the claim lapses unless renewed (Unix milliseconds); past it,
+    /// [`SessionStore::team_tasks_expire`] puts the task back to `pending`.
+    pub lease_until_ms: Option<i64>,
+}
+
+/// Which tasks [`SessionStore::team_tasks`] lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskFilter {
+    /// Not done yet: `pending`, `claimed` and `blocked`.
+    #[default]
+    Active,
+    /// Done.
+    Completed,
+    /// Every task.
+    All,
+}
+
+/// The order of [`SessionStore::team_tasks`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskOrder {
+    /// Highest priority first, then oldest first.
+    #[default]
+    Priority,
+    /// Newest first.
+    Newest,
 }
 
 /// One message between team members.
@@ -195,14 +225,43 @@ pub trait SessionStore: Send + Sync + Debug {
     /// of `blocked_by` is not done, else `pending`.
     fn team_task_create(&self, t: &TeamTask) -> Result<TeamTask, StoreError>;
 
-    /// A team's tasks, by priority (highest first) then age; `query` keeps those whose subject
-    /// or description contains it, ignoring case.
-    fn team_tasks(&self, team: &str, query: Option<&str>) -> Result<Vec<TeamTask>, StoreError>;
+    /// A team's tasks that pass `filter`, in `order`, at most `limit` (0: all).
+    fn team_tasks(
+        &self,
+        team: &str,
+        filter: TaskFilter,
+        order: TaskOrder,
+        limit: usize,
+    ) -> Result<Vec<TeamTask>, StoreError>;
+
+    /// A team's tasks matching `query` in their subject, description or result, best match
+    /// first (full-text, BM25), at most `limit`. Every word of `query` is taken literally
+    /// (quotes, `*`, `NEAR`, `-` are not search syntax); a task matching any word is found, one
+    /// matching more ranks higher. A query without a letter or digit finds nothing.
+    fn team_tasks_search(&self, team: &str, query: &str, limit: usize) -> Result<Vec<TeamTask>, StoreError>;
 
     /// Claims a pending task for `owner`, atomically: of many claimers (on any connection)
-    /// exactly one wins. Returns the task when this claim won, `None` when it is not pending
-    /// (any more).
-    fn team_task_claim(&self, team: &str, id: i64, owner: &str) -> Result<Option<TeamTask>, StoreError>;
+    /// exactly one wins. `id` `None` claims the next pending task (highest priority, then
+    /// oldest). The claim holds until `lease_until_ms` unless renewed
+    /// ([`SessionStore::team_tasks_renew`]). Returns the task when this claim won, `None` when
+    /// it is not pending (any more), or no task is.
+    fn team_task_claim(
+        &self,
+        team: &str,
+        id: Option<i64>,
+        owner: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<TeamTask>, StoreError>;
+
+    /// Extends the lease of every task `owner` holds on `team` to `lease_until_ms`; returns how
+    /// many.
+    fn team_tasks_renew(&self, team: &str, owner: &str, lease_until_ms: i64) -> Result<usize, StoreError>;
+
+    /// Puts the claimed tasks of `team` whose lease ended before `now_ms` back to `pending`, in
+    /// one step (of several processes sweeping at once, each task is returned to one). Returns
+    /// them as they were, with the owner that let the lease lapse.
+    fn team_tasks_expire(&self, team: &str, now_ms: i64) -> Result<Vec<TeamTask>, StoreError>;
 
     /// Completes a task claimed by `owner` and, in the same step, unblocks the tasks that waited
     /// only on done tasks. Returns the task, or `None` when `owner` does not hold it.
@@ -219,8 +278,14 @@ pub trait SessionStore: Send + Sync + Debug {
 
     /// Messages `reader` can see on a team (sent to it, broadcast, or sent by it), oldest first,
     /// at most 200: with `after`, the next ones after that id (paging forward); without, the
-    /// newest ones, so a new message is never hidden behind old ones.
+    /// newest ones, so a new message is never hidden behind old ones. Marks nothing read.
     fn team_messages(&self, team: &str, reader: &str, after: Option<i64>) -> Result<Vec<TeamMessage>, StoreError>;
+
+    /// The messages `reader` has not read yet (sent to it, or broadcast by another member),
+    /// oldest first, at most `limit` (0: all), marked read in the same transaction: a message is
+    /// returned once, even to concurrent readers on other connections. What it sent itself is
+    /// not unread for it.
+    fn team_messages_unread(&self, team: &str, reader: &str, limit: usize) -> Result<Vec<TeamMessage>, StoreError>;
 
     /// Routes `route.conversation` to `route.to_session`, replacing an earlier route of it.
     fn handoff_set(&self, route: &HandoffRoute) -> Result<(), StoreError>;
@@ -275,10 +340,28 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TeamTask> {
         blocked_by: serde_json::from_str(&blocked).unwrap_or_default(),
         result: r.get(8)?,
         created_ms: r.get(9)?,
+        claimed_ms: r.get(10)?,
+        lease_until_ms: r.get(11)?,
     })
 }
 
-const TASK_COLUMNS: &str = "id, team, subject, description, priority, status, owner, blocked_by, result, created_ms";
+const TASK_COLUMNS: &str = "id, team, subject, description, priority, status, owner, blocked_by, result, created_ms, claimed_ms, lease_until_ms";
+
+fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TeamMessage> {
+    Ok(TeamMessage {
+        id: r.get(0)?,
+        team: r.get(1)?,
+        from: r.get(2)?,
+        to: r.get(3)?,
+        content: r.get(4)?,
+        ts_ms: r.get(5)?,
+    })
+}
+
+/// SQLite's "no limit".
+fn sql_limit(limit: usize) -> i64 {
+    if limit == 0 { -1 } else { i64::try_from(limit).unwrap_or(i64::MAX) }
+}
 
 const ROUTE_COLUMNS: &str = "conversation, user, from_agent, to_agent, to_session, reason, created_ms";
 
@@ -505,29 +588,111 @@ impl SessionStore for Store {
         })
     }
 
-    fn team_tasks(&self, team: &str, query: Option<&str>) -> Result<Vec<TeamTask>, StoreError> {
+    fn team_tasks(
+        &self,
+        team: &str,
+        filter: TaskFilter,
+        order: TaskOrder,
+        limit: usize,
+    ) -> Result<Vec<TeamTask>, StoreError> {
+        let status = match filter {
+            TaskFilter::Active => "status != 'done'",
+            TaskFilter::Completed => "status = 'done'",
+            TaskFilter::All => "1",
+        };
+        let order = match order {
+            TaskOrder::Priority => "priority DESC, id",
+            TaskOrder::Newest => "created_ms DESC, id DESC",
+        };
         self.with(|conn| {
-            let sql = format!(
-                "SELECT {TASK_COLUMNS} FROM team_tasks WHERE team = ?1
-                   AND (?2 IS NULL OR instr(lower(subject || ' ' || description), lower(?2)) > 0)
-                 ORDER BY priority DESC, id"
-            );
+            let sql =
+                format!("SELECT {TASK_COLUMNS} FROM team_tasks WHERE team = ?1 AND {status} ORDER BY {order} LIMIT ?2");
             let mut stmt = conn.prepare_cached(&sql).doing("listing team tasks")?;
-            let rows = stmt.query_map(rusqlite::params![team, query], task_row).doing("listing team tasks")?;
+            let rows =
+                stmt.query_map(rusqlite::params![team, sql_limit(limit)], task_row).doing("listing team tasks")?;
             rows.collect::<Result<Vec<_>, _>>().doing("listing team tasks")
         })
     }
 
-    fn team_task_claim(&self, team: &str, id: i64, owner: &str) -> Result<Option<TeamTask>, StoreError> {
+    fn team_tasks_search(&self, team: &str, query: &str, limit: usize) -> Result<Vec<TeamTask>, StoreError> {
+        // Every word quoted, so nothing a model writes is FTS5 syntax.
+        let Some(expr) = crate::memory::fts_expression(query) else {
+            return Ok(Vec::new());
+        };
         self.with(|conn| {
+            let columns = TASK_COLUMNS.split(", ").map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", ");
             let sql = format!(
-                "UPDATE team_tasks SET status = 'claimed', owner = ?3
-                 WHERE team = ?1 AND id = ?2 AND status = 'pending' RETURNING {TASK_COLUMNS}"
+                "SELECT {columns} FROM team_tasks_fts JOIN team_tasks t ON t.id = team_tasks_fts.rowid
+                 WHERE team_tasks_fts MATCH ?1 AND t.team = ?2
+                 ORDER BY bm25(team_tasks_fts), t.id LIMIT ?3"
+            );
+            let mut stmt = conn.prepare_cached(&sql).doing("searching team tasks")?;
+            let rows = stmt
+                .query_map(rusqlite::params![expr, team, sql_limit(limit)], task_row)
+                .doing("searching team tasks")?;
+            rows.collect::<Result<Vec<_>, _>>().doing("searching team tasks")
+        })
+    }
+
+    fn team_task_claim(
+        &self,
+        team: &str,
+        id: Option<i64>,
+        owner: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<TeamTask>, StoreError> {
+        self.with(|conn| {
+            // One statement: SQLite runs it under the write lock, so of many claimers one wins.
+            let sql = format!(
+                "UPDATE team_tasks SET status = 'claimed', owner = ?3, claimed_ms = ?4, lease_until_ms = ?5
+                 WHERE id = (SELECT id FROM team_tasks WHERE team = ?1 AND status = 'pending'
+                               AND (?2 IS NULL OR id = ?2) ORDER BY priority DESC, id LIMIT 1)
+                 RETURNING {TASK_COLUMNS}"
             );
             let mut stmt = conn.prepare_cached(&sql).doing("claiming a team task")?;
-            let mut rows =
-                stmt.query_map(rusqlite::params![team, id, owner], task_row).doing("claiming a team task")?;
+            let mut rows = stmt
+                .query_map(rusqlite::params![team, id, owner, now_ms, lease_until_ms], task_row)
+                .doing("claiming a team task")?;
             rows.next().transpose().doing("claiming a team task")
+        })
+    }
+
+    fn team_tasks_renew(&self, team: &str, owner: &str, lease_until_ms: i64) -> Result<usize, StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE team_tasks SET lease_until_ms = ?3 WHERE team = ?1 AND owner = ?2 AND status = 'claimed'",
+                rusqlite::params![team, owner, lease_until_ms],
+            )
+            .doing("renewing team task leases")
+        })
+    }
+
+    fn team_tasks_expire(&self, team: &str, now_ms: i64) -> Result<Vec<TeamTask>, StoreError> {
+        self.with(|conn| {
+            // Read and release under one write lock, so each lapsed task is returned to one sweeper.
+            let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+                .doing("expiring team task leases")?;
+            let lapsed = {
+                let sql = format!(
+                    "SELECT {TASK_COLUMNS} FROM team_tasks
+                     WHERE team = ?1 AND status = 'claimed' AND lease_until_ms < ?2 ORDER BY id"
+                );
+                let mut stmt = tx.prepare_cached(&sql).doing("expiring team task leases")?;
+                let rows =
+                    stmt.query_map(rusqlite::params![team, now_ms], task_row).doing("expiring team task leases")?;
+                rows.collect::<Result<Vec<_>, _>>().doing("expiring team task leases")?
+            };
+            for t in &lapsed {
+                tx.execute(
+                    "UPDATE team_tasks SET status = 'pending', owner = NULL, claimed_ms = NULL, lease_until_ms = NULL
+                     WHERE id = ?1",
+                    [t.id],
+                )
+                .doing("expiring team task leases")?;
+            }
+            tx.commit().doing("expiring team task leases")?;
+            Ok(lapsed)
         })
     }
 
@@ -541,7 +706,7 @@ impl SessionStore for Store {
         self.with(|conn| {
             let tx = conn.unchecked_transaction().doing("completing a team task")?;
             let sql = format!(
-                "UPDATE team_tasks SET status = 'done', result = ?4
+                "UPDATE team_tasks SET status = 'done', result = ?4, lease_until_ms = NULL
                  WHERE team = ?1 AND id = ?2 AND owner = ?3 AND status = 'claimed' RETURNING {TASK_COLUMNS}"
             );
             let done = {
@@ -590,19 +755,42 @@ impl SessionStore for Store {
                      ) ORDER BY id",
                 )
                 .doing("reading team messages")?;
-            let rows = stmt
-                .query_map(rusqlite::params![team, reader, after], |r| {
-                    Ok(TeamMessage {
-                        id: r.get(0)?,
-                        team: r.get(1)?,
-                        from: r.get(2)?,
-                        to: r.get(3)?,
-                        content: r.get(4)?,
-                        ts_ms: r.get(5)?,
-                    })
-                })
-                .doing("reading team messages")?;
+            let rows = stmt.query_map(rusqlite::params![team, reader, after], message_row).doing("reading team messages")?;
             rows.collect::<Result<Vec<_>, _>>().doing("reading team messages")
+        })
+    }
+
+    fn team_messages_unread(&self, team: &str, reader: &str, limit: usize) -> Result<Vec<TeamMessage>, StoreError> {
+        self.with(|conn| {
+            // The read marker is the last id returned: ids only grow (each is assigned under the
+            // write lock), so nothing older can appear behind it. Immediate, so two readers of one
+            // member on different connections cannot both take the same messages.
+            let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+                .doing("reading team messages")?;
+            let unread = {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT id, team, sender, recipient, content, ts_ms FROM team_messages
+                         WHERE team = ?1 AND sender != ?2 AND (recipient IS NULL OR recipient = ?2)
+                           AND id > COALESCE((SELECT last_id FROM team_message_reads WHERE team = ?1 AND reader = ?2), 0)
+                         ORDER BY id LIMIT ?3",
+                    )
+                    .doing("reading team messages")?;
+                let rows = stmt
+                    .query_map(rusqlite::params![team, reader, sql_limit(limit)], message_row)
+                    .doing("reading team messages")?;
+                rows.collect::<Result<Vec<_>, _>>().doing("reading team messages")?
+            };
+            if let Some(last) = unread.last() {
+                tx.execute(
+                    "INSERT INTO team_message_reads (team, reader, last_id) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (team, reader) DO UPDATE SET last_id = max(last_id, excluded.last_id)",
+                    rusqlite::params![team, reader, last.id],
+                )
+                .doing("marking team messages read")?;
+            }
+            tx.commit().doing("reading team messages")?;
+            Ok(unread)
         })
     }
 
@@ -731,17 +919,17 @@ mod tests {
                     let db = db.clone();
                     scope.spawn(move || {
                         let s = Store::open(&db).unwrap();
-                        s.team_task_claim("t", a.id, &format!("agent{i}")).unwrap().is_some() as usize
+                        s.team_task_claim("t", Some(a.id), &format!("agent{i}"), 1, 2).unwrap().is_some() as usize
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).sum()
         });
         assert_eq!(winners, 1);
-        let owner = store.team_tasks("t", None).unwrap()[0].owner.clone().unwrap();
+        let owner = store.team_tasks("t", TaskFilter::All, TaskOrder::Priority, 0).unwrap()[0].owner.clone().unwrap();
         assert!(store.team_task_complete("t", a.id, "someone-else", "x").unwrap().is_none());
         assert!(store.team_task_complete("t", a.id, &owner, "done").unwrap().is_some());
-        let tasks = store.team_tasks("t", Some("B")).unwrap();
+        let tasks = store.team_tasks_search("t", "B", 10).unwrap();
         assert_eq!(tasks[0].status, "pending", "b unblocked");
         store
             .team_message_send(&TeamMessage {

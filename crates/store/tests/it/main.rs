@@ -13,6 +13,7 @@ mod grants;
 mod locks;
 mod secrets;
 mod sessions;
+mod teams;
 
 // Beside the contract, in the same binary: local memory through the public API, and what the
 // SQLite backend's encryption writes to disk.

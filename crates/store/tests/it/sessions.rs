@@ -1,8 +1,9 @@
-//! [`SessionStore`]: agent sessions, their messages, team boards and messages, handoff routes.
+//! [`SessionStore`]: agent sessions, their messages, handoff routes (team boards and messages:
+//! `teams.rs`).
 //! (Closing the sessions of a process that died is tested beside the SQLite backend, which
 //! knows how to fake a dead process.)
 
-use toolgate_store::{HandoffRoute, MessageRecord, SessionFilter, SessionRecord, TeamMessage, TeamTask};
+use toolgate_store::{HandoffRoute, MessageRecord, SessionFilter, SessionRecord};
 
 use crate::on_every_backend;
 
@@ -112,139 +113,6 @@ fn finished_idle_sessions_are_archived_and_live_ones_are_not_orphans() {
         // s2 is run by this live process: not an orphan, even seen from another connection.
         assert_eq!(db.connect().sessions.sessions_fail_orphans(200).unwrap(), 0);
         assert_eq!(store.session("s2").unwrap().unwrap().status, "running");
-    });
-}
-
-fn task(subject: &str, priority: i64, blocked_by: Vec<i64>) -> TeamTask {
-    TeamTask {
-        team: "t".into(),
-        subject: subject.into(),
-        description: format!("details of {subject}"),
-        priority,
-        blocked_by,
-        created_ms: 1,
-        ..TeamTask::default()
-    }
-}
-
-#[test]
-fn team_tasks_are_claimed_once_and_completing_one_unblocks_others() {
-    on_every_backend(|db| {
-        let store = db.connect().sessions;
-        let a = store.team_task_create(&task("a", 0, vec![])).unwrap();
-        let b = store.team_task_create(&task("b", 0, vec![a.id])).unwrap();
-        assert_eq!((a.status.as_str(), b.status.as_str()), ("pending", "blocked"));
-        assert_eq!((b.team.as_str(), b.subject.as_str(), b.blocked_by.as_slice()), ("t", "b", &[a.id][..]));
-        assert!(store.team_task_claim("t", b.id, "x").unwrap().is_none(), "a blocked task cannot be claimed");
-        assert!(store.team_task_claim("other team", a.id, "x").unwrap().is_none(), "another team's id");
-        // Many claimers, each on its own connection: exactly one wins.
-        let winners: Vec<String> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..16)
-                .map(|i| {
-                    let sessions = db.connect().sessions;
-                    scope.spawn(move || {
-                        let me = format!("agent{i}");
-                        sessions.team_task_claim("t", a.id, &me).unwrap().map(|t| (t, me))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .filter_map(|h| h.join().unwrap())
-                .map(|(t, me)| {
-                    assert_eq!((t.status.as_str(), t.owner.as_deref()), ("claimed", Some(me.as_str())));
-                    me
-                })
-                .collect()
-        });
-        assert_eq!(winners.len(), 1, "{winners:?}");
-        let owner = &winners[0];
-        assert!(store.team_task_claim("t", a.id, "late").unwrap().is_none(), "claimed already");
-        assert!(store.team_task_complete("t", a.id, "someone-else", "x").unwrap().is_none());
-        let done = store.team_task_complete("t", a.id, owner, "all done").unwrap().unwrap();
-        assert_eq!((done.status.as_str(), done.result.as_deref()), ("done", Some("all done")));
-        assert!(store.team_task_complete("t", a.id, owner, "again").unwrap().is_none(), "done already");
-        let tasks = store.team_tasks("t", Some("B")).unwrap();
-        assert_eq!(tasks.iter().map(|t| t.subject.as_str()).collect::<Vec<_>>(), ["b"], "search ignores case");
-        assert_eq!(tasks[0].status, "pending", "b unblocked");
-    });
-}
-
-#[test]
-fn a_task_waits_for_every_task_it_is_blocked_by() {
-    on_every_backend(|db| {
-        let store = db.connect().sessions;
-        let a = store.team_task_create(&task("a", 0, vec![])).unwrap();
-        let b = store.team_task_create(&task("b", 0, vec![])).unwrap();
-        let c = store.team_task_create(&task("c", 0, vec![a.id, b.id])).unwrap();
-        assert_eq!(c.status, "blocked");
-        store.team_task_claim("t", a.id, "x").unwrap().unwrap();
-        store.team_task_complete("t", a.id, "x", "").unwrap().unwrap();
-        assert_eq!(store.team_tasks("t", Some("details of c")).unwrap()[0].status, "blocked", "b is not done");
-        store.team_task_claim("t", b.id, "y").unwrap().unwrap();
-        store.team_task_complete("t", b.id, "y", "").unwrap().unwrap();
-        assert_eq!(store.team_tasks("t", Some("details of c")).unwrap()[0].status, "pending");
-        // Blocked only by done tasks: pending from the start.
-        assert_eq!(store.team_task_create(&task("d", 0, vec![a.id])).unwrap().status, "pending");
-    });
-}
-
-#[test]
-fn team_tasks_are_listed_by_priority_then_age() {
-    on_every_backend(|db| {
-        let store = db.connect().sessions;
-        for (subject, priority) in [("low", 0), ("high", 5), ("low too", 0), ("mid", 2)] {
-            store.team_task_create(&task(subject, priority, vec![])).unwrap();
-        }
-        store.team_task_create(&TeamTask { team: "other".into(), ..task("elsewhere", 9, vec![]) }).unwrap();
-        let subjects: Vec<String> = store.team_tasks("t", None).unwrap().into_iter().map(|t| t.subject).collect();
-        assert_eq!(subjects, ["high", "mid", "low", "low too"]);
-        assert!(store.team_tasks("t", Some("nothing like it")).unwrap().is_empty());
-        assert!(store.team_tasks("nobody", None).unwrap().is_empty());
-    });
-}
-
-#[test]
-fn team_messages_reach_their_readers_newest_kept_and_page_forward() {
-    on_every_backend(|db| {
-        let store = db.connect().sessions;
-        let send = |from: &str, to: Option<&str>, content: &str| {
-            store
-                .team_message_send(&TeamMessage {
-                    team: "t".into(),
-                    from: from.into(),
-                    to: to.map(Into::into),
-                    content: content.into(),
-                    ts_ms: 1,
-                    ..TeamMessage::default()
-                })
-                .unwrap()
-        };
-        let first = send("x", None, "hi all");
-        let private = send("x", Some("y"), "for y");
-        assert!(private > first, "ids increase");
-        send("z", Some("x"), "for x");
-        let read = |reader: &str| -> Vec<String> {
-            store.team_messages("t", reader, None).unwrap().into_iter().map(|m| m.content).collect()
-        };
-        assert_eq!(read("y"), ["hi all", "for y"]);
-        assert_eq!(read("x"), ["hi all", "for y", "for x"], "what it sent and what was sent to it");
-        assert_eq!(read("w"), ["hi all"]);
-        let got = &store.team_messages("t", "y", None).unwrap()[1];
-        assert_eq!((got.id, got.from.as_str(), got.to.as_deref(), got.team.as_str()), (private, "x", Some("y"), "t"));
-        assert!(store.team_messages("other", "y", None).unwrap().is_empty());
-        for i in 0..250 {
-            send("x", None, &format!("m{i}"));
-        }
-        let newest = store.team_messages("t", "y", None).unwrap();
-        assert_eq!(newest.len(), 200);
-        assert_eq!(newest.last().unwrap().content, "m249", "the newest message is never cut off");
-        assert!(newest.windows(2).all(|w| w[0].id < w[1].id), "oldest first");
-        let page = store.team_messages("t", "y", Some(0)).unwrap();
-        assert_eq!((page[0].content.as_str(), page.len()), ("hi all", 200));
-        let next = store.team_messages("t", "y", Some(page.last().unwrap().id)).unwrap();
-        assert_eq!(next.len(), 52, "paging forward from the last id read");
-        assert_eq!(next.last().unwrap().content, "m249");
     });
 }
 

@@ -166,6 +166,7 @@ fn migrations_reach_the_latest_version() {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     // audit, grants, secrets, sessions and teams, started audit rows, custom tools, memory,
     // audit detail, agent session writers, handoff routes, the memory index's change counter,
-    // the embedding cache, the name a dialect call used.
-    assert_eq!(version, 13);
+    // the embedding cache, the name a dialect call used, path locks, teams that run (leases,
+    // task search, read markers).
+    assert_eq!(version, 15);
 }
