@@ -269,13 +269,46 @@ impl AgentLink {
 }
 
 /// `[teams.NAME]`: a lead and its members, sharing a task board and messages.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TeamConfig {
     /// The lead agent.
     pub lead: String,
     /// The member agents.
     pub members: Vec<String>,
+    /// Members the runtime runs at once (default 3).
+    pub max_active: usize,
+    /// Model turns the members' runs may take, together, before the team is stopped (default
+    /// 200). Counted from the last time the board had no active task.
+    pub max_turns: u64,
+    /// Tokens (in and out) the members' runs may use, together, before the team is stopped
+    /// (default 2,000,000). Counted like `max_turns`.
+    pub max_tokens: u64,
+    /// How long a claim holds without renewal (default 300 s). The runtime renews the claims of
+    /// members it runs; a claim whose holder stopped (crashed) lapses and the task is pending
+    /// again.
+    pub lease_secs: f64,
+}
+
+impl Default for TeamConfig {
+    fn default() -> Self {
+        TeamConfig {
+            lead: String::new(),
+            members: Vec::new(),
+            max_active: 3,
+            max_turns: 200,
+            max_tokens: 2_000_000,
+            lease_secs: 300.0,
+        }
+    }
+}
+
+impl TeamConfig {
+    /// How long a claim holds without renewal (`lease_secs`, at least 100 ms).
+    pub fn lease(&self) -> std::time::Duration {
+        let secs = if self.lease_secs.is_finite() { self.lease_secs.clamp(0.1, 1e7) } else { 300.0 };
+        std::time::Duration::from_secs_f64(secs)
+    }
 }
 
 impl AgentsConfig {
@@ -342,6 +375,12 @@ impl AgentsConfig {
                 if !self.agents.contains_key(m) {
                     out.push(format!("[teams.{name}] names `{m}`, which is not an agent"));
                 }
+            }
+            if t.max_active == 0 {
+                out.push(format!("[teams.{name}] max_active is 0: no member would ever run (the default is 3)"));
+            }
+            if !(t.lease_secs.is_finite() && t.lease_secs >= 0.1) {
+                out.push(format!("[teams.{name}] lease_secs must be at least 0.1 (the default is 300)"));
             }
         }
         for (name, p) in &self.providers {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use toolgate_core::{Annotations, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
-use toolgate_store::{SessionFilter, SessionRecord, TeamMessage, TeamTask};
+use toolgate_store::{SessionFilter, SessionRecord, TaskFilter, TaskOrder, TeamMessage, TeamTask};
 
 use crate::runtime::{RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, clip, clip_text};
 use crate::{AgentError, now_ms};
@@ -128,7 +128,7 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
                 "action": {"type": "string", "enum": ["handoff", "clear"], "default": "handoff"},
             },
         })).annotations(Annotations::LOCAL_WRITE)),
-        t(Kind::TeamTasks, ToolSpec::new("team_tasks", "Your team's task board: list, create (lead), claim (atomic: one claimer wins), complete (unblocks tasks waiting on it), search.", json!({
+        t(Kind::TeamTasks, ToolSpec::new("team_tasks", "Your team's task board: list (filter active/completed/all, order priority/newest), create (lead; blocked_by for order), claim (a task_id, or none for the next pending task; atomic: one claimer wins), complete (with your result; unblocks tasks waiting on it), search (full text over subject, description and result).", json!({
             "type": "object", "additionalProperties": false, "required": ["action"],
             "properties": {
                 "action": {"type": "string", "enum": ["list", "create", "claim", "complete", "search"]},
@@ -136,14 +136,17 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
                 "description": {"type": "string", "maxLength": 20000}, "priority": {"type": "integer", "minimum": -100, "maximum": 100},
                 "blocked_by": {"type": "array", "items": {"type": "integer"}, "maxItems": 50},
                 "task_id": {"type": "integer"}, "result": {"type": "string", "maxLength": 100000}, "query": s("words to look for"),
+                "filter": {"type": "string", "enum": ["active", "completed", "all"], "default": "active", "description": "list: active (pending, claimed, blocked), completed or all"},
+                "order": {"type": "string", "enum": ["priority", "newest"], "default": "priority", "description": "list: priority (highest first, then oldest) or newest first"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
             },
         })).annotations(Annotations::LOCAL_WRITE)),
-        t(Kind::TeamMessage, ToolSpec::new("team_message", "Message your team: send (to one member), broadcast, read.", json!({
+        t(Kind::TeamMessage, ToolSpec::new("team_message", "Message your team: send (to one member), broadcast (to every other member), read (your unread messages, which are then marked read; with `after`, the history after that id).", json!({
             "type": "object", "additionalProperties": false, "required": ["action"],
             "properties": {
                 "action": {"type": "string", "enum": ["send", "broadcast", "read"]}, "team": s("the team (default: your first team)"),
                 "to": s("the member"), "content": {"type": "string", "maxLength": 20000},
-                "after": {"type": "integer", "minimum": 0, "description": "read: the 200 messages after this id (default: the newest 200)"},
+                "after": {"type": "integer", "minimum": 0, "description": "read: the history, the 200 messages after this id, marking nothing read (default: your unread messages)"},
             },
         })).annotations(Annotations::LOCAL_WRITE)),
     ]
@@ -450,25 +453,58 @@ fn team(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<(String, bool), Age
     }
 }
 
-fn team_tasks(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
+/// Most unread messages one `team_message read` returns; the rest stay unread for the next.
+const UNREAD_PAGE: usize = 100;
+
+fn task_filter(p: &Value) -> Result<TaskFilter, AgentError> {
+    match p["filter"].as_str().unwrap_or("active") {
+        "active" => Ok(TaskFilter::Active),
+        "completed" => Ok(TaskFilter::Completed),
+        "all" => Ok(TaskFilter::All),
+        other => Err(AgentError::Invalid(format!("unknown filter `{}`; use active, completed or all", clip(other)))),
+    }
+}
+
+fn task_order(p: &Value) -> Result<TaskOrder, AgentError> {
+    match p["order"].as_str().unwrap_or("priority") {
+        "priority" => Ok(TaskOrder::Priority),
+        "newest" => Ok(TaskOrder::Newest),
+        other => Err(AgentError::Invalid(format!("unknown order `{}`; use priority or newest", clip(other)))),
+    }
+}
+
+fn team_tasks(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
     let action = p["action"].as_str().unwrap_or_default();
     let (team, lead) = team(r, ctx, p)?;
     let me = ctx.identity.agent.as_str();
     let store = r.store();
-    let task_id = || {
-        p["task_id"].as_i64().ok_or_else(|| AgentError::Invalid(format!("`task_id` is required for action `{action}`")))
-    };
+    let limit = p["limit"].as_u64().unwrap_or(100).clamp(1, 500) as usize;
     match action {
-        "list" => Ok(ToolOutput::json(json!({"team": team, "tasks": store.team_tasks(&team, None)?}))),
-        "search" => Ok(ToolOutput::json(json!({"team": team, "tasks": store.team_tasks(&team, Some(need(p, "query", action)?))?}))),
+        "list" => {
+            let tasks = store.team_tasks(&team, task_filter(p)?, task_order(p)?, limit)?;
+            Ok(ToolOutput::json(json!({"team": team, "tasks": tasks})))
+        }
+        "search" => {
+            let tasks = store.team_tasks_search(&team, need(p, "query", action)?, limit)?;
+            let note = tasks.is_empty().then_some("no task matches those words; try others, or list the tasks");
+            Ok(ToolOutput::json(json!({"team": team, "tasks": tasks, "note": note})))
+        }
         "create" => {
             if !lead {
-                return Err(AgentError::Invalid(format!("only the lead of team `{team}` creates tasks; message the lead instead")));
+                return Err(AgentError::Invalid(format!(
+                    "only the lead of team `{team}` creates tasks; message the lead instead"
+                )));
             }
-            let blocked_by: Vec<i64> = p["blocked_by"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default();
+            let mut blocked_by = Vec::new();
+            for v in p["blocked_by"].as_array().into_iter().flatten() {
+                blocked_by.push(v.as_i64().ok_or_else(|| {
+                    AgentError::Invalid("`blocked_by` lists task ids (integers) from this board".to_owned())
+                })?);
+            }
+            let subject = need(p, "subject", action)?.to_owned();
             let task = store.team_task_create(&TeamTask {
                 team: team.clone(),
-                subject: need(p, "subject", action)?.to_owned(),
+                subject,
                 description: p["description"].as_str().unwrap_or_default().to_owned(),
                 priority: p["priority"].as_i64().unwrap_or(0),
                 blocked_by,
@@ -477,15 +513,44 @@ fn team_tasks(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, A
             })?;
             Ok(ToolOutput::json(json!({"created": task})))
         }
-        "claim" => match store.team_task_claim(&team, task_id()?, me)? {
-            Some(t) => Ok(ToolOutput::json(json!({"claimed": t}))),
-            None => Err(AgentError::Invalid("that task is not pending (claimed by someone else, blocked, done, or unknown); list the tasks and claim another".to_owned())),
-        },
-        "complete" => match store.team_task_complete(&team, task_id()?, me, p["result"].as_str().unwrap_or_default())? {
-            Some(t) => Ok(ToolOutput::json(json!({"completed": t}))),
-            None => Err(AgentError::Invalid("you do not hold that task (claim it first); list the tasks".to_owned())),
-        },
-        other => Err(AgentError::Invalid(format!("unknown action `{}`; use list, create, claim, complete or search", clip(other)))),
+        "claim" => {
+            let id = match &p["task_id"] {
+                Value::Null => None,
+                v => Some(v.as_i64().ok_or_else(|| {
+                    AgentError::Invalid(
+                        "`task_id` is a task's id (an integer); leave it out to take the next pending task".to_owned(),
+                    )
+                })?),
+            };
+            let now = now_ms();
+            let lease = r.config().teams[&team].lease();
+            match store.team_task_claim(&team, id, me, now, now.saturating_add(lease.as_millis() as i64))? {
+                Some(t) => Ok(ToolOutput::json(json!({"claimed": t,
+                    "note": "work on it, then complete it with your result (team_tasks complete, task_id, result)"}))),
+                None if id.is_none() => Err(AgentError::Invalid(
+                    "no task is pending (all are claimed, blocked or done); list the tasks, or finish".to_owned(),
+                )),
+                None => Err(AgentError::Invalid(
+                    "that task is not pending (claimed by someone else, blocked, done, or unknown); list the tasks and claim another, or claim without task_id".to_owned(),
+                )),
+            }
+        }
+        "complete" => {
+            let id = p["task_id"]
+                .as_i64()
+                .ok_or_else(|| AgentError::Invalid("`task_id` is required for action `complete`".to_owned()))?;
+            match store.team_task_complete(&team, id, me, p["result"].as_str().unwrap_or_default())? {
+                Some(t) => Ok(ToolOutput::json(json!({"completed": t}))),
+                None => Err(AgentError::Invalid(
+                    "you do not hold that task (claim it first; a claim whose lease lapsed is gone); list the tasks"
+                        .to_owned(),
+                )),
+            }
+        }
+        other => Err(AgentError::Invalid(format!(
+            "unknown action `{}`; use list, create, claim, complete or search",
+            clip(other)
+        ))),
     }
 }
 
@@ -516,7 +581,20 @@ fn team_message(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput,
             })?;
             Ok(ToolOutput::json(json!({"sent": id})))
         }
-        "read" => Ok(ToolOutput::json(json!({"messages": store.team_messages(&team, &me, p["after"].as_i64())?}))),
+        "read" => match p["after"].as_i64() {
+            Some(after) => Ok(ToolOutput::json(json!({"messages": store.team_messages(&team, &me, Some(after))?}))),
+            None => {
+                let unread = store.team_messages_unread(&team, &me, UNREAD_PAGE)?;
+                let note = if unread.is_empty() {
+                    Some("no unread messages")
+                } else if unread.len() == UNREAD_PAGE {
+                    Some("there may be more: read again")
+                } else {
+                    None
+                };
+                Ok(ToolOutput::json(json!({"messages": unread, "note": note})))
+            }
+        },
         other => Err(AgentError::Invalid(format!("unknown action `{}`; use send, broadcast or read", clip(other)))),
     }
 }

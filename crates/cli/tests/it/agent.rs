@@ -381,7 +381,7 @@ async fn team_claims_are_atomic_through_the_gate() {
     for m in &members {
         cfg.agents.insert(m.clone(), agent("worker"));
     }
-    cfg.teams.insert("crew".into(), TeamConfig { lead: "main".into(), members: members.clone() });
+    cfg.teams.insert("crew".into(), TeamConfig { lead: "main".into(), members: members.clone(), ..Default::default() });
     let gate = gate(dir.path(), cfg);
     let lead = as_agent(&gate, "main", "lead");
     let a = gate
@@ -829,7 +829,10 @@ async fn delegation_and_team_briefings_search_and_per_user_links() {
     let mut small = agent("a lead with a small crew");
     small.links = vec!["worker-00".into()];
     cfg.agents.insert("lead".into(), small);
-    cfg.teams.insert("crew".into(), TeamConfig { lead: "lead".into(), members: vec!["worker-01".into()] });
+    cfg.teams.insert(
+        "crew".into(),
+        TeamConfig { lead: "lead".into(), members: vec!["worker-01".into()], ..Default::default() },
+    );
     cfg.agents.insert("secret".into(), agent("only for alice"));
     cfg.agent_links.push(AgentLink {
         from: "main".into(),
