@@ -209,6 +209,18 @@ pub trait SessionStore: Send + Sync + Debug {
     /// Appends a message to a session; returns its sequence number (1, 2, ... per session).
     fn session_append(&self, session: &str, m: &MessageRecord) -> Result<i64, StoreError>;
 
+    /// Appends `messages` to a session in order and adds `usage` (input tokens, output tokens,
+    /// cost in US dollars) to it, in one transaction: all of it is stored or none (an agent
+    /// turn: the assistant's message, its tool results, the reply's usage). Returns the sequence
+    /// numbers given to the messages.
+    fn session_append_turn(
+        &self,
+        session: &str,
+        messages: &[MessageRecord],
+        usage: Option<(u64, u64, f64)>,
+        now_ms: i64,
+    ) -> Result<Vec<i64>, StoreError>;
+
     /// A session's messages in order; `last` keeps only the last so many (0: all).
     fn session_messages(&self, session: &str, last: usize) -> Result<Vec<MessageRecord>, StoreError>;
 
@@ -454,40 +466,70 @@ impl SessionStore for Store {
     }
 
     fn session_add_usage(&self, id: &str, input: u64, output: u64, cost: f64, now_ms: i64) -> Result<(), StoreError> {
-        self.with(|conn| {
-            conn.execute(
-                "UPDATE agent_sessions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3,
-                     cost_usd = cost_usd + ?4, updated_ms = ?5 WHERE id = ?1",
-                rusqlite::params![id, input as i64, output as i64, cost, now_ms],
-            )
-            .map(drop)
-            .doing("recording agent usage")
-        })
+        self.session_append_turn(id, &[], Some((input, output, cost)), now_ms).map(drop)
     }
 
     fn session_append(&self, session: &str, m: &MessageRecord) -> Result<i64, StoreError> {
+        let seqs = self.session_append_turn(session, std::slice::from_ref(m), None, m.ts_ms)?;
+        Ok(seqs.first().copied().unwrap_or_default())
+    }
+
+    fn session_append_turn(
+        &self,
+        session: &str,
+        messages: &[MessageRecord],
+        usage: Option<(u64, u64, f64)>,
+        now_ms: i64,
+    ) -> Result<Vec<i64>, StoreError> {
+        if messages.is_empty() && usage.is_none() {
+            return Ok(Vec::new());
+        }
+        const DOING: &str = "saving an agent turn";
         self.with(|conn| {
-            let seq = conn.query_row(
-                "INSERT INTO agent_messages (session, seq, role, content, tool_calls, tool_call_id, tool_name, is_error, ts_ms)
-                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM agent_messages WHERE session = ?1),
-                         ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 RETURNING seq",
-                rusqlite::params![
-                    session,
-                    m.role,
-                    m.content,
-                    m.tool_calls,
-                    m.tool_call_id,
-                    m.tool_name,
-                    m.is_error,
-                    m.ts_ms
-                ],
-                |r| r.get(0),
+            // IMMEDIATE: the write lock is taken before the next sequence number is read, so
+            // two connections appending to one session cannot both take it.
+            let tx =
+                rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate).doing(DOING)?;
+            let mut seqs = Vec::with_capacity(messages.len());
+            if !messages.is_empty() {
+                let mut next: i64 = tx
+                    .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM agent_messages WHERE session = ?1")
+                    .and_then(|mut s| s.query_row([session], |r| r.get(0)))
+                    .doing(DOING)?;
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO agent_messages
+                             (session, seq, role, content, tool_calls, tool_call_id, tool_name, is_error, ts_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    )
+                    .doing(DOING)?;
+                for m in messages {
+                    next += 1;
+                    insert
+                        .execute(rusqlite::params![
+                            session,
+                            next,
+                            m.role,
+                            m.content,
+                            m.tool_calls,
+                            m.tool_call_id,
+                            m.tool_name,
+                            m.is_error,
+                            m.ts_ms
+                        ])
+                        .doing(DOING)?;
+                    seqs.push(next);
+                }
+            }
+            let (input, output, cost) = usage.unwrap_or_default();
+            tx.prepare_cached(
+                "UPDATE agent_sessions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3,
+                     cost_usd = cost_usd + ?4, updated_ms = ?5 WHERE id = ?1",
             )
-            .doing("saving an agent message")?;
-            conn.execute("UPDATE agent_sessions SET updated_ms = ?2 WHERE id = ?1", rusqlite::params![session, m.ts_ms])
-                .doing("saving an agent message")?;
-            Ok(seq)
+            .and_then(|mut s| s.execute(rusqlite::params![session, input as i64, output as i64, cost, now_ms]))
+            .doing(DOING)?;
+            tx.commit().doing(DOING)?;
+            Ok(seqs)
         })
     }
 
@@ -897,6 +939,36 @@ mod tests {
         assert_eq!(store.sessions_fail_orphans(200).unwrap(), 1);
         assert_eq!(store.session("s2").unwrap().unwrap().status, "failed");
         assert!(store.session("nope").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_turn_that_fails_to_save_leaves_the_session_as_it_was() {
+        let (_dir, store) = store();
+        let s = SessionRecord { id: "s1".into(), status: "running".into(), ..SessionRecord::default() };
+        store.session_create(&s).unwrap();
+        let m = |role: &str, content: &str| MessageRecord {
+            role: role.into(),
+            content: content.into(),
+            ..Default::default()
+        };
+        store.session_append_turn("s1", &[m("user", "go")], Some((1, 1, 0.5)), 5).unwrap();
+        // The second message of the next turn is refused: the first must not stay behind.
+        store
+            .with(|conn| {
+                conn.execute_batch(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON agent_messages WHEN NEW.content = 'boom'
+                     BEGIN SELECT RAISE(ABORT, 'refused'); END",
+                )
+                .doing("test")
+            })
+            .unwrap();
+        let err = store.session_append_turn("s1", &[m("assistant", "ok"), m("tool", "boom")], Some((7, 7, 1.0)), 9);
+        assert!(err.unwrap_err().to_string().contains("saving an agent turn"));
+        let got = store.session("s1").unwrap().unwrap();
+        assert_eq!((got.message_count, got.input_tokens, got.output_tokens, got.updated_ms), (1, 1, 1, 5));
+        assert!((got.cost_usd - 0.5).abs() < 1e-9);
+        // The connection is usable again, numbering on from the stored messages.
+        assert_eq!(store.session_append("s1", &m("user", "again")).unwrap(), 2);
     }
 
     #[test]

@@ -71,6 +71,60 @@ fn a_session_keeps_its_messages_usage_and_outcome() {
 }
 
 #[test]
+fn a_turn_is_appended_with_its_usage_at_once() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        store.session_create(&session("s1", 10)).unwrap();
+        assert_eq!(store.session_append("s1", &message("user", 11)).unwrap(), 1);
+        let assistant = MessageRecord {
+            tool_calls: Some(r#"[{"id":"c1","name":"read","arguments":"{}"}]"#.into()),
+            ..message("assistant", 12)
+        };
+        let tool = MessageRecord {
+            tool_call_id: Some("c1".into()),
+            tool_name: Some("read".into()),
+            is_error: true,
+            ..message("tool", 13)
+        };
+        let turn = [assistant.clone(), tool.clone()];
+        assert_eq!(store.session_append_turn("s1", &turn, Some((100, 20, 0.5)), 14).unwrap(), [2, 3]);
+        let got = store.session("s1").unwrap().unwrap();
+        assert_eq!((got.input_tokens, got.output_tokens, got.message_count, got.updated_ms), (100, 20, 3, 14));
+        assert!((got.cost_usd - 0.5).abs() < 1e-9, "{}", got.cost_usd);
+        let all = store.session_messages("s1", 0).unwrap();
+        assert_eq!(all[1..], [MessageRecord { seq: 2, ..assistant }, MessageRecord { seq: 3, ..tool }]);
+        // Messages without usage, usage without messages, and nothing at all.
+        assert_eq!(store.session_append_turn("s1", &[message("assistant", 15)], None, 15).unwrap(), [4]);
+        assert!(store.session_append_turn("s1", &[], Some((1, 2, 0.25)), 16).unwrap().is_empty());
+        assert!(store.session_append_turn("s1", &[], None, 99).unwrap().is_empty());
+        let got = store.session("s1").unwrap().unwrap();
+        assert_eq!((got.input_tokens, got.output_tokens, got.message_count, got.updated_ms), (101, 22, 4, 16));
+        assert!((got.cost_usd - 0.75).abs() < 1e-9, "{}", got.cost_usd);
+        // Turns written at once on separate connections never interleave or share a number.
+        std::thread::scope(|scope| {
+            for writer in 0..4 {
+                let sessions = db.connect().sessions;
+                scope.spawn(move || {
+                    for turn in 0..10 {
+                        let ms: Vec<MessageRecord> = (0..3)
+                            .map(|i| MessageRecord { content: format!("{writer}/{turn}/{i}"), ..message("tool", 20) })
+                            .collect();
+                        sessions.session_append_turn("s1", &ms, Some((1, 1, 0.0)), 20).unwrap();
+                    }
+                });
+            }
+        });
+        let all = store.session_messages("s1", 0).unwrap();
+        assert_eq!(all.iter().map(|m| m.seq).collect::<Vec<_>>(), (1..=124).collect::<Vec<_>>());
+        for turn in all[4..].chunks(3) {
+            let prefix = |m: &MessageRecord| m.content.rsplit_once('/').map(|(p, _)| p.to_owned());
+            assert!(turn.iter().all(|m| prefix(m) == prefix(&turn[0])), "a turn's messages are together: {turn:?}");
+        }
+        assert_eq!(store.session("s1").unwrap().unwrap().input_tokens, 141);
+    });
+}
+
+#[test]
 fn sessions_are_filtered_and_listed_newest_first() {
     on_every_backend(|db| {
         let store = db.connect().sessions;
