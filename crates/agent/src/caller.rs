@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
+use toolgate_store::{SessionCalls, SessionQuery};
 
 /// Calls tools on an agent's behalf. The `toolgate` crate implements it for `Gate`, so every
 /// call an agent makes runs through the gate's whole pipeline (policy for the agent's narrowed
@@ -31,5 +32,12 @@ pub trait ToolCaller: Send + Sync {
     fn scrub(&self, ctx: &CallContext, text: &str) -> String {
         let _ = ctx;
         text.to_owned()
+    }
+
+    /// What the gate's audit log knows of callers' sessions (an MCP client's, a CLI call's),
+    /// for `session_status` and `sessions_list`. Default: nothing.
+    fn session_calls(&self, query: &SessionQuery<'_>) -> Vec<SessionCalls> {
+        let _ = query;
+        Vec::new()
     }
 }

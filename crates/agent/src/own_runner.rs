@@ -106,6 +106,7 @@ impl Drive<'_> {
                 out.error = Some(e.to_string());
             }
         }
+        self.commit();
         out
     }
 }

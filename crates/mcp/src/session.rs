@@ -6,18 +6,34 @@
 //! - Streamable HTTP without one (2026-07-28 stateless requests): the caller's credential, as
 //!   a hash of its `Authorization` header: clients that share a credential share this state, so
 //!   give each agent its own.
-//! - stdio: the process is the session (each client starts its own server); the handler's
-//!   context is kept.
+//! - stdio: the process is the session (each client starts its own server): `mcp-stdio-<pid>-<n>`,
+//!   unless the handler's context names a session of its own, so two servers on one workspace
+//!   (two coding agents) do not share read-before-write, locks or the loop breaker.
 
 use rmcp::service::{RequestContext, RoleServer};
 use toolgate_core::CallContext;
 
 /// Sets `ctx`'s session from the request, when the transport names one.
 pub(crate) fn apply(ctx: &mut CallContext, request: &RequestContext<RoleServer>) {
-    let Some(parts) = request.extensions.get::<http::request::Parts>() else { return };
+    let Some(parts) = request.extensions.get::<http::request::Parts>() else {
+        if ctx.identity.session == toolgate_core::Identity::default().session {
+            ctx.identity.session = this_process().to_owned();
+        }
+        return;
+    };
     if let Some(session) = of_headers(&parts.headers) {
         ctx.identity.session = session;
     }
+}
+
+/// The session of a stdio server: its pid and start time (a later process with the same pid
+/// gets another id).
+fn this_process() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        format!("mcp-stdio-{}-{:x}", std::process::id(), now.as_micros())
+    })
 }
 
 /// The session the headers of an HTTP request name, if any.

@@ -94,6 +94,45 @@ pub trait AuditStore: Send + Sync + Debug {
     /// their outcome becomes [`INTERRUPTED`], with an error saying so. Rows of a live toolgate
     /// are kept. Returns how many rows were closed.
     fn close_interrupted_calls(&self) -> Result<usize, StoreError>;
+
+    /// The calls of `user`'s sessions since `since_ms`: `session` alone, or else every session
+    /// whose id starts with `prefix`, most recently active first, at most `limit`. Events that
+    /// are not calls (tool [`TEXT_EVENT`]) are not counted.
+    fn audit_sessions(&self, query: &SessionQuery<'_>) -> Result<Vec<SessionCalls>, StoreError>;
+}
+
+/// The tool name of an audit event for redacted model text or an agent-to-agent message: not a
+/// call.
+pub const TEXT_EVENT: &str = "agent_text";
+
+/// Which sessions [`AuditStore::audit_sessions`] summarises.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionQuery<'a> {
+    /// Only this user's calls.
+    pub user: &'a str,
+    /// This session alone.
+    pub session: Option<&'a str>,
+    /// Without `session`: sessions whose id starts with this (`mcp-`).
+    pub prefix: &'a str,
+    /// Calls at or after this time (ms since the epoch).
+    pub since_ms: i64,
+    /// At most this many sessions.
+    pub limit: usize,
+}
+
+/// What the audit log knows of one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionCalls {
+    /// The session id.
+    pub session: String,
+    /// The agent of its latest call.
+    pub agent: String,
+    /// Calls recorded.
+    pub calls: u64,
+    /// Its first call (ms since the epoch).
+    pub first_ms: i64,
+    /// Its latest call.
+    pub last_ms: i64,
 }
 
 enum Message {
@@ -181,6 +220,11 @@ impl AuditStore for AuditLog {
     fn close_interrupted_calls(&self) -> Result<usize, StoreError> {
         self.reader()?.close_interrupted_calls()
     }
+
+    fn audit_sessions(&self, query: &SessionQuery<'_>) -> Result<Vec<SessionCalls>, StoreError> {
+        self.flush();
+        self.reader()?.audit_sessions(query)
+    }
 }
 
 impl Drop for AuditLog {
@@ -239,6 +283,39 @@ impl Store {
     /// how many rows were closed. [`AuditLog::open`] does this in its writer thread.
     pub fn close_interrupted_calls(&self) -> Result<usize, StoreError> {
         self.with(|conn| close_interrupted(conn).doing("closing interrupted audit rows"))
+    }
+
+    /// See [`AuditStore::audit_sessions`].
+    pub fn audit_sessions(&self, q: &SessionQuery<'_>) -> Result<Vec<SessionCalls>, StoreError> {
+        // `prefix` is a literal: `%` and `_` in it match themselves.
+        let like = format!("{}%", q.prefix.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT session, (SELECT agent FROM audit b WHERE b.session = a.session ORDER BY ts_ms DESC LIMIT 1),
+                            COUNT(*), MIN(ts_ms), MAX(ts_ms)
+                     FROM audit a
+                     WHERE user = ?1 AND ts_ms >= ?2 AND tool != ?3
+                       AND (CASE WHEN ?4 IS NULL THEN session LIKE ?5 ESCAPE '\\' ELSE session = ?4 END)
+                     GROUP BY session ORDER BY MAX(ts_ms) DESC LIMIT ?6",
+                )
+                .doing("reading the audit log")?;
+            let rows = stmt
+                .query_map(
+                    rusqlite::params![q.user, q.since_ms, TEXT_EVENT, q.session, like, q.limit as i64],
+                    |r| {
+                        Ok(SessionCalls {
+                            session: r.get(0)?,
+                            agent: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                            calls: r.get::<_, i64>(2)? as u64,
+                            first_ms: r.get(3)?,
+                            last_ms: r.get(4)?,
+                        })
+                    },
+                )
+                .doing("reading the audit log")?;
+            rows.collect::<Result<Vec<_>, _>>().doing("reading the audit log")
+        })
     }
 
     /// How many audit records there are.

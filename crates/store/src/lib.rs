@@ -55,7 +55,7 @@ mod secrets;
 mod sessions;
 mod stores;
 
-pub use audit::{AuditLog, AuditRecord, AuditStore, INTERRUPTED, STARTED};
+pub use audit::{AuditLog, AuditRecord, AuditStore, INTERRUPTED, STARTED, SessionCalls, SessionQuery, TEXT_EVENT};
 pub use custom_tools::{CustomToolStore, StoredCustomTool};
 pub use db::Store;
 pub use embedding_cache::{EmbeddingCache, embedding_key};
@@ -64,6 +64,7 @@ pub use grants::{Grant, GrantStore};
 pub use locks::{LockOwner, LockStore, PathLock};
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError, SecretStore};
 pub use sessions::{
-    HandoffRoute, MessageRecord, SessionFilter, SessionRecord, SessionStore, TaskFilter, TaskOrder, TeamMessage, TeamTask,
+    HandoffRoute, MessageRecord, SessionFilter, SessionRecord, SessionStore, TaskFilter, TaskOrder, TeamMessage,
+    TeamTask,
 };
 pub use stores::Stores;
