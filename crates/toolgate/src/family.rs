@@ -111,7 +111,8 @@ impl Family for Basic {
     }
 }
 
-/// The file tools (`toolgate_tools::fs`), observed by memory when it is on.
+/// The file tools (`toolgate_tools::fs`), observed by memory when it is on; with a state
+/// database their path locks are in it, shared with every process on the workspace.
 #[derive(Debug)]
 struct Files;
 
@@ -121,8 +122,9 @@ impl Family for Files {
     }
 
     fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
-        toolgate_tools::fs::tools_observed(s.config.fs.clone(), s.memory.as_ref().map(|m| m.hook.clone()))
-            .map_err(|e| GateError::Fs(e.to_string()))
+        let observer = s.memory.as_ref().map(|m| m.hook.clone());
+        let locks = s.stores.as_ref().map(|st| Arc::clone(&st.locks));
+        toolgate_tools::fs::tools_shared(s.config.fs.clone(), observer, locks).map_err(|e| GateError::Fs(e.to_string()))
     }
 }
 

@@ -24,7 +24,7 @@ pub struct Services {
     /// The configuration the gate is built with; a family reads its own section.
     pub config: Arc<Config>,
     /// The state database's areas, when the gate keeps one (`Stores`: grants, secrets,
-    /// sessions, custom tools, embedding cache).
+    /// sessions, custom tools, embedding cache, path locks).
     pub stores: Option<Stores>,
     /// The one network client every tool uses (`[web]`'s SSRF rules).
     pub fetcher: toolgate_fetch::Fetcher,

@@ -84,6 +84,10 @@ impl Tool for LockPathsTool {
             Err(LockError::Conflict(why, other)) => {
                 Err(ToolError::failed(format!("{why}: {}; wait until then, or lock other paths", other.describe())))
             }
+            Err(LockError::Store(e)) => Err(ToolError::failed(format!(
+                "cannot take the lock: the state database, where locks are shared with other toolgate processes, \
+                 failed ({e}); nothing was locked, retry the call"
+            ))),
         }
     }
 }
@@ -124,7 +128,12 @@ impl Tool for UnlockPathsTool {
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
         let tokens = strings(&params, "tokens");
-        let (released, missing) = self.state.locks().release(&ctx.identity, &tokens);
+        let (released, missing) = self.state.locks().release(&ctx.identity, &tokens).map_err(|e| {
+            ToolError::failed(format!(
+                "cannot release the locks: the state database, where locks are shared with other toolgate \
+                 processes, failed ({e}); retry the call (a lock not released lapses at its expiry)"
+            ))
+        })?;
         let mut text = format!("Released {} lock{}.", released.len(), if released.len() == 1 { "" } else { "s" });
         if !missing.is_empty() {
             text.push_str(&format!(" Not found, expired or held by another agent: {}.", missing.join(", ")));

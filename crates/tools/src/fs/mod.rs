@@ -20,7 +20,9 @@
 //! - `confine`: the confinement primitive (`openat2` beneath the root, atomic writes relative to
 //!   a held directory descriptor). Every path goes through it.
 //! - `rules`: denied paths (invisible, refused) and instruction files (writes need approval).
-//! - `state`: [`FsState`], write safety and lock checks; `locks`: the lock table.
+//! - `state`: [`FsState`], write safety and lock checks; `locks`: the path locks (in the state
+//!   database when there is one, shared by every process on the workspace; else in memory);
+//!   `write_lock`: the write mutex across processes (a `flock` on `.toolgate/fs-write.lock`).
 //! - `writer`: the guarded write all writing tools share; `text`: BOM/CRLF-preserving text.
 //! - one module per tool; `apply_patch/` has its parser, matcher and staged commit.
 //!
@@ -50,6 +52,7 @@ mod state;
 mod text;
 mod walk;
 mod write;
+mod write_lock;
 mod writer;
 
 use std::sync::Arc;
@@ -125,9 +128,23 @@ pub fn tools_observed(
     config: FsConfig,
     observer: Option<Arc<dyn WriteObserver>>,
 ) -> Result<Vec<Arc<dyn Tool>>, ConfigError> {
+    tools_shared(config, observer, None)
+}
+
+/// [`tools_observed`], with the path locks in the state database's `locks` when the caller
+/// keeps one: every process on the workspace then honours them, and the write mutex holds
+/// across processes too ([`FsState::share_across_processes`]).
+pub fn tools_shared(
+    config: FsConfig,
+    observer: Option<Arc<dyn WriteObserver>>,
+    locks: Option<Arc<dyn toolgate_store::LockStore>>,
+) -> Result<Vec<Arc<dyn Tool>>, ConfigError> {
     let state = FsState::new_shared(config)?;
     if let Some(o) = observer {
         state.set_observer(o);
+    }
+    if let Some(locks) = locks {
+        state.share_across_processes(locks);
     }
     Ok(vec![
         Arc::new(ReadTool::new(state.clone())),

@@ -9,7 +9,7 @@ use toolgate_core::{CallContext, ToolError};
 
 use super::config::{FsConfig, WriteSafety};
 use super::confine::{PathError, RelPath, Root};
-use super::locks::LockTable;
+use super::locks::Locks;
 use super::rules::PathRules;
 
 /// Most read-before-write records kept for all sessions together (see [`FsState::record`]).
@@ -47,10 +47,12 @@ pub struct FsState {
     pub(crate) config: FsConfig,
     pub(crate) rules: PathRules,
     reads: Mutex<HashMap<ReadKey, FileStamp>>,
-    locks: Mutex<LockTable>,
+    locks: Locks,
     /// One mutex per workspace, held by a writing call from its checks to its commit, so two
     /// calls in this process cannot both pass the staleness check and then overwrite each other.
-    writers: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
+    /// With a state database the call also holds an advisory `flock` on the workspace's
+    /// `.toolgate/fs-write.lock` (opened once, kept here), so two processes cannot either.
+    writers: Mutex<HashMap<PathBuf, Arc<Mutex<Option<std::fs::File>>>>>,
     /// Told about every file a tool wrote or deleted (the memory index follows `memory/**`).
     observer: std::sync::OnceLock<Arc<dyn WriteObserver>>,
     /// Serves some paths from elsewhere than the disk (managed memory).
@@ -102,7 +104,7 @@ impl FsState {
             config,
             rules,
             reads: Mutex::default(),
-            locks: Mutex::default(),
+            locks: Locks::default(),
             writers: Mutex::default(),
             observer: std::sync::OnceLock::new(),
             redirect: std::sync::OnceLock::new(),
@@ -129,10 +131,23 @@ impl FsState {
         }
     }
 
-    /// Runs `f` while holding the write mutex of this call's workspace.
-    pub(crate) fn exclusive<T>(&self, ctx: &CallContext, f: impl FnOnce() -> T) -> T {
+    /// Keeps the path locks in the state database's `store`, shared with every process on the
+    /// workspace, and makes the write mutex hold across processes too (an advisory `flock` on
+    /// `.toolgate/fs-write.lock`). Once, before the first call; later calls are ignored.
+    pub fn share_across_processes(&self, store: Arc<dyn toolgate_store::LockStore>) {
+        self.locks.set_store(store);
+    }
+
+    /// Runs `f` while holding the write mutex of this call's workspace (and, when shared across
+    /// processes, its write lock file).
+    pub(crate) fn exclusive<T>(
+        &self,
+        ctx: &CallContext,
+        f: impl FnOnce() -> Result<T, ToolError>,
+    ) -> Result<T, ToolError> {
         let m = lock(&self.writers).entry(ctx.workspace.to_path_buf()).or_default().clone();
-        let _guard = lock(&m);
+        let mut file = lock(&m);
+        let _held = if self.locks.shared() { Some(super::write_lock::hold(&ctx.workspace, &mut file)?) } else { None };
         f()
     }
 
@@ -196,7 +211,11 @@ impl FsState {
 
     /// Refuses when another agent holds a lock covering `rel`.
     pub(crate) fn check_lock(&self, ctx: &CallContext, rel: &RelPath) -> Result<(), ToolError> {
-        let held = lock(&self.locks).held_by_other(&ctx.workspace, &ctx.identity, rel.as_str());
+        let held = self.locks.held_by_other(&ctx.workspace, &ctx.identity, rel.as_str()).map_err(|e| {
+            ToolError::failed(format!(
+                "cannot check the path locks on `{rel}` in the state database ({e}); nothing was written, retry the call"
+            ))
+        })?;
         match held {
             None => Ok(()),
             Some(l) => Err(ToolError::failed(format!(
@@ -207,9 +226,9 @@ impl FsState {
         }
     }
 
-    /// The lock table.
-    pub(crate) fn locks(&self) -> MutexGuard<'_, LockTable> {
-        lock(&self.locks)
+    /// The path locks.
+    pub(crate) fn locks(&self) -> &Locks {
+        &self.locks
     }
 
     /// Opens the workspace root of this call.

@@ -4,6 +4,7 @@
 mod apply_patch_conformance;
 mod custom_render;
 mod fs_attacks;
+mod fs_shared;
 mod fs_support;
 mod fs_tools;
 mod runtime_attacks;
