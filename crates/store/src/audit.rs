@@ -97,7 +97,7 @@ pub trait AuditStore: Send + Sync + Debug {
 
     /// The calls of `user`'s sessions since `since_ms`: `session` alone, or else every session
     /// whose id starts with `prefix`, most recently active first, at most `limit`. Events that
-    /// are not calls (tool [`TEXT_EVENT`]) are not counted.
+    /// are not calls (tool [`TEXT_EVENT`]) are not counted. Sees every record queued before it.
     fn audit_sessions(&self, query: &SessionQuery<'_>) -> Result<Vec<SessionCalls>, StoreError>;
 }
 

@@ -96,3 +96,45 @@ fn the_started_rows_of_a_live_process_are_not_interrupted() {
         assert_eq!(outcomes, [STARTED, INTERRUPTED]);
     });
 }
+
+#[test]
+fn sessions_are_summarised_per_user_by_id_or_prefix_newest_first() {
+    on_every_backend(|db| {
+        let log = db.audit();
+        let at = |i: usize, user: &str, session: &str, tool: &str| AuditRecord {
+            user: user.into(),
+            session: session.into(),
+            tool: tool.into(),
+            agent: format!("agent-{i}"),
+            ..record(i)
+        };
+        log.record(at(10, "ann", "mcp-a", "read"));
+        log.record(at(11, "ann", "mcp-a", "edit"));
+        log.record(at(12, "ann", "mcp-a", toolgate_store::TEXT_EVENT));
+        log.record(at(20, "ann", "mcp-b", "read"));
+        log.record(at(5, "ann", "default", "read"));
+        log.record(at(30, "bob", "mcp-c", "read"));
+        // A prefix is literal: `_` and `%` are not wildcards.
+        log.record(at(40, "ann", "mcpxa", "read"));
+        // No flush: the reads see what was recorded before them.
+        let query = |session, since_ms| toolgate_store::SessionQuery {
+            user: "ann",
+            session,
+            prefix: "mcp-",
+            since_ms,
+            limit: 10,
+        };
+        let all = log.audit_sessions(&query(None, 0)).unwrap();
+        let ids: Vec<&str> = all.iter().map(|c| c.session.as_str()).collect();
+        assert_eq!(ids, ["mcp-b", "mcp-a"], "ann's MCP sessions, most recently active first");
+        let a = &all[1];
+        assert_eq!((a.calls, a.first_ms, a.last_ms), (2, 10, 11), "events are not calls: {a:?}");
+        assert_eq!(a.agent, "agent-12", "the agent of its latest row");
+        assert_eq!(log.audit_sessions(&query(None, 15)).unwrap().len(), 1, "since");
+        let one = log.audit_sessions(&query(Some("default"), 0)).unwrap();
+        assert_eq!((one.len(), one[0].calls), (1, 1), "one session by id, whatever its prefix");
+        assert!(log.audit_sessions(&query(Some("mcp-c"), 0)).unwrap().is_empty(), "another user's");
+        let limited = toolgate_store::SessionQuery { limit: 1, ..query(None, 0) };
+        assert_eq!(log.audit_sessions(&limited).unwrap().len(), 1);
+    });
+}
