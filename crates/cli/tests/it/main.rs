@@ -13,6 +13,7 @@ mod clients;
 mod dialects;
 mod extension_tools;
 mod extensions;
+mod fs_processes;
 mod kill;
 mod mcp_bridge;
 mod mcp_inspector;
