@@ -20,6 +20,7 @@ use crate::{AgentError, now_ms};
 mod announce;
 mod handoff;
 mod review;
+mod teams;
 
 pub use announce::MAX_QUEUED;
 pub(crate) use announce::{Inbox, as_message as announce_message, settle as announce_settle};
@@ -73,6 +74,8 @@ pub enum SessionKind {
     Delegation,
     /// A conversation handed over by another agent (`handoff`).
     Handoff,
+    /// A team member started for the board's pending tasks (`runtime/teams.rs`).
+    Team,
 }
 
 impl SessionKind {
@@ -83,6 +86,7 @@ impl SessionKind {
             SessionKind::Spawn => "spawn",
             SessionKind::Delegation => "delegation",
             SessionKind::Handoff => "handoff",
+            SessionKind::Team => "team",
         }
     }
 }
@@ -193,6 +197,8 @@ pub struct Runtime {
     tasks: Mutex<HashMap<String, Task>>,
     /// Handoffs made during a run, by the session that made them: started when that run ends.
     handoffs: Mutex<HashMap<String, handoff::Pending>>,
+    /// Teams' running members, budgets and deliveries to leads (`runtime/teams.rs`).
+    teams: teams::Teams,
     /// Announcements and queued messages for sessions, taken before their next model turn.
     inbox: Arc<Inbox>,
     /// Parent of every run's token: [`Runtime::shutdown`] stops them all.
@@ -222,6 +228,7 @@ impl Runtime {
             runner: Mutex::new(None),
             tasks: Mutex::new(HashMap::new()),
             handoffs: Mutex::new(HashMap::new()),
+            teams: teams::Teams::default(),
             inbox: Arc::default(),
             shutdown: CancellationToken::new(),
         })
@@ -351,8 +358,9 @@ impl Runtime {
                     describe(&mut out, m);
                 }
                 out.push_str(
-                    "Plan the work as tasks on the board (`team_tasks` create, `blocked_by` for order), \
-                     message members with `team_message`, and combine their results (`team_tasks` list) into your answer.\n",
+                    "Plan the work as tasks on the board (`team_tasks` create, `blocked_by` for order): posting a task \
+                     starts members to claim it. Each result comes back to you as a `teammate:` message; combine them \
+                     into your answer. Message members with `team_message`; `team_tasks` list shows the board.\n",
                 );
             }
         }
@@ -508,7 +516,7 @@ impl Runtime {
             SessionKind::Subagent | SessionKind::Spawn => parent_ctx.clone().subagent(spec.agent.clone()),
             // A delegate runs under its own name, at the delegating agent's depth, still
             // intersected with the delegating agent's ancestors.
-            SessionKind::Delegation => {
+            SessionKind::Delegation | SessionKind::Team => {
                 let mut c = parent_ctx.clone();
                 c.identity.agent.clone_from(&spec.agent);
                 c

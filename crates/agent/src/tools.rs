@@ -511,7 +511,17 @@ fn team_tasks(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutp
                 created_ms: now_ms(),
                 ..TeamTask::default()
             })?;
-            Ok(ToolOutput::json(json!({"created": task})))
+            r.team_board_changed(&team, ctx);
+            let note = match r.team_stopped(&team) {
+                Some(why) => format!("team `{team}` is stopped ({why}): no member will be started for it"),
+                None if task.status == "blocked" => {
+                    "members are started for it once the tasks it waits on are done".to_owned()
+                }
+                None => {
+                    "members are started to claim it; each result comes back to you as a `teammate:` message".to_owned()
+                }
+            };
+            Ok(ToolOutput::json(json!({"created": task, "note": note})))
         }
         "claim" => {
             let id = match &p["task_id"] {
@@ -540,7 +550,10 @@ fn team_tasks(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutp
                 .as_i64()
                 .ok_or_else(|| AgentError::Invalid("`task_id` is required for action `complete`".to_owned()))?;
             match store.team_task_complete(&team, id, me, p["result"].as_str().unwrap_or_default())? {
-                Some(t) => Ok(ToolOutput::json(json!({"completed": t}))),
+                Some(t) => {
+                    r.team_task_completed(&team, &t, ctx);
+                    Ok(ToolOutput::json(json!({"completed": t, "note": "your result was sent to the lead"})))
+                }
                 None => Err(AgentError::Invalid(
                     "you do not hold that task (claim it first; a claim whose lease lapsed is gone); list the tasks"
                         .to_owned(),

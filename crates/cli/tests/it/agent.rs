@@ -379,7 +379,8 @@ async fn team_claims_are_atomic_through_the_gate() {
     let mut cfg = config(&server.url);
     let members: Vec<String> = (0..12).map(|i| format!("w{i}")).collect();
     for m in &members {
-        cfg.agents.insert(m.clone(), agent("worker"));
+        // No model: the runtime starts no member, so only these claims race (teams.rs runs them).
+        cfg.agents.insert(m.clone(), AgentConfig { provider: "nowhere".into(), ..agent("worker") });
     }
     cfg.teams.insert("crew".into(), TeamConfig { lead: "main".into(), members: members.clone(), ..Default::default() });
     let gate = gate(dir.path(), cfg);
@@ -424,7 +425,10 @@ async fn team_claims_are_atomic_through_the_gate() {
     assert_eq!(tasks["tasks"][0]["status"], "pending", "unblocked");
     gate.call(&owner_ctx, "team_message", json!({"action": "send", "to": "main", "content": "built"})).await.unwrap();
     let read = gate.call(&lead, "team_message", json!({"action": "read"})).await.unwrap().structured.unwrap();
-    assert_eq!(read["messages"][0]["content"], "built");
+    let contents: Vec<&str> =
+        read["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    assert!(contents[0].starts_with(&format!("teammate:{owner} completed task #{a_id}")), "{contents:?}");
+    assert_eq!(contents[1], "built");
     let outsider = as_agent(&gate, "nobody", "n");
     assert!(gate.call(&outsider, "team_message", json!({"action": "read"})).await.is_err());
 }

@@ -24,5 +24,6 @@ mod mcp_sessions;
 mod memory;
 mod openai_strict;
 mod signals;
+mod teams;
 mod terminal;
 mod wasm;

@@ -1,8 +1,12 @@
 //! A scripted OpenAI-compatible Chat Completions server on loopback. It stands in for the model
-//! only: it plays back the given assistant turns and tool calls, in order, and records every
-//! request body. Everything else in these tests (gate, runtime, HTTP client, store) is real.
+//! only: it plays back the given assistant turns and tool calls, in order, or ([`Scripted::by_request`])
+//! answers each request by a function of it, for agents that run at once and whose requests
+//! arrive in no fixed order; it records every request body. Everything else in these tests
+//! (gate, runtime, HTTP client, store) is real.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,20 +27,47 @@ pub enum Reply {
     Stream(Vec<Value>),
 }
 
+/// Answers one request body (the function of [`Scripted::by_request`]).
+pub type Respond = Arc<dyn Fn(Value) -> Pin<Box<dyn Future<Output = Reply> + Send>> + Send + Sync>;
+
+#[derive(Clone)]
+struct Responder(Respond);
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder")
+    }
+}
+
 /// The server.
 #[derive(Debug, Clone)]
 pub struct Scripted {
     pub url: String,
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<Value>>>,
+    respond: Option<Responder>,
 }
 
 impl Scripted {
     pub async fn start(replies: Vec<Reply>) -> Scripted {
+        Self::serve(replies, None).await
+    }
+
+    /// A server that answers every request with `respond(body)`, concurrently: the reply
+    /// depends on the request (which agent's system prompt, its last message), not on the order.
+    pub async fn by_request(respond: Respond) -> Scripted {
+        Self::serve(Vec::new(), Some(Responder(respond))).await
+    }
+
+    async fn serve(replies: Vec<Reply>, respond: Option<Responder>) -> Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let s =
-            Scripted { url, replies: Arc::new(Mutex::new(replies.into())), requests: Arc::new(Mutex::new(Vec::new())) };
+        let s = Scripted {
+            url,
+            replies: Arc::new(Mutex::new(replies.into())),
+            requests: Arc::new(Mutex::new(Vec::new())),
+            respond,
+        };
         let server = s.clone();
         tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
@@ -82,8 +113,12 @@ impl Scripted {
             }
             let mut body = vec![0u8; len];
             reader.read_exact(&mut body).await?;
-            self.requests.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-            let reply = self.replies.lock().unwrap().pop_front().unwrap_or_else(|| answer("(script exhausted)"));
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            self.requests.lock().unwrap().push(body.clone());
+            let reply = match &self.respond {
+                Some(Responder(f)) => f(body).await,
+                None => self.replies.lock().unwrap().pop_front().unwrap_or_else(|| answer("(script exhausted)")),
+            };
             let out = render(reply).await;
             reader.get_mut().write_all(&out).await?;
         }
@@ -136,6 +171,22 @@ pub fn call_raw(name: &str, arguments: &str) -> Reply {
 /// One tool call.
 pub fn call(name: &str, args: Value) -> Reply {
     call_raw(name, &args.to_string())
+}
+
+/// Several tool calls in one assistant turn.
+pub fn calls(list: &[(&str, Value)]) -> Reply {
+    let calls: Vec<Value> = list
+        .iter()
+        .map(|(name, args)| {
+            json!({"id": format!("call_{}", uuid_like()), "type": "function",
+                   "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    Reply::Json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": calls},
+                     "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 8},
+    }))
 }
 
 fn uuid_like() -> u64 {

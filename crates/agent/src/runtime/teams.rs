@@ -1,0 +1,409 @@
+//! Teams that run (seed 000 §8): posting a task starts the members that can take it, their
+//! results go back to the lead, and a team that runs away is stopped.
+//!
+//! - **Activation.** When the board has pending tasks (a task was posted, a task it waited on
+//!   was completed, a lapsed claim was put back), idle members with a model are started, up to
+//!   `max_active` running at once: a background run of the member agent (session kind `team`,
+//!   in the lead's user and as a child of the lead's session, its tool calls through the gate)
+//!   whose task is the team message `[Team message from LEAD]: please claim a task from the
+//!   board.` Only the lead has `TEAM.md` in its prompt; members find the rest with the tools.
+//!   When a member's run ends and tasks are still pending, idle members are started again.
+//! - **Results.** Completing a task sends `teammate:MEMBER completed task #ID ...` with the
+//!   result to the lead: into the lead session's next model turn when it is running (an
+//!   announcement), else the lead's session is continued with it so the lead synthesizes
+//!   (results that arrive close together go as one message); it is in the lead's mailbox too.
+//! - **Leases.** A claim holds for `lease_secs`; the sweeper renews the claims of members
+//!   running here. A claim whose holder stopped (a crashed run, a dead process) lapses: the task
+//!   is pending again, the lead gets a team message from `toolgate` saying so, and a log line
+//!   is written.
+//! - **Budgets.** The members' model turns and tokens are counted per team (from the last time
+//!   the board had no active task); past `max_turns` or `max_tokens` the running members are
+//!   cancelled, no member is started again until the runtime restarts, and the lead gets a team
+//!   message from `toolgate` (and an announcement) saying why; a warning is logged.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use toolgate_core::CallContext;
+use toolgate_store::{TaskFilter, TaskOrder, TeamMessage, TeamTask};
+
+use super::{RunSpec, Runtime, SessionKind, clip_text, new_id};
+use crate::now_ms;
+use crate::runner::{RunOutcome, RunStatus};
+
+/// The sender of the runtime's own team messages (lapsed leases, a stopped team).
+pub const TEAM_EVENTS_FROM: &str = "toolgate";
+
+/// The most of a result a `teammate:` message carries; the rest is on the board.
+const RESULT_MAX_CHARS: usize = 20_000;
+
+/// Results for an idle lead that arrive within this of each other go as one message.
+const DELIVERY_DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// What the runtime tracks of its teams.
+#[derive(Debug, Default)]
+pub(crate) struct Teams {
+    state: Mutex<HashMap<String, TeamState>>,
+    /// Results waiting for an idle lead session, by session; an entry exists while a delivery
+    /// task runs for it.
+    deliveries: Mutex<HashMap<String, Vec<String>>>,
+    /// Set once the sweeper runs.
+    sweeper: std::sync::OnceLock<()>,
+}
+
+#[derive(Debug, Default)]
+struct TeamState {
+    /// Members running now, with their session and its cancel token.
+    active: HashMap<String, (String, CancellationToken)>,
+    /// Model turns and tokens of finished member runs since the board was last idle.
+    turns: u64,
+    tokens: u64,
+    /// Why the team was stopped; no member is started while set.
+    stopped: Option<String>,
+    /// The context of the lead's last post: members run as its children, results go to its
+    /// session.
+    lead_ctx: Option<CallContext>,
+}
+
+impl Teams {
+    fn state(&self) -> std::sync::MutexGuard<'_, HashMap<String, TeamState>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Runtime {
+    /// The board of `team` changed (a task was posted or completed) by `ctx`: starts members
+    /// for pending tasks. A post by the lead makes its session the one results go to.
+    pub(crate) fn team_board_changed(self: &Arc<Self>, team: &str, ctx: &CallContext) {
+        let is_lead = self.cfg.teams.get(team).is_some_and(|t| t.lead == ctx.identity.agent);
+        if is_lead {
+            self.teams.state().entry(team.to_owned()).or_default().lead_ctx = Some(ctx.clone());
+        }
+        self.ensure_sweeper();
+        self.team_activate(team);
+    }
+
+    /// A member completed `task`: the result goes to the lead, and tasks it unblocked get members.
+    pub(crate) fn team_task_completed(self: &Arc<Self>, team: &str, task: &TeamTask, ctx: &CallContext) {
+        let member = &ctx.identity.agent;
+        let text = format!(
+            "teammate:{member} completed task #{} \"{}\" of team `{team}`:\n{}",
+            task.id,
+            clip_text(&task.subject, 200),
+            clip_text(task.result.as_deref().unwrap_or_default(), RESULT_MAX_CHARS)
+        );
+        self.team_tell_lead(team, member, &text);
+        self.team_board_changed(team, ctx);
+    }
+
+    /// Why `team` is stopped, if it is.
+    pub(crate) fn team_stopped(&self, team: &str) -> Option<String> {
+        self.teams.state().get(team).and_then(|s| s.stopped.clone())
+    }
+
+    /// Sends `text` to the lead of `team` from `from`: a team message, and to the session the
+    /// lead posts from (announced when running, else continued with it).
+    fn team_tell_lead(self: &Arc<Self>, team: &str, from: &str, text: &str) {
+        let Some(cfg) = self.cfg.teams.get(team) else { return };
+        let sent = self.store.team_message_send(&TeamMessage {
+            team: team.to_owned(),
+            from: from.to_owned(),
+            to: Some(cfg.lead.clone()),
+            content: text.to_owned(),
+            ts_ms: now_ms(),
+            ..TeamMessage::default()
+        });
+        if let Err(e) = sent {
+            tracing::warn!(team, "team message to the lead not saved: {e}");
+        }
+        let session =
+            self.teams.state().get(team).and_then(|s| s.lead_ctx.as_ref().map(|c| c.identity.session.clone()));
+        if let Some(session) = session {
+            self.deliver(&session, text.to_owned());
+        }
+    }
+
+    /// Delivers `text` to a lead's session, so the lead gets a model turn with it: announced
+    /// into its next turn while it runs; when it is idle, it is continued with the text. One
+    /// delivery task per session, so continuations never overlap; a result announced to a run
+    /// that ended before taking it (stored in its transcript, unanswered) gets a continuation
+    /// too. A session the runtime does not keep (an MCP client's) gets it as an announcement.
+    fn deliver(self: &Arc<Self>, session: &str, text: String) {
+        match self.store.session(session) {
+            Ok(Some(_)) => {}
+            Ok(None) => return self.announce(session, text),
+            Err(e) => return tracing::warn!(session, "team result not delivered: {e}"),
+        }
+        {
+            let mut deliveries = self.teams.deliveries.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(waiting) = deliveries.get_mut(session) {
+                waiting.push(text);
+                return;
+            }
+            deliveries.insert(session.to_owned(), vec![text]);
+        }
+        let rt = self.clone();
+        let session = session.to_owned();
+        tokio::spawn(async move {
+            // Whether something was announced to a run that may end without taking it.
+            let mut watching = false;
+            loop {
+                tokio::time::sleep(DELIVERY_DEBOUNCE).await;
+                let record = match rt.store.session(&session) {
+                    Ok(Some(r)) => r,
+                    _ => {
+                        rt.teams.deliveries.lock().unwrap_or_else(|e| e.into_inner()).remove(&session);
+                        return;
+                    }
+                };
+                let batch = {
+                    let mut d = rt.teams.deliveries.lock().unwrap_or_else(|e| e.into_inner());
+                    let batch = d.get_mut(&session).map(std::mem::take).unwrap_or_default();
+                    if batch.is_empty() && !watching {
+                        d.remove(&session);
+                        return;
+                    }
+                    batch
+                };
+                if record.status == "running" {
+                    if !batch.is_empty() {
+                        rt.announce(&session, batch.join("\n\n"));
+                        watching = true;
+                    }
+                    continue;
+                }
+                let text = if batch.is_empty() {
+                    // The run ended: if what was announced to it was stored unanswered, the
+                    // lead answers it now.
+                    watching = false;
+                    let last = rt.store.session_messages(&session, 1).ok().and_then(|m| m.into_iter().next());
+                    if last.is_none_or(|m| m.role != "user") {
+                        continue;
+                    }
+                    "[toolgate] team results arrived after your last answer (above): combine them into your answer."
+                        .to_owned()
+                } else {
+                    batch.join("\n\n")
+                };
+                if let Err(e) = rt.continue_session(&record, &text, rt.shutdown.child_token(), None).await {
+                    tracing::warn!(session, "the lead's session was not continued with team results: {e}");
+                }
+            }
+        });
+    }
+
+    /// Starts idle members of `team` for its pending tasks, within `max_active` and the budget.
+    fn team_activate(self: &Arc<Self>, team: &str) {
+        let Some(cfg) = self.cfg.teams.get(team) else { return };
+        let tasks = match self.store.team_tasks(team, TaskFilter::Active, TaskOrder::Priority, 0) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(team, "team board not read: {e}");
+                return;
+            }
+        };
+        let pending = tasks.iter().filter(|t| t.status == "pending").count();
+        let holders: Vec<&str> =
+            tasks.iter().filter(|t| t.status == "claimed").filter_map(|t| t.owner.as_deref()).collect();
+        let mut teams = self.teams.state();
+        let st = teams.entry(team.to_owned()).or_default();
+        if tasks.is_empty() && st.active.is_empty() && st.stopped.is_none() {
+            // The board is idle: the next batch of work gets the whole budget.
+            st.turns = 0;
+            st.tokens = 0;
+        }
+        if st.stopped.is_some() || pending == 0 {
+            return;
+        }
+        // Members running without a claim are about to take a pending task: start only as many
+        // more as there are tasks left for them.
+        let starting = st.active.keys().filter(|m| !holders.contains(&m.as_str())).count();
+        let wanted = pending.saturating_sub(starting);
+        let slots = cfg.max_active.saturating_sub(st.active.len());
+        let idle: Vec<&String> = cfg
+            .members
+            .iter()
+            .filter(|m| **m != cfg.lead && !st.active.contains_key(*m))
+            .filter(|m| self.agent(m).is_ok_and(|a| self.client(&a.provider).is_ok()))
+            .take(slots.min(wanted))
+            .collect();
+        if idle.is_empty() {
+            return;
+        }
+        let lead_ctx = match &st.lead_ctx {
+            Some(c) => c.clone(),
+            // Tasks left from before a restart: members run in a context of the lead's own.
+            None => match self.caller() {
+                Ok(c) => {
+                    let mut ctx = c.context();
+                    ctx.identity.agent.clone_from(&cfg.lead);
+                    ctx
+                }
+                Err(e) => {
+                    tracing::warn!(team, "team members not started: {e}");
+                    return;
+                }
+            },
+        };
+        for member in idle {
+            let session = new_id();
+            let cancel = self.shutdown.child_token();
+            st.active.insert(member.clone(), (session.clone(), cancel.clone()));
+            let mut spec = RunSpec::new(
+                member.clone(),
+                format!("[Team message from {}]: please claim a task from the board (team `{team}`).", cfg.lead),
+            );
+            spec.kind = SessionKind::Team;
+            spec.label = Some(format!("team {team}"));
+            spec.internal = true;
+            spec.skip_gates = true;
+            tracing::info!(team, member, session, "starting a team member for a pending task");
+            let rt = self.clone();
+            let (team, member, lead_ctx) = (team.to_owned(), member.clone(), lead_ctx.clone());
+            tokio::spawn(async move {
+                let outcome = match rt.prepare(&spec, &lead_ctx, cancel, Some(session.clone())) {
+                    Ok((drive, messages)) => drive.run(messages).await,
+                    Err(e) => RunOutcome {
+                        error: Some(e.to_string()),
+                        ..RunOutcome::empty(&session, &member, RunStatus::Failed)
+                    },
+                };
+                rt.finish(&outcome);
+                rt.team_member_ended(&team, &member, &outcome);
+            });
+        }
+    }
+
+    /// A member's run ended: its turns and tokens count against the budget, and members are
+    /// started again for tasks still pending.
+    fn team_member_ended(self: &Arc<Self>, team: &str, member: &str, o: &RunOutcome) {
+        {
+            let mut teams = self.teams.state();
+            let st = teams.entry(team.to_owned()).or_default();
+            st.active.remove(member);
+            // At least one turn each: a run that fails before its first turn still costs one,
+            // so a member that cannot start does not loop for free.
+            st.turns += u64::from(o.iterations.max(1));
+            st.tokens += o.usage.input_tokens + o.usage.output_tokens;
+        }
+        if o.status != RunStatus::Done {
+            tracing::info!(
+                team,
+                member,
+                status = o.status.as_str(),
+                error = o.error.as_deref(),
+                "team member's run ended"
+            );
+        }
+        if !self.team_check_budget(team, 0) {
+            self.team_activate(team);
+        }
+    }
+
+    /// Stops `team` when its members went past a budget (`live_tokens`: tokens of runs still
+    /// going); returns whether it is stopped.
+    fn team_check_budget(self: &Arc<Self>, team: &str, live_tokens: u64) -> bool {
+        let Some(cfg) = self.cfg.teams.get(team) else { return false };
+        let (reason, cancels) = {
+            let mut teams = self.teams.state();
+            let st = teams.entry(team.to_owned()).or_default();
+            if st.stopped.is_some() {
+                return true;
+            }
+            let tokens = st.tokens + live_tokens;
+            let reason = if st.turns >= cfg.max_turns {
+                format!("its members used {} model turns (max_turns = {})", st.turns, cfg.max_turns)
+            } else if tokens >= cfg.max_tokens {
+                format!("its members used {tokens} tokens (max_tokens = {})", cfg.max_tokens)
+            } else {
+                return false;
+            };
+            st.stopped = Some(reason.clone());
+            let cancels: Vec<CancellationToken> = st.active.values().map(|(_, c)| c.clone()).collect();
+            (reason, cancels)
+        };
+        for c in cancels {
+            c.cancel();
+        }
+        let left = self
+            .store
+            .team_tasks(team, TaskFilter::Active, TaskOrder::Priority, 20)
+            .map(|t| {
+                t.iter()
+                    .map(|t| format!("#{} \"{}\" ({})", t.id, clip_text(&t.subject, 80), t.status))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        tracing::warn!(team, "team stopped: {reason}");
+        let text = format!(
+            "[toolgate] team `{team}` was stopped: {reason}. Its running members were cancelled and no member is started again until toolgate restarts. Tasks not done: {}. Finish the work yourself or report what is missing.",
+            if left.is_empty() { "none".to_owned() } else { left.join(", ") }
+        );
+        self.team_tell_lead(team, TEAM_EVENTS_FROM, &text);
+        true
+    }
+
+    /// Starts the sweeper once: it renews the leases of members running here, puts lapsed
+    /// claims back, checks the token budget of running members and starts members for pending
+    /// tasks. It holds the runtime weakly and ends with it.
+    fn ensure_sweeper(self: &Arc<Self>) {
+        if self.teams.sweeper.set(()).is_err() {
+            return;
+        }
+        let shortest = self.cfg.teams.values().map(|t| t.lease()).min().unwrap_or(Duration::from_secs(300));
+        let tick = (shortest / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+        let weak: Weak<Runtime> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(tick);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                let Some(rt) = weak.upgrade() else { return };
+                rt.sweep();
+            }
+        });
+    }
+
+    fn sweep(self: &Arc<Self>) {
+        for (team, cfg) in &self.cfg.teams {
+            let now = now_ms();
+            let lease_ms = cfg.lease().as_millis() as i64;
+            let running: Vec<(String, String)> = self
+                .teams
+                .state()
+                .get(team)
+                .map(|s| s.active.iter().map(|(m, (session, _))| (m.clone(), session.clone())).collect())
+                .unwrap_or_default();
+            let mut live_tokens = 0;
+            for (member, session) in &running {
+                if let Err(e) = self.store.team_tasks_renew(team, member, now + lease_ms) {
+                    tracing::warn!(team, member, "team task lease not renewed: {e}");
+                }
+                if let Ok(Some(s)) = self.store.session(session) {
+                    live_tokens += s.input_tokens + s.output_tokens;
+                }
+            }
+            match self.store.team_tasks_expire(team, now) {
+                Ok(lapsed) => {
+                    for t in lapsed {
+                        let owner = t.owner.as_deref().unwrap_or("?");
+                        tracing::warn!(team, task = t.id, owner, "team task back to pending: its claim lapsed");
+                        let text = format!(
+                            "[toolgate] task #{} \"{}\" is pending again: `{owner}` claimed it but did not complete it within its lease ({} s; the member stopped or crashed).",
+                            t.id,
+                            clip_text(&t.subject, 200),
+                            cfg.lease().as_secs_f64()
+                        );
+                        self.team_tell_lead(team, TEAM_EVENTS_FROM, &text);
+                    }
+                }
+                Err(e) => tracing::warn!(team, "team task leases not checked: {e}"),
+            }
+            if !self.team_check_budget(team, live_tokens) {
+                self.team_activate(team);
+            }
+        }
+    }
+}
