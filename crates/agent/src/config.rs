@@ -1,4 +1,4 @@
-//! `[providers.NAME]`, `[agents.NAME]`, `[[agent_links]]` and `[teams.NAME]`.
+//! `[providers.NAME]`, `[agents.NAME]`, `[[agent_links]]`, `[teams.NAME]` and `[agents_defaults]`.
 //!
 //! The facade's `Config` holds these as top-level tables; [`AgentsConfig`] gathers them for the
 //! [`crate::Runtime`]. Every struct denies unknown keys so a typo is reported where it is.
@@ -20,6 +20,25 @@ pub struct AgentsConfig {
     pub agent_links: Vec<AgentLink>,
     /// Teams by name.
     pub teams: BTreeMap<String, TeamConfig>,
+    /// Settings for every agent (`[agents_defaults]`).
+    pub agents_defaults: AgentsDefaults,
+}
+
+/// `[agents_defaults]`: settings for every agent of the runtime.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentsDefaults {
+    /// The tools a `sessions_spawn` research sub-agent is offered, by exact name (default
+    /// [`crate::RESEARCH_TOOLS`]). The ones listed here pass the sub-agent deny list
+    /// (`[tools.subagents] deny`) for these sub-agents only, so `memory_search` and `memory_get`
+    /// added here reach them (seed 002 §8) and still no other sub-agent.
+    pub research_tools: Vec<String>,
+}
+
+impl Default for AgentsDefaults {
+    fn default() -> Self {
+        AgentsDefaults { research_tools: crate::RESEARCH_TOOLS.iter().map(|s| (*s).to_owned()).collect() }
+    }
 }
 
 /// The API a provider speaks.

@@ -18,6 +18,7 @@
 //! - `runner`: the loop (iteration limit, malformed and unknown calls, endless repeats).
 //! - `own_runner`: [`AgentRunner`], a library user's own loop in place of toolgate's.
 //! - `runtime`: sessions, sub-agent limits, spawn/run/cancel/steer, delegation capacity.
+//! - `search`: `delegate_search`'s ranking (BM25 fused with the embedder's vectors).
 //! - `tools`: the agent tools.
 //!
 //! # Example
@@ -49,10 +50,11 @@ pub mod model;
 mod own_runner;
 mod runner;
 mod runtime;
+mod search;
 mod tools;
 
 pub use caller::ToolCaller;
-pub use config::{AgentConfig, AgentLink, AgentsConfig, ProviderConfig, QualityGate, TeamConfig};
+pub use config::{AgentConfig, AgentLink, AgentsConfig, AgentsDefaults, ProviderConfig, QualityGate, TeamConfig};
 pub use error::AgentError;
 pub use model::{Message, ModelClient, ModelReply, ModelRequest, ToolCall, ToolDef, Usage};
 pub use own_runner::{AgentRunner, RunReply, RunRequest};

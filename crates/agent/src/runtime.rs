@@ -97,8 +97,9 @@ pub const ANNOUNCE_MAX_CHARS: usize = 20_000;
 /// Delegation targets listed in `DELEGATION.md`; with more, the agent searches them.
 pub const DELEGATION_INLINE_MAX: usize = 15;
 
-/// The read-only tools a `sessions_spawn` research sub-agent gets: seed 002 §8's set without the
-/// memory tools, which seed 000 §6 denies sub-agents (the safer of the two).
+/// The read-only tools a `sessions_spawn` research sub-agent gets by default (`[agents_defaults]
+/// research_tools`): seed 002 §8's set without the memory tools, which seed 000 §6 denies
+/// sub-agents (the safer of the two).
 pub const RESEARCH_TOOLS: &[&str] = &["read", "grep", "glob", "ls"];
 
 /// A run to start.
@@ -203,6 +204,8 @@ pub struct Runtime {
     inbox: Arc<Inbox>,
     /// Parent of every run's token: [`Runtime::shutdown`] stops them all.
     shutdown: CancellationToken,
+    /// `delegate_search`'s vectors of the agents, once [`Runtime::set_embedder`] gave a model.
+    vectors: OnceLock<crate::search::AgentVectors>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -231,12 +234,27 @@ impl Runtime {
             teams: teams::Teams::default(),
             inbox: Arc::default(),
             shutdown: CancellationToken::new(),
+            vectors: OnceLock::new(),
         })
     }
 
     /// Connects the runtime to the tool caller (the gate). Later calls are ignored.
     pub fn bind(&self, caller: Weak<dyn ToolCaller>) {
         let _ = self.caller.set(caller);
+    }
+
+    /// Lets `delegate_search` rank by meaning too, with `embedder` (the gate gives the memory
+    /// tools' model); agent vectors are kept in `cache` when given. Later calls are ignored.
+    pub fn set_embedder(
+        &self,
+        embedder: Arc<dyn toolgate_store::memory::Embedder>,
+        cache: Option<Arc<dyn toolgate_store::EmbeddingCache>>,
+    ) {
+        let _ = self.vectors.set(crate::search::AgentVectors::new(embedder, cache));
+    }
+
+    pub(crate) fn vectors(&self) -> Option<&crate::search::AgentVectors> {
+        self.vectors.get()
     }
 
     /// Uses `client` for every agent of `provider` instead of building one from config (tests,
@@ -436,7 +454,10 @@ impl Runtime {
         }
         ancestors.reverse();
         ctx.ancestors = ancestors;
-        let only = (record.kind == "spawn").then(|| RESEARCH_TOOLS.iter().map(|s| (*s).to_owned()).collect());
+        let only = (record.kind == "spawn").then(|| self.cfg.agents_defaults.research_tools.clone());
+        if let Some(set) = &only {
+            ctx.subagent_deny_exempt.clone_from(set);
+        }
         Ok((ctx, only))
     }
 
@@ -524,6 +545,10 @@ impl Runtime {
         };
         ctx.identity.session = id.clone();
         ctx.cancel = cancel;
+        // Only a research sub-agent's configured set passes the sub-agent deny list, and only for
+        // it: a run or delegate started from one does not inherit it.
+        ctx.subagent_deny_exempt =
+            if spec.kind == SessionKind::Spawn { self.cfg.agents_defaults.research_tools.clone() } else { Vec::new() };
         let mut max_iterations = a.max_iterations.max(1);
         if matches!(spec.kind, SessionKind::Subagent | SessionKind::Spawn) {
             max_iterations = max_iterations.min(self.limits.max_subagent_iterations);

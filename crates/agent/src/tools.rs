@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use toolgate_core::{Annotations, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
 use toolgate_store::{SessionFilter, SessionRecord, TaskFilter, TaskOrder, TeamMessage, TeamTask};
 
-use crate::runtime::{RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, clip, clip_text};
+use crate::runtime::{RunSpec, Runtime, SessionKind, clip, clip_text};
 use crate::{AgentError, now_ms};
 
 /// The group of the session tools (`group:sessions` in policy; seed 000 §2).
@@ -87,7 +87,7 @@ pub fn tools(rt: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
             "type": "object", "additionalProperties": false, "required": ["session_id", "message"],
             "properties": {"session_id": s("the session id"), "message": {"type": "string", "maxLength": 100000}},
         })).annotations(Annotations::LOCAL_WRITE)),
-        t(Kind::SessionsSpawn, ToolSpec::new("sessions_spawn", "Spawn a read-only research sub-agent (read, grep, glob and ls only) on a task; waits and returns its answer.", json!({
+        t(Kind::SessionsSpawn, ToolSpec::new("sessions_spawn", spawn_description(&rt.config().agents_defaults.research_tools), json!({
             "type": "object", "additionalProperties": false, "required": ["prompt"],
             "properties": {"prompt": {"type": "string", "minLength": 1, "maxLength": 100000}, "agent": s("the agent to run (default: yours)"), "label": s("a short label")},
         })).annotations(Annotations::LOCAL_WRITE)),
@@ -225,12 +225,12 @@ impl Tool for AgentTool {
                 let mut spec = RunSpec::new(agent_or_own(&p, ctx), prompt);
                 spec.kind = SessionKind::Spawn;
                 spec.label = p["label"].as_str().map(str::to_owned);
-                spec.only_tools = Some(RESEARCH_TOOLS.iter().map(|s| (*s).to_owned()).collect());
+                spec.only_tools = Some(r.config().agents_defaults.research_tools.clone());
                 r.run_child(spec, ctx).await.map(|o| ToolOutput::text(o.for_model()))
             }
             Kind::Subagents => subagents(r, ctx, &p).await,
             Kind::Delegate => delegate(r, ctx, &p).await,
-            Kind::DelegateSearch => Ok(delegate_search(r, ctx, &p)),
+            Kind::DelegateSearch => delegate_search(r, ctx, &p).await,
             Kind::EvaluateLoop => {
                 let (generator, evaluator) = (req_str(name, &p, "generator")?, req_str(name, &p, "evaluator")?);
                 let task = req_str(name, &p, "task")?;
@@ -340,36 +340,43 @@ fn handoff(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, Agen
     }
 }
 
-/// The caller's delegation targets ranked by BM25 over name and description (seed 000 §7's
-/// `delegate_search`, for agents with more targets than `DELEGATION.md` lists).
-fn delegate_search(r: &Runtime, ctx: &CallContext, p: &Value) -> ToolOutput {
-    let cfg = r.config();
-    let targets = cfg.targets(&ctx.identity.agent, &ctx.identity.user);
-    let docs: Vec<String> = targets
-        .iter()
-        .map(|t| {
-            let d = cfg.agents.get(t).map_or("", |a| a.description.as_str());
-            // Names often join words with `-` or `_`: split them so `code-review` matches "review".
-            let name = t.replace(['-', '_'], " ");
-            format!("{name} {name} {d} {d}")
-        })
-        .collect();
-    let index = toolgate_core::bm25::Bm25::new(docs.iter().map(String::as_str));
+/// The caller's delegation targets ranked by BM25 over name and description, fused with the
+/// embedder's ranking by meaning when there is one (seed 000 §7's `delegate_search`, for agents
+/// with more targets than `DELEGATION.md` lists; `search.rs`).
+async fn delegate_search(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
+    let targets = r.config().targets(&ctx.identity.agent, &ctx.identity.user);
+    let query = p["query"].as_str().unwrap_or_default().to_owned();
     let limit = p["limit"].as_u64().unwrap_or(5).clamp(1, 20) as usize;
-    let rows: Vec<Value> = index
-        .search(p["query"].as_str().unwrap_or_default(), limit)
-        .into_iter()
-        .map(|(i, score)| {
-            let d = cfg.agents.get(&targets[i]).map_or("", |a| a.description.as_str());
-            json!({"agent": targets[i], "description": clip_text(d, 500), "score": (score * 1000.0).round() / 1000.0})
-        })
-        .collect();
-    let note = if rows.is_empty() {
-        Some("no agent you can delegate to matches; try other words, or handle it yourself")
-    } else {
-        None
+    if r.vectors().is_none() {
+        return Ok(ToolOutput::json(crate::search::rank(r.config(), &targets, &query, limit, None)));
+    }
+    // The model may run (loading it, embedding the agents or the query): off the async threads.
+    let (rt, t, q) = (Arc::clone(r), targets.clone(), query.clone());
+    let found = match tokio::task::spawn_blocking(move || crate::search::rank(rt.config(), &t, &q, limit, rt.vectors()))
+        .await
+    {
+        Ok(found) => found,
+        // The model panicked: keywords still rank.
+        Err(e) => {
+            let mut found = crate::search::rank(r.config(), &targets, &query, limit, None);
+            found["notes"][0] =
+                format!("semantic ranking unavailable: the embedding model failed ({e}); ranked by keywords").into();
+            found
+        }
     };
-    ToolOutput::json(json!({ "agents": rows, "of": targets.len(), "note": note }))
+    Ok(ToolOutput::json(found))
+}
+
+/// `sessions_spawn`'s description: it names exactly the configured research set.
+fn spawn_description(tools: &[String]) -> String {
+    // Seed 002 §8's six: all read-only.
+    const READ_ONLY: &[&str] = &["read", "grep", "glob", "ls", "memory_search", "memory_get"];
+    let kind = if tools.iter().all(|t| READ_ONLY.contains(&t.as_str())) { "a read-only" } else { "a" };
+    let list = if tools.is_empty() { "none".to_owned() } else { tools.join(", ") };
+    format!(
+        "Spawn {kind} research sub-agent on a task; waits and returns its answer. It is offered only these tools \
+         (fewer if its policy hides some): {list}."
+    )
 }
 
 async fn subagents(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {

@@ -41,6 +41,11 @@ pub struct CallContext {
     /// Policy intersects a sub-agent's tools with every ancestor's: it never gains a tool its
     /// parent lacks.
     pub ancestors: Vec<String>,
+    /// Tools the sub-agent deny list lets through for this caller: a `sessions_spawn` research
+    /// sub-agent's configured set (`[agents_defaults] research_tools`), which may name memory
+    /// tools the list denies every other sub-agent. Set only by the agent runtime, never from a
+    /// request; [`CallContext::subagent`] clears it, so a child never inherits it.
+    pub subagent_deny_exempt: Vec<String>,
     /// Unique id of this call (also the audit record's id).
     pub call_id: String,
     /// Cancelled when the caller gives up, the call times out, or the gate shuts down.
@@ -68,6 +73,7 @@ impl CallContext {
             provider: None,
             subagent_depth: 0,
             ancestors: Vec::new(),
+            subagent_deny_exempt: Vec::new(),
             call_id: String::new(),
             cancel: CancellationToken::new(),
             progress: ProgressSink::none(),
@@ -100,6 +106,7 @@ impl CallContext {
         let parent = std::mem::replace(&mut self.identity.agent, agent.into());
         self.ancestors.push(parent);
         self.subagent_depth += 1;
+        self.subagent_deny_exempt.clear();
         self
     }
 

@@ -37,6 +37,9 @@ pub struct Caller<'a> {
     pub depth: u32,
     /// The parent of a sub-agent: its effective policy is intersected with the parent's.
     pub parent: Option<Parent<'a>>,
+    /// Tool names the sub-agent deny list does not remove for this caller (a `sessions_spawn`
+    /// research sub-agent's configured set); the leaf deny list and every other rule still apply.
+    pub subagent_deny_exempt: &'a [String],
 }
 
 /// What a sub-agent's parent may do; the sub-agent never gets more.
@@ -57,7 +60,7 @@ impl<'a> Caller<'a> {
 
     /// A top-level agent with this name.
     pub fn agent(agent: &'a str) -> Self {
-        Caller { agent, provider: None, channel: None, depth: 0, parent: None }
+        Caller { agent, provider: None, channel: None, depth: 0, parent: None, subagent_deny_exempt: &[] }
     }
 
     /// A sub-agent of `parent`: one level deeper, same provider and channel.
@@ -68,6 +71,7 @@ impl<'a> Caller<'a> {
             channel: parent.channel,
             depth: parent.depth + 1,
             parent: Some(Parent::Caller(parent)),
+            subagent_deny_exempt: &[],
         }
     }
 
@@ -86,6 +90,12 @@ impl<'a> Caller<'a> {
     /// Sets the depth.
     pub fn with_depth(mut self, depth: u32) -> Self {
         self.depth = depth;
+        self
+    }
+
+    /// Sets the tools the sub-agent deny list lets through for this caller.
+    pub fn with_subagent_deny_exempt(mut self, tools: &'a [String]) -> Self {
+        self.subagent_deny_exempt = tools;
         self
     }
 

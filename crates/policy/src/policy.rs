@@ -568,6 +568,17 @@ impl Policy {
                 "the default subagent deny list"
             };
             match self.subagent_deny.iter().find(|e| e.matcher.matches(tool, &self.groups)) {
+                // The caller's own configured set (a research sub-agent's) passes this list only.
+                Some(e) if caller.subagent_deny_exempt.iter().any(|t| t == name) => trace.push(
+                    level,
+                    Stage::SubagentDeny,
+                    format!(
+                        "depth {}: {list}: `{}` names `{name}`, but this sub-agent's own tool set \
+                         ([agents_defaults] research_tools) lists it",
+                        depth, e.text
+                    ),
+                    if visible { Effect::Kept } else { Effect::Unchanged },
+                ),
                 Some(e) => {
                     let effect = if visible { Effect::Removed } else { Effect::Unchanged };
                     trace.push(

@@ -238,6 +238,34 @@ fn subagent_and_leaf_lists() {
     ]);
 }
 
+/// A research sub-agent's own set passes the sub-agent deny list, and only that list: the leaf
+/// list, the agent's own deny and the parent still apply, and a plain sub-agent gets nothing.
+#[test]
+fn a_sub_agents_own_set_passes_the_subagent_deny_list_only() {
+    let set: Vec<String> = ["read", "memory_search", "memory_get", "sessions_spawn", "exec"].map(String::from).into();
+    let tools = tool_refs();
+    let seen = |toml_text: &str, exempt: &[String]| {
+        let policy = policy(toml_text);
+        let top = Caller::main();
+        let worker = Caller::subagent("worker", &top).with_subagent_deny_exempt(exempt);
+        let names = policy.visible_tools(&tools, &worker);
+        ["read", "memory_search", "memory_get", "memory_write", "sessions_spawn", "exec"]
+            .into_iter()
+            .filter(|t| names.contains(t))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(seen("", &set), "read memory_search memory_get exec", "the leaf list still hides sessions_spawn");
+    assert_eq!(seen("", &[]), "read exec", "a plain sub-agent: memory denied");
+    assert_eq!(seen("[agents.worker]\ndeny = [\"memory_get\"]", &set), "read memory_search exec");
+    assert_eq!(seen("[agents.main]\ndeny = [\"memory_search\"]", &set), "read memory_get exec", "the parent's view");
+    let policy = policy("");
+    let top = Caller::main();
+    let worker = Caller::subagent("worker", &top).with_subagent_deny_exempt(&set);
+    let v = policy.visible(ToolRef::new("memory_search", "memory"), &worker);
+    assert!(v.visible && v.trace.to_string().contains("research_tools"), "{}", v.trace);
+}
+
 #[test]
 fn no_escalation() {
     let depth2 = "[subagents]\nmaxDepth = 2\n";

@@ -90,6 +90,7 @@ fn with_caller<R>(spec: &str, f: impl FnOnce(&Caller<'_>) -> R) -> R {
             channel: channel.as_deref(),
             depth,
             parent: parent.map(Parent::Caller),
+            subagent_deny_exempt: &[],
         };
         if parts.len() == 1 { f(&caller) } else { chain(&parts[1..], Some(&caller), depth + 1, f) }
     }

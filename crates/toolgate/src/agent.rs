@@ -29,8 +29,8 @@ use toolgate_store::{SessionStore, Store};
 
 pub use toolgate_agent::*;
 
-use crate::Gate;
 use crate::config::Config;
+use crate::{Gate, GateError};
 
 #[async_trait::async_trait]
 impl ToolCaller for Gate {
@@ -74,7 +74,37 @@ pub(crate) fn agents_config(config: &Config) -> AgentsConfig {
         agents: config.agents.clone(),
         agent_links: config.agent_links.clone(),
         teams: config.teams.clone(),
+        agents_defaults: config.agents_defaults.clone(),
     }
+}
+
+/// Checks `[agents_defaults] research_tools` against the registered tools: `sessions_spawn`'s
+/// description names that set, so a name that is no tool would be a promise the sub-agent is not
+/// given. Tools of a configured MCP server (`mcp__SERVER__...`, or its own prefix) are registered
+/// once it connects and pass on their prefix.
+pub(crate) fn check_research_tools(config: &Config, tools: &[ToolSpec]) -> Result<(), GateError> {
+    if config.agents.is_empty() {
+        return Ok(());
+    }
+    for t in &config.agents_defaults.research_tools {
+        let known = tools.iter().any(|s| &s.name == t)
+            || config.mcp.servers.iter().any(|(name, server)| {
+                let prefix = server.tool_name(name, "");
+                !prefix.is_empty() && t.len() > prefix.len() && t.starts_with(&prefix)
+            });
+        if !known {
+            let hint = if t.contains('*') || t.starts_with("group:") {
+                "exact tool names only, no `*` or `group:`".to_owned()
+            } else {
+                "see `toolgate tools list` for the names".to_owned()
+            };
+            return Err(GateError::Agents(format!(
+                "[agents_defaults] research_tools: `{}` is not a tool ({hint}); the default is [\"read\", \"grep\", \"glob\", \"ls\"]",
+                t.chars().take(100).collect::<String>()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The runtime for `config`, or `None` when no agent is configured. Sessions go to `store`, or

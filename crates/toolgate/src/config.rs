@@ -60,6 +60,8 @@ pub struct Config {
     pub agent_links: Vec<toolgate_agent::AgentLink>,
     /// Teams of agents (`[teams.NAME]`, `docs/agents.md`).
     pub teams: std::collections::BTreeMap<String, toolgate_agent::TeamConfig>,
+    /// Settings for every agent: the research sub-agent's tools (`[agents_defaults]`, `docs/agents.md`).
+    pub agents_defaults: toolgate_agent::AgentsDefaults,
     /// The result cache for read-only tools (`docs/extensions.md`).
     pub cache: CacheConfig,
     /// Refusing a call repeated too many times in a row (`docs/extensions.md`).

@@ -193,7 +193,8 @@ impl Family for Web {
     }
 }
 
-/// The agent tools, when `[agents]` exist (`toolgate_agent::tools`).
+/// The agent tools, when `[agents]` exist (`toolgate_agent::tools`); `delegate_search` ranks by
+/// meaning with the gate's embedder, its agent vectors kept beside the skills'.
 #[derive(Debug)]
 struct Agents;
 
@@ -203,6 +204,9 @@ impl Family for Agents {
     }
 
     fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        if let (Some(rt), Some(embedder)) = (&s.agents, &s.embedder) {
+            rt.set_embedder(Arc::clone(embedder), s.stores.as_ref().map(|st| Arc::clone(&st.embeddings)));
+        }
         Ok(s.agents.iter().flat_map(toolgate_agent::tools).collect())
     }
 }

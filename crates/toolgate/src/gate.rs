@@ -78,6 +78,9 @@ pub enum GateError {
     /// `[gate] dialect` or an agent's `dialect` names no dialect.
     #[error(transparent)]
     Dialect(#[from] toolgate_dialect::UnknownDialect),
+    /// The agents' configuration names something that does not exist (a research tool).
+    #[error("invalid agent configuration: {0}")]
+    Agents(String),
 }
 
 /// Where audit records go.
@@ -267,6 +270,7 @@ impl GateBuilder {
         }
         let policy = PolicyStage::new(config.tools.policy.clone())?;
         let specs: Vec<ToolSpec> = registry.all().iter().map(|t| t.tool.spec().clone()).collect();
+        crate::agent::check_research_tools(&config, &specs)?;
         let refs: Vec<ToolRef<'_>> = specs.iter().map(ToolRef::from).collect();
         for warning in policy.policy().warnings().iter().cloned().chain(policy.policy().known_tools(&refs)) {
             tracing::warn!("policy: {warning}");

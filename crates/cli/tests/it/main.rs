@@ -7,6 +7,7 @@
 mod support;
 
 mod agent;
+mod agent_search;
 mod binary_contents;
 mod cli_mcp;
 mod clients;

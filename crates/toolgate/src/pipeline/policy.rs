@@ -81,7 +81,9 @@ pub(crate) fn apply_verdict(verdict: Verdict, safety: &mut CallSafety, decision:
 /// of ancestors (so a sub-agent's policy is intersected with each ancestor's).
 fn with_caller<R>(ctx: &CallContext, f: impl FnOnce(&Caller<'_>) -> R) -> R {
     if ctx.ancestors.is_empty() {
-        let mut caller = Caller::agent(&ctx.identity.agent).with_depth(ctx.subagent_depth);
+        let mut caller = Caller::agent(&ctx.identity.agent)
+            .with_depth(ctx.subagent_depth)
+            .with_subagent_deny_exempt(&ctx.subagent_deny_exempt);
         if let Some(provider) = &ctx.provider {
             caller = caller.with_provider(provider);
         }
@@ -90,7 +92,9 @@ fn with_caller<R>(ctx: &CallContext, f: impl FnOnce(&Caller<'_>) -> R) -> R {
     let chain: Vec<&str> =
         ctx.ancestors.iter().map(String::as_str).chain(std::iter::once(ctx.identity.agent.as_str())).collect();
     Caller::with_chain(&chain, ctx.provider.as_deref(), |caller| {
-        let deeper = caller.with_depth(caller.depth.max(ctx.subagent_depth));
+        let deeper = caller
+            .with_depth(caller.depth.max(ctx.subagent_depth))
+            .with_subagent_deny_exempt(&ctx.subagent_deny_exempt);
         f(&deeper)
     })
 }
