@@ -154,6 +154,15 @@ pub(crate) struct Drive<'a> {
     pub inbox: Arc<Inbox>,
     /// How long to wait for more items after one arrives (the announce debounce).
     pub debounce: Duration,
+    /// This turn's session writes, stored together by [`Drive::commit`].
+    pub turn: std::sync::Mutex<Turn>,
+}
+
+/// A turn's messages and usage, not yet stored.
+#[derive(Debug, Default)]
+pub(crate) struct Turn {
+    messages: Vec<MessageRecord>,
+    usage: Option<(u64, u64, f64)>,
 }
 
 impl Drive<'_> {
@@ -168,6 +177,7 @@ impl Drive<'_> {
         for item in self.inbox.end(&self.session) {
             self.save(&Message::User { content: item.text });
         }
+        self.commit();
         out
     }
 
@@ -177,6 +187,7 @@ impl Drive<'_> {
         // Consecutive calls the gate refused as a loop (`[loop_breaker]`): the model was told
         // to change approach and did not.
         let mut loop_refusals = 0u32;
+        let tools: Arc<[ToolDef]> = self.tools.clone().into();
         'turns: while out.iterations < self.max_iterations {
             if cancel.is_cancelled() {
                 out.status = RunStatus::Cancelled;
@@ -189,8 +200,7 @@ impl Drive<'_> {
                 self.save(&m);
                 messages.push(m);
             }
-            let request =
-                ModelRequest { model: self.model.clone(), messages: messages.clone(), tools: self.tools.clone() };
+            let request = ModelRequest { model: self.model.clone(), messages: messages.clone(), tools: tools.clone() };
             // Dropping the request future on cancellation aborts the HTTP exchange.
             let reply = tokio::select! {
                 r = self.client.complete(&request) => r,
@@ -267,6 +277,9 @@ impl Drive<'_> {
                     break 'turns;
                 }
             }
+            // The turn is complete (every call answered): stored at once. A run that ends
+            // mid-turn is stored by `run` when it ends.
+            self.commit();
         }
         if out.status == RunStatus::MaxIterations {
             out.error = Some(format!(
@@ -378,16 +391,32 @@ impl Drive<'_> {
         messages.push(m);
     }
 
-    /// Adds a reply's tokens and their cost (from the price table) to the session; returns the cost.
+    /// Adds a reply's tokens and their cost (from the price table) to the turn; returns the cost.
     pub(crate) fn record_usage(&self, usage: Usage) -> f64 {
         let cost =
             self.price.input * usage.input_tokens as f64 / 1e6 + self.price.output * usage.output_tokens as f64 / 1e6;
-        self.log(self.store.session_add_usage(&self.session, usage.input_tokens, usage.output_tokens, cost, now_ms()));
+        let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        let (input, output, total) = turn.usage.get_or_insert_default();
+        (*input, *output, *total) = (*input + usage.input_tokens, *output + usage.output_tokens, *total + cost);
         cost
     }
 
+    /// Adds a message to the turn; [`Drive::commit`] stores it.
     pub(crate) fn save(&self, m: &Message) {
-        self.log(self.store.session_append(&self.session, &to_record(m)).map(drop));
+        self.turn.lock().unwrap_or_else(|e| e.into_inner()).messages.push(to_record(m));
+    }
+
+    /// Stores the turn's messages and usage in one transaction: once its tool calls are all
+    /// answered, and when the run ends (it was five commits a turn, two per message and one for
+    /// the usage). On purpose not the assistant's message before its calls run: a crash mid-call
+    /// would leave a transcript ending in tool calls without results (`sessions_fail_orphans`
+    /// only marks the session failed, and `from_record` hands the unanswered calls to the
+    /// next request of `sessions_send`, which providers reject). Losing the interrupted turn
+    /// keeps a continued session well-formed; the audit log has its calls, live events showed
+    /// it, and `sessions_history` shows a turn when it ends.
+    pub(crate) fn commit(&self) {
+        let turn = std::mem::take(&mut *self.turn.lock().unwrap_or_else(|e| e.into_inner()));
+        self.log(self.store.session_append_turn(&self.session, &turn.messages, turn.usage, now_ms()).map(drop));
     }
 
     fn log(&self, r: Result<(), toolgate_store::StoreError>) {

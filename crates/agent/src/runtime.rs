@@ -505,6 +505,7 @@ impl Runtime {
             runner: self.own_runner(),
             inbox: self.inbox.clone(),
             debounce: self.limits.announce_debounce,
+            turn: Default::default(),
         };
         let outcome = drive.run(messages).await;
         self.finish(&outcome);
@@ -577,9 +578,8 @@ impl Runtime {
             created_ms: now_ms(),
             ..SessionRecord::default()
         })?;
-        for m in &messages {
-            self.store.session_append(&id, &to_record(m))?;
-        }
+        let records: Vec<_> = messages.iter().map(to_record).collect();
+        self.store.session_append_turn(&id, &records, None, now_ms())?;
         let drive = Drive {
             client,
             caller,
@@ -595,6 +595,7 @@ impl Runtime {
             runner: self.own_runner(),
             inbox: self.inbox.clone(),
             debounce: self.limits.announce_debounce,
+            turn: Default::default(),
         };
         Ok((drive, messages))
     }

@@ -162,7 +162,7 @@ mod tests {
                 Message::Tool { call_id: "1".into(), name: "a".into(), content: "x".into(), is_error: false },
                 Message::Tool { call_id: "2".into(), name: "b".into(), content: "y".into(), is_error: true },
             ],
-            tools: vec![],
+            tools: Vec::new().into(),
         };
         let body = client.body(&req);
         assert_eq!(body["system"], "sys");

@@ -81,8 +81,9 @@ pub struct ModelRequest {
     pub model: String,
     /// The conversation so far (a leading [`Message::System`] is the system prompt).
     pub messages: Vec<Message>,
-    /// The tools the model may call.
-    pub tools: Vec<ToolDef>,
+    /// The tools the model may call: shared by a run's requests, so a turn does not copy every
+    /// tool's schema (with every tool offered, that copy was most of a turn's own cost).
+    pub tools: Arc<[ToolDef]>,
 }
 
 /// Tokens used by one request.

@@ -136,7 +136,7 @@ fn json_messages(req: &ModelRequest) -> Vec<Value> {
         "You act by replying with one JSON object. To call a tool: {\"tool\": NAME, \"arguments\": {...}}. \
          When you have the answer: {\"tool\": \"final_answer\", \"answer\": \"...\"}. Tools:\n",
     );
-    for t in &req.tools {
+    for t in req.tools.iter() {
         tools.push_str(&format!("- {}: {} Parameters: {}\n", t.name, t.description, t.parameters));
     }
     let mut out = Vec::with_capacity(req.messages.len() + 1);

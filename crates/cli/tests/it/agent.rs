@@ -1027,3 +1027,43 @@ async fn your_own_runner_runs_the_agents_through_the_gate() {
     let last = store.session_messages(&child.id, 1).unwrap();
     assert!(last[0].role == "assistant" && last[0].content.contains("kiwi"), "the answer is in the session");
 }
+
+/// A run that stops in the middle of a tool call (its future dropped: what a dying process
+/// leaves) has stored none of that turn, so the session, closed as an orphan and continued,
+/// sends the model a well-formed conversation: no tool call without its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_mid_call_leaves_a_transcript_that_continues_well_formed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![
+        // The parent waits on a sub-agent whose model is slow: the run is dropped meanwhile.
+        call("subagents", json!({"action": "run", "task": "slow"})),
+        Reply::Delay(Duration::from_secs(30), Box::new(answer("too late"))),
+        answer("continued"),
+    ])
+    .await;
+    let gate = gate(dir.path(), config(&server.url));
+    let rt = gate.agents().unwrap().clone();
+    let ctx = gate.context();
+    let run = tokio::time::timeout(Duration::from_millis(1500), rt.run(RunSpec::new("main", "go"), &ctx));
+    assert!(run.await.is_err(), "the run was still in its tool call");
+    let store = store(dir.path());
+    let filter = toolgate::store::SessionFilter { kind: Some("run"), ..Default::default() };
+    let session = store.sessions(&filter).unwrap().remove(0).id;
+    let roles: Vec<String> = store.session_messages(&session, 0).unwrap().into_iter().map(|m| m.role).collect();
+    assert_eq!(roles, ["system", "user"], "the interrupted turn is not half stored");
+    // What `sessions_fail_orphans` does for a process that ended.
+    store.session_finish(&session, "failed", None, Some("the process running it ended"), 1).unwrap();
+    let out = rt.send(&session, "go on", None).await.unwrap();
+    assert_eq!((out.status, out.answer.as_str()), (RunStatus::Done, "continued"), "{out:?}");
+    let requests = server.requests();
+    let messages = requests.last().unwrap()["messages"].as_array().unwrap().clone();
+    let called: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    let answered: Vec<&str> = messages.iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+    assert_eq!(called, answered, "every tool call has its result: {messages:?}");
+    let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(roles, ["system", "user", "user"]);
+}
