@@ -60,7 +60,8 @@ pub use model::{Message, ModelClient, ModelReply, ModelRequest, ToolCall, ToolDe
 pub use own_runner::{AgentRunner, RunReply, RunRequest};
 pub use runner::{Event, EventSink, LOOP_STOP, MAX_ARGUMENTS, RunOutcome, RunStatus};
 pub use runtime::{
-    DELEGATION_INLINE_MAX, Limits, RESEARCH_TOOLS, RunSpec, Runtime, SessionKind, TaskInfo, Verdict, verdict,
+    ANNOUNCE_MAX_CHARS, DELEGATION_INLINE_MAX, Limits, MAX_QUEUED, RESEARCH_TOOLS, RunSpec, Runtime, SessionKind,
+    TaskInfo, Verdict, verdict,
 };
 pub use tools::{GROUP, tools};
 

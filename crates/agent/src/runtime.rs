@@ -91,6 +91,12 @@ impl SessionKind {
     }
 }
 
+/// What a caller is told when it asks for an agent and none is configured: the config to add.
+const NO_AGENTS: &str = "none. Sub-agents and delegation need a model: add one to toolgate.toml, for example\n\
+[providers.local]\nbase_url = \"http://127.0.0.1:8080/v1\"   # any OpenAI-compatible endpoint\n\n\
+[agents.main]\ndescription = \"Does the work\"\nprovider = \"local\"\nmodel = \"qwen2.5-coder\"\n\n\
+(docs/agents.md, \"Configuring\")";
+
 /// The most of a background run's result an announcement carries; the rest is in its session.
 pub const ANNOUNCE_MAX_CHARS: usize = 20_000;
 
@@ -302,7 +308,7 @@ impl Runtime {
         self.cfg.agents.get(name).ok_or_else(|| AgentError::UnknownAgent {
             name: name.chars().take(100).collect(),
             known: if self.cfg.agents.is_empty() {
-                "none (add an [agents.NAME] table to toolgate.toml)".to_owned()
+                NO_AGENTS.to_owned()
             } else {
                 self.cfg.agents.keys().cloned().collect::<Vec<_>>().join(", ")
             },
@@ -399,12 +405,22 @@ impl Runtime {
     /// running session: its model reads it before its next turn); returns the session it was
     /// queued for, or `None` when that session is not running (continue it with
     /// [`Runtime::send`]). A conversation that was handed off goes to the agent it was handed to.
-    pub fn send_queued(&self, session: &str, message: &str) -> Result<Option<String>, AgentError> {
+    pub async fn send_queued(&self, session: &str, message: &str) -> Result<Option<String>, AgentError> {
         let target = match self.store.handoff_route(session)? {
             Some(route) if self.store.session(&route.to_session)?.is_some() => route.to_session,
             _ => session.to_owned(),
         };
-        Ok(self.queue_message(&target, message)?.then_some(target))
+        // A session is stored as running a moment before its loop begins: give it 2 s.
+        for _ in 0..40 {
+            if self.queue_message(&target, message)? {
+                return Ok(Some(target));
+            }
+            match self.store.session(&target)? {
+                Some(r) if r.status == "running" => tokio::time::sleep(Duration::from_millis(50)).await,
+                _ => return Ok(None),
+            }
+        }
+        Ok(None)
     }
 
     /// Continues a finished session with a new user message (`sessions_send`, `toolgate agent

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use toolgate_core::{Annotations, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
-use toolgate_store::{SessionFilter, SessionRecord, TaskFilter, TaskOrder, TeamMessage, TeamTask};
+use toolgate_store::{SessionFilter, SessionQuery, SessionRecord, TaskFilter, TaskOrder, TeamMessage, TeamTask};
 
 use crate::runtime::{RunSpec, Runtime, SessionKind, clip, clip_text};
 use crate::{AgentError, now_ms};
@@ -188,20 +188,32 @@ impl Tool for AgentTool {
                 };
                 r.sessions(&filter).map(|list| {
                     let rows: Vec<Value> = list.iter().map(session_json).collect();
-                    ToolOutput::json(json!({ "sessions": rows }))
+                    // The gate's MCP sessions too (from the audit log), unless one agent's are asked for.
+                    let mcp = if filter.agent.is_none() { mcp_sessions(r, ctx, limit) } else { Vec::new() };
+                    ToolOutput::json(json!({ "sessions": rows, "mcp_sessions": mcp }))
                 })
             }
             Kind::SessionsHistory => {
                 let id = req_str(name, &p, "session_id")?;
-                own_session(r, ctx, id).and_then(|_| {
-                    let limit = p["limit"].as_u64().unwrap_or(50).clamp(1, 200) as usize;
-                    let msgs = r.store().session_messages(id, limit)?;
-                    Ok(ToolOutput::json(json!({ "session_id": id, "messages": msgs })))
-                })
+                let limit = p["limit"].as_u64().unwrap_or(50).clamp(1, 200) as usize;
+                match own_session(r, ctx, id) {
+                    Ok(_) => r
+                        .store()
+                        .session_messages(id, limit)
+                        .map(|msgs| ToolOutput::json(json!({ "session_id": id, "messages": msgs })))
+                        .map_err(AgentError::from),
+                    // The caller's own session that the runtime does not keep: what was announced to it.
+                    Err(_) if id == ctx.identity.session => Ok(caller_history(r, id, limit)),
+                    Err(e) => Err(e),
+                }
             }
             Kind::SessionStatus => {
                 let id = p["session_id"].as_str().unwrap_or(&ctx.identity.session);
-                own_session(r, ctx, id).map(|s| ToolOutput::json(session_json(&s)))
+                match own_session(r, ctx, id) {
+                    Ok(s) => Ok(ToolOutput::json(session_json(&s))),
+                    Err(_) if id == ctx.identity.session => caller_status(r, ctx).map(ToolOutput::json),
+                    Err(e) => Err(e),
+                }
             }
             Kind::SessionsSend => {
                 let id = req_str(name, &p, "session_id")?;
@@ -209,7 +221,7 @@ impl Tool for AgentTool {
                 // A message from one agent to another passes the leak detector first.
                 let message = r.scrub(message);
                 match own_session(r, ctx, id) {
-                    Ok(_) => match r.send_queued(id, &message) {
+                    Ok(_) => match r.send_queued(id, &message).await {
                         Ok(Some(to)) => Ok(ToolOutput::json(json!({
                             "session_id": to, "status": "queued",
                             "note": "the session is running: it reads your message before its next model turn; its answer is in sessions_history",
@@ -295,6 +307,81 @@ fn own_session(r: &Runtime, ctx: &CallContext, id: &str) -> Result<SessionRecord
     }
 }
 
+/// How long a caller's MCP session stays in `sessions_list` after its last call.
+const MCP_SESSIONS_LISTED_FOR_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// What kind of caller a session id the runtime does not keep belongs to (`crates/mcp`'s
+/// `session.rs` names them).
+fn caller_kind(id: &str) -> &'static str {
+    if id.starts_with("mcp-stdio-") {
+        "mcp (stdio)"
+    } else if id.starts_with("mcp-key-") {
+        "mcp (stateless HTTP: one per credential)"
+    } else if id.starts_with("mcp-") {
+        "mcp (HTTP session)"
+    } else {
+        "cli or library"
+    }
+}
+
+/// The caller's MCP sessions with calls in the last week, most recently active first.
+fn mcp_sessions(r: &Runtime, ctx: &CallContext, limit: usize) -> Vec<Value> {
+    let Ok(caller) = r.caller() else { return Vec::new() };
+    let query = SessionQuery {
+        user: &ctx.identity.user,
+        session: None,
+        prefix: "mcp-",
+        since_ms: now_ms() - MCP_SESSIONS_LISTED_FOR_MS,
+        limit,
+    };
+    caller
+        .session_calls(&query)
+        .into_iter()
+        .map(|c| {
+            json!({"id": c.session, "kind": caller_kind(&c.session), "agent": c.agent, "calls": c.calls,
+                "first_ms": c.first_ms, "last_ms": c.last_ms, "you": c.session == ctx.identity.session})
+        })
+        .collect()
+}
+
+/// `session_status` of the caller's own session when the runtime does not keep it (an MCP
+/// client's, a CLI call's): its calls from the audit log, and the tokens and cost of the agent
+/// sessions it started.
+fn caller_status(r: &Runtime, ctx: &CallContext) -> Result<Value, AgentError> {
+    let id = ctx.identity.session.as_str();
+    let query = SessionQuery { user: &ctx.identity.user, session: Some(id), limit: 1, ..SessionQuery::default() };
+    let calls = r.caller()?.session_calls(&query).into_iter().next();
+    let filter = SessionFilter { parent: Some(id), user: Some(&ctx.identity.user), limit: 1000, ..Default::default() };
+    let children = r.sessions(&filter)?;
+    let (input, output, cost) =
+        children.iter().fold((0, 0, 0.0), |(i, o, c), s| (i + s.input_tokens, o + s.output_tokens, c + s.cost_usd));
+    Ok(json!({
+        "id": id, "kind": caller_kind(id), "user": ctx.identity.user, "agent": ctx.identity.agent,
+        "calls": calls.as_ref().map_or(0, |c| c.calls),
+        "first_ms": calls.as_ref().map(|c| c.first_ms), "last_ms": calls.as_ref().map(|c| c.last_ms),
+        "agent_sessions_started": children.len(),
+        "input_tokens": input, "output_tokens": output, "cost_usd": cost,
+        "announcements": r.kept_announcements(id).len(),
+        "note": "calls counts the calls this session made before this one (the audit log); tokens and cost are those of the agent sessions it started",
+    }))
+}
+
+/// `sessions_history` of the caller's own session when the runtime does not keep it: what was
+/// announced to it (finished background runs), oldest first.
+fn caller_history(r: &Runtime, id: &str, limit: usize) -> ToolOutput {
+    let kept = r.kept_announcements(id);
+    let skip = kept.len().saturating_sub(limit);
+    let messages: Vec<Value> = kept
+        .into_iter()
+        .skip(skip)
+        .map(|(ts_ms, text)| json!({"role": "user", "content": text, "ts_ms": ts_ms}))
+        .collect();
+    ToolOutput::json(json!({
+        "session_id": id, "kind": caller_kind(id), "messages": messages,
+        "note": "a session of an MCP client or a CLI call: these are the announcements of the background runs it started; its calls are in the audit log (toolgate audit)",
+    }))
+}
+
 fn session_json(s: &SessionRecord) -> Value {
     json!({
         "id": s.id, "agent": s.agent, "kind": s.kind, "status": s.status, "label": s.label,
@@ -318,6 +405,10 @@ fn agents_list(r: &Runtime, ctx: &CallContext) -> ToolOutput {
             })
         })
         .collect();
+    if rows.is_empty() {
+        let note = "no agents are configured: add [providers.NAME] and [agents.NAME] to toolgate.toml to spawn sub-agents or delegate (docs/agents.md)";
+        return ToolOutput::json(json!({ "agents": rows, "you": ctx.identity.agent, "note": note }));
+    }
     ToolOutput::json(json!({ "agents": rows, "you": ctx.identity.agent }))
 }
 
@@ -331,7 +422,8 @@ fn handoff(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, Agen
         }
         "handoff" => {
             let to = need(p, "agent", "handoff")?;
-            let session = r.handoff(ctx, to, p["reason"].as_str().unwrap_or_default())?;
+            // The reason reaches the next agent: an agent-to-agent message, scrubbed.
+            let session = r.handoff(ctx, to, &r.scrub(p["reason"].as_str().unwrap_or_default()))?;
             // The runner ends the handing agent's run on this result (`handoff_to`).
             Ok(ToolOutput::text(format!("Handed the conversation to `{to}`; it answers the user from now on."))
                 .with_meta(json!({"handoff_to": to, "session": session})))

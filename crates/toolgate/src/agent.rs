@@ -49,6 +49,18 @@ impl ToolCaller for Gate {
     fn refused(&self, ctx: &CallContext, name: &str, arguments: &str, error: &ToolError) {
         self.record_refused(ctx, name, arguments, error);
     }
+
+    fn scrub(&self, ctx: &CallContext, text: &str) -> String {
+        self.scrub_agent_text(ctx, text)
+    }
+
+    fn session_calls(&self, query: &toolgate_store::SessionQuery<'_>) -> Vec<toolgate_store::SessionCalls> {
+        let Some(audit) = self.audit_log() else { return Vec::new() };
+        audit.audit_sessions(query).unwrap_or_else(|e| {
+            tracing::warn!("reading sessions from the audit log: {e}");
+            Vec::new()
+        })
+    }
 }
 
 impl Gate {
@@ -107,16 +119,15 @@ pub(crate) fn check_research_tools(config: &Config, tools: &[ToolSpec]) -> Resul
     Ok(())
 }
 
-/// The runtime for `config`, or `None` when no agent is configured. Sessions go to `store`, or
-/// to an in-memory database when the gate keeps no state on disk.
+/// The runtime for `config`, also with no agent configured: the session tools describe any
+/// caller's session (an MCP client's, a CLI call's), and spawning or delegating says what
+/// config to add. Sessions go to `store`, or to an in-memory database when the gate keeps no
+/// state on disk.
 pub(crate) fn build_runtime(
     config: &Config,
     store: Option<Arc<dyn SessionStore>>,
     workspace: &Path,
 ) -> Option<Arc<Runtime>> {
-    if config.agents.is_empty() {
-        return None;
-    }
     let cfg = agents_config(config);
     for problem in cfg.problems() {
         tracing::warn!("agents: {problem}");

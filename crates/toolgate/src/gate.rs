@@ -726,6 +726,48 @@ impl Gate {
         ));
     }
 
+    /// Model text or an agent-to-agent message with its secrets redacted (withheld whole when a
+    /// `block` rule matched), and an audit event (tool `agent_text`) naming the rules, so a
+    /// secret a model writes never reaches the session store, another agent or a caller.
+    pub(crate) fn scrub_agent_text(&self, ctx: &CallContext, text: &str) -> String {
+        let redacted = self.services.detector.redact(text);
+        let mut rules: Vec<&str> = redacted
+            .findings
+            .iter()
+            .filter(|f| f.action != toolgate_guard::leak::LeakAction::Warn)
+            .map(|f| f.rule_id)
+            .collect();
+        if rules.is_empty() {
+            return text.to_owned();
+        }
+        rules.dedup();
+        let out = if redacted.blocked {
+            format!("[withheld: this text contained a credential ({})]", rules.join(", "))
+        } else {
+            redacted.text
+        };
+        if let Some(audit) = &self.audit {
+            let mut ctx = ctx.clone();
+            ctx.call_id = self.next_call_id();
+            let note = format!("leak detector: redacted {} in model text or an agent message", rules.join(", "));
+            let result = Ok(ToolOutput::text(String::new()));
+            audit.record(crate::pipeline::audit::record(
+                &self.services.detector,
+                CallRecord {
+                    ctx: &ctx,
+                    started: SystemTime::now(),
+                    tool: "agent_text",
+                    called_as: None,
+                    params: "",
+                    trace: &[note.as_str()],
+                    result: &result,
+                    duration: std::time::Duration::ZERO,
+                },
+            ));
+        }
+        out
+    }
+
     /// The audit log's text of `params`, or nothing when there is no audit log.
     fn audit_text(&self, params: &Value, sensitive: &[&str]) -> String {
         if self.audit.is_none() {

@@ -8,6 +8,7 @@ mod support;
 
 mod agent;
 mod agent_search;
+mod announce;
 mod binary_contents;
 mod cli_mcp;
 mod clients;

@@ -91,7 +91,7 @@ fn table(page: &str, data: &str) -> Vec<(&'static str, Value, Expect)> {
         ("subagents", json!({"action": "list"}), Text(&["subagents"])),
         ("sessions_list", json!({}), Text(&["sessions"])),
         ("sessions_spawn", json!({"agent": "helper", "prompt": "say hi"}), Text(&[])),
-        ("session_status", json!({}), Error("no session")),
+        ("session_status", json!({}), Text(&["mcp (stdio)", "\"calls\""])),
         ("sessions_history", json!({"session_id": "nope"}), Error("nope")),
         ("sessions_send", json!({"session_id": "nope", "message": "hi"}), Error("nope")),
         (

@@ -451,8 +451,8 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("subagents", {}, says('"subagents"')),
             # "Return current session info": an MCP caller is in no agent session, so toolgate's
             # session_status has no current session to show (issue: `no session `default``).
-            Row("sessions_status", {}, says("default"),
-                gap="sessions_status with no id over MCP: no current agent session"),
+            # The MCP session itself (a stdio server is its own session): its calls so far.
+            Row("sessions_status", {}, says("mcp (stdio)")),
             Row("memory_search", {"query": "staging server", "max_results": 3, "min_score": 0},
                 says("memory/project.md", "marmot")),
             Row("memory_get", {"path": "memory/project.md", "from": 3, "lines": 1},

@@ -5,11 +5,13 @@ Usage: two_sessions.py URL TOKEN   (URL is http://HOST:PORT/mcp; the workspace h
 Two clients in the legacy protocol era, each with its own `Mcp-Session-Id`, as two coding agents
 on one workspace would be: what one session read does not let the other overwrite a file, a lock
 one session holds stops the other, and the loop breaker counts each session's calls alone.
-Prints one `ok:` line per check; exits non-zero with `FAILED:` on the first that does not hold.
+Session tools with no `[agents]` section describe and list each session. Prints one `ok:` line
+per check; exits non-zero with `FAILED:` on the first that does not hold.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import anyio
@@ -26,6 +28,12 @@ def check(cond: bool, what: str, detail: object = "") -> None:
 
 def text(result) -> str:
     return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+def as_json(result) -> dict:
+    """The JSON object a tool answered with (inside the untrusted-output boundary)."""
+    body = text(result)
+    return json.loads(body[body.index("{"):body.rindex("}") + 1])
 
 
 async def main() -> None:
@@ -61,6 +69,20 @@ async def main() -> None:
             check(again.is_error, "session A's fourth identical call is refused", text(again))
             other = await b.call_tool("ls", {"path": "."})
             check(not other.is_error, "session B's first identical call runs", text(other))
+
+            # Session tools with no [agents]: each session describes itself, and lists both.
+            status_a = as_json(await a.call_tool("session_status", {}))
+            status_b = as_json(await b.call_tool("session_status", {}))
+            check(status_a["kind"] == "mcp (HTTP session)" and status_a["id"].startswith("mcp-"),
+                  "session_status describes the caller's own MCP session", status_a)
+            check(status_a["id"] != status_b["id"], "two MCP sessions, two ids", (status_a, status_b))
+            check(status_a["calls"] >= 8 and status_b["calls"] >= 2, "each counts its own calls", (status_a, status_b))
+            listed = as_json(await a.call_tool("sessions_list", {}))
+            ids = {s["id"] for s in listed["mcp_sessions"]}
+            check({status_a["id"], status_b["id"]} <= ids, "sessions_list shows both MCP sessions", listed)
+            spawn = await a.call_tool("sessions_spawn", {"prompt": "look around"})
+            check(spawn.is_error and "[agents.main]" in text(spawn),
+                  "sessions_spawn with no model names the config to add", text(spawn))
     print("all checks passed", flush=True)
 
 

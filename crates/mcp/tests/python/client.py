@@ -83,7 +83,9 @@ async def exercise(client: Client, mode: str, workspace: str | None) -> None:
           "exec runs a command in the sandbox")
 
     await exercise_ids(client)
-    if "team_tasks" in names:
+    # The agent tools are always served; their ids exist only where agents are configured.
+    agents = await client.call_tool("agents_list", {})
+    if '"name"' in text_of(agents):
         await exercise_agent_ids(client)
 
     # Cancel a long command: the client gives up, and the process must be gone from the host.
