@@ -163,6 +163,7 @@ async fn a_configured_research_set_with_memory_tools_loosens_the_deny_list_for_t
         call("subagents", json!({"action": "run", "task": "look too"})),
         answer("plain"),
         answer("done"),
+        answer("again"),
     ])
     .await;
     let toml_text = "[agents_defaults]\nresearch_tools = [\"read\", \"grep\", \"glob\", \"ls\", \"memory_search\", \"memory_get\"]\n\
@@ -187,6 +188,10 @@ async fn a_configured_research_set_with_memory_tools_loosens_the_deny_list_for_t
         store.session_messages(&spawned.id, 0).unwrap().into_iter().filter(|m| m.role == "tool").collect();
     assert_eq!(results.len(), 1);
     assert!(!results[0].is_error && results[0].content.contains("rotates every Monday"), "{:?}", results[0]);
+    // Continued, the research session keeps its set and its pass.
+    let again = gate.agents().unwrap().send(&spawned.id, "and the other key?", None).await.unwrap();
+    assert_eq!(again.answer, "again", "{again:?}");
+    assert_eq!(offered(&server.requests()[6]), ["glob", "grep", "ls", "memory_get", "memory_search", "read"]);
     // A plain sub-agent calling it anyway is refused by the gate.
     let mut sub = gate.context().subagent("main");
     sub.identity.session = "sub-1".into();
@@ -206,6 +211,13 @@ async fn an_unknown_research_tool_is_a_config_error_at_start() {
         assert!(text.contains(&format!("[agents_defaults] research_tools: `{entry}` is not a tool")), "{text}");
         assert!(text.contains(says), "{text}");
     }
+    // A configured MCP server's tools are registered once it connects: its prefix passes.
+    let mcp = "[mcp.servers.gh]\ncommand = \"gh-mcp\"\n";
+    let toml_text = format!("{mcp}[agents_defaults]\nresearch_tools = [\"read\", \"mcp__gh__search_code\"]\n");
+    Gate::builder(dir.path()).config(config(&toml_text, "http://127.0.0.1:9/v1", &[])).build().unwrap();
+    let toml_text = format!("{mcp}[agents_defaults]\nresearch_tools = [\"mcp__gitlab__search\"]\n");
+    let err = Gate::builder(dir.path()).config(config(&toml_text, "http://127.0.0.1:9/v1", &[])).build().unwrap_err();
+    assert!(err.to_string().contains("`mcp__gitlab__search` is not a tool"), "{err}");
     // A typo in the table's keys is caught by the config loader.
     let err = toml::from_str::<Config>("[agents_defaults]\nresearch_tool = [\"read\"]\n").unwrap_err();
     assert!(err.to_string().contains("research_tool"), "{err}");
