@@ -600,11 +600,12 @@ fn team_tasks(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutp
                     AgentError::Invalid("`blocked_by` lists task ids (integers) from this board".to_owned())
                 })?);
             }
-            let subject = need(p, "subject", action)?.to_owned();
+            // What one agent writes for others to read passes the leak detector first.
+            let subject = r.scrub(need(p, "subject", action)?);
             let task = store.team_task_create(&TeamTask {
                 team: team.clone(),
                 subject,
-                description: p["description"].as_str().unwrap_or_default().to_owned(),
+                description: r.scrub(p["description"].as_str().unwrap_or_default()),
                 priority: p["priority"].as_i64().unwrap_or(0),
                 blocked_by,
                 created_ms: now_ms(),
@@ -648,7 +649,8 @@ fn team_tasks(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutp
             let id = p["task_id"]
                 .as_i64()
                 .ok_or_else(|| AgentError::Invalid("`task_id` is required for action `complete`".to_owned()))?;
-            match store.team_task_complete(&team, id, me, p["result"].as_str().unwrap_or_default())? {
+            let result = r.scrub(p["result"].as_str().unwrap_or_default());
+            match store.team_task_complete(&team, id, me, &result)? {
                 Some(t) => {
                     r.team_task_completed(&team, &t, ctx);
                     Ok(ToolOutput::json(json!({"completed": t, "note": "your result was sent to the lead"})))
@@ -687,7 +689,7 @@ fn team_message(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput,
                 team,
                 from: me,
                 to,
-                content: need(p, "content", action)?.to_owned(),
+                content: r.scrub(need(p, "content", action)?),
                 ts_ms: now_ms(),
                 ..TeamMessage::default()
             })?;

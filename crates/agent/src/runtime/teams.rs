@@ -105,8 +105,10 @@ impl Runtime {
 
     /// Sends `text` to the lead of `team` from `from`: a team message, and to the session the
     /// lead posts from (announced when running, else continued with it).
+    /// Scrubbed of secrets first: a result is a model's text passed to another agent.
     fn team_tell_lead(self: &Arc<Self>, team: &str, from: &str, text: &str) {
         let Some(cfg) = self.cfg.teams.get(team) else { return };
+        let text = &self.scrub(text);
         let sent = self.store.team_message_send(&TeamMessage {
             team: team.to_owned(),
             from: from.to_owned(),
