@@ -138,7 +138,7 @@ impl AgentVectors {
     /// unrelated left out; and how many agents were embedded for it.
     fn nearest(&self, cfg: &AgentsConfig, targets: &[String], query: &str) -> Result<(Vec<usize>, usize), EmbedError> {
         let (agents, embedded) = self.agents(cfg)?;
-        let q = match self.queries.embed(&Failing(self), query)? {
+        let q = match self.queries.embed(&Remembering(self), query)? {
             Some(q) => q,
             None => {
                 return Err(EmbedError(format!("the embedding model {} returned nothing", self.embedder.model_id())));
@@ -162,9 +162,9 @@ impl AgentVectors {
 
 /// The embedder as [`AgentVectors::embed`] calls it (remembering failures), for the query cache.
 #[derive(Debug)]
-struct Failing<'a>(&'a AgentVectors);
+struct Remembering<'a>(&'a AgentVectors);
 
-impl Embedder for Failing<'_> {
+impl Embedder for Remembering<'_> {
     fn model_id(&self) -> &str {
         self.0.embedder.model_id()
     }
