@@ -324,11 +324,14 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("team_tasks", {"action": "complete", "task_id": "$task", "result": "parsed"},
                 says('"status": "done"', '"result": "parsed"')),
             Row("team_tasks", {"action": "search", "query": "parser"}, says("write the parser")),
-            Row("team_tasks", {"action": "list"}, says("write the parser")),
-            Row("team_message", {"action": "send", "to": "reviewer", "text": "please look"}, says('"sent": 1')),
+            # seed §8: `list` shows the active tasks unless a filter says otherwise.
+            Row("team_tasks", {"action": "list"}, says('"tasks"', lacks=("write the parser",))),
+            Row("team_tasks", {"action": "list", "status": "all", "order": "newest"}, says("write the parser")),
+            Row("team_tasks", {"action": "list", "status": ""}, says('"tasks"', lacks=("write the parser",))),
+            Row("team_message", {"action": "send", "to": "reviewer", "text": "please look"}, says('"sent"')),
             Row("team_message", {"action": "broadcast", "text": "parser done"}, says('"sent"')),
-            Row("team_message", {"action": "read"},
-                says('"content": "please look"', '"to": "reviewer"', '"content": "parser done"')),
+            # `read` returns the caller's unread messages: none of its own.
+            Row("team_message", {"action": "read"}, says('"messages"', lacks=("please look", "parser done"))),
             Row("skill_search", {"query": "herons", "max_results": 3}, says("heron-facts")),
             # Other dialects' spellings are refused naming GoClaw's.
             Row("Read", {"path": "a.txt"}, refused("unknown tool `Read`", "`read_file`")),
