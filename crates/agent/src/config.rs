@@ -33,11 +33,18 @@ pub struct AgentsDefaults {
     /// (`[tools.subagents] deny`) for these sub-agents only, so `memory_search` and `memory_get`
     /// added here reach them (seed 002 §8) and still no other sub-agent.
     pub research_tools: Vec<String>,
+    /// Finished sub-agent and delegation tasks leave `subagents list` / `delegate list`, and
+    /// idle finished sessions are marked `archived`, after this many minutes (default 60, seed
+    /// 000 §6); `sessions_history` still shows them.
+    pub archive_after_minutes: u64,
 }
 
 impl Default for AgentsDefaults {
     fn default() -> Self {
-        AgentsDefaults { research_tools: crate::RESEARCH_TOOLS.iter().map(|s| (*s).to_owned()).collect() }
+        AgentsDefaults {
+            research_tools: crate::RESEARCH_TOOLS.iter().map(|s| (*s).to_owned()).collect(),
+            archive_after_minutes: 60,
+        }
     }
 }
 

@@ -227,11 +227,15 @@ impl Runtime {
         if let Err(e) = store.sessions_fail_orphans(now_ms()) {
             tracing::warn!("agent sessions: {e}");
         }
+        let limits = Limits {
+            archive_after: Duration::from_secs(cfg.agents_defaults.archive_after_minutes.saturating_mul(60)),
+            ..Limits::default()
+        };
         Arc::new(Runtime {
             cfg,
             store,
             base_dir,
-            limits: Limits::default(),
+            limits,
             caller: OnceLock::new(),
             clients: Mutex::new(HashMap::new()),
             runner: Mutex::new(None),

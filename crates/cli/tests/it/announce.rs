@@ -315,3 +315,31 @@ async fn session_tools_work_with_no_agents_configured() {
     let names: Vec<String> = minimal.visible_tools(&minimal.context()).into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["session_status"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_subagents_leave_the_list_when_archived_and_stay_in_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = Scripted::start(vec![answer("first"), answer("second")]).await;
+    for (minutes, listed) in [(60, true), (0, false)] {
+        let mut config = config(&child.url, &child.url);
+        config.agents_defaults.archive_after_minutes = minutes;
+        let gate = gate(dir.path(), config);
+        let mut ctx = gate.context();
+        ctx.identity.session = format!("mcp-archive-{minutes}");
+        let spawned =
+            gate.call(&ctx, "subagents", json!({"action": "spawn", "agent": "helper", "task": "look"})).await.unwrap();
+        let id = json_of(&spawned)["id"].as_str().unwrap().to_owned();
+        let rt = gate.agents().unwrap().clone();
+        let session = ctx.identity.session.clone();
+        until("the child's announcement", || (!rt.kept_announcements(&session).is_empty()).then_some(())).await;
+        let list = gate.call(&ctx, "subagents", json!({"action": "list"})).await.unwrap();
+        assert_eq!(
+            list.text_content().contains(&id),
+            listed,
+            "archive_after_minutes = {minutes}: {}",
+            list.text_content()
+        );
+        let history = gate.call(&ctx, "sessions_history", json!({"session_id": id})).await.unwrap();
+        assert!(history.text_content().contains("\"role\""), "still in history: {}", history.text_content());
+    }
+}
