@@ -668,7 +668,7 @@ fn team_tasks(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutp
     }
 }
 
-fn team_message(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
+fn team_message(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutput, AgentError> {
     let action = p["action"].as_str().unwrap_or_default();
     let (team, _) = team(r, ctx, p)?;
     let me = ctx.identity.agent.clone();
@@ -686,13 +686,16 @@ fn team_message(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput,
                 None
             };
             let id = store.team_message_send(&TeamMessage {
-                team,
+                team: team.clone(),
                 from: me,
-                to,
+                to: to.clone(),
                 content: r.scrub(need(p, "content", action)?),
                 ts_ms: now_ms(),
                 ..TeamMessage::default()
             })?;
+            if let Some(to) = &to {
+                r.team_message_sent(&team, to, ctx);
+            }
             Ok(ToolOutput::json(json!({"sent": id})))
         }
         "read" => match p["after"].as_i64() {

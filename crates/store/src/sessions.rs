@@ -712,6 +712,16 @@ impl SessionStore for Store {
 
     fn team_tasks_expire(&self, team: &str, now_ms: i64) -> Result<Vec<TeamTask>, StoreError> {
         self.with(|conn| {
+            // Most sweeps find nothing: look first, without taking the write lock.
+            let any: bool = conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM team_tasks WHERE team = ?1 AND status = 'claimed' AND lease_until_ms < ?2)",
+                )
+                .and_then(|mut stmt| stmt.query_row(rusqlite::params![team, now_ms], |r| r.get(0)))
+                .doing("expiring team task leases")?;
+            if !any {
+                return Ok(Vec::new());
+            }
             // Read and release under one write lock, so each lapsed task is returned to one sweeper.
             let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
                 .doing("expiring team task leases")?;

@@ -7,7 +7,9 @@
 //!   in the lead's user and as a child of the lead's session, its tool calls through the gate)
 //!   whose task is the team message `[Team message from LEAD]: please claim a task from the
 //!   board.` Only the lead has `TEAM.md` in its prompt; members find the rest with the tools.
-//!   When a member's run ends and tasks are still pending, idle members are started again.
+//!   When a member's run ends and tasks are still pending, idle members are started again. A
+//!   direct message to an idle member starts it too (`[Team message from SENDER]: you have a
+//!   message ...`). Members run only in a process where the lead used the board (its context).
 //! - **Results.** Completing a task sends `teammate:MEMBER completed task #ID ...` with the
 //!   result to the lead: into the lead session's next model turn when it is running (an
 //!   announcement), else the lead's session is continued with it so the lead synthesizes
@@ -234,48 +236,75 @@ impl Runtime {
         if idle.is_empty() {
             return;
         }
-        let lead_ctx = match &st.lead_ctx {
-            Some(c) => c.clone(),
-            // Tasks left from before a restart: members run in a context of the lead's own.
-            None => match self.caller() {
-                Ok(c) => {
-                    let mut ctx = c.context();
-                    ctx.identity.agent.clone_from(&cfg.lead);
-                    ctx
-                }
-                Err(e) => {
-                    tracing::warn!(team, "team members not started: {e}");
-                    return;
-                }
-            },
+        // Members run as children of the lead's session, in its user: only a process where the
+        // lead used the board starts them (not, say, a `toolgate call` that completed a task).
+        let Some(lead_ctx) = st.lead_ctx.clone() else {
+            tracing::debug!(team, "pending team tasks, but the lead has not used the board here");
+            return;
         };
+        let task = format!("[Team message from {}]: please claim a task from the board (team `{team}`).", cfg.lead);
         for member in idle {
-            let session = new_id();
-            let cancel = self.shutdown.child_token();
-            st.active.insert(member.clone(), (session.clone(), cancel.clone()));
-            let mut spec = RunSpec::new(
-                member.clone(),
-                format!("[Team message from {}]: please claim a task from the board (team `{team}`).", cfg.lead),
-            );
-            spec.kind = SessionKind::Team;
-            spec.label = Some(format!("team {team}"));
-            spec.internal = true;
-            spec.skip_gates = true;
-            tracing::info!(team, member, session, "starting a team member for a pending task");
-            let rt = self.clone();
-            let (team, member, lead_ctx) = (team.to_owned(), member.clone(), lead_ctx.clone());
-            tokio::spawn(async move {
-                let outcome = match rt.prepare(&spec, &lead_ctx, cancel, Some(session.clone())) {
-                    Ok((drive, messages)) => drive.run(messages).await,
-                    Err(e) => RunOutcome {
-                        error: Some(e.to_string()),
-                        ..RunOutcome::empty(&session, &member, RunStatus::Failed)
-                    },
-                };
-                rt.finish(&outcome);
-                rt.team_member_ended(&team, &member, &outcome);
-            });
+            self.start_member(st, team, member, task.clone(), &lead_ctx);
         }
+    }
+
+    /// A direct message to `to` from `ctx`'s agent: an idle member with a model is started to
+    /// read it (seed 000 §8: the message carries the context), within `max_active` and the
+    /// budget, once the lead has used the board here. A message from the lead makes its session
+    /// the one results go to.
+    pub(crate) fn team_message_sent(self: &Arc<Self>, team: &str, to: &str, ctx: &CallContext) {
+        let Some(cfg) = self.cfg.teams.get(team) else { return };
+        let from = ctx.identity.agent.as_str();
+        let mut teams = self.teams.state();
+        let st = teams.entry(team.to_owned()).or_default();
+        if from == cfg.lead {
+            st.lead_ctx = Some(ctx.clone());
+        }
+        let startable = to != cfg.lead
+            && cfg.members.iter().any(|m| m == to)
+            && st.stopped.is_none()
+            && !st.active.contains_key(to)
+            && st.active.len() < cfg.max_active
+            && self.agent(to).is_ok_and(|a| self.client(&a.provider).is_ok());
+        let Some(lead_ctx) = st.lead_ctx.clone().filter(|_| startable) else { return };
+        let task = format!(
+            "[Team message from {from}]: you have a message: read it with team_message read (team `{team}`), then act on it."
+        );
+        self.start_member(st, team, to, task, &lead_ctx);
+        drop(teams);
+        self.ensure_sweeper();
+    }
+
+    /// Starts `member` of `team` in the background on `task`, as a child of the lead's session.
+    fn start_member(
+        self: &Arc<Self>,
+        st: &mut TeamState,
+        team: &str,
+        member: &str,
+        task: String,
+        lead_ctx: &CallContext,
+    ) {
+        let session = new_id();
+        let cancel = self.shutdown.child_token();
+        st.active.insert(member.to_owned(), (session.clone(), cancel.clone()));
+        let mut spec = RunSpec::new(member, task);
+        spec.kind = SessionKind::Team;
+        spec.label = Some(format!("team {team}"));
+        spec.internal = true;
+        spec.skip_gates = true;
+        tracing::info!(team, member, session, "starting a team member");
+        let rt = self.clone();
+        let (team, member, lead_ctx) = (team.to_owned(), member.to_owned(), lead_ctx.clone());
+        tokio::spawn(async move {
+            let outcome = match rt.prepare(&spec, &lead_ctx, cancel, Some(session.clone())) {
+                Ok((drive, messages)) => drive.run(messages).await,
+                Err(e) => {
+                    RunOutcome { error: Some(e.to_string()), ..RunOutcome::empty(&session, &member, RunStatus::Failed) }
+                }
+            };
+            rt.finish(&outcome);
+            rt.team_member_ended(&team, &member, &outcome);
+        });
     }
 
     /// A member's run ended: its turns and tokens count against the budget, and members are

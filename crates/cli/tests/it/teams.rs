@@ -396,6 +396,42 @@ async fn a_team_whose_member_keeps_rejecting_is_stopped_by_its_budget() {
     assert_eq!(server.requests().len(), requests, "no model request after the stop");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_direct_message_starts_an_idle_member_that_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::by_request(respond(|req| {
+        let (role, content) = last(&req);
+        match who(&req).as_str() {
+            "w1" if role == "user" => {
+                assert!(content.starts_with("[Team message from lead]: you have a message"), "{content}");
+                call("team_message", json!({"action": "read"}))
+            }
+            "w1" if content.contains("please review the parser") => {
+                call("team_message", json!({"action": "send", "to": "lead", "content": "reviewed: looks fine"}))
+            }
+            member => answer(&format!("{member}: ok")),
+        }
+    }))
+    .await;
+    let gate = gate(dir.path(), config(&server.url, |_| {}));
+    let lead = as_agent(&gate, "lead", "lead-msg");
+    gate.call(&lead, "team_message", json!({"action": "send", "to": "w1", "content": "please review the parser"}))
+        .await
+        .unwrap();
+    let store = store(dir.path());
+    wait_for("w1's reply", || {
+        lead_mail(&store).into_iter().find(|(from, c)| from == "w1" && c == "reviewed: looks fine")
+    })
+    .await;
+    let runs = team_sessions(&store, "w1");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(team_sessions(&store, "w2").is_empty(), "only the member written to");
+    // A message to the lead starts nobody: the lead is the user's agent.
+    let w2 = as_agent(&gate, "w2", "w2-by-hand");
+    gate.call(&w2, "team_message", json!({"action": "send", "to": "lead", "content": "hello"})).await.unwrap();
+    assert!(server.requests().iter().all(|r| who(r) == "w1"), "only w1 ran");
+}
+
 /// The team flow on the real local model (SmolLM2-135M through llama.cpp, schema-constrained
 /// steps): two tasks posted, the members it starts claim and complete what they can. Tolerant
 /// of what the model writes, strict on the mechanics; what it managed is printed.
