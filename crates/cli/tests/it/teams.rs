@@ -506,6 +506,9 @@ async fn a_team_runs_on_the_real_local_model() {
     for t in &tasks {
         eprintln!("  #{} {:?}: {} by {:?}: {:?}", t.id, t.subject, t.status, t.owner, t.result);
     }
+    for s in &runs {
+        eprintln!("  run of {}: {} after {} messages {:?}", s.agent, s.status, s.message_count, s.error);
+    }
     drop(server.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }
