@@ -9,7 +9,6 @@
 //!
 //! Sections (all when none is named): `turns`, `announce`, `teams`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,7 @@ use toolgate::agent::{
     TeamConfig, ToolCall,
 };
 use toolgate::config::Config;
+use toolgate::store::SessionStore;
 
 /// Calls `echo` until the conversation holds `calls` results, then answers.
 #[derive(Debug)]
@@ -265,10 +265,7 @@ async fn announce() {
 
 /// A team member: claims the next pending task, completes it, claims again, until none is left.
 #[derive(Debug)]
-struct Member {
-    /// Tasks completed, across members.
-    done: Arc<AtomicUsize>,
-}
+struct Member;
 
 #[async_trait::async_trait]
 impl ModelClient for Member {
@@ -286,7 +283,6 @@ impl ModelClient for Member {
             return call(json!({"action": "complete", "task_id": id, "result": format!("did #{id}")}));
         }
         if content.contains("\"completed\"") {
-            self.done.fetch_add(1, Ordering::SeqCst);
             return call(json!({"action": "claim"}));
         }
         // Nothing pending (or an error): this run is over.
@@ -304,8 +300,9 @@ fn claimed_id(content: &str) -> Option<i64> {
 }
 
 /// Tasks per second through a team of `members` whose models answer at once: the lead posts
-/// `tasks` tasks (through the gate, as the lead), members run, claim and complete them.
-async fn team_run(members: usize, tasks: usize) -> f64 {
+/// `tasks` tasks (through the gate, as the lead), members run, claim and complete them. Also
+/// the CPU time per task (all threads).
+async fn team_run(members: usize, tasks: usize) -> (f64, f64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config::default();
     config.rate_limits.enabled = false;
@@ -314,7 +311,11 @@ async fn team_run(members: usize, tasks: usize) -> f64 {
     config.agents.insert("lead".into(), agent("lead", &["team_tasks"]));
     let names: Vec<String> = (1..=members).map(|i| format!("m{i}")).collect();
     for name in &names {
-        config.agents.insert(name.clone(), agent("member", &["team_tasks"]));
+        // The default turn limit: a member's run ends after 20 turns (10 tasks) and the team
+        // starts it again while tasks are pending, so no transcript grows without end.
+        let member =
+            AgentConfig { max_iterations: AgentConfig::default().max_iterations, ..agent("member", &["team_tasks"]) };
+        config.agents.insert(name.clone(), member);
     }
     let team = TeamConfig {
         lead: "lead".into(),
@@ -327,24 +328,32 @@ async fn team_run(members: usize, tasks: usize) -> f64 {
     config.teams.insert("crew".into(), team);
     let g = build(dir.path(), config);
     let rt = g.agents().expect("agents");
-    let done = Arc::new(AtomicUsize::new(0));
-    rt.set_client("member", Arc::new(Member { done: done.clone() }));
+    rt.set_client("member", Arc::new(Member));
+    let board = toolgate::store::Store::open(&dir.path().join(".toolgate/state.db")).expect("state db");
+    let done = || {
+        let filter = toolgate::store::TaskFilter::Completed;
+        board.team_tasks("crew", filter, toolgate::store::TaskOrder::Priority, 0).map(|t| t.len()).unwrap_or(0)
+    };
     // The lead posts; its model is never asked (results go to a session the runtime does not
     // keep, so they are kept for it in memory).
     let mut lead = g.context();
     lead.identity.agent = "lead".into();
     lead.identity.session = format!("bench-lead-{members}");
-    let t = Instant::now();
+    let (t, c) = (Instant::now(), cpu());
     for i in 0..tasks {
         let created = g.call(&lead, "team_tasks", json!({"action": "create", "subject": format!("task {i}")})).await;
         created.expect("a task is posted");
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    while done.load(Ordering::SeqCst) < tasks {
-        assert!(Instant::now() < deadline, "{} of {tasks} tasks done after 120 s", done.load(Ordering::SeqCst));
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    loop {
+        let n = done();
+        if n == tasks {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{n} of {tasks} tasks done after 120 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tasks as f64 / t.elapsed().as_secs_f64()
+    (tasks as f64 / t.elapsed().as_secs_f64(), per(cpu() - c, tasks))
 }
 
 /// Team throughput with 2 and 8 members.
@@ -352,13 +361,17 @@ async fn teams() {
     let tasks = 200;
     for members in [2, 8] {
         let _ = team_run(members, 20).await;
-        let mut rates = Vec::new();
+        let (mut rates, mut cpus) = (Vec::new(), Vec::new());
         for _ in 0..5 {
-            rates.push(team_run(members, tasks).await);
+            let (rate, cpu) = team_run(members, tasks).await;
+            rates.push(rate);
+            cpus.push(cpu);
         }
         let (rate, lo, hi) = spread(&mut rates);
+        let (cpu, _, _) = spread(&mut cpus);
         println!(
-            "team of {members} members, {tasks} tasks posted at once: {rate:7.1} tasks/s  (5 runs: {lo:.1} .. {hi:.1})"
+            "team of {members} members, {tasks} tasks posted at once: {rate:7.1} tasks/s  (5 runs: {lo:.1} .. {hi:.1}; CPU {:.2} ms a task)",
+            cpu / 1e3
         );
     }
 }
