@@ -25,9 +25,9 @@ use std::path::PathBuf;
 pub use index::{IndexHealth, MemoryIndex};
 pub(crate) use index::{SCHEMA, sha256_hex};
 // Team task search quotes a model's query the same way (`sessions.rs`).
-pub(crate) use search::fts_expression;
 pub use local::{LocalMemory, SyncReport};
 pub use managed::{ManagedMemory, Stored};
+pub(crate) use search::fts_expression;
 pub(crate) use vector::to_blob as vector_blob;
 
 use crate::StoreError;
