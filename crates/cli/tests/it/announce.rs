@@ -56,9 +56,7 @@ fn user_messages(request: &Value) -> Vec<String> {
 
 /// The JSON an agent tool answered with (its text is inside the untrusted-output boundary).
 fn json_of(out: &toolgate::core::ToolOutput) -> Value {
-    let text = out.text_content();
-    let (start, end) = (text.find('{').expect(&text), text.rfind('}').expect(&text));
-    serde_json::from_str(&text[start..=end]).expect(&text)
+    json_of_text(&out.text_content())
 }
 
 async fn until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
@@ -342,4 +340,56 @@ async fn finished_subagents_leave_the_list_when_archived_and_stay_in_history() {
         let history = gate.call(&ctx, "sessions_history", json!({"session_id": id})).await.unwrap();
         assert!(history.text_content().contains("\"role\""), "still in history: {}", history.text_content());
     }
+}
+
+/// Over MCP, as a client uses it: `toolgate serve` (stdio, the rmcp client) with a scripted model
+/// for its one agent. The client spawns a sub-agent in the background, never polls it, and
+/// finds its result in its own session's history; `session_status` names that session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_gets_its_background_result_in_its_own_sessions_history() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+
+    let model = Scripted::start(vec![answer("the build is green")]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[providers.local]\nbase_url = {:?}\nmax_retries = 1\n\n[agents.main]\nprovider = \"local\"\nmodel = \"m\"\ndescription = \"checks builds\"\n",
+        model.url
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    command.arg("--workspace").arg(ws.path()).args(["--approval", "never", "serve"]);
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let client = ().serve(transport).await.expect("MCP handshake");
+    let call = |name: &'static str, args: Value| {
+        let client = &client;
+        async move {
+            let Value::Object(map) = args else { unreachable!() };
+            let result = client.call_tool(CallToolRequestParams::new(name).with_arguments(map)).await.unwrap();
+            let text: String = result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect();
+            (result.is_error == Some(true), text)
+        }
+    };
+    let (failed, spawned) = call("subagents", json!({"action": "spawn", "task": "is the build green?"})).await;
+    assert!(!failed && spawned.contains("running"), "{spawned}");
+    let (_, status) = call("session_status", json!({})).await;
+    let session = json_of_text(&status)["id"].as_str().unwrap().to_owned();
+    assert!(session.starts_with("mcp-stdio-"), "{status}");
+    let mut history = String::new();
+    for _ in 0..600 {
+        history = call("sessions_history", json!({"session_id": session})).await.1;
+        if history.contains("the build is green") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(history.contains("[subagent:") && history.contains("the build is green"), "{history}");
+    let (_, status) = call("session_status", json!({})).await;
+    assert_eq!(json_of_text(&status)["announcements"], 1, "{status}");
+    client.cancel().await.unwrap();
+}
+
+fn json_of_text(text: &str) -> Value {
+    let (start, end) = (text.find('{').expect(text), text.rfind('}').expect(text));
+    serde_json::from_str(&text[start..=end]).expect(text)
 }
