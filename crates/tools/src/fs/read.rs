@@ -17,6 +17,9 @@ const NAME: &str = "read";
 const DEFAULT_LIMIT: u64 = 2000;
 /// Longest line shown whole, in characters.
 const MAX_LINE_CHARS: usize = 2000;
+/// Files up to this size are read whole (hashed for read-before-write, every line counted);
+/// larger ones a page at a time ([`read_large`]).
+const WHOLE_FILE_MAX: u64 = 8 << 20;
 
 /// The `read` tool.
 #[derive(Debug)]
@@ -117,6 +120,12 @@ fn read(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
         )));
     }
 
+    if size > WHOLE_FILE_MAX {
+        let page = Page { offset, limit, bytes: page };
+        let out = read_large(&rel, reader, size, page)?;
+        state.record(ctx, &opened.real, FileStamp::of_metadata(&opened.stat));
+        return Ok(out);
+    }
     let mut hasher = Sha256::new();
     let mut out = String::new();
     let mut line_no: u64 = 0;
@@ -186,6 +195,112 @@ fn read(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
         "total_lines": total,
         "bytes": size,
     })))
+}
+
+/// Which lines a call asks for.
+#[derive(Debug, Clone, Copy)]
+struct Page {
+    offset: u64,
+    limit: u64,
+    bytes: usize,
+}
+
+/// A page of a file over [`WHOLE_FILE_MAX`]: the lines before it are skipped at memory speed
+/// (newlines counted, nothing decoded), and nothing after it is read, so the first page of a
+/// 1 GB log costs what `head` does. The file is not hashed (its read-before-write stamp is its
+/// size and modification time) and its lines are counted only when the page reaches its end.
+fn read_large(
+    rel: &super::confine::RelPath,
+    mut reader: BufReader<std::fs::File>,
+    size: u64,
+    page: Page,
+) -> Result<ToolOutput, ToolError> {
+    let past_end = |total: u64| {
+        ToolError::invalid(
+            NAME,
+            "/offset",
+            format!(
+                "offset {} is past the end of `{rel}`, which has {total} lines; use an offset from 1 to {total}",
+                page.offset
+            ),
+        )
+    };
+    let skipped = skip_lines(&mut reader, page.offset - 1).map_err(|e| io_failed(rel, e))?;
+    if skipped < page.offset - 1 {
+        return Err(past_end(skipped));
+    }
+    let mut out = String::new();
+    let mut line_no = skipped;
+    let mut page_full = false;
+    let mut buf = Vec::new();
+    while line_no < page.offset - 1 + page.limit {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf).map_err(|e| io_failed(rel, e))? == 0 {
+            break;
+        }
+        let entry = format!("{:>6}\t{}\n", line_no + 1, cut_line(&String::from_utf8_lossy(trim_eol(&buf))));
+        if !out.is_empty() && out.len() + entry.len() > page.bytes {
+            page_full = true;
+            break;
+        }
+        line_no += 1;
+        out.push_str(&entry);
+    }
+    let at_end = !page_full && reader.fill_buf().map_err(|e| io_failed(rel, e))?.is_empty();
+    let (first, last) = (page.offset, line_no);
+    if out.is_empty() {
+        return Err(past_end(skipped));
+    }
+    let total = at_end.then_some(last);
+    if !at_end {
+        let why = if page_full {
+            format!("the page limit of {} bytes", page.bytes)
+        } else {
+            format!("the limit of {} lines", page.limit)
+        };
+        out.push_str(&format!(
+            "\n[Showing lines {first}-{last} of a file of {size} bytes ({why}; lines are not counted in files over \
+             {} MiB). To read on, call `read` with offset={}.]\n",
+            WHOLE_FILE_MAX >> 20,
+            last + 1
+        ));
+    }
+    Ok(ToolOutput::text(out).with_meta(json!({
+        "path": rel.as_str(),
+        "first_line": first,
+        "last_line": last,
+        "total_lines": total,
+        "bytes": size,
+    })))
+}
+
+/// Consumes the first `n` lines; returns how many there were (fewer at the end of the file,
+/// where a last line without a newline counts).
+fn skip_lines(reader: &mut impl BufRead, n: u64) -> std::io::Result<u64> {
+    let mut seen = 0;
+    let mut partial = false;
+    while seen < n {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(seen + u64::from(partial));
+        }
+        let mut used = buf.len();
+        for at in memchr::memchr_iter(b'\n', buf) {
+            seen += 1;
+            if seen == n {
+                used = at + 1;
+                break;
+            }
+        }
+        partial = used == buf.len() && buf.last() != Some(&b'\n');
+        reader.consume(used);
+    }
+    Ok(seen)
+}
+
+fn trim_eol(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 /// A page of a file served by a redirect (managed memory), numbered like a file on disk.

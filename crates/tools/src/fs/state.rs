@@ -19,7 +19,9 @@ const MAX_READ_RECORDS: usize = 100_000;
 pub(crate) struct FileStamp {
     size: u64,
     mtime: (i64, u64),
-    hash: [u8; 32],
+    /// `None` for a large file read one page at a time (`read` does not hash a file it does
+    /// not read whole): then size and modification time alone say it is unchanged.
+    hash: Option<[u8; 32]>,
 }
 
 impl FileStamp {
@@ -30,12 +32,28 @@ impl FileStamp {
 
     /// The stamp of a file with metadata `stat` whose content hashed (SHA-256) to `hash`.
     pub(crate) fn with_hash(stat: &rustix::fs::Stat, hash: [u8; 32]) -> FileStamp {
+        FileStamp { hash: Some(hash), ..FileStamp::of_metadata(stat) }
+    }
+
+    /// The stamp of a file by its size and modification time only (a large file read in pages).
+    pub(crate) fn of_metadata(stat: &rustix::fs::Stat) -> FileStamp {
         FileStamp {
             size: u64::try_from(stat.st_size).unwrap_or(0),
             #[allow(clippy::unnecessary_cast)]
             mtime: (stat.st_mtime as i64, stat.st_mtime_nsec as u64),
-            hash,
+            hash: None,
         }
+    }
+
+    /// Whether the file seen as `self` is still `now`: same size and modification time, and the
+    /// same content when both were hashed.
+    fn still(&self, now: &FileStamp) -> bool {
+        self.size == now.size
+            && self.mtime == now.mtime
+            && match (self.hash, now.hash) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
     }
 }
 
@@ -177,7 +195,7 @@ impl FsState {
     pub(crate) fn freshness(&self, ctx: &CallContext, rel: &RelPath, now: &FileStamp) -> Freshness {
         match lock(&self.reads).get(&Self::key(ctx, rel)) {
             None => Freshness::NotRead,
-            Some(seen) if seen == now => Freshness::Fresh,
+            Some(seen) if seen.still(now) => Freshness::Fresh,
             Some(_) => Freshness::Changed,
         }
     }
@@ -294,7 +312,7 @@ mod tests {
     fn past_the_cap_other_sessions_reads_are_forgotten_never_granted() {
         let config = FsConfig::default();
         let state = FsState::new(config.clone(), PathRules::new(&config).unwrap_or_else(|_| panic!("default rules")));
-        let stamp = FileStamp { size: 1, mtime: (0, 0), hash: [0; 32] };
+        let stamp = FileStamp { size: 1, mtime: (0, 0), hash: Some([0; 32]) };
         let mut a = CallContext::new(std::env::temp_dir());
         a.identity.session = "a".into();
         let mut b = a.clone();

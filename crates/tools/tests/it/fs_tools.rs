@@ -33,6 +33,55 @@ async fn read_numbers_lines_and_pages() {
     assert!(out.contains("  2000\t"));
 }
 
+/// A file over 8 MiB is read a page at a time: the same numbered lines as a small file, no
+/// count of lines it did not reach, the exact count once a page reaches the end, and
+/// read-before-write by size and modification time.
+#[tokio::test]
+async fn read_pages_a_large_file_without_reading_it_all() {
+    let ws = Ws::with_config(FsConfig { max_write_bytes: 32 << 20, ..FsConfig::default() });
+    let lines = 400_000u64;
+    let body: String = (1..=lines).map(|i| format!("log line {i:>12} of the big file\n")).collect();
+    assert!(body.len() > 8 << 20);
+    ws.put("big.log", &body);
+    let out = ws.ok("read", json!({ "path": "big.log", "limit": 3 })).await;
+    assert!(out.starts_with("     1\tlog line            1 of the big file\n"), "{out}");
+    assert!(out.contains("     3\tlog line            3"), "{out}");
+    assert!(out.contains("lines are not counted in files over 8 MiB") && out.contains("offset=4"), "{out}");
+    assert!(!out.contains(&lines.to_string()), "no count it did not take: {out}");
+
+    let deep = ws.ok("read", json!({ "path": "big.log", "offset": 250_000, "limit": 2 })).await;
+    assert!(deep.starts_with("250000\tlog line       250000 of") && deep.contains("250001\t"), "{deep}");
+    let last = ws.ok("read", json!({ "path": "big.log", "offset": lines - 1 })).await;
+    assert_eq!(
+        last,
+        format!(
+            "{:>6}\tlog line {:>12} of the big file\n{lines}\tlog line {lines:>12} of the big file\n",
+            lines - 1,
+            lines - 1
+        )
+    );
+    for past in [lines + 1, lines + 50] {
+        let e = ws.err("read", json!({ "path": "big.log", "offset": past })).await;
+        assert!(e.to_string().contains(&format!("which has {lines} lines")), "{e}");
+    }
+    // A last line without a newline still counts.
+    ws.put("tail.log", &format!("{body}no newline"));
+    let e = ws.err("read", json!({ "path": "tail.log", "offset": lines + 3 })).await;
+    assert!(e.to_string().contains(&format!("which has {} lines", lines + 1)), "{e}");
+
+    // Read before write holds: the page read allows an edit; a change on disk since is refused.
+    ws.ok(
+        "edit",
+        json!({ "path": "big.log", "old_string": "log line            7 of", "new_string": "LOG LINE 7 of" }),
+    )
+    .await;
+    ws.ok("read", json!({ "path": "big.log", "limit": 1 })).await;
+    ws.put("big.log", &body);
+    let e =
+        ws.err("edit", json!({ "path": "big.log", "old_string": "log line            8 of", "new_string": "x" })).await;
+    assert!(e.to_string().contains("changed on disk"), "{e}");
+}
+
 #[tokio::test]
 async fn read_cuts_long_lines_and_handles_edge_cases() {
     let ws = Ws::new();
