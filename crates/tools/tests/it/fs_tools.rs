@@ -65,7 +65,7 @@ async fn read_pages_a_large_file_without_reading_it_all() {
         assert!(e.to_string().contains(&format!("which has {lines} lines")), "{e}");
     }
     // A last line without a newline still counts.
-    ws.put("tail.log", &format!("{body}no newline"));
+    ws.put("tail.log", format!("{body}no newline"));
     let e = ws.err("read", json!({ "path": "tail.log", "offset": lines + 3 })).await;
     assert!(e.to_string().contains(&format!("which has {} lines", lines + 1)), "{e}");
 
