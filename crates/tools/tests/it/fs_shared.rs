@@ -104,3 +104,48 @@ fn two_processes_editing_one_file_lose_no_edit() {
     assert!(lost.is_empty(), "edits lost: {lost:?}");
     assert_eq!(after.lines().count(), 2 * WRITERS * EDITS);
 }
+
+/// `git clean -xfd` (or an agent's shell) deletes the lock file while one process has it open:
+/// the process that opened it before must not go on locking the deleted file while the other
+/// locks a new one.
+#[test]
+fn two_processes_lose_no_edit_after_the_write_lock_file_is_deleted() {
+    const WRITERS: usize = 6;
+    const EDITS: usize = 8;
+    let (_dir, root) = workspace();
+    let slots: String = (0..2 * WRITERS * EDITS + 1).map(|i| format!("slot-{i:03}\n")).collect();
+    std::fs::write(root.join("shared.txt"), &slots).unwrap();
+    let config = FsConfig { write_safety: WriteSafety::Off, ..FsConfig::default() };
+    let processes = [Arc::new(process(&root, config.clone())), Arc::new(process(&root, config))];
+    // The first process writes once, so it has the lock file open; then the file is deleted.
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let first = json!({ "path": "shared.txt", "old_string": "slot-096", "new_string": "done-096" });
+    rt.block_on(call(&processes[0], &ctx(&root, "main", "w"), "edit", first)).unwrap();
+    let lock = root.join(".toolgate/fs-write.lock");
+    assert!(lock.exists());
+    std::fs::remove_file(&lock).unwrap();
+
+    let threads: Vec<_> = (0..2 * WRITERS)
+        .map(|w| {
+            let tools = Arc::clone(&processes[w % 2]);
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                let ctx = ctx(&root, "main", &format!("w{w}"));
+                for e in 0..EDITS {
+                    let i = w * EDITS + e;
+                    let edit = json!({ "path": "shared.txt", "old_string": format!("slot-{i:03}"), "new_string": format!("done-{i:03}") });
+                    rt.block_on(call(&tools, &ctx, "edit", edit)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let after = std::fs::read_to_string(root.join("shared.txt")).unwrap();
+    let lost: Vec<&str> = after.lines().filter(|l| l.starts_with("slot-")).collect();
+    assert!(lost.is_empty(), "edits lost: {lost:?}");
+    assert_eq!(after.lines().count(), 2 * WRITERS * EDITS + 1);
+    assert!(lock.exists(), "the lock file is back");
+}
