@@ -172,12 +172,12 @@ impl Drive<'_> {
             return self.run_with(runner, messages).await;
         }
         self.inbox.begin(&self.session);
+        let mut live = Live { inbox: &self.inbox, store: self.store, session: &self.session, ended: false };
         let out = self.turns(messages).await;
-        // What arrived after the last request is kept in the transcript for the next turn.
-        for item in self.inbox.end(&self.session) {
-            self.save(&Message::User { content: item.text });
-        }
+        // The last turn first, then what arrived after the last request (queued until `end`,
+        // stored directly after it), so nothing lands before the answer it came after.
         self.commit();
+        live.end();
         out
     }
 
@@ -228,15 +228,13 @@ impl Drive<'_> {
                 out.answer.clone_from(text);
             }
             let assistant = Message::Assistant { content: reply.content.clone(), tool_calls: reply.tool_calls.clone() };
-            self.save(&Message::Assistant {
-                content: reply.content.clone(),
-                tool_calls: self.scrubbed(&reply.tool_calls),
-            });
+            let shown_calls = self.scrubbed(&reply.tool_calls);
+            self.save(&Message::Assistant { content: reply.content.clone(), tool_calls: shown_calls.clone() });
             if let Some(events) = &self.events {
                 events(&Event::Assistant {
                     session: &self.session,
                     text: reply.content.as_deref(),
-                    calls: &reply.tool_calls,
+                    calls: &shown_calls,
                 });
             }
             messages.push(assistant);
@@ -421,6 +419,44 @@ impl Drive<'_> {
 
     fn log(&self, r: Result<(), toolgate_store::StoreError>) {
         if let Err(e) = r {
+            tracing::warn!(session = self.session, "agent session not saved: {e}");
+        }
+    }
+}
+
+/// A loop that is running: items for its session are queued while it lives. Ended by the
+/// loop, or on drop when its future is dropped mid-run (its caller was cancelled): then what
+/// was queued goes to the transcript, and the session is marked cancelled rather than left
+/// `running` with nothing to take its queue.
+struct Live<'a> {
+    inbox: &'a Inbox,
+    store: &'a dyn SessionStore,
+    session: &'a str,
+    ended: bool,
+}
+
+impl Live<'_> {
+    fn end(&mut self) {
+        self.ended = true;
+        let left: Vec<MessageRecord> =
+            self.inbox.end(self.session).into_iter().map(|i| to_record(&Message::User { content: i.text })).collect();
+        if left.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store.session_append_turn(self.session, &left, None, now_ms()) {
+            tracing::warn!(session = self.session, "announcements not saved: {e}");
+        }
+    }
+}
+
+impl Drop for Live<'_> {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.end();
+        let error = "the call that ran it was cancelled; its last turn was not kept";
+        if let Err(e) = self.store.session_finish(self.session, "cancelled", None, Some(error), now_ms()) {
             tracing::warn!(session = self.session, "agent session not saved: {e}");
         }
     }

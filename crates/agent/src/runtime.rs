@@ -167,6 +167,8 @@ struct Task {
     cancel: CancellationToken,
     done: watch::Receiver<Option<RunOutcome>>,
     started: Instant,
+    /// When it ended (archiving counts from here).
+    ended: Arc<OnceLock<Instant>>,
     /// Quality gates are skipped for it and what it starts.
     skip_gates: bool,
 }
@@ -208,6 +210,8 @@ pub struct Runtime {
     teams: teams::Teams,
     /// Announcements and queued messages for sessions, taken before their next model turn.
     inbox: Arc<Inbox>,
+    /// A lock per session being continued, so two continuations never run at once.
+    continuing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Parent of every run's token: [`Runtime::shutdown`] stops them all.
     shutdown: CancellationToken,
     /// `delegate_search`'s vectors of the agents, once [`Runtime::set_embedder`] gave a model.
@@ -243,6 +247,7 @@ impl Runtime {
             handoffs: Mutex::new(HashMap::new()),
             teams: teams::Teams::default(),
             inbox: Arc::default(),
+            continuing: Mutex::default(),
             shutdown: CancellationToken::new(),
             vectors: OnceLock::new(),
         })
@@ -489,6 +494,16 @@ impl Runtime {
         cancel: CancellationToken,
         events: Option<EventSink>,
     ) -> Result<RunOutcome, AgentError> {
+        // One continuation of a session at a time in this process (`sessions_send`, a team
+        // result for an idle lead, `toolgate agent send` may race): a second waits for the
+        // first to end and then reads the session as it left it.
+        let turn_lock = {
+            let mut locks = self.continuing.lock().unwrap_or_else(|e| e.into_inner());
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+            locks.entry(record.id.clone()).or_default().clone()
+        };
+        let _turn = turn_lock.lock().await;
+        let record = &self.store.session(&record.id)?.unwrap_or_else(|| record.clone());
         if record.status == "running" {
             // Running here, it would have taken the message as queued (`send_queued`).
             return Err(AgentError::Invalid(format!(
@@ -584,7 +599,10 @@ impl Runtime {
         if let Some(system) = system {
             messages.push(Message::System { content: system });
         }
-        messages.push(Message::User { content: spec.task.clone() });
+        // A task is one agent's message to another (a delegation, a sub-agent's task, a steer, a
+        // reviewer's prompt): it passes the leak detector before the child or the store sees it.
+        let task = caller.scrub(parent_ctx, &spec.task);
+        messages.push(Message::User { content: task.clone() });
         self.store.session_create(&SessionRecord {
             id: id.clone(),
             agent: spec.agent.clone(),
@@ -594,7 +612,7 @@ impl Runtime {
             label: spec.label.clone(),
             status: "running".to_owned(),
             depth: ctx.subagent_depth,
-            task: spec.task.clone(),
+            task,
             created_ms: now_ms(),
             ..SessionRecord::default()
         })?;
@@ -622,7 +640,7 @@ impl Runtime {
 
     /// Tells session `parent` that its background run ended: a `[subagent:ID]` or
     /// `[delegate:ID]` announcement with the status, duration and result.
-    fn announce_finished(&self, parent: &str, o: &RunOutcome, took: Duration) {
+    fn announce_finished(&self, user: &str, parent: &str, o: &RunOutcome, took: Duration) {
         let kind = match self.store.session(&o.session) {
             Ok(Some(r)) if r.kind == "delegation" => "delegate",
             _ => "subagent",
@@ -635,16 +653,23 @@ impl Runtime {
             took.as_secs_f64(),
             clip_text(&o.for_model(), ANNOUNCE_MAX_CHARS)
         );
-        self.announce(parent, text);
+        self.announce_for(Some(user), parent, text);
     }
 
     /// Delivers `text` to `session` before its next model turn: queued when it is running,
     /// appended to its transcript when it is an idle agent session, kept for `sessions_history`
     /// otherwise (an MCP client's session). Scrubbed of secrets first.
     pub(crate) fn announce(&self, session: &str, text: String) {
+        self.announce_for(None, session, text);
+    }
+
+    /// [`Runtime::announce`], with the user the session belongs to when the caller knows it:
+    /// an announcement kept in memory for a session the runtime does not store is readable only
+    /// by that user's caller of that session (without a user, by nobody: it is dropped).
+    pub(crate) fn announce_for(&self, user: Option<&str>, session: &str, text: String) {
         let item = announce::Inbound { text: self.scrub(&text), message: false, at: Instant::now(), ts_ms: now_ms() };
         if let announce::Delivery::NotRunning(item) = self.inbox.push(session, item) {
-            self.store_inbound(session, item);
+            self.store_inbound(user, session, item);
         }
     }
 
@@ -664,7 +689,7 @@ impl Runtime {
 
     /// An item for a session that is not running: into its transcript when the runtime keeps
     /// it, else kept in memory for `sessions_history`.
-    fn store_inbound(&self, session: &str, item: announce::Inbound) {
+    fn store_inbound(&self, user: Option<&str>, session: &str, item: announce::Inbound) {
         match self.store.session(session) {
             Ok(Some(_)) => {
                 let record = toolgate_store::MessageRecord {
@@ -677,20 +702,32 @@ impl Runtime {
                     tracing::warn!(session, "announcement not saved: {e}");
                 }
             }
-            Ok(None) => self.inbox.keep(session, item),
+            Ok(None) => match user {
+                Some(user) => self.inbox.keep(user, session, item),
+                None => tracing::warn!(session, "announcement for a session of no known user dropped"),
+            },
             Err(e) => tracing::warn!(session, "announcement not saved: {e}"),
         }
     }
 
     /// Announcements kept for a session the runtime does not store, oldest first: `(ts_ms, text)`.
-    pub fn kept_announcements(&self, session: &str) -> Vec<(i64, String)> {
-        self.inbox.kept(session).into_iter().map(|i| (i.ts_ms, i.text)).collect()
+    pub fn kept_announcements(&self, user: &str, session: &str) -> Vec<(i64, String)> {
+        self.inbox.kept(user, session).into_iter().map(|i| (i.ts_ms, i.text)).collect()
     }
 
-    /// Secrets redacted by the gate's leak detector (model text and agent-to-agent messages).
+    /// Secrets redacted by the gate's leak detector (model text and agent-to-agent messages);
+    /// a redaction is audited as the gate's own context ([`Runtime::scrub_as`] names the writer).
     pub(crate) fn scrub(&self, text: &str) -> String {
         match self.caller() {
             Ok(c) => c.scrub(&c.context(), text),
+            Err(_) => text.to_owned(),
+        }
+    }
+
+    /// [`Runtime::scrub`] of what the caller of `ctx` wrote, audited as that caller.
+    pub(crate) fn scrub_as(&self, ctx: &CallContext, text: &str) -> String {
+        match self.caller() {
+            Ok(c) => c.scrub(ctx, text),
             Err(_) => text.to_owned(),
         }
     }
@@ -780,12 +817,12 @@ impl Runtime {
         self.archive();
         let (id, fut) = self.start(spec, parent_ctx)?;
         let rt = self.clone();
-        let parent = parent_ctx.identity.session.clone();
+        let (user, parent) = (parent_ctx.identity.user.clone(), parent_ctx.identity.session.clone());
         tokio::spawn(async move {
             let started = Instant::now();
             let outcome = fut.await;
             // A run started in the background reports back by itself (seed 000 §6, §7).
-            rt.announce_finished(&parent, &outcome, started.elapsed());
+            rt.announce_finished(&user, &parent, &outcome, started.elapsed());
         });
         Ok(id)
     }
@@ -798,11 +835,14 @@ impl Runtime {
     ) -> Result<RunOutcome, AgentError> {
         self.archive();
         let (id, fut) = self.start(spec, parent_ctx)?;
-        // If the caller gives up (its own call is cancelled), the child is cancelled too.
+        // The child runs as a task of its own, so a caller that gives up (its call cancelled,
+        // or its future dropped) cancels it through its token and it still ends properly: its
+        // session finished, its task marked done, its queue handed to the transcript.
+        let mut child = tokio::spawn(fut);
         let _guard = CancelOnDrop(self.task_token(&id));
         let cancel = parent_ctx.cancel.clone();
         tokio::select! {
-            o = fut => Ok(o),
+            o = &mut child => o.map_err(|e| AgentError::Invalid(format!("the run of `{id}` failed: {e}"))),
             () = cancel.cancelled() => Err(AgentError::Cancelled),
         }
     }
@@ -822,6 +862,7 @@ impl Runtime {
         // Fail early (unknown provider, unbound) before registering.
         self.prepare_check(&spec)?;
         let (tx, rx) = watch::channel(None);
+        let ended: Arc<OnceLock<Instant>> = Arc::default();
         // Check and register under one lock, so concurrent spawns cannot pass a limit together.
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
         if !spec.internal {
@@ -840,6 +881,7 @@ impl Runtime {
                 cancel: cancel.clone(),
                 done: rx,
                 started: Instant::now(),
+                ended: ended.clone(),
                 skip_gates,
             },
         );
@@ -847,6 +889,7 @@ impl Runtime {
         let rt = self.clone();
         let parent_ctx = parent_ctx.clone();
         let task_id = id.clone();
+        let ended_at = ended;
         let fut = async move {
             let outcome = match rt.prepare(&spec, &parent_ctx, cancel.clone(), Some(task_id.clone())) {
                 Ok((drive, messages)) => {
@@ -864,6 +907,7 @@ impl Runtime {
                 },
             };
             rt.finish(&outcome);
+            let _ = ended_at.set(Instant::now());
             let _ = tx.send(Some(outcome.clone()));
             outcome
         };
@@ -962,7 +1006,7 @@ impl Runtime {
             tracing::warn!("archiving agent sessions: {e}");
         }
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
-        tasks.retain(|_, t| t.done.borrow().is_none() || t.started.elapsed() < self.limits.archive_after);
+        tasks.retain(|_, t| t.ended.get().is_none_or(|at| at.elapsed() < self.limits.archive_after));
     }
 
     /// Recent sessions (for `sessions_list` and the CLI).

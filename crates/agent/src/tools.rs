@@ -203,7 +203,7 @@ impl Tool for AgentTool {
                         .map(|msgs| ToolOutput::json(json!({ "session_id": id, "messages": msgs })))
                         .map_err(AgentError::from),
                     // The caller's own session that the runtime does not keep: what was announced to it.
-                    Err(_) if id == ctx.identity.session => Ok(caller_history(r, id, limit)),
+                    Err(_) if id == ctx.identity.session => Ok(caller_history(r, ctx, id, limit)),
                     Err(e) => Err(e),
                 }
             }
@@ -219,7 +219,7 @@ impl Tool for AgentTool {
                 let id = req_str(name, &p, "session_id")?;
                 let message = req_str(name, &p, "message")?;
                 // A message from one agent to another passes the leak detector first.
-                let message = r.scrub(message);
+                let message = r.scrub_as(ctx, message);
                 match own_session(r, ctx, id) {
                     Ok(_) => match r.send_queued(id, &message).await {
                         Ok(Some(to)) => Ok(ToolOutput::json(json!({
@@ -361,15 +361,15 @@ fn caller_status(r: &Runtime, ctx: &CallContext) -> Result<Value, AgentError> {
         "first_ms": calls.as_ref().map(|c| c.first_ms), "last_ms": calls.as_ref().map(|c| c.last_ms),
         "agent_sessions_started": children.len(),
         "input_tokens": input, "output_tokens": output, "cost_usd": cost,
-        "announcements": r.kept_announcements(id).len(),
+        "announcements": r.kept_announcements(&ctx.identity.user, id).len(),
         "note": "calls counts the calls this session made before this one (the audit log); tokens and cost are those of the agent sessions it started",
     }))
 }
 
 /// `sessions_history` of the caller's own session when the runtime does not keep it: what was
 /// announced to it (finished background runs), oldest first.
-fn caller_history(r: &Runtime, id: &str, limit: usize) -> ToolOutput {
-    let kept = r.kept_announcements(id);
+fn caller_history(r: &Runtime, ctx: &CallContext, id: &str, limit: usize) -> ToolOutput {
+    let kept = r.kept_announcements(&ctx.identity.user, id);
     let skip = kept.len().saturating_sub(limit);
     let messages: Vec<Value> = kept
         .into_iter()
@@ -423,7 +423,7 @@ fn handoff(r: &Runtime, ctx: &CallContext, p: &Value) -> Result<ToolOutput, Agen
         "handoff" => {
             let to = need(p, "agent", "handoff")?;
             // The reason reaches the next agent: an agent-to-agent message, scrubbed.
-            let session = r.handoff(ctx, to, &r.scrub(p["reason"].as_str().unwrap_or_default()))?;
+            let session = r.handoff(ctx, to, &r.scrub_as(ctx, p["reason"].as_str().unwrap_or_default()))?;
             // The runner ends the handing agent's run on this result (`handoff_to`).
             Ok(ToolOutput::text(format!("Handed the conversation to `{to}`; it answers the user from now on."))
                 .with_meta(json!({"handoff_to": to, "session": session})))

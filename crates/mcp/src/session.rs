@@ -2,7 +2,8 @@
 //! locks, the loop breaker, a skill's scope, the audit's `session`) is not shared between two
 //! clients of one server.
 //!
-//! - Streamable HTTP with a session (before 2026-07-28): its `Mcp-Session-Id`.
+//! - Streamable HTTP with a session (before 2026-07-28): its `Mcp-Session-Id`, hashed (the id
+//!   is shown to other callers; the header would let them act as this session).
 //! - Streamable HTTP without one (2026-07-28 stateless requests): the caller's credential, as
 //!   a hash of its `Authorization` header: clients that share a credential share this state, so
 //!   give each agent its own.
@@ -21,9 +22,9 @@ pub(crate) fn apply(ctx: &mut CallContext, request: &RequestContext<RoleServer>)
         }
         return;
     };
-    if let Some(session) = of_headers(&parts.headers) {
-        ctx.identity.session = session;
-    }
+    // A stateless request with no credential (a server without a token) has nothing that tells
+    // its client from another's: all such requests are one session, not the CLI's.
+    ctx.identity.session = of_headers(&parts.headers).unwrap_or_else(|| "mcp-anonymous".to_owned());
 }
 
 /// The session of a stdio server: its pid and start time (a later process with the same pid
@@ -38,12 +39,11 @@ fn this_process() -> &'static str {
 
 /// The session the headers of an HTTP request name, if any.
 fn of_headers(headers: &http::HeaderMap) -> Option<String> {
-    if let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-        // Issued by this server (a UUID), but read from the request: kept to a safe alphabet.
-        let id: String = id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(64).collect();
-        if !id.is_empty() {
-            return Some(format!("mcp-{id}"));
-        }
+    if let Some(id) = headers.get("mcp-session-id").map(http::HeaderValue::as_bytes).filter(|id| !id.is_empty()) {
+        // A hash, never the header itself: the session id is shown to other callers (lock
+        // holders, `sessions_list`), and the header is what lets a request act as that session.
+        let hash = blake3::hash(id).to_hex();
+        return Some(format!("mcp-{}", &hash[..16]));
     }
     let credential = headers.get(http::header::AUTHORIZATION)?.as_bytes();
     let hash = blake3::hash(credential).to_hex();
@@ -60,10 +60,12 @@ mod tests {
 
     #[test]
     fn the_session_header_names_the_session_else_the_credential() {
-        let a = of_headers(&headers(&[("mcp-session-id", "1b2c-3d"), ("authorization", "Bearer t")]));
-        assert_eq!(a.as_deref(), Some("mcp-1b2c-3d"));
-        let hostile = of_headers(&headers(&[("mcp-session-id", "../x y;z")]));
-        assert_eq!(hostile.as_deref(), Some("mcp-xyz"));
+        let a = of_headers(&headers(&[("mcp-session-id", "1b2c-3d"), ("authorization", "Bearer t")])).unwrap();
+        assert!(a.starts_with("mcp-") && a.len() == 20 && !a.contains("1b2c"), "a hash of the header: {a}");
+        let b = of_headers(&headers(&[("mcp-session-id", "1b2c-3e")])).unwrap();
+        assert_ne!(a, b);
+        let hostile = of_headers(&headers(&[("mcp-session-id", "../x y;z")])).unwrap();
+        assert!(hostile[4..].chars().all(|c| c.is_ascii_hexdigit()), "{hostile}");
         let k1 = of_headers(&headers(&[("authorization", "Bearer one")])).unwrap();
         let k2 = of_headers(&headers(&[("authorization", "Bearer two")])).unwrap();
         assert!(k1.starts_with("mcp-key-") && k1 != k2 && !k1.contains("one"), "{k1} {k2}");

@@ -15,10 +15,15 @@ use std::time::{Duration, Instant};
 
 /// Messages a running session may have waiting (`sessions_send`); more are refused.
 pub const MAX_QUEUED: usize = 32;
+/// Bytes a running session may have waiting; an announcement past it goes to the session's
+/// transcript at once (it is read by the turn after next), a message is refused.
+const MAX_QUEUED_BYTES: usize = 4 << 20;
 /// Announcements kept for a session the runtime does not store (an MCP client's), per session.
-const KEPT_PER_SESSION: usize = 50;
+const KEPT_PER_SESSION: usize = 20;
 /// Sessions whose announcements are kept in memory; the oldest session is forgotten first.
-const KEPT_SESSIONS: usize = 1000;
+const KEPT_SESSIONS: usize = 256;
+/// Bytes of kept announcements in all; the oldest session is forgotten first past it.
+const KEPT_BYTES: usize = 16 << 20;
 
 /// One item waiting for a session.
 #[derive(Debug, Clone)]
@@ -49,8 +54,10 @@ struct State {
     /// Sessions with a loop running now.
     live: HashSet<String>,
     queued: HashMap<String, Vec<Inbound>>,
-    /// Announcements for sessions the runtime does not store, oldest session first.
-    kept: VecDeque<(String, VecDeque<Inbound>)>,
+    /// Announcements for sessions the runtime does not store, by (user, session), oldest
+    /// session first.
+    kept: VecDeque<((String, String), VecDeque<Inbound>)>,
+    kept_bytes: usize,
 }
 
 /// The queues of every session.
@@ -84,11 +91,16 @@ impl Inbox {
             return Delivery::NotRunning(item);
         }
         let queue = s.queued.entry(session.to_owned()).or_default();
-        if item.message && queue.iter().filter(|i| i.message).count() >= MAX_QUEUED {
-            return Delivery::Full;
+        let bytes: usize = queue.iter().map(|i| i.text.len()).sum::<usize>() + item.text.len();
+        let messages = queue.iter().filter(|i| i.message).count();
+        match (item.message, bytes > MAX_QUEUED_BYTES) {
+            (true, over) if over || messages >= MAX_QUEUED => Delivery::Full,
+            (false, true) => Delivery::NotRunning(item),
+            _ => {
+                queue.push(item);
+                Delivery::Queued
+            }
         }
-        queue.push(item);
-        Delivery::Queued
     }
 
     /// Everything waiting for `session`, oldest first, and when the newest arrived.
@@ -98,29 +110,32 @@ impl Inbox {
         (items, newest)
     }
 
-    /// Keeps an announcement for a session the runtime does not store.
-    pub(crate) fn keep(&self, session: &str, item: Inbound) {
+    /// Keeps an announcement for `user`'s session that the runtime does not store.
+    pub(crate) fn keep(&self, user: &str, session: &str, item: Inbound) {
         let mut s = self.state();
-        if let Some(pos) = s.kept.iter().position(|(id, _)| id == session) {
-            let (_, items) = &mut s.kept[pos];
-            if items.len() >= KEPT_PER_SESSION {
-                items.pop_front();
+        let key = (user.to_owned(), session.to_owned());
+        s.kept_bytes += item.text.len();
+        match s.kept.iter().position(|(k, _)| *k == key) {
+            Some(pos) => {
+                let items = &mut s.kept[pos].1;
+                items.push_back(item);
+                let dropped = if items.len() > KEPT_PER_SESSION { items.pop_front() } else { None };
+                s.kept_bytes -= dropped.map_or(0, |d| d.text.len());
             }
-            items.push_back(item);
-            return;
+            None => s.kept.push_back((key, VecDeque::from([item]))),
         }
-        if s.kept.len() >= KEPT_SESSIONS {
-            s.kept.pop_front();
+        while s.kept.len() > KEPT_SESSIONS || (s.kept_bytes > KEPT_BYTES && s.kept.len() > 1) {
+            let Some((_, items)) = s.kept.pop_front() else { break };
+            s.kept_bytes -= items.iter().map(|i| i.text.len()).sum::<usize>();
         }
-        s.kept.push_back((session.to_owned(), VecDeque::from([item])));
     }
 
-    /// The announcements kept for a session the runtime does not store, oldest first.
-    pub(crate) fn kept(&self, session: &str) -> Vec<Inbound> {
+    /// The announcements kept for `user`'s session, oldest first.
+    pub(crate) fn kept(&self, user: &str, session: &str) -> Vec<Inbound> {
         let s = self.state();
         s.kept
             .iter()
-            .find(|(id, _)| id == session)
+            .find(|((u, id), _)| u == user && id == session)
             .map(|(_, items)| items.iter().cloned().collect())
             .unwrap_or_default()
     }
@@ -189,19 +204,37 @@ mod tests {
     }
 
     #[test]
-    fn kept_announcements_are_bounded_per_session_and_in_sessions() {
+    fn kept_announcements_are_per_user_and_bounded_per_session_in_sessions_and_in_bytes() {
         let inbox = Inbox::default();
         for i in 0..KEPT_PER_SESSION + 5 {
-            inbox.keep("mcp-a", item(&i.to_string(), false));
+            inbox.keep("ann", "mcp-a", item(&i.to_string(), false));
         }
-        let kept = inbox.kept("mcp-a");
+        let kept = inbox.kept("ann", "mcp-a");
         assert_eq!(kept.len(), KEPT_PER_SESSION);
         assert_eq!(kept[0].text, "5", "the oldest go first");
+        assert!(inbox.kept("bob", "mcp-a").is_empty(), "another user's caller of the same session id reads nothing");
         for i in 0..KEPT_SESSIONS {
-            inbox.keep(&format!("s{i}"), item("x", false));
+            inbox.keep("ann", &format!("s{i}"), item("x", false));
         }
-        assert!(inbox.kept("mcp-a").is_empty(), "the oldest session is forgotten first");
-        assert_eq!(inbox.kept("s999").len(), 1);
+        assert!(inbox.kept("ann", "mcp-a").is_empty(), "the oldest session is forgotten first");
+        assert_eq!(inbox.kept("ann", &format!("s{}", KEPT_SESSIONS - 1)).len(), 1);
+        let big = "y".repeat(KEPT_BYTES / 4);
+        for i in 0..8 {
+            inbox.keep("ann", &format!("big{i}"), item(&big, false));
+        }
+        let s = inbox.state();
+        assert!(s.kept_bytes <= KEPT_BYTES, "{}", s.kept_bytes);
+        assert_eq!(s.kept_bytes, s.kept.iter().flat_map(|(_, i)| i).map(|i| i.text.len()).sum::<usize>());
+    }
+
+    #[test]
+    fn a_running_sessions_queue_is_bounded_in_bytes() {
+        let inbox = Inbox::default();
+        inbox.begin("s");
+        let big = "z".repeat(MAX_QUEUED_BYTES / 2 + 1);
+        assert!(matches!(inbox.push("s", item(&big, false)), Delivery::Queued));
+        assert!(matches!(inbox.push("s", item(&big, false)), Delivery::NotRunning(_)), "to the transcript instead");
+        assert!(matches!(inbox.push("s", item(&big, true)), Delivery::Full), "a message is refused");
     }
 
     #[tokio::test]

@@ -261,7 +261,7 @@ async fn an_mcp_clients_session_gets_its_background_results_and_its_status() {
     assert!(spawned.text_content().contains("running"), "{}", spawned.text_content());
     let history = until("the announcement kept for the MCP session", || {
         let rt = gate.agents().unwrap();
-        rt.kept_announcements("mcp-3f2a").first().map(|(_, t)| t.clone())
+        rt.kept_announcements("local", "mcp-3f2a").first().map(|(_, t)| t.clone())
     })
     .await;
     assert!(history.starts_with("[subagent:") && history.contains("lookup result: 7"), "{history}");
@@ -329,7 +329,8 @@ async fn finished_subagents_leave_the_list_when_archived_and_stay_in_history() {
         let id = json_of(&spawned)["id"].as_str().unwrap().to_owned();
         let rt = gate.agents().unwrap().clone();
         let session = ctx.identity.session.clone();
-        until("the child's announcement", || (!rt.kept_announcements(&session).is_empty()).then_some(())).await;
+        until("the child's announcement", || (!rt.kept_announcements("local", &session).is_empty()).then_some(()))
+            .await;
         let list = gate.call(&ctx, "subagents", json!({"action": "list"})).await.unwrap();
         assert_eq!(
             list.text_content().contains(&id),
@@ -392,4 +393,42 @@ async fn an_mcp_client_gets_its_background_result_in_its_own_sessions_history() 
 fn json_of_text(text: &str) -> Value {
     let (start, end) = (text.find('{').expect(text), text.rfind('}').expect(text));
     serde_json::from_str(&text[start..=end]).expect(text)
+}
+
+/// A caller that gives up on `subagents run` (its call cancelled) cancels the child, which still
+/// ends properly: its session is not left `running`, its task no longer counts as running, and
+/// nothing sent to it later is queued for a loop that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_ends_the_child_properly() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = Scripted::start(vec![later(30.0, answer("too late")), answer("continued")]).await;
+    let gate = gate(dir.path(), config(&child.url, &child.url));
+    let rt = gate.agents().unwrap().clone();
+    let mut ctx = gate.context();
+    ctx.identity.session = "mcp-waiting".into();
+    let call = {
+        let (gate, ctx) = (gate.clone(), ctx.clone());
+        tokio::spawn(async move {
+            gate.call(&ctx, "subagents", json!({"action": "run", "agent": "helper", "task": "slow"})).await
+        })
+    };
+    let filter = SessionFilter { agent: Some("helper"), limit: 5, ..Default::default() };
+    let id = until("the child running", || {
+        rt.sessions(&filter).unwrap().into_iter().find(|s| s.status == "running").map(|s| s.id)
+    })
+    .await;
+    ctx.cancel.cancel();
+    call.abort();
+    let status = until("the child to end", || {
+        let s = rt.store().session(&id).unwrap().unwrap();
+        (s.status != "running").then_some(s.status)
+    })
+    .await;
+    assert_eq!(status, "cancelled");
+    let listed = rt.list("mcp-waiting", false);
+    assert!(listed.iter().all(|t| t.status != "running"), "{listed:?}");
+    let mut other = gate.context();
+    other.identity.session = "mcp-other".into();
+    let sent = gate.call(&other, "sessions_send", json!({"session_id": id, "message": "go on"})).await.unwrap();
+    assert!(!sent.text_content().contains("queued"), "continued, not queued for a gone loop: {}", sent.text_content());
 }
