@@ -304,11 +304,12 @@ pub struct TeamConfig {
     pub members: Vec<String>,
     /// Members the runtime runs at once (default 3).
     pub max_active: usize,
-    /// Model turns the members' runs may take, together, before the team is stopped (default
-    /// 200). Counted from the last time the board had no active task.
+    /// Model turns the members' runs and the lead's automatic continuations (runs the team's
+    /// results start) may take, together, before the team is stopped (default 200). Counted
+    /// from the lead's last action on the team from outside it (not when the board goes idle).
     pub max_turns: u64,
-    /// Tokens (in and out) the members' runs may use, together, before the team is stopped
-    /// (default 2,000,000). Counted like `max_turns`.
+    /// Tokens (in and out) those runs may use, together, before the team is stopped (default
+    /// 2,000,000). Counted like `max_turns`.
     pub max_tokens: u64,
     /// How long a claim holds without renewal (default 300 s). The runtime renews the claims of
     /// members it runs; a claim whose holder stopped (crashed) lapses and the task is pending

@@ -609,6 +609,8 @@ fn team_tasks(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutp
                 priority: p["priority"].as_i64().unwrap_or(0),
                 blocked_by,
                 created_ms: now_ms(),
+                posted_session: Some(ctx.identity.session.clone()),
+                posted_user: Some(ctx.identity.user.clone()),
                 ..TeamTask::default()
             })?;
             r.team_board_changed(&team, ctx);
@@ -634,7 +636,14 @@ fn team_tasks(r: &Arc<Runtime>, ctx: &CallContext, p: &Value) -> Result<ToolOutp
             };
             let now = now_ms();
             let lease = r.config().teams[&team].lease();
-            match store.team_task_claim(&team, id, me, now, now.saturating_add(lease.as_millis() as i64))? {
+            match store.team_task_claim(
+                &team,
+                id,
+                me,
+                &ctx.identity.session,
+                now,
+                now.saturating_add(lease.as_millis() as i64),
+            )? {
                 Some(t) => Ok(ToolOutput::json(json!({"claimed": t,
                     "note": "work on it, then complete it with your result (team_tasks complete, task_id, result)"}))),
                 None if id.is_none() => Err(AgentError::Invalid(

@@ -189,6 +189,11 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX team_messages_team ON team_messages (team, id);",
     // `session_status` of a session the runtime does not keep (an MCP client's): its calls.
     "CREATE INDEX audit_session ON audit (session, ts_ms);",
+    // Teams (`sessions.rs`): the session holding a claim (leases are renewed by session, not by
+    // member name), and the session and user that posted a task (its result goes there).
+    "ALTER TABLE team_tasks ADD COLUMN claim_session TEXT;
+     ALTER TABLE team_tasks ADD COLUMN posted_session TEXT;
+     ALTER TABLE team_tasks ADD COLUMN posted_user TEXT;",
 ];
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.

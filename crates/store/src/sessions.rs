@@ -3,7 +3,7 @@
 //! messages, and handoff routes. The [`SessionStore`] trait and its SQLite implementation on
 //! [`Store`] (tables `agent_sessions`, `agent_messages`, `team_tasks` with its full-text index
 //! `team_tasks_fts`, `team_messages`, `team_message_reads`, `handoff_routes`: migrations 4, 9,
-//! 10 and the teams migration in `db.rs`).
+//! 10 and the teams migrations in `db.rs`).
 
 use std::fmt::Debug;
 
@@ -117,6 +117,16 @@ pub struct TeamTask {
     /// While claimed: when the claim lapses unless renewed (Unix milliseconds); past it,
     /// [`SessionStore::team_tasks_expire`] puts the task back to `pending`.
     pub lease_until_ms: Option<i64>,
+    /// While claimed: the session that claimed it; only that session's run renews the lease.
+    /// Not shown to models (tool output).
+    #[serde(skip)]
+    pub claim_session: Option<String>,
+    /// The session that posted it: its result goes there. Not shown to models.
+    #[serde(skip)]
+    pub posted_session: Option<String>,
+    /// The user of `posted_session`. Not shown to models.
+    #[serde(skip)]
+    pub posted_user: Option<String>,
 }
 
 /// Which tasks [`SessionStore::team_tasks`] lists.
@@ -252,23 +262,26 @@ pub trait SessionStore: Send + Sync + Debug {
     /// matching more ranks higher. A query without a letter or digit finds nothing.
     fn team_tasks_search(&self, team: &str, query: &str, limit: usize) -> Result<Vec<TeamTask>, StoreError>;
 
-    /// Claims a pending task for `owner`, atomically: of many claimers (on any connection)
-    /// exactly one wins. `id` `None` claims the next pending task (highest priority, then
-    /// oldest). The claim holds until `lease_until_ms` unless renewed
-    /// ([`SessionStore::team_tasks_renew`]). Returns the task when this claim won, `None` when
-    /// it is not pending (any more), or no task is.
+    /// Claims a pending task for `owner` in `session`, atomically: of many claimers (on any
+    /// connection) exactly one wins. A claimed task whose lease ended before `now_ms` is
+    /// claimable too (its holder stopped; no sweeper need have run). `id` `None` claims the
+    /// next such task (highest priority, then oldest). The claim holds until `lease_until_ms`
+    /// unless renewed ([`SessionStore::team_tasks_renew`]). Returns the task when this claim
+    /// won, `None` when it is not claimable (any more), or no task is.
     fn team_task_claim(
         &self,
         team: &str,
         id: Option<i64>,
         owner: &str,
+        session: &str,
         now_ms: i64,
         lease_until_ms: i64,
     ) -> Result<Option<TeamTask>, StoreError>;
 
-    /// Extends the lease of every task `owner` holds on `team` to `lease_until_ms`; returns how
-    /// many.
-    fn team_tasks_renew(&self, team: &str, owner: &str, lease_until_ms: i64) -> Result<usize, StoreError>;
+    /// Extends the lease of every task claimed in `session` on `team` to `lease_until_ms`
+    /// (by session, not by name: a crashed run's claims lapse even when its member runs again);
+    /// returns how many.
+    fn team_tasks_renew(&self, team: &str, session: &str, lease_until_ms: i64) -> Result<usize, StoreError>;
 
     /// Puts the claimed tasks of `team` whose lease ended before `now_ms` back to `pending`, in
     /// one step (of several processes sweeping at once, each task is returned to one). Returns
@@ -354,10 +367,13 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TeamTask> {
         created_ms: r.get(9)?,
         claimed_ms: r.get(10)?,
         lease_until_ms: r.get(11)?,
+        claim_session: r.get(12)?,
+        posted_session: r.get(13)?,
+        posted_user: r.get(14)?,
     })
 }
 
-const TASK_COLUMNS: &str = "id, team, subject, description, priority, status, owner, blocked_by, result, created_ms, claimed_ms, lease_until_ms";
+const TASK_COLUMNS: &str = "id, team, subject, description, priority, status, owner, blocked_by, result, created_ms, claimed_ms, lease_until_ms, claim_session, posted_session, posted_user";
 
 fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TeamMessage> {
     Ok(TeamMessage {
@@ -618,12 +634,23 @@ impl SessionStore for Store {
             };
             let status = if open > 0 { "blocked" } else { "pending" };
             let sql = format!(
-                "INSERT INTO team_tasks (team, subject, description, priority, status, blocked_by, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING {TASK_COLUMNS}"
+                "INSERT INTO team_tasks (team, subject, description, priority, status, blocked_by, created_ms,
+                                         posted_session, posted_user)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING {TASK_COLUMNS}"
             );
             conn.query_row(
                 &sql,
-                rusqlite::params![t.team, t.subject, t.description, t.priority, status, blocked, t.created_ms],
+                rusqlite::params![
+                    t.team,
+                    t.subject,
+                    t.description,
+                    t.priority,
+                    status,
+                    blocked,
+                    t.created_ms,
+                    t.posted_session,
+                    t.posted_user
+                ],
                 task_row,
             )
             .doing("creating a team task")
@@ -681,30 +708,35 @@ impl SessionStore for Store {
         team: &str,
         id: Option<i64>,
         owner: &str,
+        session: &str,
         now_ms: i64,
         lease_until_ms: i64,
     ) -> Result<Option<TeamTask>, StoreError> {
         self.with(|conn| {
             // One statement: SQLite runs it under the write lock, so of many claimers one wins.
+            // A lapsed claim is taken over here rather than waiting for a sweeper, which runs
+            // only in a process whose runtime started the team.
             let sql = format!(
-                "UPDATE team_tasks SET status = 'claimed', owner = ?3, claimed_ms = ?4, lease_until_ms = ?5
-                 WHERE id = (SELECT id FROM team_tasks WHERE team = ?1 AND status = 'pending'
+                "UPDATE team_tasks SET status = 'claimed', owner = ?3, claim_session = ?6, claimed_ms = ?4,
+                                       lease_until_ms = ?5
+                 WHERE id = (SELECT id FROM team_tasks WHERE team = ?1
+                               AND (status = 'pending' OR (status = 'claimed' AND lease_until_ms < ?4))
                                AND (?2 IS NULL OR id = ?2) ORDER BY priority DESC, id LIMIT 1)
                  RETURNING {TASK_COLUMNS}"
             );
             let mut stmt = conn.prepare_cached(&sql).doing("claiming a team task")?;
             let mut rows = stmt
-                .query_map(rusqlite::params![team, id, owner, now_ms, lease_until_ms], task_row)
+                .query_map(rusqlite::params![team, id, owner, now_ms, lease_until_ms, session], task_row)
                 .doing("claiming a team task")?;
             rows.next().transpose().doing("claiming a team task")
         })
     }
 
-    fn team_tasks_renew(&self, team: &str, owner: &str, lease_until_ms: i64) -> Result<usize, StoreError> {
+    fn team_tasks_renew(&self, team: &str, session: &str, lease_until_ms: i64) -> Result<usize, StoreError> {
         self.with(|conn| {
             conn.execute(
-                "UPDATE team_tasks SET lease_until_ms = ?3 WHERE team = ?1 AND owner = ?2 AND status = 'claimed'",
-                rusqlite::params![team, owner, lease_until_ms],
+                "UPDATE team_tasks SET lease_until_ms = ?3 WHERE team = ?1 AND claim_session = ?2 AND status = 'claimed'",
+                rusqlite::params![team, session, lease_until_ms],
             )
             .doing("renewing team task leases")
         })
@@ -737,7 +769,8 @@ impl SessionStore for Store {
             };
             for t in &lapsed {
                 tx.execute(
-                    "UPDATE team_tasks SET status = 'pending', owner = NULL, claimed_ms = NULL, lease_until_ms = NULL
+                    "UPDATE team_tasks SET status = 'pending', owner = NULL, claim_session = NULL, claimed_ms = NULL,
+                                           lease_until_ms = NULL
                      WHERE id = ?1",
                     [t.id],
                 )
@@ -1001,7 +1034,9 @@ mod tests {
                     let db = db.clone();
                     scope.spawn(move || {
                         let s = Store::open(&db).unwrap();
-                        s.team_task_claim("t", Some(a.id), &format!("agent{i}"), 1, 2).unwrap().is_some() as usize
+                        s.team_task_claim("t", Some(a.id), &format!("agent{i}"), &format!("s{i}"), 1, 2)
+                            .unwrap()
+                            .is_some() as usize
                     })
                 })
                 .collect();

@@ -11,19 +11,25 @@
 //!   direct message to an idle member starts it too (`[Team message from SENDER]: you have a
 //!   message ...`). Members run only in a process where the lead used the board (its context).
 //! - **Results.** Completing a task sends `teammate:MEMBER completed task #ID ...` with the
-//!   result to the lead: into the lead session's next model turn when it is running (an
-//!   announcement), else the lead's session is continued with it so the lead synthesizes
-//!   (results that arrive close together go as one message); it is in the lead's mailbox too.
-//! - **Leases.** A claim holds for `lease_secs`; the sweeper renews the claims of members
-//!   running here. A claim whose holder stopped (a crashed run, a dead process) lapses: the task
-//!   is pending again, the lead gets a team message from `toolgate` saying so, and a log line
-//!   is written.
-//! - **Budgets.** The members' model turns and tokens are counted per team (from the last time
-//!   the board had no active task); past `max_turns` or `max_tokens` the running members are
-//!   cancelled, no member is started again until the runtime restarts, and the lead gets a team
-//!   message from `toolgate` (and an announcement) saying why; a warning is logged.
+//!   result to the session that posted the task (stored on the task): into its next model turn
+//!   when it is running (an announcement), else the session is continued with it so the lead
+//!   synthesizes (results that arrive close together go as one message); it is in the lead's
+//!   mailbox too.
+//! - **Leases.** A claim holds for `lease_secs`; the sweeper renews the claims made by the
+//!   sessions of members running here (by session: a crashed run's claims lapse even when its
+//!   member runs again). A claim whose holder stopped (a crashed run, a dead process) lapses:
+//!   the task is pending again (a claim may also take it over at once), the lead gets a team
+//!   message from `toolgate` saying so, and a log line is written.
+//! - **Budgets.** The model turns and tokens of the members' runs and of the lead's automatic
+//!   continuations (the runs the team's results start) are counted per team. The count starts
+//!   again only when the lead acts from a run the team did not start (the user's run of the
+//!   lead, an MCP client): a lead that answers every result with a new task cannot renew its
+//!   own budget. Past `max_turns` or `max_tokens`, or past [`MAX_LEAD_CONTINUATIONS`]
+//!   automatic continuations, the running members are cancelled, no member is started again
+//!   until the runtime restarts, and the lead gets a team message from `toolgate` (and an
+//!   announcement) saying why; a warning is logged.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -44,13 +50,20 @@ const RESULT_MAX_CHARS: usize = 20_000;
 /// Results for an idle lead that arrive within this of each other go as one message.
 const DELIVERY_DEBOUNCE: Duration = Duration::from_millis(100);
 
+/// The most times the team's results continue an idle lead's session before the lead acts
+/// again from outside the team; one more stops the team.
+pub const MAX_LEAD_CONTINUATIONS: u32 = 50;
+
 /// What the runtime tracks of its teams.
 #[derive(Debug, Default)]
 pub(crate) struct Teams {
     state: Mutex<HashMap<String, TeamState>>,
-    /// Results waiting for an idle lead session, by session; an entry exists while a delivery
-    /// task runs for it.
-    deliveries: Mutex<HashMap<String, Vec<String>>>,
+    /// Results waiting for an idle lead session, by session, each with its team; an entry
+    /// exists while a delivery task runs for it.
+    deliveries: Mutex<HashMap<String, Vec<(String, String)>>>,
+    /// Sessions being continued with team results now: what the lead does in them is the
+    /// team's own activity, not a new request.
+    continuing: Mutex<HashSet<String>>,
     /// Set once the sweeper runs.
     sweeper: std::sync::OnceLock<()>,
 }
@@ -59,21 +72,43 @@ pub(crate) struct Teams {
 struct TeamState {
     /// Members running now, with their session and its cancel token.
     active: HashMap<String, (String, CancellationToken)>,
-    /// Model turns and tokens of finished member runs since the board was last idle.
+    /// Model turns and tokens of finished member runs and automatic lead continuations since
+    /// the lead last acted from outside the team.
     turns: u64,
     tokens: u64,
+    /// Automatic lead continuations in the same span.
+    lead_runs: u32,
     /// Why the team was stopped; no member is started while set.
     stopped: Option<String>,
-    /// The context of the lead's last post: members run as its children, results go to its
-    /// session.
+    /// The context of the lead's last post: members run as its children; results of tasks
+    /// without a posting session, and the team's own events, go to its session.
     lead_ctx: Option<CallContext>,
+}
+
+impl TeamState {
+    /// The lead acted from outside the team (a request, not a result): the work it starts gets
+    /// a whole budget. A stopped team stays stopped.
+    fn new_budget(&mut self) {
+        if self.stopped.is_none() {
+            self.turns = 0;
+            self.tokens = 0;
+            self.lead_runs = 0;
+        }
+    }
 }
 
 impl Teams {
     fn state(&self) -> std::sync::MutexGuard<'_, HashMap<String, TeamState>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn continuing(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.continuing.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
+
+/// Where a message for the lead goes: a session and, when known, its user.
+type Target = (String, Option<String>);
 
 impl Runtime {
     /// The board of `team` changed (a task was posted or completed) by `ctx`: starts members
@@ -81,7 +116,13 @@ impl Runtime {
     pub(crate) fn team_board_changed(self: &Arc<Self>, team: &str, ctx: &CallContext) {
         let is_lead = self.cfg.teams.get(team).is_some_and(|t| t.lead == ctx.identity.agent);
         if is_lead {
-            self.teams.state().entry(team.to_owned()).or_default().lead_ctx = Some(ctx.clone());
+            let outside = !self.teams.continuing().contains(&ctx.identity.session);
+            let mut teams = self.teams.state();
+            let st = teams.entry(team.to_owned()).or_default();
+            st.lead_ctx = Some(ctx.clone());
+            if outside {
+                st.new_budget();
+            }
         }
         self.ensure_sweeper();
         self.team_activate(team);
@@ -96,7 +137,8 @@ impl Runtime {
             clip_text(&task.subject, 200),
             clip_text(task.result.as_deref().unwrap_or_default(), RESULT_MAX_CHARS)
         );
-        self.team_tell_lead(team, member, &text);
+        let target = task.posted_session.clone().map(|s| (s, task.posted_user.clone()));
+        self.team_tell_lead(team, member, &text, target.into_iter().collect());
         self.team_board_changed(team, ctx);
     }
 
@@ -105,10 +147,11 @@ impl Runtime {
         self.teams.state().get(team).and_then(|s| s.stopped.clone())
     }
 
-    /// Sends `text` to the lead of `team` from `from`: a team message, and to the session the
-    /// lead posts from (announced when running, else continued with it).
-    /// Scrubbed of secrets first: a result is a model's text passed to another agent.
-    fn team_tell_lead(self: &Arc<Self>, team: &str, from: &str, text: &str) {
+    /// Sends `text` to the lead of `team` from `from`: a team message, and to each of
+    /// `targets` (announced when running, else continued with it); with no targets, to the
+    /// session the lead last acted from. Scrubbed of secrets first: a result is a model's text
+    /// passed to another agent.
+    fn team_tell_lead(self: &Arc<Self>, team: &str, from: &str, text: &str, mut targets: Vec<Target>) {
         let Some(cfg) = self.cfg.teams.get(team) else { return };
         let text = &self.scrub(text);
         let sent = self.store.team_message_send(&TeamMessage {
@@ -122,11 +165,22 @@ impl Runtime {
         if let Err(e) = sent {
             tracing::warn!(team, "team message to the lead not saved: {e}");
         }
-        let session =
-            self.teams.state().get(team).and_then(|s| s.lead_ctx.as_ref().map(|c| c.identity.session.clone()));
-        if let Some(session) = session {
-            self.deliver(&session, text.to_owned());
+        if targets.is_empty() {
+            targets.extend(self.lead_target(team));
         }
+        let mut seen = HashSet::new();
+        for (session, user) in targets {
+            if seen.insert(session.clone()) {
+                self.deliver(team, &session, user.as_deref(), text.to_owned());
+            }
+        }
+    }
+
+    /// The session (and user) the lead of `team` last acted from here.
+    fn lead_target(&self, team: &str) -> Option<Target> {
+        let teams = self.teams.state();
+        let ctx = teams.get(team)?.lead_ctx.as_ref()?;
+        Some((ctx.identity.session.clone(), Some(ctx.identity.user.clone())))
     }
 
     /// Delivers `text` to a lead's session, so the lead gets a model turn with it: announced
@@ -134,25 +188,27 @@ impl Runtime {
     /// delivery task per session, so continuations never overlap; a result announced to a run
     /// that ended before taking it (stored in its transcript, unanswered) gets a continuation
     /// too. A session the runtime does not keep (an MCP client's) gets it as an announcement.
-    fn deliver(self: &Arc<Self>, session: &str, text: String) {
+    /// A continuation counts against the budget of each team whose results it carries.
+    fn deliver(self: &Arc<Self>, team: &str, session: &str, user: Option<&str>, text: String) {
         match self.store.session(session) {
             Ok(Some(_)) => {}
-            Ok(None) => return self.announce(session, text),
+            // Kept for that user's caller of that session only.
+            Ok(None) => return self.announce_for(user, session, text),
             Err(e) => return tracing::warn!(session, "team result not delivered: {e}"),
         }
         {
             let mut deliveries = self.teams.deliveries.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(waiting) = deliveries.get_mut(session) {
-                waiting.push(text);
+                waiting.push((team.to_owned(), text));
                 return;
             }
-            deliveries.insert(session.to_owned(), vec![text]);
+            deliveries.insert(session.to_owned(), vec![(team.to_owned(), text)]);
         }
         let rt = self.clone();
         let session = session.to_owned();
         tokio::spawn(async move {
-            // Whether something was announced to a run that may end without taking it.
-            let mut watching = false;
+            // The teams whose results were announced to a run that may end without taking them.
+            let mut watching: Vec<String> = Vec::new();
             loop {
                 tokio::time::sleep(DELIVERY_DEBOUNCE).await;
                 let record = match rt.store.session(&session) {
@@ -165,37 +221,98 @@ impl Runtime {
                 let batch = {
                     let mut d = rt.teams.deliveries.lock().unwrap_or_else(|e| e.into_inner());
                     let batch = d.get_mut(&session).map(std::mem::take).unwrap_or_default();
-                    if batch.is_empty() && !watching {
+                    if batch.is_empty() && watching.is_empty() {
                         d.remove(&session);
                         return;
                     }
                     batch
                 };
+                let texts = |b: &[(String, String)]| b.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n\n");
                 if record.status == "running" {
                     if !batch.is_empty() {
-                        rt.announce(&session, batch.join("\n\n"));
-                        watching = true;
+                        rt.announce(&session, texts(&batch));
+                        watching.extend(batch.into_iter().map(|(team, _)| team));
                     }
                     continue;
                 }
-                let text = if batch.is_empty() {
+                let (teams, text) = if batch.is_empty() {
                     // The run ended: if what was announced to it was stored unanswered, the
                     // lead answers it now.
-                    watching = false;
+                    let teams = std::mem::take(&mut watching);
                     let last = rt.store.session_messages(&session, 1).ok().and_then(|m| m.into_iter().next());
                     if last.is_none_or(|m| m.role != "user") {
                         continue;
                     }
-                    "[toolgate] team results arrived after your last answer (above): combine them into your answer."
-                        .to_owned()
+                    let text = "[toolgate] team results arrived after your last answer (above): combine them into your answer.";
+                    (teams, text.to_owned())
                 } else {
-                    batch.join("\n\n")
+                    (batch.iter().map(|(team, _)| team.clone()).collect(), texts(&batch))
                 };
-                if let Err(e) = rt.continue_session(&record, &text, rt.shutdown.child_token(), None).await {
-                    tracing::warn!(session, "the lead's session was not continued with team results: {e}");
+                let mut teams: Vec<String> = teams;
+                teams.sort_unstable();
+                teams.dedup();
+                if !rt.team_lead_continuation_allowed(&teams) {
+                    // Stopped instead: the stop message is queued for this session; these
+                    // results go with it (they are in the mailbox too).
+                    let mut d = rt.teams.deliveries.lock().unwrap_or_else(|e| e.into_inner());
+                    d.entry(session.clone()).or_default().splice(0..0, batch);
+                    continue;
                 }
+                rt.teams.continuing().insert(session.clone());
+                let outcome = rt.continue_session(&record, &text, rt.shutdown.child_token(), None).await;
+                rt.teams.continuing().remove(&session);
+                let (turns, tokens) = match &outcome {
+                    Ok(o) => (u64::from(o.iterations.max(1)), o.usage.input_tokens + o.usage.output_tokens),
+                    Err(e) => {
+                        tracing::warn!(session, "the lead's session was not continued with team results: {e}");
+                        (1, 0)
+                    }
+                };
+                rt.team_charge(&teams, turns, tokens);
             }
         });
+    }
+
+    /// Whether the teams' results may continue the lead's session once more: counts it against
+    /// each running team, and stops a team past [`MAX_LEAD_CONTINUATIONS`] (then `false`). A
+    /// stopped team's own messages (why it stopped, lapsed claims) are always delivered: no
+    /// member runs, so they are few.
+    fn team_lead_continuation_allowed(self: &Arc<Self>, teams: &[String]) -> bool {
+        let over: Vec<String> = {
+            let mut state = self.teams.state();
+            teams
+                .iter()
+                .filter(|team| {
+                    let st = state.entry((*team).clone()).or_default();
+                    if st.stopped.is_some() {
+                        return false;
+                    }
+                    st.lead_runs += 1;
+                    st.lead_runs > MAX_LEAD_CONTINUATIONS
+                })
+                .cloned()
+                .collect()
+        };
+        for team in &over {
+            let reason = format!(
+                "its results continued the lead's session {MAX_LEAD_CONTINUATIONS} times without a new request from outside the team (the most allowed)"
+            );
+            self.team_stop(team, reason);
+        }
+        over.is_empty()
+    }
+
+    /// Counts a finished automatic lead continuation against each of `teams`' budgets.
+    fn team_charge(self: &Arc<Self>, teams: &[String], turns: u64, tokens: u64) {
+        for team in teams {
+            {
+                let mut state = self.teams.state();
+                let st = state.entry(team.clone()).or_default();
+                st.turns += turns;
+                st.tokens += tokens;
+            }
+            self.team_check_budget(team, 0);
+        }
     }
 
     /// Starts idle members of `team` for its pending tasks, within `max_active` and the budget.
@@ -213,11 +330,6 @@ impl Runtime {
             tasks.iter().filter(|t| t.status == "claimed").filter_map(|t| t.owner.as_deref()).collect();
         let mut teams = self.teams.state();
         let st = teams.entry(team.to_owned()).or_default();
-        if tasks.is_empty() && st.active.is_empty() && st.stopped.is_none() {
-            // The board is idle: the next batch of work gets the whole budget.
-            st.turns = 0;
-            st.tokens = 0;
-        }
         if st.stopped.is_some() || pending == 0 {
             return;
         }
@@ -255,10 +367,14 @@ impl Runtime {
     pub(crate) fn team_message_sent(self: &Arc<Self>, team: &str, to: &str, ctx: &CallContext) {
         let Some(cfg) = self.cfg.teams.get(team) else { return };
         let from = ctx.identity.agent.as_str();
+        let outside = !self.teams.continuing().contains(&ctx.identity.session);
         let mut teams = self.teams.state();
         let st = teams.entry(team.to_owned()).or_default();
         if from == cfg.lead {
             st.lead_ctx = Some(ctx.clone());
+            if outside {
+                st.new_budget();
+            }
         }
         let startable = to != cfg.lead
             && cfg.members.iter().any(|m| m == to)
@@ -337,43 +453,61 @@ impl Runtime {
     /// going); returns whether it is stopped.
     fn team_check_budget(self: &Arc<Self>, team: &str, live_tokens: u64) -> bool {
         let Some(cfg) = self.cfg.teams.get(team) else { return false };
-        let (reason, cancels) = {
+        let reason = {
             let mut teams = self.teams.state();
             let st = teams.entry(team.to_owned()).or_default();
             if st.stopped.is_some() {
                 return true;
             }
             let tokens = st.tokens + live_tokens;
-            let reason = if st.turns >= cfg.max_turns {
-                format!("its members used {} model turns (max_turns = {})", st.turns, cfg.max_turns)
+            if st.turns >= cfg.max_turns {
+                format!(
+                    "it used {} model turns (max_turns = {}) in its members' runs and the lead's automatic continuations",
+                    st.turns, cfg.max_turns
+                )
             } else if tokens >= cfg.max_tokens {
-                format!("its members used {tokens} tokens (max_tokens = {})", cfg.max_tokens)
+                format!(
+                    "it used {tokens} tokens (max_tokens = {}) in its members' runs and the lead's automatic continuations",
+                    cfg.max_tokens
+                )
             } else {
                 return false;
-            };
+            }
+        };
+        self.team_stop(team, reason);
+        true
+    }
+
+    /// Stops `team` for `reason`: cancels its running members, starts none again, tells the
+    /// lead (team message and delivery) and logs a warning. Once.
+    fn team_stop(self: &Arc<Self>, team: &str, reason: String) {
+        let cancels: Vec<CancellationToken> = {
+            let mut teams = self.teams.state();
+            let st = teams.entry(team.to_owned()).or_default();
+            if st.stopped.is_some() {
+                return;
+            }
             st.stopped = Some(reason.clone());
-            let cancels: Vec<CancellationToken> = st.active.values().map(|(_, c)| c.clone()).collect();
-            (reason, cancels)
+            st.active.values().map(|(_, c)| c.clone()).collect()
         };
         for c in cancels {
             c.cancel();
         }
-        let left = self
-            .store
-            .team_tasks(team, TaskFilter::Active, TaskOrder::Priority, 20)
-            .map(|t| {
-                t.iter()
-                    .map(|t| format!("#{} \"{}\" ({})", t.id, clip_text(&t.subject, 80), t.status))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
+        let active = self.store.team_tasks(team, TaskFilter::Active, TaskOrder::Priority, 0).unwrap_or_default();
+        let left: Vec<String> = active
+            .iter()
+            .take(20)
+            .map(|t| format!("#{} \"{}\" ({})", t.id, clip_text(&t.subject, 80), t.status))
+            .collect();
+        // To the lead's last session and every session with work left on the board.
+        let mut targets: Vec<Target> = self.lead_target(team).into_iter().collect();
+        targets.extend(active.iter().filter_map(|t| Some((t.posted_session.clone()?, t.posted_user.clone()))));
         tracing::warn!(team, "team stopped: {reason}");
         let text = format!(
             "[toolgate] team `{team}` was stopped: {reason}. Its running members were cancelled and no member is started again until toolgate restarts. Tasks not done: {}. Finish the work yourself or report what is missing.",
             if left.is_empty() { "none".to_owned() } else { left.join(", ") }
         );
-        self.team_tell_lead(team, TEAM_EVENTS_FROM, &text);
-        true
+        self.team_tell_lead(team, TEAM_EVENTS_FROM, &text, targets);
     }
 
     /// Starts the sweeper once: it renews the leases of members running here, puts lapsed
@@ -409,7 +543,7 @@ impl Runtime {
                 .unwrap_or_default();
             let mut live_tokens = 0;
             for (member, session) in &running {
-                if let Err(e) = self.store.team_tasks_renew(team, member, now + lease_ms) {
+                if let Err(e) = self.store.team_tasks_renew(team, session, now + lease_ms) {
                     tracing::warn!(team, member, "team task lease not renewed: {e}");
                 }
                 if let Ok(Some(s)) = self.store.session(session) {
@@ -427,7 +561,8 @@ impl Runtime {
                             clip_text(&t.subject, 200),
                             cfg.lease().as_secs_f64()
                         );
-                        self.team_tell_lead(team, TEAM_EVENTS_FROM, &text);
+                        let target = t.posted_session.clone().map(|s| (s, t.posted_user.clone()));
+                        self.team_tell_lead(team, TEAM_EVENTS_FROM, &text, target.into_iter().collect());
                     }
                 }
                 Err(e) => tracing::warn!(team, "team task leases not checked: {e}"),

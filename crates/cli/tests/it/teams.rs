@@ -512,3 +512,152 @@ async fn a_team_runs_on_the_real_local_model() {
     drop(server.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
 }
+
+/// A lead that answers every `teammate:` result with one new task: each result continues the
+/// lead, which posts again, a member claims and completes it, and so on. The lead's automatic
+/// continuations count against the team's budget, which does not start again when the board
+/// goes idle between tasks, so the team is stopped (`max_turns`; with a budget too large for
+/// that, the cap on automatic continuations), the lead is told, and nothing runs after.
+async fn a_lead_that_keeps_posting_follow_ups_is_stopped(max_turns: u64, expect: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let posted = Arc::new(AtomicUsize::new(0));
+    let count = posted.clone();
+    let server = Scripted::by_request(respond(move |req| {
+        let (role, content) = last(&req);
+        match who(&req).as_str() {
+            "lead" if role == "user" && content.contains("was stopped") => answer("the team was stopped"),
+            "lead" if role == "user" => {
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                call("team_tasks", json!({"action": "create", "subject": format!("Follow-up {n}")}))
+            }
+            "lead" => answer("posted"),
+            _ if role == "user" => call("team_tasks", json!({"action": "claim"})),
+            member if content.contains("\"claimed\"") => {
+                let id = claimed_id(&content);
+                call(
+                    "team_tasks",
+                    json!({"action": "complete", "task_id": id, "result": format!("{member} did #{id}")}),
+                )
+            }
+            member => answer(&format!("{member} is done")),
+        }
+    }))
+    .await;
+    let mut cfg = config(&server.url, |t| {
+        t.members = vec!["w1".into()];
+        t.max_turns = max_turns;
+    });
+    // The gate's rate limit (60 `team_tasks` calls a minute) would only slow the loop down.
+    cfg.rate_limits.enabled = false;
+    let gate = gate(dir.path(), cfg);
+    let rt = gate.agents().unwrap().clone();
+    let out = rt.run(RunSpec::new("lead", "Start the work"), &gate.context()).await.unwrap();
+    let store = store(dir.path());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let stopped = loop {
+        let mail = lead_mail(&store);
+        if let Some((_, c)) = mail.into_iter().find(|(from, c)| from == "toolgate" && c.contains("was stopped")) {
+            break c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the team was never stopped: {} tasks posted",
+            posted.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    assert!(stopped.contains(expect), "{stopped}");
+    // The lead gets a model turn that says so, then everything comes to rest.
+    wait_for("the lead told of the stop and idle", || {
+        let told = server.requests().iter().any(|r| who(r) == "lead" && last(r).1.contains("was stopped"));
+        let lead_idle = store.session(&out.session).unwrap()?.status != "running";
+        let members_idle = team_sessions(&store, "w1").iter().all(|s| s.status != "running");
+        (told && lead_idle && members_idle).then_some(())
+    })
+    .await;
+    let requests = server.requests().len();
+    let tasks = posted.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(server.requests().len(), requests, "no model request after the stop");
+    assert_eq!(posted.load(Ordering::SeqCst), tasks);
+    let continuations = server
+        .requests()
+        .iter()
+        .filter(|r| who(r) == "lead" && last(r).0 == "user" && last(r).1.contains("teammate:"))
+        .count();
+    assert!(continuations <= 51, "{continuations} continuations of the lead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lead_that_keeps_posting_follow_ups_is_stopped_by_the_turn_budget() {
+    a_lead_that_keeps_posting_follow_ups_is_stopped(12, "model turns (max_turns = 12)").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lead_that_keeps_posting_follow_ups_is_stopped_by_the_continuation_cap() {
+    a_lead_that_keeps_posting_follow_ups_is_stopped(1_000_000, "continued the lead's session 50 times").await;
+}
+
+/// Two sessions of the lead post a task each; a task's result goes to the session that posted
+/// it, not to whichever session of the lead used the board last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_result_goes_to_the_session_that_posted_the_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let b_posted = Arc::new(AtomicBool::new(false));
+    let flag = b_posted.clone();
+    let respond: Respond = Arc::new(move |req| {
+        let flag = flag.clone();
+        Box::pin(async move {
+            let (role, content) = last(&req);
+            let first = req["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
+            match who(&req).as_str() {
+                "lead" if role == "user" && content.contains("teammate:") => answer("noted"),
+                "lead" if role == "user" => {
+                    let subject = if content.contains("Plan A") { "Task A" } else { "Task B" };
+                    call("team_tasks", json!({"action": "create", "subject": subject}))
+                }
+                "lead" => {
+                    if first.contains("Plan B") {
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                    answer("posted")
+                }
+                _ if role == "user" => call("team_tasks", json!({"action": "claim"})),
+                member if content.contains("\"claimed\"") => {
+                    // Task A is completed only after the lead's second session posted Task B.
+                    if content.contains("Task A") {
+                        let deadline = Instant::now() + Duration::from_secs(20);
+                        while !flag.load(Ordering::SeqCst) && Instant::now() < deadline {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                    let id = claimed_id(&content);
+                    call(
+                        "team_tasks",
+                        json!({"action": "complete", "task_id": id, "result": format!("{member} did #{id}")}),
+                    )
+                }
+                member => answer(&format!("{member} is done")),
+            }
+        })
+    });
+    let server = Scripted::by_request(respond).await;
+    let gate = gate(dir.path(), config(&server.url, |_| {}));
+    let rt = gate.agents().unwrap().clone();
+    let a = rt.run(RunSpec::new("lead", "Plan A"), &gate.context()).await.unwrap();
+    let b = rt.run(RunSpec::new("lead", "Plan B"), &gate.context()).await.unwrap();
+    assert_ne!(a.session, b.session);
+    let store = store(dir.path());
+    let results = |session: &str| -> Vec<String> {
+        let msgs = store.session_messages(session, 0).unwrap();
+        msgs.into_iter().filter(|m| m.role == "user" && m.content.contains("teammate:")).map(|m| m.content).collect()
+    };
+    wait_for("both results delivered", || {
+        let idle = [&a.session, &b.session].iter().all(|s| store.session(s).unwrap().unwrap().status != "running");
+        (idle && !results(&a.session).is_empty() && !results(&b.session).is_empty()).then_some(())
+    })
+    .await;
+    let (to_a, to_b) = (results(&a.session).join("\n"), results(&b.session).join("\n"));
+    assert!(to_a.contains("\"Task A\"") && !to_a.contains("\"Task B\""), "session A got: {to_a}");
+    assert!(to_b.contains("\"Task B\"") && !to_b.contains("\"Task A\""), "session B got: {to_b}");
+}

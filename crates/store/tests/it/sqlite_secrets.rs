@@ -167,6 +167,7 @@ fn migrations_reach_the_latest_version() {
     // audit, grants, secrets, sessions and teams, started audit rows, custom tools, memory,
     // audit detail, agent session writers, handoff routes, the memory index's change counter,
     // the embedding cache, the name a dialect call used, path locks, teams that run (leases,
-    // task search, read markers), the audit log's session index (session tools).
-    assert_eq!(version, 16);
+    // task search, read markers), the audit log's session index (session tools), team claims
+    // by session and tasks' posting session.
+    assert_eq!(version, 17);
 }

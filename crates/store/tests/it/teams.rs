@@ -19,7 +19,7 @@ fn task(subject: &str, priority: i64, blocked_by: Vec<i64>) -> TeamTask {
 
 /// A claim at time 1 whose lease runs to 1000.
 fn claim(store: &dyn SessionStore, id: i64, owner: &str) -> Option<TeamTask> {
-    store.team_task_claim("t", Some(id), owner, 1, 1000).unwrap()
+    store.team_task_claim("t", Some(id), owner, owner, 1, 1000).unwrap()
 }
 
 fn subjects(tasks: Vec<TeamTask>) -> Vec<String> {
@@ -40,7 +40,10 @@ fn team_tasks_are_claimed_once_and_completing_one_unblocks_others() {
         assert_eq!((a.status.as_str(), b.status.as_str()), ("pending", "blocked"));
         assert_eq!((b.team.as_str(), b.subject.as_str(), b.blocked_by.as_slice()), ("t", "b", &[a.id][..]));
         assert!(claim(&*store, b.id, "x").is_none(), "a blocked task cannot be claimed");
-        assert!(store.team_task_claim("other team", Some(a.id), "x", 1, 2).unwrap().is_none(), "another team's id");
+        assert!(
+            store.team_task_claim("other team", Some(a.id), "x", "session of x", 1, 2).unwrap().is_none(),
+            "another team's id"
+        );
         // Many claimers, each on its own connection: exactly one wins.
         let connections: Vec<_> = (0..16).map(|_| db.connect().sessions).collect();
         let winners: Vec<String> = std::thread::scope(|scope| {
@@ -50,7 +53,7 @@ fn team_tasks_are_claimed_once_and_completing_one_unblocks_others() {
                 .map(|(i, sessions)| {
                     scope.spawn(move || {
                         let me = format!("agent{i}");
-                        sessions.team_task_claim("t", Some(a.id), &me, 5, 500).unwrap().map(|t| (t, me))
+                        sessions.team_task_claim("t", Some(a.id), &me, &me, 5, 500).unwrap().map(|t| (t, me))
                     })
                 })
                 .collect();
@@ -80,14 +83,14 @@ fn team_tasks_are_claimed_once_and_completing_one_unblocks_others() {
 fn claiming_without_an_id_takes_the_next_pending_task() {
     on_every_backend(|db| {
         let store = db.connect().sessions;
-        assert!(store.team_task_claim("t", None, "x", 1, 2).unwrap().is_none(), "nothing to claim");
+        assert!(store.team_task_claim("t", None, "x", "session of x", 1, 2).unwrap().is_none(), "nothing to claim");
         let low = store.team_task_create(&task("low", 0, vec![])).unwrap();
         let high = store.team_task_create(&task("high", 5, vec![])).unwrap();
         store.team_task_create(&task("blocked", 9, vec![low.id])).unwrap();
-        let got = store.team_task_claim("t", None, "x", 1, 2).unwrap().unwrap();
+        let got = store.team_task_claim("t", None, "x", "session of x", 1, 2).unwrap().unwrap();
         assert_eq!(got.id, high.id, "highest priority first; a blocked task is never taken");
-        assert_eq!(store.team_task_claim("t", None, "y", 1, 2).unwrap().unwrap().id, low.id);
-        assert!(store.team_task_claim("t", None, "z", 1, 2).unwrap().is_none());
+        assert_eq!(store.team_task_claim("t", None, "y", "session of y", 1, 2).unwrap().unwrap().id, low.id);
+        assert!(store.team_task_claim("t", None, "z", "session of z", 1, 2).unwrap().is_none());
     });
 }
 
@@ -122,7 +125,7 @@ fn team_tasks_are_filtered_and_ordered() {
         assert_eq!(list(TaskFilter::All, TaskOrder::Priority, 0), ["high", "mid", "low", "low too"]);
         assert_eq!(list(TaskFilter::All, TaskOrder::Newest, 0), ["mid", "low too", "high", "low"]);
         assert_eq!(list(TaskFilter::All, TaskOrder::Priority, 2), ["high", "mid"], "limit");
-        let high = store.team_task_claim("t", None, "x", 1, 2).unwrap().unwrap();
+        let high = store.team_task_claim("t", None, "x", "session of x", 1, 2).unwrap().unwrap();
         store.team_task_complete("t", high.id, "x", "shipped").unwrap().unwrap();
         claim(&*store, store.team_tasks("t", TaskFilter::Active, TaskOrder::Priority, 1).unwrap()[0].id, "y").unwrap();
         assert_eq!(list(TaskFilter::Active, TaskOrder::Priority, 0), ["mid", "low", "low too"], "pending and claimed");
@@ -150,7 +153,7 @@ fn search_is_full_text_over_subject_description_and_result_and_takes_words_liter
         assert_eq!(search("benchmarks measure large parser"), ["Parser benchmarks", "Write the parser"], "bm25");
         // The result is searched once the task is done (the index follows updates).
         assert!(search("flamegraph").is_empty());
-        store.team_task_claim("t", Some(parser.id), "x", 1, 2).unwrap().unwrap();
+        store.team_task_claim("t", Some(parser.id), "x", "session of x", 1, 2).unwrap().unwrap();
         store.team_task_complete("t", parser.id, "x", "done; see the flamegraph").unwrap().unwrap();
         assert_eq!(search("flamegraph"), ["Write the parser"]);
         // Hostile queries: FTS5 syntax is taken as words, never as syntax or an error.
@@ -190,11 +193,11 @@ fn a_lapsed_lease_puts_the_task_back_and_renewing_keeps_it() {
         let store = db.connect().sessions;
         let a = store.team_task_create(&task("a", 0, vec![])).unwrap();
         let b = store.team_task_create(&task("b", 0, vec![])).unwrap();
-        store.team_task_claim("t", Some(a.id), "crashed", 100, 200).unwrap().unwrap();
-        store.team_task_claim("t", Some(b.id), "alive", 100, 200).unwrap().unwrap();
+        store.team_task_claim("t", Some(a.id), "crashed", "session of crashed", 100, 200).unwrap().unwrap();
+        store.team_task_claim("t", Some(b.id), "alive", "session of alive", 100, 200).unwrap().unwrap();
         assert!(store.team_tasks_expire("t", 150).unwrap().is_empty(), "not yet");
-        assert_eq!(store.team_tasks_renew("t", "alive", 400).unwrap(), 1);
-        assert_eq!(store.team_tasks_renew("t", "nobody", 400).unwrap(), 0);
+        assert_eq!(store.team_tasks_renew("t", "session of alive", 400).unwrap(), 1);
+        assert_eq!(store.team_tasks_renew("t", "alive", 400).unwrap(), 0, "by session, not by name");
         // Sweepers on several connections at once: the lapsed task is returned to one of them.
         let connections: Vec<_> = (0..4).map(|_| db.connect().sessions).collect();
         let swept: Vec<TeamTask> = std::thread::scope(|scope| {
@@ -209,8 +212,60 @@ fn a_lapsed_lease_puts_the_task_back_and_renewing_keeps_it() {
         assert_eq!((a_now.status.as_str(), a_now.owner.as_deref(), a_now.lease_until_ms), ("pending", None, None));
         assert_eq!(status(&*store, b.id), "claimed", "renewed");
         assert!(store.team_task_complete("t", a.id, "crashed", "late").unwrap().is_none(), "its claim is gone");
-        assert_eq!(store.team_task_claim("t", None, "next", 301, 900).unwrap().unwrap().id, a.id, "claimable again");
+        assert_eq!(
+            store.team_task_claim("t", None, "next", "session of next", 301, 900).unwrap().unwrap().id,
+            a.id,
+            "claimable again"
+        );
         assert!(store.team_tasks_expire("other", 10_000).unwrap().is_empty(), "per team");
+    });
+}
+
+/// Leases are held by the claiming session: a member whose run crashed holding a task and was
+/// started again for another renews only the new run's claim, so the crashed one lapses. A
+/// lapsed claim can be taken at once by a claim, without a sweeper.
+#[test]
+fn leases_are_renewed_by_the_claiming_session_and_a_lapsed_claim_can_be_taken() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        let one = store.team_task_create(&task("one", 5, vec![])).unwrap();
+        let two = store.team_task_create(&task("two", 0, vec![])).unwrap();
+        let held = store.team_task_claim("t", Some(one.id), "w1", "run-1", 100, 200).unwrap().unwrap();
+        assert_eq!(held.claim_session.as_deref(), Some("run-1"));
+        // run-1 crashed; w1 runs again as run-2 and claims task two.
+        store.team_task_claim("t", Some(two.id), "w1", "run-2", 150, 250).unwrap().unwrap();
+        assert_eq!(store.team_tasks_renew("t", "run-2", 1_000).unwrap(), 1, "only run-2's own claim");
+        let lease = |id: i64| {
+            let all = store.team_tasks("t", TaskFilter::All, TaskOrder::Priority, 0).unwrap();
+            all.into_iter().find(|t| t.id == id).unwrap().lease_until_ms
+        };
+        assert_eq!((lease(one.id), lease(two.id)), (Some(200), Some(1_000)), "run-1's claim not renewed");
+        // Before its lease ends, nobody takes task one; after, a claim takes it over directly.
+        assert!(store.team_task_claim("t", Some(one.id), "w2", "run-3", 199, 900).unwrap().is_none());
+        assert!(store.team_task_claim("t", None, "w2", "run-3", 199, 900).unwrap().is_none(), "nothing claimable");
+        let taken = store.team_task_claim("t", None, "w2", "run-3", 201, 900).unwrap().unwrap();
+        assert_eq!(
+            (taken.id, taken.owner.as_deref(), taken.claim_session.as_deref()),
+            (one.id, Some("w2"), Some("run-3"))
+        );
+        assert_eq!(taken.lease_until_ms, Some(900));
+        assert!(store.team_tasks_expire("t", 500).unwrap().is_empty(), "taken over, not lapsed");
+        assert!(store.team_task_complete("t", one.id, "w2", "done").unwrap().is_some());
+        // A task that is claimed and still leased, done or blocked is never taken.
+        assert!(store.team_task_claim("t", Some(two.id), "w2", "run-3", 999, 2_000).unwrap().is_none());
+        assert!(store.team_task_claim("t", Some(one.id), "w2", "run-3", 5_000, 9_000).unwrap().is_none(), "done");
+        // The posting session and user are kept with the task.
+        let posted = store
+            .team_task_create(&TeamTask {
+                posted_session: Some("lead-session".into()),
+                posted_user: Some("alice".into()),
+                ..task("three", 0, vec![])
+            })
+            .unwrap();
+        assert_eq!(
+            (posted.posted_session.as_deref(), posted.posted_user.as_deref()),
+            (Some("lead-session"), Some("alice"))
+        );
     });
 }
 
