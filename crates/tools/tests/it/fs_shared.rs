@@ -70,21 +70,17 @@ async fn a_lock_taken_in_one_process_binds_the_other_until_released_or_expired()
     call(&two, &b, "write", json!({ "path": "doc.md", "content": "b" })).await.unwrap();
 }
 
-#[test]
-fn two_processes_editing_one_file_lose_no_edit() {
-    const WRITERS: usize = 6;
-    const EDITS: usize = 8;
-    let (_dir, root) = workspace();
-    let slots: String = (0..2 * WRITERS * EDITS).map(|i| format!("slot-{i:03}\n")).collect();
-    std::fs::write(root.join("shared.txt"), &slots).unwrap();
-    // No staleness check, so only the write mutex keeps one edit's read-modify-write from
-    // overwriting another's.
-    let config = FsConfig { write_safety: WriteSafety::Off, ..FsConfig::default() };
-    let processes = [Arc::new(process(&root, config.clone())), Arc::new(process(&root, config))];
+/// Writers per process, and edits per writer, in the concurrent-edit tests.
+const WRITERS: usize = 6;
+const EDITS: usize = 8;
+
+/// `2 * WRITERS` threads, alternating between the two processes, each replacing its own
+/// `EDITS` slots of `shared.txt` (`slot-NNN` → `done-NNN`); then no slot may be left.
+fn edit_from_both(processes: &[Arc<HashMap<String, Arc<dyn Tool>>>; 2], root: &Path) {
     let threads: Vec<_> = (0..2 * WRITERS)
         .map(|w| {
             let tools = Arc::clone(&processes[w % 2]);
-            let root = root.clone();
+            let root = root.to_path_buf();
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
                 let ctx = ctx(&root, "main", &format!("w{w}"));
@@ -102,6 +98,19 @@ fn two_processes_editing_one_file_lose_no_edit() {
     let after = std::fs::read_to_string(root.join("shared.txt")).unwrap();
     let lost: Vec<&str> = after.lines().filter(|l| l.starts_with("slot-")).collect();
     assert!(lost.is_empty(), "edits lost: {lost:?}");
+}
+
+#[test]
+fn two_processes_editing_one_file_lose_no_edit() {
+    let (_dir, root) = workspace();
+    let slots: String = (0..2 * WRITERS * EDITS).map(|i| format!("slot-{i:03}\n")).collect();
+    std::fs::write(root.join("shared.txt"), &slots).unwrap();
+    // No staleness check, so only the write mutex keeps one edit's read-modify-write from
+    // overwriting another's.
+    let config = FsConfig { write_safety: WriteSafety::Off, ..FsConfig::default() };
+    let processes = [Arc::new(process(&root, config.clone())), Arc::new(process(&root, config))];
+    edit_from_both(&processes, &root);
+    let after = std::fs::read_to_string(root.join("shared.txt")).unwrap();
     assert_eq!(after.lines().count(), 2 * WRITERS * EDITS);
 }
 
@@ -110,8 +119,6 @@ fn two_processes_editing_one_file_lose_no_edit() {
 /// locks a new one.
 #[test]
 fn two_processes_lose_no_edit_after_the_write_lock_file_is_deleted() {
-    const WRITERS: usize = 6;
-    const EDITS: usize = 8;
     let (_dir, root) = workspace();
     let slots: String = (0..2 * WRITERS * EDITS + 1).map(|i| format!("slot-{i:03}\n")).collect();
     std::fs::write(root.join("shared.txt"), &slots).unwrap();
@@ -125,27 +132,8 @@ fn two_processes_lose_no_edit_after_the_write_lock_file_is_deleted() {
     assert!(lock.exists());
     std::fs::remove_file(&lock).unwrap();
 
-    let threads: Vec<_> = (0..2 * WRITERS)
-        .map(|w| {
-            let tools = Arc::clone(&processes[w % 2]);
-            let root = root.clone();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-                let ctx = ctx(&root, "main", &format!("w{w}"));
-                for e in 0..EDITS {
-                    let i = w * EDITS + e;
-                    let edit = json!({ "path": "shared.txt", "old_string": format!("slot-{i:03}"), "new_string": format!("done-{i:03}") });
-                    rt.block_on(call(&tools, &ctx, "edit", edit)).unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    edit_from_both(&processes, &root);
     let after = std::fs::read_to_string(root.join("shared.txt")).unwrap();
-    let lost: Vec<&str> = after.lines().filter(|l| l.starts_with("slot-")).collect();
-    assert!(lost.is_empty(), "edits lost: {lost:?}");
     assert_eq!(after.lines().count(), 2 * WRITERS * EDITS + 1);
     assert!(lock.exists(), "the lock file is back");
 }
