@@ -228,7 +228,11 @@ impl Runtime {
     /// A runtime for `cfg`, keeping sessions, team boards and handoffs in `store`; `base_dir`
     /// resolves `system_prompt_file`s (the workspace).
     pub fn new(cfg: AgentsConfig, store: Arc<dyn SessionStore>, base_dir: PathBuf) -> Arc<Runtime> {
-        if let Err(e) = store.sessions_fail_orphans(now_ms()) {
+        // Every gate has a runtime (the session tools); only one that can run agents pays for
+        // the sweep at start (`toolgate call` is the usual runtime without agents).
+        if !cfg.agents.is_empty()
+            && let Err(e) = store.sessions_fail_orphans(now_ms())
+        {
             tracing::warn!("agent sessions: {e}");
         }
         let limits = Limits {
