@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_store::memory::rank::{MIN_SIMILARITY, QueryVectors, Vectors, fuse};
-use toolgate_store::memory::{EmbedError, Embedder};
+use toolgate_store::memory::{EmbedError, Embedder, embed_batches};
 use toolgate_store::{EmbeddingCache, embedding_key};
 
 use crate::config::AgentsConfig;
@@ -77,27 +77,12 @@ impl AgentVectors {
         }
         found.retain(|_, v| v.len() == dims);
         let missing: Vec<usize> = (0..texts.len()).filter(|i| !found.contains_key(&keys[*i])).collect();
-        let mut fresh = Vec::new();
-        for batch in missing.chunks(BATCH) {
-            let batch_texts: Vec<&str> = batch.iter().map(|i| texts[*i].1.as_str()).collect();
-            let vectors = self.embed(&batch_texts)?;
-            if vectors.len() != batch.len() {
-                return Err(EmbedError(format!(
-                    "the embedding model returned {} vectors for {} texts",
-                    vectors.len(),
-                    batch.len()
-                )));
-            }
-            for (i, v) in batch.iter().zip(vectors) {
-                if v.len() != dims {
-                    return Err(EmbedError(format!(
-                        "the embedding model returned {} dimensions, expected {dims}",
-                        v.len()
-                    )));
-                }
-                fresh.push((keys[*i].clone(), v.clone()));
-                found.insert(keys[*i].clone(), v);
-            }
+        let missing_texts: Vec<&str> = missing.iter().map(|i| texts[*i].1.as_str()).collect();
+        let vectors = embed_batches(&missing_texts, BATCH, dims, |batch| self.embed(batch))?;
+        let mut fresh = Vec::with_capacity(missing.len());
+        for (i, v) in missing.iter().zip(vectors) {
+            fresh.push((keys[*i].clone(), v.clone()));
+            found.insert(keys[*i].clone(), v);
         }
         if let Some(store) = &self.cache
             && let Err(e) = store.cache_embeddings(&model, &fresh, &keys)

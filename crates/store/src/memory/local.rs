@@ -461,19 +461,8 @@ fn join_heading(heading: &str, text: &str) -> String {
 
 /// Embeds in batches; checks the count and the dimensions.
 fn embed_all(e: &dyn Embedder, texts: &[String]) -> Result<Vec<Vec<f32>>, super::EmbedError> {
-    let mut out = Vec::with_capacity(texts.len());
-    for batch in texts.chunks(EMBED_BATCH) {
-        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
-        let vecs = e.embed(&refs)?;
-        if vecs.len() != batch.len() {
-            return Err(super::EmbedError(format!("asked for {} vectors, got {}", batch.len(), vecs.len())));
-        }
-        if let Some(v) = vecs.iter().find(|v| v.len() != e.dims()) {
-            return Err(super::EmbedError(format!("the model returned {} dimensions, expected {}", v.len(), e.dims())));
-        }
-        out.extend(vecs);
-    }
-    Ok(out)
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    super::embed_batches(&refs, EMBED_BATCH, e.dims(), |batch| e.embed(batch))
 }
 
 fn mtime_ns(meta: &fs::Metadata) -> i64 {

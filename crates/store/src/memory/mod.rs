@@ -48,6 +48,32 @@ pub trait Embedder: Send + Sync + Debug {
 #[error("{0}")]
 pub struct EmbedError(pub String);
 
+/// Embeds `texts` `batch` at a time with `embed`, checking that every answer has one vector per
+/// text and `dims` dimensions: the one batching loop of memory, skill and agent search.
+pub fn embed_batches(
+    texts: &[&str],
+    batch: usize,
+    dims: usize,
+    mut embed: impl FnMut(&[&str]) -> Result<Vec<Vec<f32>>, EmbedError>,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let mut out = Vec::with_capacity(texts.len());
+    for chunk in texts.chunks(batch.max(1)) {
+        let vectors = embed(chunk)?;
+        if vectors.len() != chunk.len() {
+            return Err(EmbedError(format!(
+                "the embedding model returned {} vectors for {} texts",
+                vectors.len(),
+                chunk.len()
+            )));
+        }
+        if let Some(v) = vectors.iter().find(|v| v.len() != dims) {
+            return Err(EmbedError(format!("the embedding model returned {} dimensions, expected {dims}", v.len())));
+        }
+        out.extend(vectors);
+    }
+    Ok(out)
+}
+
 /// Whose memory: managed mode keys notes by user and agent; local mode has one user.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Scope {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_core::ToolOutput;
 use toolgate_store::memory::rank::{MIN_SIMILARITY, QueryVectors, Vectors, alongside, fuse};
-use toolgate_store::memory::{EmbedError, Embedder};
+use toolgate_store::memory::{EmbedError, Embedder, embed_batches};
 use toolgate_store::{EmbeddingCache, embedding_key};
 
 use super::{Bm25, Skill, discover};
@@ -171,23 +171,11 @@ impl SkillVectors {
                 }
             }
             let to_embed: Vec<&str> = missing.into_iter().filter(|t| !state.by_text.contains_key(*t)).collect();
-            let mut fresh = Vec::new();
-            for batch in to_embed.chunks(BATCH) {
-                let vectors = self.embed(batch)?;
-                if vectors.len() != batch.len() {
-                    return Err(EmbedError(format!(
-                        "the embedding model returned {} vectors for {} texts",
-                        vectors.len(),
-                        batch.len()
-                    )));
-                }
-                for (text, v) in batch.iter().zip(vectors) {
-                    if v.len() != dims {
-                        return Err(wrong_dims(v.len(), dims));
-                    }
-                    fresh.push((key_of[text].clone(), v.clone()));
-                    state.by_text.insert((*text).to_owned(), v);
-                }
+            let vectors = embed_batches(&to_embed, BATCH, dims, |batch| self.embed(batch))?;
+            let mut fresh = Vec::with_capacity(to_embed.len());
+            for (text, v) in to_embed.iter().zip(vectors) {
+                fresh.push((key_of[text].clone(), v.clone()));
+                state.by_text.insert((*text).to_owned(), v);
             }
             embedded = to_embed.len();
             if let Some(store) = &self.cache
