@@ -183,6 +183,18 @@ mod tests {
         })
     }
 
+    /// A second holder takes the lock at `ws` (opening the file there now); `first`, opened on
+    /// an earlier file, must then wait until the second lets go.
+    fn waits_for_a_new_holder(ws: &Path, first: Option<File>) {
+        let mut second = None;
+        let held = hold(ws, &mut second).unwrap_or_else(|e| panic!("{e}"));
+        let waiter = take_in_thread(ws.to_path_buf(), first);
+        std::thread::sleep(Duration::from_millis(100));
+        drop(held);
+        let waited = waiter.join().unwrap_or_else(|_| panic!("waiter panicked")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(waited >= Duration::from_millis(90), "it waited for the second holder: {waited:?}");
+    }
+
     #[test]
     fn holders_still_exclude_each_other_after_the_lock_file_is_deleted() {
         let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -190,15 +202,9 @@ mod tests {
         let mut first = None;
         drop(hold(ws.path(), &mut first).unwrap_or_else(|e| panic!("{e}")));
         std::fs::remove_dir_all(ws.path().join(".toolgate")).unwrap_or_else(|e| panic!("{e}"));
-        // The second creates and locks a new file.
-        let mut second = None;
-        let held = hold(ws.path(), &mut second).unwrap_or_else(|e| panic!("{e}"));
-        // The first must wait for it rather than lock its deleted file.
-        let waiter = take_in_thread(ws.path().to_path_buf(), first);
-        std::thread::sleep(Duration::from_millis(100));
-        drop(held);
-        let waited = waiter.join().unwrap_or_else(|_| panic!("waiter panicked")).unwrap_or_else(|e| panic!("{e}"));
-        assert!(waited >= Duration::from_millis(90), "it waited for the second holder: {waited:?}");
+        // The second creates and locks a new file; the first must wait for it rather than lock
+        // its deleted file.
+        waits_for_a_new_holder(ws.path(), first);
 
         // The same when the file is replaced by another (a rename over it).
         let path = ws.path().join(WRITE_LOCK_FILE);
@@ -206,13 +212,7 @@ mod tests {
         drop(hold(ws.path(), &mut first).unwrap_or_else(|e| panic!("{e}")));
         std::fs::write(ws.path().join(".toolgate/other"), "").unwrap_or_else(|e| panic!("{e}"));
         std::fs::rename(ws.path().join(".toolgate/other"), &path).unwrap_or_else(|e| panic!("{e}"));
-        let mut second = None;
-        let held = hold(ws.path(), &mut second).unwrap_or_else(|e| panic!("{e}"));
-        let waiter = take_in_thread(ws.path().to_path_buf(), first);
-        std::thread::sleep(Duration::from_millis(100));
-        drop(held);
-        let waited = waiter.join().unwrap_or_else(|_| panic!("waiter panicked")).unwrap_or_else(|e| panic!("{e}"));
-        assert!(waited >= Duration::from_millis(90), "it waited for the second holder: {waited:?}");
+        waits_for_a_new_holder(ws.path(), first);
     }
 
     #[test]
