@@ -29,6 +29,9 @@ const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-mcp", &["toolgate-core", "toolgate-fetch", "toolgate-guard", "toolgate-sandbox"]),
     ("toolgate-agent", &["toolgate-core", "toolgate-store"]),
     ("toolgate-wasm", &["toolgate-core", "toolgate-store"]),
+    ("toolgate-automation", &["toolgate-core"]),
+    ("toolgate-browser", &["toolgate-core"]),
+    ("toolgate-media", &["toolgate-core"]),
     (
         "toolgate-extensions",
         &["toolgate-core", "toolgate-guard", "toolgate-mcp", "toolgate-store", "toolgate-tools", "toolgate-wasm"],
@@ -37,6 +40,8 @@ const EDGES: &[(&str, &[&str])] = &[
         "toolgate",
         &[
             "toolgate-agent",
+            "toolgate-automation",
+            "toolgate-browser",
             "toolgate-core",
             "toolgate-dialect",
             "toolgate-embed",
@@ -44,6 +49,7 @@ const EDGES: &[(&str, &[&str])] = &[
             "toolgate-fetch",
             "toolgate-guard",
             "toolgate-mcp",
+            "toolgate-media",
             "toolgate-policy",
             "toolgate-sandbox",
             "toolgate-store",

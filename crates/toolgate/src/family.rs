@@ -94,6 +94,9 @@ pub(crate) fn builtin() -> Vec<Arc<dyn Family>> {
         Arc::new(Web),
         Arc::new(Agents),
         Arc::new(Extensions),
+        Arc::new(Automation),
+        Arc::new(Browser),
+        Arc::new(Media),
     ]
 }
 
@@ -236,6 +239,48 @@ impl Family for Extensions {
             wasm_host: Arc::clone(&s.wasm_host),
         };
         Ok(toolgate_extensions::tools(&setup))
+    }
+}
+
+/// Jobs, routines, `cron`, `message`, `build_software` (`toolgate_automation`).
+#[derive(Debug)]
+struct Automation;
+
+impl Family for Automation {
+    fn name(&self) -> &'static str {
+        "automation"
+    }
+
+    fn tools(&self, _: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        Ok(toolgate_automation::tools(&toolgate_automation::Setup::default()))
+    }
+}
+
+/// `browser`, `capture_screenshot`, `canvas` (`toolgate_browser`).
+#[derive(Debug)]
+struct Browser;
+
+impl Family for Browser {
+    fn name(&self) -> &'static str {
+        "browser"
+    }
+
+    fn tools(&self, _: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        Ok(toolgate_browser::tools(&toolgate_browser::Setup::default()))
+    }
+}
+
+/// `image`, `tts` (`toolgate_media`).
+#[derive(Debug)]
+struct Media;
+
+impl Family for Media {
+    fn name(&self) -> &'static str {
+        "media"
+    }
+
+    fn tools(&self, _: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        Ok(toolgate_media::tools(&toolgate_media::Setup::default()))
     }
 }
 
