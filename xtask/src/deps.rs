@@ -13,8 +13,18 @@ mod peers;
 mod wasm_peers;
 
 /// Debian packages the benchmarks compare against and tests call (`pdftotext`: the
-/// pdf-to-text skill fixture): (command, package).
-const DEBIAN: &[(&str, &str)] = &[("rg", "ripgrep"), ("bwrap", "bubblewrap"), ("pdftotext", "poppler-utils")];
+/// pdf-to-text skill fixture; `chromium`: the browser family and the gateway page's tests;
+/// `espeak-ng`, `sox`, `ffmpeg`: the media family; `aiosmtpd` is PyPI's, in the peers' venv):
+/// (command, package).
+const DEBIAN: &[(&str, &str)] = &[
+    ("rg", "ripgrep"),
+    ("bwrap", "bubblewrap"),
+    ("pdftotext", "poppler-utils"),
+    ("chromium", "chromium"),
+    ("espeak-ng", "espeak-ng"),
+    ("sox", "sox"),
+    ("ffmpeg", "ffmpeg"),
+];
 
 pub(crate) fn install() -> anyhow::Result<()> {
     let missing: Vec<&str> = DEBIAN.iter().filter(|(cmd, _)| !have(cmd)).map(|(_, pkg)| *pkg).collect();

@@ -29,7 +29,10 @@ const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-mcp", &["toolgate-core", "toolgate-fetch", "toolgate-guard", "toolgate-sandbox"]),
     ("toolgate-agent", &["toolgate-core", "toolgate-store"]),
     ("toolgate-wasm", &["toolgate-core", "toolgate-store"]),
-    ("toolgate-automation", &["toolgate-core"]),
+    (
+        "toolgate-automation",
+        &["toolgate-agent", "toolgate-core", "toolgate-fetch", "toolgate-guard", "toolgate-store", "toolgate-tools"],
+    ),
     ("toolgate-browser", &["toolgate-core"]),
     ("toolgate-media", &["toolgate-core"]),
     (

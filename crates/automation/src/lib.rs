@@ -1,9 +1,17 @@
-//! toolgate's `automation` tool family (ARCHITECTURE.md, "Adding a tool family"): its tools are made
-//! by [`tools`] from what the gate shares with it ([`Setup`]).
+//! toolgate's `automation` tool family (ARCHITECTURE.md, "Adding a tool family"): background
+//! jobs (`jobs`), routines and their scheduler with the `cron` tool (`routines`), message
+//! channels (`message`) and `build_software` (`build`). Every job and routine makes its tool
+//! calls through the gate with its owner's identity, so scheduled and background work gets the
+//! same policy, approvals and sandbox as an interactive call.
 
 use std::sync::Arc;
 
 use toolgate_core::Tool;
+
+pub mod build;
+pub mod jobs;
+pub mod message;
+pub mod routines;
 
 /// What the family's tools are built from, filled by the `toolgate` facade from its services
 /// and the `[automation]` configuration section.
@@ -13,6 +21,9 @@ pub struct Setup {}
 
 /// The family's tools.
 pub fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {
-    let _ = setup;
-    Vec::new()
+    let mut tools = jobs::tools(setup);
+    tools.extend(routines::tools(setup));
+    tools.extend(message::tools(setup));
+    tools.extend(build::tools(setup));
+    tools
 }
