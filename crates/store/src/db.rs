@@ -194,6 +194,39 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE team_tasks ADD COLUMN claim_session TEXT;
      ALTER TABLE team_tasks ADD COLUMN posted_session TEXT;
      ALTER TABLE team_tasks ADD COLUMN posted_user TEXT;",
+    // Routines (`routines.rs`): definitions with their next and last fire, one row per fire
+    // keyed by (routine, scheduled instant) so one fire never runs twice, the scheduler lease
+    // (one scheduler per workspace), and webhook signatures already accepted (replays).
+    "CREATE TABLE routines (
+        name TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        enabled INTEGER NOT NULL,
+        next_fire_ms INTEGER,
+        last_fire_ms INTEGER,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+     );
+     CREATE INDEX routines_due ON routines (enabled, next_fire_ms);
+     CREATE TABLE routine_fires (
+        routine TEXT NOT NULL,
+        scheduled_ms INTEGER NOT NULL,
+        fired_ms INTEGER NOT NULL,
+        trigger TEXT NOT NULL,
+        status TEXT NOT NULL,
+        job_id TEXT,
+        detail TEXT,
+        PRIMARY KEY (routine, scheduled_ms)
+     );
+     CREATE INDEX routine_fires_fired ON routine_fires (fired_ms);
+     CREATE INDEX routine_fires_status ON routine_fires (status);
+     CREATE TABLE scheduler_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_ms INTEGER NOT NULL);
+     CREATE TABLE webhook_seen (
+        routine TEXT NOT NULL,
+        key TEXT NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        PRIMARY KEY (routine, key)
+     );",
 ];
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.

@@ -10,6 +10,7 @@
 //! | stored custom tools | [`CustomToolStore`] | `custom_tools` |
 //! | cached embeddings of skills | [`EmbeddingCache`] | `embedding_cache` |
 //! | path locks (`lock_paths`), shared by every process on a workspace | [`LockStore`] | `locks` |
+//! | routines, their fires, the scheduler lease, seen webhook signatures | [`RoutineStore`] | `routines` |
 //! | agent memory | [`memory::MemoryStore`] | [`memory`] |
 //!
 //! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
@@ -51,6 +52,7 @@ pub mod memory;
 // The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
 #[path = "../../sandbox/src/process_token.rs"]
 mod process_token;
+mod routines;
 mod secrets;
 mod sessions;
 mod stores;
@@ -62,6 +64,7 @@ pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
 pub use grants::{Grant, GrantStore};
 pub use locks::{LockOwner, LockStore, PathLock};
+pub use routines::{RoutineFire, RoutineStore, StoredRoutine};
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError, SecretStore};
 pub use sessions::{
     HandoffRoute, MessageRecord, SessionFilter, SessionRecord, SessionStore, TaskFilter, TaskOrder, TeamMessage,

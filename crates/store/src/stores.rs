@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{CustomToolStore, EmbeddingCache, GrantStore, LockStore, SecretStore, SessionStore, Store};
+use crate::{CustomToolStore, EmbeddingCache, GrantStore, LockStore, RoutineStore, SecretStore, SessionStore, Store};
 
 /// The state of one database, one trait object per area, for the code that wires families
 /// together (the gate): each family takes the areas it uses, never the backend's type. The audit
@@ -22,6 +22,8 @@ pub struct Stores {
     pub embeddings: Arc<dyn EmbeddingCache>,
     /// Path locks (`lock_paths`), honoured by every process on the workspace.
     pub locks: Arc<dyn LockStore>,
+    /// Routines, their fires and the scheduler lease (`toolgate-automation`).
+    pub routines: Arc<dyn RoutineStore>,
 }
 
 impl Stores {
@@ -33,6 +35,7 @@ impl Stores {
             sessions: store.clone(),
             custom_tools: store.clone(),
             embeddings: store.clone(),
+            routines: store.clone(),
             locks: store,
         }
     }

@@ -1,0 +1,130 @@
+//! [`RoutineStore`]: routines, their fires (one per scheduled instant, across connections), the
+//! scheduler lease and seen webhook signatures.
+
+use std::sync::{Arc, Barrier};
+
+use toolgate_store::{RoutineFire, StoredRoutine};
+
+use crate::on_every_backend;
+
+fn routine(name: &str, next: Option<i64>) -> StoredRoutine {
+    StoredRoutine {
+        name: name.into(),
+        owner: "ann".into(),
+        spec: serde_json::json!({"trigger": "cron", "schedule": "* * * * *"}),
+        enabled: true,
+        next_fire_ms: next,
+        last_fire_ms: None,
+        created_ms: 1,
+        updated_ms: 1,
+    }
+}
+
+fn fire(name: &str, at: i64) -> RoutineFire {
+    RoutineFire {
+        routine: name.into(),
+        scheduled_ms: at,
+        fired_ms: at + 5,
+        trigger: "cron".into(),
+        status: "claimed".into(),
+        job_id: None,
+        detail: None,
+    }
+}
+
+#[test]
+fn routines_are_created_once_listed_without_advancing_and_deleted() {
+    on_every_backend(|db| {
+        let s = db.connect().routines;
+        assert!(s.routine_insert(&routine("a", Some(1_000))).unwrap());
+        assert!(!s.routine_insert(&routine("a", Some(5))).unwrap(), "a second insert of one name is refused");
+        assert_eq!(s.routine_get("a").unwrap().unwrap().next_fire_ms, Some(1_000));
+        let mut other = routine("b", None);
+        other.owner = "bob".into();
+        s.routine_insert(&other).unwrap();
+        assert_eq!(s.routine_list(None).unwrap().len(), 2);
+        assert_eq!(s.routine_list(Some("bob")).unwrap()[0].name, "b");
+        // Listing twice leaves next_fire where it was.
+        s.routine_list(None).unwrap();
+        assert_eq!(s.routine_get("a").unwrap().unwrap().next_fire_ms, Some(1_000));
+        let mut changed = routine("a", Some(2_000));
+        changed.enabled = false;
+        assert!(s.routine_update(&changed).unwrap());
+        assert!(!s.routine_update(&routine("zz", None)).unwrap());
+        assert!(s.routines_due(10_000, 10).unwrap().is_empty(), "a disabled routine is never due");
+        assert!(s.routine_delete("a").unwrap());
+        assert!(!s.routine_delete("a").unwrap());
+    });
+}
+
+#[test]
+fn a_fire_is_claimed_once_and_advances_next_fire() {
+    on_every_backend(|db| {
+        let s = db.connect().routines;
+        s.routine_insert(&routine("r", Some(60_000))).unwrap();
+        assert_eq!(s.routines_due(59_999, 10).unwrap().len(), 0);
+        assert_eq!(s.routines_due(60_000, 10).unwrap().len(), 1);
+        assert!(s.routine_fire_claim(&fire("r", 60_000), Some((60_000, Some(120_000)))).unwrap());
+        // The same instant again, and a stale expectation: both refused, nothing written.
+        assert!(!s.routine_fire_claim(&fire("r", 60_000), Some((60_000, Some(120_000)))).unwrap());
+        assert!(!s.routine_fire_claim(&fire("r", 60_000), None).unwrap());
+        let r = s.routine_get("r").unwrap().unwrap();
+        assert_eq!((r.next_fire_ms, r.last_fire_ms), (Some(120_000), Some(60_000)));
+        s.routine_fire_set("r", 60_000, "started", Some("job-1"), None).unwrap();
+        let fires = s.routine_fires("r", 10).unwrap();
+        assert_eq!(fires.len(), 1);
+        assert_eq!((fires[0].status.as_str(), fires[0].job_id.as_deref()), ("started", Some("job-1")));
+        assert_eq!(s.routine_fires_since(0).unwrap(), 1);
+        assert!(s.routine_fires_in("claimed", 10).unwrap().is_empty());
+        // A skipped missed fire only moves next_fire, and only from the expected value.
+        assert!(s.routine_advance("r", Some(120_000), Some(180_000)).unwrap());
+        assert!(!s.routine_advance("r", Some(120_000), Some(240_000)).unwrap());
+    });
+}
+
+#[test]
+fn two_connections_racing_for_one_fire_claim_it_once() {
+    on_every_backend(|db| {
+        db.connect().routines.routine_insert(&routine("race", Some(1_000))).unwrap();
+        let barrier = Arc::new(Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let s = db.connect().routines;
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    s.routine_fire_claim(&fire("race", 1_000), Some((1_000, Some(2_000)))).unwrap()
+                })
+            })
+            .collect();
+        let won = handles.into_iter().map(|h| h.join().unwrap()).filter(|w| *w).count();
+        assert_eq!(won, 1);
+        assert_eq!(db.connect().routines.routine_fires("race", 10).unwrap().len(), 1);
+    });
+}
+
+#[test]
+fn the_scheduler_lease_has_one_holder_until_it_expires() {
+    on_every_backend(|db| {
+        let (a, b) = (db.connect().routines, db.connect().routines);
+        assert!(a.scheduler_lease("ws", "A", 0, 1_000).unwrap());
+        assert!(!b.scheduler_lease("ws", "B", 500, 1_000).unwrap());
+        assert!(a.scheduler_lease("ws", "A", 900, 1_000).unwrap(), "the holder renews");
+        assert!(!b.scheduler_lease("ws", "B", 1_500, 1_000).unwrap(), "renewed until 1,900");
+        assert!(b.scheduler_lease("ws", "B", 1_900, 1_000).unwrap(), "expired: taken over");
+        assert!(!a.scheduler_lease("ws", "A", 2_000, 1_000).unwrap());
+        b.scheduler_release("ws", "B").unwrap();
+        assert!(a.scheduler_lease("ws", "A", 2_000, 1_000).unwrap());
+    });
+}
+
+#[test]
+fn a_webhook_signature_is_accepted_once_until_it_expires() {
+    on_every_backend(|db| {
+        let s = db.connect().routines;
+        assert!(s.webhook_seen("hook", "sig1", 0, 300_000).unwrap());
+        assert!(!s.webhook_seen("hook", "sig1", 1_000, 301_000).unwrap(), "a replay");
+        assert!(s.webhook_seen("other", "sig1", 1_000, 301_000).unwrap(), "per routine");
+        assert!(s.webhook_seen("hook", "sig1", 300_000, 600_000).unwrap(), "swept once expired");
+    });
+}
