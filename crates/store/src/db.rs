@@ -227,6 +227,19 @@ const MIGRATIONS: &[&str] = &[
         expires_ms INTEGER NOT NULL,
         PRIMARY KEY (routine, key)
      );",
+    // The message outbox (`outbox.rs`): messages the `message` tool could not deliver.
+    "CREATE TABLE message_outbox (
+        id TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        address TEXT NOT NULL,
+        subject TEXT,
+        content TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        last_error TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+     );
+     CREATE INDEX message_outbox_user ON message_outbox (user, created_ms);",
 ];
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.

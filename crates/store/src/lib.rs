@@ -11,6 +11,7 @@
 //! | cached embeddings of skills | [`EmbeddingCache`] | `embedding_cache` |
 //! | path locks (`lock_paths`), shared by every process on a workspace | [`LockStore`] | `locks` |
 //! | routines, their fires, the scheduler lease, seen webhook signatures | [`RoutineStore`] | `routines` |
+//! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `message_outbox` |
 //! | agent memory | [`memory::MemoryStore`] | [`memory`] |
 //!
 //! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
@@ -49,6 +50,7 @@ mod error;
 mod grants;
 mod locks;
 pub mod memory;
+mod outbox;
 // The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
 #[path = "../../sandbox/src/process_token.rs"]
 mod process_token;
@@ -63,6 +65,7 @@ pub use db::Store;
 pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
 pub use grants::{Grant, GrantStore};
+pub use outbox::{OutboxEntry, OutboxStore};
 pub use locks::{LockOwner, LockStore, PathLock};
 pub use routines::{RoutineFire, RoutineStore, StoredRoutine};
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError, SecretStore};

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::OutboxStore;
 use crate::{CustomToolStore, EmbeddingCache, GrantStore, LockStore, RoutineStore, SecretStore, SessionStore, Store};
 
 /// The state of one database, one trait object per area, for the code that wires families
@@ -22,6 +23,8 @@ pub struct Stores {
     pub embeddings: Arc<dyn EmbeddingCache>,
     /// Path locks (`lock_paths`), honoured by every process on the workspace.
     pub locks: Arc<dyn LockStore>,
+    /// Messages the `message` tool could not deliver (`toolgate-automation`).
+    pub outbox: Arc<dyn OutboxStore>,
     /// Routines, their fires and the scheduler lease (`toolgate-automation`).
     pub routines: Arc<dyn RoutineStore>,
 }
@@ -31,6 +34,7 @@ impl Stores {
     pub fn sqlite(store: Arc<Store>) -> Stores {
         Stores {
             grants: store.clone(),
+            outbox: store.clone(),
             secrets: store.clone(),
             sessions: store.clone(),
             custom_tools: store.clone(),

@@ -11,6 +11,7 @@ mod custom_tools;
 mod embedding_cache;
 mod grants;
 mod locks;
+mod outbox;
 mod routines;
 mod secrets;
 mod sessions;
