@@ -88,8 +88,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // The families' endpoints beside `/mcp` (with the approvals API), and their background
     // tasks, which end with the shutdown.
     let api = Arc::new(Mounted::new(gate.routes(), Some(pending)));
+    let mounts = gate.mounts();
     let tasks = gate.start_tasks(&shutdown);
-    serve(gate, &workspace, args, api, shutdown.clone()).await?;
+    serve(gate, &workspace, args, api, mounts, shutdown.clone()).await?;
     shutdown.cancel();
     for task in tasks {
         let _ = task.await;
@@ -145,6 +146,7 @@ async fn serve<H: CallHandler>(
     workspace: &Path,
     args: Args,
     api: Arc<Mounted>,
+    mounts: Vec<toolgate::family::Mount>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let Some(addr) = args.http else {
@@ -168,6 +170,7 @@ async fn serve<H: CallHandler>(
     http.allowed_origins = args.allow_origins;
     http.max_body_bytes = args.max_body_bytes;
     http.api = Some(api);
+    http.mounts = mounts;
     print_banner(local, &token);
     toolgate::mcp::serve_http(handler, listener, http, shutdown).await?;
     Ok(())

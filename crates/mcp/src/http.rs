@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -42,6 +43,136 @@ pub struct HttpConfig {
     /// Server features served beside the handler's tools ([`ExtraFeatures`]). `None` (the
     /// default, and `toolgate serve`): the handler's tools only.
     pub extra: Option<Arc<dyn ExtraFeatures>>,
+    /// Whole-request endpoints beside `/mcp` and `/api/` (webhooks, pages, live streams): the
+    /// longest matching prefix serves the request.
+    pub mounts: Vec<Mount>,
+}
+
+/// The body of a response from an [`HttpRoute`]: whole or streamed (server-sent events).
+pub type HttpBody = BoxBody<Bytes, Infallible>;
+
+/// One request to an [`HttpRoute`], its body already read (within
+/// [`HttpConfig::max_body_bytes`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RouteRequest {
+    /// `GET`, `POST`, ...
+    pub method: http::Method,
+    /// The path and query as sent.
+    pub uri: http::Uri,
+    /// The request's headers (a webhook's signature, a page's cookies).
+    pub headers: http::HeaderMap,
+    /// The raw body, byte for byte (what an HMAC is computed over).
+    pub body: Bytes,
+    /// The client's address.
+    pub peer: std::net::SocketAddr,
+}
+
+/// A whole-request endpoint: a page, a webhook receiver, a stream of server-sent events.
+pub trait HttpRoute: Send + Sync + std::fmt::Debug {
+    /// Answers `req`, whose path is the mount's prefix or below it.
+    fn serve(&self, req: RouteRequest) -> BoxFuture<'static, Response<HttpBody>>;
+}
+
+/// Who checks that a request to a [`Mount`] may be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RouteAuth {
+    /// The server's bearer token, as for `/mcp`, and the Host and Origin allowlists.
+    Bearer,
+    /// The route itself (an HMAC-signed webhook, a capability URL, a page with its own sign-in
+    /// and CSRF tokens): the server checks only the Host allowlist (against DNS rebinding); the
+    /// Origin allowlist does not apply, since a page posts to its own origin.
+    Own,
+}
+
+/// An [`HttpRoute`] mounted at a path prefix.
+#[derive(Debug, Clone)]
+pub struct Mount {
+    /// The path it serves: the prefix itself and everything below it (`/hooks` serves
+    /// `/hooks` and `/hooks/NAME`, not `/hooksx`).
+    pub prefix: String,
+    /// Who authenticates the request.
+    pub auth: RouteAuth,
+    /// The endpoint.
+    pub route: Arc<dyn HttpRoute>,
+}
+
+impl Mount {
+    /// `route` at `prefix` (which starts with `/` and does not end with one).
+    pub fn new(prefix: impl Into<String>, auth: RouteAuth, route: Arc<dyn HttpRoute>) -> Self {
+        Mount { prefix: prefix.into(), auth, route }
+    }
+
+    fn serves(&self, path: &str) -> bool {
+        path.strip_prefix(self.prefix.trim_end_matches('/'))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+}
+
+/// The mount that serves `path`: the longest matching prefix.
+fn mount_for<'a>(mounts: &'a [Mount], path: &str) -> Option<&'a Mount> {
+    mounts.iter().filter(|m| m.serves(path)).max_by_key(|m| m.prefix.len())
+}
+
+/// Building [`HttpRoute`] responses.
+pub mod reply {
+    use std::convert::Infallible;
+
+    use bytes::Bytes;
+    use futures::{Stream, StreamExt};
+    use http::{HeaderValue, Response, StatusCode, header};
+    use http_body_util::{BodyExt, Full, StreamBody};
+
+    use super::HttpBody;
+
+    /// A response with `body` as `content_type`, and `nosniff`.
+    pub fn bytes(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Response<HttpBody> {
+        let mut response = Response::new(Full::new(body.into()).boxed());
+        *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+        response
+    }
+
+    /// Plain text.
+    pub fn text(status: u16, body: impl Into<String>) -> Response<HttpBody> {
+        bytes(status, "text/plain; charset=utf-8", body.into())
+    }
+
+    /// An HTML page. The caller escapes every value in it and adds its Content-Security-Policy.
+    pub fn html(status: u16, body: impl Into<String>) -> Response<HttpBody> {
+        bytes(status, "text/html; charset=utf-8", body.into())
+    }
+
+    /// JSON.
+    pub fn json(status: u16, body: &serde_json::Value) -> Response<HttpBody> {
+        bytes(status, "application/json", body.to_string())
+    }
+
+    /// A stream of server-sent events: each item is one event's data (`data:` lines are added,
+    /// one per line of the item), sent as it comes, until the stream ends or the client leaves.
+    pub fn sse<S>(events: S) -> Response<HttpBody>
+    where
+        S: Stream<Item = String> + Send + Sync + 'static,
+    {
+        let frames = events.map(|event| {
+            let mut data = String::with_capacity(event.len() + 16);
+            for line in event.split('\n') {
+                data.push_str("data: ");
+                data.push_str(line.trim_end_matches('\r'));
+                data.push('\n');
+            }
+            data.push('\n');
+            Ok::<_, Infallible>(http_body::Frame::data(Bytes::from(data)))
+        });
+        let mut response = Response::new(BodyExt::boxed(StreamBody::new(frames)));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        response
+    }
 }
 
 /// JSON endpoints under `/api/` (the `toolgate` crate serves its approvals API through this).
@@ -61,11 +192,12 @@ impl HttpConfig {
             max_body_bytes: 4 * 1024 * 1024,
             api: None,
             extra: None,
+            mounts: Vec::new(),
         }
     }
 }
 
-type Body = BoxBody<Bytes, Infallible>;
+type Body = HttpBody;
 
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then calls
 /// [`CallHandler::shutdown`].
@@ -121,7 +253,7 @@ pub async fn serve_http<H: CallHandler>(
                 let service = service.clone();
                 let token = Arc::clone(&token);
                 let guard = Arc::clone(&guard);
-                async move { Ok::<_, Infallible>(route(&service, token.as_ref().as_ref(), &guard, req).await) }
+                async move { Ok::<_, Infallible>(route(&service, token.as_ref().as_ref(), &guard, peer, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
@@ -140,8 +272,13 @@ async fn route<H: CallHandler>(
     service: &StreamableHttpService<McpServer<H>, LocalSessionManager>,
     token: Option<&HttpToken>,
     config: &HttpConfig,
+    peer: std::net::SocketAddr,
     req: Request<Incoming>,
 ) -> Response<Body> {
+    let mount = mount_for(&config.mounts, req.uri().path());
+    if let Some(mount) = mount.filter(|m| m.auth == RouteAuth::Own) {
+        return serve_mount(mount, config, peer, req).await;
+    }
     if let Some(token) = token
         && !token.admits(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes()))
     {
@@ -150,6 +287,12 @@ async fn route<H: CallHandler>(
             "missing or wrong bearer token: send `Authorization: Bearer <token>`; the token is in \
              <workspace>/.toolgate/http-token",
         );
+    }
+    if let Some(mount) = mount {
+        if let Some(refused) = refuse_origin(config, &req) {
+            return refused;
+        }
+        return serve_mount(mount, config, peer, req).await;
     }
     if let (Some(api), true) = (&config.api, req.uri().path().starts_with("/api/")) {
         return serve_api(api.as_ref(), config, req).await;
@@ -160,21 +303,47 @@ async fn route<H: CallHandler>(
     service.handle(req).await
 }
 
-/// `/api/...`: the same Host and Origin allowlists as `/mcp` (rmcp checks those only for its
-/// own endpoint), a size-limited body, JSON out.
-async fn serve_api(api: &dyn ApiHandler, config: &HttpConfig, req: Request<Incoming>) -> Response<Body> {
+/// A mounted route: the Host allowlist (the Origin one was checked for bearer routes), a
+/// size-limited body, then the route.
+async fn serve_mount(
+    mount: &Mount,
+    config: &HttpConfig,
+    peer: std::net::SocketAddr,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    if let Some(refused) = refuse_host(config, &req) {
+        return refused;
+    }
+    let (parts, body) = req.into_parts();
+    let body = match http_body_util::Limited::new(body, config.max_body_bytes).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
+    };
+    let request = RouteRequest { method: parts.method, uri: parts.uri, headers: parts.headers, body, peer };
+    mount.route.serve(request).await
+}
+
+/// A request whose `Host` is not allowed (DNS rebinding protection).
+fn refuse_host(config: &HttpConfig, req: &Request<Incoming>) -> Option<Response<Body>> {
     let host_ok = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).is_some_and(|host| {
         let name = host.rsplit_once(':').filter(|(_, port)| port.parse::<u16>().is_ok()).map_or(host, |(n, _)| n);
         config.allowed_hosts.iter().any(|allowed| allowed == host || allowed == name)
     });
-    if !host_ok {
-        return plain(StatusCode::FORBIDDEN, "this Host is not allowed (DNS rebinding protection)");
-    }
-    if let Some(origin) = req.headers().get(header::ORIGIN) {
-        let allowed = origin.to_str().is_ok_and(|o| config.allowed_origins.iter().any(|a| a == o));
-        if !allowed {
-            return plain(StatusCode::FORBIDDEN, "this Origin is not allowed");
-        }
+    (!host_ok).then(|| plain(StatusCode::FORBIDDEN, "this Host is not allowed (DNS rebinding protection)"))
+}
+
+/// A browser request from an `Origin` that is not allowed.
+fn refuse_origin(config: &HttpConfig, req: &Request<Incoming>) -> Option<Response<Body>> {
+    let origin = req.headers().get(header::ORIGIN)?;
+    let allowed = origin.to_str().is_ok_and(|o| config.allowed_origins.iter().any(|a| a == o));
+    (!allowed).then(|| plain(StatusCode::FORBIDDEN, "this Origin is not allowed"))
+}
+
+/// `/api/...`: the same Host and Origin allowlists as `/mcp` (rmcp checks those only for its
+/// own endpoint), a size-limited body, JSON out.
+async fn serve_api(api: &dyn ApiHandler, config: &HttpConfig, req: Request<Incoming>) -> Response<Body> {
+    if let Some(refused) = refuse_host(config, &req).or_else(|| refuse_origin(config, &req)) {
+        return refused;
     }
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();

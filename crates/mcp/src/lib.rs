@@ -79,7 +79,7 @@ pub use convert::RESULT_META;
 pub use error::Error;
 pub use extra::ExtraFeatures;
 pub use handler::CallHandler;
-pub use http::{ApiHandler, HttpConfig, serve_http};
+pub use http::{ApiHandler, HttpBody, HttpConfig, HttpRoute, Mount, RouteAuth, RouteRequest, reply, serve_http};
 pub use server::McpServer;
 pub use stdio::serve_stdio;
 pub use token::HttpToken;

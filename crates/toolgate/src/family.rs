@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use toolgate_core::Tool;
-pub use toolgate_mcp::ApiHandler;
+pub use toolgate_mcp::{ApiHandler, HttpRoute, Mount, RouteAuth, RouteRequest};
 use toolgate_tools::custom::{NoSecrets, SecretSource};
 
 use crate::GateError;
@@ -43,6 +43,14 @@ pub trait Family: Send + Sync + std::fmt::Debug {
     fn routes(&self, services: &Services) -> Option<Arc<dyn ApiHandler>> {
         let _ = services;
         None
+    }
+
+    /// Whole-request endpoints a `toolgate serve --http` mounts beside `/mcp` at their own
+    /// prefixes: pages, webhook receivers, live streams (server-sent events). A
+    /// [`RouteAuth::Own`] mount authenticates its requests itself.
+    fn mounts(&self, services: &Services) -> Vec<Mount> {
+        let _ = services;
+        Vec::new()
     }
 
     /// Work a long-lived `toolgate serve` runs in the background (a scheduler, a listener,

@@ -397,6 +397,11 @@ impl Gate {
         self.families.iter().filter_map(|f| f.routes(&self.services).map(|r| (f.name(), r))).collect()
     }
 
+    /// Every family's whole-request endpoints ([`Family::mounts`]), for `toolgate serve --http`.
+    pub fn mounts(&self) -> Vec<family::Mount> {
+        self.families.iter().flat_map(|f| f.mounts(&self.services)).collect()
+    }
+
     /// Spawns every family's background tasks on the current Tokio runtime; each ends when
     /// `shutdown` is cancelled (a long-lived `toolgate serve` calls this once).
     pub fn start_tasks(&self, shutdown: &CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {

@@ -3,5 +3,6 @@
 
 mod bridge;
 mod extra;
+mod mounts;
 mod peer;
 mod sse_client;
