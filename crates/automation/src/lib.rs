@@ -17,7 +17,11 @@ pub mod routines;
 /// and the `[automation]` configuration section.
 #[derive(Debug, Default, Clone)]
 #[non_exhaustive]
-pub struct Setup {}
+pub struct Setup {
+    /// The gate's agent runtime, bound to the gate: the agents it runs make their tool calls
+    /// through the whole pipeline.
+    pub agents: Option<Arc<toolgate_agent::Runtime>>,
+}
 
 /// The family's tools.
 pub fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {

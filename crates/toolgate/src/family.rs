@@ -259,8 +259,10 @@ impl Family for Automation {
         "automation"
     }
 
-    fn tools(&self, _: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
-        Ok(toolgate_automation::tools(&toolgate_automation::Setup::default()))
+    fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        let mut setup = toolgate_automation::Setup::default();
+        setup.agents = s.agents.clone();
+        Ok(toolgate_automation::tools(&setup))
     }
 }
 
