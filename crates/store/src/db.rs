@@ -240,6 +240,37 @@ const MIGRATIONS: &[&str] = &[
         created_ms INTEGER NOT NULL
      );
      CREATE INDEX message_outbox_user ON message_outbox (user, created_ms);",
+    // Background jobs (`jobs.rs`): the job with its creator's lease, and its event log.
+    "CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        session TEXT NOT NULL,
+        title TEXT NOT NULL,
+        description TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        project_dir TEXT NOT NULL,
+        credentials TEXT NOT NULL,
+        origin TEXT,
+        state TEXT NOT NULL,
+        result TEXT,
+        error TEXT,
+        agent_session TEXT,
+        created_ms INTEGER NOT NULL,
+        started_ms INTEGER,
+        finished_ms INTEGER,
+        lease_owner TEXT,
+        lease_until_ms INTEGER
+     );
+     CREATE INDEX jobs_user ON jobs (user, created_ms);
+     CREATE INDEX jobs_lease ON jobs (state, lease_until_ms);
+     CREATE TABLE job_events (
+        job TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        ts_ms INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (job, seq)
+     ) WITHOUT ROWID;",
 ];
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.

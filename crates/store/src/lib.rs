@@ -10,6 +10,7 @@
 //! | stored custom tools | [`CustomToolStore`] | `custom_tools` |
 //! | cached embeddings of skills | [`EmbeddingCache`] | `embedding_cache` |
 //! | path locks (`lock_paths`), shared by every process on a workspace | [`LockStore`] | `locks` |
+//! | background jobs, their event logs and leases | [`JobStore`] | `jobs` |
 //! | routines, their fires, the scheduler lease, seen webhook signatures | [`RoutineStore`] | `routines` |
 //! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `message_outbox` |
 //! | agent memory | [`memory::MemoryStore`] | [`memory`] |
@@ -48,6 +49,7 @@ mod db;
 mod embedding_cache;
 mod error;
 mod grants;
+mod jobs;
 mod locks;
 pub mod memory;
 mod outbox;
@@ -65,6 +67,7 @@ pub use db::Store;
 pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
 pub use grants::{Grant, GrantStore};
+pub use jobs::{JOB_INTERRUPTED, JobEvent, JobFilter, JobRecord, JobStore};
 pub use outbox::{OutboxEntry, OutboxStore};
 pub use locks::{LockOwner, LockStore, PathLock};
 pub use routines::{RoutineFire, RoutineStore, StoredRoutine};

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use crate::OutboxStore;
-use crate::{CustomToolStore, EmbeddingCache, GrantStore, LockStore, RoutineStore, SecretStore, SessionStore, Store};
+use crate::{
+    CustomToolStore, EmbeddingCache, GrantStore, JobStore, LockStore, RoutineStore, SecretStore, SessionStore, Store,
+};
 
 /// The state of one database, one trait object per area, for the code that wires families
 /// together (the gate): each family takes the areas it uses, never the backend's type. The audit
@@ -25,6 +27,8 @@ pub struct Stores {
     pub locks: Arc<dyn LockStore>,
     /// Messages the `message` tool could not deliver (`toolgate-automation`).
     pub outbox: Arc<dyn OutboxStore>,
+    /// Background jobs, their event logs and leases (`toolgate-automation`).
+    pub jobs: Arc<dyn JobStore>,
     /// Routines, their fires and the scheduler lease (`toolgate-automation`).
     pub routines: Arc<dyn RoutineStore>,
 }
@@ -39,6 +43,7 @@ impl Stores {
             sessions: store.clone(),
             custom_tools: store.clone(),
             embeddings: store.clone(),
+            jobs: store.clone(),
             routines: store.clone(),
             locks: store,
         }

@@ -10,6 +10,7 @@ mod audit;
 mod custom_tools;
 mod embedding_cache;
 mod grants;
+mod jobs;
 mod locks;
 mod outbox;
 mod routines;

@@ -1,0 +1,151 @@
+//! [`JobStore`]: background jobs, their events and leases, across connections (processes).
+
+use std::sync::{Arc, Barrier};
+
+use toolgate_store::{JOB_INTERRUPTED, JobFilter, JobRecord};
+
+use crate::on_every_backend;
+
+fn job(id: &str, user: &str, owner: &str, created_ms: i64) -> JobRecord {
+    JobRecord {
+        id: id.into(),
+        user: user.into(),
+        session: "s1".into(),
+        title: "t".into(),
+        description: "d".into(),
+        mode: "command".into(),
+        credentials: vec!["GH_TOKEN".into()],
+        state: "queued".into(),
+        created_ms,
+        lease_owner: Some(owner.into()),
+        lease_until_ms: Some(created_ms + 1_000),
+        ..JobRecord::default()
+    }
+}
+
+#[test]
+fn a_job_moves_forward_only_and_keeps_its_fields() {
+    on_every_backend(|db| {
+        let s = db.connect().jobs;
+        s.job_create(&job("a1", "ann", "p1", 100)).unwrap();
+        let got = s.job("a1").unwrap().unwrap();
+        assert_eq!(got.credentials, ["GH_TOKEN"]);
+        assert_eq!(got.state, "queued");
+        // Another process (lease owner) cannot start it.
+        assert!(!s.job_start("a1", "p2", 200).unwrap());
+        assert!(s.job_start("a1", "p1", 200).unwrap());
+        assert!(!s.job_start("a1", "p1", 201).unwrap(), "started twice");
+        assert!(s.job_finish("a1", "completed", Some("ok"), None, 300).unwrap());
+        // An ended job keeps how it ended.
+        assert!(!s.job_finish("a1", "cancelled", None, Some("late"), 400).unwrap());
+        let got = s.job("a1").unwrap().unwrap();
+        assert_eq!((got.state.as_str(), got.result.as_deref(), got.error), ("completed", Some("ok"), None));
+        assert_eq!((got.started_ms, got.finished_ms, got.lease_owner), (Some(200), Some(300), None));
+        let states: Vec<String> = s.job_events("a1", 0, 100).unwrap().into_iter().map(|e| e.text).collect();
+        assert_eq!(states, ["queued", "running", "completed"]);
+        assert!(s.job("nope").unwrap().is_none());
+    });
+}
+
+#[test]
+fn a_cancelled_queued_job_never_starts() {
+    on_every_backend(|db| {
+        let s = db.connect().jobs;
+        s.job_create(&job("c1", "ann", "p1", 100)).unwrap();
+        assert!(s.job_finish("c1", "cancelled", None, Some("cancelled by ann"), 150).unwrap());
+        assert!(!s.job_start("c1", "p1", 160).unwrap());
+        assert_eq!(s.job("c1").unwrap().unwrap().state, "cancelled");
+    });
+}
+
+#[test]
+fn prefixes_lists_and_filters() {
+    on_every_backend(|db| {
+        let s = db.connect().jobs;
+        s.job_create(&job("abcd-1", "ann", "p", 1)).unwrap();
+        s.job_create(&job("abcd-2", "ann", "p", 2)).unwrap();
+        s.job_create(&job("abce-3", "bob", "p", 3)).unwrap();
+        let ids = |v: Vec<JobRecord>| v.into_iter().map(|j| j.id).collect::<Vec<_>>();
+        assert_eq!(ids(s.jobs_by_prefix("abcd", 10).unwrap()), ["abcd-1", "abcd-2"]);
+        assert_eq!(ids(s.jobs_by_prefix("abce", 10).unwrap()), ["abce-3"]);
+        // LIKE wildcards in a prefix are plain characters.
+        assert!(s.jobs_by_prefix("ab%", 10).unwrap().is_empty());
+        assert!(s.jobs_by_prefix("ab_d", 10).unwrap().is_empty());
+        s.job_start("abcd-2", "p", 5).unwrap();
+        let ann = JobFilter { user: Some("ann"), ..JobFilter::default() };
+        assert_eq!(ids(s.jobs_list(&ann).unwrap()), ["abcd-2", "abcd-1"]);
+        let running = JobFilter { user: Some("ann"), states: &["running"], ..JobFilter::default() };
+        assert_eq!(ids(s.jobs_list(&running).unwrap()), ["abcd-2"]);
+        let all = JobFilter { limit: 2, ..JobFilter::default() };
+        assert_eq!(ids(s.jobs_list(&all).unwrap()), ["abce-3", "abcd-2"]);
+    });
+}
+
+#[test]
+fn a_lapsed_lease_ends_the_job_as_interrupted_once_and_a_renewed_one_lives() {
+    on_every_backend(|db| {
+        let (a, b) = (db.connect().jobs, db.connect().jobs);
+        a.job_create(&job("dead", "ann", "p-dead", 100)).unwrap();
+        a.job_create(&job("live", "ann", "p-live", 100)).unwrap();
+        a.job_create(&job("queued", "ann", "p-dead", 100)).unwrap();
+        a.job_start("dead", "p-dead", 150).unwrap();
+        a.job_start("live", "p-live", 150).unwrap();
+        assert_eq!(a.jobs_renew("p-live", 5_000).unwrap(), ["live"]);
+        // Another process sweeps at 2 000: both of p-dead's jobs (running and queued) end.
+        let mut gone = b.jobs_interrupt_expired(2_000).unwrap();
+        gone.sort();
+        assert_eq!(gone, ["dead", "queued"]);
+        assert!(b.jobs_interrupt_expired(2_000).unwrap().is_empty(), "interrupted twice");
+        let dead = a.job("dead").unwrap().unwrap();
+        assert_eq!((dead.state.as_str(), dead.error.as_deref()), ("failed", Some(JOB_INTERRUPTED)));
+        let last = a.job_events("dead", -1, 1).unwrap();
+        assert!(last[0].text.starts_with("failed: interrupted"), "{last:?}");
+        // The dead process, if it were only slow, can neither start nor end it now, nor renew it.
+        assert!(!a.job_start("queued", "p-dead", 2_001).unwrap());
+        assert!(!a.job_finish("dead", "completed", Some("late"), None, 2_001).unwrap());
+        assert!(a.jobs_renew("p-dead", 9_000).unwrap().is_empty());
+        assert_eq!(a.job("live").unwrap().unwrap().state, "running");
+    });
+}
+
+#[test]
+fn events_page_forward_and_from_the_end() {
+    on_every_backend(|db| {
+        let s = db.connect().jobs;
+        s.job_create(&job("e", "ann", "p", 1)).unwrap();
+        for i in 0..10 {
+            s.job_event("e", "output", &format!("line {i}"), 10 + i).unwrap();
+        }
+        let texts = |v: Vec<toolgate_store::JobEvent>| v.into_iter().map(|e| e.text).collect::<Vec<_>>();
+        assert_eq!(texts(s.job_events("e", -1, 2).unwrap()), ["line 8", "line 9"]);
+        let first = s.job_events("e", 0, 3).unwrap();
+        assert_eq!(first.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(texts(s.job_events("e", 10, 5).unwrap()), ["line 9"]);
+    });
+}
+
+#[test]
+fn two_processes_racing_to_end_a_job_end_it_once() {
+    on_every_backend(|db| {
+        let s = db.connect().jobs;
+        s.job_create(&job("r", "ann", "p", 1)).unwrap();
+        s.job_start("r", "p", 2).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let ends: Vec<bool> = ["completed", "cancelled"]
+            .into_iter()
+            .map(|state| {
+                let (conn, barrier) = (db.connect().jobs, barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    conn.job_finish("r", state, None, None, 3).unwrap()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        assert_eq!(ends.iter().filter(|e| **e).count(), 1);
+        let state_events = s.job_events("r", 0, 100).unwrap().into_iter().filter(|e| e.kind == "state").count();
+        assert_eq!(state_events, 3, "queued, running, one end");
+    });
+}
