@@ -313,6 +313,14 @@ impl Runtime {
         self.shutdown.cancel();
     }
 
+    /// The tool caller the runtime is bound to (the gate), for a family outside this crate that
+    /// calls tools itself with the same pipeline and its owner's context (a background job,
+    /// `build_software`'s build commands). `None` before [`Runtime::bind`] or once the gate is
+    /// gone.
+    pub fn tool_caller(&self) -> Option<Arc<dyn ToolCaller>> {
+        self.caller.get().and_then(Weak::upgrade)
+    }
+
     pub(crate) fn caller(&self) -> Result<Arc<dyn ToolCaller>, AgentError> {
         self.caller.get().and_then(Weak::upgrade).ok_or(AgentError::Unbound)
     }
@@ -410,6 +418,33 @@ impl Runtime {
         let cancel = self.shutdown.child_token();
         let (drive, messages) = self.prepare(&spec, parent_ctx, cancel, None)?;
         let outcome = drive.run(messages).await;
+        self.finish(&outcome);
+        Ok(self.follow_handoffs(outcome, spec.events.clone()).await)
+    }
+
+    /// [`Runtime::run`] for a caller that tracks the run itself (a background job): the
+    /// session gets the id `session` (so the caller can queue messages to it while it runs),
+    /// and `cancel` stops it (it ends `cancelled`), as does the runtime's shutdown.
+    pub async fn run_until(
+        &self,
+        spec: RunSpec,
+        parent_ctx: &CallContext,
+        session: String,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, AgentError> {
+        let token = self.shutdown.child_token();
+        let (drive, messages) = self.prepare(&spec, parent_ctx, token.clone(), Some(session))?;
+        let run = drive.run(messages);
+        tokio::pin!(run);
+        // On `cancel`, the run is told through its own token and still ends properly (its
+        // session stored as cancelled).
+        let outcome = tokio::select! {
+            o = &mut run => o,
+            () = cancel.cancelled() => {
+                token.cancel();
+                run.await
+            }
+        };
         self.finish(&outcome);
         Ok(self.follow_handoffs(outcome, spec.events.clone()).await)
     }

@@ -21,6 +21,9 @@ pub struct Setup {
     /// The gate's agent runtime, bound to the gate: the agents it runs make their tool calls
     /// through the whole pipeline.
     pub agents: Option<Arc<toolgate_agent::Runtime>>,
+    /// Background jobs (none without a state database): the job tools, and what every routine
+    /// run is submitted to.
+    pub jobs: Option<jobs::Jobs>,
 }
 
 /// The family's tools.

@@ -1,0 +1,572 @@
+//! Background jobs: [`Jobs`] (submit, get, list, cancel, wait, prompt, and a broadcast of
+//! finished jobs) and the six tools `create_job`, `list_jobs`, `job_status`, `cancel_job`,
+//! `job_events`, `job_prompt` (seed 004 §4.8).
+//!
+//! A job is a record in the store ([`toolgate_store::JobStore`]) with an owner (user and the
+//! session that created it), a mode, and a state that only moves forward (`queued → running →
+//! completed | failed | cancelled`). Every tool call a job makes goes through the gate (the agent
+//! runtime's [`ToolCaller`]) with its owner's identity, so a background job gets exactly the
+//! policy, approvals, sandbox and audit of an interactive call. The process that creates a job
+//! runs it and holds its lease, renewed by one heartbeat for all its jobs; a job whose lease
+//! lapsed (its process died) is ended as `failed: interrupted` by the next sweep
+//! ([`sweep_interrupted`]) and never run again.
+//!
+//! Layout: `mod.rs` (the API and its types), `run.rs` (running one job in its mode),
+//! `tools.rs` (the six tools).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+use toolgate_agent::{Runtime, ToolCaller};
+use toolgate_core::{CallContext, Identity};
+use toolgate_store::{JobEvent, JobFilter, JobRecord, JobStore, StoreError};
+use toolgate_tools::custom::SecretSource;
+
+mod run;
+mod tools;
+
+pub(crate) use tools::tools;
+
+/// How long `wait` blocks at most (seed 004 §4.8: `execution_timeout` is 660 s).
+pub const WAIT_TIMEOUT: Duration = Duration::from_secs(660);
+
+/// The longest title, description, prompt and project path a job takes.
+pub const MAX_TITLE: usize = 200;
+/// See [`MAX_TITLE`].
+pub const MAX_DESCRIPTION: usize = 100_000;
+/// Credentials one job may name.
+pub const MAX_CREDENTIALS: usize = 16;
+
+/// What a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobMode {
+    /// A background agent session on the agent runtime; its tool calls go through the gate.
+    #[default]
+    Sandbox,
+    /// One command line, run by the gate's `exec` tool (in the sandbox).
+    Command,
+    /// The `claude` CLI (Claude Code) run with the description as its prompt, through `exec`.
+    ClaudeCode,
+}
+
+impl JobMode {
+    /// Its name in parameters and records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobMode::Sandbox => "sandbox",
+            JobMode::Command => "command",
+            JobMode::ClaudeCode => "claude_code",
+        }
+    }
+
+    /// The mode named `s`.
+    pub fn parse(s: &str) -> Option<JobMode> {
+        match s {
+            "sandbox" => Some(JobMode::Sandbox),
+            "command" => Some(JobMode::Command),
+            "claude_code" => Some(JobMode::ClaudeCode),
+            _ => None,
+        }
+    }
+}
+
+/// One credential a job's commands get: the secret `secret` (from the secrets store, as
+/// `toolgate tools secret NAME` stores it) in the environment variable `env`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The secret's name.
+    pub secret: String,
+    /// The variable it is given in.
+    pub env: String,
+}
+
+/// Who a job belongs to and acts as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOwner {
+    /// The user: every tool call of the job is made as this user.
+    pub user: String,
+    /// The agent name its calls carry.
+    pub agent: String,
+    /// The session that created it: only it may read the job's events and prompt it.
+    pub session: String,
+}
+
+impl JobOwner {
+    /// The owner a call with `ctx` creates jobs as.
+    pub fn of(ctx: &CallContext) -> Self {
+        JobOwner {
+            user: ctx.identity.user.clone(),
+            agent: ctx.identity.agent.clone(),
+            session: ctx.identity.session.clone(),
+        }
+    }
+}
+
+/// A job to start.
+#[derive(Debug, Clone, Default)]
+pub struct JobRequest {
+    /// A short title.
+    pub title: String,
+    /// What to do: the agent's task (`sandbox`), the command line (`command`), the prompt
+    /// (`claude_code`).
+    pub description: String,
+    /// How it runs.
+    pub mode: JobMode,
+    /// Its working directory, relative to the workspace root (confined to it).
+    pub project_dir: Option<String>,
+    /// Secrets its commands get in their environment.
+    pub credentials: Vec<Credential>,
+    /// What started it besides a person (`routine:NAME`), kept on the record.
+    pub origin: Option<String>,
+    /// The agent that runs a `sandbox` job (default: `JobsConfig::agent`, else the only one).
+    pub agent: Option<String>,
+}
+
+/// A job that ended, as [`Jobs::subscribe`] announces it.
+#[derive(Debug, Clone)]
+pub struct JobFinished {
+    /// The job.
+    pub id: String,
+    /// Its owner's user.
+    pub user: String,
+    /// Its origin (`routine:NAME`), if any.
+    pub origin: Option<String>,
+    /// `completed`, `failed` or `cancelled`.
+    pub state: String,
+    /// Its result.
+    pub result: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// Settings of the jobs (`[automation.jobs]`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct JobsConfig {
+    /// Seconds a lease lasts unless renewed (default 30); the heartbeat renews it every third
+    /// of this, and a job whose lease lapsed is ended as `failed: interrupted`.
+    pub lease_secs: u64,
+    /// The agent `sandbox` jobs run when a request names none.
+    pub agent: Option<String>,
+    /// The `claude` executable for `claude_code` jobs (default: `claude` on `PATH`).
+    pub claude_bin: Option<PathBuf>,
+    /// Jobs one process runs at once; more wait `queued`.
+    pub max_running: usize,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig { lease_secs: 30, agent: None, claude_bin: None, max_running: 4 }
+    }
+}
+
+impl JobsConfig {
+    /// The lease as a duration (at least 1 s).
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_secs.max(1))
+    }
+}
+
+/// Why a job operation failed. The text is what a model or user reads.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// A request or an id was not acceptable.
+    #[error("{0}")]
+    Invalid(String),
+    /// No job with this id (or not one the caller may see).
+    #[error("no job `{0}`: list yours with list_jobs")]
+    NotFound(String),
+    /// A short id names several jobs.
+    #[error("the id prefix `{prefix}` matches {} jobs: {}; give more characters", .ids.len(), .ids.join(", "))]
+    Ambiguous {
+        /// The prefix given.
+        prefix: String,
+        /// The jobs it matches.
+        ids: Vec<String>,
+    },
+    /// The mode cannot run here (no agent, no gate, no `claude`).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The state database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What [`Jobs`] is built from.
+#[derive(Clone)]
+pub struct JobsSetup {
+    /// The state database's jobs.
+    pub store: Arc<dyn JobStore>,
+    /// The agent runtime: runs `sandbox` jobs, and its tool caller (the gate) runs the others'
+    /// commands.
+    pub agents: Option<Arc<Runtime>>,
+    /// Where credentials' values come from.
+    pub secrets: Option<Arc<dyn SecretSource>>,
+    /// The workspace root (canonical).
+    pub workspace: PathBuf,
+    /// Settings.
+    pub config: JobsConfig,
+}
+
+impl std::fmt::Debug for JobsSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobsSetup").field("workspace", &self.workspace).finish_non_exhaustive()
+    }
+}
+
+/// A job running in this process.
+struct Live {
+    cancel: CancellationToken,
+    /// Set once it ended.
+    done: watch::Receiver<bool>,
+    /// `job_prompt` with `done: true` closed its input.
+    input_closed: bool,
+}
+
+pub(crate) struct Inner {
+    setup: JobsSetup,
+    /// This process's name on the leases it holds.
+    lease_owner: String,
+    live: Mutex<HashMap<String, Live>>,
+    /// Lets at most `max_running` jobs run at once; the rest wait queued.
+    slots: Arc<tokio::sync::Semaphore>,
+    finished: broadcast::Sender<JobFinished>,
+    /// Whether the heartbeat task is running.
+    beating: Mutex<bool>,
+}
+
+/// The jobs of one gate: cheap to clone. Jobs run on the Tokio runtime of the caller that
+/// submits them, and stop (cancelled) when the process ends; their records stay.
+#[derive(Clone)]
+pub struct Jobs {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jobs").field("lease_owner", &self.inner.lease_owner).finish_non_exhaustive()
+    }
+}
+
+/// Unix milliseconds now.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Ends every job whose lease lapsed (its process died) as `failed: interrupted`, with an
+/// event; returns their ids. `toolgate serve` runs it at start and then periodically.
+pub fn sweep_interrupted(store: &dyn JobStore) -> Result<Vec<String>, StoreError> {
+    let ids = store.jobs_interrupt_expired(now_ms())?;
+    if !ids.is_empty() {
+        tracing::warn!(jobs = ?ids, "jobs interrupted (their process stopped) marked failed");
+    }
+    Ok(ids)
+}
+
+/// What a long-lived server runs for the jobs: [`sweep_interrupted`] at once (a job of a
+/// server that was killed is ended before anyone asks), then every `period` until `shutdown`.
+pub async fn sweeper(store: Arc<dyn JobStore>, period: Duration, shutdown: CancellationToken) {
+    loop {
+        if let Err(e) = sweep_interrupted(&*store) {
+            tracing::warn!("interrupted jobs not swept: {e}");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+impl Jobs {
+    /// The jobs of `setup`'s store, run by this process.
+    pub fn new(setup: JobsSetup) -> Jobs {
+        let (finished, _) = broadcast::channel(256);
+        let max = setup.config.max_running.max(1);
+        Jobs {
+            inner: Arc::new(Inner {
+                lease_owner: format!("pid{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
+                setup,
+                live: Mutex::new(HashMap::new()),
+                slots: Arc::new(tokio::sync::Semaphore::new(max)),
+                finished,
+                beating: Mutex::new(false),
+            }),
+        }
+    }
+
+    /// The store the jobs are kept in.
+    pub fn store(&self) -> &Arc<dyn JobStore> {
+        &self.inner.setup.store
+    }
+
+    /// Every job that ends from now on (in this process), as it ends.
+    pub fn subscribe(&self) -> broadcast::Receiver<JobFinished> {
+        self.inner.finished.subscribe()
+    }
+
+    /// Validates `req`, stores the job as `queued` and starts it in the background; returns
+    /// its id. Must be called inside a Tokio runtime.
+    pub fn submit(&self, owner: &JobOwner, req: JobRequest) -> Result<String, JobError> {
+        let inner = &self.inner;
+        let prepared = run::prepare(inner, owner, &req)?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let now = now_ms();
+        let record = JobRecord {
+            id: id.clone(),
+            user: owner.user.clone(),
+            session: owner.session.clone(),
+            title: req.title.clone(),
+            description: req.description.clone(),
+            mode: req.mode.as_str().to_owned(),
+            project_dir: prepared.project_dir.clone(),
+            credentials: req.credentials.iter().map(|c| c.secret.clone()).collect(),
+            origin: req.origin.clone(),
+            state: "queued".to_owned(),
+            created_ms: now,
+            lease_owner: Some(inner.lease_owner.clone()),
+            lease_until_ms: Some(now + inner.setup.config.lease().as_millis() as i64),
+            ..JobRecord::default()
+        };
+        inner.setup.store.job_create(&record)?;
+        let cancel = CancellationToken::new();
+        let (done_tx, done_rx) = watch::channel(false);
+        inner
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), Live { cancel: cancel.clone(), done: done_rx, input_closed: false });
+        Inner::ensure_heartbeat(&self.inner);
+        let inner = self.inner.clone();
+        let owner = owner.clone();
+        let job_id = id.clone();
+        tokio::spawn(async move {
+            run::run(&inner, record, owner, prepared, cancel).await;
+            inner.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&job_id);
+            let _ = done_tx.send(true);
+        });
+        Ok(id)
+    }
+
+    /// The job `id_or_prefix` (a full id or 4+ characters of one) if `user` owns it.
+    pub fn get(&self, user: &str, id_or_prefix: &str) -> Result<JobRecord, JobError> {
+        let p = id_or_prefix.trim();
+        if p.chars().count() < 4 {
+            return Err(JobError::Invalid(format!(
+                "job id `{}` is too short: give the full id or at least 4 characters of it",
+                clip(p, 40)
+            )));
+        }
+        if p.len() > 64 {
+            return Err(JobError::NotFound(clip(p, 40)));
+        }
+        if let Some(j) = self.inner.setup.store.job(p)?.filter(|j| j.user == user) {
+            return Ok(j);
+        }
+        // Another user's job is "not found": its existence is not revealed.
+        let mut matches: Vec<JobRecord> =
+            self.inner.setup.store.jobs_by_prefix(p, 50)?.into_iter().filter(|j| j.user == user).collect();
+        match matches.len() {
+            0 => Err(JobError::NotFound(clip(p, 40))),
+            1 => Ok(matches.remove(0)),
+            _ => Err(JobError::Ambiguous {
+                prefix: p.to_owned(),
+                ids: matches.iter().map(|j| format!("{} ({})", j.id, clip(&j.title, 60))).collect(),
+            }),
+        }
+    }
+
+    /// `user`'s jobs in `states` (empty: all), newest first.
+    pub fn list(&self, user: &str, states: &[&str], limit: usize) -> Result<Vec<JobRecord>, JobError> {
+        Ok(self.inner.setup.store.jobs_list(&JobFilter { user: Some(user), states, origin: None, limit })?)
+    }
+
+    /// The jobs started by `origin` (`routine:NAME`), newest first, of any user.
+    pub fn list_by_origin(&self, origin: &str, limit: usize) -> Result<Vec<JobRecord>, JobError> {
+        Ok(self.inner.setup.store.jobs_list(&JobFilter { origin: Some(origin), limit, ..JobFilter::default() })?)
+    }
+
+    /// Cancels `user`'s job: a queued one never starts, a running one here is stopped (an
+    /// agent ends its turn, a command is killed). Returns the job as it is afterwards.
+    pub async fn cancel(&self, user: &str, id_or_prefix: &str) -> Result<JobRecord, JobError> {
+        let job = self.get(user, id_or_prefix)?;
+        if job.is_finished() {
+            return Err(JobError::Invalid(format!(
+                "job `{}` already ended ({}); nothing to cancel",
+                job.id,
+                describe_state(&job)
+            )));
+        }
+        let live = {
+            let live = self.inner.live.lock().unwrap_or_else(|e| e.into_inner());
+            live.get(&job.id).map(|l| (l.cancel.clone(), l.done.clone()))
+        };
+        let reason = format!("cancelled by {user}");
+        match live {
+            Some((cancel, mut done)) => {
+                // Ended here first, so the runner's own end (cancelled) is the one kept even if
+                // the kill takes a moment.
+                self.inner.setup.store.job_finish(&job.id, "cancelled", None, Some(&reason), now_ms())?;
+                cancel.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(10), done.wait_for(|d| *d)).await;
+            }
+            // Held by another process (another `toolgate serve` on this workspace): the record
+            // is ended; that process stops it at its next heartbeat.
+            None => {
+                self.inner.setup.store.job_finish(&job.id, "cancelled", None, Some(&reason), now_ms())?;
+            }
+        }
+        Ok(self.inner.setup.store.job(&job.id)?.unwrap_or(job))
+    }
+
+    /// Waits until job `id` ends or `timeout` passes (at most [`WAIT_TIMEOUT`]), or `cancel`
+    /// fires; returns the job as it is then.
+    pub async fn wait(&self, id: &str, timeout: Duration, cancel: &CancellationToken) -> Result<JobRecord, JobError> {
+        let timeout = timeout.min(WAIT_TIMEOUT);
+        let done = self.inner.live.lock().unwrap_or_else(|e| e.into_inner()).get(id).map(|l| l.done.clone());
+        let deadline = tokio::time::Instant::now() + timeout;
+        match done {
+            Some(mut done) => {
+                tokio::select! {
+                    _ = done.wait_for(|d| *d) => {}
+                    () = tokio::time::sleep_until(deadline) => {}
+                    () = cancel.cancelled() => {}
+                }
+            }
+            // Run by another process: poll the record.
+            None => loop {
+                let job = self.inner.setup.store.job(id)?.ok_or_else(|| JobError::NotFound(clip(id, 40)))?;
+                if job.is_finished() || tokio::time::Instant::now() >= deadline || cancel.is_cancelled() {
+                    return Ok(job);
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    () = cancel.cancelled() => {}
+                }
+            },
+        }
+        self.inner.setup.store.job(id)?.ok_or_else(|| JobError::NotFound(clip(id, 40)))
+    }
+
+    /// `id`'s events (after `seq` `after`, or the last `limit` when `after < 0`).
+    pub fn events(&self, id: &str, after: i64, limit: usize) -> Result<Vec<JobEvent>, JobError> {
+        Ok(self.inner.setup.store.job_events(id, after, limit)?)
+    }
+
+    /// Sends `content` into job `job`'s input: a running `sandbox` job's agent reads it before
+    /// its next model turn. `done` closes the input (later prompts are refused).
+    pub async fn prompt(&self, job: &JobRecord, content: &str, done: bool) -> Result<String, JobError> {
+        run::prompt(&self.inner, job, content, done).await
+    }
+}
+
+impl Inner {
+    /// Starts the heartbeat that renews this process's leases, unless it runs; it ends when
+    /// no job runs here (or the jobs are dropped).
+    fn ensure_heartbeat(this: &Arc<Inner>) {
+        let mut beating = this.beating.lock().unwrap_or_else(|e| e.into_inner());
+        if *beating {
+            return;
+        }
+        *beating = true;
+        let weak: Weak<Inner> = Arc::downgrade(this);
+        let period = (this.setup.config.lease() / 3).max(Duration::from_millis(50));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let live: Vec<String> = inner.live.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+                if live.is_empty() {
+                    let mut beating = inner.beating.lock().unwrap_or_else(|e| e.into_inner());
+                    // Checked again under the flag's lock: a job submitted meanwhile saw it set.
+                    if inner.live.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                        *beating = false;
+                        return;
+                    }
+                    continue;
+                }
+                let until = now_ms() + inner.setup.config.lease().as_millis() as i64;
+                match inner.setup.store.jobs_renew(&inner.lease_owner, until) {
+                    Ok(held) => {
+                        // A job no longer held here was cancelled or ended elsewhere: stop it.
+                        let live = inner.live.lock().unwrap_or_else(|e| e.into_inner());
+                        for (id, l) in live.iter() {
+                            if !held.contains(id) {
+                                l.cancel.cancel();
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!("job leases not renewed: {e}"),
+                }
+            }
+        });
+    }
+}
+
+/// `s` cut to `max` characters.
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max { s.to_owned() } else { format!("{}…", s.chars().take(max).collect::<String>()) }
+}
+
+/// A job's state in words: `failed: interrupted`, `completed`.
+pub(crate) fn describe_state(job: &JobRecord) -> String {
+    match &job.error {
+        Some(e) if job.state != "completed" => format!("{}: {}", job.state, clip(e, 300)),
+        _ => job.state.clone(),
+    }
+}
+
+/// The context a job's tool calls run in: the gate's base context as the owner, in a session of
+/// the job's own (`job:ID`), cancelled with the job.
+pub(crate) fn job_context(
+    caller: &dyn ToolCaller,
+    owner: &JobOwner,
+    id: &str,
+    cancel: &CancellationToken,
+) -> CallContext {
+    let mut ctx = caller.context().with_identity(Identity {
+        user: owner.user.clone(),
+        agent: owner.agent.clone(),
+        session: format!("job:{id}"),
+    });
+    ctx.cancel = cancel.clone();
+    ctx
+}
+
+/// `dir` (relative to `workspace`) confined like every path: inside the workspace, not in
+/// `.toolgate/`, an existing folder. Returns it relative to the root (`""` for the root).
+pub(crate) fn confine_dir(workspace: &Path, dir: &str) -> Result<String, JobError> {
+    let d = dir.trim();
+    if d.is_empty() || d == "." {
+        return Ok(String::new());
+    }
+    if d.contains('\0') {
+        return Err(JobError::Invalid("project_dir contains a NUL byte".to_owned()));
+    }
+    let real = workspace.join(d).canonicalize().map_err(|e| {
+        JobError::Invalid(format!(
+            "project_dir `{}`: {e}; give an existing folder inside the workspace, relative to its root",
+            clip(d, 200)
+        ))
+    })?;
+    let rel = real.strip_prefix(workspace).map_err(|_| {
+        JobError::Invalid(format!(
+            "project_dir `{}` is outside the workspace; jobs work inside it (give a path relative to its root)",
+            clip(d, 200)
+        ))
+    })?;
+    if rel.starts_with(".toolgate") {
+        return Err(JobError::Invalid("project_dir: `.toolgate/` is toolgate's own state; use another folder".into()));
+    }
+    if !real.is_dir() {
+        return Err(JobError::Invalid(format!("project_dir `{}` is not a folder", clip(d, 200))));
+    }
+    rel.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| JobError::Invalid("project_dir is not valid UTF-8 after resolving links".to_owned()))
+}
