@@ -33,7 +33,7 @@ const EDGES: &[(&str, &[&str])] = &[
         "toolgate-automation",
         &["toolgate-agent", "toolgate-core", "toolgate-fetch", "toolgate-guard", "toolgate-store", "toolgate-tools"],
     ),
-    ("toolgate-browser", &["toolgate-core"]),
+    ("toolgate-browser", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox"]),
     ("toolgate-media", &["toolgate-core"]),
     (
         "toolgate-extensions",

@@ -308,6 +308,23 @@ impl Fetcher {
         Ok(Vetted { addrs, private })
     }
 
+    /// Resolves `host` once and vets every address for `port` with this fetcher's rules (domain
+    /// lists, local names, SSRF ranges, `allow_private`): the addresses a connection may go to
+    /// (`proxy::serve_policy`). Refused when a forward proxy would resolve the name instead.
+    pub async fn vet_host(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, FetchError> {
+        let host = host.trim_matches(['[', ']']);
+        let authority = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+        let (url, target) = net::parse_http_url(&format!("http://{authority}/"))?;
+        let deadline = tokio::time::Instant::now() + self.policy.timeout;
+        let vetted = self.vet(&url, &target, deadline).await?;
+        if vetted.addrs.is_empty() {
+            return Err(FetchError::Config(format!(
+                "{host} is reached through the configured forward proxy, which toolgate cannot vet for this connection"
+            )));
+        }
+        Ok(vetted.addrs)
+    }
+
     /// Sends `request`, following redirects as asked, and reads the body under the cap and the
     /// deadline. Cancelling `cancel` drops the connection at once.
     pub async fn fetch(&self, request: Request, cancel: &CancellationToken) -> Result<Response, FetchError> {

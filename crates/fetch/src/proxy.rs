@@ -142,11 +142,44 @@ impl ProxyLog {
     }
 }
 
+/// What a proxy lets through.
+#[derive(Debug)]
+enum Rules {
+    /// The hosts of an allow list (contained MCP servers).
+    Hosts(Arc<AllowHosts>),
+    /// Whatever the fetcher's policy allows (the browser): the web tools' URL policy, the same
+    /// resolve-once-and-vet as [`Fetcher::fetch`](crate::Fetcher::fetch).
+    Fetch(crate::Fetcher),
+}
+
 /// Serves the proxy on `listener` until `cancel`: one task per connection. `name` labels the
 /// log lines (the server's name).
 pub async fn serve(
     listener: TcpListener,
     allow: Arc<AllowHosts>,
+    log: Arc<ProxyLog>,
+    name: String,
+    cancel: CancellationToken,
+) {
+    serve_rules(listener, Arc::new(Rules::Hosts(allow)), log, name, cancel).await;
+}
+
+/// Serves the proxy on `listener` until `cancel`, letting through what `fetcher`'s policy
+/// allows (domain lists, SSRF ranges, `allow_private`), each name resolved once and the
+/// connection made to the vetted address: the browser's way out.
+pub async fn serve_policy(
+    listener: TcpListener,
+    fetcher: crate::Fetcher,
+    log: Arc<ProxyLog>,
+    name: String,
+    cancel: CancellationToken,
+) {
+    serve_rules(listener, Arc::new(Rules::Fetch(fetcher)), log, name, cancel).await;
+}
+
+async fn serve_rules(
+    listener: TcpListener,
+    allow: Arc<Rules>,
     log: Arc<ProxyLog>,
     name: String,
     cancel: CancellationToken,
@@ -176,7 +209,7 @@ pub async fn serve(
 }
 
 /// One client connection: read its request, check it, connect, relay.
-async fn relay(mut client: TcpStream, allow: &AllowHosts, log: &ProxyLog, name: &str) {
+async fn relay(mut client: TcpStream, allow: &Rules, log: &ProxyLog, name: &str) {
     let Ok(Ok((head, rest))) = tokio::time::timeout(STEP_TIMEOUT, read_head(&mut client)).await else {
         let _ = respond(&mut client, "400 Bad Request", "toolgate's proxy: no complete request head").await;
         return;
@@ -215,7 +248,14 @@ async fn relay(mut client: TcpStream, allow: &AllowHosts, log: &ProxyLog, name: 
 }
 
 /// Resolves, vets and connects; a refusal is `(HTTP status, why)`.
-async fn open(host: &str, port: u16, allow: &AllowHosts) -> Result<TcpStream, (&'static str, String)> {
+async fn open(host: &str, port: u16, rules: &Rules) -> Result<TcpStream, (&'static str, String)> {
+    let allow = match rules {
+        Rules::Hosts(allow) => allow,
+        Rules::Fetch(fetcher) => {
+            let addrs = fetcher.vet_host(host, port).await.map_err(|e| ("403 Forbidden", e.to_string()))?;
+            return connect(host, port, addrs).await;
+        }
+    };
     let Some(entry) = allow.matching(host, port) else {
         return Err(("403 Forbidden", format!("{host}:{port} is not in {}", allow.setting)));
     };
@@ -242,6 +282,11 @@ async fn open(host: &str, port: u16, allow: &AllowHosts) -> Result<TcpStream, (&
             addrs
         }
     };
+    connect(host, port, addrs).await
+}
+
+/// Connects to the first of the vetted `addrs` that answers.
+async fn connect(host: &str, port: u16, addrs: Vec<SocketAddr>) -> Result<TcpStream, (&'static str, String)> {
     let mut last = String::from("no address");
     for addr in addrs {
         match tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(addr)).await {

@@ -1,0 +1,340 @@
+//! One tab: its protocol session and what its events say (loads, dialogs, console, requests).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::cdp::{Cdp, EventSink};
+use crate::error::BrowserError;
+use crate::process::COMMAND_TIMEOUT;
+use crate::snapshot::Refs;
+
+/// Console lines kept per tab.
+const CONSOLE_LINES: usize = 200;
+/// Characters kept of one console line.
+const CONSOLE_CHARS: usize = 2000;
+
+/// An open JavaScript dialog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dialog {
+    /// `alert`, `confirm`, `prompt` or `beforeunload`.
+    pub kind: String,
+    /// Its text (from the page: untrusted).
+    pub message: String,
+}
+
+/// What a tab's events tell, updated by the reader task.
+#[derive(Debug)]
+pub(crate) struct PageState {
+    pub(crate) dialog: Mutex<Option<Dialog>>,
+    pub(crate) console: Mutex<VecDeque<String>>,
+    /// Bumped at every main-frame `load` event.
+    pub(crate) loads: watch::Sender<u64>,
+    /// Requests in flight, and when that number last changed.
+    inflight: AtomicI64,
+    last_network: Mutex<Instant>,
+    pub(crate) url: Mutex<String>,
+    /// Things toolgate refused on this tab (navigations by scheme, downloads, file choosers).
+    pub(crate) refused: Mutex<Vec<String>>,
+    pub(crate) crashed: AtomicBool,
+}
+
+impl PageState {
+    fn new() -> Self {
+        PageState {
+            dialog: Mutex::new(None),
+            console: Mutex::new(VecDeque::new()),
+            loads: watch::channel(0).0,
+            inflight: AtomicI64::new(0),
+            last_network: Mutex::new(Instant::now()),
+            url: Mutex::new("about:blank".to_owned()),
+            refused: Mutex::new(Vec::new()),
+            crashed: AtomicBool::new(false),
+        }
+    }
+
+    fn note_refused(&self, what: String) {
+        let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        if refused.len() < 50 {
+            refused.push(what);
+        }
+    }
+
+    fn network(&self, delta: i64) {
+        let n = self.inflight.fetch_add(delta, Ordering::Relaxed) + delta;
+        if n < 0 {
+            self.inflight.store(0, Ordering::Relaxed);
+        }
+        *self.last_network.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    /// Whether no request has been in flight for `quiet`.
+    pub(crate) fn network_idle(&self, quiet: Duration) -> bool {
+        self.inflight.load(Ordering::Relaxed) <= 0
+            && self.last_network.lock().unwrap_or_else(PoisonError::into_inner).elapsed() >= quiet
+    }
+}
+
+/// Whether toolgate lets a page or the model go to `url`: the web schemes, and the blank and
+/// data documents a page may open.
+pub(crate) fn scheme_refusal(url: &str) -> Option<String> {
+    let scheme = url.split(':').next().unwrap_or_default().trim().to_ascii_lowercase();
+    match scheme.as_str() {
+        "http" | "https" | "about" | "data" | "blob" => None,
+        "" => Some(format!("`{}` is not a URL; write an absolute http:// or https:// URL", clip(url, 100))),
+        other => Some(format!(
+            "`{other}:` URLs are refused (file:, chrome:, devtools:, view-source:, javascript: and other local or browser-internal schemes can read this machine or run code outside the page); only http(s) pages may be opened"
+        )),
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+impl EventSink for PageState {
+    fn event(&self, method: &str, params: &Value) -> Option<(String, Value)> {
+        match method {
+            "Page.loadEventFired" => {
+                self.loads.send_modify(|n| *n += 1);
+            }
+            "Page.frameNavigated" if params["frame"]["parentId"].is_null() => {
+                let url = params["frame"]["url"].as_str().unwrap_or_default().to_owned();
+                *self.url.lock().unwrap_or_else(PoisonError::into_inner) = url;
+            }
+            "Page.navigatedWithinDocument" => {
+                if let Some(url) = params["url"].as_str() {
+                    *self.url.lock().unwrap_or_else(PoisonError::into_inner) = url.to_owned();
+                }
+            }
+            "Page.javascriptDialogOpening" => {
+                let kind = params["type"].as_str().unwrap_or("alert").to_owned();
+                // Leaving a page is never held up by the page.
+                if kind == "beforeunload" {
+                    return Some(("Page.handleJavaScriptDialog".to_owned(), json!({"accept": true})));
+                }
+                let message = clip(params["message"].as_str().unwrap_or_default(), 1000);
+                *self.dialog.lock().unwrap_or_else(PoisonError::into_inner) = Some(Dialog { kind, message });
+            }
+            "Page.javascriptDialogClosed" => {
+                *self.dialog.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            }
+            "Page.fileChooserOpened" => self.note_refused("a file chooser (uploads are off)".to_owned()),
+            "Page.downloadWillBegin" | "Browser.downloadWillBegin" => {
+                let url = clip(params["url"].as_str().unwrap_or_default(), 200);
+                self.note_refused(format!("a download of {url} (downloads are off)"));
+            }
+            "Runtime.consoleAPICalled" => {
+                let kind = params["type"].as_str().unwrap_or("log");
+                let args: Vec<String> = params["args"]
+                    .as_array()
+                    .map(|args| {
+                        args.iter()
+                            .map(|a| match &a["value"] {
+                                Value::String(s) => clip(s, CONSOLE_CHARS),
+                                Value::Null => a["description"].as_str().map(|d| clip(d, 200)).unwrap_or_default(),
+                                v => clip(&v.to_string(), CONSOLE_CHARS),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.push_console(format!("[{kind}] {}", clip(&args.join(" "), CONSOLE_CHARS)));
+            }
+            "Runtime.exceptionThrown" => {
+                let details = &params["exceptionDetails"];
+                let text = details["exception"]["description"].as_str().or(details["text"].as_str()).unwrap_or("");
+                self.push_console(format!("[exception] {}", clip(text, CONSOLE_CHARS)));
+            }
+            "Network.requestWillBeSent" => self.network(1),
+            "Network.loadingFinished" | "Network.loadingFailed" => self.network(-1),
+            "Fetch.requestPaused" => {
+                // The second layer: a document request with a scheme toolgate refuses never
+                // starts, whoever asked for it.
+                let id = params["requestId"].clone();
+                let url = params["request"]["url"].as_str().unwrap_or_default();
+                return Some(match scheme_refusal(url) {
+                    None => ("Fetch.continueRequest".to_owned(), json!({"requestId": id})),
+                    Some(why) => {
+                        self.note_refused(format!("a navigation to {}: {why}", clip(url, 200)));
+                        ("Fetch.failRequest".to_owned(), json!({"requestId": id, "errorReason": "BlockedByClient"}))
+                    }
+                });
+            }
+            "Inspector.targetCrashed" => self.crashed.store(true, Ordering::Relaxed),
+            _ => {}
+        }
+        None
+    }
+}
+
+impl PageState {
+    fn push_console(&self, line: String) {
+        let mut console = self.console.lock().unwrap_or_else(PoisonError::into_inner);
+        if console.len() == CONSOLE_LINES {
+            console.pop_front();
+        }
+        console.push_back(line);
+    }
+}
+
+/// One tab of a session.
+#[derive(Debug)]
+pub(crate) struct Tab {
+    pub(crate) target_id: String,
+    pub(crate) session_id: String,
+    pub(crate) state: Arc<PageState>,
+    pub(crate) refs: Mutex<Refs>,
+    cdp: Arc<Cdp>,
+}
+
+impl Tab {
+    /// Attaches to `target_id` and turns on what the tab needs.
+    pub(crate) async fn attach(cdp: &Arc<Cdp>, target_id: &str) -> Result<Arc<Tab>, BrowserError> {
+        let attached = cdp
+            .send(None, "Target.attachToTarget", json!({"targetId": target_id, "flatten": true}), COMMAND_TIMEOUT)
+            .await?;
+        let session_id = attached["sessionId"].as_str().unwrap_or_default().to_owned();
+        let state = Arc::new(PageState::new());
+        cdp.route(&session_id, Arc::clone(&state) as Arc<dyn EventSink>);
+        let tab = Arc::new(Tab {
+            target_id: target_id.to_owned(),
+            session_id,
+            state,
+            refs: Mutex::new(Refs::default()),
+            cdp: Arc::clone(cdp),
+        });
+        for (method, params) in [
+            ("Page.enable", json!({})),
+            ("Runtime.enable", json!({})),
+            ("Network.enable", json!({"maxTotalBufferSize": 0, "maxResourceBufferSize": 0})),
+            ("Page.setInterceptFileChooserDialog", json!({"enabled": true})),
+            ("Fetch.enable", json!({"patterns": [{"urlPattern": "*", "resourceType": "Document"}]})),
+            ("Emulation.setFocusEmulationEnabled", json!({"enabled": true})),
+        ] {
+            tab.call(method, params).await?;
+        }
+        let info = tab.call("Target.getTargetInfo", json!({"targetId": target_id})).await?;
+        if let Some(url) = info["targetInfo"]["url"].as_str() {
+            *tab.state.url.lock().unwrap_or_else(PoisonError::into_inner) = url.to_owned();
+        }
+        Ok(tab)
+    }
+
+    /// Sends a command to this tab.
+    pub(crate) async fn call(&self, method: &str, params: Value) -> Result<Value, BrowserError> {
+        self.call_for(method, params, COMMAND_TIMEOUT).await
+    }
+
+    pub(crate) async fn call_for(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, BrowserError> {
+        if self.state.crashed.load(Ordering::Relaxed) {
+            return Err(BrowserError::Refused(
+                "this tab's page crashed (it may have used too much memory); close it or open a new one".to_owned(),
+            ));
+        }
+        self.cdp.send(Some(&self.session_id), method, params, timeout).await
+    }
+
+    /// The current URL.
+    pub(crate) fn url(&self) -> String {
+        self.state.url.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Errors when a dialog is open (most commands would hang behind it).
+    pub(crate) fn check_dialog(&self) -> Result<(), BrowserError> {
+        match &*self.state.dialog.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(d) => Err(BrowserError::DialogOpen { kind: d.kind.clone(), message: d.message.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Goes to `url` and waits for its load event, at most `timeout`. Returns whether it loaded
+    /// in time (a page that never finishes loading is left as it is).
+    pub(crate) async fn navigate(&self, url: &str, timeout: Duration) -> Result<bool, BrowserError> {
+        if let Some(why) = scheme_refusal(url) {
+            return Err(BrowserError::Refused(why));
+        }
+        self.check_dialog()?;
+        let mut loads = self.state.loads.subscribe();
+        loads.mark_unchanged();
+        let nav = self.call("Page.navigate", json!({"url": url})).await?;
+        if let Some(error) = nav["errorText"].as_str() {
+            let refused = self.state.refused.lock().unwrap_or_else(PoisonError::into_inner).last().cloned();
+            return Err(BrowserError::Refused(match refused {
+                Some(why) => format!("{url} was not opened: {why}"),
+                None => format!(
+                    "{url} could not be opened ({error}); if it is a private or local address, toolgate's proxy refused it (see the web tools' allow_private)"
+                ),
+            }));
+        }
+        if nav["loaderId"].is_null() {
+            // Same-document navigation (a fragment): no load event comes.
+            return Ok(true);
+        }
+        Ok(self.wait_load(&mut loads, timeout).await)
+    }
+
+    /// Waits for the next load event (or a dialog, which stops the page), at most `timeout`.
+    pub(crate) async fn wait_load(&self, loads: &mut watch::Receiver<u64>, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let dialog_open = self.state.dialog.lock().unwrap_or_else(PoisonError::into_inner).is_some();
+            if dialog_open {
+                return true;
+            }
+            // Wake up now and then to notice a dialog.
+            let step = (tokio::time::Instant::now() + Duration::from_millis(200)).min(deadline);
+            match tokio::time::timeout_at(step, loads.changed()).await {
+                Ok(Ok(())) => return true,
+                Ok(Err(_)) => return false,
+                Err(_) if tokio::time::Instant::now() >= deadline => return false,
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// A PNG of the viewport (or the whole page), `size` the viewport in CSS pixels.
+    pub(crate) async fn screenshot(&self, full_page: bool, size: Option<(u32, u32)>) -> Result<Vec<u8>, BrowserError> {
+        self.check_dialog()?;
+        if let Some((w, h)) = size {
+            if !(16..=4096).contains(&w) || !(16..=4096).contains(&h) {
+                return Err(BrowserError::Invalid(format!(
+                    "a screenshot size of {w}x{h} is out of range: width and height are 16 to 4096 pixels"
+                )));
+            }
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": w, "height": h, "deviceScaleFactor": 1, "mobile": false}),
+            )
+            .await?;
+        }
+        let mut params = json!({"format": "png"});
+        if full_page {
+            let metrics = self.call("Page.getLayoutMetrics", json!({})).await?;
+            let content = &metrics["cssContentSize"];
+            let width = content["width"].as_f64().unwrap_or(1280.0).clamp(1.0, 4096.0);
+            // A page as tall as it likes is cut at 16384 pixels (Chromium's own texture limit).
+            let height = content["height"].as_f64().unwrap_or(800.0).clamp(1.0, 16384.0);
+            params["captureBeyondViewport"] = json!(true);
+            params["clip"] = json!({"x": 0, "y": 0, "width": width.ceil(), "height": height.ceil(), "scale": 1});
+        }
+        let shot = self.call_for("Page.captureScreenshot", params, Duration::from_secs(60)).await?;
+        let data = shot["data"].as_str().unwrap_or_default();
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| BrowserError::protocol("Page.captureScreenshot", format!("not base64: {e}")))
+    }
+
+    pub(crate) fn detach(&self) {
+        self.cdp.unroute(&self.session_id);
+    }
+}
