@@ -271,6 +271,36 @@ const MIGRATIONS: &[&str] = &[
         text TEXT NOT NULL,
         PRIMARY KEY (job, seq)
      ) WITHOUT ROWID;",
+    // A team gateway's identities (`identity.rs`): users, groups and agents under one name
+    // space, group memberships, and API keys kept as digests.
+    "CREATE TABLE principals (
+        name TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('user', 'group', 'agent')),
+        owner TEXT,
+        admin INTEGER NOT NULL DEFAULT 0,
+        disabled INTEGER NOT NULL DEFAULT 0,
+        password TEXT,
+        created_ms INTEGER NOT NULL
+     );
+     CREATE TABLE memberships (
+        user TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        group_admin INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (user, grp)
+     ) WITHOUT ROWID;
+     CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        principal TEXT NOT NULL,
+        digest BLOB NOT NULL,
+        scope TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        created_by TEXT NOT NULL,
+        expires_ms INTEGER,
+        revoked_ms INTEGER,
+        last_used_ms INTEGER,
+        note TEXT NOT NULL
+     );
+     CREATE INDEX api_keys_principal ON api_keys (principal, created_ms);",
 ];
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use crate::OutboxStore;
 use crate::{
-    CustomToolStore, EmbeddingCache, GrantStore, JobStore, LockStore, RoutineStore, SecretStore, SessionStore, Store,
+    CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LockStore, RoutineStore, SecretStore,
+    SessionStore, Store,
 };
 
 /// The state of one database, one trait object per area, for the code that wires families
@@ -31,6 +32,8 @@ pub struct Stores {
     pub jobs: Arc<dyn JobStore>,
     /// Routines, their fires and the scheduler lease (`toolgate-automation`).
     pub routines: Arc<dyn RoutineStore>,
+    /// Users, groups, agents and API keys (`toolgate-gateway`).
+    pub identity: Arc<dyn IdentityStore>,
 }
 
 impl Stores {
@@ -45,6 +48,7 @@ impl Stores {
             embeddings: store.clone(),
             jobs: store.clone(),
             routines: store.clone(),
+            identity: store.clone(),
             locks: store,
         }
     }

@@ -10,6 +10,7 @@ mod audit;
 mod custom_tools;
 mod embedding_cache;
 mod grants;
+mod identity;
 mod jobs;
 mod locks;
 mod outbox;
