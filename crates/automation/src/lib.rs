@@ -24,6 +24,8 @@ pub struct Setup {
     /// Background jobs (none without a state database): the job tools, and what every routine
     /// run is submitted to.
     pub jobs: Option<jobs::Jobs>,
+    /// Routines and their scheduler (none without a state database).
+    pub routines: Option<Arc<routines::Routines>>,
 }
 
 /// The family's tools.

@@ -1,0 +1,49 @@
+//! Routines, their scheduler, and the `cron` tool (issue 27, item 2; seed 004 §4.9, seed 002 §5).
+//!
+//! A routine is a stored definition ([`RoutineSpec`]) that fires on a trigger: a cron schedule
+//! in an explicit IANA zone, an event of the gate, a signed webhook, or by hand. Every fire is
+//! claimed in the store under the key (routine, scheduled instant) before anything runs, so one
+//! fire never runs twice, across restarts and across several servers on one workspace; then it
+//! becomes a job through the [`RunSink`] (the jobs engine), which makes every tool call through
+//! the gate as the routine's owner.
+//!
+//! # Layout
+//!
+//! - `schedule`: cron patterns (croner, POSIX weekdays) in a zone; DST.
+//! - `spec`: the definition and its checks (triggers, actions, context paths, prompt paths).
+//! - `scheduler`: [`Routines`], the service: create/update/list, fire (overlap, cooldown, the
+//!   global cap), the scheduler's tick and loop (lease, catch-up).
+//! - `triggers`: event matching.
+//! - `webhook`: HMAC-SHA256 signatures, timestamps and replays.
+//! - `jobs_sink`: [`JobsSink`], runs as jobs of the jobs engine.
+//! - `tools`: `routine_create|list|update|delete|history|run` and `cron`.
+
+mod jobs_sink;
+pub mod schedule;
+mod scheduler;
+pub mod spec;
+mod tools;
+pub mod triggers;
+pub mod webhook;
+
+use std::sync::Arc;
+
+use toolgate_core::Tool;
+
+pub use jobs_sink::JobsSink;
+pub use scheduler::{
+    Clock, FireOutcome, ManualClock, RoutineError, RoutineRun, Routines, RoutinesConfig, RoutinesSetup, RunSink,
+    SystemClock, TickReport,
+};
+pub use spec::{ActionType, CatchUp, RoutineSpec, Trigger};
+pub use triggers::Event;
+
+use crate::Setup;
+
+/// This module's tools: none without a state database (routines are stored).
+pub(crate) fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {
+    match &setup.routines {
+        Some(routines) => tools::tools(routines),
+        None => Vec::new(),
+    }
+}
