@@ -1,20 +1,27 @@
 //! The audit log: the [`AuditStore`] trait and its SQLite implementation, [`AuditLog`] (a writer
-//! thread that batches records into transactions, and the reads of [`Store`]; table `audit`,
-//! migrations 1, 5 and 8 in `db.rs`).
+//! thread that batches records into transactions, a maintenance thread that checkpoints the WAL
+//! and applies retention, and the reads of [`Store`]; table `audit` and `audit_chain`, the
+//! migrations that name them in `db.rs`). Completed rows form a hash chain ([`chain`]).
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use crate::db::open_connection;
 use crate::error::Context;
 use crate::process_token::start_token;
 use crate::{Store, StoreError};
+
+pub mod chain;
+
+pub use chain::{Broken, ChainEnds, ChainReport, GENESIS, PRUNE_EVENT, Pruned};
 
 /// One call, as the audit log keeps it. Sensitive parameters are already redacted by the gate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,7 +79,8 @@ pub const INTERRUPTED: &str = "interrupted";
 pub trait AuditStore: Send + Sync + Debug {
     /// Queues a record: it is written soon, possibly in a batch with others (see
     /// [`AuditStore::flush`]). A record with the id of a [`STARTED`] row completes that row,
-    /// keeping its subject when the record has none.
+    /// keeping its subject when the record has none. A completed row is final (it is in the
+    /// hash chain): a second record with its id is logged and dropped.
     fn record(&self, record: AuditRecord);
 
     /// Writes the record of a call that is about to run (outcome [`STARTED`]) and returns once
@@ -99,6 +107,15 @@ pub trait AuditStore: Send + Sync + Debug {
     /// whose id starts with `prefix`, most recently active first, at most `limit`. Events that
     /// are not calls (tool [`TEXT_EVENT`]) are not counted. Sees every record queued before it.
     fn audit_sessions(&self, query: &SessionQuery<'_>) -> Result<Vec<SessionCalls>, StoreError>;
+
+    /// Checks the hash chain of the completed rows (see [`chain`]) and names the first row that
+    /// does not check out. Sees every record queued before it.
+    fn verify_chain(&self) -> Result<ChainReport, StoreError>;
+
+    /// Retention: deletes the completed rows from the start of the chain up to the first row that
+    /// started at or after `older_than_ms`, and appends a [`PRUNE_EVENT`] row saying what was
+    /// deleted and the hash the chain now starts from. `None` when nothing was due.
+    fn prune_audit(&self, older_than_ms: i64) -> Result<Option<Pruned>, StoreError>;
 }
 
 /// The tool name of an audit event for redacted model text or an agent-to-agent message: not a
@@ -140,9 +157,23 @@ enum Message {
     Flush(SyncSender<()>),
 }
 
+/// How an [`AuditLog`] keeps its rows (the default keeps everything; the gate passes
+/// `[audit] retention_days`, 90 unless configured).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AuditOptions {
+    /// Rows that started more than this many days ago are pruned from the start of the chain
+    /// (at open, then hourly); `None` keeps everything.
+    pub retention_days: Option<u32>,
+}
+
 /// The audit log in SQLite. [`record`](AuditStore::record) only queues; a background thread,
 /// on a connection of its own, writes batches in single transactions, so the call path never
 /// waits on `fsync`. Reads go through a [`Store`] opened on the first read.
+///
+/// The writer's connection never checkpoints the WAL itself (SQLite's automatic checkpoint
+/// syncs the database inside the commit that crosses 1000 pages, and a "started" row's caller
+/// waited for it: a 5-10 ms p99): a maintenance thread, on its own connection, runs a passive
+/// checkpoint after the writer's commits, beside them, and applies retention.
 ///
 /// Dropping the log writes everything queued before returning: nothing is lost on a clean
 /// shutdown. The queue holds 65,536 records; when the disk falls that far behind, `record`
@@ -152,20 +183,49 @@ pub struct AuditLog {
     path: PathBuf,
     tx: Option<SyncSender<Message>>,
     writer: Option<JoinHandle<()>>,
+    maintenance: Option<(Arc<Maintenance>, JoinHandle<()>)>,
     reader: OnceLock<Store>,
 }
 
 impl AuditLog {
-    /// Opens the database at `path` and starts the writer thread, which first closes the rows
-    /// of dead processes (as [`AuditStore::close_interrupted_calls`] does).
+    /// Opens the database at `path`, keeping every row (see [`AuditLog::open_with`]).
     pub fn open(path: &Path) -> Result<AuditLog, StoreError> {
+        AuditLog::open_with(path, AuditOptions::default())
+    }
+
+    /// Opens the database at `path` and starts the writer thread, which first closes the rows
+    /// of dead processes (as [`AuditStore::close_interrupted_calls`] does), and the maintenance
+    /// thread (checkpoints, retention).
+    pub fn open_with(path: &Path, options: AuditOptions) -> Result<AuditLog, StoreError> {
+        let spawn_err = |e: std::io::Error| StoreError::Open { path: path.to_owned(), source: Box::new(e) };
         let conn = open_connection(path)?;
-        let (tx, rx) = sync_channel(65_536);
-        let writer = std::thread::Builder::new()
-            .name("toolgate-audit".into())
-            .spawn(move || write_loop(conn, rx))
+        conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(|e| StoreError::Open { path: path.to_owned(), source: Box::new(e) })?;
-        Ok(AuditLog { path: path.to_owned(), tx: Some(tx), writer: Some(writer), reader: OnceLock::new() })
+        let maint_conn = open_connection(path)?;
+        let state = Arc::new(Maintenance::default());
+        let maintenance = {
+            let state = state.clone();
+            std::thread::Builder::new()
+                .name("toolgate-audit-maint".into())
+                .spawn(move || maintain(maint_conn, &state, options))
+                .map_err(spawn_err)?
+        };
+        let (tx, rx) = sync_channel(65_536);
+        let writer = {
+            let state = state.clone();
+            let maint = maintenance.thread().clone();
+            std::thread::Builder::new()
+                .name("toolgate-audit".into())
+                .spawn(move || write_loop(conn, rx, &state, &maint))
+                .map_err(spawn_err)?
+        };
+        Ok(AuditLog {
+            path: path.to_owned(),
+            tx: Some(tx),
+            writer: Some(writer),
+            maintenance: Some((state, maintenance)),
+            reader: OnceLock::new(),
+        })
     }
 
     /// The connection reads go through (the call path never reads: opened on the first read).
@@ -203,6 +263,9 @@ impl AuditStore for AuditLog {
         if let Some(tx) = &self.tx {
             let (ack_tx, ack_rx) = sync_channel(1);
             if tx.send(Message::Flush(ack_tx)).is_ok() {
+                if let Some((state, _)) = &self.maintenance {
+                    state.flush_queued.store(true, Ordering::Release);
+                }
                 self.wake_writer();
                 let _ = ack_rx.recv();
             }
@@ -225,16 +288,105 @@ impl AuditStore for AuditLog {
         self.flush();
         self.reader()?.audit_sessions(query)
     }
+
+    fn verify_chain(&self) -> Result<ChainReport, StoreError> {
+        self.flush();
+        self.reader()?.verify_audit_chain()
+    }
+
+    fn prune_audit(&self, older_than_ms: i64) -> Result<Option<Pruned>, StoreError> {
+        self.flush();
+        self.reader()?.prune_audit(older_than_ms)
+    }
 }
 
 impl Drop for AuditLog {
     fn drop(&mut self) {
         drop(self.tx.take());
+        if let Some((state, _)) = &self.maintenance {
+            state.flush_queued.store(true, Ordering::Release);
+        }
         self.wake_writer();
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
+        if let Some((state, thread)) = self.maintenance.take() {
+            state.stop.store(true, Ordering::Release);
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
     }
+}
+
+/// What the writer tells the maintenance thread.
+#[derive(Debug, Default)]
+struct Maintenance {
+    /// Commits the writer made (the maintenance thread checkpoints when this moved).
+    commits: AtomicU64,
+    stop: AtomicBool,
+    /// A flush is queued: the writer does not linger. (An unpark alone can be lost: the
+    /// channel's blocking `recv` parks the same thread and consumes the wake-up, and the writer
+    /// then lingered the whole 5 ms with the flush waiting, the p99 of a "started" row.)
+    flush_queued: AtomicBool,
+}
+
+/// The checkpoint waits for a quiet moment: no commit for this long. (It runs on its own
+/// connection, but its `fsync` of the WAL stalls the writer's appends to that file for its
+/// duration, some ms: a call that waits on a commit then waits for it too.)
+const QUIET: Duration = Duration::from_millis(50);
+/// How often the maintenance thread looks.
+const TICK: Duration = Duration::from_millis(25);
+/// Under a load with no quiet moment, a checkpoint runs anyway after this many commits (the
+/// writer wakes the thread then); SQLite's own automatic one came every 1000 pages, a few
+/// hundred commits.
+const CHECKPOINT_EVERY_COMMITS: u64 = 4096;
+/// A WAL file above this size is checkpointed in `RESTART` mode (which waits for the writer
+/// a moment) so it cannot grow without bound under a load that never lets a passive one finish.
+const WAL_LIMIT: u64 = 64 << 20;
+/// How often retention runs after the first time (at open).
+const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+fn maintain(conn: Connection, state: &Maintenance, options: AuditOptions) {
+    let wal = conn.path().map(|p| PathBuf::from(format!("{p}-wal")));
+    let mut checkpointed = 0;
+    let (mut seen, mut last_commit) = (0, Instant::now());
+    let mut retention_due = Instant::now();
+    loop {
+        let stop = state.stop.load(Ordering::Acquire);
+        let commits = state.commits.load(Ordering::Acquire);
+        if commits != seen {
+            (seen, last_commit) = (commits, Instant::now());
+        }
+        let quiet = last_commit.elapsed() >= QUIET;
+        if commits != checkpointed && (quiet || stop || commits - checkpointed >= CHECKPOINT_EVERY_COMMITS) {
+            checkpointed = commits;
+            let big = wal.as_ref().and_then(|w| std::fs::metadata(w).ok()).is_some_and(|m| m.len() > WAL_LIMIT);
+            let mode = if big { "RESTART" } else { "PASSIVE" };
+            if let Err(e) = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(())) {
+                tracing::warn!(error = %e, "audit: WAL checkpoint failed (retried after the next commits)");
+            }
+        }
+        if stop {
+            return;
+        }
+        if let Some(days) = options.retention_days
+            && Instant::now() >= retention_due
+        {
+            retention_due = Instant::now() + RETENTION_EVERY;
+            let cutoff = now_ms() - i64::from(days) * 86_400_000;
+            match prune(&conn, cutoff) {
+                Ok(Some(p)) => tracing::info!(rows = p.rows, days, "audit: retention pruned the oldest rows"),
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "audit: retention could not prune old rows"),
+            }
+        }
+        // Idle (everything checkpointed): look again in a second, or when the writer wakes it.
+        std::thread::park_timeout(if commits == checkpointed { Duration::from_secs(1) } else { TICK });
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The audit log's reads, which [`AuditLog`] answers with, for code that opens the database to
@@ -318,6 +470,51 @@ impl Store {
         })
     }
 
+    /// See [`AuditStore::verify_chain`].
+    pub fn verify_audit_chain(&self) -> Result<ChainReport, StoreError> {
+        self.with(|conn| {
+            // One read transaction: the rows and the ends from the same moment.
+            let tx = conn.unchecked_transaction().doing("reading the audit chain")?;
+            let ends = chain_ends(&tx).doing("reading the audit chain")?;
+            let mut chained = tx
+                .prepare(&format!(
+                    "SELECT seq, prev_hash, hash, {RECORD_COLUMNS} FROM audit WHERE seq IS NOT NULL ORDER BY seq"
+                ))
+                .doing("reading the audit chain")?;
+            let mut unchained = tx
+                .prepare(&format!(
+                    "SELECT seq, prev_hash, hash, {RECORD_COLUMNS} FROM audit
+                     WHERE seq IS NULL AND (outcome != ?1 OR hash IS NOT NULL) ORDER BY ts_ms, rowid"
+                ))
+                .doing("reading the audit chain")?;
+            let to_row = |r: &rusqlite::Row<'_>| {
+                Ok(chain::ChainRow {
+                    seq: r.get(0)?,
+                    prev_hash: r.get(1)?,
+                    hash: r.get(2)?,
+                    record: record_from_row(r, 3)?,
+                })
+            };
+            // Streamed: a long log is checked without holding it in memory.
+            let mut failed = None;
+            let rows = chained
+                .query_map([], to_row)
+                .doing("reading the audit chain")?
+                .chain(unchained.query_map([STARTED], to_row).doing("reading the audit chain")?)
+                .map_while(|r| r.map_err(|e| failed = Some(e)).ok());
+            let report = chain::verify(&ends, rows);
+            match failed {
+                Some(e) => Err(e).doing("reading the audit chain"),
+                None => Ok(report),
+            }
+        })
+    }
+
+    /// See [`AuditStore::prune_audit`].
+    pub fn prune_audit(&self, older_than_ms: i64) -> Result<Option<Pruned>, StoreError> {
+        self.with(|conn| prune(conn, older_than_ms).doing("pruning the audit log"))
+    }
+
     /// How many audit records there are.
     pub fn audit_count(&self) -> Result<u64, StoreError> {
         self.with(|conn| {
@@ -332,7 +529,7 @@ impl Store {
 /// reach the database up to this much later; [`AuditStore::flush`] and drop do not wait for it.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
-fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
+fn write_loop(mut conn: Connection, rx: Receiver<Message>, state: &Maintenance, maint: &std::thread::Thread) {
     // Off the opener's path: rows a dead toolgate left "started" become "interrupted".
     match close_interrupted(&conn) {
         Ok(0) => {}
@@ -348,7 +545,17 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
             // Let a burst of calls gather into this transaction. While this thread is parked (not
             // blocked in `recv`) a send wakes nobody: sequential calls cost one wake-up and one
             // commit per LINGER instead of one each. `flush` and drop unpark it at once.
-            std::thread::park_timeout(LINGER);
+            let until = Instant::now() + LINGER;
+            loop {
+                let now = Instant::now();
+                if state.flush_queued.swap(false, Ordering::AcqRel)
+                    || now >= until
+                    || state.stop.load(Ordering::Acquire)
+                {
+                    break;
+                }
+                std::thread::park_timeout(until - now);
+            }
         }
         let mut next = Some(first);
         while let Some(message) = next.take() {
@@ -370,6 +577,10 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>) {
         for ack in acks.drain(..) {
             let _ = ack.send(());
         }
+        // After the acknowledgements: the checkpoint runs beside the next calls, not before them.
+        if state.commits.fetch_add(1, Ordering::AcqRel) % CHECKPOINT_EVERY_COMMITS == CHECKPOINT_EVERY_COMMITS - 1 {
+            maint.unpark();
+        }
     }
 }
 
@@ -389,9 +600,13 @@ impl Writer {
 }
 
 fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Writer) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
+    // Immediate: the chain's head is read and moved in the same transaction as the rows, and
+    // another process may be appending to the same chain.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
-        // A completed record updates its "started" row (same id) and keeps its subject.
+        let mut head = chain_ends(&tx)?;
+        // A completed record updates its "started" row (same id) and keeps its subject; a row
+        // already in the chain is never rewritten.
         let mut stmt = tx.prepare_cached(
             "INSERT INTO audit
              (id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error, duration_us,
@@ -404,10 +619,12 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
                error = excluded.error, duration_us = excluded.duration_us,
                output_bytes = excluded.output_bytes, subject = COALESCE(excluded.subject, audit.subject),
                writer_pid = excluded.writer_pid, writer_token = excluded.writer_token,
-               detail = excluded.detail, called_as = excluded.called_as",
+               detail = excluded.detail, called_as = excluded.called_as
+             WHERE audit.hash IS NULL",
         )?;
+        let mut chained = false;
         for r in batch {
-            stmt.execute(rusqlite::params![
+            let changed = stmt.execute(rusqlite::params![
                 r.id,
                 r.ts_ms,
                 r.user,
@@ -427,9 +644,169 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
                 r.detail,
                 r.called_as
             ])?;
+            if changed == 0 {
+                tracing::warn!(id = %r.id, "audit: a second record for a completed call was not written");
+            } else if r.outcome != STARTED {
+                append_link(&tx, &mut head, &r.id)?;
+                chained = true;
+            }
+        }
+        if chained {
+            set_head(&tx, &head)?;
         }
     }
     tx.commit()
+}
+
+/// The columns of an [`AuditRecord`], in [`record_from_row`]'s order.
+const RECORD_COLUMNS: &str = "id, ts_ms, user, agent, session, provider, tool, params, decision, outcome, error, \
+                              duration_us, output_bytes, subject, detail, called_as";
+
+/// An [`AuditRecord`] from the [`RECORD_COLUMNS`] starting at column `at`.
+fn record_from_row(row: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<AuditRecord> {
+    Ok(AuditRecord {
+        id: row.get(at)?,
+        ts_ms: row.get(at + 1)?,
+        user: row.get(at + 2)?,
+        agent: row.get(at + 3)?,
+        session: row.get(at + 4)?,
+        provider: row.get(at + 5)?,
+        tool: row.get(at + 6)?,
+        params: row.get(at + 7)?,
+        decision: row.get(at + 8)?,
+        outcome: row.get(at + 9)?,
+        error: row.get(at + 10)?,
+        duration_us: row.get(at + 11)?,
+        output_bytes: row.get(at + 12)?,
+        subject: row.get(at + 13)?,
+        detail: row.get(at + 14)?,
+        called_as: row.get(at + 15)?,
+    })
+}
+
+/// The chain's ends (table `audit_chain`, one row).
+fn chain_ends(conn: &Connection) -> rusqlite::Result<ChainEnds> {
+    conn.prepare_cached("SELECT start_seq, start_hash, head_seq, head_hash FROM audit_chain WHERE id = 1")?
+        .query_row([], |r| {
+            Ok(ChainEnds { start_seq: r.get(0)?, start_hash: r.get(1)?, head_seq: r.get(2)?, head_hash: r.get(3)? })
+        })
+}
+
+fn set_head(conn: &Connection, ends: &ChainEnds) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE audit_chain SET head_seq = ?1, head_hash = ?2 WHERE id = 1")?
+        .execute(rusqlite::params![ends.head_seq, ends.head_hash])?;
+    Ok(())
+}
+
+/// Puts the (completed, unchained) row `id` at the end of the chain `head`, as stored (so the
+/// hash covers exactly what a reader sees). The caller stores the new head with [`set_head`].
+fn append_link(conn: &Connection, head: &mut ChainEnds, id: &str) -> rusqlite::Result<()> {
+    let record = conn
+        .prepare_cached(&format!("SELECT {RECORD_COLUMNS} FROM audit WHERE id = ?1"))?
+        .query_row([id], |r| record_from_row(r, 0))?;
+    let seq = head.head_seq + 1;
+    let hash = chain::link_hash(&head.head_hash, seq, &record);
+    conn.prepare_cached("UPDATE audit SET seq = ?1, prev_hash = ?2, hash = ?3 WHERE id = ?4")?
+        .execute(rusqlite::params![seq, head.head_hash, hash, id])?;
+    head.head_seq = seq;
+    head.head_hash = hash;
+    Ok(())
+}
+
+/// Runs `f` in a `BEGIN IMMEDIATE` transaction on a shared connection.
+fn immediate<T>(conn: &Connection, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    match f(conn) {
+        Ok(v) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Chains the completed rows written before the chain existed, oldest first (run once, by the
+/// migration that adds the chain).
+pub(crate) fn adopt_unchained(conn: &Connection) -> rusqlite::Result<()> {
+    let ids: Vec<String> = conn
+        .prepare("SELECT id FROM audit WHERE hash IS NULL AND outcome != ?1 ORDER BY ts_ms, rowid")?
+        .query_map([STARTED], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut head = chain_ends(conn)?;
+    for id in &ids {
+        append_link(conn, &mut head, id)?;
+    }
+    set_head(conn, &head)
+}
+
+/// Retention on `conn`: see [`AuditStore::prune_audit`].
+fn prune(conn: &Connection, older_than_ms: i64) -> rusqlite::Result<Option<Pruned>> {
+    immediate(conn, |conn| {
+        let mut ends = chain_ends(conn)?;
+        let first_kept: Option<i64> =
+            conn.query_row("SELECT MIN(seq) FROM audit WHERE seq IS NOT NULL AND ts_ms >= ?1", [older_than_ms], |r| {
+                r.get(0)
+            })?;
+        let through = first_kept.map_or(ends.head_seq, |s| s - 1);
+        if through < ends.start_seq {
+            return Ok(None);
+        }
+        let start_hash: String = conn
+            .query_row("SELECT hash FROM audit WHERE seq = ?1", [through], |r| r.get(0))
+            .optional()?
+            .unwrap_or_else(
+                // The row is gone (deleted by hand): keep what the chain says, verify will tell.
+                || ends.head_hash.clone(),
+            );
+        let rows = conn.execute("DELETE FROM audit WHERE seq IS NOT NULL AND seq <= ?1", [through])? as u64;
+        ends.start_seq = through + 1;
+        ends.start_hash = start_hash;
+        conn.execute(
+            "UPDATE audit_chain SET start_seq = ?1, start_hash = ?2 WHERE id = 1",
+            rusqlite::params![ends.start_seq, ends.start_hash],
+        )?;
+        let pruned = Pruned {
+            rows,
+            through_seq: through,
+            older_than_ms,
+            start_seq: ends.start_seq,
+            start_hash: ends.start_hash.clone(),
+        };
+        let now = now_ms();
+        let record = AuditRecord {
+            id: format!("audit-prune-{now}-{through}"),
+            ts_ms: now,
+            user: "toolgate".into(),
+            agent: "retention".into(),
+            tool: PRUNE_EVENT.into(),
+            params: serde_json::to_string(&pruned).unwrap_or_default(),
+            decision: "retention".into(),
+            outcome: "ok".into(),
+            detail: Some(format!(
+                "deleted {rows} rows (chain positions {}..{through}) older than the retention period; the chain now \
+                 starts at {} after hash {}",
+                through + 1 - rows as i64,
+                ends.start_seq,
+                ends.start_hash
+            )),
+            ..AuditRecord::default()
+        };
+        let writer = Writer::this_process();
+        conn.execute(
+            &format!("INSERT INTO audit ({RECORD_COLUMNS}, writer_pid, writer_token) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"),
+            rusqlite::params![
+                record.id, record.ts_ms, record.user, record.agent, record.session, record.provider, record.tool,
+                record.params, record.decision, record.outcome, record.error, record.duration_us,
+                record.output_bytes, record.subject, record.detail, record.called_as, writer.pid, writer.token
+            ],
+        )?;
+        append_link(conn, &mut ends, &record.id)?;
+        set_head(conn, &ends)?;
+        Ok(Some(pruned))
+    })
 }
 
 /// Whether the process that wrote a row (its pid and start token, as [`Writer`] records them)
@@ -459,11 +836,26 @@ pub(crate) fn close_interrupted(conn: &Connection) -> rusqlite::Result<usize> {
             ),
             None => "toolgate ended while this call ran: its effects, if any, are unknown".to_owned(),
         };
-        closed += conn.execute(
-            "UPDATE audit SET outcome = ?1, error = ?2
-             WHERE outcome = ?3 AND writer_pid IS ?4 AND writer_token IS ?5",
-            rusqlite::params![INTERRUPTED, error, STARTED, pid, token],
-        )?;
+        // The rows become completed: they join the chain in the same transaction.
+        closed += immediate(conn, |conn| {
+            let ids: Vec<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM audit WHERE outcome = ?1 AND writer_pid IS ?2 AND writer_token IS ?3
+                     ORDER BY ts_ms, rowid",
+                )?
+                .query_map(rusqlite::params![STARTED, pid, token], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            let mut head = chain_ends(conn)?;
+            for id in &ids {
+                conn.execute(
+                    "UPDATE audit SET outcome = ?1, error = ?2 WHERE id = ?3 AND outcome = ?4",
+                    rusqlite::params![INTERRUPTED, error, id, STARTED],
+                )?;
+                append_link(conn, &mut head, id)?;
+            }
+            set_head(conn, &head)?;
+            Ok(ids.len())
+        })?;
     }
     Ok(closed)
 }

@@ -6,6 +6,8 @@ use rusqlite::{Connection, OpenFlags};
 use crate::StoreError;
 use crate::error::Context;
 
+mod private;
+
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
     // 1: the audit log.
@@ -301,7 +303,25 @@ const MIGRATIONS: &[&str] = &[
         note TEXT NOT NULL
      );
      CREATE INDEX api_keys_principal ON api_keys (principal, created_ms);",
+    AUDIT_CHAIN,
 ];
+
+/// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the
+/// row before it and its own; the chain's ends (moved by retention and by every append). The
+/// rows already there are chained by [`migrate`] right after this runs.
+const AUDIT_CHAIN: &str = "ALTER TABLE audit ADD COLUMN seq INTEGER;
+     ALTER TABLE audit ADD COLUMN prev_hash TEXT;
+     ALTER TABLE audit ADD COLUMN hash TEXT;
+     CREATE UNIQUE INDEX audit_seq ON audit (seq) WHERE seq IS NOT NULL;
+     CREATE TABLE audit_chain (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        start_seq INTEGER NOT NULL,
+        start_hash TEXT NOT NULL,
+        head_seq INTEGER NOT NULL,
+        head_hash TEXT NOT NULL
+     );
+     INSERT INTO audit_chain VALUES (1, 1, '0000000000000000000000000000000000000000000000000000000000000000',
+        0, '0000000000000000000000000000000000000000000000000000000000000000');";
 
 /// The state database in SQLite: one connection, for reads and small writes off the hot path.
 ///
@@ -339,8 +359,12 @@ impl Store {
 pub(crate) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let open_err =
         |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open { path: path.to_owned(), source };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| open_err(Box::new(e)))?;
+    // `:memory:` is SQLite's name for a database that is no file.
+    if path != Path::new(":memory:") {
+        if let Some(parent) = path.parent() {
+            private::prepare_dir(parent).map_err(|e| open_err(Box::new(e)))?;
+        }
+        private::prepare_db_file(path).map_err(|e| open_err(Box::new(e)))?;
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(Box::new(e)))?;
@@ -374,6 +398,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).doing("migrating")? as usize;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
         tx.execute_batch(sql).doing("migrating")?;
+        if *sql == AUDIT_CHAIN {
+            crate::audit::adopt_unchained(&tx).doing("chaining the existing audit rows")?;
+        }
         tx.pragma_update(None, "user_version", (i + 1) as i64).doing("migrating")?;
     }
     tx.commit().doing("migrating")

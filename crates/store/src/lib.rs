@@ -62,7 +62,10 @@ mod secrets;
 mod sessions;
 mod stores;
 
-pub use audit::{AuditLog, AuditRecord, AuditStore, INTERRUPTED, STARTED, SessionCalls, SessionQuery, TEXT_EVENT};
+pub use audit::{
+    AuditLog, AuditOptions, AuditRecord, AuditStore, Broken, ChainEnds, ChainReport, GENESIS, INTERRUPTED, PRUNE_EVENT,
+    Pruned, STARTED, SessionCalls, SessionQuery, TEXT_EVENT,
+};
 pub use custom_tools::{CustomToolStore, StoredCustomTool};
 pub use db::Store;
 pub use embedding_cache::{EmbeddingCache, embedding_key};

@@ -64,6 +64,7 @@ pub use toolgate_core as core;
 pub use toolgate_dialect as dialect;
 /// The MCP bridge's OAuth tokens in the store's secrets ([`StoreVault`](mcp_vault::StoreVault)).
 pub use toolgate_extensions::vault as mcp_vault;
+pub use toolgate_gateway as gateway;
 pub use toolgate_guard as guard;
 pub use toolgate_policy as policy;
 pub use toolgate_store as store;

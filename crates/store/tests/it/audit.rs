@@ -78,9 +78,10 @@ fn a_started_row_is_written_at_once_and_completed_in_place() {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!((rows[0].outcome.as_str(), rows[0].duration_us), ("ok", 7));
         assert_eq!(rows[0].subject.as_deref(), Some("sleep 1000"), "the subject of the started row is kept");
+        // A completed row is final (it is in the hash chain): a second record does not rewrite it.
         log.record(AuditRecord { subject: Some("sleep 1".into()), ..record(1) });
         log.flush();
-        assert_eq!(reader.audit_tail(5).unwrap()[0].subject.as_deref(), Some("sleep 1"), "a new subject wins");
+        assert_eq!(reader.audit_tail(5).unwrap()[0].subject.as_deref(), Some("sleep 1000"), "the completed row stays");
     });
 }
 

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod audit;
+mod audit_chain;
 mod custom_tools;
 mod embedding_cache;
 mod grants;
