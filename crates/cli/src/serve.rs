@@ -88,7 +88,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // The families' endpoints beside `/mcp` (with the approvals API), and their background
     // tasks, which end with the shutdown.
     let api = Arc::new(Mounted::new(gate.routes(), Some(pending)));
-    let mounts = gate.mounts();
+    // Only an HTTP server mounts them (the canvas writes files while none holds its pages).
+    let mounts = if args.http.is_some() { gate.mounts() } else { Vec::new() };
     let tasks = gate.start_tasks(&shutdown);
     serve(gate, &workspace, args, api, mounts, shutdown.clone()).await?;
     shutdown.cancel();

@@ -103,7 +103,7 @@ pub(crate) fn builtin() -> Vec<Arc<dyn Family>> {
         Arc::new(Agents),
         Arc::new(Extensions),
         Arc::new(Automation),
-        Arc::new(Browser),
+        Arc::new(Browser::default()),
         Arc::new(Media),
     ]
 }
@@ -266,17 +266,33 @@ impl Family for Automation {
     }
 }
 
-/// `browser`, `capture_screenshot`, `canvas` (`toolgate_browser`).
-#[derive(Debug)]
-struct Browser;
+/// `browser`, `capture_screenshot`, `canvas` (`toolgate_browser`); the canvas pages at
+/// `/canvas` (`canvas.rs`), one set of boards per gate shared by the tool and the pages.
+#[derive(Debug, Default)]
+struct Browser {
+    canvas: std::sync::OnceLock<Arc<toolgate_browser::canvas::Canvas>>,
+}
+
+impl Browser {
+    fn canvas(&self, _: &Services) -> Arc<toolgate_browser::canvas::Canvas> {
+        let canvas = self.canvas.get_or_init(|| toolgate_browser::canvas::Canvas::new(Default::default()));
+        Arc::clone(canvas)
+    }
+}
 
 impl Family for Browser {
     fn name(&self) -> &'static str {
         "browser"
     }
 
-    fn tools(&self, _: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
-        Ok(toolgate_browser::tools(&toolgate_browser::Setup::default()))
+    fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        let mut setup = toolgate_browser::Setup::default();
+        setup.canvas = self.canvas(s);
+        Ok(toolgate_browser::tools(&setup))
+    }
+
+    fn mounts(&self, s: &Services) -> Vec<Mount> {
+        vec![crate::canvas::mount(self.canvas(s))]
     }
 }
 

@@ -42,6 +42,7 @@
 pub mod agent;
 pub mod approvals;
 pub mod bridge;
+mod canvas;
 pub mod config;
 pub mod embeddings;
 pub mod extensions;

@@ -20,8 +20,7 @@ mod tool;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -74,12 +73,16 @@ pub trait Snapshotter: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Default)]
 pub struct Canvas {
     config: CanvasConfig,
-    /// Set once an HTTP server mounts the canvas pages: from then on changes are announced to
-    /// open pages instead of written to files.
-    served: AtomicBool,
+    /// Alive while an HTTP server holds the canvas pages (see [`Canvas::served`]): changes
+    /// are then announced to open pages instead of written to files.
+    served: Mutex<Weak<Served>>,
     boards: Mutex<Boards>,
     snapshotter: OnceLock<Arc<dyn Snapshotter>>,
 }
+
+/// Held by the HTTP route that shows the boards ([`Canvas::served`]).
+#[derive(Debug)]
+pub struct Served(());
 
 /// Who owns a board: the caller's user and session.
 type Owner = (String, String);
@@ -198,15 +201,21 @@ impl Canvas {
         &self.config
     }
 
-    /// Called when an HTTP server mounts [`Canvas::handle`] at `/canvas`: changes are then
-    /// pushed to open pages and no longer written to files.
-    pub fn mark_served(&self) {
-        self.served.store(true, Ordering::SeqCst);
+    /// A marker for the HTTP route that serves [`Canvas::handle`] at `/canvas` to hold: while
+    /// it is alive, changes are pushed to open pages and no longer written to files.
+    pub fn served(&self) -> Arc<Served> {
+        let mut slot = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(marker) = slot.upgrade() {
+            return marker;
+        }
+        let marker = Arc::new(Served(()));
+        *slot = Arc::downgrade(&marker);
+        marker
     }
 
-    /// Whether an HTTP server shows the boards.
+    /// Whether an HTTP server shows the boards now.
     pub fn is_served(&self) -> bool {
-        self.served.load(Ordering::SeqCst)
+        self.served.lock().unwrap_or_else(|p| p.into_inner()).strong_count() > 0
     }
 
     /// Gives `snapshot` the browser machinery (once; later calls are ignored).
@@ -401,7 +410,7 @@ mod tests {
     #[test]
     fn each_owner_has_a_board_with_its_own_token() {
         let canvas = Canvas::new(CanvasConfig::default());
-        canvas.mark_served();
+        let _served = canvas.served();
         let dir = std::env::temp_dir();
         let a = canvas.apply(&dir, ("u".into(), "a".into()), present("<p>a</p>")).unwrap();
         let b = canvas.apply(&dir, ("u".into(), "b".into()), present("<p>b</p>")).unwrap();
@@ -415,7 +424,7 @@ mod tests {
     #[test]
     fn a_refused_change_leaves_the_board() {
         let canvas = Canvas::new(CanvasConfig::default());
-        canvas.mark_served();
+        let _served = canvas.served();
         let dir = std::env::temp_dir();
         let owner: Owner = ("u".into(), "s".into());
         let head = Change::Present { title: None, section: Some("head".into()), html: "<p>kept</p>".into() };
@@ -438,7 +447,7 @@ mod tests {
     #[test]
     fn boards_past_the_limit_are_evicted_oldest_first() {
         let canvas = Canvas::new(CanvasConfig::default());
-        canvas.mark_served();
+        let _served = canvas.served();
         let dir = std::env::temp_dir();
         for i in 0..=MAX_BOARDS {
             canvas.apply(&dir, ("u".into(), i.to_string()), present("<p>x</p>")).unwrap();
