@@ -15,6 +15,7 @@
 //! - `session`: [`Browsers`], [`BrowserSession`].
 //! - `page`: a tab and what its events say (loads, dialogs, console, refused navigations).
 //! - `snapshot`: the accessibility tree as text, refs.
+//! - `tool`: the `browser` tool ([`BrowserTool`]).
 //!
 //! # Example
 //!
@@ -31,8 +32,6 @@
 //! ```
 
 #![deny(missing_docs)]
-// The `browser` tool that uses the rest of this machinery lands in the next commit.
-#![allow(dead_code)]
 
 pub mod canvas;
 mod cdp;
@@ -41,6 +40,7 @@ mod page;
 mod process;
 mod session;
 mod snapshot;
+mod tool;
 
 use std::sync::Arc;
 
@@ -49,6 +49,7 @@ use toolgate_core::Tool;
 pub use error::BrowserError;
 pub use page::Dialog;
 pub use session::{BrowserConfig, BrowserSession, Browsers, Navigated};
+pub use tool::BrowserTool;
 
 /// What the family's tools are built from, filled by the `toolgate` facade from its services
 /// and the `[browser]` configuration section.
@@ -64,5 +65,9 @@ pub struct Setup {
 
 /// The family's tools.
 pub fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {
-    vec![setup.canvas.tool()]
+    let mut tools = vec![setup.canvas.tool()];
+    if let Some(browsers) = &setup.browsers {
+        tools.extend(tool::tools(browsers));
+    }
+    tools
 }

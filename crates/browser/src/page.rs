@@ -41,10 +41,14 @@ pub(crate) struct PageState {
     /// Things toolgate refused on this tab (navigations by scheme, downloads, file choosers).
     pub(crate) refused: Mutex<Vec<String>>,
     pub(crate) crashed: AtomicBool,
+    /// The main frame is loading (a navigation started and its load event has not come).
+    pub(crate) loading: AtomicBool,
+    /// The main frame's id (the target's id).
+    main_frame: String,
 }
 
 impl PageState {
-    fn new() -> Self {
+    fn new(main_frame: &str) -> Self {
         PageState {
             dialog: Mutex::new(None),
             console: Mutex::new(VecDeque::new()),
@@ -54,6 +58,8 @@ impl PageState {
             url: Mutex::new("about:blank".to_owned()),
             refused: Mutex::new(Vec::new()),
             crashed: AtomicBool::new(false),
+            loading: AtomicBool::new(false),
+            main_frame: main_frame.to_owned(),
         }
     }
 
@@ -105,7 +111,14 @@ impl EventSink for PageState {
     fn event(&self, method: &str, params: &Value) -> Option<(String, Value)> {
         match method {
             "Page.loadEventFired" => {
+                self.loading.store(false, Ordering::Relaxed);
                 self.loads.send_modify(|n| *n += 1);
+            }
+            "Page.frameStartedLoading" if params["frameId"] == self.main_frame.as_str() => {
+                self.loading.store(true, Ordering::Relaxed);
+            }
+            "Page.frameStoppedLoading" if params["frameId"] == self.main_frame.as_str() => {
+                self.loading.store(false, Ordering::Relaxed);
             }
             "Page.frameNavigated" if params["frame"]["parentId"].is_null() => {
                 let url = params["frame"]["url"].as_str().unwrap_or_default().to_owned();
@@ -203,7 +216,7 @@ impl Tab {
             .send(None, "Target.attachToTarget", json!({"targetId": target_id, "flatten": true}), COMMAND_TIMEOUT)
             .await?;
         let session_id = attached["sessionId"].as_str().unwrap_or_default().to_owned();
-        let state = Arc::new(PageState::new());
+        let state = Arc::new(PageState::new(target_id));
         cdp.route(&session_id, Arc::clone(&state) as Arc<dyn EventSink>);
         let tab = Arc::new(Tab {
             target_id: target_id.to_owned(),
@@ -243,6 +256,23 @@ impl Tab {
         self.cdp.send(Some(&self.session_id), method, params, timeout).await
     }
 
+    /// Sends an input event. An input that opens a dialog holds the browser's answer until the
+    /// dialog is closed, so a dialog that opens ends the wait.
+    pub(crate) async fn input(&self, method: &str, params: Value) -> Result<(), BrowserError> {
+        let send = self.call(method, params);
+        tokio::pin!(send);
+        loop {
+            tokio::select! {
+                answer = &mut send => return answer.map(|_| ()),
+                () = tokio::time::sleep(Duration::from_millis(50)) => {
+                    if self.state.dialog.lock().unwrap_or_else(PoisonError::into_inner).is_some() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
     /// The current URL.
     pub(crate) fn url(&self) -> String {
         self.state.url.lock().unwrap_or_else(PoisonError::into_inner).clone()
@@ -265,7 +295,13 @@ impl Tab {
         self.check_dialog()?;
         let mut loads = self.state.loads.subscribe();
         loads.mark_unchanged();
-        let nav = self.call("Page.navigate", json!({"url": url})).await?;
+        // Chromium answers Page.navigate once the response has started: a server that never
+        // answers holds it, so the wait is the load timeout, and running out is "not loaded".
+        let nav = match self.call_for("Page.navigate", json!({"url": url}), timeout).await {
+            Ok(nav) => nav,
+            Err(BrowserError::Timeout { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
         if let Some(error) = nav["errorText"].as_str() {
             let refused = self.state.refused.lock().unwrap_or_else(PoisonError::into_inner).last().cloned();
             return Err(BrowserError::Refused(match refused {

@@ -148,6 +148,11 @@ impl Process {
             "--disable-breakpad",
             "--disable-dev-shm-usage",
             "--mute-audio",
+            "--no-pings",
+            "--disable-domain-reliability",
+            "--disable-client-side-phishing-detection",
+            "--disable-field-trial-config",
+            "--metrics-recording-only",
             "--hide-scrollbars",
             "--remote-debugging-pipe",
             // Every connection through the proxy, loopback included (`<-loopback>` removes the

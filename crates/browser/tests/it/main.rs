@@ -1,7 +1,6 @@
 //! The browser against real Chromium and pages served on loopback.
 
-// Not every test module uses every helper.
-#[allow(dead_code)]
 mod support;
 
 mod session;
+mod tool;

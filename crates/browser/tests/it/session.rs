@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::support::{self, html};
 
 /// Width and height from a PNG's IHDR chunk.
-fn png_size(png: &[u8]) -> (u32, u32) {
+pub fn png_size(png: &[u8]) -> (u32, u32) {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     assert_eq!(&png[12..16], b"IHDR");
     let w = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
