@@ -21,11 +21,28 @@ pub struct Setup {
     /// The gate's agent runtime, bound to the gate: the agents it runs make their tool calls
     /// through the whole pipeline.
     pub agents: Option<Arc<toolgate_agent::Runtime>>,
+    /// The message channels (`[automation.channels]`).
+    pub channels: message::Channels,
+    /// Channel credentials by secret name, from the store's secrets.
+    pub secrets: Option<Arc<dyn toolgate_tools::custom::SecretSource>>,
+    /// Where `message` keeps what it could not deliver (none without a state database).
+    pub outbox: Option<Arc<dyn toolgate_store::OutboxStore>>,
+    /// The gate's leak detector: `message` refuses text it finds a credential in.
+    pub detector: Arc<toolgate_guard::leak::LeakDetector>,
     /// Background jobs (none without a state database): the job tools, and what every routine
     /// run is submitted to.
     pub jobs: Option<jobs::Jobs>,
     /// Routines and their scheduler (none without a state database).
     pub routines: Option<Arc<routines::Routines>>,
+}
+
+/// The `[automation]` configuration section.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct AutomationConfig {
+    /// The message channels, by name (`[automation.channels.NAME]`).
+    pub channels: message::Channels,
 }
 
 /// The family's tools.

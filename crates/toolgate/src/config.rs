@@ -66,6 +66,8 @@ pub struct Config {
     pub cache: CacheConfig,
     /// Refusing a call repeated too many times in a row (`docs/extensions.md`).
     pub loop_breaker: LoopBreakerConfig,
+    /// Jobs, routines and message channels (`[automation.channels.NAME]`, `docs/automation.md`).
+    pub automation: toolgate_automation::AutomationConfig,
     /// Serving as a team gateway: API keys, per-user workspaces (`docs/gateway.md`).
     pub gateway: toolgate_gateway::GatewayConfig,
 }

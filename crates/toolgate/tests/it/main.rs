@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 mod canvas;
+mod automation_message;
 mod dialects;
 mod family;
 mod gate;

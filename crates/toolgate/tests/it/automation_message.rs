@@ -1,0 +1,312 @@
+//! `message` through `Gate::call` against real HTTP receivers on loopback: the generic webhook
+//! (its HMAC-SHA256 signature verified here independently), a Slack incoming webhook and the
+//! Telegram Bot API's `sendMessage` (request formats as their documentation gives them: Slack's
+//! incoming webhooks `{"text"}` answered `ok`; Telegram Bot API `sendMessage` with `chat_id` and
+//! `text`, answered `{"ok":true,...}`); a receiver that is down (retried, then kept in the
+//! outbox); refusals (an unconfigured channel, a credential in the text, the rate limit).
+
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolgate::config::Config;
+use toolgate::core::{CallContext, ToolError};
+use toolgate::store::{SecretStore, Store};
+use toolgate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
+use toolgate_automation::message::{ChannelConfig, ChannelKind};
+
+/// One request a receiver got.
+#[derive(Debug, Clone)]
+struct Got {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Got {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+type Log = Arc<Mutex<Vec<Got>>>;
+
+/// An HTTP/1.1 receiver on loopback, port 0: records each request, answers `(status, body)`.
+async fn receiver(answer: impl Fn(&Got) -> (u16, String) + Send + Sync + 'static) -> (SocketAddr, Log) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let log: Log = Arc::default();
+    let answer = Arc::new(answer);
+    let kept = log.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let (answer, log) = (answer.clone(), kept.clone());
+            tokio::spawn(async move {
+                let mut raw = Vec::new();
+                let mut buf = [0u8; 8192];
+                let end = loop {
+                    if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => raw.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+                let mut lines = head.lines();
+                let path = lines.next().unwrap_or("").split(' ').nth(1).unwrap_or("/").to_owned();
+                let headers: Vec<(String, String)> = lines
+                    .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())))
+                    .collect();
+                let len = headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                let mut body = raw[end..].to_vec();
+                while body.len() < len {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => body.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let got = Got { path, headers, body };
+                let (status, reply) = answer(&got);
+                log.lock().unwrap().push(got);
+                let out = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+                let _ = s.write_all(out.as_bytes()).await;
+            });
+        }
+    });
+    (addr, log)
+}
+
+#[derive(Debug)]
+struct Yes;
+
+#[toolgate::core::async_trait]
+impl Approver for Yes {
+    async fn ask(&self, _request: &ApprovalRequest) -> Option<ApprovalAnswer> {
+        Some(ApprovalAnswer::AllowOnce)
+    }
+}
+
+const HMAC_KEY: &str = "whk-3c1f0a9e77d2b845";
+const BOT_TOKEN: &str = "123456:AAE-test_token";
+
+/// A gate on `dir` with `channels`, and the secrets `(name, value)` stored as
+/// `toolgate tools secret NAME` stores them.
+fn gate(dir: &tempfile::TempDir, channels: Vec<(&str, ChannelConfig)>, secrets: &[(&str, &str)]) -> Gate {
+    let store = Store::open(&dir.path().join(".toolgate/state.db")).unwrap();
+    for (name, value) in secrets {
+        store.secret_put(&format!("{}{name}", toolgate::extensions::SECRET_PREFIX), value.as_bytes()).unwrap();
+    }
+    drop(store);
+    let mut config = Config::default();
+    for (name, c) in channels {
+        config.automation.channels.insert(name.to_owned(), c);
+    }
+    Gate::builder(dir.path()).config(config).approver(Arc::new(Yes)).build().unwrap()
+}
+
+fn channel(kind: ChannelKind, f: impl FnOnce(&mut ChannelConfig)) -> ChannelConfig {
+    let mut c = ChannelConfig::new(kind);
+    c.backoff_ms = 10;
+    f(&mut c);
+    c
+}
+
+/// HMAC-SHA256 (RFC 2104) on sha2 alone, to check the signature independently of the sender.
+fn hmac_sha256(key: &[u8], data: &[u8]) -> String {
+    let mut k = [0u8; 64];
+    k[..key.len()].copy_from_slice(key);
+    let inner: Vec<u8> = k.iter().map(|b| b ^ 0x36).chain(data.iter().copied()).collect();
+    let inner = Sha256::digest(&inner);
+    let outer: Vec<u8> = k.iter().map(|b| b ^ 0x5c).chain(inner.iter().copied()).collect();
+    Sha256::digest(&outer).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn call(gate: &Gate, params: Value) -> Result<toolgate::core::ToolOutput, ToolError> {
+    gate.call(&CallContext::new(gate.workspace()), "message", params).await
+}
+
+#[tokio::test]
+async fn webhook_slack_and_telegram_requests_follow_their_formats() {
+    let (addr, log) = receiver(|got| {
+        if got.path.starts_with("/bot") {
+            (200, r#"{"ok":true,"result":{"message_id":7,"chat":{"id":-100123},"date":1700000000,"text":"x"}}"#.into())
+        } else {
+            (200, "ok".into())
+        }
+    })
+    .await;
+    let base = format!("http://{addr}");
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gate(
+        &dir,
+        vec![
+            (
+                "ops",
+                channel(ChannelKind::Webhook, |c| {
+                    c.url = Some(format!("{base}/hook"));
+                    c.secret = Some("ops-key".into());
+                }),
+            ),
+            (
+                "team",
+                channel(ChannelKind::Slack, |c| {
+                    c.api_base = Some(base.clone());
+                    c.secret = Some("team-hook".into());
+                }),
+            ),
+            (
+                "tg",
+                channel(ChannelKind::Telegram, |c| {
+                    c.api_base = Some(base.clone());
+                    c.secret = Some("tg-token".into());
+                }),
+            ),
+        ],
+        &[("ops-key", HMAC_KEY), ("team-hook", &format!("{base}/services/T0/B0/XXXX")), ("tg-token", BOT_TOKEN)],
+    );
+
+    let out = call(&gate, json!({"to": "ops:oncall", "content": "disk full on db-1"})).await.unwrap();
+    assert!(out.text_content().contains("Sent to ops:oncall"), "{}", out.text_content());
+    call(&gate, json!({"to": "team:", "content": "deploy <!channel> & done"})).await.unwrap();
+    call(&gate, json!({"to": "tg:-100123", "content": "build green"})).await.unwrap();
+
+    let got = log.lock().unwrap().clone();
+    assert_eq!(got.len(), 3, "{got:?}");
+    // The webhook: JSON body, signed over "{timestamp}.{raw body}".
+    let hook = &got[0];
+    assert_eq!(hook.path, "/hook");
+    let ts = hook.header("x-toolgate-timestamp").unwrap();
+    let expected = format!(
+        "sha256={}",
+        hmac_sha256(
+            HMAC_KEY.as_bytes(),
+            format!("{ts}.").as_bytes().iter().chain(&hook.body).copied().collect::<Vec<_>>().as_slice()
+        )
+    );
+    assert_eq!(hook.header("x-toolgate-signature"), Some(expected.as_str()));
+    let body = hook.json();
+    assert_eq!(
+        (body["to"].as_str(), body["content"].as_str(), body["channel"].as_str()),
+        (Some("oncall"), Some("disk full on db-1"), Some("ops"))
+    );
+    assert!(!String::from_utf8_lossy(&hook.body).contains(HMAC_KEY), "the key is never in the body");
+    assert_eq!(hook.header("x-toolgate-message-id"), body["id"].as_str());
+    // Slack: POST to the webhook URL, `{"text"}` with &, <, > escaped (no mention, no link).
+    assert_eq!(got[1].path, "/services/T0/B0/XXXX");
+    assert_eq!(got[1].json(), json!({"text": "deploy &lt;!channel&gt; &amp; done"}));
+    // Telegram: /bot<token>/sendMessage, numeric chat id, plain text (no parse_mode).
+    assert_eq!(got[2].path, format!("/bot{BOT_TOKEN}/sendMessage"));
+    assert_eq!(got[2].json(), json!({"chat_id": -100123, "text": "build green"}));
+}
+
+#[tokio::test]
+async fn a_receiver_that_is_down_is_retried_then_the_message_is_kept_in_the_outbox() {
+    let (addr, log) = receiver(|_| (503, "down for maintenance".into())).await;
+    // A port nobody listens on: connection refused.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gate(
+        &dir,
+        vec![
+            (
+                "ops",
+                channel(ChannelKind::Webhook, |c| {
+                    c.url = Some(format!("http://{addr}/hook"));
+                    c.secret = Some("ops-key".into());
+                    c.retries = 2;
+                }),
+            ),
+            (
+                "gone",
+                channel(ChannelKind::Webhook, |c| {
+                    c.url = Some(format!("http://{dead}/hook"));
+                    c.secret = Some("ops-key".into());
+                    c.retries = 1;
+                }),
+            ),
+        ],
+        &[("ops-key", HMAC_KEY)],
+    );
+    let err = call(&gate, json!({"to": "ops:oncall", "content": "first"})).await.unwrap_err().to_string();
+    assert_eq!(log.lock().unwrap().len(), 3, "one try and two retries");
+    assert!(
+        err.contains("not delivered after 3 tries") && err.contains("503") && err.contains("kept in the outbox"),
+        "{err}"
+    );
+    let ids: Vec<String> =
+        log.lock().unwrap().iter().map(|g| g.header("x-toolgate-message-id").unwrap().to_owned()).collect();
+    assert!(ids.windows(2).all(|w| w[0] == w[1]), "every retry carries the same id: {ids:?}");
+    let err = call(&gate, json!({"to": "gone:oncall", "content": "second"})).await.unwrap_err().to_string();
+    assert!(err.contains("not delivered after 2 tries") && err.contains("connect"), "{err}");
+
+    let listed = call(&gate, json!({"action": "outbox"})).await.unwrap();
+    let text = listed.text_content();
+    assert!(text.contains("2 undelivered") && text.contains("ops:oncall") && text.contains("gone:oncall"), "{text}");
+    assert!(text.contains("\"first\"") && text.contains("\"second\""), "{text}");
+    // Kept in the state database: another process sees it.
+    let store = Store::open(&dir.path().join(".toolgate/state.db")).unwrap();
+    let kept = toolgate::store::OutboxStore::outbox_list(&store, None, 10).unwrap();
+    assert_eq!(kept.len(), 2);
+    assert_eq!(kept.iter().find(|e| e.channel == "ops").unwrap().attempts, 3);
+}
+
+#[tokio::test]
+async fn unconfigured_channels_secrets_in_the_text_and_the_rate_limit_are_refused() {
+    let (addr, log) = receiver(|_| (200, "ok".into())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gate(
+        &dir,
+        vec![(
+            "ops",
+            channel(ChannelKind::Webhook, |c| {
+                c.url = Some(format!("http://{addr}/hook"));
+                c.secret = Some("ops-key".into());
+                c.rate_per_minute = 2;
+            }),
+        )],
+        &[("ops-key", HMAC_KEY)],
+    );
+    // Seed 002's example: no adapter for Signal.
+    let err = call(&gate, json!({"to": "signal:+15551234567", "content": "hi"})).await.unwrap_err().to_string();
+    assert!(
+        err.contains("no adapter for `signal`")
+            && err.contains("`ops:` (webhook)")
+            && err.contains("[automation.channels.NAME]"),
+        "{err}"
+    );
+    let err = call(&gate, json!({"to": "slack:#general", "content": "hi"})).await.unwrap_err().to_string();
+    assert!(err.contains("no channel `slack` is configured"), "{err}");
+    // A credential the detector knows, and the channel's own key: never sent.
+    let token = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+    let err =
+        call(&gate, json!({"to": "ops:x", "content": format!("the token is {token}")})).await.unwrap_err().to_string();
+    assert!(err.contains("not sent") && err.contains("credential"), "{err}");
+    let err = call(&gate, json!({"to": "ops:x", "content": format!("key: {HMAC_KEY}")})).await.unwrap_err().to_string();
+    assert!(err.contains("not sent"), "{err}");
+    assert!(log.lock().unwrap().is_empty(), "nothing reached the receiver");
+    // Two a minute, then a clear refusal.
+    call(&gate, json!({"to": "ops:x", "content": "one"})).await.unwrap();
+    call(&gate, json!({"to": "ops:x", "content": "two"})).await.unwrap();
+    let err = call(&gate, json!({"to": "ops:x", "content": "three"})).await.unwrap_err().to_string();
+    assert!(err.contains("at most 2 messages a minute"), "{err}");
+    assert_eq!(log.lock().unwrap().len(), 2);
+}
