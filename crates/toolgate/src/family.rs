@@ -133,7 +133,10 @@ impl Family for Files {
     }
 
     fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
-        let observer = s.memory.as_ref().map(|m| m.hook.clone());
+        // Memory's hook, wrapped to publish `file` events too.
+        let inner = s.memory.as_ref().map(|m| m.hook.clone());
+        let observer: Option<Arc<dyn toolgate_tools::fs::WriteObserver>> =
+            Some(Arc::new(crate::events::FileEvents { inner, events: s.events.clone() }));
         let locks = s.stores.as_ref().map(|st| Arc::clone(&st.locks));
         toolgate_tools::fs::tools_shared(s.config.fs.clone(), observer, locks).map_err(|e| GateError::Fs(e.to_string()))
     }

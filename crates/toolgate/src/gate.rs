@@ -230,6 +230,7 @@ impl GateBuilder {
             ),
             // Shared from the start: the extension tools list what it holds.
             registry: Arc::new(Registry::new()),
+            events: crate::events::Events::default(),
             workspace: workspace.clone(),
             config: Arc::new(self.config.clone()),
             stores,
@@ -519,6 +520,7 @@ impl Gate {
         let mut audited = Audited { tool: name.to_owned(), params: String::new(), called_as: None };
         let result = self.run(&mut ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
+        self.services.events.after_call(&ctx, &audited.tool, &trace, &result);
         self.skills.after(&ctx, &audited.tool, &result);
         if let Some(audit) = &self.audit {
             let trace: Vec<&str> = trace.iter().map(String::as_str).collect();

@@ -45,6 +45,7 @@ pub mod bridge;
 mod canvas;
 pub mod config;
 pub mod embeddings;
+pub mod events;
 pub mod extensions;
 pub mod family;
 mod gate;

@@ -38,6 +38,8 @@ pub struct Services {
     pub agents: Option<Arc<toolgate_agent::Runtime>>,
     /// The registry every tool joins.
     pub registry: Arc<Registry>,
+    /// The gate's own events (calls, approvals, file writes), for `event` routines.
+    pub events: crate::events::Events,
     /// Memory (`[memory]`): its store and the file tools' write observer.
     pub(crate) memory: Option<crate::memory::Memory>,
     /// The MCP client bridge, once started (`tool_list` reports its servers).

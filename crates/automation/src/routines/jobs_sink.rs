@@ -84,6 +84,10 @@ impl RunSink for JobsSink {
         Some(matches!(job.state.as_str(), "queued" | "running"))
     }
 
+    fn title(&self, id: &str) -> Option<String> {
+        Some(self.jobs.store().job(id).ok()??.title)
+    }
+
     fn describe(&self, id: &str) -> Option<Value> {
         let job = self.jobs.store().job(id).ok()??;
         Some(json!({

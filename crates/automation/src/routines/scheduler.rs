@@ -106,6 +106,12 @@ pub trait RunSink: Send + Sync + std::fmt::Debug {
         let _ = id;
         None
     }
+
+    /// The job's title (what a `job` event routine's pattern is matched against), if known.
+    fn title(&self, id: &str) -> Option<String> {
+        let _ = id;
+        None
+    }
 }
 
 /// Limits and timings.
@@ -819,6 +825,11 @@ impl Routines {
             out.push((name, self.fire_now(&r, &spec, "event", Some(truncate(&detail, 2_000))).await));
         }
         out
+    }
+
+    /// The title of job `id`, for `job` events.
+    pub fn job_title(&self, id: &str) -> Option<String> {
+        self.setup.runner.title(id)
     }
 
     fn events_changed(&self) {
