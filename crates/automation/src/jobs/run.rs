@@ -184,16 +184,22 @@ struct Log {
 }
 
 impl Log {
-    fn write(&self, kind: &str, text: &str) {
-        let mut text = clip(text, EVENT_MAX_CHARS);
+    /// `text` with every credential value and what the gate's leak detector finds redacted.
+    fn redact(&self, text: &str) -> String {
+        let mut text = text.to_owned();
         for (name, value) in self.secrets.iter() {
             if !value.is_empty() {
                 text = text.replace(value.as_str(), &format!("[REDACTED:{name}]"));
             }
         }
-        if let (Some(caller), Some(ctx)) = (&self.caller, &self.ctx) {
-            text = caller.scrub(ctx, &text);
+        match (&self.caller, &self.ctx) {
+            (Some(caller), Some(ctx)) => caller.scrub(ctx, &text),
+            _ => text,
         }
+    }
+
+    fn write(&self, kind: &str, text: &str) {
+        let text = self.redact(&clip(text, EVENT_MAX_CHARS));
         if let Err(e) = self.store.job_event(&self.job, kind, &text, now_ms()) {
             tracing::warn!(job = self.job, "job event not saved: {e}");
         }
@@ -249,6 +255,8 @@ pub(crate) async fn run(
         (_, Some(caller), Some(ctx)) => run_exec(&*caller, &ctx, &record.description, &prepared, &log).await,
     };
     let now = now_ms();
+    // A result or error is kept and shown like an event: without credential values.
+    let ended = ended.map(|r| log.redact(&r)).map_err(|e| log.redact(&e));
     let written = match ended {
         _ if cancel.is_cancelled() => store.job_finish(&id, "cancelled", None, Some("cancelled"), now),
         Ok(result) => store.job_finish(&id, "completed", Some(&result), None, now),

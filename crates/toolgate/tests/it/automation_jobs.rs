@@ -1,0 +1,424 @@
+//! Background jobs through `Gate::call`: the six job tools, every job's tool calls made through
+//! the gate as its owner (audit rows, policy decisions), credentials that never show, ownership,
+//! id prefixes, approvals, cancellation and the bad inputs of issue 27.
+//!
+//! `sandbox` jobs run an agent whose model is an in-process scripted `ModelClient` (a stand-in
+//! for a model only: everything else, the gate, the store, `exec` in the sandbox, is real).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use toolgate::agent::{
+    AgentConfig, AgentError, Message, ModelClient, ModelReply, ModelRequest, ProviderConfig, ToolCall,
+};
+use toolgate::config::Config;
+use toolgate::core::{CallContext, ToolError};
+use toolgate::store::{AuditRecord, SecretStore, Store};
+use toolgate::{ApprovalAnswer, Gate};
+use toolgate_testkit::approver::Scripted;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    gate: Arc<Gate>,
+}
+
+fn fixture(config: Config, approver: Option<Arc<Scripted>>) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let mut builder = Gate::builder(dir.path()).config(config);
+    if let Some(a) = approver {
+        builder = builder.approver(a);
+    }
+    Fixture { gate: builder.build_shared().unwrap(), dir }
+}
+
+/// A config whose agent `worker` talks to the scripted provider `script`.
+fn with_agent() -> Config {
+    let mut config = Config::default();
+    // Never dialled: the provider gets a scripted client.
+    config
+        .providers
+        .insert("script".into(), ProviderConfig { base_url: "http://127.0.0.1:9/v1".into(), ..Default::default() });
+    config
+        .agents
+        .insert("worker".into(), AgentConfig { provider: "script".into(), model: "m".into(), ..Default::default() });
+    config
+}
+
+impl Fixture {
+    fn ctx(&self, user: &str, session: &str) -> CallContext {
+        let mut ctx = self.gate.context();
+        ctx.identity.user = user.into();
+        ctx.identity.session = session.into();
+        ctx
+    }
+
+    async fn call_as(&self, ctx: &CallContext, name: &str, params: Value) -> Result<Value, ToolError> {
+        let out = self.gate.call(ctx, name, params).await?;
+        Ok(out.structured.clone().unwrap_or_else(|| json!(out.text_content())))
+    }
+
+    async fn call(&self, name: &str, params: Value) -> Result<Value, ToolError> {
+        self.call_as(&self.ctx("ann", "s1"), name, params).await
+    }
+
+    fn audit(&self) -> Vec<AuditRecord> {
+        self.gate.flush_audit();
+        Store::open(&self.dir.path().join(".toolgate/state.db")).unwrap().audit_tail(500).unwrap()
+    }
+
+    fn put_secret(&self, name: &str, value: &str) {
+        let store = Store::open(&self.dir.path().join(".toolgate/state.db")).unwrap();
+        store.secret_put(&format!("custom/{name}"), value.as_bytes()).unwrap();
+    }
+
+    /// Polls `job_status` until the job ends (deadline 30 s).
+    async fn finished(&self, id: &str) -> Value {
+        let t = Instant::now();
+        loop {
+            let v = self.call("job_status", json!({ "job_id": id })).await.unwrap();
+            if ["completed", "failed", "cancelled"].contains(&v["state"].as_str().unwrap()) {
+                return v;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "job did not end: {v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_job_runs_exec_as_its_owner_with_credentials_that_never_show() {
+    // Its exec call carries a credential in `env`, which the gate asks about (values hidden).
+    let approver = Scripted::new(vec![ApprovalAnswer::AllowOnce]);
+    let f = fixture(Config::default(), Some(approver.clone()));
+    std::fs::create_dir(f.dir.path().join("proj")).unwrap();
+    let secret = "s3cr3t-Value-9f8e7d6c5b4a";
+    f.put_secret("ci-token", secret);
+    // A value no leak pattern knows: the job's own redaction must catch it.
+    let phrase = "horse battery staple";
+    f.put_secret("phrase", phrase);
+    let v = f
+        .call(
+            "create_job",
+            json!({
+                "title": "build", "mode": "command", "wait": true, "project_dir": "proj",
+                "description": "pwd; printf 'len=%s\\n' \"${#CI_TOKEN}\"; echo \"token=$CI_TOKEN\"; echo \"said=$WORDS\"",
+                "credentials": ["ci-token", {"secret": "phrase", "env": "WORDS"}],
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    let asked = approver.seen.lock().unwrap()[0].clone();
+    assert!(!format!("{asked:?}").contains(secret), "the approval request shows no value");
+    let result = v["result"].as_str().unwrap();
+    assert!(result.contains("/proj") && result.contains(&format!("len={}", secret.len())), "{result}");
+    assert!(!result.contains(secret) && result.contains("token=[REDACTED"), "{result}");
+    assert!(!result.contains(phrase) && result.contains("said=[REDACTED:WORDS]"), "{result}");
+    let id = v["job_id"].as_str().unwrap();
+    let events = f.call("job_events", json!({ "job_id": id })).await.unwrap();
+    let text = events.to_string();
+    assert!(text.contains("tool_call") && text.contains("output"), "{text}");
+    assert!(!text.contains(secret) && !text.contains(phrase), "{text}");
+    let kinds: Vec<&str> = events["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"state"));
+    // The exec call went through the gate as ann, in the job's own session, its env redacted.
+    let audit = f.audit();
+    let exec = audit.iter().find(|r| r.tool == "exec").expect("an exec row");
+    assert_eq!((exec.user.as_str(), exec.session.as_str()), ("ann", format!("job:{id}").as_str()));
+    for r in &audit {
+        let row = format!("{r:?}");
+        assert!(!row.contains(secret) && !row.contains(phrase), "{row}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_command_fails_the_job_with_its_exit_code() {
+    let f = fixture(Config::default(), None);
+    let v = f
+        .call("create_job", json!({"title": "t", "mode": "command", "wait": true, "description": "echo oops; exit 3"}))
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("exited with code 3"), "{v}");
+    // A blocked command is refused by the gate, before it runs: the job fails with that reason.
+    let v = f
+        .call(
+            "create_job",
+            json!({"title": "t", "mode": "command", "wait": true, "description": "rm -rf / --no-preserve-root"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+}
+
+/// Calls `echo` once, then `exec` (which policy denies), then answers with what it saw.
+#[derive(Debug)]
+struct Worker;
+
+#[toolgate::core::async_trait]
+impl ModelClient for Worker {
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
+        let results: Vec<&str> = req
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let call = |id: &str, name: &str, args: Value| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.to_string(),
+        };
+        Ok(match results.len() {
+            0 => ModelReply {
+                content: Some("Looking.".into()),
+                tool_calls: vec![call("c1", "echo", json!({"message": "hi"}))],
+                ..ModelReply::default()
+            },
+            1 => ModelReply {
+                tool_calls: vec![call("c2", "exec", json!({"command": "echo no"}))],
+                ..ModelReply::default()
+            },
+            _ => {
+                ModelReply { content: Some(format!("answer after {} results", results.len())), ..ModelReply::default() }
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_job_runs_an_agent_whose_calls_pass_the_gate_as_the_owner() {
+    let mut config = with_agent();
+    config.tools.policy.deny.push("exec".into());
+    let f = fixture(config, None);
+    f.gate.agents().unwrap().set_client("script", Arc::new(Worker));
+    let v =
+        f.call("create_job", json!({"title": "look around", "description": "Say hi.", "wait": true})).await.unwrap();
+    assert_eq!((v["state"].as_str(), v["mode"].as_str()), (Some("completed"), Some("sandbox")), "{v}");
+    assert_eq!(v["result"], "answer after 2 results");
+    let session = v["agent_session"].as_str().unwrap().to_owned();
+    let events = f.call("job_events", json!({ "job_id": v["job_id"] })).await.unwrap();
+    let lines: Vec<String> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| format!("{} {}", e["kind"].as_str().unwrap(), e["text"].as_str().unwrap()))
+        .collect();
+    assert!(lines.iter().any(|l| l == "model Looking."), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.starts_with("tool_result echo ok")), "{lines:#?}");
+    // The policy decision is in the log: exec is denied to this caller.
+    assert!(lines.iter().any(|l| l.starts_with("tool_result exec error")), "{lines:#?}");
+    assert_eq!(lines.last().unwrap(), "state completed");
+    let audit = f.audit();
+    let echo = audit.iter().find(|r| r.tool == "echo" && r.session == session).expect("the agent's echo row");
+    assert_eq!((echo.user.as_str(), echo.agent.as_str()), ("ann", "worker"));
+    let exec = audit.iter().find(|r| r.tool == "exec" && r.session == session).expect("the denied exec row");
+    assert_ne!(exec.outcome, "ok", "{exec:?}");
+}
+
+/// Blocks its first turn until told, then answers with the last user message it read.
+#[derive(Debug)]
+struct Listener {
+    started: Arc<Notify>,
+    go: Arc<Notify>,
+    turns: Arc<Mutex<u32>>,
+}
+
+#[toolgate::core::async_trait]
+impl ModelClient for Listener {
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
+        let turn = {
+            let mut t = self.turns.lock().unwrap();
+            *t += 1;
+            *t
+        };
+        if turn == 1 {
+            self.started.notify_one();
+            self.go.notified().await;
+            let call =
+                ToolCall { id: "c1".into(), name: "echo".into(), arguments: json!({"message": "x"}).to_string() };
+            return Ok(ModelReply { tool_calls: vec![call], ..ModelReply::default() });
+        }
+        let last_user = req.messages.iter().rev().find_map(|m| match m {
+            Message::User { content } => Some(content.clone()),
+            _ => None,
+        });
+        Ok(ModelReply { content: Some(format!("read: {}", last_user.unwrap_or_default())), ..ModelReply::default() })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_prompt_reaches_the_running_agent_with_approval_and_only_from_the_owner_session() {
+    let approver = Scripted::new(vec![ApprovalAnswer::AllowOnce; 3]);
+    let f = fixture(with_agent(), Some(approver.clone()));
+    let (started, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let client = Listener { started: started.clone(), go: go.clone(), turns: Arc::default() };
+    f.gate.agents().unwrap().set_client("script", Arc::new(client));
+    let v = f.call("create_job", json!({"title": "chat", "description": "Wait for instructions."})).await.unwrap();
+    let id = v["job_id"].as_str().unwrap().to_owned();
+    tokio::time::timeout(Duration::from_secs(10), started.notified()).await.unwrap();
+    // Another session of the same user may see the job, not prompt it or read its events.
+    let other = f.ctx("ann", "s2");
+    assert!(f.call_as(&other, "job_status", json!({"job_id": id})).await.is_ok());
+    let e = f.call_as(&other, "job_prompt", json!({"job_id": id, "content": "hijack"})).await.unwrap_err();
+    assert!(e.to_string().contains("only the session that created"), "{e}");
+    let e = f.call_as(&other, "job_events", json!({"job_id": id})).await.unwrap_err();
+    assert!(e.to_string().contains("only the session that created"), "{e}");
+    let asked = approver.asked();
+    let v = f.call("job_prompt", json!({"job_id": id, "content": "use the blue one", "done": true})).await;
+    let seen: Vec<String> = approver.seen.lock().unwrap().iter().map(|r| format!("{r:?}")).collect();
+    let v = v.unwrap_or_else(|e| panic!("{e} {seen:#?}"));
+    assert_eq!(v["status"], "queued", "{v}");
+    assert_eq!(approver.asked(), asked + 1, "job_prompt asks for approval");
+    go.notify_one();
+    let done = f.finished(&id).await;
+    assert_eq!(done["result"], "read: use the blue one", "{done}");
+    // Its input is closed, and it ended anyway: a later prompt is refused.
+    let e = f.call("job_prompt", json!({"job_id": id, "content": "more"})).await.unwrap_err();
+    assert!(e.to_string().contains("already ended"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_job_asks_first_and_stops_a_running_command() {
+    let approver = Scripted::new(vec![
+        ApprovalAnswer::Deny { message: None },
+        ApprovalAnswer::AllowOnce,
+        ApprovalAnswer::AllowOnce,
+    ]);
+    let f = fixture(Config::default(), Some(approver.clone()));
+    let token = format!("jobsleep{}", std::process::id());
+    let v = f
+        .call(
+            "create_job",
+            json!({"title": "long", "mode": "command", "description": format!("exec -a {token} sleep 60")}),
+        )
+        .await
+        .unwrap();
+    let id = v["job_id"].as_str().unwrap().to_owned();
+    let t = Instant::now();
+    while f.call("job_status", json!({"job_id": id})).await.unwrap()["state"] != "running" {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let e = f.call("cancel_job", json!({"job_id": &id[..8]})).await.unwrap_err();
+    let seen: Vec<String> = approver.seen.lock().unwrap().iter().map(|r| format!("{r:?}")).collect();
+    assert!(matches!(e, ToolError::ApprovalDenied { .. }), "{e} {seen:#?}");
+    assert_eq!(f.call("job_status", json!({"job_id": id})).await.unwrap()["state"], "running");
+    let v = f.call("cancel_job", json!({"job_id": &id[..8]})).await.unwrap();
+    assert_eq!(v["state"], "cancelled", "{v}");
+    assert_eq!(v["error"], "cancelled by ann");
+    // The command is gone, and the job's end stays `cancelled`.
+    let t = Instant::now();
+    while processes_with(&token) {
+        assert!(t.elapsed() < Duration::from_secs(10), "the job's command outlived its cancellation");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(f.call("job_status", json!({"job_id": id})).await.unwrap()["state"], "cancelled");
+    let e = f.call("cancel_job", json!({"job_id": id})).await.unwrap_err();
+    assert!(e.to_string().contains("already ended"), "{e}");
+    let listed = f.call("list_jobs", json!({"filter": "failed"})).await.unwrap();
+    assert_eq!(listed["jobs"][0]["job_id"], id.as_str());
+    assert!(f.call("list_jobs", json!({"filter": "active"})).await.unwrap()["jobs"].as_array().unwrap().is_empty());
+}
+
+fn processes_with(token: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(token))
+            .unwrap_or(false)
+            && e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) != Some(std::process::id())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_users_job_is_not_found_and_prefixes_must_be_unambiguous() {
+    let f = fixture(Config::default(), None);
+    let mut ids = Vec::new();
+    // Enough jobs that two share a first character, and usually more.
+    for i in 0..40 {
+        let v = f
+            .call("create_job", json!({"title": format!("j{i}"), "mode": "command", "description": "true"}))
+            .await
+            .unwrap();
+        ids.push(v["job_id"].as_str().unwrap().to_owned());
+    }
+    let bob = f.ctx("bob", "b1");
+    let e = f.call_as(&bob, "job_status", json!({"job_id": ids[0]})).await.unwrap_err();
+    assert!(matches!(e, ToolError::NotFound { .. }), "{e}");
+    let e = f.call_as(&bob, "cancel_job", json!({"job_id": ids[0]})).await.unwrap_err();
+    assert!(e.to_string().contains("not found") || matches!(e, ToolError::NeedsApproval { .. }), "{e}");
+    assert!(f.call_as(&bob, "list_jobs", json!({})).await.unwrap()["jobs"].as_array().unwrap().is_empty());
+    // Too short.
+    let e = f.call("job_status", json!({"job_id": "abc"})).await.unwrap_err();
+    assert!(e.to_string().contains("at least 4 characters"), "{e}");
+    // A 4-character prefix that two of ann's jobs share: both are listed.
+    let mut sorted = ids.clone();
+    sorted.sort();
+    let pair =
+        sorted.windows(2).max_by_key(|w| w[0].chars().zip(w[1].chars()).take_while(|(a, b)| a == b).count()).unwrap();
+    let common = pair[0].chars().zip(pair[1].chars()).take_while(|(a, b)| a == b).count();
+    if common >= 4 {
+        let prefix = &pair[0][..common];
+        let e = f.call("job_status", json!({"job_id": prefix})).await.unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(&pair[0]) && text.contains(&pair[1]) && text.contains("give more characters"), "{text}");
+    }
+    // A unique prefix resolves.
+    let v = f.call("job_status", json!({"job_id": &ids[3][..13]})).await.unwrap();
+    assert_eq!(v["job_id"], ids[3].as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_with_what_to_do() {
+    let mut config = Config::default();
+    config.automation.jobs.claude_bin = Some("/nonexistent/claude".into());
+    let f = fixture(config, None);
+    std::fs::write(f.dir.path().join("file.txt"), "x").unwrap();
+    let bad = |params: Value| {
+        let f = &f;
+        async move { f.call("create_job", params).await.unwrap_err().to_string() }
+    };
+    let e = bad(json!({"title": "t", "description": "d"})).await;
+    assert!(e.contains("none is configured") && e.contains("[agents.main]"), "{e}");
+    let e = bad(json!({"title": "t", "description": "d", "mode": "claude_code"})).await;
+    assert!(e.contains("not installed") && e.contains("claude_bin"), "{e}");
+    for dir in ["..", "../..", "/etc", "proj/../../x"] {
+        let e = bad(json!({"title": "t", "description": "d", "mode": "command", "project_dir": dir})).await;
+        assert!(e.contains("project_dir"), "{dir}: {e}");
+    }
+    let e = bad(json!({"title": "t", "description": "d", "mode": "command", "project_dir": ".toolgate"})).await;
+    assert!(e.contains("toolgate's own state"), "{e}");
+    let e = bad(json!({"title": "t", "description": "d", "mode": "command", "project_dir": "file.txt"})).await;
+    assert!(e.contains("not a folder"), "{e}");
+    let e = bad(json!({"title": "t", "description": "d", "mode": "command", "credentials": ["missing"]})).await;
+    assert!(e.contains("no secret `missing`") && e.contains("toolgate tools secret"), "{e}");
+    f.put_secret("k", "v");
+    let e = bad(json!({"title": "t", "description": "d", "mode": "command", "credentials": [{"secret": "k", "env": "LD_PRELOAD"}]})).await;
+    assert!(e.contains("LD_"), "{e}");
+    let e =
+        bad(json!({"title": "t", "description": "d", "mode": "command", "credentials": [{"secret": "../k"}]})).await;
+    assert!(e.contains("not a secret name"), "{e}");
+    let e = bad(json!({"title": "t", "description": "d", "mode": "telepathy"})).await;
+    assert!(e.contains("mode"), "{e}");
+    let e = bad(json!({"title": "   ", "description": "d", "mode": "command"})).await;
+    assert!(e.contains("title"), "{e}");
+    // Nothing was stored for any of them.
+    assert!(f.call("list_jobs", json!({})).await.unwrap()["jobs"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_are_announced_and_waits_are_bounded() {
+    let f = fixture(Config::default(), None);
+    let v =
+        f.call("create_job", json!({"title": "quick", "mode": "command", "description": "echo fine"})).await.unwrap();
+    assert!(["queued", "running", "completed"].contains(&v["state"].as_str().unwrap()), "{v}");
+    let done = f.finished(v["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "completed");
+    assert!(done["result"].as_str().unwrap().contains("fine"));
+    assert!(done["finished_ms"].as_i64().unwrap() >= done["started_ms"].as_i64().unwrap());
+}
