@@ -1,5 +1,6 @@
 //! `toolgate audit [--tail N] [--json]`: the latest calls, including those still running
-//! ("started") and those a dead toolgate never completed ("interrupted").
+//! ("started") and those a dead toolgate never completed ("interrupted"); `toolgate audit
+//! verify`: checks the log's hash chain and names the first broken row (`docs/audit.md`).
 
 use std::process::ExitCode;
 
@@ -9,7 +10,10 @@ use toolgate::store::{INTERRUPTED, STARTED, Store};
 use super::GlobalArgs;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// How many of the latest calls to show.
     #[arg(long, default_value_t = 20)]
     tail: usize,
@@ -18,8 +22,22 @@ pub(crate) struct Args {
     json: bool,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Check the hash chain of the audit log: every completed row follows the one before it and
+    /// still has the content it was written with. Exits 1 and names the first broken row if not.
+    Verify {
+        /// The report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let db = global.workspace()?.join(".toolgate/state.db");
+    if let Some(Command::Verify { json }) = args.command {
+        return verify(&db, json);
+    }
     if !db.exists() {
         outln!("no calls recorded yet in {} (run `toolgate call echo '{{\"message\":\"hi\"}}'` first)", db.display());
         return Ok(ExitCode::SUCCESS);
@@ -59,6 +77,43 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn verify(db: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    if !db.exists() {
+        anyhow::bail!(
+            "no audit log at {}: nothing to verify (run toolgate in this workspace first, or pass --workspace)",
+            db.display()
+        );
+    }
+    let store = Store::open(db).context("cannot open the audit log")?;
+    let report = store.verify_audit_chain().context("cannot read the audit log's chain")?;
+    if json {
+        outln!("{}", serde_json::to_string(&report)?);
+    } else {
+        let ends = &report.ends;
+        match &report.broken {
+            None => outln!(
+                "audit chain intact: {} rows (positions {}..{}); head hash {}\n\
+                 (keep the head hash elsewhere: a later verify that reaches it shows nothing before it was rewritten)",
+                report.rows,
+                ends.start_seq,
+                ends.head_seq,
+                ends.head_hash
+            ),
+            Some(b) => {
+                let row =
+                    if b.id.is_empty() { format!("row {}", b.seq) } else { format!("row {} (call {})", b.seq, b.id) };
+                outln!(
+                    "audit chain BROKEN at {row}: {}\n{} rows before it check out. The log was changed outside \
+                     toolgate: compare it with a backup, and keep this database as evidence.",
+                    b.reason,
+                    report.rows
+                );
+            }
+        }
+    }
+    Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn first_line(s: &str) -> &str {

@@ -40,7 +40,10 @@ impl HttpToken {
         }
         let secret = random_hex(32).map_err(err)?;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(err)?;
+            // `.toolgate/` is its owner's alone (0700), whatever the umask.
+            std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+                .create(dir)
+                .map_err(err)?;
         }
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);

@@ -389,8 +389,14 @@ impl Sandbox {
             (high_fd(OwnedFd::from(null)).map_err(|e| SandboxError::io("opening /dev/null", e))?, None)
         };
         let log = match &spec.log_path {
+            // The log is toolgate's state (`.toolgate/outputs/`): its owner's alone, whatever the umask.
             Some(p) => Some((
-                File::create(p).map_err(|e| SandboxError::io(format!("creating the log file {}", p.display()), e))?,
+                std::os::unix::fs::OpenOptionsExt::mode(
+                    std::fs::OpenOptions::new().write(true).create(true).truncate(true),
+                    0o600,
+                )
+                .open(p)
+                .map_err(|e| SandboxError::io(format!("creating the log file {}", p.display()), e))?,
                 p.clone(),
             )),
             None => None,

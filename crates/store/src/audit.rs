@@ -352,6 +352,18 @@ fn maintain(conn: Connection, state: &Maintenance, options: AuditOptions) {
     let (mut seen, mut last_commit) = (0, Instant::now());
     let mut retention_due = Instant::now();
     loop {
+        // First at open, even when the log is dropped at once (a one-shot `toolgate call`).
+        if let Some(days) = options.retention_days
+            && Instant::now() >= retention_due
+        {
+            retention_due = Instant::now() + RETENTION_EVERY;
+            let cutoff = now_ms() - i64::from(days) * 86_400_000;
+            match prune(&conn, cutoff) {
+                Ok(Some(p)) => tracing::info!(rows = p.rows, days, "audit: retention pruned the oldest rows"),
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "audit: retention could not prune old rows"),
+            }
+        }
         let stop = state.stop.load(Ordering::Acquire);
         let commits = state.commits.load(Ordering::Acquire);
         if commits != seen {
@@ -368,17 +380,6 @@ fn maintain(conn: Connection, state: &Maintenance, options: AuditOptions) {
         }
         if stop {
             return;
-        }
-        if let Some(days) = options.retention_days
-            && Instant::now() >= retention_due
-        {
-            retention_due = Instant::now() + RETENTION_EVERY;
-            let cutoff = now_ms() - i64::from(days) * 86_400_000;
-            match prune(&conn, cutoff) {
-                Ok(Some(p)) => tracing::info!(rows = p.rows, days, "audit: retention pruned the oldest rows"),
-                Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "audit: retention could not prune old rows"),
-            }
         }
         // Idle (everything checkpointed): look again in a second, or when the writer wakes it.
         std::thread::park_timeout(if commits == checkpointed { Duration::from_secs(1) } else { TICK });

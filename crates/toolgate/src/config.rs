@@ -236,11 +236,14 @@ impl std::str::FromStr for ApprovalMode {
 pub struct AuditConfig {
     /// Record every call in `.toolgate/state.db` (default true).
     pub enabled: bool,
+    /// Rows that started more than this many days ago are pruned from the start of the hash
+    /// chain, which records it (default 90; 0 keeps everything). `docs/audit.md`.
+    pub retention_days: u32,
 }
 
 impl Default for AuditConfig {
     fn default() -> Self {
-        AuditConfig { enabled: true }
+        AuditConfig { enabled: true, retention_days: 90 }
     }
 }
 

@@ -260,7 +260,11 @@ impl GateBuilder {
             registry.register_dynamic(tool)?;
         }
         let audit = match (&state_db, self.config.audit.enabled) {
-            (Some(db), true) => Some(Arc::new(AuditLog::open(db)?) as Arc<dyn AuditStore>),
+            (Some(db), true) => {
+                let retention_days = Some(self.config.audit.retention_days).filter(|d| *d > 0);
+                Some(Arc::new(AuditLog::open_with(db, toolgate_store::AuditOptions { retention_days })?)
+                    as Arc<dyn AuditStore>)
+            }
             _ => None,
         };
         let config = self.config;

@@ -106,7 +106,9 @@ pub(crate) fn resolve(
     let workspace = workspace.canonicalize().map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
     let state_dir = workspace.join(".toolgate/mcp").join(name);
-    std::fs::create_dir_all(&state_dir)
+    // In `.toolgate/`, which is its owner's alone (0700).
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&state_dir)
         .map_err(|e| format!("cannot create the server's state folder {}: {e}", state_dir.display()))?;
 
     let mut read = installation(program, cwd, &config.args);

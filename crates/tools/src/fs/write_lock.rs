@@ -120,7 +120,8 @@ fn still_at_path(workspace: &Path, file: &File) -> bool {
 fn open_dir(workspace: &Path, create: bool) -> rustix::io::Result<OwnedFd> {
     let ws = rustix::fs::open(workspace, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
     if create {
-        match mkdirat(&ws, DIR, Mode::from_raw_mode(0o777)) {
+        // toolgate's state is its owner's alone.
+        match mkdirat(&ws, DIR, Mode::from_raw_mode(0o700)) {
             Ok(()) => {}
             Err(e) if e == Errno::EXIST => {}
             Err(e) => return Err(e),

@@ -42,7 +42,10 @@ pub(crate) fn rel_log(id: &str) -> String {
 /// `.toolgate` is a symbolic link (the server writes logs there with its own rights).
 pub(crate) fn outputs_dir(workspace: &Path) -> Result<PathBuf, ToolError> {
     let dir = workspace.join(OUTPUTS_DIR);
-    std::fs::create_dir_all(&dir).map_err(|e| ToolError::failed(format!("cannot create {}: {e}", dir.display())))?;
+    // toolgate's state is its owner's alone (`.toolgate/` and what is in it: 0700).
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&dir)
+        .map_err(|e| ToolError::failed(format!("cannot create {}: {e}", dir.display())))?;
     for p in [workspace.join(".toolgate"), dir.clone()] {
         let meta = std::fs::symlink_metadata(&p)
             .map_err(|e| ToolError::failed(format!("cannot inspect {}: {e}", p.display())))?;
