@@ -43,6 +43,8 @@ pub struct Setup {
 pub struct AutomationConfig {
     /// The message channels, by name (`[automation.channels.NAME]`).
     pub channels: message::Channels,
+    /// Background jobs (`[automation.jobs]`).
+    pub jobs: jobs::JobsConfig,
 }
 
 /// The family's tools.

@@ -270,8 +270,23 @@ impl Family for Automation {
         if let Some(st) = &s.stores {
             setup.secrets = Some(Arc::new(crate::extensions::StoreSecrets(Arc::clone(&st.secrets))));
             setup.outbox = Some(Arc::clone(&st.outbox));
+            setup.jobs = Some(toolgate_automation::jobs::Jobs::new(toolgate_automation::jobs::JobsSetup {
+                store: Arc::clone(&st.jobs),
+                agents: s.agents.clone(),
+                secrets: setup.secrets.clone(),
+                workspace: s.workspace.clone(),
+                config: s.config.automation.jobs.clone(),
+            }));
         }
         Ok(toolgate_automation::tools(&setup))
+    }
+
+    /// Jobs of a server that died (their lease lapsed) end as `failed: interrupted`: at start,
+    /// then every lease.
+    fn tasks(&self, s: &Services, shutdown: &CancellationToken) -> Vec<Task> {
+        let Some(st) = &s.stores else { return Vec::new() };
+        let period = s.config.automation.jobs.lease();
+        vec![Box::pin(toolgate_automation::jobs::sweeper(Arc::clone(&st.jobs), period, shutdown.clone()))]
     }
 }
 
