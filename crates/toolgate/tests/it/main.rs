@@ -4,6 +4,7 @@
 
 mod canvas;
 mod automation_message;
+mod browser;
 mod dialects;
 mod family;
 mod gate;
