@@ -34,7 +34,7 @@ const EDGES: &[(&str, &[&str])] = &[
         &["toolgate-agent", "toolgate-core", "toolgate-fetch", "toolgate-guard", "toolgate-store", "toolgate-tools"],
     ),
     ("toolgate-browser", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox"]),
-    ("toolgate-media", &["toolgate-core"]),
+    ("toolgate-media", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox", "toolgate-tools"]),
     (
         "toolgate-extensions",
         &["toolgate-core", "toolgate-guard", "toolgate-mcp", "toolgate-store", "toolgate-tools", "toolgate-wasm"],

@@ -70,6 +70,8 @@ pub struct Config {
     pub automation: toolgate_automation::AutomationConfig,
     /// Serving as a team gateway: API keys, per-user workspaces (`docs/gateway.md`).
     pub gateway: toolgate_gateway::GatewayConfig,
+    /// The media tools: caps, image, transcription and speech providers (`docs/media.md`).
+    pub media: toolgate_media::MediaConfig,
 }
 
 impl Config {

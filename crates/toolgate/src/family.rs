@@ -329,8 +329,23 @@ impl Family for Media {
         "media"
     }
 
-    fn tools(&self, _: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
-        Ok(toolgate_media::tools(&toolgate_media::Setup::default()))
+    fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        // The file tools' confinement and rules (and, with a state database, their write lock
+        // across processes); keys from the store's secrets; programs under `[runtime.sandbox]`'s
+        // limits and fallback.
+        let fs =
+            toolgate_tools::fs::FsState::new_shared(s.config.fs.clone()).map_err(|e| GateError::Fs(e.to_string()))?;
+        if let Some(st) = &s.stores {
+            fs.share_across_processes(Arc::clone(&st.locks));
+        }
+        let secrets: Arc<dyn SecretSource> = match &s.stores {
+            Some(st) => Arc::new(crate::extensions::StoreSecrets(Arc::clone(&st.secrets))),
+            None => Arc::new(NoSecrets),
+        };
+        let setup = toolgate_media::Setup::new(s.config.media.clone(), fs, s.fetcher.clone())
+            .with_secrets(secrets)
+            .with_sandbox(s.runner.config().sandbox.policy(&s.workspace));
+        Ok(toolgate_media::tools(&setup))
     }
 }
 

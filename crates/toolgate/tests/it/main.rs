@@ -4,7 +4,6 @@
 
 mod canvas;
 mod automation_message;
-mod browser;
 mod dialects;
 mod family;
 mod gate;

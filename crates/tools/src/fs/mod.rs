@@ -116,6 +116,45 @@ impl FsState {
         }
         Ok(bytes)
     }
+
+    /// Writes `bytes` (at most `max`) to the workspace file `input`, guarded like `write`
+    /// (confinement, write-deny rules, instruction files, locks, redaction markers; atomic, so a
+    /// failure leaves the old file), for tools that produce files (the media family). An existing
+    /// file is replaced only with `overwrite`. Returns the file's real path in the workspace.
+    pub fn write_confined(
+        &self,
+        ctx: &toolgate_core::CallContext,
+        tool: &str,
+        input: &str,
+        bytes: &[u8],
+        max: usize,
+        overwrite: bool,
+    ) -> Result<String, toolgate_core::ToolError> {
+        if bytes.len() > max {
+            return Err(toolgate_core::ToolError::failed(format!(
+                "the output would be {} bytes, over the {max}-byte limit of `{tool}`",
+                bytes.len()
+            )));
+        }
+        self.exclusive(ctx, || {
+            let checked = writer::check(self, ctx, tool, input, false)?;
+            if checked.current.is_some() && !overwrite {
+                return Err(toolgate_core::ToolError::failed(format!(
+                    "`{}` already exists; pass \"overwrite\": true to replace it, or choose another path",
+                    checked.rel
+                )));
+            }
+            writer::refuse_redaction_markers(tool, checked.rel.as_str(), checked.current.as_deref(), bytes)?;
+            checked.target.commit(bytes).map_err(|e| {
+                toolgate_core::ToolError::failed(format!(
+                    "writing `{}` failed, the old file is unchanged: {e}",
+                    checked.rel
+                ))
+            })?;
+            self.notify(ctx, checked.target.real.as_str());
+            Ok(checked.target.real.as_str().to_owned())
+        })
+    }
 }
 
 /// Every fs tool, sharing one state.
