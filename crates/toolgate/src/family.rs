@@ -295,6 +295,9 @@ impl Family for Automation {
 #[derive(Debug, Default)]
 struct Browser {
     canvas: std::sync::OnceLock<Arc<toolgate_browser::canvas::Canvas>>,
+    /// The gate's browsers: Chromium starts on first use, behind the web tools' URL policy
+    /// (`s.fetcher`), and is killed when the gate goes.
+    browsers: std::sync::OnceLock<toolgate_browser::Browsers>,
 }
 
 impl Browser {
@@ -312,6 +315,14 @@ impl Family for Browser {
     fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
         let mut setup = toolgate_browser::Setup::default();
         setup.canvas = self.canvas(s);
+        setup.browsers = Some(
+            self.browsers
+                .get_or_init(|| {
+                    let profiles = s.workspace.join(".toolgate").join("browser");
+                    toolgate_browser::Browsers::new(toolgate_browser::BrowserConfig::new(profiles, s.fetcher.clone()))
+                })
+                .clone(),
+        );
         Ok(toolgate_browser::tools(&setup))
     }
 
