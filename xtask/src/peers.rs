@@ -35,6 +35,10 @@ pub(crate) const OPENAI_AGENTS: &str = "openai-agents==0.24.0";
 pub(crate) const MCP_SERVER_TIME: &str = "mcp-server-time==2026.10.19";
 pub(crate) const MCP_SERVER_GIT: &str = "mcp-server-git==2026.10.19";
 
+/// An SMTP server with STARTTLS that the `message` email tests send to. It adds `atpublic` and
+/// changes no package in the venv (checked with `pip install --dry-run`).
+pub(crate) const AIOSMTPD: &str = "aiosmtpd==1.4.6";
+
 /// The npm peers, installed together into `.cache/peers/npm`: (package, version).
 /// - `server-everything`: the bridge's test server (stdio, Streamable HTTP, SSE) and the
 ///   benchmark's reference server;
@@ -73,7 +77,7 @@ pub(crate) fn install() -> anyhow::Result<()> {
     }
     let venv = venv();
     let python = venv.join("bin/python");
-    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI, OPENAI_AGENTS, MCP_SERVER_TIME, MCP_SERVER_GIT] {
+    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI, OPENAI_AGENTS, MCP_SERVER_TIME, MCP_SERVER_GIT, AIOSMTPD] {
         if has(&python, requirement) {
             continue;
         }

@@ -56,8 +56,11 @@ pub(crate) async fn send(c: &ChannelConfig, password: Option<&str>, m: &Outgoing
     match transport.send(email).await {
         Ok(_) => Ok(()),
         Err(e) if e.is_permanent() => Err(SendError::permanent(format!("the SMTP server refused the message: {e}"))),
-        Err(e) if e.is_tls() => Err(SendError::permanent(format!(
-            "STARTTLS with {host} failed: {e} (a private CA goes in the channel's `ca_file`)"
+        // A certificate that does not verify will not verify on the next try either (lettre
+        // reports it as a connection error, hence the look at the causes).
+        Err(e) if e.is_tls() || describe(&e).contains("certificate") => Err(SendError::permanent(format!(
+            "STARTTLS with {host} failed: {} (a private CA goes in the channel's `ca_file`)",
+            describe(&e)
         ))),
         Err(e) => Err(SendError::transient(format!("SMTP with {host}: {}", describe(&e)))),
     }
@@ -65,12 +68,15 @@ pub(crate) async fn send(c: &ChannelConfig, password: Option<&str>, m: &Outgoing
 
 /// lettre's error with its causes (the outer one often says only "Connection error").
 fn describe(e: &lettre::transport::smtp::Error) -> String {
-    let mut out = e.to_string();
+    // Each level often repeats the one below it: keep the words once.
+    let mut parts: Vec<String> = vec![e.to_string()];
     let mut cur: &dyn std::error::Error = e;
     while let Some(next) = cur.source() {
-        out.push_str(": ");
-        out.push_str(&next.to_string());
+        let text = next.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
         cur = next;
     }
-    out
+    parts.join(": ")
 }

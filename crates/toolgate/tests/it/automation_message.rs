@@ -310,3 +310,172 @@ async fn unconfigured_channels_secrets_in_the_text_and_the_rate_limit_are_refuse
     assert!(err.contains("at most 2 messages a minute"), "{err}");
     assert_eq!(log.lock().unwrap().len(), 2);
 }
+
+/// The venv's python with aiosmtpd (installed by `cargo xtask deps`).
+fn smtp_python() -> std::path::PathBuf {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/venv/bin/python");
+    let ok = std::process::Command::new(&python).args(["-c", "import aiosmtpd"]).status().is_ok_and(|s| s.success());
+    assert!(ok, "aiosmtpd is missing in {}: run `cargo xtask deps` and retry", python.display());
+    python
+}
+
+/// A test CA (self-signed, trusted through the channel's `ca_file`) and a certificate for
+/// `localhost` it signed, made with openssl: (CA cert, server cert, server key) paths in `dir`.
+fn test_pki(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let p = |name: &str| dir.join(name);
+    let openssl = |args: &[&str]| {
+        let ok = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "openssl {args:?} failed");
+    };
+    openssl(
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=toolgate test CA"]
+            .iter()
+            .copied()
+            .chain(["-keyout", "ca-key.pem", "-out", "ca.pem"])
+            .collect::<Vec<_>>(),
+    );
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "smtp-key.pem",
+        "-out",
+        "smtp.csr",
+    ]);
+    std::fs::write(p("ext.cnf"), "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "smtp.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca-key.pem",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "smtp-cert.pem",
+    ]);
+    (p("ca.pem"), p("smtp-cert.pem"), p("smtp-key.pem"))
+}
+
+/// aiosmtpd on loopback requiring STARTTLS and AUTH; its stdout's lines arrive on the channel.
+struct Smtp {
+    child: std::process::Child,
+    port: u16,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Smtp {
+    fn start(cert: &std::path::Path, key: &std::path::Path, user: &str, password: &str) -> Smtp {
+        use std::io::BufRead;
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/smtp_starttls.py");
+        let mut child = std::process::Command::new(smtp_python())
+            .arg(script)
+            .args([cert.as_os_str(), key.as_os_str()])
+            .args([user, password])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let first = lines.recv_timeout(std::time::Duration::from_secs(60)).expect("the SMTP server did not start");
+        let port = first.strip_prefix("PORT ").unwrap().parse().unwrap();
+        Smtp { child, port, lines }
+    }
+
+    /// The next message it accepted (waits up to a minute).
+    fn next(&self) -> Value {
+        serde_json::from_str(&self.lines.recv_timeout(std::time::Duration::from_secs(60)).unwrap()).unwrap()
+    }
+}
+
+impl Drop for Smtp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn email_goes_over_starttls_with_auth_and_an_untrusted_or_down_server_gets_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = test_pki(dir.path());
+    let smtp = Smtp::start(&cert, &key, "agent", "smtp-pass-9f2c41");
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let email = |port: u16, ca: Option<&std::path::Path>| {
+        channel(ChannelKind::Email, |c| {
+            c.host = Some("localhost".into());
+            c.port = Some(port);
+            c.from = Some("toolgate@example.com".into());
+            c.username = Some("agent".into());
+            c.secret = Some("smtp-pass".into());
+            c.ca_file = ca.map(std::path::Path::to_path_buf);
+            c.retries = 1;
+            c.timeout_secs = 10;
+        })
+    };
+    let gate = gate(
+        &dir,
+        vec![
+            ("mail", email(smtp.port, Some(&ca))),
+            ("untrusted", email(smtp.port, None)),
+            ("down", email(dead, Some(&ca))),
+        ],
+        &[("smtp-pass", "smtp-pass-9f2c41")],
+    );
+    let out = call(&gate, json!({"to": "mail:ops@example.com", "subject": "Disk", "content": "db-1 is at 91%"}))
+        .await
+        .unwrap();
+    assert!(out.text_content().contains("Sent to mail:ops@example.com"), "{}", out.text_content());
+    let got = smtp.next();
+    assert_eq!(got["tls"], true, "STARTTLS before the message: {got}");
+    assert_eq!(got["auth"], true, "authenticated: {got}");
+    assert_eq!(got["mail_from"], "toolgate@example.com");
+    assert_eq!(got["rcpt_tos"], json!(["ops@example.com"]));
+    let data = got["data"].as_str().unwrap();
+    assert!(data.contains("Subject: Disk") && data.contains("db-1 is at 91%"), "{data}");
+
+    // A header injected through the subject or the address is refused before any connection.
+    let err =
+        call(&gate, json!({"to": "mail:ops@example.com", "subject": "x\r\nBcc: all@example.com", "content": "x"}))
+            .await
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("one line"), "{err}");
+    let err = call(&gate, json!({"to": "mail:ops@example.com, all@example.com", "content": "x"}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not an email address"), "{err}");
+
+    // A certificate nobody trusts: no retry, no password sent, kept.
+    let err =
+        call(&gate, json!({"to": "untrusted:ops@example.com", "content": "second"})).await.unwrap_err().to_string();
+    assert!(err.contains("after 1 try") && err.contains("ca_file") && err.contains("kept in the outbox"), "{err}");
+    // A server that is down: retried, then kept.
+    let err = call(&gate, json!({"to": "down:ops@example.com", "content": "third"})).await.unwrap_err().to_string();
+    assert!(err.contains("after 2 tries") && err.contains("kept in the outbox"), "{err}");
+    let listed = call(&gate, json!({"action": "outbox"})).await.unwrap().text_content();
+    assert!(listed.contains("untrusted:ops@example.com") && listed.contains("down:ops@example.com"), "{listed}");
+    assert!(smtp.lines.try_recv().is_err(), "nothing else reached the server");
+}
