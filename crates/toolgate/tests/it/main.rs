@@ -4,6 +4,7 @@
 
 mod browser;
 mod canvas;
+mod automation_jobs;
 mod automation_message;
 mod dialects;
 mod family;
