@@ -16,6 +16,9 @@
 //! - `page`: a tab and what its events say (loads, dialogs, console, refused navigations).
 //! - `snapshot`: the accessibility tree as text, refs.
 //! - `tool`: the `browser` tool ([`BrowserTool`]).
+//! - `screenshot`: `capture_screenshot` (one shot in a context of its own), and the canvas's
+//!   snapshots.
+//! - [`canvas`]: the `canvas` tool, its sanitizer and its live pages.
 //!
 //! # Example
 //!
@@ -38,6 +41,7 @@ mod cdp;
 mod error;
 mod page;
 mod process;
+mod screenshot;
 mod session;
 mod snapshot;
 mod tool;
@@ -68,6 +72,8 @@ pub fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {
     let mut tools = vec![setup.canvas.tool()];
     if let Some(browsers) = &setup.browsers {
         tools.extend(tool::tools(browsers));
+        tools.push(Arc::new(screenshot::CaptureScreenshot::new(browsers.clone())));
+        setup.canvas.set_snapshotter(screenshot::canvas_snapshotter(browsers.clone()));
     }
     tools
 }

@@ -280,10 +280,10 @@ impl Canvas {
         Ok(changed)
     }
 
-    /// The whole page of `owner`'s board as a document for a screenshot.
+    /// The whole page of `owner`'s board as a document for a screenshot (its policy inline).
     pub(crate) fn document(&self, owner: &Owner) -> Option<String> {
         let boards = self.boards();
-        boards.by_owner.get(owner).map(|b| page::frame_html(&b.doc))
+        boards.by_owner.get(owner).map(|b| page::file_html(&b.doc, self.config.scripts, false))
     }
 
     pub(crate) fn snapshotter(&self) -> Option<&Arc<dyn Snapshotter>> {
@@ -391,7 +391,7 @@ fn save(workspace: &Path, owner: &Owner, doc: &Doc, scripts: bool) -> Result<Pat
         std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
     }
     let json = serde_json::to_string(doc).unwrap_or_default();
-    for (path, body) in [(&state, json), (&html, page::file_html(doc, scripts))] {
+    for (path, body) in [(&state, json), (&html, page::file_html(doc, scripts, true))] {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, body).map_err(|e| fail(&tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| fail(path, e))?;

@@ -202,7 +202,7 @@ pub(super) fn event(doc: &Doc, frame: &str) -> String {
     .to_string()
 }
 
-/// The content as a whole document (the frame, and a screenshot's page).
+/// The content as a whole document (the frame; its policy comes in the headers).
 pub(super) fn frame_html(doc: &Doc) -> String {
     let mut out = format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
@@ -215,13 +215,15 @@ pub(super) fn frame_html(doc: &Doc) -> String {
 }
 
 /// The stdio mode's page: the content inline, the policy as a `<meta>` (a file has no
-/// headers), and a reload every two seconds so an open tab follows later changes.
-pub(super) fn file_html(doc: &Doc, scripts: bool) -> String {
+/// headers), and with `reload` a reload every two seconds so an open tab follows later changes
+/// (a snapshot's page has none).
+pub(super) fn file_html(doc: &Doc, scripts: bool, reload: bool) -> String {
     let script = if scripts { "script-src 'unsafe-inline'; " } else { "" };
+    let reload = if reload { "<meta http-equiv=\"refresh\" content=\"2\">" } else { "" };
     let mut out = format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"Content-Security-Policy\" \
          content=\"default-src 'none'; {script}style-src 'unsafe-inline'; img-src data:; font-src data:; \
-         base-uri 'none'; form-action 'none'\"><meta http-equiv=\"refresh\" content=\"2\">\
+         base-uri 'none'; form-action 'none'\">{reload}\
          <meta name=\"referrer\" content=\"no-referrer\"><title>{}</title><style>{CONTENT_STYLE}</style></head><body>",
         escape(if doc.title.is_empty() { "canvas" } else { &doc.title })
     );

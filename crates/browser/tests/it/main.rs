@@ -2,5 +2,6 @@
 
 mod support;
 
+mod capture;
 mod session;
 mod tool;
