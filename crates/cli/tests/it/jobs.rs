@@ -1,0 +1,150 @@
+//! Background jobs through the real binary: a command job created over MCP (stdio) in a
+//! `toolgate serve`, the server killed with SIGKILL while the job runs, then a new server on the
+//! same workspace: the job is `failed: interrupted` with an event, its command did not outlive
+//! the first server, and it was never run again.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate::store::{JOB_INTERRUPTED, JobStore, Store};
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+/// `toolgate serve` over stdio on `ws`, initialized.
+struct Server {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Server {
+    fn start(ws: &Path) -> Server {
+        let mut child = Command::new(TOOLGATE)
+            .arg("--workspace")
+            .arg(ws)
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start toolgate serve");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut s = Server { child, stdin, lines };
+        s.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "jobs-test", "version": "0"}}),
+        );
+        writeln!(s.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+        s
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{msg}").unwrap();
+        loop {
+            let line = self.lines.next().expect("an answer").unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn job(ws: &Path, id: &str) -> toolgate::store::JobRecord {
+    Store::open(&ws.join(".toolgate/state.db")).unwrap().job(id).unwrap().expect("the job")
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < Duration::from_secs(30), "waited 30 s for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn processes_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+        })
+        .count()
+}
+
+#[test]
+fn a_job_running_when_serve_is_killed_is_failed_interrupted_after_restart_and_never_rerun() {
+    let ws = tempfile::tempdir().unwrap();
+    // A short lease so the restart need not wait 30 s; approvals off (the command is a sleep).
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        "[approval]\nmode = \"never\"\n\n[automation.jobs]\nlease_secs = 1\n",
+    )
+    .unwrap();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let marker = format!("1000.{}{nanos:09}", std::process::id());
+    let mut server = Server::start(ws.path());
+    let answer = server.request(
+        2,
+        "tools/call",
+        json!({"name": "create_job", "arguments": {"title": "long", "mode": "command", "description": format!("sleep {marker}")}}),
+    );
+    let result = &answer["result"];
+    assert_ne!(result["isError"], true, "{answer}");
+    let id = result["structuredContent"]["job_id"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| {
+            let text = result["content"][0]["text"].as_str()?;
+            let start = text.find("\"job_id\": \"")? + 11;
+            Some(text[start..start + 36].to_owned())
+        })
+        .unwrap_or_else(|| panic!("no job id in {answer}"));
+    wait_until("the job to run its command", || job(ws.path(), &id).state == "running" && processes_with(&marker) > 0);
+
+    // SIGKILL: no chance to end the job or release its lease.
+    drop(server);
+    wait_until("the job's command to die with the server", || processes_with(&marker) == 0);
+    assert_eq!(job(ws.path(), &id).state, "running", "nothing ended the job yet");
+
+    // A new server sweeps at start (and every lease): the lease lapsed, the job is interrupted.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let second = Server::start(ws.path());
+    wait_until("the restarted server to end the job", || job(ws.path(), &id).state != "running");
+    let j = job(ws.path(), &id);
+    assert_eq!((j.state.as_str(), j.error.as_deref()), ("failed", Some(JOB_INTERRUPTED)), "{j:?}");
+    let store = Store::open(&ws.path().join(".toolgate/state.db")).unwrap();
+    let events = store.job_events(&id, 0, 100).unwrap();
+    let states: Vec<&str> = events.iter().filter(|e| e.kind == "state").map(|e| e.text.as_str()).collect();
+    assert_eq!(states.len(), 3, "{states:?}");
+    assert_eq!(&states[..2], ["queued", "running"]);
+    assert!(states[2].starts_with("failed: interrupted"), "{states:?}");
+    // Never run again: no new command, and the record keeps its single start.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(processes_with(&marker), 0, "the job was run again");
+    assert_eq!(job(ws.path(), &id).started_ms, j.started_ms);
+    // The CLI reads the same record (same user).
+    let out = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["call", "job_status", &json!({"job_id": &id[..8]}).to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("failed: interrupted"), "{text}");
+    drop(second);
+}
