@@ -35,6 +35,7 @@ const EDGES: &[(&str, &[&str])] = &[
     ),
     ("toolgate-browser", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox"]),
     ("toolgate-media", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox", "toolgate-tools"]),
+    ("toolgate-gateway", &["toolgate-mcp", "toolgate-store"]),
     (
         "toolgate-extensions",
         &["toolgate-core", "toolgate-guard", "toolgate-mcp", "toolgate-store", "toolgate-tools", "toolgate-wasm"],
@@ -50,6 +51,7 @@ const EDGES: &[(&str, &[&str])] = &[
             "toolgate-embed",
             "toolgate-extensions",
             "toolgate-fetch",
+            "toolgate-gateway",
             "toolgate-guard",
             "toolgate-mcp",
             "toolgate-media",

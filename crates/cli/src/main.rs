@@ -10,6 +10,7 @@ macro_rules! outln {
     };
 }
 
+mod admin;
 mod agent;
 mod approvals;
 mod audit;
@@ -101,6 +102,9 @@ enum Command {
     /// Install, list, inspect or remove WASM tools (components of the `toolgate:tool` world).
     #[command(subcommand)]
     Wasm(wasm::Command),
+    /// Manage a team gateway's users, groups, agents and API keys (docs/gateway.md).
+    #[command(subcommand)]
+    Admin(admin::Command),
 }
 
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
@@ -129,6 +133,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Mcp(command)) => mcp::run(&cli.global, command).await,
             Some(Command::Models(command)) => models::run(&cli.global, command).await,
             Some(Command::Wasm(command)) => wasm::run(&cli.global, command).await,
+            Some(Command::Admin(command)) => admin::run(&cli.global, command),
             None => {
                 tools::welcome(&cli.global)?;
                 serve::run_default(&cli.global).await

@@ -90,8 +90,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let api = Arc::new(Mounted::new(gate.routes(), Some(pending)));
     // Only an HTTP server mounts them (the canvas writes files while none holds its pages).
     let mounts = if args.http.is_some() { gate.mounts() } else { Vec::new() };
+    let keys = gateway_keys(&gate)?;
     let tasks = gate.start_tasks(&shutdown);
-    serve(gate, &workspace, args, api, mounts, shutdown.clone()).await?;
+    serve(gate, &workspace, args, api, mounts, keys, shutdown.clone()).await?;
     shutdown.cancel();
     for task in tasks {
         let _ = task.await;
@@ -148,6 +149,7 @@ async fn serve<H: CallHandler>(
     args: Args,
     api: Arc<Mounted>,
     mounts: Vec<toolgate::family::Mount>,
+    keys: Option<Arc<dyn toolgate::mcp::Authenticator>>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let Some(addr) = args.http else {
@@ -156,12 +158,18 @@ async fn serve<H: CallHandler>(
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr().context("cannot read the listening address")?;
-    let token = HttpToken::load_or_create(workspace)?;
-    let mut http = HttpConfig::new(token.clone());
+    // A team gateway knows its callers by their API keys: it makes no shared token.
+    let (mut http, token) = match keys {
+        Some(keys) => (HttpConfig::with_authenticator(keys), None),
+        None => {
+            let token = HttpToken::load_or_create(workspace)?;
+            (HttpConfig::new(token.clone()), Some(token))
+        }
+    };
     if !local.ip().is_loopback() {
         eprintln!(
             "toolgate: warning: listening on {local}, which is reachable from other machines; \
-             the bearer token is the only protection and it travels in clear text without TLS"
+             its credentials (the bearer token or API keys) travel in clear text without TLS"
         );
         if !local.ip().is_unspecified() {
             http.allowed_hosts.push(local.ip().to_string());
@@ -172,7 +180,10 @@ async fn serve<H: CallHandler>(
     http.max_body_bytes = args.max_body_bytes;
     http.api = Some(api);
     http.mounts = mounts;
-    print_banner(local, &token);
+    match &token {
+        Some(token) => print_banner(local, token),
+        None => print_gateway_banner(local),
+    }
     toolgate::mcp::serve_http(handler, listener, http, shutdown).await?;
     Ok(())
 }
@@ -186,6 +197,27 @@ pub(crate) async fn run_default(global: &GlobalArgs) -> anyhow::Result<ExitCode>
         max_body_bytes: 4 * 1024 * 1024,
     };
     run(global, args).await
+}
+
+/// In gateway mode (`[gateway] enabled`), `/mcp` admits requests by their API keys, checked in
+/// the state database on every request.
+fn gateway_keys(gate: &Gate) -> anyhow::Result<Option<Arc<dyn toolgate::mcp::Authenticator>>> {
+    if !gate.services().config.gateway.enabled {
+        return Ok(None);
+    }
+    let stores = gate.services().stores.as_ref().context(
+        "[gateway] enabled needs the state database, which holds the users and keys; \
+         it could not be opened (see the messages above)",
+    )?;
+    Ok(Some(Arc::new(toolgate::gateway::KeyAuthenticator::new(Arc::clone(&stores.identity)))))
+}
+
+fn print_gateway_banner(local: SocketAddr) {
+    eprintln!("toolgate: serving a team gateway at http://{local}/mcp");
+    eprintln!(
+        "toolgate: every request needs an API key (`Authorization: Bearer tg_...`); make one with \
+         `toolgate admin user add NAME` and `toolgate admin key create --user NAME`; Ctrl-C stops the server"
+    );
 }
 
 fn print_banner(local: SocketAddr, token: &HttpToken) {

@@ -16,7 +16,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{CallHandler, Error, ExtraFeatures, HttpToken, McpServer};
+use crate::{Authenticator, CallHandler, Error, ExtraFeatures, HttpToken, McpServer};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -46,6 +46,10 @@ pub struct HttpConfig {
     /// Whole-request endpoints beside `/mcp` and `/api/` (webhooks, pages, live streams): the
     /// longest matching prefix serves the request.
     pub mounts: Vec<Mount>,
+    /// Callers known one by one (a team gateway's API keys): when set, it decides who may
+    /// reach `/mcp`, `/api/` and bearer mounts instead of [`HttpConfig::token`], and the
+    /// [`Caller`] it returns names the user of every call the request makes.
+    pub authenticator: Option<Arc<dyn Authenticator>>,
 }
 
 /// The body of a response from an [`HttpRoute`]: whole or streamed (server-sent events).
@@ -185,14 +189,25 @@ pub trait ApiHandler: Send + Sync + std::fmt::Debug {
 impl HttpConfig {
     /// Loopback hosts only, no browser origins, 4 MiB bodies.
     pub fn new(token: HttpToken) -> Self {
+        HttpConfig { token: Some(token), ..HttpConfig::base() }
+    }
+
+    /// Callers known one by one: [`HttpConfig::new`]'s defaults with `authenticator` instead of
+    /// a shared token.
+    pub fn with_authenticator(authenticator: Arc<dyn Authenticator>) -> Self {
+        HttpConfig { authenticator: Some(authenticator), ..HttpConfig::base() }
+    }
+
+    fn base() -> Self {
         HttpConfig {
-            token: Some(token),
+            token: None,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
             allowed_origins: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
             api: None,
             extra: None,
             mounts: Vec::new(),
+            authenticator: None,
         }
     }
 }
@@ -210,7 +225,10 @@ pub async fn serve_http<H: CallHandler>(
     config: HttpConfig,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    if config.token.is_none() && !listener.local_addr().map_err(|source| Error::Http { source })?.ip().is_loopback() {
+    if config.token.is_none()
+        && config.authenticator.is_none()
+        && !listener.local_addr().map_err(|source| Error::Http { source })?.ip().is_loopback()
+    {
         let refusal = "serving without a bearer token is allowed on loopback addresses only";
         return Err(Error::Http { source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal) });
     }
@@ -273,13 +291,20 @@ async fn route<H: CallHandler>(
     token: Option<&HttpToken>,
     config: &HttpConfig,
     peer: std::net::SocketAddr,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Response<Body> {
     let mount = mount_for(&config.mounts, req.uri().path());
     if let Some(mount) = mount.filter(|m| m.auth == RouteAuth::Own) {
         return serve_mount(mount, config, peer, req).await;
     }
-    if let Some(token) = token
+    if let Some(authenticator) = &config.authenticator {
+        let authorization = req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes());
+        match authenticator.authenticate(authorization, peer.ip()) {
+            // Read where each call's context is made (`session::apply`).
+            Ok(caller) => drop(req.extensions_mut().insert(caller)),
+            Err(refusal) => return refuse(&refusal),
+        }
+    } else if let Some(token) = token
         && !token.admits(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes()))
     {
         return plain(
@@ -357,6 +382,15 @@ async fn serve_api(api: &dyn ApiHandler, config: &HttpConfig, req: Request<Incom
     let mut response = Response::new(Full::new(Bytes::from(json.to_string())).boxed());
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
+}
+
+/// An authenticator's refusal, with the challenge a 401 needs.
+fn refuse(refusal: &crate::Refusal) -> Response<Body> {
+    let mut response = reply::text(refusal.status, refusal.message.clone());
+    if refusal.status == 401 {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+    }
     response
 }
 

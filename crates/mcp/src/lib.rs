@@ -63,6 +63,7 @@
 
 mod approval;
 pub mod bridge;
+mod caller;
 mod convert;
 mod error;
 mod extra;
@@ -75,6 +76,7 @@ mod stdio_guard;
 mod token;
 
 pub use approval::{ClientAnswer, ask_client};
+pub use caller::{Authenticator, Caller, Refusal};
 pub use convert::RESULT_META;
 pub use error::Error;
 pub use extra::ExtraFeatures;

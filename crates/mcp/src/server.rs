@@ -132,7 +132,14 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
     ) -> Result<ListToolsResult, McpError> {
         let mut ctx = self.handler.context();
         session::apply(&mut ctx, &context);
-        let mut tools: Vec<Tool> = self.handler.list(&ctx).iter().map(convert::tool).collect();
+        let caller = session::caller(&context);
+        let mut tools: Vec<Tool> = self
+            .handler
+            .list(&ctx)
+            .iter()
+            .filter(|spec| caller.is_none_or(|c| c.may_use(&spec.name)))
+            .map(convert::tool)
+            .collect();
         if let Some(extra) = &self.extra {
             tools.extend(extra.tools());
         }
@@ -154,6 +161,12 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
             && let Some(result) = extra.call_tool(&request, &context).await
         {
             return result;
+        }
+        if let Some(caller) = session::caller(&context).filter(|c| !c.may_use(&request.name)) {
+            // Said as the gate says an unknown tool, so a key's scope reveals nothing beyond it.
+            let refused = ToolError::UnknownTool { name: request.name.to_string(), suggestion: None };
+            tracing::debug!("key {:?} of {} may not call {}", caller.key, caller.user, request.name);
+            return Ok(convert::failure(&refused).into());
         }
         let params = request.arguments.map_or_else(|| Value::Object(Default::default()), Value::Object);
         let mut ctx = self.handler.context();

@@ -25,6 +25,19 @@ pub(crate) fn apply(ctx: &mut CallContext, request: &RequestContext<RoleServer>)
     // A stateless request with no credential (a server without a token) has nothing that tells
     // its client from another's: all such requests are one session, not the CLI's.
     ctx.identity.session = of_headers(&parts.headers).unwrap_or_else(|| "mcp-anonymous".to_owned());
+    // A caller known one by one (a gateway's API key) is the user of its calls, never the
+    // server's configured identity.
+    if let Some(caller) = caller(request) {
+        ctx.identity.user.clone_from(&caller.user);
+        if let Some(agent) = &caller.agent {
+            ctx.identity.agent.clone_from(agent);
+        }
+    }
+}
+
+/// The authenticated caller of an HTTP request, when the server has an authenticator.
+pub(crate) fn caller(request: &RequestContext<RoleServer>) -> Option<&crate::Caller> {
+    request.extensions.get::<http::request::Parts>()?.extensions.get::<crate::Caller>()
 }
 
 /// The session of a stdio server: its pid and start time (a later process with the same pid

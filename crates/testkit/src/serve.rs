@@ -41,7 +41,11 @@ impl HttpServer {
     /// Starts `binary`'s server and waits for its banner (up to the line that ends with "Ctrl-C
     /// stops the server").
     pub fn start(binary: impl AsRef<Path>, extra: &[&str]) -> HttpServer {
-        let ws = workspace();
+        Self::start_in(binary, workspace(), extra)
+    }
+
+    /// [`HttpServer::start`] on a workspace the test prepared (its config, its users).
+    pub fn start_in(binary: impl AsRef<Path>, ws: tempfile::TempDir, extra: &[&str]) -> HttpServer {
         let binary = binary.as_ref();
         let mut child = Command::new(binary)
             .arg("--workspace")

@@ -20,8 +20,8 @@ use std::time::Duration;
 use serde_json::Value;
 use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
 pub use toolgate_mcp::{
-    ApiHandler, CallHandler, ClientAnswer, Error, HttpConfig, HttpToken, McpServer, RESULT_META, ask_client,
-    serve_http, serve_stdio,
+    ApiHandler, Authenticator, CallHandler, Caller, ClientAnswer, Error, HttpConfig, HttpToken, McpServer, RESULT_META,
+    Refusal, ask_client, serve_http, serve_stdio,
 };
 
 use crate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};

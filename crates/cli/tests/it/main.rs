@@ -17,6 +17,7 @@ mod dialects;
 mod extension_tools;
 mod extensions;
 mod fs_processes;
+mod gateway;
 mod jobs;
 mod kill;
 mod mcp_bridge;

@@ -1,0 +1,111 @@
+//! A team gateway on one node (issue 28, item 1): users and API keys made with `toolgate admin`,
+//! `toolgate serve --http` with `[gateway] enabled` admitting MCP clients (the official Python
+//! SDK) by key only, each call made and audited as the key's user, and a revoked or misplaced key
+//! refused from the next request.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::python;
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+fn admin(ws: &Path, args: &[&str]) -> String {
+    let out = Command::new(TOOLGATE).arg("--workspace").arg(ws).arg("admin").args(args).output().unwrap();
+    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A raw `initialize` POST with `key` (what any client sends first); the whole response.
+fn post_with(url: &str, key: &str) -> String {
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn keys_admit_their_users_and_nothing_else() {
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(ws.path().join("toolgate.toml"), "[gateway]\nenabled = true\n").unwrap();
+    admin(ws.path(), &["user", "add", "ann", "--group", "ops"]);
+    admin(ws.path(), &["user", "add", "bob"]);
+    let ann = admin(ws.path(), &["key", "create", "--user", "ann", "--note", "laptop"]);
+    let bob = admin(ws.path(), &["key", "create", "--user", "bob", "--expires", "1d"]);
+    let echo_only = admin(ws.path(), &["key", "create", "--user", "ann", "--tool", "echo"]);
+    let elsewhere = admin(ws.path(), &["key", "create", "--user", "bob", "--from", "10.0.0.0/8"]);
+    for key in [&ann, &bob, &echo_only, &elsewhere] {
+        assert!(key.starts_with("tg_") && key.len() == 84, "one key on stdout: {key}");
+    }
+    let listed = admin(ws.path(), &["key", "list"]);
+    assert!(listed.contains("laptop") && !listed.contains(&ann[20..]), "the list never shows a secret:\n{listed}");
+
+    let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
+    assert!(server.banner.contains("team gateway"), "{}", server.banner);
+    assert!(server.token.is_none(), "a gateway makes no shared token");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/gateway_keys.py");
+    let out =
+        Command::new(python::sdk_python()).arg(script).args([&server.url, &ann, &bob, &echo_only]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "gateway keys:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let misplaced = post_with(&server.url, &elsewhere);
+    assert!(misplaced.starts_with("HTTP/1.1 403") && misplaced.contains("may not be used from"), "{misplaced}");
+    assert!(post_with(&server.url, &bob).starts_with("HTTP/1.1 200"), "bob's key works");
+    let bob_id = &bob[3..19];
+    admin(server.ws.path(), &["key", "revoke", bob_id]);
+    let revoked = post_with(&server.url, &bob);
+    assert!(revoked.starts_with("HTTP/1.1 401") && revoked.contains("revoked"), "from the next request: {revoked}");
+
+    // Each call was made, and audited, as its key's user.
+    let audit = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(server.ws.path())
+        .args(["audit", "--json", "--tail", "50"])
+        .output()
+        .unwrap();
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&audit.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|r: &serde_json::Value| r["tool"] == "echo")
+        .collect();
+    let users: Vec<&str> = rows.iter().filter_map(|r| r["user"].as_str()).collect();
+    assert!(users.contains(&"ann") && users.contains(&"bob"), "echo rows by user: {users:?}");
+    assert!(!users.contains(&"local"), "never the server's own identity: {users:?}");
+}
+
+#[test]
+fn bad_admin_input_is_refused_with_what_to_do() {
+    let ws = toolgate_testkit::serve::workspace();
+    let run = |args: &[&str]| {
+        Command::new(TOOLGATE).arg("--workspace").arg(ws.path()).arg("admin").args(args).output().unwrap()
+    };
+    let bad_name = run(&["user", "add", "../etc"]);
+    assert!(!bad_name.status.success());
+    assert!(String::from_utf8_lossy(&bad_name.stderr).contains("cannot be a name"), "{bad_name:?}");
+    let no_user = run(&["key", "create", "--user", "ghost"]);
+    assert!(String::from_utf8_lossy(&no_user.stderr).contains("no user `ghost`"), "{no_user:?}");
+    admin(ws.path(), &["user", "add", "ann"]);
+    let bad_expiry = run(&["key", "create", "--user", "ann", "--expires", "soon"]);
+    assert!(String::from_utf8_lossy(&bad_expiry.stderr).contains("30d"), "{bad_expiry:?}");
+    let bad_range = run(&["key", "create", "--user", "ann", "--from", "10.0.0.0/99"]);
+    assert!(String::from_utf8_lossy(&bad_range.stderr).contains("not an address or range"), "{bad_range:?}");
+    assert!(admin(ws.path(), &["key", "list"]).contains("no API keys"), "nothing was made");
+    let unknown = run(&["key", "revoke", "0123456789abcdef"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no key"), "{unknown:?}");
+}

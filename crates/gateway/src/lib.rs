@@ -1,0 +1,34 @@
+//! toolgate's team gateway (ARCHITECTURE.md, "Adding a tool family"; `docs/gateway.md`): the
+//! people and programs that may use a shared `toolgate serve --http`, and how a request proves
+//! it is one of them.
+//!
+//! - `names`: which principal names are valid (they reach logs, pages and paths).
+//! - `keys`: API keys (`tg_<id>_<secret>`, 256 random bits, kept as a SHA-256 digest, scoped,
+//!   revocable) and [`KeyAuthenticator`], which admits a request to `/mcp` by its key.
+//! - `admin`: what `toolgate admin` does (users, groups, agents, keys), over the store's
+//!   [`IdentityStore`](toolgate_store::IdentityStore).
+
+mod admin;
+mod error;
+mod keys;
+mod names;
+
+pub use admin::{Admin, NewKey};
+pub use error::GatewayError;
+pub use keys::{KeyAuthenticator, KeyScope, KeyText};
+pub use names::check_name;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The `[gateway]` section of `toolgate.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Serve as a team gateway: `toolgate serve --http` admits only requests with a valid API
+    /// key (`toolgate admin key create`), and each call is made as the key's user.
+    pub enabled: bool,
+    /// Where each user's workspace is made (`DIR/NAME`).
+    pub workspaces: Option<PathBuf>,
+}
