@@ -27,6 +27,7 @@ mod mcp_python;
 mod mcp_results;
 mod mcp_sessions;
 mod memory;
+mod message;
 mod openai_strict;
 mod signals;
 mod teams;
