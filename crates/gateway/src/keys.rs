@@ -232,10 +232,11 @@ impl KeyAuthenticator {
             // is its own user (what its grants are given to).
             (PrincipalKind::Agent, Some(owner)) => match self.identity.principal_get(owner) {
                 Ok(Some(o)) if o.disabled => Err(refused()),
+                // An agent never inherits its owner's administration.
                 Ok(Some(o)) if o.kind == PrincipalKind::User => Ok(Caller::new(o.name).agent(principal.name)),
                 _ => Ok(Caller::new(principal.name.clone()).agent(principal.name)),
             },
-            _ => Ok(Caller::new(principal.name)),
+            _ => Ok(Caller::new(principal.name).admin(principal.admin)),
         }
     }
 }

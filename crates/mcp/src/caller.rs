@@ -18,12 +18,14 @@ pub struct Caller {
     /// The tools it may list and call: names or `*` patterns; empty means every tool the
     /// policy lets the user see.
     pub tools: Vec<String>,
+    /// May use the server's administrative endpoints (`/api/`: the approvals API).
+    pub admin: bool,
 }
 
 impl Caller {
     /// A caller for `user`, with every tool the policy allows.
     pub fn new(user: impl Into<String>) -> Self {
-        Caller { user: user.into(), agent: None, key: None, tools: Vec::new() }
+        Caller { user: user.into(), agent: None, key: None, tools: Vec::new(), admin: false }
     }
 
     /// The same caller acting as `agent`.
@@ -41,6 +43,12 @@ impl Caller {
     /// The same caller, limited to `tools` (names or `*` patterns).
     pub fn tools(mut self, tools: Vec<String>) -> Self {
         self.tools = tools;
+        self
+    }
+
+    /// The same caller, allowed (or not) on the administrative endpoints.
+    pub fn admin(mut self, admin: bool) -> Self {
+        self.admin = admin;
         self
     }
 

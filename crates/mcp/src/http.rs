@@ -300,6 +300,10 @@ async fn route<H: CallHandler>(
     if let Some(authenticator) = &config.authenticator {
         let authorization = req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes());
         match authenticator.authenticate(authorization, peer.ip()) {
+            // `/api/` decides on everyone's pending approvals: admins only.
+            Ok(caller) if !caller.admin && req.uri().path().starts_with("/api/") => {
+                return plain(StatusCode::FORBIDDEN, "the approvals API needs an admin's key");
+            }
             // Read where each call's context is made (`session::apply`).
             Ok(caller) => drop(req.extensions_mut().insert(caller)),
             Err(refusal) => return refuse(&refusal),

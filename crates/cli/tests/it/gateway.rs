@@ -17,22 +17,28 @@ fn admin(ws: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-/// A raw `initialize` POST with `key` (what any client sends first); the whole response.
-fn post_with(url: &str, key: &str) -> String {
+/// Sends `request` as is to the server of `url`; the whole response.
+fn raw(url: &str, request: &str) -> String {
     let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {key}\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
     let mut out = String::new();
     stream.read_to_string(&mut out).unwrap();
     out
+}
+
+/// A raw `initialize` POST with `key` (what any client sends first); the whole response.
+fn post_with(url: &str, key: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    raw(
+        url,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
 }
 
 #[test]
@@ -63,6 +69,25 @@ fn keys_admit_their_users_and_nothing_else() {
         "gateway keys:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // The approvals API decides on everyone's calls: a user's key is refused there.
+    let api = raw(
+        &server.url,
+        &format!(
+            "GET /api/approvals HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {ann}\r\n\r\n"
+        ),
+    );
+    assert!(api.starts_with("HTTP/1.1 403") && api.contains("admin"), "{api}");
+    let lee = admin(server.ws.path(), &["user", "add", "lee", "--admin"]);
+    assert!(lee.contains("lee"));
+    let lee_key = admin(server.ws.path(), &["key", "create", "--user", "lee"]);
+    let api = raw(
+        &server.url,
+        &format!(
+            "GET /api/approvals HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {lee_key}\r\n\r\n"
+        ),
+    );
+    assert!(api.starts_with("HTTP/1.1 200"), "an admin's key: {api}");
 
     let misplaced = post_with(&server.url, &elsewhere);
     assert!(misplaced.starts_with("HTTP/1.1 403") && misplaced.contains("may not be used from"), "{misplaced}");
