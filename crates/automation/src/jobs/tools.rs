@@ -170,12 +170,16 @@ impl Tool for JobTool {
             Kind::Create if p["wait"] == true => {
                 CallSafety { timeout: Some(WAIT_TIMEOUT + Duration::from_secs(15)), ..CallSafety::default() }
             }
+            // Both are inspected first: a job that is not the caller's, or has ended, is refused
+            // before a person is asked, and the request names the job.
             Kind::Cancel => CallSafety {
                 approval_subject: Some(format!("cancel_job {}", job_id(p))),
+                inspect: true,
                 ..CallSafety::needs_approval(ApprovalRequirement::UnlessAutoApproved, Cow::Borrowed("cancels a job"))
             },
             Kind::Prompt => CallSafety {
                 timeout: Some(Duration::from_secs(30)),
+                inspect: true,
                 ..CallSafety::needs_approval(
                     ApprovalRequirement::UnlessAutoApproved,
                     Cow::Borrowed("sends a message into a running job's agent"),
@@ -184,6 +188,22 @@ impl Tool for JobTool {
             Kind::List | Kind::Status | Kind::Events => CallSafety { read_only: true, ..CallSafety::default() },
             _ => CallSafety::default(),
         }
+    }
+
+    async fn inspect(&self, ctx: &CallContext, p: &Value) -> Result<Vec<String>, ToolError> {
+        let job = self.jobs.get(&ctx.identity.user, job_id(p)).map_err(err)?;
+        if matches!(self.kind, Kind::Prompt) {
+            owner_session(ctx, &job, "prompt it")?;
+        }
+        if job.is_finished() {
+            return Err(ToolError::failed(format!(
+                "job `{}` already ended ({}); there is nothing to {}",
+                job.id,
+                describe_state(&job),
+                if matches!(self.kind, Kind::Cancel) { "cancel" } else { "prompt" }
+            )));
+        }
+        Ok(vec![format!("job `{}` ({}, {}): {}", job.id, job.mode, job.state, super::clip(&job.title, 100))])
     }
 
     async fn execute(&self, ctx: &CallContext, p: Value) -> Result<ToolOutput, ToolError> {

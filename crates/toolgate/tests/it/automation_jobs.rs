@@ -266,6 +266,7 @@ async fn job_prompt_reaches_the_running_agent_with_approval_and_only_from_the_ow
     assert!(f.call_as(&other, "job_status", json!({"job_id": id})).await.is_ok());
     let e = f.call_as(&other, "job_prompt", json!({"job_id": id, "content": "hijack"})).await.unwrap_err();
     assert!(e.to_string().contains("only the session that created"), "{e}");
+    assert_eq!(approver.asked(), 0, "refused before anyone was asked");
     let e = f.call_as(&other, "job_events", json!({"job_id": id})).await.unwrap_err();
     assert!(e.to_string().contains("only the session that created"), "{e}");
     let asked = approver.asked();
@@ -319,8 +320,13 @@ async fn cancel_job_asks_first_and_stops_a_running_command() {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(f.call("job_status", json!({"job_id": id})).await.unwrap()["state"], "cancelled");
+    let asked = approver.asked();
     let e = f.call("cancel_job", json!({"job_id": id})).await.unwrap_err();
     assert!(e.to_string().contains("already ended"), "{e}");
+    assert_eq!(approver.asked(), asked, "refused before anyone was asked");
+    // The approval request named the job.
+    let first = format!("{:?}", approver.seen.lock().unwrap()[0]);
+    assert!(first.contains(&id) && first.contains("long"), "{first}");
     let listed = f.call("list_jobs", json!({"filter": "failed"})).await.unwrap();
     assert_eq!(listed["jobs"][0]["job_id"], id.as_str());
     assert!(f.call("list_jobs", json!({"filter": "active"})).await.unwrap()["jobs"].as_array().unwrap().is_empty());
@@ -350,8 +356,9 @@ async fn another_users_job_is_not_found_and_prefixes_must_be_unambiguous() {
     let bob = f.ctx("bob", "b1");
     let e = f.call_as(&bob, "job_status", json!({"job_id": ids[0]})).await.unwrap_err();
     assert!(matches!(e, ToolError::NotFound { .. }), "{e}");
+    // Refused as not found before any approval is asked.
     let e = f.call_as(&bob, "cancel_job", json!({"job_id": ids[0]})).await.unwrap_err();
-    assert!(e.to_string().contains("not found") || matches!(e, ToolError::NeedsApproval { .. }), "{e}");
+    assert!(matches!(e, ToolError::NotFound { .. }), "{e}");
     assert!(f.call_as(&bob, "list_jobs", json!({})).await.unwrap()["jobs"].as_array().unwrap().is_empty());
     // Too short.
     let e = f.call("job_status", json!({"job_id": "abc"})).await.unwrap_err();
