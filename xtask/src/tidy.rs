@@ -31,7 +31,15 @@ const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-wasm", &["toolgate-core", "toolgate-store"]),
     (
         "toolgate-automation",
-        &["toolgate-agent", "toolgate-core", "toolgate-fetch", "toolgate-guard", "toolgate-store", "toolgate-tools"],
+        &[
+            "toolgate-agent",
+            "toolgate-core",
+            "toolgate-fetch",
+            "toolgate-guard",
+            "toolgate-store",
+            "toolgate-tools",
+            "toolgate-wasm",
+        ],
     ),
     ("toolgate-browser", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox"]),
     ("toolgate-media", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox", "toolgate-tools"]),

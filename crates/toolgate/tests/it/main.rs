@@ -2,6 +2,7 @@
 //! module per area. The binary's end-to-end tests are in `crates/cli/tests`.
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
+mod automation_build;
 mod browser;
 mod canvas;
 mod automation_jobs;
