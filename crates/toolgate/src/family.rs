@@ -102,7 +102,7 @@ pub(crate) fn builtin() -> Vec<Arc<dyn Family>> {
         Arc::new(Web),
         Arc::new(Agents),
         Arc::new(Extensions),
-        Arc::new(Automation),
+        Arc::new(Automation::default()),
         Arc::new(Browser::default()),
         Arc::new(Media),
     ]
@@ -254,8 +254,14 @@ impl Family for Extensions {
 }
 
 /// Jobs, routines, `cron`, `message`, `build_software` (`toolgate_automation`).
-#[derive(Debug)]
-struct Automation;
+#[derive(Debug, Default)]
+struct Automation {
+    /// The routines service its tools were made with, for its scheduler task and its
+    /// `/hooks/` route (one per gate: the table is made per gate).
+    routines: std::sync::OnceLock<Arc<toolgate_automation::routines::Routines>>,
+    /// The jobs engine the routines run on (its finished jobs are `job` events).
+    jobs: std::sync::OnceLock<toolgate_automation::jobs::Jobs>,
+}
 
 impl Family for Automation {
     fn name(&self) -> &'static str {
@@ -278,7 +284,37 @@ impl Family for Automation {
                 config: s.config.automation.jobs.clone(),
             }));
         }
+        // Routines: every run a job of the same engine; context paths confined by the file
+        // tools' rules; a model counts as configured when an agent is.
+        if let (Some(st), Some(jobs)) = (&s.stores, &setup.jobs) {
+            use toolgate_automation::routines::{JobsSink, Routines, RoutinesSetup};
+            let files = toolgate_tools::fs::FsState::new_shared(s.config.fs.clone())
+                .map_err(|e| GateError::Fs(e.to_string()))?;
+            let model = s.agents.as_ref().is_some_and(|rt| !rt.config().agents.is_empty());
+            let sink = Arc::new(JobsSink::new(jobs.clone(), s.agents.clone()));
+            let routines = self.routines.get_or_init(|| {
+                let setup = RoutinesSetup::new(
+                    s.workspace.clone(),
+                    Arc::clone(&st.routines),
+                    Arc::clone(&st.secrets),
+                    files,
+                    sink,
+                    model,
+                );
+                Routines::new(setup)
+            });
+            setup.routines = Some(Arc::clone(routines));
+            let _ = self.jobs.set(jobs.clone());
+        }
         Ok(toolgate_automation::tools(&setup))
+    }
+
+    /// `/hooks/NAME`: webhook routines, each request checked by its HMAC signature (not the
+    /// bearer token, which a sender does not have).
+    fn mounts(&self, _: &Services) -> Vec<Mount> {
+        let Some(routines) = self.routines.get() else { return Vec::new() };
+        routines.set_http(true);
+        vec![Mount::new("/hooks", RouteAuth::Own, Arc::new(Hooks(Arc::clone(routines))))]
     }
 
     /// Jobs of a server that died (their lease lapsed) end as `failed: interrupted`: at start,
@@ -286,7 +322,81 @@ impl Family for Automation {
     fn tasks(&self, s: &Services, shutdown: &CancellationToken) -> Vec<Task> {
         let Some(st) = &s.stores else { return Vec::new() };
         let period = s.config.automation.jobs.lease();
-        vec![Box::pin(toolgate_automation::jobs::sweeper(Arc::clone(&st.jobs), period, shutdown.clone()))]
+        let mut tasks: Vec<Task> =
+            vec![Box::pin(toolgate_automation::jobs::sweeper(Arc::clone(&st.jobs), period, shutdown.clone()))];
+        // The routines' scheduler: fires only while this process holds the workspace's lease;
+        // and the gate's events (and finished jobs) to the `event` routines.
+        if let Some(routines) = self.routines.get() {
+            tasks.push(Box::pin(Arc::clone(routines).run(shutdown.clone())));
+            let jobs = self.jobs.get().map(|j| j.subscribe());
+            let events = s.events.subscribe();
+            tasks.push(Box::pin(forward_events(Arc::clone(routines), events, jobs, shutdown.clone())));
+        }
+        tasks
+    }
+}
+
+/// Hands the gate's events and finished jobs to the `event` routines until `shutdown`.
+async fn forward_events(
+    routines: Arc<toolgate_automation::routines::Routines>,
+    mut events: tokio::sync::broadcast::Receiver<crate::events::GateEvent>,
+    jobs: Option<tokio::sync::broadcast::Receiver<toolgate_automation::jobs::JobFinished>>,
+    shutdown: CancellationToken,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    use toolgate_automation::routines::Event;
+    let mut jobs = jobs;
+    loop {
+        let job_next = async {
+            match jobs.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let event = tokio::select! {
+            () = shutdown.cancelled() => return,
+            e = events.recv() => match e {
+                Ok(e) => Event { channel: e.channel, subject: e.subject, detail: e.detail, session: e.session },
+                Err(RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "routines: gate events came faster than routines could match them");
+                    continue;
+                }
+                Err(RecvError::Closed) => return,
+            },
+            j = job_next => match j {
+                Ok(j) => Event {
+                    channel: "job",
+                    subject: routines.job_title(&j.id).unwrap_or_else(|| j.id.clone()),
+                    detail: j.state.clone(),
+                    session: j.origin.clone().unwrap_or_default(),
+                },
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => { jobs = None; continue }
+            },
+        };
+        routines.on_event(&event).await;
+    }
+}
+
+/// The webhook route of the routines: the raw body and the signature headers, handed to
+/// [`toolgate_automation::routines::Routines::webhook`].
+#[derive(Debug)]
+struct Hooks(Arc<toolgate_automation::routines::Routines>);
+
+impl HttpRoute for Hooks {
+    fn serve(
+        &self,
+        req: RouteRequest,
+    ) -> std::pin::Pin<Box<dyn Future<Output = http::Response<toolgate_mcp::HttpBody>> + Send + 'static>> {
+        use toolgate_automation::routines::webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
+        let routines = Arc::clone(&self.0);
+        Box::pin(async move {
+            let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let (ts, sig) = (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER));
+            let (status, body) =
+                routines.webhook(req.method.as_str(), req.uri.path(), ts.as_deref(), sig.as_deref(), &req.body).await;
+            toolgate_mcp::reply::json(status, &body)
+        })
     }
 }
 
@@ -301,8 +411,12 @@ struct Browser {
 }
 
 impl Browser {
-    fn canvas(&self, _: &Services) -> Arc<toolgate_browser::canvas::Canvas> {
-        let canvas = self.canvas.get_or_init(|| toolgate_browser::canvas::Canvas::new(Default::default()));
+    fn canvas(&self, s: &Services) -> Arc<toolgate_browser::canvas::Canvas> {
+        let canvas = self.canvas.get_or_init(|| {
+            let settings = &s.config.browser;
+            let config = toolgate_browser::canvas::CanvasConfig::new(settings.canvas_scripts, settings.canvas_url.clone());
+            toolgate_browser::canvas::Canvas::new(config)
+        });
         Arc::clone(canvas)
     }
 }

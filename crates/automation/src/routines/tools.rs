@@ -370,6 +370,7 @@ impl RoutineTool {
             .map(|(f, job)| {
                 json!({
                     "scheduled": format_in(f.scheduled_ms, &spec.timezone),
+                    "scheduled_ms": f.scheduled_ms,
                     "fired": format_in(f.fired_ms, &spec.timezone),
                     "trigger": f.trigger,
                     "status": f.status,

@@ -7,6 +7,7 @@ mod browser;
 mod canvas;
 mod automation_jobs;
 mod automation_message;
+mod automation_routines;
 mod dialects;
 mod family;
 mod gate;
