@@ -136,7 +136,9 @@ impl Default for SubagentPolicy {
 pub enum Profile {
     /// `session_status` only.
     Minimal,
-    /// `group:fs`, `group:runtime`, `group:sessions`, `group:memory` and `image`.
+    /// `group:fs`, `group:runtime`, `group:sessions`, `group:memory`, `image`, and
+    /// `group:browser` (beyond the seeds' coding profile: a coding agent checks its own web work
+    /// in the browser, which is behind the same URL policy as the web tools).
     Coding,
     /// `group:messaging`, `sessions_list`, `sessions_history`, `sessions_send`, `session_status`.
     Messaging,
@@ -149,7 +151,9 @@ impl Profile {
     pub fn entries(self) -> &'static [&'static str] {
         match self {
             Profile::Minimal => &["session_status"],
-            Profile::Coding => &["group:fs", "group:runtime", "group:sessions", "group:memory", "image"],
+            Profile::Coding => {
+                &["group:fs", "group:runtime", "group:sessions", "group:memory", "image", "group:browser"]
+            }
             Profile::Messaging => {
                 &["group:messaging", "sessions_list", "sessions_history", "sessions_send", "session_status"]
             }

@@ -37,6 +37,7 @@ pub(crate) const BUILTIN_GROUPS: &[&str] = &[
     "memory",
     "sessions",
     "ui",
+    "browser",
     "automation",
     "messaging",
     "delegation",
@@ -144,6 +145,8 @@ pub(crate) fn group_contains(group: &str, tool: ToolRef<'_>, groups: &Groups) ->
     match group {
         "toolgate" => !is_mcp(tool),
         "mcp" => is_mcp(tool),
+        // The seeds' `group:ui` (browser, canvas) is toolgate's browser family.
+        "ui" if tool.group == "browser" => true,
         _ => {
             if let Some(server) = group.strip_prefix("mcp:") {
                 return mcp_server(tool) == Some(server);
@@ -171,6 +174,9 @@ mod tests {
             ("bash", t("exec", "runtime"), true),
             ("group:fs", t("read", "fs"), true),
             ("group:fs", t("exec", "runtime"), false),
+            ("group:ui", t("browser", "browser"), true),
+            ("group:browser", t("browser", "browser"), true),
+            ("group:ui", t("read", "fs"), false),
             ("group:toolgate", t("exec", "runtime"), true),
             ("group:toolgate", t("mcp__gh__issue", "mcp:gh"), false),
             ("group:mcp", t("mcp__gh__issue", "mcp:gh"), true),
