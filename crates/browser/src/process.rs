@@ -96,6 +96,12 @@ pub(crate) struct Launch<'a> {
 
 impl Process {
     pub(crate) async fn start(launch: Launch<'_>) -> Result<Process, BrowserError> {
+        if find_program(launch.chromium).is_none() {
+            return Err(BrowserError::Launch(format!(
+                "`{}` is not installed (or not on PATH); install Debian's chromium (`cargo xtask deps`, or `apt-get install chromium`)",
+                launch.chromium.display()
+            )));
+        }
         std::fs::create_dir_all(launch.profile_root)
             .map_err(|e| BrowserError::Launch(format!("cannot create {}: {e}", launch.profile_root.display())))?;
         let profile = tempfile::Builder::new()
@@ -274,4 +280,13 @@ impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `program` itself when it is a path, else the first match on `PATH`.
+fn find_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_owned());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| candidate.is_file())
 }

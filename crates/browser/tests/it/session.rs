@@ -31,3 +31,13 @@ async fn navigates_and_takes_screenshots_of_the_asked_size() {
     browsers.shutdown().await;
     support::no_processes_left(&dir).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_chromium_is_a_clear_error() {
+    let (_tmp, dir) = support::tempdir();
+    let fetcher = toolgate_fetch::Fetcher::new(toolgate_fetch::FetchPolicy::default()).expect("fetcher");
+    let config = toolgate_browser::BrowserConfig::new(dir.join("p"), fetcher).chromium("no-such-chromium-here");
+    let browsers = toolgate_browser::Browsers::new(config);
+    let err = browsers.session("a").await.expect_err("no chromium");
+    assert!(err.to_string().contains("is not installed") && err.to_string().contains("cargo xtask deps"), "{err}");
+}

@@ -322,3 +322,23 @@ async fn a_snapshot_over_budget_is_saved_and_summarized() {
     rig.browsers.shutdown().await;
     support::no_processes_left(&dir).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iframes_are_in_the_snapshot_and_their_refs_work() {
+    let (_tmp, dir) = support::tempdir();
+    let outer = r#"<title>Outer</title><h1>Outside</h1><iframe src="/inner" width="400" height="200"></iframe>"#;
+    let inner = r#"<title>Inner</title><button onclick="this.textContent = 'Pressed inside'">Inside button</button>"#;
+    let addr = support::serve(HashMap::from([("/", html(outer)), ("/inner", html(inner))])).await;
+    let rig = Rig::new(&dir, &[addr]);
+    rig.ok(json!({"action": "navigate", "url": format!("http://{addr}/")})).await;
+    rig.ok(json!({"action": "wait_for", "text": "Inside button", "timeout_ms": 10000})).await;
+    let snap = rig.ok(json!({"action": "snapshot"})).await;
+    let iframe_line = snap.lines().position(|l| l.contains("Iframe")).unwrap_or_else(|| panic!("{snap}"));
+    let button_line = snap.lines().position(|l| l.contains("Inside button")).unwrap_or_else(|| panic!("{snap}"));
+    assert!(button_line > iframe_line, "the frame's content goes under its iframe: {snap}");
+    rig.ok(json!({"action": "click", "ref": ref_of(&snap, "button \"Inside button\"")})).await;
+    let after = rig.ok(json!({"action": "snapshot"})).await;
+    assert!(after.contains("button \"Pressed inside\""), "{after}");
+    rig.browsers.shutdown().await;
+    support::no_processes_left(&dir).await;
+}
