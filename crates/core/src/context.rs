@@ -62,6 +62,9 @@ pub struct CallContext {
     /// `execute` and refuses when it differs, so a file changed after the approval request
     /// changes nothing. `None` outside the gate or when the tool gave no subject.
     pub approval_subject: Option<String>,
+    /// The client of the call, when one is connected and can be sent notes (the MCP server
+    /// sets it; `message` to an `mcp` channel uses it).
+    pub client: ClientChannel,
 }
 
 impl CallContext {
@@ -79,6 +82,7 @@ impl CallContext {
             progress: ProgressSink::none(),
             audit: AuditNote::default(),
             approval_subject: None,
+            client: ClientChannel::default(),
         }
     }
 
@@ -114,6 +118,46 @@ impl CallContext {
     pub fn with_progress(mut self, progress: ProgressSink) -> Self {
         self.progress = progress;
         self
+    }
+}
+
+/// A note for the person behind the call's client: what `message` sends to an `mcp` channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientNote {
+    /// Who it is from, for the client's display (`toolgate.message`).
+    pub logger: String,
+    /// What it says, as JSON (`{"to", "content"}`).
+    pub data: serde_json::Value,
+}
+
+/// Delivers [`ClientNote`]s to the client of one call. The MCP server sets one on each call it
+/// serves (a logging notification, `notifications/message`, on that call's own stream); a call
+/// with no connected client (the CLI, a background job) has none.
+#[async_trait::async_trait]
+pub trait ClientNotifier: Send + Sync {
+    /// Sends `note`; the error says why it could not go.
+    async fn notify(&self, note: ClientNote) -> Result<(), String>;
+}
+
+/// The call's [`ClientNotifier`], if a client is connected.
+#[derive(Clone, Default)]
+pub struct ClientChannel(Option<Arc<dyn ClientNotifier>>);
+
+impl ClientChannel {
+    /// A channel through `notifier`.
+    pub fn new(notifier: Arc<dyn ClientNotifier>) -> Self {
+        ClientChannel(Some(notifier))
+    }
+
+    /// The notifier, when a client is connected.
+    pub fn get(&self) -> Option<&Arc<dyn ClientNotifier>> {
+        self.0.as_ref()
+    }
+}
+
+impl fmt::Debug for ClientChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "ClientChannel(connected)" } else { "ClientChannel(none)" })
     }
 }
 

@@ -58,7 +58,9 @@ mod tool;
 mod validate;
 
 pub use async_trait::async_trait;
-pub use context::{AuditNote, CallContext, Identity, Progress, ProgressSink};
+pub use context::{
+    AuditNote, CallContext, ClientChannel, ClientNote, ClientNotifier, Identity, Progress, ProgressSink,
+};
 pub use error::{ParamProblem, RateWindow, ToolError};
 pub use output::{Content, ToolOutput};
 pub use registry::{RESERVED_NAMES, RegisteredTool, Registry, RegistryError, canonical_tool_name};

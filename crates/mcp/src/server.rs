@@ -67,6 +67,38 @@ impl<H: CallHandler> McpServer<H> {
     }
 }
 
+/// Sends a call's [`ClientNote`](toolgate_core::ClientNote)s to its client, related to the
+/// call's request (over HTTP, on that call's own stream): a logging notification
+/// (`notifications/message`, level `notice`) before 2026-07-28; from 2026-07-28, which dropped
+/// logging (SEP-2577), a progress notification's message when the call carries a progress
+/// token, else a clear refusal.
+struct PeerLog {
+    peer: rmcp::Peer<RoleServer>,
+    legacy: bool,
+    progress: Option<rmcp::model::ProgressToken>,
+}
+
+#[async_trait::async_trait]
+impl toolgate_core::ClientNotifier for PeerLog {
+    #[allow(deprecated, reason = "logging notifications are how clients before 2026-07-28 show a server's notes")]
+    async fn notify(&self, note: toolgate_core::ClientNote) -> Result<(), String> {
+        let failed = |e: rmcp::service::ServiceError| format!("the MCP client could not be notified: {e}");
+        if self.legacy {
+            let mut param =
+                rmcp::model::LoggingMessageNotificationParam::new(rmcp::model::LoggingLevel::Notice, note.data);
+            param.logger = Some(note.logger);
+            return self.peer.notify_logging_message(param).await.map_err(failed);
+        }
+        let Some(token) = &self.progress else {
+            return Err("this client speaks MCP 2026-07-28, which has no logging notifications; call with a                         progressToken to get the message as a progress note, or use another channel"
+                .to_owned());
+        };
+        let mut param = ProgressNotificationParam::new(token.clone(), 0.0);
+        param.message = Some(format!("{}: {}", note.logger, note.data["content"].as_str().unwrap_or_default()));
+        self.peer.notify_progress(param).await.map_err(failed)
+    }
+}
+
 /// Without extra features, methods of capabilities not declared are not found (rmcp's defaults
 /// would answer them with empty results).
 macro_rules! extra_or_not_found {
@@ -83,9 +115,14 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         let capabilities = match &self.extra {
             Some(extra) => extra.capabilities(),
             None if self.handler.tool_changes().is_some() => {
-                ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build()
+                #[allow(deprecated, reason = "logging before 2026-07-28: `message` to an `mcp` channel")]
+                {
+                    ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build()
+                }
             }
-            None => ServerCapabilities::builder().enable_tools().build(),
+            // Logging: `message` to an `mcp` channel sends its text as a log notification.
+            #[allow(deprecated, reason = "logging before 2026-07-28")]
+            None => ServerCapabilities::builder().enable_tools().enable_logging().build(),
         };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
@@ -173,6 +210,12 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         session::apply(&mut ctx, &context);
         // A cancelled request (or, on 2026-07-28 over HTTP, a closed stream) cancels the call.
         ctx.cancel = context.ct.clone();
+        // `message` to an `mcp` channel reaches this client through the call's own request.
+        ctx.client = toolgate_core::ClientChannel::new(Arc::new(PeerLog {
+            peer: context.peer.clone(),
+            legacy: context.protocol_version().is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str()),
+            progress: context.meta.get_progress_token(),
+        }));
         let forwarder = match context.meta.get_progress_token() {
             Some(token) => {
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
@@ -279,13 +322,17 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let extra = extra_or_not_found!(self, SetLevelRequestMethod);
         // 2026-07-28 removed `logging/setLevel` (each request carries its level).
         let modern = context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
         if modern {
             return Err(McpError::method_not_found::<SetLevelRequestMethod>());
         }
-        extra.set_level(request).await
+        match &self.extra {
+            Some(extra) => extra.set_level(request).await,
+            // Accepted: toolgate's only log notifications are the notes a `message` call sends
+            // to an `mcp` channel, which the user asked for, so they go at any level.
+            None => Ok(()),
+        }
     }
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {

@@ -5,7 +5,8 @@
 //! - `http`: a generic webhook (JSON POST signed with HMAC-SHA256), Slack incoming webhooks,
 //!   Telegram's Bot API `sendMessage`;
 //! - `email`: SMTP with STARTTLS required (lettre on tokio and rustls);
-//! - `mcp`: a logging notification to the MCP client of the call.
+//! - `mcp`: a logging notification (`notifications/message`, level `notice`, logger
+//!   `toolgate.message`) to the MCP client of the call, through [`CallContext::client`].
 //!
 //! Every send: the channel must be configured (else the configured ones are listed, with how to
 //! add one); the text is leak-scanned and refused if it holds a credential (the channel's own
@@ -19,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_core::{
-    Annotations, ApprovalRequirement, CallContext, CallSafety, RateClass, Tool, ToolError, ToolOutput, ToolSpec,
-    async_trait,
+    Annotations, ApprovalRequirement, CallContext, CallSafety, ClientNote, RateClass, Tool, ToolError, ToolOutput,
+    ToolSpec, async_trait,
 };
 use toolgate_guard::leak::LeakDetector;
 use toolgate_store::{OutboxEntry, OutboxStore};
@@ -229,10 +230,18 @@ impl MessageTool {
                 http::telegram(client()?, base, secret_or()?.trim(), m).await
             }
             ChannelKind::Email => email::send(c, secret, m).await,
-            ChannelKind::Mcp => {
-                let _ = ctx;
-                Err(SendError::permanent("no MCP client is connected to this call"))
-            }
+            ChannelKind::Mcp => match ctx.client.get() {
+                Some(client) => {
+                    let data = json!({"channel": m.channel, "to": m.address, "content": m.content, "id": m.id});
+                    client
+                        .notify(ClientNote { logger: "toolgate.message".to_owned(), data })
+                        .await
+                        .map_err(SendError::permanent)
+                }
+                None => Err(SendError::permanent(
+                    "no MCP client is connected to this call (the CLI, jobs and routines have none); use another channel",
+                )),
+            },
         }
     }
 

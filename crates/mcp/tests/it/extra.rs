@@ -96,7 +96,9 @@ async fn without_extra_features_only_the_handlers_tools_are_served() {
     let client = connect(McpServer::new(Arc::new(Echo::default()))).await;
     let capabilities = client.peer_info().expect("server info").capabilities.clone();
     assert!(capabilities.tools.is_some());
-    assert!(capabilities.resources.is_none() && capabilities.prompts.is_none() && capabilities.logging.is_none());
+    assert!(capabilities.resources.is_none() && capabilities.prompts.is_none());
+    // Logging: `message` to an `mcp` channel notifies the client that way.
+    assert!(capabilities.logging.is_some());
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(), ["echo"]);
     assert!(method_not_found(client.list_resources(None).await), "resources/list");

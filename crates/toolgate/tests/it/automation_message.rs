@@ -479,3 +479,38 @@ async fn email_goes_over_starttls_with_auth_and_an_untrusted_or_down_server_gets
     assert!(listed.contains("untrusted:ops@example.com") && listed.contains("down:ops@example.com"), "{listed}");
     assert!(smtp.lines.try_recv().is_err(), "nothing else reached the server");
 }
+
+/// Keeps the notes a call sends its client (what the MCP server turns into logging
+/// notifications; the end-to-end path through `toolgate serve` is in the CLI tests).
+#[derive(Default)]
+struct Notes(Mutex<Vec<toolgate::core::ClientNote>>);
+
+#[toolgate::core::async_trait]
+impl toolgate::core::ClientNotifier for Notes {
+    async fn notify(&self, note: toolgate::core::ClientNote) -> Result<(), String> {
+        self.0.lock().unwrap().push(note);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_channel_notifies_the_calls_own_client_and_needs_no_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gate(&dir, vec![("me", channel(ChannelKind::Mcp, |_| {}))], &[]);
+    let notes = Arc::new(Notes::default());
+    let mut ctx = CallContext::new(gate.workspace());
+    ctx.client = toolgate::core::ClientChannel::new(notes.clone());
+    // No approver behind this gate's default would matter: mcp does not leave the workspace.
+    let out = gate.call(&ctx, "message", json!({"to": "mcp:", "content": "build finished"})).await.unwrap();
+    assert!(out.text_content().contains("Sent to me:"), "{}", out.text_content());
+    let got = notes.0.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].logger, "toolgate.message");
+    assert_eq!(
+        (got[0].data["channel"].as_str(), got[0].data["content"].as_str()),
+        (Some("me"), Some("build finished"))
+    );
+    // A call with no client (the CLI, a job): a clear failure, kept.
+    let err = call(&gate, json!({"to": "me:", "content": "again"})).await.unwrap_err().to_string();
+    assert!(err.contains("no MCP client is connected") && err.contains("kept in the outbox"), "{err}");
+}
