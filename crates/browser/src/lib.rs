@@ -43,6 +43,7 @@ mod page;
 mod process;
 mod screenshot;
 mod session;
+mod settings;
 mod snapshot;
 mod tool;
 
@@ -53,6 +54,7 @@ use toolgate_core::Tool;
 pub use error::BrowserError;
 pub use page::Dialog;
 pub use session::{BrowserConfig, BrowserSession, Browsers, Navigated};
+pub use settings::BrowserSettings;
 pub use tool::BrowserTool;
 
 /// What the family's tools are built from, filled by the `toolgate` facade from its services

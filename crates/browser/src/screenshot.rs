@@ -68,7 +68,7 @@ impl CaptureScreenshot {
                 "additionalProperties": false
             }),
         )
-        .group("ui")
+        .group("browser")
         .annotations(Annotations { read_only: false, destructive: false, idempotent: false, open_world: true });
         CaptureScreenshot { spec, browsers, shots: AtomicU64::new(0) }
     }

@@ -72,6 +72,8 @@ pub struct Config {
     pub gateway: toolgate_gateway::GatewayConfig,
     /// The media tools: caps, image, transcription and speech providers (`docs/media.md`).
     pub media: toolgate_media::MediaConfig,
+    /// The browser family: the canvas's scripts and public address (`docs/browser.md`).
+    pub browser: toolgate_browser::BrowserSettings,
 }
 
 impl Config {

@@ -414,7 +414,8 @@ impl Browser {
     fn canvas(&self, s: &Services) -> Arc<toolgate_browser::canvas::Canvas> {
         let canvas = self.canvas.get_or_init(|| {
             let settings = &s.config.browser;
-            let config = toolgate_browser::canvas::CanvasConfig::new(settings.canvas_scripts, settings.canvas_url.clone());
+            let config =
+                toolgate_browser::canvas::CanvasConfig::new(settings.canvas_scripts, settings.canvas_url.clone());
             toolgate_browser::canvas::Canvas::new(config)
         });
         Arc::clone(canvas)

@@ -56,7 +56,7 @@ impl CanvasTool {
                 "additionalProperties": false
             }),
         )
-        .group("ui")
+        .group("browser")
         .annotations(Annotations::LOCAL_WRITE)
         // The text is the tool's own (counts, the page's address); the content itself is never
         // returned.

@@ -103,8 +103,9 @@ async fn bad_input_is_refused_with_what_to_do() {
         let err = gate.call(&ctx, "canvas", params.clone()).await.unwrap_err().to_string();
         assert!(err.contains(expect), "{params:.80}: {err}");
     }
+    // Nothing to take a picture of yet.
     let err = gate.call(&ctx, "canvas", json!({"action": "snapshot"})).await.unwrap_err().to_string();
-    assert!(err.contains("snapshot"), "{err}");
+    assert!(err.contains("`present` something first"), "{err}");
 }
 
 /// A `toolgate-mcp` HTTP server of `gate` with its families' mounts, on a free loopback port.
