@@ -49,6 +49,8 @@ pub const RESERVED_NAMES: &[&str] = &[
     "browser",
     "canvas",
     "image",
+    "audio",
+    "video",
     "tts",
     "capture_screenshot",
     "nodes",

@@ -45,6 +45,7 @@ pub(crate) const BUILTIN_GROUPS: &[&str] = &[
     "toolgate",
     "mcp",
     "extensions",
+    "media",
 ];
 
 /// The canonical name for `name` (`bash`, `Bash` → `exec`; `Read` → `read`), or `name` itself.

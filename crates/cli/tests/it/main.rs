@@ -26,6 +26,7 @@ mod mcp_oauth;
 mod mcp_python;
 mod mcp_results;
 mod mcp_sessions;
+mod media;
 mod memory;
 mod message;
 mod openai_strict;

@@ -102,6 +102,10 @@ fn table(page: &str, data: &str) -> Vec<(&'static str, Value, Expect)> {
         ("team_tasks", json!({"action": "list", "team": "herons"}), Text(&["count herons"])),
         ("team_message", json!({"action": "send", "team": "herons", "to": "helper", "content": "hi"}), Text(&[])),
         ("team_message", json!({"action": "read", "team": "herons"}), Text(&[])),
+        ("image", json!({"action": "resize", "path": "pic.png", "width": 8}), Text(&["pic.resized.png", "8×6"])),
+        ("tts", json!({"text": "Herons stand still.", "output": "herons.wav"}), Text(&["herons.wav", "espeak-ng"])),
+        ("audio", json!({"action": "transcribe", "path": "herons.wav"}), Error("[media.transcribe]")),
+        ("video", json!({"action": "info", "path": "notes.txt"}), Error("not a video")),
         ("handoff", json!({"agent": "helper"}), Error("inside an agent session")),
         (
             "evaluate_loop",
@@ -248,6 +252,13 @@ fn workspace(port: u16) -> tempfile::TempDir {
     };
     write("notes.txt", "The code word is PELICAN-42.\n");
     write("src/lib.rs", "pub fn answer() -> u32 { 42 }\n");
+    // A real PNG for `image` (ffmpeg, which `cargo xtask deps` installs).
+    let made = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i", "testsrc=size=16x12", "-frames:v", "1", "-y"])
+        .arg(dir.path().join("pic.png"))
+        .status()
+        .expect("ffmpeg");
+    assert!(made.success());
     write(
         ".agents/skills/heron-facts/SKILL.md",
         "---\nname: heron-facts\ndescription: Facts about herons\n---\nHerons stand still.\n",

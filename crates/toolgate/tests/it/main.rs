@@ -11,6 +11,7 @@ mod automation_routines;
 mod dialects;
 mod family;
 mod gate;
+mod media;
 mod memory_managed;
 mod runtime;
 mod web;
