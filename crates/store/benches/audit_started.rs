@@ -41,11 +41,13 @@ fn report(label: &str, latencies: &mut [Duration], wall: Duration) {
     latencies.sort_unstable();
     let median = latencies[latencies.len() / 2];
     let p99 = latencies[latencies.len() * 99 / 100];
+    let p999 = latencies[latencies.len() * 999 / 1000];
     let max = latencies[latencies.len() - 1];
     println!(
-        "record_started, {label:>10}: median {:>7.1} µs  p99 {:>8.1} µs  max {:>8.1} µs  {:>7.0} calls/s",
+        "record_started, {label:>10}: median {:>7.1} µs  p99 {:>8.1} µs  p99.9 {:>8.1} µs  max {:>8.1} µs  {:>7.0} calls/s",
         median.as_secs_f64() * 1e6,
         p99.as_secs_f64() * 1e6,
+        p999.as_secs_f64() * 1e6,
         max.as_secs_f64() * 1e6,
         latencies.len() as f64 / wall.as_secs_f64()
     );

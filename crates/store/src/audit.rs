@@ -621,35 +621,47 @@ fn write_batch(conn: &mut Connection, batch: &[Box<AuditRecord>], writer: &Write
                output_bytes = excluded.output_bytes, subject = COALESCE(excluded.subject, audit.subject),
                writer_pid = excluded.writer_pid, writer_token = excluded.writer_token,
                detail = excluded.detail, called_as = excluded.called_as
-             WHERE audit.hash IS NULL",
+             WHERE audit.hash IS NULL
+             RETURNING subject",
         )?;
         let mut chained = false;
         for r in batch {
-            let changed = stmt.execute(rusqlite::params![
-                r.id,
-                r.ts_ms,
-                r.user,
-                r.agent,
-                r.session,
-                r.provider,
-                r.tool,
-                r.params,
-                r.decision,
-                r.outcome,
-                r.error,
-                r.duration_us,
-                r.output_bytes,
-                r.subject,
-                writer.pid,
-                writer.token,
-                r.detail,
-                r.called_as
-            ])?;
-            if changed == 0 {
-                tracing::warn!(id = %r.id, "audit: a second record for a completed call was not written");
-            } else if r.outcome != STARTED {
-                append_link(&tx, &mut head, &r.id)?;
-                chained = true;
+            // The row's subject as stored (the started row's when the record has none); no row
+            // when the call's row is already complete.
+            let stored = stmt
+                .query_row(
+                    rusqlite::params![
+                        r.id,
+                        r.ts_ms,
+                        r.user,
+                        r.agent,
+                        r.session,
+                        r.provider,
+                        r.tool,
+                        r.params,
+                        r.decision,
+                        r.outcome,
+                        r.error,
+                        r.duration_us,
+                        r.output_bytes,
+                        r.subject,
+                        writer.pid,
+                        writer.token,
+                        r.detail,
+                        r.called_as
+                    ],
+                    |row| row.get::<_, Option<String>>(0),
+                )
+                .optional()?;
+            match stored {
+                None => tracing::warn!(id = %r.id, "audit: a second record for a completed call was not written"),
+                Some(subject) if r.outcome != STARTED => {
+                    // The row as stored is this record with that subject: no read back needed.
+                    let record = AuditRecord { subject, ..AuditRecord::clone(r) };
+                    link_record(&tx, &mut head, &record)?;
+                    chained = true;
+                }
+                Some(_) => {}
             }
         }
         if chained {
@@ -705,8 +717,14 @@ fn append_link(conn: &Connection, head: &mut ChainEnds, id: &str) -> rusqlite::R
     let record = conn
         .prepare_cached(&format!("SELECT {RECORD_COLUMNS} FROM audit WHERE id = ?1"))?
         .query_row([id], |r| record_from_row(r, 0))?;
+    link_record(conn, head, &record)
+}
+
+/// Puts the stored row `record` at the end of the chain `head` (see [`append_link`]).
+fn link_record(conn: &Connection, head: &mut ChainEnds, record: &AuditRecord) -> rusqlite::Result<()> {
+    let id = &record.id;
     let seq = head.head_seq + 1;
-    let hash = chain::link_hash(&head.head_hash, seq, &record);
+    let hash = chain::link_hash(&head.head_hash, seq, record);
     conn.prepare_cached("UPDATE audit SET seq = ?1, prev_hash = ?2, hash = ?3 WHERE id = ?4")?
         .execute(rusqlite::params![seq, head.head_hash, hash, id])?;
     head.head_seq = seq;
