@@ -172,7 +172,8 @@ impl Process {
             // Same-site and cross-site frames in one renderer, so one accessibility tree call
             // per frame reaches every iframe.
             "--disable-site-isolation-trials",
-            "--disable-features=IsolateOrigins,site-per-process,Translate,MediaRouter,OptimizationHints",
+            "--disable-features=IsolateOrigins,site-per-process,Translate,MediaRouter,OptimizationHints,PreconnectToSearch,NetworkTimeServiceQuerying",
+            "--dns-prefetch-disable",
             "--window-size=1280,800",
         ]
         .iter()

@@ -59,8 +59,17 @@ impl Refs {
 }
 
 /// Roles whose node is shown only through its children.
-const PASS_THROUGH: &[&str] =
-    &["none", "generic", "presentation", "InlineTextBox", "LineBreak", "RootWebArea", "WebArea", "LayoutTable"];
+const PASS_THROUGH: &[&str] = &[
+    "none",
+    "generic",
+    "presentation",
+    "InlineTextBox",
+    "LineBreak",
+    "RootWebArea",
+    "WebArea",
+    "LayoutTable",
+    "ListMarker",
+];
 
 /// One frame of the page.
 #[derive(Debug, Clone)]
