@@ -60,7 +60,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         Some(_) => Arc::new(FirstAvailable(vec![Arc::new(McpApprover::default()), pending.clone()])),
         None => Arc::new(McpApprover::default()),
     };
-    let gate = Gate::builder(&workspace).config(config).approver(approver).build_shared()?;
+    let gate = Gate::builder(&workspace).config(config).approver(Arc::clone(&approver)).build_shared()?;
     super::wasm::load(&gate).await;
     // Config, skills and stored custom tools are reloaded while serving (docs/extensions.md),
     // and notes edited on disk are re-indexed as they change (docs/memory.md).
@@ -91,8 +91,17 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // Only an HTTP server mounts them (the canvas writes files while none holds its pages).
     let mounts = if args.http.is_some() { gate.mounts() } else { Vec::new() };
     let keys = gateway_keys(&gate)?;
+    let users = per_user_gates(&gate, keys.is_some(), &approver)?;
     let tasks = gate.start_tasks(&shutdown);
-    serve(gate, &workspace, args, api, mounts, keys, shutdown.clone()).await?;
+    match users {
+        // A team gateway with per-user workspaces: each key's user is served by the gate on
+        // its own workspace; this workspace's gate keeps the users, keys and approvals.
+        Some(users) => {
+            serve(users, &workspace, args, api, mounts, keys, shutdown.clone()).await?;
+            gate.shutdown();
+        }
+        None => serve(gate, &workspace, args, api, mounts, keys, shutdown.clone()).await?,
+    }
     shutdown.cancel();
     for task in tasks {
         let _ = task.await;
@@ -210,6 +219,25 @@ fn gateway_keys(gate: &Gate) -> anyhow::Result<Option<Arc<dyn toolgate::mcp::Aut
          it could not be opened (see the messages above)",
     )?;
     Ok(Some(Arc::new(toolgate::gateway::KeyAuthenticator::new(Arc::clone(&stores.identity)))))
+}
+
+/// With `[gateway] workspaces = "DIR"` (and an HTTP gateway), every user's calls run on
+/// `DIR/USER` with a gate of its own, built from this configuration.
+fn per_user_gates(
+    gate: &Gate,
+    gateway: bool,
+    approver: &Arc<dyn toolgate::Approver>,
+) -> anyhow::Result<Option<Arc<toolgate::per_user::PerUserGates>>> {
+    let config = &gate.services().config;
+    let Some(root) = config.gateway.workspaces.as_ref().filter(|dir| gateway && !dir.as_os_str().is_empty()) else {
+        return Ok(None);
+    };
+    // A relative folder is the gateway workspace's.
+    let root = gate.workspace().join(root);
+    let users = toolgate::per_user::PerUserGates::new(&root, (**config).clone(), Some(Arc::clone(approver)))
+        .with_context(|| format!("cannot make the users' workspaces folder {}", root.display()))?;
+    eprintln!("toolgate: each user works in a workspace of its own under {}", users.root().display());
+    Ok(Some(Arc::new(users)))
 }
 
 fn print_gateway_banner(local: SocketAddr) {

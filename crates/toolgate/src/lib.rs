@@ -51,6 +51,7 @@ pub mod family;
 mod gate;
 pub mod mcp;
 pub mod memory;
+pub mod per_user;
 mod pipeline;
 pub mod reload;
 mod services;

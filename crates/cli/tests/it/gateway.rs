@@ -134,3 +134,45 @@ fn bad_admin_input_is_refused_with_what_to_do() {
     let unknown = run(&["key", "revoke", "0123456789abcdef"]);
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no key"), "{unknown:?}");
 }
+
+#[test]
+fn each_user_works_in_a_workspace_of_its_own() {
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(ws.path().join("toolgate.toml"), "[gateway]\nenabled = true\nworkspaces = \"users\"\n").unwrap();
+    admin(ws.path(), &["user", "add", "ann"]);
+    admin(ws.path(), &["user", "add", "bob"]);
+    let ann = admin(ws.path(), &["key", "create", "--user", "ann"]);
+    let bob = admin(ws.path(), &["key", "create", "--user", "bob"]);
+    let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/gateway_users.py");
+    let out = Command::new(python::sdk_python()).arg(script).args([&server.url, &ann, &bob]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "per-user workspaces:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    use std::os::unix::fs::PermissionsExt;
+    let users = server.ws.path().join("users");
+    for dir in [users.clone(), users.join("ann"), users.join("bob")] {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{} is its owner's alone", dir.display());
+    }
+    // Each user's calls are in that user's audit log only.
+    let audited = |user: &str| {
+        let out = Command::new(TOOLGATE)
+            .arg("--workspace")
+            .arg(users.join(user))
+            .args(["audit", "--json", "--tail", "100"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect::<Vec<serde_json::Value>>()
+    };
+    let (ann_rows, bob_rows) = (audited("ann"), audited("bob"));
+    assert!(ann_rows.iter().all(|r| r["user"] == "ann") && !ann_rows.is_empty(), "{ann_rows:?}");
+    assert!(bob_rows.iter().all(|r| r["user"] == "bob") && bob_rows.len() >= 7, "{bob_rows:?}");
+}

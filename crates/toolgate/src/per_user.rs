@@ -1,0 +1,112 @@
+//! [`PerUserGates`]: a team gateway's per-user workspaces. Each user (the [`Caller`] a request's
+//! API key names, set on the call's identity by the MCP server) gets a workspace of its own under
+//! the gateway's `[gateway] workspaces` folder, with a gate of its own on it: its own files,
+//! sandbox, processes, memory, sessions, locks and audit log (the state database in that
+//! workspace's `.toolgate/`). Every user's gate is built from the gateway's configuration, never
+//! from a `toolgate.toml` inside the user's workspace, which the user's own tools can write.
+//!
+//! [`Caller`]: toolgate_mcp::Caller
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
+use toolgate_mcp::CallHandler;
+
+use crate::config::Config;
+use crate::{Approver, Gate};
+
+/// One gate per user, each on `ROOT/USER`, made on the user's first request.
+#[derive(Debug)]
+pub struct PerUserGates {
+    root: PathBuf,
+    config: Config,
+    approver: Option<Arc<dyn Approver>>,
+    gates: Mutex<HashMap<String, Arc<Gate>>>,
+}
+
+impl PerUserGates {
+    /// Users' workspaces under `root` (made `0700` when missing), each gate built with
+    /// `config` and asking `approver`.
+    pub fn new(root: impl Into<PathBuf>, config: Config, approver: Option<Arc<dyn Approver>>) -> std::io::Result<Self> {
+        let root = root.into();
+        private_dir(&root)?;
+        let root = root.canonicalize()?;
+        Ok(PerUserGates { root, config, approver, gates: Mutex::new(HashMap::new()) })
+    }
+
+    /// The folder the users' workspaces are in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `user`'s gate, built (with its workspace) on first use.
+    pub fn gate_for(&self, user: &str) -> Result<Arc<Gate>, ToolError> {
+        // The name became a folder: only names the gateway accepts for principals (no `/`,
+        // no `..`, no hidden folder) ever reach here, but a handler must not trust that.
+        toolgate_gateway::check_name(user).map_err(|e| ToolError::failed(e.to_string()))?;
+        let mut gates = self.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(gate) = gates.get(user) {
+            return Ok(Arc::clone(gate));
+        }
+        let workspace = self.root.join(user);
+        private_dir(&workspace).map_err(|e| ToolError::failed(format!("cannot make {user}'s workspace: {e}")))?;
+        let mut builder = Gate::builder(&workspace).config(self.config.clone());
+        if let Some(approver) = &self.approver {
+            builder = builder.approver(Arc::clone(approver));
+        }
+        let gate =
+            builder.build_shared().map_err(|e| ToolError::failed(format!("cannot open {user}'s workspace: {e}")))?;
+        gates.insert(user.to_owned(), Arc::clone(&gate));
+        Ok(gate)
+    }
+
+    /// `ctx` moved into `gate`'s workspace: the caller's identity, cancellation, progress and
+    /// client stay; the workspace every path is confined to is the user's.
+    fn in_workspace(gate: &Gate, ctx: &CallContext) -> CallContext {
+        let mut moved = ctx.clone();
+        moved.workspace = gate.context().workspace;
+        moved
+    }
+}
+
+/// `dir`, made `0700` when missing (and made so when it exists): one user's files are not
+/// readable by other local accounts.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+#[async_trait::async_trait]
+impl CallHandler for PerUserGates {
+    fn context(&self) -> CallContext {
+        // Replaced per call by the user's workspace; the root is no one's workspace.
+        CallContext::new(self.root.clone())
+    }
+
+    fn list(&self, ctx: &CallContext) -> Vec<ToolSpec> {
+        match self.gate_for(&ctx.identity.user) {
+            Ok(gate) => gate.visible_tools(&Self::in_workspace(&gate, ctx)),
+            Err(e) => {
+                tracing::warn!("no tools for {}: {e}", ctx.identity.user);
+                Vec::new()
+            }
+        }
+    }
+
+    async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
+        let gate = self.gate_for(&ctx.identity.user)?;
+        CallHandler::call(&*gate, &Self::in_workspace(&gate, ctx), name, params).await
+    }
+
+    fn shutdown(&self) {
+        let gates: Vec<Arc<Gate>> =
+            self.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
+        for gate in gates {
+            gate.shutdown();
+        }
+    }
+}
