@@ -68,34 +68,44 @@ impl<H: CallHandler> McpServer<H> {
 }
 
 /// Sends a call's [`ClientNote`](toolgate_core::ClientNote)s to its client, related to the
-/// call's request (over HTTP, on that call's own stream): a logging notification
-/// (`notifications/message`, level `notice`) before 2026-07-28; from 2026-07-28, which dropped
-/// logging (SEP-2577), a progress notification's message when the call carries a progress
-/// token, else a clear refusal.
+/// call's request (over HTTP, on that call's own stream), as a logging notification
+/// (`notifications/message`, level `notice`, logger `toolgate.message`): before 2026-07-28
+/// always; from 2026-07-28 (logging deprecated by SEP-2577) when the request opts in with
+/// `_meta["io.modelcontextprotocol/logLevel"]` at `notice` or below, else as a progress
+/// notification's message when it carries a progress token, else a clear refusal.
 struct PeerLog {
     peer: rmcp::Peer<RoleServer>,
     legacy: bool,
+    /// The 2026-07-28 request's log level opt-in, if any.
+    log_level: Option<String>,
     progress: Option<rmcp::model::ProgressToken>,
 }
 
 #[async_trait::async_trait]
 impl toolgate_core::ClientNotifier for PeerLog {
-    #[allow(deprecated, reason = "logging notifications are how clients before 2026-07-28 show a server's notes")]
+    #[allow(deprecated, reason = "logging notifications are how MCP clients show a server's notes")]
     async fn notify(&self, note: toolgate_core::ClientNote) -> Result<(), String> {
         let failed = |e: rmcp::service::ServiceError| format!("the MCP client could not be notified: {e}");
-        if self.legacy {
+        let opted_in = self.log_level.as_deref().is_some_and(|l| matches!(l, "debug" | "info" | "notice"));
+        if self.legacy || opted_in {
             let mut param =
                 rmcp::model::LoggingMessageNotificationParam::new(rmcp::model::LoggingLevel::Notice, note.data);
             param.logger = Some(note.logger);
             return self.peer.notify_logging_message(param).await.map_err(failed);
         }
-        let Some(token) = &self.progress else {
-            return Err("this client speaks MCP 2026-07-28, which has no logging notifications; call with a                         progressToken to get the message as a progress note, or use another channel"
-                .to_owned());
-        };
-        let mut param = ProgressNotificationParam::new(token.clone(), 0.0);
-        param.message = Some(format!("{}: {}", note.logger, note.data["content"].as_str().unwrap_or_default()));
-        self.peer.notify_progress(param).await.map_err(failed)
+        if let Some(token) = &self.progress {
+            let mut param = ProgressNotificationParam::new(token.clone(), 0.0);
+            param.message = Some(format!("{}: {}", note.logger, note.data["content"].as_str().unwrap_or_default()));
+            return self.peer.notify_progress(param).await.map_err(failed);
+        }
+        Err(match &self.log_level {
+            Some(level) => {
+                format!("the MCP client asked for log messages at `{level}` and above, and a message is a notice")
+            }
+            None => "the MCP client did not opt in to log messages (`_meta` `io.modelcontextprotocol/logLevel` on the \
+                     call) and sent no progress token, so it would not see the message; use another channel"
+                .to_owned(),
+        })
     }
 }
 
@@ -214,6 +224,7 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         ctx.client = toolgate_core::ClientChannel::new(Arc::new(PeerLog {
             peer: context.peer.clone(),
             legacy: context.protocol_version().is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str()),
+            log_level: context.meta.get("io.modelcontextprotocol/logLevel").and_then(|v| v.as_str()).map(str::to_owned),
             progress: context.meta.get_progress_token(),
         }));
         let forwarder = match context.meta.get_progress_token() {

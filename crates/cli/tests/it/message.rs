@@ -122,3 +122,21 @@ fn message_through_the_binary_is_signed_approved_and_kept_when_undelivered() {
     let (ok, text) = toolgate(ws.path(), &["call", "message", r#"{"to": "signal:+15551234567", "content": "hi"}"#], "");
     assert!(!ok && text.contains("no adapter for `signal`") && text.contains("`ops:` (webhook)"), "{text}");
 }
+
+#[tokio::test]
+async fn an_mcp_channel_reaches_the_calling_client_as_a_log_notification() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("toolgate.toml"), "[automation.channels.me]\nkind = \"mcp\"\n").unwrap();
+    let report = crate::support::python::report("message_mcp.py", [TOOLGATE, ws.path().to_str().unwrap()]).await;
+    for mode in ["legacy", "modern"] {
+        let r = &report[mode];
+        assert_eq!(r["is_error"], false, "{mode}: {r}");
+        let logs = r["logs"].as_array().unwrap();
+        assert_eq!(logs.len(), 1, "{mode}: {r}");
+        assert_eq!(logs[0]["logger"], "toolgate.message", "{mode}: {r}");
+        assert_eq!(
+            logs[0]["data"]["content"],
+            format!("hello from {}", if mode == "legacy" { "legacy" } else { "auto" })
+        );
+    }
+}
