@@ -146,6 +146,12 @@ impl Host {
             .run(spec, ctx.cancel.clone())
             .await
             .map_err(|e| ToolError::failed(format!("`{program}` could not be started: {e}")))?;
+        // With `[runtime.sandbox] allow_unsandboxed_fallback` a program may have run unconfined:
+        // the audit row says so rather than letting it pass as sandboxed.
+        if result.enforcement.is_unsandboxed() {
+            let why = result.enforcement.fallback_reason.as_deref().unwrap_or("the sandbox could not be enforced");
+            ctx.audit.set(format!("`{program}` ran without the sandbox: {why}"));
+        }
         if !result.exit.success() {
             let out = result.output.text();
             let tail: String = out.chars().rev().take(400).collect::<Vec<_>>().into_iter().rev().collect();
