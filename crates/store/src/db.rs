@@ -8,6 +8,9 @@ use crate::error::Context;
 
 mod private;
 
+/// The schema version a database opened by this build reaches: how many migrations it has.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
     // 1: the audit log.

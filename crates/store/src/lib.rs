@@ -67,14 +67,14 @@ pub use audit::{
     Pruned, STARTED, SessionCalls, SessionQuery, TEXT_EVENT,
 };
 pub use custom_tools::{CustomToolStore, StoredCustomTool};
-pub use db::Store;
+pub use db::{SCHEMA_VERSION, Store};
 pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
 pub use grants::{Grant, GrantStore};
 pub use identity::{ApiKeyRecord, IdentityStore, Membership, Principal, PrincipalKind};
 pub use jobs::{JOB_INTERRUPTED, JobEvent, JobFilter, JobRecord, JobStore};
-pub use outbox::{OutboxEntry, OutboxStore};
 pub use locks::{LockOwner, LockStore, PathLock};
+pub use outbox::{OutboxEntry, OutboxStore};
 pub use routines::{RoutineFire, RoutineStore, StoredRoutine};
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError, SecretStore};
 pub use sessions::{

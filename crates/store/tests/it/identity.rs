@@ -1,6 +1,6 @@
 //! [`IdentityStore`]: the principals, memberships and API key records of a team gateway.
 
-use toolgate_store::{ApiKeyRecord, IdentityStore, Membership, Principal, PrincipalKind};
+use toolgate_store::{ApiKeyRecord, Membership, Principal, PrincipalKind};
 
 use crate::on_every_backend;
 
