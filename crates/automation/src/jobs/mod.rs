@@ -570,3 +570,44 @@ pub(crate) fn confine_dir(workspace: &Path, dir: &str) -> Result<String, JobErro
         .map(str::to_owned)
         .ok_or_else(|| JobError::Invalid("project_dir is not valid UTF-8 after resolving links".to_owned()))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn project_dirs_are_confined_like_every_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("a/b")).unwrap();
+        std::fs::create_dir_all(ws.join(".toolgate/x")).unwrap();
+        std::os::unix::fs::symlink("/etc", ws.join("out")).unwrap();
+        std::os::unix::fs::symlink(ws.join("a/b"), ws.join("inside")).unwrap();
+        std::os::unix::fs::symlink(ws.join("gone"), ws.join("dangling")).unwrap();
+        assert_eq!(confine_dir(&ws, "").unwrap(), "");
+        assert_eq!(confine_dir(&ws, ".").unwrap(), "");
+        assert_eq!(confine_dir(&ws, "a/b").unwrap(), "a/b");
+        assert_eq!(confine_dir(&ws, "a/../a/b/").unwrap(), "a/b");
+        // A link is judged by where it points.
+        assert_eq!(confine_dir(&ws, "inside").unwrap(), "a/b");
+        for bad in
+            ["out", "../", "/etc", "a/../../", "dangling", ".toolgate", ".toolgate/x", "a/b/../../.toolgate", "nul\0"]
+        {
+            assert!(confine_dir(&ws, bad).is_err(), "{bad:?} was accepted");
+        }
+        let e = confine_dir(&ws, "out").unwrap_err().to_string();
+        assert!(e.contains("outside the workspace"), "{e}");
+    }
+
+    #[test]
+    fn states_read_as_words() {
+        let mut j = JobRecord { state: "failed".into(), error: Some("interrupted".into()), ..JobRecord::default() };
+        assert_eq!(describe_state(&j), "failed: interrupted");
+        j.state = "completed".into();
+        assert_eq!(describe_state(&j), "completed");
+        assert_eq!(JobMode::parse("claude_code"), Some(JobMode::ClaudeCode));
+        assert_eq!(JobMode::parse("Sandbox"), None);
+    }
+}
