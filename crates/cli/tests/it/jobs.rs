@@ -148,3 +148,51 @@ fn a_job_running_when_serve_is_killed_is_failed_interrupted_after_restart_and_ne
     assert!(out.status.success() && text.contains("failed: interrupted"), "{text}");
     drop(second);
 }
+
+/// `toolgate call TOOL PARAMS --json` on `ws`: the structured result.
+fn call(ws: &Path, tool: &str, params: Value) -> Value {
+    let out = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["call", tool, &params.to_string(), "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("toolgate call {tool}: {}", String::from_utf8_lossy(&out.stderr)));
+    v.get("structured").cloned().unwrap_or(v)
+}
+
+#[test]
+fn a_claude_code_job_runs_the_real_claude_cli_in_the_sandbox() {
+    // The Claude Code CLI from `cargo xtask deps`. No account is signed in here, so it runs and
+    // refuses (`Not logged in`): the job fails with its words, from inside the sandbox.
+    let claude = toolgate_testkit::npm::peer("@anthropic-ai/claude-code/bin/claude.exe");
+    let package = claude.parent().unwrap().parent().unwrap().canonicalize().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[approval]\nmode = \"never\"\n\n[runtime.sandbox]\nextra_readable = [{:?}]\n\n[automation.jobs]\nclaude_bin = {:?}\n",
+        package.display().to_string(),
+        claude.canonicalize().unwrap().display().to_string()
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    let v = call(
+        ws.path(),
+        "create_job",
+        json!({"title": "cc", "mode": "claude_code", "description": "say hi", "wait": true}),
+    );
+    assert_eq!(v["state"], "failed", "{v}");
+    let error = v["error"].as_str().unwrap();
+    assert!(error.contains("exited with code") && error.contains("sandboxed ("), "{error}");
+    assert!(!error.contains("Permission denied"), "the CLI ran: {error}");
+    // Without it, the job is refused before anything is stored.
+    std::fs::write(ws.path().join("toolgate.toml"), "[automation.jobs]\nclaude_bin = \"/nonexistent/claude\"\n")
+        .unwrap();
+    let out = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["call", "create_job", r#"{"title":"cc","mode":"claude_code","description":"x"}"#])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.contains("not installed"), "{text}");
+}
