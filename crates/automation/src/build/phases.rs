@@ -38,8 +38,10 @@ impl Default for Limits {
     }
 }
 
-/// The tools the build agent is offered (policy may hide more).
-pub(crate) const AGENT_TOOLS: &[&str] = &["read", "write", "edit", "ls", "glob", "grep", "exec"];
+/// The tools the build agent is offered (policy may hide more): it writes the files; the
+/// builder builds and tests them itself and tells it what failed (fewer tools also keep a small
+/// local model's prompt short).
+pub(crate) const AGENT_TOOLS: &[&str] = &["read", "write"];
 
 /// The most of a command's output fed back to the model.
 const FEEDBACK_CHARS: usize = 6000;

@@ -422,24 +422,21 @@ pub(crate) fn instructions(t: &Template, kind: Kind, lang: Lang, dir: &str, desc
         "\nSteps: 1. write `{dir}/{}` with the `write` tool, starting from this skeleton:\n```\n{}```",
         t.main, t.skeleton
     );
-    let mut step = 2;
-    if let Some(build) = &t.build {
-        let _ = writeln!(s, "{step}. build: call `exec` with command `{build}` and workdir `{dir}`; fix any error.");
-        step += 1;
-    }
     match &t.test {
-        Some(test) => {
-            let _ = writeln!(s, "{step}. test: write the tests, then `exec` `{test}` in `{dir}`; fix failures.");
+        Some(_) => {
+            let _ = writeln!(s, "2. write the tests (below).");
         }
         None => {
-            let _ = writeln!(s, "{step}. write `{dir}/tests.json` (below).");
+            let _ = writeln!(s, "2. write `{dir}/tests.json` (below).");
         }
     }
+    let commands: Vec<String> = t.build.iter().chain(&t.test).map(|c| format!("`{c}`")).collect();
     let _ = writeln!(
         s,
-        "Then answer with one short sentence. The builder then builds, tests and checks the result itself and \
-         tells you what failed, if anything.\n\nRules: {}\nCall tools; do not describe plans. To change a file you \
-         wrote, `read` it, then `write` it again.",
+        "Then answer with one short sentence. The builder then runs {} in `{dir}` and checks the result itself, \
+         and tells you what failed, if anything.\n\nRules: {}\nCall tools; do not describe plans. To change a file \
+         you wrote, `read` it, then `write` it again.",
+        if commands.is_empty() { "the checks".to_owned() } else { commands.join(" and ") },
         t.rules
     );
     s

@@ -11,6 +11,7 @@ mod agent_search;
 mod announce;
 mod audit_state;
 mod binary_contents;
+mod build_software;
 mod browser;
 mod cli_mcp;
 mod clients;

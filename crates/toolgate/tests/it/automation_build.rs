@@ -219,7 +219,7 @@ async fn a_builder_that_loops_is_stopped_after_ten_turns() {
     let f = fixture(
         |req| {
             let n = req.messages.len();
-            calls(vec![call(&format!("c{n}"), "ls", json!({"path": ".", "limit": n}))])
+            calls(vec![call(&format!("c{n}"), "read", json!({"path": format!("missing-{n}.txt")}))])
         },
         4,
     )
