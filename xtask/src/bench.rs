@@ -13,6 +13,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate-cli", "mcp"),
     ("toolgate", "wasm"),
     ("toolgate", "agent"),
+    ("toolgate", "message"),
     ("toolgate-cli", "cli"),
     ("toolgate-cli", "extensions"),
     ("toolgate-cli", "web"),
