@@ -17,6 +17,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate-cli", "cli"),
     ("toolgate-cli", "extensions"),
     ("toolgate-cli", "web"),
+    ("toolgate-cli", "browser"),
     ("toolgate-embed", "memory"),
 ];
 

@@ -50,7 +50,10 @@ pub(crate) const AIOSMTPD: &str = "aiosmtpd==1.4.6";
 /// - `server-memory`: the `memory` benchmark's peer (knowledge-graph memory, `search_nodes`);
 /// - `claude-code`, `codex`, `ai` with `@ai-sdk/mcp`: the agent clients of the `clients` test
 ///   (Claude Code and Codex CLI ship their native binaries in platform packages, which npm
-///   installs as optional dependencies).
+///   installs as optional dependencies);
+/// - `@playwright/mcp` with its `playwright-core`: the `browser` benchmark's peer, on the same
+///   Debian `chromium` as toolgate's `browser` tool; `gpt-tokenizer` counts its snapshots' tokens
+///   (o200k_base, bundled: nothing downloaded at run time).
 pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
     ("@modelcontextprotocol/server-everything", "2026.8.31"),
     ("@modelcontextprotocol/server-filesystem", "2026.8.31"),
@@ -63,6 +66,10 @@ pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
     ("@openai/codex", "0.171.0"),
     ("ai", "6.0.325"),
     ("@ai-sdk/mcp", "2.0.99"),
+    // playwright-core: the release @playwright/mcp 0.0.83 depends on.
+    ("@playwright/mcp", "0.0.83"),
+    ("playwright-core", "1.64.0-alpha-1790635538000"),
+    ("gpt-tokenizer", "4.0.0"),
 ];
 
 /// `<repo>/.cache/peers/venv`.
