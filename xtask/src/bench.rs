@@ -19,6 +19,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("toolgate-cli", "web"),
     ("toolgate-cli", "browser"),
     ("toolgate-embed", "memory"),
+    ("toolgate-automation", "routines"),
 ];
 
 /// The sections of `crates/cli/benches/mcp.rs`, passed through to it.
