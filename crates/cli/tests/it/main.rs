@@ -32,6 +32,7 @@ mod media;
 mod memory;
 mod message;
 mod openai_strict;
+mod routines;
 mod signals;
 mod teams;
 mod terminal;
