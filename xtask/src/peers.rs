@@ -84,7 +84,9 @@ pub(crate) fn install() -> anyhow::Result<()> {
     }
     let venv = venv();
     let python = venv.join("bin/python");
-    for requirement in [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI, OPENAI_AGENTS, MCP_SERVER_TIME, MCP_SERVER_GIT, AIOSMTPD] {
+    for requirement in
+        [PYTHON_MCP, MCP_SERVER_FETCH, PYDANTIC_AI, OPENAI_AGENTS, MCP_SERVER_TIME, MCP_SERVER_GIT, AIOSMTPD]
+    {
         if has(&python, requirement) {
             continue;
         }

@@ -3,11 +3,11 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 mod automation_build;
-mod browser;
-mod canvas;
 mod automation_jobs;
 mod automation_message;
 mod automation_routines;
+mod browser;
+mod canvas;
 mod dialects;
 mod family;
 mod gate;
