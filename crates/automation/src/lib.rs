@@ -12,6 +12,7 @@ pub mod build;
 pub mod jobs;
 pub mod message;
 pub mod routines;
+mod text;
 
 /// What the family's tools are built from, filled by the `toolgate` facade from its services
 /// and the `[automation]` configuration section.

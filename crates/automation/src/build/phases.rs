@@ -20,6 +20,7 @@ use toolgate_core::{CallContext, ToolError, ToolOutput};
 
 use super::templates::{Kind, Lang, Template};
 use super::validate;
+use crate::text::{clip, clip_tail};
 
 /// The seed's limits (`BuilderConfig`).
 #[derive(Debug, Clone, Copy)]
@@ -419,24 +420,6 @@ async fn exec(caller: &Arc<dyn ToolCaller>, ctx: &CallContext, cmd: &str, dir: &
         }
         Err(e) => (false, clip_tail(&e.to_string(), FEEDBACK_CHARS)),
     }
-}
-
-fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
-    }
-    let mut out: String = s.chars().take(max).collect();
-    out.push('…');
-    out
-}
-
-/// The end of `s` (compiler errors and test failures are at the end), at most `max` characters.
-fn clip_tail(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        return s.to_owned();
-    }
-    format!("…{}", s.chars().skip(n - max).collect::<String>())
 }
 
 /// The project folder for `name` under `builds/`: `builds/NAME`, or `builds/NAME-2`, ... when

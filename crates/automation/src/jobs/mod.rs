@@ -26,6 +26,8 @@ use toolgate_core::{CallContext, Identity};
 use toolgate_store::{JobEvent, JobFilter, JobRecord, JobStore, StoreError};
 use toolgate_tools::custom::SecretSource;
 
+pub(crate) use crate::text::clip;
+
 mod run;
 mod tools;
 
@@ -506,11 +508,6 @@ impl Inner {
             }
         });
     }
-}
-
-/// `s` cut to `max` characters.
-pub(crate) fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max { s.to_owned() } else { format!("{}…", s.chars().take(max).collect::<String>()) }
 }
 
 /// A job's state in words: `failed: interrupted`, `completed`.

@@ -15,6 +15,7 @@ use toolgate_core::Identity;
 use super::scheduler::{RoutineRun, RunSink};
 use super::spec::ActionType;
 use crate::jobs::{JobMode, JobOwner, JobRequest, Jobs};
+use crate::text::clip;
 
 /// The jobs engine as the routines' [`RunSink`].
 #[derive(Debug, Clone)]
@@ -124,15 +125,4 @@ impl JobsSink {
         });
         Ok(id)
     }
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }

@@ -21,6 +21,7 @@ use toolgate_tools::fs::FsState;
 use super::spec::{ActionType, CatchUp, RoutineSpec, Trigger};
 use super::triggers::{self, Event};
 use super::webhook;
+use crate::text::clip;
 
 /// Wall-clock time for the scheduler: the real clock, or one a test moves.
 pub trait Clock: Send + Sync + std::fmt::Debug {
@@ -553,7 +554,7 @@ impl Routines {
                 trigger: trigger.to_owned(),
                 status: if skip.is_some() { "skipped" } else { "claimed" }.to_owned(),
                 job_id: None,
-                detail: skip.clone().or_else(|| detail.clone().map(|d| truncate(&d, 500))),
+                detail: skip.clone().or_else(|| detail.clone().map(|d| clip(&d, 500))),
             };
             match self.setup.store.routine_fire_claim(&fire, advance) {
                 Ok(true) => {}
@@ -840,7 +841,7 @@ impl Routines {
                 continue;
             }
             let detail = format!("{} event: {} {}", event.channel, event.subject, event.detail);
-            out.push((name, self.fire_now(&r, &spec, "event", Some(truncate(&detail, 2_000))).await));
+            out.push((name, self.fire_now(&r, &spec, "event", Some(clip(&detail, 2_000))).await));
         }
         out
     }
@@ -936,15 +937,4 @@ pub(crate) fn parse_spec(r: &StoredRoutine) -> Result<RoutineSpec, RoutineError>
 /// The first cron fire after `now`, for a cron routine.
 fn next_fire(spec: &RoutineSpec, now: i64) -> Option<i64> {
     spec.schedule().ok().flatten().and_then(|s| s.next_after(now))
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
