@@ -91,7 +91,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // Only an HTTP server mounts them (the canvas writes files while none holds its pages).
     let mounts = if args.http.is_some() { gate.mounts() } else { Vec::new() };
     let keys = gateway_keys(&gate)?;
-    let users = per_user_gates(&gate, keys.is_some(), &approver)?;
+    let users = per_user_gates(&gate, keys.is_some(), &approver, &shutdown)?;
     let tasks = gate.start_tasks(&shutdown);
     match users {
         // A team gateway with per-user workspaces: each key's user is served by the gate on
@@ -227,6 +227,7 @@ fn per_user_gates(
     gate: &Gate,
     gateway: bool,
     approver: &Arc<dyn toolgate::Approver>,
+    shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<Arc<toolgate::per_user::PerUserGates>>> {
     let config = &gate.services().config;
     let Some(root) = config.gateway.workspaces.as_ref().filter(|dir| gateway && !dir.as_os_str().is_empty()) else {
@@ -234,8 +235,9 @@ fn per_user_gates(
     };
     // A relative folder is the gateway workspace's.
     let root = gate.workspace().join(root);
-    let users = toolgate::per_user::PerUserGates::new(&root, (**config).clone(), Some(Arc::clone(approver)))
-        .with_context(|| format!("cannot make the users' workspaces folder {}", root.display()))?;
+    let users =
+        toolgate::per_user::PerUserGates::new(&root, (**config).clone(), Some(Arc::clone(approver)), shutdown.clone())
+            .with_context(|| format!("cannot make the users' workspaces folder {}", root.display()))?;
     eprintln!("toolgate: each user works in a workspace of its own under {}", users.root().display());
     Ok(Some(Arc::new(users)))
 }

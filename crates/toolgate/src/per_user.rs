@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
 use toolgate_mcp::CallHandler;
 
@@ -25,16 +26,24 @@ pub struct PerUserGates {
     config: Config,
     approver: Option<Arc<dyn Approver>>,
     gates: Mutex<HashMap<String, Arc<Gate>>>,
+    /// Ends every user gate's background tasks (its routine scheduler, event routines, job
+    /// sweeps) with the server.
+    shutdown: CancellationToken,
 }
 
 impl PerUserGates {
     /// Users' workspaces under `root` (made `0700` when missing), each gate built with
-    /// `config` and asking `approver`.
-    pub fn new(root: impl Into<PathBuf>, config: Config, approver: Option<Arc<dyn Approver>>) -> std::io::Result<Self> {
+    /// `config`, asking `approver`, its background tasks running until `shutdown`.
+    pub fn new(
+        root: impl Into<PathBuf>,
+        config: Config,
+        approver: Option<Arc<dyn Approver>>,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<Self> {
         let root = root.into();
         private_dir(&root)?;
         let root = root.canonicalize()?;
-        Ok(PerUserGates { root, config, approver, gates: Mutex::new(HashMap::new()) })
+        Ok(PerUserGates { root, config, approver, gates: Mutex::new(HashMap::new()), shutdown })
     }
 
     /// The folder the users' workspaces are in.
@@ -59,6 +68,9 @@ impl PerUserGates {
         }
         let gate =
             builder.build_shared().map_err(|e| ToolError::failed(format!("cannot open {user}'s workspace: {e}")))?;
+        // A user's routines fire and its jobs are swept like the gateway's own (the tasks end
+        // with `shutdown`; their handles are not needed).
+        drop(gate.start_tasks(&self.shutdown));
         gates.insert(user.to_owned(), Arc::clone(&gate));
         Ok(gate)
     }

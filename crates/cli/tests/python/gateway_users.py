@@ -61,6 +61,24 @@ async def main() -> None:
                 found = listing and "secret.txt" in body
                 check(SECRET not in body and not found, f"bob cannot reach ann's file: {what}", body[:400])
 
+            # A user's own background work runs in the user's workspace: an event routine of
+            # Bob's fires on his echo and writes there (its gate's tasks run).
+            made = await bob.call_tool("routine_create", {
+                "name": "on-echo", "trigger_type": "event", "event_channel": "tool", "event_pattern": "echo",
+                "prompt": "note the echo", "action_type": "tool", "tool": "write",
+                "params": {"path": "fired.txt", "content": "fired\n"}})
+            check(not made.is_error, "bob makes an event routine", text(made))
+            await bob.call_tool("echo", {"message": "ping"})
+            fired = None
+            for _ in range(50):
+                fired = await bob.call_tool("read", {"path": "fired.txt"})
+                if not fired.is_error:
+                    break
+                await anyio.sleep(0.2)
+            check(fired is not None and "fired" in text(fired), "bob's routine fired in his workspace", text(fired))
+            theirs = await ann.call_tool("read", {"path": "fired.txt"})
+            check(theirs.is_error, "and not in ann's", text(theirs))
+
             said = await bob.call_tool("write", {"path": "notes/secret.txt", "content": "bob's own\n"})
             check(not said.is_error, "bob has a notes/secret.txt of his own", text(said))
             still = await ann.call_tool("read", {"path": "notes/secret.txt"})
