@@ -43,6 +43,8 @@ model = "none"
 [teams.release]
 lead = "coder"
 members = ["reviewer"]
+[automation.jobs]
+agent = "coder"
 "#
     )
 }

@@ -60,38 +60,38 @@ INVENTORY: dict[str, tuple[list[str], list[str]]] = {
          "web_search", "web_fetch", "memory_search", "memory_get", "sessions_list", "sessions_history",
          "sessions_send", "sessions_spawn", "subagents", "session_status", "agents_list", "delegate",
          "delegate_search", "evaluate_loop", "handoff", "team_tasks", "team_message", "skill_search",
-         "spawn"],
-        ["browser", "canvas", "cron", "gateway", "message", "image", "tts", "nodes", "whatsapp_login"],
+         "spawn", "browser", "canvas", "image", "tts"],
+        ["cron", "gateway", "message", "nodes", "whatsapp_login"],
     ),
     # Seed 001, "Built-in tools" and "Code execution".
     "linggen": (
         ["Glob", "Read", "Grep", "Write", "Edit", "Bash", "lock_paths", "unlock_paths",
-         "delegate_to_agent", "WebSearch", "execute_code"],
-        ["capture_screenshot"],
+         "delegate_to_agent", "WebSearch", "execute_code", "capture_screenshot"],
+        [],
     ),
     # Seed 002, §2 "Complete Tool Inventory" (20 tools).
     "gomini": (
         ["read", "write", "edit", "apply_patch", "grep", "glob", "ls", "exec", "process", "agents_list",
          "sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "subagents",
-         "sessions_status", "memory_search", "memory_get"],
-        ["cron", "message"],
+         "sessions_status", "memory_search", "memory_get", "cron"],
+        ["message"],
     ),
     # Seed 003, "Built-in Tool Categories", with OpenClaw's documented groups.
     "openclaw": (
         ["read", "write", "edit", "apply_patch", "exec", "process", "web_search", "web_fetch",
          "memory_search", "memory_get", "sessions_list", "sessions_history", "sessions_send",
-         "sessions_spawn", "session_status", "agents_list", "subagents"],
-        ["message", "cron", "gateway", "nodes", "browser", "canvas", "image", "tts"],
+         "sessions_spawn", "session_status", "agents_list", "subagents", "browser", "image", "tts"],
+        ["message", "cron", "gateway", "nodes", "canvas"],
     ),
     # Seed 004, §4 "Summary Table".
     "ironclaw": (
         ["echo", "time", "json", "http", "read_file", "write_file", "list_dir", "apply_patch", "shell",
          "memory_search", "memory_write", "memory_read", "memory_tree", "tool_search", "tool_install",
          "tool_auth", "tool_activate", "tool_list", "tool_remove", "skill_list", "skill_search",
-         "skill_install", "skill_remove", "html_to_markdown"],
-        ["create_job", "list_jobs", "job_status", "cancel_job", "job_events", "job_prompt",
-         "routine_create", "routine_list", "routine_update", "routine_delete", "routine_history",
-         "build_software"],
+         "skill_install", "skill_remove", "html_to_markdown", "create_job", "list_jobs", "job_status",
+         "cancel_job", "job_events", "job_prompt", "routine_create", "routine_list", "routine_update",
+         "routine_delete", "routine_history"],
+        ["build_software"],
     ),
 }
 
@@ -338,6 +338,15 @@ def tables(site: str) -> dict[str, list[Row]]:
             # Linggen's `line_range` fills two of GoClaw's parameters: both are named.
             Row("read_file", {"path": "a.txt", "line_range": [1, 2]}, refused("`line_range`", "use `limit` and `offset`")),
             Row("list_dir", {"path": "src"}, refused("`list_files`")),
+            # Browser and media (issue 30): the page through the vetting proxy (the site is allowed),
+            # a canvas written to a file under stdio, speech offline with espeak-ng, no image endpoint.
+            Row("browser", {"action": "navigate", "targetUrl": f"{site}/page"}, says("/page")),
+            Row("browser", {"action": "snapshot", "maxChars": 4000, "depth": 20}, says("herons")),
+            Row("browser", {"action": "stop"}, says("stopped")),
+            Row("canvas", {"action": "present", "content": "<h1>Herons</h1><script>alert(1)</script>",
+                           "format": "html"}, says("canvas", lacks=("alert(1)",))),
+            Row("image", {"prompt": "a heron at dawn"}, refused("[media")),
+            Row("tts", {"text": "Herons stand still.", "provider": "espeak-ng"}, says("espeak-ng")),
         ],
         # ---- Seed 001 (Linggen): "Built-in tools" table, aliases, "Code execution".
         "linggen": [
@@ -394,6 +403,8 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("read", {"path": "a.txt"}, refused("`Read`")),
             Row("Read", {"path": "a.txt", "offset": 2}, refused("`offset`", "write it as `line_range`")),
             Row("bash", {"cmd": "true"}, refused("`Bash`")),
+            # seed 001: one screenshot of a page (the site is allowed), saved and shown.
+            Row("capture_screenshot", {"url": f"{site}/page", "delay_ms": 10}, says("browser-output")),
         ],
         # ---- Seed 002 (gomini): its Go parameter structs.
         "gomini": [
@@ -466,6 +477,13 @@ def tables(site: str) -> dict[str, list[Row]]:
             # Linggen's `line_range` is refused naming gomini's spelling, `offset` and `limit`.
             Row("read", {"path": "a.txt", "line_range": [1, 2]}, refused("`line_range`", "use `limit` and `offset`")),
             Row("session_status", {}, refused("`sessions_status`")),
+            # seed 002 §5: a cron entry (no agent session behind an MCP caller: a routine runs it).
+            Row("cron", {"action": "add", "schedule": "0 9 * * 1-5", "prompt": "standup notes"},
+                keep("cron", r"entry (cron-[0-9a-f]+)", says("0 9 * * 1-5", "Next fire"))),
+            Row("cron", {"action": "list"}, says("$cron", "0 9 * * 1-5", "standup notes")),
+            Row("cron", {"action": "remove", "id": "$cron"}, says("$cron")),
+            Row("cron", {"action": "list"}, says(lacks=("$cron",))),
+            Row("cron", {"action": "add", "schedule": "0 9 * * 8", "prompt": "x"}, refused("day")),
         ],
         # ---- Seed 003 (OpenClaw): spellings from OpenClaw's docs and source (the dialect file's sources).
         "openclaw": [
@@ -526,6 +544,13 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("read_file", {"path": "a.txt"}, refused("unknown tool `read_file`", "`read`")),
             Row("Bash", {"command": "true"}, refused("`exec`")),
             Row("process", {"action": "poll", "id": "$sid"}, refused("`id`", "write it as `sessionId`")),
+            # Browser and media (issue 30): the page through the vetting proxy, speech offline, and
+            # `image` (describe) with no vision endpoint configured.
+            Row("browser", {"action": "navigate", "targetUrl": f"{site}/page"}, says("/page")),
+            Row("browser", {"action": "snapshot", "maxChars": 4000}, says("herons")),
+            Row("browser", {"action": "stop"}, says("stopped")),
+            Row("image", {"image": "a.txt", "prompt": "what is this"}, refused()),
+            Row("tts", {"text": "Herons stand still."}, says("espeak-ng")),
         ],
         # ---- Seed 004 (IronClaw): §4's schemas.
         "ironclaw": [
@@ -594,6 +619,24 @@ def tables(site: str) -> dict[str, list[Row]]:
             Row("read", {"path": "a.txt"}, refused("unknown tool `read`", "`read_file`")),
             Row("edit", {"path": "a.txt", "old_string": "one", "new_string": "1"}, refused("`apply_patch`")),
             Row("Bash", {"command": "true"}, refused("`shell`")),
+            # seed 004 §4.8 jobs: a sandbox job (its agent's model endpoint is closed, so it fails;
+            # found by its id all the same), and another's or an unknown id refused.
+            Row("create_job", {"title": "scan", "description": "look around"},
+                keep("job", r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})", says())),
+            Row("list_jobs", {"filter": "all"}, says("$job")),
+            Row("job_status", {"job_id": "$job"}, says()),
+            Row("job_events", {"job_id": "$job"}, says()),
+            Row("job_prompt", {"job_id": "ffffffff", "content": "hi"}, refused("ffffffff")),
+            Row("cancel_job", {"job_id": "ffffffff"}, refused("ffffffff")),
+            # seed 004 §4.9 routines.
+            Row("routine_create", {"name": "nightly", "trigger_type": "cron", "prompt": "summarize the day",
+                                   "schedule": "0 9 * * 1-5", "cooldown_secs": 60}, says("nightly")),
+            Row("routine_list", {}, says("nightly", "0 9 * * 1-5")),
+            Row("routine_update", {"name": "nightly", "enabled": False}, says("nightly")),
+            Row("routine_history", {"name": "nightly"}, says()),
+            Row("routine_delete", {"name": "nightly"}, says("nightly")),
+            Row("routine_create", {"name": "bad", "trigger_type": "cron", "prompt": "x", "schedule": "61 * * * *"},
+                refused("minute")),
         ],
     }
 
