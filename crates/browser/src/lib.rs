@@ -39,6 +39,7 @@
 pub mod canvas;
 mod cdp;
 mod error;
+mod output;
 mod page;
 mod process;
 mod screenshot;

@@ -6,7 +6,6 @@
 //! Also the canvas's snapshots ([`canvas_snapshotter`]): the canvas's page rendered from a
 //! `data:` document in one shared context.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -18,12 +17,12 @@ use toolgate_core::{
 };
 
 use crate::error::BrowserError;
+use crate::output::save;
 use crate::page::Tab;
 use crate::session::{BrowserSession, Browsers};
 
 const NAME: &str = "capture_screenshot";
 /// Where the full-resolution PNGs go, inside the workspace (the `browser` tool's folder).
-const OUTPUT_DIR: &str = "browser-output";
 /// Most pixels of the image shown to the model (about what vision models take at full detail).
 const SHOWN_PIXELS: f64 = 1_200_000.0;
 /// Longest edge of the image shown to the model.
@@ -114,7 +113,7 @@ impl Tool for CaptureScreenshot {
         // One shot: the context, its cookies and its tab go whatever happened.
         self.browsers.close(&key).await;
         let taken = result?;
-        let path = save(&ctx.workspace, &taken.full)?;
+        let path = save(&ctx.workspace, "capture", "png", &taken.full)?;
         let (sw, sh) = png_size(&taken.shown).unwrap_or((0, 0));
         let mut text = format!(
             "Screenshot of {} ({}x{} pixels{}) saved to {}",
@@ -253,37 +252,6 @@ async fn dismiss_dialogs(tab: &Tab) -> Result<(), ToolError> {
 
 fn failed(e: BrowserError) -> ToolError {
     ToolError::failed(e.to_string())
-}
-
-/// Writes `png` to a new file in the workspace's `browser-output/` (a real folder, not a link);
-/// returns its path relative to the workspace.
-fn save(workspace: &Path, png: &[u8]) -> Result<PathBuf, ToolError> {
-    let dir = workspace.join(OUTPUT_DIR);
-    match std::fs::symlink_metadata(&dir) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
-            return Err(ToolError::failed(format!(
-                "{OUTPUT_DIR} in the workspace is not a folder (a file or a link); remove it so screenshots can be saved there"
-            )));
-        }
-        Err(_) => std::fs::create_dir(&dir)
-            .map_err(|e| ToolError::failed(format!("cannot create {OUTPUT_DIR}/ in the workspace: {e}")))?,
-    }
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-    for n in 0..100 {
-        let name = format!("capture-{stamp}-{n}.png");
-        // create_new refuses an existing name, a planted link included.
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(dir.join(&name)) {
-            Ok(mut file) => {
-                use std::io::Write as _;
-                file.write_all(png).map_err(|e| ToolError::failed(format!("cannot write {OUTPUT_DIR}/{name}: {e}")))?;
-                return Ok(Path::new(OUTPUT_DIR).join(name));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(ToolError::failed(format!("cannot create {OUTPUT_DIR}/{name}: {e}"))),
-        }
-    }
-    Err(ToolError::failed(format!("cannot find a free file name in {OUTPUT_DIR}/")))
 }
 
 /// Width and height from a PNG's header.

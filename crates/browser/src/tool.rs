@@ -1,6 +1,6 @@
 //! `browser {action, ...}`: one tool for the whole browser.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use toolgate_core::{
 };
 
 use crate::error::BrowserError;
+use crate::output::save;
 use crate::page::{Tab, scheme_refusal};
 use crate::session::{BrowserSession, Browsers};
 use crate::snapshot::{self, Options};
@@ -19,8 +20,6 @@ use crate::snapshot::{self, Options};
 const DEFAULT_BUDGET: usize = 12_000;
 /// Largest PNG returned inline (bytes); a larger one is saved only.
 const MAX_INLINE_IMAGE: usize = 4 * 1024 * 1024;
-/// Where snapshots over budget, screenshots and PDFs go, inside the workspace.
-const OUTPUT_DIR: &str = "browser-output";
 
 const ACTIONS: &[&str] = &[
     "start",
@@ -843,38 +842,6 @@ async fn key(tab: &Tab, name: &str) -> Result<(), ToolError> {
     .await
     .map_err(err)?;
     Ok(())
-}
-
-/// Writes `bytes` to a new file in the workspace's output folder; returns its path relative to
-/// the workspace. The folder must be a real folder (not a link planted to lead elsewhere).
-fn save(workspace: &Path, stem: &str, ext: &str, bytes: &[u8]) -> Result<PathBuf, ToolError> {
-    let dir = workspace.join(OUTPUT_DIR);
-    match std::fs::symlink_metadata(&dir) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
-            return Err(ToolError::failed(format!(
-                "{OUTPUT_DIR} in the workspace is not a folder (a file or a link); remove it so the browser can save its output there"
-            )));
-        }
-        Err(_) => std::fs::create_dir(&dir)
-            .map_err(|e| ToolError::failed(format!("cannot create {OUTPUT_DIR}/ in the workspace: {e}")))?,
-    }
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-    for n in 0..100 {
-        let name = if n == 0 { format!("{stem}-{stamp}.{ext}") } else { format!("{stem}-{stamp}-{n}.{ext}") };
-        let path = dir.join(&name);
-        // create_new refuses an existing name, a link included.
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(mut file) => {
-                use std::io::Write as _;
-                file.write_all(bytes).map_err(|e| ToolError::failed(format!("cannot write {name}: {e}")))?;
-                return Ok(Path::new(OUTPUT_DIR).join(name));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(ToolError::failed(format!("cannot create {OUTPUT_DIR}/{name}: {e}"))),
-        }
-    }
-    Err(ToolError::failed(format!("cannot find a free file name in {OUTPUT_DIR}/")))
 }
 
 /// The tools over `browsers`.
