@@ -115,6 +115,21 @@ impl Scene {
     /// closed as interrupted, and `toolgate audit` shows it.
     fn assert_next_start_cleans_up(&self) {
         assert_eq!(self.sandbox_dirs().len(), 1, "the killed toolgate left its sandbox folder");
+        // The folder's owner (its name's pid) must have finished exiting: under load a killed
+        // process can still be tearing down when its client returns, and a live owner's folder
+        // is rightly kept.
+        let owner = self.sandbox_dirs()[0]
+            .file_name()
+            .and_then(|n| n.to_str()?.strip_prefix("toolgate-sandbox-")?.split('-').next()?.parse::<u32>().ok())
+            .expect("the folder names its owner's pid");
+        wait_until(
+            "the killed toolgate to finish exiting",
+            || {
+                std::fs::read_to_string(format!("/proc/{owner}/stat"))
+                    .map_or(true, |stat| stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+            },
+            || format!("process {owner} still runs"),
+        );
         self.run(&["call", "echo", r#"{"message":"next start"}"#]);
         assert_eq!(self.sandbox_dirs(), Vec::<PathBuf>::new(), "swept at the next start");
         let rows = self.audit();
