@@ -111,13 +111,10 @@ impl Scene {
         assert!(row.decision.contains("policy:"), "the decision trace: {row:#?}");
     }
 
-    /// The next start: the sandbox's folder of the dead toolgate is removed, the call's row is
-    /// closed as interrupted, and `toolgate audit` shows it.
-    fn assert_next_start_cleans_up(&self) {
-        assert_eq!(self.sandbox_dirs().len(), 1, "the killed toolgate left its sandbox folder");
-        // The folder's owner (its name's pid) must have finished exiting: under load a killed
-        // process can still be tearing down when its client returns, and a live owner's folder
-        // is rightly kept.
+    /// Waits until the sandbox folder's owner (its name's pid) has finished exiting: under
+    /// load a killed process can still be tearing down when its client returns, and a live
+    /// owner's folder is rightly kept by the sweep.
+    fn wait_for_sandbox_owner_to_exit(&self) {
         let owner = self.sandbox_dirs()[0]
             .file_name()
             .and_then(|n| n.to_str()?.strip_prefix("toolgate-sandbox-")?.split('-').next()?.parse::<u32>().ok())
@@ -130,6 +127,13 @@ impl Scene {
             },
             || format!("process {owner} still runs"),
         );
+    }
+
+    /// The next start: the sandbox's folder of the dead toolgate is removed, the call's row is
+    /// closed as interrupted, and `toolgate audit` shows it.
+    fn assert_next_start_cleans_up(&self) {
+        assert_eq!(self.sandbox_dirs().len(), 1, "the killed toolgate left its sandbox folder");
+        self.wait_for_sandbox_owner_to_exit();
         self.run(&["call", "echo", r#"{"message":"next start"}"#]);
         assert_eq!(self.sandbox_dirs(), Vec::<PathBuf>::new(), "swept at the next start");
         let rows = self.audit();
@@ -247,6 +251,7 @@ fn serve_stdio(background: bool) {
     if background {
         // The call itself completed (it returned a process id); the process ran on.
         assert_eq!(scene.sandbox_dirs().len(), 1, "the killed toolgate left its sandbox folder");
+        scene.wait_for_sandbox_owner_to_exit();
         scene.run(&["call", "echo", r#"{"message":"next start"}"#]);
         assert_eq!(scene.sandbox_dirs(), Vec::<PathBuf>::new(), "swept at the next start");
     } else {
