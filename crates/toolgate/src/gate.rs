@@ -663,14 +663,13 @@ impl Gate {
         let ctx = &*ctx;
         let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
-        let mut out =
-            self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout)).await.map_err(
-                |e| {
-                    let e = output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector);
-                    // A parameter problem the tool found as it ran, in the caller's dialect.
-                    in_callers_words(translated.as_ref(), e)
-                },
-            )?;
+        let returned = self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout)).await;
+        self.loops.observe(ctx, &spec.name, returned.as_ref());
+        let mut out = returned.map_err(|e| {
+            let e = output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector);
+            // A parameter problem the tool found as it ran, in the caller's dialect.
+            in_callers_words(translated.as_ref(), e)
+        })?;
         // The tool's own notice, before the output stage cuts and wraps the text.
         if let Some(translated) = &translated {
             localize_output(translated, &mut out);
