@@ -1,11 +1,12 @@
 //! `cargo xtask bench [FILTER...]`: runs every benchmark; each prints its own figures and peer
 //! ratios. A FILTER picks benchmarks by name or package; an MCP section name
-//! (`cargo xtask bench read`) runs only that part of the `mcp` benchmark.
+//! (`cargo xtask bench read`) runs only that part of the `mcp` benchmark; `cargo xtask bench summary`
+//! runs every one in its short form and prints one table (`summary.rs`).
 
 use crate::{deps, run as sh};
 
 /// (package, bench target) pairs, in the order they run.
-const BENCHES: &[(&str, &str)] = &[
+pub(crate) const BENCHES: &[(&str, &str)] = &[
     ("toolgate", "gate"),
     ("toolgate-guard", "leak"),
     ("toolgate-tools", "fs_vs_rg"),
@@ -26,6 +27,9 @@ const BENCHES: &[(&str, &str)] = &[
 const MCP_SECTIONS: &[&str] = &["echo-rmcp", "echo-python", "read", "bridge-sandbox"];
 
 pub(crate) fn run(filter: &[String]) -> anyhow::Result<()> {
+    if filter.len() == 1 && filter[0] == "summary" {
+        return crate::summary::run();
+    }
     deps::install()?;
     let (sections, filter): (Vec<&String>, Vec<&String>) =
         filter.iter().partition(|f| MCP_SECTIONS.contains(&f.as_str()));

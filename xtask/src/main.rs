@@ -4,11 +4,13 @@
 //!   `cargo fmt --check`, `cargo clippy -D warnings`, `cargo nextest run` over the workspace
 //!   (conformance suites included), and the doc tests.
 //! - `cargo xtask bench`: every benchmark, each printing its figures and ratios against the
-//!   named peer measured in the same run.
+//!   named peer measured in the same run; `cargo xtask bench summary`: each in its short form,
+//!   and one table of the headline figures (also written at the head of `docs/benchmarks.md`).
 //! - `cargo xtask deps`: only the install step.
 
 mod bench;
 mod deps;
+mod summary;
 mod test;
 mod tidy;
 
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
                 "  test   fmt check, clippy, nextest over the workspace (peers and conformance included), doc tests"
             );
             eprintln!("  bench  all benchmarks, with ratios against peers measured in the same run");
+            eprintln!("  bench summary  each benchmark in its short form, one table of targets met or not");
             eprintln!("  deps   install what peer tests and benchmarks need (idempotent)");
             return ExitCode::from(2);
         }

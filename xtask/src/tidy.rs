@@ -85,6 +85,7 @@ const EDGES: &[(&str, &[&str])] = &[
     ),
     // Dev-only: tidy also checks that no crate has these as a normal dependency.
     ("toolgate-testkit", &["toolgate"]),
+    ("toolgate-benchkit", &[]),
     // The MCP conformance suite's server fixtures and client (a test-only binary).
     ("toolgate-conformance", &["toolgate", "toolgate-core", "toolgate-mcp"]),
     // examples/agent: a program that embeds the library, as a user's agent would.
@@ -93,7 +94,7 @@ const EDGES: &[(&str, &[&str])] = &[
 ];
 
 /// Crates no library or binary may depend on (dev-dependencies only).
-const DEV_ONLY: &[&str] = &["toolgate-testkit", "toolgate-conformance"];
+const DEV_ONLY: &[&str] = &["toolgate-testkit", "toolgate-benchkit", "toolgate-conformance"];
 
 pub(crate) fn run() -> anyhow::Result<()> {
     eprintln!("$ tidy (dependency direction, crate docs)");

@@ -6,78 +6,25 @@
 //! `toolgate call echo`, `rg --version`, and a search with `toolgate call grep` against `rg`
 //! on the same tree (a copy of `~/.cargo/registry/src`, or of `FS_BENCH_TREE`, so that the
 //! workspace state toolgate keeps does not land in the registry). For each command: the median
-//! and minimum wall time and the median CPU time (user + system, `getrusage` of children), over `RUNS`
-//! runs after one warm-up.
+//! and minimum wall time and the median CPU time (user + system, `getrusage` of children), over 21
+//! runs after one warm-up (7 in `cargo xtask bench summary`'s short run), timed by
+//! `toolgate-benchkit`'s whole-process timer.
 //!
 //! This is a benchmark, not a test: it fails only when a command fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use nix::sys::resource::{UsageWho, getrusage};
-
-const RUNS: usize = 21;
-
-/// CPU time (user + system) of every child reaped so far.
-fn children_cpu() -> Duration {
-    match getrusage(UsageWho::RUSAGE_CHILDREN) {
-        Ok(u) => {
-            let tv = |t: nix::sys::time::TimeVal| {
-                Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
-            };
-            tv(u.user_time()) + tv(u.system_time())
-        }
-        Err(_) => Duration::ZERO,
-    }
-}
-
-/// One timed run: wall time and CPU time of the child.
-fn run_once(argv: &[String], cwd: &Path) -> (Duration, Duration) {
-    let cpu_before = children_cpu();
-    let start = Instant::now();
-    let out = Command::new(&argv[0]).args(&argv[1..]).current_dir(cwd).stdin(Stdio::null()).output();
-    let wall = start.elapsed();
-    match out {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => {
-            eprintln!("cli bench: `{}` failed: {}", argv.join(" "), String::from_utf8_lossy(&out.stderr));
-            std::process::exit(1);
-        }
-        Err(e) => {
-            eprintln!("cli bench: cannot start {}: {e}", argv[0]);
-            std::process::exit(1);
-        }
-    }
-    (wall, children_cpu().saturating_sub(cpu_before))
-}
-
-struct Figures {
-    wall_median: Duration,
-    wall_min: Duration,
-    cpu_median: Duration,
-}
-
-fn measure(argv: &[String], cwd: &Path) -> Figures {
-    run_once(argv, cwd);
-    let mut wall = Vec::with_capacity(RUNS);
-    let mut cpu = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
-        let (w, c) = run_once(argv, cwd);
-        wall.push(w);
-        cpu.push(c);
-    }
-    wall.sort();
-    cpu.sort();
-    Figures { wall_median: wall[RUNS / 2], wall_min: wall[0], cpu_median: cpu[RUNS / 2] }
-}
+use toolgate_benchkit::process::{self, Timed};
+use toolgate_benchkit::summary::{Row, Target};
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-fn argv(parts: &[&str]) -> Vec<String> {
-    parts.iter().map(|s| (*s).to_owned()).collect()
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 fn main() {
@@ -116,39 +63,55 @@ fn main() {
         std::process::exit(1)
     });
     let ws = scratch.path().to_string_lossy().into_owned();
-    let rows: Vec<(&str, Vec<String>, &Path)> = vec![
-        ("toolgate --version", argv(&[&bin, "--version"]), scratch.path()),
-        ("rg --version", argv(&["rg", "--version"]), scratch.path()),
-        (
-            "toolgate call echo",
-            argv(&[&bin, "--workspace", &ws, "call", "echo", r#"{"message":"hi"}"#]),
-            scratch.path(),
-        ),
-        (
-            "toolgate call grep (registry)",
-            argv(&[
-                &bin,
-                "--approval",
-                "never",
-                "call",
-                "grep",
-                r#"{"pattern":"impl Default for","output_mode":"count"}"#,
-            ]),
-            &tree,
-        ),
-        ("rg -c (registry)", argv(&["rg", "-c", "impl Default for"]), &tree),
+    let runs = toolgate_benchkit::rounds(21, 7);
+    let echo_argv = [bin.as_str(), "--workspace", &ws, "call", "echo", r#"{"message":"hi"}"#];
+    let grep_argv = [
+        bin.as_str(),
+        "--approval",
+        "never",
+        "call",
+        "grep",
+        r#"{"pattern":"impl Default for","output_mode":"count"}"#,
     ];
-    println!("{RUNS} runs each after a warm-up; wall time median (min), CPU time median (user + system)");
-    println!("{:<32} {:>12} {:>12} {:>12}", "command", "wall", "wall min", "cpu");
-    let mut results = Vec::new();
+    let rows: Vec<(&str, &[&str], &Path)> = vec![
+        ("toolgate --version", &[bin.as_str(), "--version"], scratch.path()),
+        ("rg --version", &["rg", "--version"], scratch.path()),
+        ("toolgate call echo", &echo_argv, scratch.path()),
+        ("toolgate call grep (registry)", &grep_argv, &tree),
+        ("rg -c (registry)", &["rg", "-c", "impl Default for"], &tree),
+    ];
+    println!("{runs} runs each after a warm-up; wall time median (min, max), CPU time median (user + system)");
+    println!("{:<32} {:>12} {:>12} {:>12} {:>12}", "command", "wall", "wall min", "wall max", "cpu");
+    let mut results: Vec<Timed> = Vec::new();
     for (name, argv, cwd) in &rows {
-        let f = measure(argv, cwd);
-        println!("{name:<32} {:>12} {:>12} {:>12}", ms(f.wall_median), ms(f.wall_min), ms(f.cpu_median));
-        results.push(f);
+        let t = process::time(argv, cwd, runs).unwrap_or_else(|e| {
+            eprintln!("cli bench: {e}");
+            std::process::exit(1)
+        });
+        println!(
+            "{name:<32} {:>12} {:>12} {:>12} {:>12}",
+            ms(t.wall.median),
+            ms(t.wall.min),
+            ms(t.wall.max),
+            ms(t.cpu.median)
+        );
+        results.push(t);
     }
-    let ratio = |a: &Figures, b: &Figures| a.wall_median.as_secs_f64() / b.wall_median.as_secs_f64();
+    let ratio = |a: &Timed, b: &Timed| a.wall.median.as_secs_f64() / b.wall.median.as_secs_f64();
     println!();
     println!("toolgate call echo / rg --version: {:.2}x wall", ratio(&results[2], &results[1]));
     println!("toolgate call grep / rg (same search): {:.2}x wall", ratio(&results[3], &results[4]));
-    println!("target: `toolgate call echo` under 25 ms wall: {}", ms(results[2].wall_median));
+    let (echo, grep, rg) = (&results[2], &results[3], &results[4]);
+    Row::new("`toolgate call echo` cold, wall median", millis(echo.wall.median), "ms")
+        .target(Target::AtMost(8.0))
+        .emit();
+    Row::new("`toolgate call echo` cold, CPU median", millis(echo.cpu.median), "ms").target(Target::AtMost(6.0)).emit();
+    Row::new("`call grep` on the registry, wall median", millis(grep.wall.median), "ms")
+        .peer("rg -c", millis(rg.wall.median))
+        .target(Target::RatioAtMost(0.85))
+        .emit();
+    Row::new("`call grep` on the registry, CPU median", millis(grep.cpu.median), "ms")
+        .peer("rg -c", millis(rg.cpu.median))
+        .target(Target::RatioAtMost(1.0))
+        .emit();
 }

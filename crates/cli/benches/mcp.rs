@@ -44,6 +44,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use python::Endpoint;
+use toolgate_benchkit::summary::{self, Row};
 
 /// Warm-up calls per server, then rounds × calls measured per server.
 const ECHO: Plan = Plan { warmup: 200, rounds: 5, calls: 400 };
@@ -316,14 +317,22 @@ async fn echo_rmcp() {
     }
     let echo = echo_call();
     let targets: Vec<Target<'_>> = clients.iter().map(|(_, client, _)| Target { client, call: &echo }).collect();
-    let s = interleaved(&targets, &ECHO).await;
+    let plan = if toolgate_benchkit::quick() { Plan { rounds: 2, ..ECHO } } else { ECHO };
+    let s = interleaved(&targets, &plan).await;
     println!(
         "### echo, rmcp 3.9.0 client: {} rounds of {} sequential calls per server, after {} warm-up calls\n",
-        ECHO.rounds, ECHO.calls, ECHO.warmup
+        plan.rounds, plan.calls, plan.warmup
     );
     let rows: Vec<(&str, &Samples, Option<usize>)> =
         clients.iter().zip(&s).map(|((name, _, peer), s)| (name.as_str(), s, *peer)).collect();
     table(&rows);
+    for (transport, ours, peer, times) in [("stdio", 0, 2, 3.0), ("Streamable HTTP", 1, 3, 10.0)] {
+        let (ours, peer) = (s[ours].figures(), s[peer].figures());
+        Row::new(format!("MCP echo over {transport} (rmcp client), calls/s"), ours.per_sec, "calls/s")
+            .peer("server-everything", peer.per_sec)
+            .target(summary::Target::RatioAtLeast(times))
+            .emit();
+    }
     drop(targets);
     for (_, client, _) in clients {
         let _ = client.cancel().await;
@@ -341,9 +350,15 @@ fn echo_python() {
         ("server-everything, stdio", Endpoint::Stdio(servers::everything_stdio())),
         ("server-everything, Streamable HTTP", Endpoint::Http { url: ev_url, token: None }),
     ];
-    let p = &ECHO_PYTHON;
+    let p = &if toolgate_benchkit::quick() { Plan { rounds: 2, ..ECHO_PYTHON } } else { ECHO_PYTHON };
     let args = json!({"message": "hello from the benchmark"});
     let s = python::run("echo", &args, p.warmup, p.rounds, p.calls, &targets);
+    for (transport, ours, peer) in [("stdio", 0, 2), ("Streamable HTTP", 1, 3)] {
+        let (ours, peer) = (s[ours].figures(), s[peer].figures());
+        Row::new(format!("MCP echo over {transport} (Python SDK client), calls/s"), ours.per_sec, "calls/s")
+            .peer("server-everything", peer.per_sec)
+            .emit();
+    }
     println!(
         "### echo, Python SDK client (mcp 2.3.0, mode=\"legacy\"): {} rounds of {} sequential calls per server, after {} warm-up calls\n",
         p.rounds, p.calls, p.warmup
@@ -422,6 +437,8 @@ fn main() {
         loadavg()
     );
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    // `cargo xtask bench summary` takes the two echo sections only.
+    let wanted = |section: &str| wanted(section) && (!toolgate_benchkit::quick() || section.starts_with("echo"));
     if wanted("echo-rmcp") {
         runtime.block_on(echo_rmcp());
     }

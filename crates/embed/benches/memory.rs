@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use toolgate_benchkit::summary::{Row, Target};
 use toolgate_embed::{Embedder, LocalModel};
 use toolgate_store::memory::{LocalMemory, MemoryIndex, MemoryStore, Scope, SearchOptions};
 
@@ -76,8 +77,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
-    let n: usize = std::env::var("MEMORY_BENCH_NOTES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let queries: usize = 1000;
+    // `cargo xtask bench summary` takes 2,000 notes and 200 queries, without the peer.
+    let n: usize = std::env::var("MEMORY_BENCH_NOTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(toolgate_benchkit::rounds(10_000, 2_000));
+    let queries: usize = toolgate_benchkit::rounds(1000, 200);
     let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/models/all-minilm-l6-v2");
     let model: Arc<dyn Embedder> = Arc::new(
         LocalModel::load(&models).unwrap_or_else(|e| panic!("{e}: run `cargo xtask deps` to install the model")),
@@ -117,12 +122,12 @@ fn main() {
         let start = Instant::now();
         let report = mem.sync().expect("sync");
         let took = start.elapsed();
-        println!(
-            "{label:>6}: indexed {} notes in {:.1} s ({:.0} notes/s)",
-            report.indexed,
-            took.as_secs_f64(),
-            report.indexed as f64 / took.as_secs_f64()
-        );
+        let rate = report.indexed as f64 / took.as_secs_f64();
+        println!("{label:>6}: indexed {} notes in {:.1} s ({rate:.0} notes/s)", report.indexed, took.as_secs_f64());
+        if label == "hybrid" {
+            // 10,000 notes in under 2 minutes.
+            Row::new("memory: notes indexed per second (hybrid)", rate, "notes/s").target(Target::AtLeast(84.0)).emit();
+        }
         let opts = SearchOptions { limit: 5, min_score: 0.0 };
         let mut hits = 0;
         for (i, (_, q)) in LABELLED.iter().enumerate() {
@@ -155,8 +160,20 @@ fn main() {
             percentile(&repeated, 0.5).as_secs_f64() * 1e3,
             percentile(&repeated, 0.99).as_secs_f64() * 1e3
         );
+        let ms = |p| percentile(&times, p).as_secs_f64() * 1e3;
+        Row::new(format!("memory_search, new {label} query on {n} notes, p50"), ms(0.5), "ms")
+            .target(if label == "hybrid" { Target::AtMost(10.0) } else { Target::None })
+            .emit();
+        if label == "hybrid" {
+            Row::new(format!("memory_search, new hybrid query on {n} notes, p99"), ms(0.99), "ms")
+                .target(Target::AtMost(30.0))
+                .emit();
+            Row::new("memory_search recall@5, hybrid", hits as f64 / LABELLED.len() as f64, "").emit();
+        }
     }
-    peer(dir.path(), n, &timed);
+    if !toolgate_benchkit::quick() {
+        peer(dir.path(), n, &timed);
+    }
 }
 
 /// The same notes (as entities whose observations are the note's lines) and questions through

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use divan::Bencher;
 use divan::counter::BytesCount;
+use toolgate_benchkit::summary::{Row, Target};
 use toolgate_guard::injection::{neutralize, redact_and_neutralize};
 use toolgate_guard::leak::LeakDetector;
 
@@ -213,7 +214,7 @@ fn main() {
     println!("rules that fired: {ids:?}");
     let unicode = unicode_baseline();
     let times = best_of(
-        7,
+        toolgate_benchkit::rounds(7, 3),
         &mut [
             &mut || pipeline(text),
             &mut || two_step(text),
@@ -240,7 +241,17 @@ fn main() {
         mbs(base_unicode),
         base_unicode.as_secs_f64() / full.as_secs_f64()
     );
-    divan::main();
+    Row::new(format!("leak scan + output stage, {} rules", d.rules().len()), mbs(full), "MB/s")
+        .target(Target::AtLeast(1000.0))
+        .emit();
+    Row::new("leak scan + output stage over the per-rule baseline", mbs(full), "MB/s")
+        .peer("each rule's regex", mbs(base))
+        .target(Target::RatioAtLeast(18.0))
+        .emit();
+    // The summary's short run skips divan's table.
+    if !toolgate_benchkit::quick() {
+        divan::main();
+    }
 }
 
 #[divan::bench(sample_count = 10)]

@@ -13,11 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate::Gate;
 use toolgate::core::{CallContext, Tool, ToolError, ToolOutput, ToolSpec};
+use toolgate_benchkit::summary::{Row, Target};
 
-const CALLS: usize = 200_000;
 const TASKS: usize = 10;
-/// Calls of the tool that is not read-only (each waits for a database commit).
-const WRITE_CALLS: usize = 20_000;
 
 /// Not read-only (a plain `ToolSpec`), needs no approval, does nothing.
 #[derive(Debug)]
@@ -53,6 +51,10 @@ fn main() {
         Gate::builder(dir.path()).config(config).tool(Arc::new(Touch(touch))).build().expect("a gate with audit on"),
     );
     let params = json!({"message": "hello from the benchmark"});
+    // `cargo xtask bench summary` runs a fifth of the calls.
+    let calls = toolgate_benchkit::rounds(200_000, 40_000);
+    // Calls of the tool that is not read-only (each waits for a database commit).
+    let write_calls = toolgate_benchkit::rounds(20_000, 4_000);
 
     runtime.block_on(async {
         let ctx = gate.context();
@@ -61,15 +63,17 @@ fn main() {
         }
         gate.flush_audit();
 
-        let mut latencies = Vec::with_capacity(CALLS);
+        let mut latencies = Vec::with_capacity(calls);
         let start = Instant::now();
-        for _ in 0..CALLS {
+        for _ in 0..calls {
             let t = Instant::now();
             gate.call(&ctx, "echo", params.clone()).await.expect("call");
             latencies.push(t.elapsed());
         }
         let wall = start.elapsed();
-        report("1 task", &mut latencies, CALLS, wall);
+        let (median, _, rate) = report("1 task", &mut latencies, calls, wall);
+        Row::new("`gate.call(echo)` in process, median", median, "µs").target(Target::AtMost(20.0)).emit();
+        Row::new("`gate.call(echo)` in process, 1 task", rate, "calls/s").target(Target::AtLeast(50_000.0)).emit();
         gate.flush_audit();
 
         let start = Instant::now();
@@ -79,8 +83,8 @@ fn main() {
             let params = params.clone();
             handles.push(tokio::spawn(async move {
                 let ctx = gate.context();
-                let mut latencies = Vec::with_capacity(CALLS / TASKS);
-                for _ in 0..CALLS / TASKS {
+                let mut latencies = Vec::with_capacity(calls / TASKS);
+                for _ in 0..calls / TASKS {
                     let t = Instant::now();
                     gate.call(&ctx, "echo", params.clone()).await.expect("call");
                     latencies.push(t.elapsed());
@@ -88,12 +92,12 @@ fn main() {
                 latencies
             }));
         }
-        let mut latencies = Vec::with_capacity(CALLS);
+        let mut latencies = Vec::with_capacity(calls);
         for h in handles {
             latencies.extend(h.await.expect("task"));
         }
         let wall = start.elapsed();
-        report(&format!("{TASKS} tasks"), &mut latencies, CALLS, wall);
+        report(&format!("{TASKS} tasks"), &mut latencies, calls, wall);
         let flush = Instant::now();
         gate.flush_audit();
         println!("audit flush after the run: {:.1} ms", flush.elapsed().as_secs_f64() * 1e3);
@@ -102,23 +106,24 @@ fn main() {
         for i in 0..1_000 {
             gate.call(&ctx, "touch", json!({ "i": i })).await.expect("warm-up call");
         }
-        let mut latencies = Vec::with_capacity(WRITE_CALLS);
+        let mut latencies = Vec::with_capacity(write_calls);
         let start = Instant::now();
-        for i in 0..WRITE_CALLS {
+        for i in 0..write_calls {
             let params = json!({ "i": i });
             let t = Instant::now();
             gate.call(&ctx, "touch", params).await.expect("call");
             latencies.push(t.elapsed());
         }
-        report_plain("gate.call(touch), not read-only, 1 task", &mut latencies, WRITE_CALLS, start.elapsed());
+        let p99 = report_plain("gate.call(touch), not read-only, 1 task", &mut latencies, write_calls, start.elapsed());
+        Row::new("`gate.call` of a tool that is not read-only, p99", p99, "µs").emit();
         let start = Instant::now();
         let mut handles = Vec::new();
         for _ in 0..TASKS {
             let gate = gate.clone();
             handles.push(tokio::spawn(async move {
                 let ctx = gate.context();
-                let mut latencies = Vec::with_capacity(WRITE_CALLS / TASKS);
-                for i in 0..WRITE_CALLS / TASKS {
+                let mut latencies = Vec::with_capacity(write_calls / TASKS);
+                for i in 0..write_calls / TASKS {
                     let params = json!({ "i": i });
                     let t = Instant::now();
                     gate.call(&ctx, "touch", params).await.expect("call");
@@ -127,14 +132,14 @@ fn main() {
                 latencies
             }));
         }
-        let mut latencies = Vec::with_capacity(WRITE_CALLS);
+        let mut latencies = Vec::with_capacity(write_calls);
         for h in handles {
             latencies.extend(h.await.expect("task"));
         }
         report_plain(
             &format!("gate.call(touch), not read-only, {TASKS} tasks"),
             &mut latencies,
-            WRITE_CALLS,
+            write_calls,
             start.elapsed(),
         );
         gate.flush_audit();
@@ -143,7 +148,8 @@ fn main() {
     println!("audit records written: {}", store.audit_count().expect("count"));
 }
 
-fn report(label: &str, latencies: &mut [Duration], calls: usize, wall: Duration) {
+/// Prints one run; returns its median and p99 in µs and its calls/s.
+fn report(label: &str, latencies: &mut [Duration], calls: usize, wall: Duration) -> (f64, f64, f64) {
     latencies.sort_unstable();
     let median = latencies[latencies.len() / 2];
     let p99 = latencies[latencies.len() * 99 / 100];
@@ -155,9 +161,11 @@ fn report(label: &str, latencies: &mut [Duration], calls: usize, wall: Duration)
         rate,
         if median < Duration::from_micros(20) && rate >= 50_000.0 { "met" } else { "NOT met" }
     );
+    (median.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6, rate)
 }
 
-fn report_plain(label: &str, latencies: &mut [Duration], calls: usize, wall: Duration) {
+/// Prints one run; returns its p99 in µs.
+fn report_plain(label: &str, latencies: &mut [Duration], calls: usize, wall: Duration) -> f64 {
     latencies.sort_unstable();
     println!(
         "{label}: median {:>6.2} µs  p99 {:>7.2} µs  {:>9.0} calls/s",
@@ -165,4 +173,5 @@ fn report_plain(label: &str, latencies: &mut [Duration], calls: usize, wall: Dur
         latencies[latencies.len() * 99 / 100].as_secs_f64() * 1e6,
         calls as f64 / wall.as_secs_f64()
     );
+    latencies[latencies.len() * 99 / 100].as_secs_f64() * 1e6
 }

@@ -15,13 +15,15 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use toolgate::Gate;
 use toolgate::wasm::{Capabilities, RuntimeConfig, Services, WasmRuntime, WasmTool};
+use toolgate_benchkit::summary::{Row, Target};
 
-const CALLS: usize = 20_000;
 const TASKS: usize = 8;
-const INTERPRETER_CALLS: usize = 200;
-const PROCESS_CALLS: usize = 100;
 
 fn main() {
+    // `cargo xtask bench summary` runs fewer calls of each kind.
+    let calls = toolgate_benchkit::rounds(20_000, 5_000);
+    let interpreter_calls = toolgate_benchkit::rounds(200, 30);
+    let process_calls = toolgate_benchkit::rounds(100, 20);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     runtime.block_on(run());
 }
@@ -74,9 +76,9 @@ async fn run() {
             .expect("ok")
             .expect("ok");
     }
-    let mut lat = Vec::with_capacity(CALLS);
+    let mut lat = Vec::with_capacity(calls);
     let start = Instant::now();
-    for _ in 0..CALLS {
+    for _ in 0..calls {
         let t = Instant::now();
         rt.execute(&prepared, name.clone(), caps.clone(), Services::default(), None, params)
             .await
@@ -91,8 +93,8 @@ async fn run() {
     for _ in 0..TASKS {
         let (rt, prepared, caps, name) = (rt.clone(), prepared.clone(), caps.clone(), name.clone());
         handles.push(tokio::spawn(async move {
-            let mut lat = Vec::with_capacity(CALLS / TASKS);
-            for _ in 0..CALLS / TASKS {
+            let mut lat = Vec::with_capacity(calls / TASKS);
+            for _ in 0..calls / TASKS {
                 let t = Instant::now();
                 rt.execute(&prepared, name.clone(), caps.clone(), Services::default(), None, params)
                     .await
@@ -127,9 +129,9 @@ async fn run() {
     for _ in 0..1_000 {
         gate.call(&ctx, "wasm__echo", varied(&p)).await.expect("call");
     }
-    let mut lat = Vec::with_capacity(CALLS);
+    let mut lat = Vec::with_capacity(calls);
     let start = Instant::now();
-    for _ in 0..CALLS {
+    for _ in 0..calls {
         let t = Instant::now();
         gate.call(&ctx, "wasm__echo", varied(&p)).await.expect("call");
         lat.push(t.elapsed());
@@ -141,8 +143,8 @@ async fn run() {
         let (gate, p) = (gate.clone(), p.clone());
         handles.push(tokio::spawn(async move {
             let ctx = gate.context();
-            let mut lat = Vec::with_capacity(CALLS / TASKS);
-            for _ in 0..CALLS / TASKS {
+            let mut lat = Vec::with_capacity(calls / TASKS);
+            for _ in 0..calls / TASKS {
                 let t = Instant::now();
                 gate.call(&ctx, "wasm__echo", varied(&p)).await.expect("call");
                 lat.push(t.elapsed());
@@ -157,13 +159,13 @@ async fn run() {
     report(&format!("gate.call, {TASKS} tasks"), &mut lat, start.elapsed());
     gate.flush_audit();
 
-    println!("\n== interpreters through the runtime ({INTERPRETER_CALLS} calls each) ==");
+    println!("\n== interpreters through the runtime ({interpreter_calls} calls each) ==");
     for (label, bytes) in [("python-echo", python.as_ref()), ("js-echo", js.as_ref())] {
         let Some(bytes) = bytes else { continue };
         let prepared = rt.prepare(bytes, &big).await.expect("prepare");
         let caps = Arc::new(big.clone());
         let (mut inst, mut exec, mut total) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..INTERPRETER_CALLS + 10 {
+        for i in 0..interpreter_calls + 10 {
             let t = Instant::now();
             let (r, report) =
                 rt.execute(&prepared, name.clone(), caps.clone(), Services::default(), None, params).await;
@@ -185,7 +187,7 @@ async fn run() {
     let mut lat = Vec::new();
     let start = Instant::now();
     let mut failed = None;
-    for _ in 0..PROCESS_CALLS {
+    for _ in 0..process_calls {
         let t = Instant::now();
         match gate.call(&ctx, "exec", json!({"command": format!("{cmd} # {}", lat.len())})).await {
             Ok(_) => lat.push(t.elapsed()),
@@ -207,6 +209,8 @@ async fn run() {
         }
     }
     println!("target: WAT echo p50 through the runtime <= 20 µs: {:.1} µs", us(runtime_p50));
+    Row::new("WASM echo through the runtime, p50", us(runtime_p50), "µs").target(Target::AtMost(20.0)).emit();
+    Row::new("WASM echo through `gate.call`, p50", us(gate_p50), "µs").target(Target::AtMost(20.0)).emit();
 }
 
 /// The gate's loop breaker refuses the same call many times in a row: vary the text.

@@ -2,7 +2,7 @@
 //!
 //! Run with `cargo bench -p toolgate-tools --bench fs_vs_rg`. The tree is the cargo registry
 //! sources (`~/.cargo/registry/src`), or `FS_BENCH_TREE`. Needs `rg` on `PATH` (Debian:
-//! `apt-get install -y ripgrep`). For each query it times `RUNS` runs of the toolgate tool (its
+//! `apt-get install -y ripgrep`). For each query it times 7 runs (3 in `cargo xtask bench summary`) of the toolgate tool (its
 //! `execute`, called directly) and of `rg` with equivalent options, checks that both find the same
 //! number of matches, and prints the medians and the ratio toolgate / rg.
 //!
@@ -16,7 +16,10 @@ use serde_json::{Value, json};
 use toolgate_core::{CallContext, Tool};
 use toolgate_tools::fs::{FsConfig, FsState, GlobTool, GrepTool};
 
-const RUNS: usize = 7;
+// Runs of each query; `cargo xtask bench summary` takes 3.
+fn runs() -> usize {
+    toolgate_benchkit::rounds(7, 3)
+}
 
 fn main() {
     let tree = match std::env::var_os("FS_BENCH_TREE") {
@@ -53,7 +56,7 @@ fn main() {
     let ctx = CallContext::new(tree.clone());
 
     println!("tree: {} ({} files by rg --files)", tree.display(), rg_lines(&tree, &["--files"]));
-    println!("rg: {rg_version}; {RUNS} runs each, medians; toolgate calls the tool's execute directly");
+    println!("rg: {rg_version}; {} runs each, medians; toolgate calls the tool's execute directly", runs());
     println!();
     println!("{:<40} {:>12} {:>12} {:>7} {:>10}", "query", "toolgate", "rg", "ratio", "matches");
 
@@ -112,17 +115,18 @@ fn rg_lines(tree: &Path, args: &[&str]) -> u64 {
         .count() as u64
 }
 
-/// Median time of `RUNS` runs after one warm-up, and the result of the last run.
+/// Median time of [`runs`] runs after one warm-up, and the result of the last run.
 fn time(mut f: impl FnMut() -> u64) -> (Duration, u64) {
     let mut count = f();
-    let mut times = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
+    let runs = runs();
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
         let start = Instant::now();
         count = f();
         times.push(start.elapsed());
     }
     times.sort();
-    (times[RUNS / 2], count)
+    (times[runs / 2], count)
 }
 
 fn report(label: &str, tg: Duration, rg: Duration, tg_count: u64, rg_count: u64) -> bool {
