@@ -12,7 +12,7 @@ mod private;
 pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: the audit log.
     "CREATE TABLE audit (
         id TEXT PRIMARY KEY,
@@ -307,6 +307,9 @@ const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX api_keys_principal ON api_keys (principal, created_ms);",
     AUDIT_CHAIN,
+    // One grant store (`grants.rs`): a gateway's grants and the "allow always" decisions
+    // (moved from `approval_grants`), and access requests.
+    crate::grants::MIGRATION,
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

@@ -4,7 +4,7 @@
 //! | Area | Trait | Module |
 //! |---|---|---|
 //! | the audit log | [`AuditStore`] (SQLite: [`AuditLog`], a batching writer thread) | `audit` |
-//! | "allow always" approval grants | [`GrantStore`] | `grants` |
+//! | grants ("allow always" decisions, a gateway's grants) and access requests | [`GrantStore`] | `grants` |
 //! | encrypted secrets (OAuth tokens, custom tools' values) | [`SecretStore`] | `secrets` |
 //! | agent sessions, messages, teams, handoff routes | [`SessionStore`] | `sessions` |
 //! | stored custom tools | [`CustomToolStore`] | `custom_tools` |
@@ -70,7 +70,7 @@ pub use custom_tools::{CustomToolStore, StoredCustomTool};
 pub use db::{SCHEMA_VERSION, Store};
 pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
-pub use grants::{Grant, GrantStore};
+pub use grants::{AccessDecision, AccessRequest, AccessStatus, Grant, GrantMode, GrantStore, ToolGrant};
 pub use identity::{ApiKeyRecord, IdentityStore, Membership, Principal, PrincipalKind};
 pub use jobs::{JOB_INTERRUPTED, JobEvent, JobFilter, JobRecord, JobStore};
 pub use locks::{LockOwner, LockStore, PathLock};
