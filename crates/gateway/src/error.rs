@@ -28,6 +28,18 @@ pub enum GatewayError {
     /// A key id that does not exist.
     #[error("there is no key `{0}`; `toolgate admin key list` shows them")]
     NoKey(String),
+    /// A grant id that does not exist.
+    #[error("there is no grant {0}; `toolgate admin grant list` shows them")]
+    NoGrant(i64),
+    /// An access request id that does not exist.
+    #[error("there is no access request {0}; `toolgate admin access list` shows them")]
+    NoRequest(i64),
+    /// Someone who may not decide an access request tried.
+    #[error("{0}")]
+    NotApprover(String),
+    /// An access request decided already.
+    #[error("{0}")]
+    Decided(String),
     /// A scope that cannot be used.
     #[error("bad key scope: {0}")]
     BadScope(String),

@@ -5,16 +5,25 @@
 //! - `names`: which principal names are valid (they reach logs, pages and paths).
 //! - `keys`: API keys (`tg_<id>_<secret>`, 256 random bits, kept as a SHA-256 digest, scoped,
 //!   revocable) and [`KeyAuthenticator`], which admits a request to `/mcp` by its key.
+//! - `grants`, `access`, `enforce`: grants (who may use which tools, `toolgate admin grant`),
+//!   access requests (`request_access`, `toolgate admin access`) and [`Granted`], which limits
+//!   what `/mcp` lists and runs to the caller's grants.
 //! - `admin`: what `toolgate admin` does (users, groups, agents, keys), over the store's
 //!   [`IdentityStore`](toolgate_store::IdentityStore).
 
+mod access;
 mod admin;
+mod enforce;
 mod error;
+mod grants;
 mod keys;
 mod names;
 
+pub use access::{Narrowing, RequestAccess};
 pub use admin::{Admin, NewKey};
+pub use enforce::{ADMIN_TOOL, Granted, HOME_TOOLS};
 pub use error::GatewayError;
+pub use grants::{Access, Decided, Grants, REQUEST_ACCESS, ToolRef, check_pattern, check_server};
 pub use keys::{KeyAuthenticator, KeyScope, KeyText};
 pub use names::check_name;
 
@@ -31,4 +40,8 @@ pub struct GatewayConfig {
     pub enabled: bool,
     /// Where each user's workspace is made (`DIR/NAME`).
     pub workspaces: Option<PathBuf>,
+    /// toolgate's own tools every user and agent may use without a grant (names or `*`
+    /// patterns); unset: all of them (`["*"]`); `[]`: each needs a grant. A bridged server's
+    /// tools always need one (`toolgate admin grant add`).
+    pub default_tools: Option<Vec<String>>,
 }

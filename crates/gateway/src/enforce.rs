@@ -1,0 +1,150 @@
+//! [`Granted`]: grants enforced on what a gateway serves. It wraps the server's handler (the
+//! gateway's gate, or its per-user gates) and, for each request, reads the caller's grants
+//! (`grants.rs`): `tools/list` shows only granted tools, and a call of any other is refused
+//! with what to do (`request_access`). A key's own tool scope is checked before, by the MCP
+//! server: a call needs both. The gateway's own tools (`request_access`, `gateway`) run on the
+//! gateway's gate (`home`), which keeps the grants and requests, whichever gate serves the
+//! user's other tools.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
+use toolgate_mcp::CallHandler;
+use toolgate_store::PrincipalKind;
+
+use crate::grants::{Access, Decided, Grants, REQUEST_ACCESS, ToolRef};
+
+/// The gateway's own tools, served by the gateway's gate.
+pub const HOME_TOOLS: &[&str] = &[REQUEST_ACCESS, ADMIN_TOOL];
+
+/// The admin-only `gateway` tool.
+pub const ADMIN_TOOL: &str = "gateway";
+
+/// A handler whose tools are limited by grants.
+pub struct Granted<H: CallHandler> {
+    inner: Arc<H>,
+    home: Arc<dyn CallHandler>,
+    grants: Grants,
+}
+
+impl<H: CallHandler> std::fmt::Debug for Granted<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Granted").field("grants", &self.grants).finish_non_exhaustive()
+    }
+}
+
+impl<H: CallHandler> Granted<H> {
+    /// `inner`'s tools limited by `grants`; the gateway's own tools from `home`.
+    pub fn new(inner: Arc<H>, home: Arc<dyn CallHandler>, grants: Grants) -> Self {
+        Granted { inner, home, grants }
+    }
+
+    fn access(&self, ctx: &CallContext) -> Result<Access, ToolError> {
+        self.grants.access(&ctx.identity.user, Some(ctx.identity.agent.as_str())).map_err(|e| {
+            tracing::error!("cannot read the grants of {}: {e}", ctx.identity.user);
+            ToolError::failed("cannot read your grants now; retry")
+        })
+    }
+
+    /// Whether the caller is a person who administers the gateway (not an agent, not a
+    /// sub-agent).
+    fn is_admin(&self, ctx: &CallContext) -> bool {
+        let agent = &ctx.identity.agent;
+        let as_agent =
+            self.grants.identity().principal_get(agent).ok().flatten().is_some_and(|p| p.kind == PrincipalKind::Agent);
+        !as_agent
+            && ctx.subagent_depth == 0
+            && self
+                .grants
+                .identity()
+                .principal_get(&ctx.identity.user)
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.kind == PrincipalKind::User && p.admin && !p.disabled)
+    }
+
+    /// `ctx` moved onto the home gate's workspace, the caller's identity kept.
+    fn home_context(&self, ctx: &CallContext) -> CallContext {
+        let mut moved = ctx.clone();
+        moved.workspace = self.home.context().workspace;
+        moved
+    }
+
+    fn home_tools(&self, ctx: &CallContext) -> Vec<ToolSpec> {
+        let admin = self.is_admin(ctx);
+        self.home
+            .list(&self.home_context(ctx))
+            .into_iter()
+            .filter(|s| s.name == REQUEST_ACCESS || (s.name == ADMIN_TOOL && admin))
+            .collect()
+    }
+}
+
+/// What a caller refused a tool is told: the tool exists, and how to ask for it.
+fn not_granted(tool: &str, decided: Decided) -> ToolError {
+    let reason = match decided {
+        Decided::Denied(id) => format!("grant {id} of this gateway refuses it; ask an admin if you need it"),
+        _ => format!(
+            "you have no grant for it on this gateway. Ask for it: call `{REQUEST_ACCESS}` with \
+             {{\"tool\": \"{tool}\", \"reason\": \"why you need it\"}}; it works on your next call once an admin approves"
+        ),
+    };
+    ToolError::Denied { tool: tool.to_owned(), reason }
+}
+
+#[async_trait::async_trait]
+impl<H: CallHandler> CallHandler for Granted<H> {
+    fn context(&self) -> CallContext {
+        self.inner.context()
+    }
+
+    fn list(&self, ctx: &CallContext) -> Vec<ToolSpec> {
+        let Ok(access) = self.access(ctx) else { return self.home_tools(ctx) };
+        let mut tools: Vec<ToolSpec> = self
+            .inner
+            .list(ctx)
+            .into_iter()
+            .filter(|s| !HOME_TOOLS.contains(&s.name.as_str()))
+            .filter(|s| access.decide(ToolRef::of(&s.name, &s.group)).allowed())
+            .collect();
+        tools.extend(self.home_tools(ctx));
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+
+    async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
+        if HOME_TOOLS.contains(&name) {
+            if name == ADMIN_TOOL && !self.is_admin(ctx) {
+                return Err(ToolError::Denied {
+                    tool: name.to_owned(),
+                    reason: "only a gateway admin (a person, not an agent or a sub-agent) may use it".to_owned(),
+                });
+            }
+            return self.home.call(&self.home_context(ctx), name, params).await;
+        }
+        let access = self.access(ctx)?;
+        // Only a name the caller's list has: an alias or another spelling of a tool would
+        // otherwise reach a tool the grants refuse.
+        let Some(spec) = self.inner.list(ctx).into_iter().find(|s| s.name == name) else {
+            return Err(ToolError::UnknownTool { name: name.to_owned(), suggestion: None });
+        };
+        match access.decide(ToolRef::of(&spec.name, &spec.group)) {
+            d if d.allowed() => self.inner.call(ctx, name, params).await,
+            d => Err(not_granted(name, d)),
+        }
+    }
+
+    fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.tool_changes()
+    }
+
+    // No MCP tasks: a task's call would start past this handler's grant check.
+    fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
+        None
+    }
+
+    fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+}

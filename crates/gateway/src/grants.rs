@@ -1,0 +1,456 @@
+//! Grants: which tools a principal may use through the gateway, and their administration.
+//!
+//! A grant ([`ToolGrant`] in the store) gives a user, a group or an agent toolgate's own tools
+//! (`server: None`) or one bridged server's, narrowed by `tool_allow` (names or `*` patterns;
+//! empty: all of them) and `tool_deny` (deny wins), `enabled`, an expiry, and a mode (allow or
+//! deny). [`Access`] is what one caller may use, built from the store on every request, so a
+//! new or revoked grant applies to the next request:
+//!
+//! - a user has its own grants, its groups' grants, and `[gateway] default_tools` (toolgate's
+//!   own tools every principal has without a grant; a bridged server's tools always need one);
+//! - an agent acts within its owner's access: with grants of its own it has only what both
+//!   allow (a narrower grant narrows it, a wider one does not widen it); without any, its
+//!   owner's;
+//! - a deny (a `tool_deny` entry, or a grant in mode deny) of any of them wins;
+//! - `request_access` is always there: it is how a caller asks for the rest.
+
+use std::sync::Arc;
+
+use toolgate_store::{GrantMode, GrantStore, IdentityStore, PrincipalKind, ToolGrant};
+
+use crate::GatewayError;
+use crate::admin::now_ms;
+
+/// The tool every caller keeps, whatever its grants: it files a request for the others.
+pub const REQUEST_ACCESS: &str = "request_access";
+
+/// The longest tool list a grant takes.
+const MAX_PATTERNS: usize = 64;
+
+/// Checks a tool name or `*` pattern: 1 to 128 characters of ASCII letters, digits and `_ - .
+/// *` (what tool names are made of), so nothing else reaches a pattern, a page or a log.
+pub fn check_pattern(pattern: &str) -> Result<(), GatewayError> {
+    let ok = !pattern.is_empty()
+        && pattern.len() <= 128
+        && pattern.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '*'));
+    if ok {
+        Ok(())
+    } else {
+        Err(GatewayError::BadScope(format!(
+            "`{}` is not a tool name or pattern (1 to 128 of letters, digits, _ - . and *)",
+            pattern.chars().take(80).collect::<String>().escape_debug()
+        )))
+    }
+}
+
+/// Checks a bridged server's name (as `[mcp.servers.NAME]` has it).
+pub fn check_server(name: &str) -> Result<(), GatewayError> {
+    let ok = (1..=32).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !name.contains("__");
+    if ok {
+        Ok(())
+    } else {
+        Err(GatewayError::BadScope(format!(
+            "`{}` is not an MCP server name (1 to 32 of letters, digits, _ and -, no `__`)",
+            name.chars().take(80).collect::<String>().escape_debug()
+        )))
+    }
+}
+
+/// `*` matches any run of characters; everything else is literal.
+pub(crate) fn glob(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// A tool as grants see it: the server it comes from (`None`: toolgate's own) and its name
+/// there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolRef<'a> {
+    /// The bridged server (from the tool's group `mcp:NAME`), if any.
+    pub server: Option<&'a str>,
+    /// Its name on that server (for a bridged tool, the part after `mcp__NAME__`), or its
+    /// toolgate name.
+    pub name: &'a str,
+}
+
+impl<'a> ToolRef<'a> {
+    /// The tool called `name` in group `group`.
+    pub fn of(name: &'a str, group: &'a str) -> Self {
+        match group.strip_prefix("mcp:") {
+            Some(server) => {
+                let local =
+                    name.strip_prefix("mcp__").and_then(|r| r.strip_prefix(server)).and_then(|r| r.strip_prefix("__"));
+                ToolRef { server: Some(server), name: local.unwrap_or(name) }
+            }
+            None => ToolRef { server: None, name },
+        }
+    }
+}
+
+/// One set of grants (a principal's, with its groups'), live ones only.
+#[derive(Debug, Clone, Default)]
+struct Set {
+    grants: Vec<ToolGrant>,
+    /// Patterns of toolgate's own tools given without a grant.
+    default: Vec<String>,
+}
+
+impl Set {
+    fn covers(grant: &ToolGrant, tool: ToolRef<'_>) -> bool {
+        grant.server.as_deref() == tool.server
+            && (grant.tool_allow.is_empty() || grant.tool_allow.iter().any(|p| glob(p, tool.name)))
+    }
+
+    fn denies(&self, tool: ToolRef<'_>) -> Option<&ToolGrant> {
+        self.grants.iter().find(|g| {
+            g.server.as_deref() == tool.server
+                && (g.tool_deny.iter().any(|p| glob(p, tool.name))
+                    || (g.mode == GrantMode::Deny && Self::covers(g, tool)))
+        })
+    }
+
+    fn allows(&self, tool: ToolRef<'_>) -> Option<Decided> {
+        if let Some(g) = self.denies(tool) {
+            return Some(Decided::Denied(g.id));
+        }
+        if let Some(g) = self.grants.iter().find(|g| g.mode != GrantMode::Deny && Self::covers(g, tool)) {
+            return Some(Decided::Granted(g.id));
+        }
+        (tool.server.is_none() && self.default.iter().any(|p| glob(p, tool.name))).then_some(Decided::Default)
+    }
+}
+
+/// Why a tool is or is not available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// Grant `N` gives it.
+    Granted(i64),
+    /// `[gateway] default_tools` gives it.
+    Default,
+    /// Grant `N` refuses it.
+    Denied(i64),
+    /// Nothing gives it: request access.
+    NotGranted,
+}
+
+impl Decided {
+    /// Whether the tool may be listed and called.
+    pub fn allowed(self) -> bool {
+        matches!(self, Decided::Granted(_) | Decided::Default)
+    }
+}
+
+/// What one caller (a user, or an agent acting for one) may use.
+#[derive(Debug, Clone)]
+pub struct Access {
+    owner: Set,
+    /// An agent's own grants, when it has any: they narrow the owner's.
+    agent: Option<Set>,
+}
+
+impl Access {
+    /// Whether `tool` may be used, and which grant decided.
+    pub fn decide(&self, tool: ToolRef<'_>) -> Decided {
+        if tool.server.is_none() && tool.name == REQUEST_ACCESS {
+            return Decided::Default;
+        }
+        let owner = self.owner.allows(tool);
+        let Some(agent) = &self.agent else { return owner.unwrap_or(Decided::NotGranted) };
+        match (owner, agent.allows(tool)) {
+            (Some(Decided::Denied(id)), _) | (_, Some(Decided::Denied(id))) => Decided::Denied(id),
+            (None, _) | (_, None) => Decided::NotGranted,
+            (Some(_), Some(by)) => by,
+        }
+    }
+}
+
+/// Reads grants and principals to build each caller's [`Access`].
+#[derive(Debug, Clone)]
+pub struct Grants {
+    grants: Arc<dyn GrantStore>,
+    identity: Arc<dyn IdentityStore>,
+    default: Vec<String>,
+}
+
+impl Grants {
+    /// Grants from `grants`, principals from `identity`; `default` is `[gateway]
+    /// default_tools`.
+    pub fn new(grants: Arc<dyn GrantStore>, identity: Arc<dyn IdentityStore>, default: Vec<String>) -> Self {
+        Grants { grants, identity, default }
+    }
+
+    /// The store of grants and requests.
+    pub fn store(&self) -> &Arc<dyn GrantStore> {
+        &self.grants
+    }
+
+    /// The principals.
+    pub fn identity(&self) -> &Arc<dyn IdentityStore> {
+        &self.identity
+    }
+
+    fn live(&self, subjects: &[String]) -> Result<Vec<ToolGrant>, GatewayError> {
+        let now = now_ms();
+        let mut grants = self.grants.tool_grants(Some(subjects))?;
+        grants.retain(|g| g.enabled && g.expires_ms.is_none_or(|at| now < at));
+        Ok(grants)
+    }
+
+    /// `name` and the groups it is in (a user's), or `name` alone.
+    fn with_groups(&self, name: &str) -> Result<Vec<String>, GatewayError> {
+        let mut subjects = vec![name.to_owned()];
+        subjects.extend(self.identity.memberships(name)?.into_iter().map(|m| m.group));
+        Ok(subjects)
+    }
+
+    /// What `user` (acting as `agent`, when the call names one) may use. An `agent` that is
+    /// not an agent principal of `user` (or of one of its groups) is not one: its name does
+    /// not narrow or widen anything.
+    pub fn access(&self, user: &str, agent: Option<&str>) -> Result<Access, GatewayError> {
+        // A group's agent is its own user (`KeyAuthenticator`): its owner's grants are the
+        // group's.
+        let me = self.identity.principal_get(user)?;
+        let (owner_subjects, agent_name) = match me {
+            Some(p) if p.kind == PrincipalKind::Agent => {
+                (p.owner.as_deref().map(|o| self.with_groups(o)).transpose()?.unwrap_or_default(), Some(p.name))
+            }
+            _ => (self.with_groups(user)?, agent.map(str::to_owned)),
+        };
+        let owner = Set { grants: self.live(&owner_subjects)?, default: self.default.clone() };
+        let agent = match agent_name {
+            Some(name) => match self.identity.principal_get(&name)? {
+                Some(p)
+                    if p.kind == PrincipalKind::Agent
+                        && p.owner.as_ref().is_some_and(|o| owner_subjects.contains(o) || o == user) =>
+                {
+                    let own = self.live(std::slice::from_ref(&name))?;
+                    (!own.is_empty()).then_some(Set { grants: own, default: Vec::new() })
+                }
+                _ => None,
+            },
+            None => None,
+        };
+        Ok(Access { owner, agent })
+    }
+
+    /// Checks `grant` and adds it; returns its id. `by` is who grants it.
+    pub fn add(&self, grant: &ToolGrant) -> Result<i64, GatewayError> {
+        check(self.identity.as_ref(), grant)?;
+        Ok(self.grants.tool_grant_add(grant)?)
+    }
+
+    /// Every grant, or those given to `subject`.
+    pub fn list(&self, subject: Option<&str>) -> Result<Vec<ToolGrant>, GatewayError> {
+        let subjects = subject.map(|s| vec![s.to_owned()]);
+        Ok(self.grants.tool_grants(subjects.as_deref())?)
+    }
+
+    /// Removes grant `id`; it no longer applies from the next request.
+    pub fn revoke(&self, id: i64) -> Result<(), GatewayError> {
+        if self.grants.tool_grant_get(id)?.is_none() || !self.grants.grant_revoke(id)? {
+            return Err(GatewayError::NoGrant(id));
+        }
+        Ok(())
+    }
+
+    /// Turns grant `id` on or off.
+    pub fn enable(&self, id: i64, enabled: bool) -> Result<(), GatewayError> {
+        if !self.grants.tool_grant_enable(id, enabled)? {
+            return Err(GatewayError::NoGrant(id));
+        }
+        Ok(())
+    }
+}
+
+/// What a grant must be before it is stored: a subject that exists, valid patterns, a server
+/// name that can be one, a known mode, an object of overrides, an expiry in the future.
+pub(crate) fn check(identity: &dyn IdentityStore, grant: &ToolGrant) -> Result<(), GatewayError> {
+    crate::check_name(&grant.subject)?;
+    if identity.principal_get(&grant.subject)?.is_none() {
+        return Err(GatewayError::Missing { kind: "user, group or agent", name: grant.subject.clone() });
+    }
+    if let Some(server) = &grant.server {
+        check_server(server)?;
+    }
+    if grant.tool_allow.len() > MAX_PATTERNS || grant.tool_deny.len() > MAX_PATTERNS {
+        return Err(GatewayError::BadScope(format!("a grant names at most {MAX_PATTERNS} tools in each list")));
+    }
+    for pattern in grant.tool_allow.iter().chain(&grant.tool_deny) {
+        check_pattern(pattern)?;
+    }
+    if grant.mode == GrantMode::Ask {
+        return Err(GatewayError::BadScope(
+            "mode `ask` is not supported yet: give `allow` (approvals still apply by policy) or `deny`".to_owned(),
+        ));
+    }
+    if !(grant.config_overrides.is_object() || grant.config_overrides.is_null()) {
+        return Err(GatewayError::BadScope("config overrides are a JSON object of the server's settings".to_owned()));
+    }
+    if grant.config_overrides.as_object().is_some_and(|o| !o.is_empty()) && grant.server.is_none() {
+        return Err(GatewayError::BadScope(
+            "config overrides are for a grant on a bridged server (--server)".to_owned(),
+        ));
+    }
+    if grant.expires_ms.is_some_and(|at| at <= now_ms()) {
+        return Err(GatewayError::BadScope("the expiry is in the past".to_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use toolgate_store::Store;
+
+    use super::*;
+    use crate::Admin;
+
+    pub(crate) fn grant(subject: &str, server: Option<&str>, allow: &[&str], deny: &[&str]) -> ToolGrant {
+        ToolGrant {
+            id: 0,
+            subject: subject.into(),
+            server: server.map(str::to_owned),
+            tool_allow: allow.iter().map(|s| (*s).to_owned()).collect(),
+            tool_deny: deny.iter().map(|s| (*s).to_owned()).collect(),
+            enabled: true,
+            config_overrides: serde_json::json!({}),
+            mode: GrantMode::Allow,
+            expires_ms: None,
+            granted_by: "root".into(),
+            request: None,
+            note: String::new(),
+            created_ms: 1,
+        }
+    }
+
+    fn setup(default: &[&str]) -> (tempfile::TempDir, Grants) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("state.db")).unwrap());
+        let admin = Admin::new(store.clone());
+        admin.user_add("ann", false, &["ops".to_owned()]).unwrap();
+        admin.user_add("bob", false, &[]).unwrap();
+        admin.agent_add("ann-ci", "ann").unwrap();
+        admin.agent_add("ops-bot", "ops").unwrap();
+        let grants = Grants::new(store.clone(), store, default.iter().map(|s| (*s).to_owned()).collect());
+        (dir, grants)
+    }
+
+    const fn own(name: &str) -> ToolRef<'_> {
+        ToolRef { server: None, name }
+    }
+
+    #[test]
+    fn users_have_their_groups_grants_and_deny_wins() {
+        let (_dir, grants) = setup(&[]);
+        grants.add(&grant("ops", None, &["read", "memory_*"], &[])).unwrap();
+        grants.add(&grant("ops", Some("github"), &[], &["delete_*"])).unwrap();
+        // A grant in mode deny (a deny list alone, with an empty allow list, would give
+        // every other tool).
+        let mut no_write = grant("ann", None, &["memory_write"], &[]);
+        no_write.mode = GrantMode::Deny;
+        let deny = grants.add(&no_write).unwrap();
+        let ann = grants.access("ann", None).unwrap();
+        assert!(ann.decide(own("read")).allowed() && ann.decide(own("memory_search")).allowed());
+        assert_eq!(ann.decide(own("memory_write")), Decided::Denied(deny), "deny wins");
+        assert_eq!(ann.decide(own("exec")), Decided::NotGranted);
+        let gh = |name| ToolRef { server: Some("github"), name };
+        assert!(ann.decide(gh("search_code")).allowed(), "an empty allow list is the whole server");
+        assert!(!ann.decide(gh("delete_repo")).allowed());
+        assert!(!ann.decide(ToolRef { server: Some("gitlab"), name: "search_code" }).allowed(), "per server");
+        let bob = grants.access("bob", None).unwrap();
+        assert_eq!(bob.decide(own("read")), Decided::NotGranted, "no grant, no tool");
+        assert!(bob.decide(own(REQUEST_ACCESS)).allowed(), "asking is always possible");
+    }
+
+    #[test]
+    fn default_tools_are_toolgates_own_only_and_a_deny_grant_beats_them() {
+        let (_dir, grants) = setup(&["*"]);
+        let bob = grants.access("bob", None).unwrap();
+        assert_eq!(bob.decide(own("exec")), Decided::Default);
+        assert_eq!(bob.decide(ToolRef { server: Some("github"), name: "x" }), Decided::NotGranted);
+        let id = grants.add(&grant("bob", None, &["exec"], &[])).map(|_| ()).and_then(|()| {
+            let mut g = grant("bob", None, &["exec"], &[]);
+            g.mode = GrantMode::Deny;
+            grants.add(&g)
+        });
+        let bob = grants.access("bob", None).unwrap();
+        assert_eq!(bob.decide(own("exec")), Decided::Denied(id.unwrap()));
+    }
+
+    #[test]
+    fn an_agent_is_narrowed_by_its_grants_never_widened() {
+        let (_dir, grants) = setup(&[]);
+        grants.add(&grant("ann", None, &["read", "write"], &[])).unwrap();
+        let ci = grants.access("ann", Some("ann-ci")).unwrap();
+        assert!(ci.decide(own("write")).allowed(), "without grants of its own: its owner's");
+        grants.add(&grant("ann-ci", None, &["read", "exec"], &[])).unwrap();
+        let ci = grants.access("ann", Some("ann-ci")).unwrap();
+        assert!(ci.decide(own("read")).allowed());
+        assert!(!ci.decide(own("write")).allowed(), "narrower than its owner");
+        assert!(!ci.decide(own("exec")).allowed(), "never wider than its owner");
+        assert!(grants.access("ann", None).unwrap().decide(own("write")).allowed(), "the owner keeps hers");
+        // An agent name that is not the caller's agent changes nothing.
+        assert!(grants.access("bob", Some("ann-ci")).unwrap().decide(own("read")) == Decided::NotGranted);
+        // A group's agent is its own user, within the group's grants.
+        grants.add(&grant("ops", None, &["time"], &[])).unwrap();
+        assert!(grants.access("ops-bot", Some("ops-bot")).unwrap().decide(own("time")).allowed());
+        assert!(!grants.access("ops-bot", Some("ops-bot")).unwrap().decide(own("read")).allowed());
+    }
+
+    #[test]
+    fn disabled_expired_and_revoked_grants_do_not_apply() {
+        let (_dir, grants) = setup(&[]);
+        let id = grants.add(&grant("bob", None, &["read"], &[])).unwrap();
+        assert!(grants.access("bob", None).unwrap().decide(own("read")).allowed());
+        grants.enable(id, false).unwrap();
+        assert!(!grants.access("bob", None).unwrap().decide(own("read")).allowed());
+        grants.enable(id, true).unwrap();
+        grants.revoke(id).unwrap();
+        assert!(!grants.access("bob", None).unwrap().decide(own("read")).allowed());
+        assert!(matches!(grants.revoke(id), Err(GatewayError::NoGrant(_))));
+        let mut soon = grant("bob", None, &["read"], &[]);
+        soon.expires_ms = Some(now_ms() + 50);
+        grants.add(&soon).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        assert!(!grants.access("bob", None).unwrap().decide(own("read")).allowed(), "expired");
+    }
+
+    #[test]
+    fn bad_grants_are_refused_with_what_is_wrong() {
+        let (_dir, grants) = setup(&[]);
+        for (bad, why) in [
+            (grant("nobody", None, &[], &[]), "there is no"),
+            (grant("../etc", None, &[], &[]), "cannot be a name"),
+            (grant("bob", None, &["re ad"], &[]), "not a tool name"),
+            (grant("bob", None, &["<script>"], &[]), "not a tool name"),
+            (grant("bob", Some("a__b"), &[], &[]), "not an MCP server"),
+            (grant("bob", None, &[], &["x\ny"]), "not a tool name"),
+        ] {
+            let e = grants.add(&bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
+        let mut ask = grant("bob", None, &[], &[]);
+        ask.mode = GrantMode::Ask;
+        assert!(grants.add(&ask).unwrap_err().to_string().contains("ask"));
+        assert!(grants.list(None).unwrap().is_empty(), "nothing stored");
+    }
+
+    #[test]
+    fn tool_refs_from_groups() {
+        assert_eq!(ToolRef::of("mcp__gh__search", "mcp:gh"), ToolRef { server: Some("gh"), name: "search" });
+        assert_eq!(ToolRef::of("gh_search", "mcp:gh"), ToolRef { server: Some("gh"), name: "gh_search" });
+        assert_eq!(ToolRef::of("read", "fs"), own("read"));
+        assert!(glob("a*b*c", "axbyc") && !glob("a*b", "ab c") && glob("*", "") && !glob("read", "reader"));
+    }
+}
