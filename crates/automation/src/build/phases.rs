@@ -141,14 +141,18 @@ pub(crate) async fn run(
                     Some(s) => rt.send(&s, &message, Some(sink)).await,
                 }
             };
+            // Biased, the budget first: whenever the run yields (a tool call, a model request),
+            // a turn past the budget ends the round there, before the run asks the model again.
+            // Polled in random order, the run could win the race and make one more request.
             tokio::select! {
+                biased;
+                () = over.notified() => Round::OverTurns,
+                () = ctx.cancel.cancelled() => Round::Cancelled,
+                () = tokio::time::sleep_until(deadline) => Round::TimedOut,
                 r = work => match r {
                     Ok(o) => Round::Done(o),
                     Err(e) => Round::Failed(e.to_string()),
                 },
-                () = over.notified() => Round::OverTurns,
-                () = tokio::time::sleep_until(deadline) => Round::TimedOut,
-                () = ctx.cancel.cancelled() => Round::Cancelled,
             }
         };
         // A run that never yielded may have finished past the budget: over all the same.
