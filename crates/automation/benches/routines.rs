@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use toolgate_automation::routines::webhook::sign;
 use toolgate_automation::routines::{
-    ActionType, CatchUp, RoutineRun, RoutineSpec, Routines, RoutinesConfig, RoutinesSetup, RunSink, Trigger,
+    ActionType, CatchUp, RoutineRun, RoutineSpec, Routines, RoutinesConfig, RoutinesSetup, RunSink, Started, Trigger,
 };
 use toolgate_core::CallContext;
 use toolgate_store::{Store, Stores};
@@ -30,11 +30,11 @@ struct Recorder {
 
 #[async_trait::async_trait]
 impl RunSink for Recorder {
-    async fn start(&self, run: RoutineRun) -> Result<String, String> {
+    async fn start(&self, run: RoutineRun) -> Result<Started, String> {
         let now = chrono::Utc::now().timestamp_millis();
         let mut v = self.started.lock().unwrap();
         v.push((run.scheduled_ms, now, Instant::now()));
-        Ok(format!("job-{}", v.len()))
+        Ok(Started::Job(format!("job-{}", v.len())))
     }
 
     fn is_active(&self, _: &str) -> Option<bool> {

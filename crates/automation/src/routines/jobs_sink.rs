@@ -3,16 +3,25 @@
 //! A run is a job owned by the routine's owner, in the session `routine:NAME` with the agent
 //! name `routine` (so the events of its tool calls trigger no routine), and origin
 //! `routine:NAME` (what `list_jobs` and `routine_history` show). `full_job` and `lightweight`
-//! are `sandbox` jobs (an agent run); a `tool` action calling `exec` is a `command` job. A
-//! `tool` action calling another tool is one call through the gate as the owner, recorded on
-//! the fire (`call:ID`), until the jobs engine has a mode for one tool call.
+//! are jobs: `full_job` a `sandbox` job (an agent run with tools), `lightweight` a
+//! `lightweight` job (one model answer, no tools offered); a `tool` action calling `exec` is a
+//! `command` job, calling another tool a `tool` job (one call through the gate as the owner).
+//! Every run is a job record with its state, events and result (older fires may name a bare
+//! `call:ID`, from before tool actions were jobs).
+//!
+//! A routine that records an agent session (made by `cron add` from one) is no job: its prompt
+//! is appended to that session as a user message and the session runs on for one turn on the
+//! agent runtime ([`toolgate_agent::Runtime::send`]), so its tool calls go through the gate as
+//! the session's user, its owner; the fire records the turn's answer (`turn:ID`). A session
+//! running in this process at that moment takes the prompt before its next model turn instead.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use toolgate_core::Identity;
+use toolgate_agent::RunStatus;
 
-use super::scheduler::{RoutineRun, RunSink};
+use super::scheduler::{RoutineRun, RunSink, Started};
 use super::spec::ActionType;
 use crate::jobs::{JobMode, JobOwner, JobRequest, Jobs};
 use crate::text::clip;
@@ -22,18 +31,122 @@ use crate::text::clip;
 pub struct JobsSink {
     jobs: Jobs,
     agents: Option<Arc<toolgate_agent::Runtime>>,
+    /// Session turns running now (`turn:ID`): a routine's next fire waits for its last one.
+    turns: Arc<Mutex<HashSet<String>>>,
 }
 
 impl JobsSink {
-    /// Runs routines as jobs of `jobs`; `agents` reaches the gate for single tool calls.
+    /// Runs routines as jobs of `jobs`; `agents` reaches the gate for single tool calls and
+    /// runs the turns of agent sessions.
     pub fn new(jobs: Jobs, agents: Option<Arc<toolgate_agent::Runtime>>) -> Self {
-        JobsSink { jobs, agents }
+        JobsSink { jobs, agents, turns: Arc::default() }
+    }
+}
+
+/// Takes a turn off the running set however it ends (answered, failed, or dropped at shutdown).
+struct Running {
+    turns: Arc<Mutex<HashSet<String>>>,
+    id: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.turns.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
     }
 }
 
 #[async_trait::async_trait]
 impl RunSink for JobsSink {
-    async fn start(&self, run: RoutineRun) -> Result<String, String> {
+    async fn start(&self, run: RoutineRun) -> Result<Started, String> {
+        if let Some(session) = &run.session {
+            return self.turn(&run, session);
+        }
+        self.start_job(&run).map(Started::Job)
+    }
+
+    fn agent_session(&self, user: &str, session: &str) -> bool {
+        let Some(rt) = &self.agents else { return false };
+        matches!(rt.store().session(session), Ok(Some(r)) if r.user == user && !rt.config().agents.is_empty())
+    }
+
+    fn is_active(&self, id: &str) -> Option<bool> {
+        if id.starts_with("turn:") {
+            return Some(self.turns.lock().unwrap_or_else(|e| e.into_inner()).contains(id));
+        }
+        if id.starts_with("call:") {
+            return Some(false);
+        }
+        let job = self.jobs.store().job(id).ok()??;
+        Some(matches!(job.state.as_str(), "queued" | "running"))
+    }
+
+    fn title(&self, id: &str) -> Option<String> {
+        Some(self.jobs.store().job(id).ok()??.title)
+    }
+
+    fn describe(&self, id: &str) -> Option<Value> {
+        if id.starts_with("turn:") {
+            // A turn's end is on its fire (status and detail); only a live one is known here.
+            let live = self.turns.lock().unwrap_or_else(|e| e.into_inner()).contains(id);
+            return live.then(|| json!({"state": "running"}));
+        }
+        let job = self.jobs.store().job(id).ok()??;
+        Some(json!({
+            "state": job.state,
+            "result": job.result.map(|r| clip(&r, 2_000)),
+            "error": job.error,
+            "started_ms": job.started_ms,
+            "finished_ms": job.finished_ms,
+        }))
+    }
+}
+
+impl JobsSink {
+    /// The prompt as a user message of the routine's agent session, and one turn of it.
+    fn turn(&self, run: &RoutineRun, session: &str) -> Result<Started, String> {
+        let rt = self
+            .agents
+            .clone()
+            .filter(|rt| rt.tool_caller().is_some())
+            .ok_or("this gate has no agent runtime to continue the session in")?;
+        // The session must still be there and still be the owner's: the turn acts as its user.
+        match rt.store().session(session) {
+            Ok(Some(r)) if r.user == run.owner => {}
+            Ok(_) => {
+                return Err(format!(
+                    "the agent session `{}` this cron entry injects into no longer exists; remove the entry \
+                     (`cron remove`) and add it again from a live session",
+                    clip(session, 80)
+                ));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+        let id = format!("turn:{}", uuid::Uuid::new_v4().simple());
+        self.turns.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone());
+        let running = Running { turns: Arc::clone(&self.turns), id: id.clone() };
+        let message = format!("[cron {}] {}", run.routine, run.prompt);
+        let session = session.to_owned();
+        let done = Box::pin(async move {
+            let _running = running;
+            // Running here now: the loop takes the message before its next model turn.
+            match rt.send_queued(&session, &message).await {
+                Ok(Some(to)) => {
+                    return Ok(format!("queued into the running session `{to}`; its model reads it next turn"));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+            let outcome = rt.send(&session, &message, None).await.map_err(|e| e.to_string())?;
+            match outcome.status {
+                RunStatus::Done => Ok(outcome.answer),
+                _ => Err(outcome.for_model()),
+            }
+        });
+        Ok(Started::Turn { id, done })
+    }
+
+    /// A new job for the run.
+    fn start_job(&self, run: &RoutineRun) -> Result<String, String> {
         let owner =
             JobOwner { user: run.owner.clone(), agent: "routine".into(), session: format!("routine:{}", run.routine) };
         let title = format!("routine {} ({})", run.routine, run.trigger);
@@ -52,15 +165,21 @@ impl RunSink for JobsSink {
                     ..JobRequest::default()
                 }
             }
-            (ActionType::Tool, Some((tool, params))) => return self.call(&run, &owner, tool, params.clone()),
+            (ActionType::Tool, Some((tool, params))) => JobRequest {
+                title,
+                description: json!({"tool": tool, "params": params}).to_string(),
+                mode: JobMode::Tool,
+                origin,
+                ..JobRequest::default()
+            },
             (ActionType::Tool, None) => return Err("the routine has no tool to call".into()),
             (ActionType::Lightweight, _) => JobRequest {
                 title,
                 description: format!(
-                    "Answer in one reply, from the text below and the attached files only; do not call tools.\n\n{}",
+                    "Answer in one reply, from the text below and the attached files only (no tools are offered).\n\n{}",
                     run.prompt
                 ),
-                mode: JobMode::Sandbox,
+                mode: JobMode::Lightweight,
                 origin,
                 agent: run.agent.clone(),
                 ..JobRequest::default()
@@ -74,55 +193,6 @@ impl RunSink for JobsSink {
                 ..JobRequest::default()
             },
         };
-        self.jobs.submit(&owner, req).map_err(|e| e.to_string())
-    }
-
-    fn is_active(&self, id: &str) -> Option<bool> {
-        if id.starts_with("call:") {
-            return Some(false);
-        }
-        let job = self.jobs.store().job(id).ok()??;
-        Some(matches!(job.state.as_str(), "queued" | "running"))
-    }
-
-    fn title(&self, id: &str) -> Option<String> {
-        Some(self.jobs.store().job(id).ok()??.title)
-    }
-
-    fn describe(&self, id: &str) -> Option<Value> {
-        let job = self.jobs.store().job(id).ok()??;
-        Some(json!({
-            "state": job.state,
-            "result": job.result.map(|r| clip(&r, 2_000)),
-            "error": job.error,
-            "started_ms": job.started_ms,
-            "finished_ms": job.finished_ms,
-        }))
-    }
-}
-
-impl JobsSink {
-    /// One tool call through the gate as the owner, in the background; its outcome goes to the
-    /// log (the fire records its id).
-    fn call(&self, run: &RoutineRun, owner: &JobOwner, tool: &str, params: Value) -> Result<String, String> {
-        let caller = self
-            .agents
-            .as_ref()
-            .and_then(|rt| rt.tool_caller())
-            .ok_or("this gate cannot call tools for routines (no runtime bound to it)")?;
-        let mut ctx = caller.context();
-        ctx.identity =
-            Identity { user: owner.user.clone(), agent: owner.agent.clone(), session: owner.session.clone() };
-        let id = format!("call:{}", uuid::Uuid::new_v4().simple());
-        let (tool, routine, call_id) = (tool.to_owned(), run.routine.clone(), id.clone());
-        tokio::spawn(async move {
-            match caller.call(&ctx, &tool, params).await {
-                Ok(_) => tracing::info!(routine = %routine, call = %call_id, tool = %tool, "routine tool call done"),
-                Err(e) => {
-                    tracing::warn!(routine = %routine, call = %call_id, tool = %tool, error = %e, "routine tool call failed")
-                }
-            }
-        });
-        Ok(id)
+        self.jobs.submit(&owner, req).map(|(id, _)| id).map_err(|e| e.to_string())
     }
 }

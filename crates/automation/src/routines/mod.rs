@@ -5,7 +5,8 @@
 //! claimed in the store under the key (routine, scheduled instant) before anything runs, so one
 //! fire never runs twice, across restarts and across several servers on one workspace; then it
 //! becomes a job through the [`RunSink`] (the jobs engine), which makes every tool call through
-//! the gate as the routine's owner.
+//! the gate as the routine's owner, or, for a `cron` entry made from an agent session, a turn of
+//! that session with the prompt as its user message.
 //!
 //! # Layout
 //!
@@ -15,7 +16,8 @@
 //!   global cap), the scheduler's tick and loop (lease, catch-up).
 //! - `triggers`: event matching.
 //! - `webhook`: HMAC-SHA256 signatures, timestamps and replays.
-//! - `jobs_sink`: [`JobsSink`], runs as jobs of the jobs engine.
+//! - `jobs_sink`: [`JobsSink`], runs as jobs of the jobs engine, or as turns of the agent
+//!   session a `cron` entry was made from.
 //! - `tools`: `routine_create|list|update|delete|history|run` and `cron`.
 
 mod jobs_sink;
@@ -33,7 +35,7 @@ use toolgate_core::Tool;
 pub use jobs_sink::JobsSink;
 pub use scheduler::{
     Clock, FireOutcome, ManualClock, RoutineError, RoutineRun, Routines, RoutinesConfig, RoutinesSetup, RunSink,
-    SystemClock, TickReport,
+    Started, SystemClock, TickReport, TurnFuture,
 };
 pub use spec::{ActionType, CatchUp, RoutineSpec, Trigger};
 pub use triggers::Event;

@@ -419,7 +419,8 @@ impl RoutineTool {
                             "schedule": s.schedule,
                             "timezone": s.timezone,
                             "prompt": s.prompt,
-                            "runs_as": s.action_type.as_str(),
+                            "runs_as": if s.session.is_some() { "session_turn" } else { s.action_type.as_str() },
+                            "injects_into_session": s.session,
                             "next_fire": r.next_fire_ms.map(|t| format_in(t, &s.timezone)),
                             "enabled": r.enabled,
                         })
@@ -440,16 +441,23 @@ impl RoutineTool {
                 let prompt = str_param(p, "prompt").unwrap_or_default();
                 let use_tool = str_param(p, "tool").map(str::to_owned);
                 let model = self.routines.setup().model_configured;
+                // An agent session of toolgate's runtime is behind the call when the runtime
+                // stores it for this user; a plain MCP client's session is not one.
+                let in_session = self.routines.setup().runner.agent_session(&ctx.identity.user, &ctx.identity.session);
                 let (action, session, how) = match (&use_tool, model) {
                     (Some(_), _) => (ActionType::Tool, None, "a `tool` routine: one tool call per fire, no model"),
-                    (None, true) if is_agent_session(ctx) => (
+                    (None, true) if in_session => (
                         ActionType::FullJob,
                         Some(ctx.identity.session.clone()),
-                        "its prompt is injected into this agent session at each fire",
+                        "at each fire its prompt is appended to this agent session as a user message and the \
+                         session runs one turn",
                     ),
-                    (None, true) => {
-                        (ActionType::FullJob, None, "a `full_job` routine: a background agent job per fire")
-                    }
+                    (None, true) => (
+                        ActionType::FullJob,
+                        None,
+                        "no agent session of toolgate's agent runtime is behind this call (a plain MCP client), \
+                         so each fire runs the prompt as a new background agent job (`full_job`)",
+                    ),
                     (None, false) => {
                         return Err(ToolError::invalid(
                             tool,
@@ -481,7 +489,13 @@ impl RoutineTool {
                 };
                 let (r, _) = self.routines.create(ctx, &id, spec.clone(), true, None).map_err(|e| err(tool, e))?;
                 let next = r.next_fire_ms.map(|t| format_in(t, &spec.timezone));
-                let out = json!({"id": id, "runs_as": action.as_str(), "next_fire": next, "timezone": spec.timezone});
+                let out = json!({
+                    "id": id,
+                    "runs_as": if spec.session.is_some() { "session_turn" } else { action.as_str() },
+                    "injects_into_session": spec.session,
+                    "next_fire": next,
+                    "timezone": spec.timezone,
+                });
                 Ok(ToolOutput::text(format!(
                     "Added cron entry {id} ({schedule}, {}): {how}. Next fire: {}.",
                     spec.timezone,
@@ -506,12 +520,6 @@ impl RoutineTool {
             other => Err(ToolError::invalid(tool, "/action", format!("unknown action `{other}`: list, add or remove"))),
         }
     }
-}
-
-/// Whether an agent session is behind the call (an agent run's context, not a plain client's).
-fn is_agent_session(ctx: &CallContext) -> bool {
-    let s = &ctx.identity.session;
-    !(s == "default" || s.starts_with("mcp-") || s.starts_with("routine:") || s.is_empty())
 }
 
 #[async_trait]

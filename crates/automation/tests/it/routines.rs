@@ -14,7 +14,7 @@ use toolgate_automation::routines::schedule::{format_in, parse_zone};
 use toolgate_automation::routines::webhook::sign;
 use toolgate_automation::routines::{
     ActionType, CatchUp, Clock, Event, FireOutcome, ManualClock, RoutineError, RoutineRun, RoutineSpec, Routines,
-    RoutinesConfig, RoutinesSetup, RunSink, SystemClock, Trigger,
+    RoutinesConfig, RoutinesSetup, RunSink, Started, SystemClock, Trigger,
 };
 use toolgate_core::CallContext;
 use toolgate_store::{Store, Stores};
@@ -33,10 +33,10 @@ struct Recorder {
 
 #[async_trait::async_trait]
 impl RunSink for Recorder {
-    async fn start(&self, run: RoutineRun) -> Result<String, String> {
+    async fn start(&self, run: RoutineRun) -> Result<Started, String> {
         let at = self.clock.lock().unwrap().as_ref().map_or(0, |c| c.now_ms());
         self.runs.lock().unwrap().push((at, run));
-        Ok(format!("job-{}", self.next.fetch_add(1, Ordering::SeqCst)))
+        Ok(Started::Job(format!("job-{}", self.next.fetch_add(1, Ordering::SeqCst))))
     }
 
     fn is_active(&self, _id: &str) -> Option<bool> {
@@ -447,4 +447,122 @@ async fn the_real_clock_fires_an_every_minute_cron_on_its_minute() {
     let (at, run) = &runs[0];
     assert_eq!(run.scheduled_ms % 60_000, 0, "on the minute");
     eprintln!("real clock: fired {} ms after its minute", at - run.scheduled_ms);
+}
+
+/// Runs every routine as a turn of an agent session that ends when told (`go`).
+#[derive(Debug, Default)]
+struct Turns {
+    go: Arc<tokio::sync::Notify>,
+    ended: Arc<AtomicBool>,
+    started: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl RunSink for Turns {
+    async fn start(&self, run: RoutineRun) -> Result<Started, String> {
+        assert_eq!(run.session.as_deref(), Some("sess-1"), "the session the routine records");
+        let n = self.started.fetch_add(1, Ordering::SeqCst);
+        let (go, ended) = (Arc::clone(&self.go), Arc::clone(&self.ended));
+        ended.store(false, Ordering::SeqCst);
+        let done = Box::pin(async move {
+            go.notified().await;
+            ended.store(true, Ordering::SeqCst);
+            if n == 0 { Ok(format!("answered: {}", run.prompt)) } else { Err("the model endpoint failed".into()) }
+        });
+        Ok(Started::Turn { id: format!("turn:{n}"), done })
+    }
+
+    fn is_active(&self, id: &str) -> Option<bool> {
+        Some(id.starts_with("turn:") && !self.ended.load(Ordering::SeqCst))
+    }
+}
+
+#[tokio::test]
+async fn a_session_turn_blocks_the_next_fire_until_it_ends_and_its_end_is_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let stores = Stores::sqlite(Arc::new(Store::open(&ws.join(".toolgate/state.db")).unwrap()));
+    let clock = Arc::new(ManualClock::new(ny(2026, 6, 1, 12, 0)));
+    let sink = Arc::new(Turns::default());
+    let setup = RoutinesSetup::new(
+        ws.clone(),
+        Arc::clone(&stores.routines),
+        Arc::clone(&stores.secrets),
+        FsState::new_shared(FsConfig::default()).unwrap(),
+        sink.clone(),
+        true,
+    )
+    .with_clock(clock.clone());
+    let routines = Routines::new(setup);
+    let mut spec = cron("* * * * *", NY);
+    spec.session = Some("sess-1".into());
+    routines.create(&CallContext::new(ws.clone()), "inject", spec, true, None).unwrap();
+    let history = |n: usize| routines.history("local", "inject", 10).unwrap().into_iter().take(n).collect::<Vec<_>>();
+    // Waits (deadline 5 s) until the fire at `at` has `status`.
+    let until = |at: i64, status: &'static str| {
+        let routines = Arc::clone(&routines);
+        async move {
+            for _ in 0..1_000 {
+                let h = routines.history("local", "inject", 10).unwrap();
+                if let Some((f, _)) = h.iter().find(|(f, _)| f.scheduled_ms == at && f.status == status) {
+                    return f.clone();
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            panic!("the fire never became {status}");
+        }
+    };
+    clock.set(ny(2026, 6, 1, 12, 1) + 20);
+    assert_eq!(routines.tick().await.started, 1);
+    let first = &history(1)[0].0;
+    assert_eq!((first.status.as_str(), first.job_id.as_deref()), ("started", Some("turn:0")));
+    // The turn is still running at the next minute: that fire is skipped, not run beside it.
+    clock.set(ny(2026, 6, 1, 12, 2) + 20);
+    assert_eq!(routines.tick().await.skipped, 1);
+    assert!(history(1)[0].0.detail.as_deref().unwrap().contains("still running"));
+    sink.go.notify_one();
+    let done = until(ny(2026, 6, 1, 12, 1), "completed").await;
+    assert_eq!(done.detail.as_deref(), Some("answered: Summarize the day"));
+    assert_eq!(done.job_id.as_deref(), Some("turn:0"), "the turn's id stays");
+    // Ended: the next minute runs; a turn that fails is recorded as failed, with why.
+    clock.set(ny(2026, 6, 1, 12, 3) + 20);
+    assert_eq!(routines.tick().await.started, 1);
+    sink.go.notify_one();
+    let failed = until(ny(2026, 6, 1, 12, 3), "failed").await;
+    assert_eq!(failed.detail.as_deref(), Some("the model endpoint failed"));
+}
+
+#[tokio::test]
+async fn a_batch_of_due_routines_keeps_the_cap_and_each_routines_own_checks() {
+    // 30 routines due at one instant, a cap of 20 per minute: one in cooldown is skipped for
+    // that, 20 of the other 29 run, and 9 are skipped for the cap.
+    let mut config = RoutinesConfig::default();
+    config.max_fires_per_minute = 20;
+    let w = world_with(config, true);
+    let start = ny(2026, 6, 1, 12, 0);
+    w.clock.set(start);
+    for i in 0..30 {
+        let mut spec = cron("*/5 * * * *", NY);
+        if i == 0 {
+            spec.cooldown_secs = 3_600;
+        }
+        w.create(&format!("r{i:02}"), spec).unwrap();
+    }
+    w.routines.run_now("local", "r00").await.unwrap();
+    w.clock.set(start + 5 * 60_000 + 40);
+    let report = w.routines.tick().await;
+    assert_eq!((report.started, report.skipped), (20, 10), "{report:?}");
+    let r00 = w.routines.history("local", "r00", 1).unwrap();
+    assert!(r00[0].0.detail.as_deref().unwrap().contains("cooldown"), "{:?}", r00[0].0);
+    let capped = (1..30)
+        .filter(|i| {
+            let h = w.routines.history("local", &format!("r{i:02}"), 1).unwrap();
+            h[0].0.status == "skipped" && h[0].0.detail.as_deref().unwrap().contains("global cap")
+        })
+        .count();
+    assert_eq!(capped, 9);
+    // Every one moved on to its next fire, fired or not.
+    for (r, _) in w.routines.list("local").unwrap() {
+        assert_eq!(format_in(r.next_fire_ms.unwrap(), NY), "2026-06-01T12:10:00-04:00", "{}", r.name);
+    }
 }

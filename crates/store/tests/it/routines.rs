@@ -128,3 +128,88 @@ fn a_webhook_signature_is_accepted_once_until_it_expires() {
         assert!(s.webhook_seen("hook", "sig1", 300_000, 600_000).unwrap(), "swept once expired");
     });
 }
+
+#[test]
+fn a_batch_of_fires_is_claimed_in_one_transaction_each_on_its_own_terms() {
+    on_every_backend(|db| {
+        let s = db.connect().routines;
+        for name in ["a", "b", "c", "d"] {
+            s.routine_insert(&routine(name, Some(60_000))).unwrap();
+        }
+        // `b` was fired already (another scheduler), `c`'s next fire moved on since it was read.
+        assert!(s.routine_fire_claim(&fire("b", 60_000), Some((60_000, Some(120_000)))).unwrap());
+        assert!(s.routine_advance("c", Some(60_000), Some(90_000)).unwrap());
+        let mut skipped = fire("d", 60_000);
+        skipped.status = "skipped".into();
+        let claims = vec![
+            (fire("a", 60_000), Some((60_000, Some(120_000)))),
+            (fire("b", 60_000), Some((60_000, Some(120_000)))),
+            (fire("c", 60_000), Some((60_000, Some(120_000)))),
+            (skipped, Some((60_000, Some(120_000)))),
+        ];
+        assert_eq!(s.routine_fires_claim(&claims).unwrap(), vec![true, false, false, true]);
+        // The losers left nothing: `c` keeps its moved next fire and has no fire row.
+        let next = |n: &str| s.routine_get(n).unwrap().unwrap().next_fire_ms;
+        assert_eq!(
+            (next("a"), next("b"), next("c"), next("d")),
+            (Some(120_000), Some(120_000), Some(90_000), Some(120_000))
+        );
+        assert!(s.routine_fires("c", 10).unwrap().is_empty());
+        assert_eq!(s.routine_fires("b", 10).unwrap().len(), 1);
+        assert_eq!(s.routine_fires_since(0).unwrap(), 2, "a and b; d's skipped fire does not count");
+        // Recent fires of several routines in one read, in the order asked, newest first.
+        s.routine_fire_claim(&fire("a", 120_000), Some((120_000, Some(180_000)))).unwrap();
+        let recent = s.routine_fires_recent(&["c", "a", "zz"], 8).unwrap();
+        let at: Vec<Vec<i64>> = recent.iter().map(|v| v.iter().map(|f| f.scheduled_ms).collect()).collect();
+        assert_eq!(at, vec![vec![], vec![120_000, 60_000], vec![]]);
+        // Statuses of several fires in one transaction; a `None` job or detail keeps the old one.
+        let mut a1 = fire("a", 60_000);
+        a1.status = "started".into();
+        a1.job_id = Some("job-a".into());
+        let mut a2 = fire("a", 120_000);
+        a2.status = "failed".into();
+        a2.detail = Some("no agent".into());
+        s.routine_fires_set(&[a1, a2]).unwrap();
+        let mut b = fire("b", 60_000);
+        b.status = "completed".into();
+        b.job_id = None;
+        b.detail = Some("the answer".into());
+        s.routine_fire_set("b", 60_000, "started", Some("job-b"), None).unwrap();
+        s.routine_fires_set(&[b]).unwrap();
+        let got = |n: &str, at: i64| {
+            let f = s.routine_fires(n, 10).unwrap().into_iter().find(|f| f.scheduled_ms == at).unwrap();
+            (f.status, f.job_id, f.detail)
+        };
+        assert_eq!(got("a", 60_000), ("started".into(), Some("job-a".into()), None));
+        assert_eq!(got("a", 120_000), ("failed".into(), None, Some("no agent".into())));
+        assert_eq!(got("b", 60_000), ("completed".into(), Some("job-b".into()), Some("the answer".into())));
+        assert!(s.routine_fires_claim(&[]).unwrap().is_empty());
+    });
+}
+
+#[test]
+fn two_connections_racing_with_batches_claim_each_fire_once() {
+    on_every_backend(|db| {
+        let names: Vec<String> = (0..50).map(|i| format!("r{i}")).collect();
+        for n in &names {
+            db.connect().routines.routine_insert(&routine(n, Some(1_000))).unwrap();
+        }
+        let barrier = Arc::new(Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let s = db.connect().routines;
+                let barrier = Arc::clone(&barrier);
+                let claims: Vec<_> = names.iter().map(|n| (fire(n, 1_000), Some((1_000, Some(2_000))))).collect();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    s.routine_fires_claim(&claims).unwrap()
+                })
+            })
+            .collect();
+        let results: Vec<Vec<bool>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        for i in 0..names.len() {
+            assert_eq!(results.iter().filter(|r| r[i]).count(), 1, "{} claimed once", names[i]);
+        }
+        assert_eq!(db.connect().routines.routine_fires_since(0).unwrap(), 50);
+    });
+}

@@ -1,13 +1,17 @@
 //! Routines through `Gate::call`: a `tool` routine run by hand and by an event of the gate (its
 //! `exec` a real command job in the sandbox, made as the routine's owner), the `cron` tool
-//! without a model, and the bad inputs a model may send (an invalid cron field, an agent
-//! routine with no model configured, a context path outside the workspace).
+//! without a model, `cron` from an agent session (its prompt injected into that session; the
+//! model is an in-process stand-in), and the bad inputs a model may send (an invalid cron
+//! field, an agent routine with no model configured, a context path outside the workspace).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate::Gate;
+use toolgate::agent::{
+    AgentConfig, AgentError, Message, ModelClient, ModelReply, ModelRequest, ProviderConfig, RunSpec, ToolCall,
+};
 use toolgate::config::{ApprovalMode, Config};
 use toolgate::core::{CallContext, ToolError};
 use toolgate::store::{AuditRecord, Store};
@@ -21,7 +25,14 @@ fn fixture() -> Fixture {
     fixture_with(Config::default())
 }
 
-fn fixture_with(config: Config) -> Fixture {
+fn fixture_with(mut config: Config) -> Fixture {
+    // The tests poll `routine_history` until a run ends, on purpose: the loop breaker would
+    // refuse the fourth identical answer while a job runs, and the rate limit the 61st poll.
+    config.loop_breaker.exempt.push("routine_history".into());
+    config
+        .rate_limits
+        .tools
+        .insert("routine_history".into(), toolgate::config::Window { per_minute: 100_000, per_hour: 100_000 });
     let dir = tempfile::tempdir().unwrap();
     let gate = Gate::builder(dir.path()).config(config).build_shared().unwrap();
     Fixture { gate, dir }
@@ -196,4 +207,128 @@ async fn cron_adds_lists_and_removes_a_tool_routine() {
     assert_eq!(routines["routines"][0]["trigger_type"], "cron");
     f.call("cron", json!({"action": "remove", "id": id})).await.unwrap();
     assert!(f.call("cron", json!({"action": "list"})).await.unwrap()["jobs"].as_array().unwrap().is_empty());
+}
+
+/// A stand-in for a model (in process; everything else — the gate, the store, the runtime's
+/// sessions — is real). Asked for a schedule, it calls `cron add`; woken by a cron message, it
+/// calls `echo` once and then answers; otherwise it answers with what the tool said.
+#[derive(Debug)]
+struct Scheduler;
+
+#[toolgate::core::async_trait]
+impl ModelClient for Scheduler {
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
+        let last_user = req.messages.iter().rposition(|m| matches!(m, Message::User { .. })).unwrap_or(0);
+        let Message::User { content: said } = &req.messages[last_user] else { unreachable!() };
+        let results: Vec<&str> = req.messages[last_user..]
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let call = |name: &str, args: Value| ModelReply {
+            tool_calls: vec![ToolCall {
+                id: format!("c{}", req.messages.len()),
+                name: name.into(),
+                arguments: args.to_string(),
+            }],
+            ..ModelReply::default()
+        };
+        Ok(match (said.starts_with("[cron "), results.first()) {
+            (false, None) => {
+                call("cron", json!({"action": "add", "schedule": "0 9 * * 1-5", "prompt": "check the build"}))
+            }
+            (true, None) => call("echo", json!({"message": "build checked"})),
+            (true, Some(_)) => ModelReply { content: Some(format!("woken by: {said}")), ..ModelReply::default() },
+            (false, Some(r)) => ModelReply { content: Some(format!("scheduled: {r}")), ..ModelReply::default() },
+        })
+    }
+}
+
+/// A config whose agent `worker` talks to the stand-in provider `script`.
+fn with_agent() -> Config {
+    let mut config = never_ask();
+    // Never dialled: the provider gets the in-process client.
+    config
+        .providers
+        .insert("script".into(), ProviderConfig { base_url: "http://127.0.0.1:9/v1".into(), ..Default::default() });
+    config
+        .agents
+        .insert("worker".into(), AgentConfig { provider: "script".into(), model: "m".into(), ..Default::default() });
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_from_an_agent_session_injects_its_prompt_into_that_session() {
+    let f = fixture_with(with_agent());
+    let rt = f.gate.agents().unwrap();
+    rt.set_client("script", Arc::new(Scheduler));
+    // An agent session asks for a schedule: its `cron add` goes through the gate from the session.
+    let outcome = rt.run(RunSpec::new("worker", "Check the build every weekday at 9."), &f.ctx("ann")).await.unwrap();
+    assert!(outcome.answer.contains("injected") || outcome.answer.contains("appended"), "{}", outcome.answer);
+    let session = outcome.session.clone();
+    let listed = f.call("cron", json!({"action": "list"})).await.unwrap();
+    let entry = &listed["jobs"][0];
+    assert_eq!(entry["runs_as"], "session_turn", "{listed}");
+    assert_eq!(entry["injects_into_session"], session.as_str());
+    let id = entry["id"].as_str().unwrap().to_owned();
+
+    // A fire (by hand: the same path the scheduler takes) appends the prompt to that session
+    // and runs one turn of it.
+    let fired = f.call("routine_run", json!({"name": id})).await.unwrap();
+    assert_eq!(fired["status"], "started", "{fired}");
+    assert!(fired["job_id"].as_str().unwrap().starts_with("turn:"), "{fired}");
+    let t = Instant::now();
+    let run = loop {
+        let h = f.call("routine_history", json!({"name": id})).await.unwrap();
+        if h["runs"][0]["status"] == "completed" || h["runs"][0]["status"] == "failed" {
+            break h["runs"][0].clone();
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "the turn did not end: {h}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(run["status"], "completed", "{run}");
+    let prompt = format!("[cron {id}] check the build");
+    assert_eq!(run["detail"], format!("woken by: {prompt}"), "the turn's answer is the run's record");
+
+    // The same session's transcript: the prompt as a user turn, then the turn's tool call and answer.
+    let messages = rt.store().session_messages(&session, 0).unwrap();
+    let at = messages.iter().position(|m| m.role == "user" && m.content == prompt).expect("the prompt as a user turn");
+    let after: Vec<(&str, &str)> = messages[at + 1..].iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
+    assert_eq!(after.last().unwrap(), &("assistant", format!("woken by: {prompt}").as_str()), "{after:?}");
+    assert!(after.iter().any(|(role, _)| *role == "tool"), "{after:?}");
+    assert_eq!(rt.sessions(&Default::default()).unwrap().len(), 1, "no new session, no job: {messages:?}");
+    // The turn's tool call went through the gate as the session's user, in that session.
+    let audit = f.audit();
+    let echo = audit.iter().find(|r| r.tool == "echo" && r.session == session).expect("the turn's echo row");
+    assert_eq!((echo.user.as_str(), echo.agent.as_str()), ("ann", "worker"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_without_an_agent_session_runs_jobs_and_says_so() {
+    let f = fixture_with(with_agent());
+    let rt = f.gate.agents().unwrap();
+    rt.set_client("script", Arc::new(Scheduler));
+    // A plain client (no session of the runtime behind it).
+    let out = f
+        .gate
+        .call(&f.ctx("ann"), "cron", json!({"action": "add", "schedule": "*/5 * * * *", "prompt": "tidy"}))
+        .await
+        .unwrap();
+    let v = out.structured.clone().unwrap();
+    assert_eq!(v["runs_as"], "full_job", "{v}");
+    assert!(v["injects_into_session"].is_null(), "{v}");
+    assert!(out.text_content().contains("no agent session"), "{}", out.text_content());
+    // Naming another user's agent session does not reach it: bob's call from ann's session id
+    // gets a job of his own, not a turn of her session.
+    let ann = rt.run(RunSpec::new("worker", "Check the build every weekday at 9."), &f.ctx("ann")).await.unwrap();
+    let mut bob = f.ctx("bob");
+    bob.identity.session = ann.session.clone();
+    let out = f
+        .gate
+        .call(&bob, "cron", json!({"action": "add", "schedule": "*/5 * * * *", "prompt": "leak it"}))
+        .await
+        .unwrap();
+    assert_eq!(out.structured.clone().unwrap()["runs_as"], "full_job");
 }
