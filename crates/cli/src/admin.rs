@@ -24,6 +24,12 @@ pub(crate) enum Command {
     /// API keys for MCP clients and agents.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Grants: which tools (toolgate's own, or a bridged server's) a user, group or agent may use.
+    #[command(subcommand)]
+    Grant(super::admin_grants::GrantCommand),
+    /// Access requests: approve (the grant is made) or reject.
+    #[command(subcommand)]
+    Access(super::admin_grants::AccessCommand),
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -109,6 +115,8 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
     let store: Arc<dyn IdentityStore> = Arc::new(Store::open(&db).context("cannot open the state database")?);
     let admin = Admin::new(store);
     match command {
+        Command::Grant(c) => return super::admin_grants::grant(&db, c),
+        Command::Access(c) => return super::admin_grants::access(&db, c),
         Command::User(UserCommand::Add { name, groups, admin: is_admin }) => {
             admin.user_add(&name, is_admin, &groups)?;
             let groups = if groups.is_empty() { String::new() } else { format!(" in {}", groups.join(", ")) };
@@ -200,21 +208,21 @@ fn list(admin: &Admin, kind: PrincipalKind) -> anyhow::Result<()> {
 }
 
 /// Who runs `toolgate admin` on this machine: the local account (recorded as a key's maker).
-fn local_admin() -> String {
+pub(crate) fn local_admin() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| !u.is_empty())
         .map_or_else(|| "local-admin".to_owned(), |u| format!("local:{u}"))
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// `30d`, `12h`, `90m`, `45s` in milliseconds.
-fn duration_ms(text: &str) -> anyhow::Result<i64> {
+pub(crate) fn duration_ms(text: &str) -> anyhow::Result<i64> {
     let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
     let n: i64 = number.parse().ok().filter(|n| *n > 0).with_context(|| {
         format!("`{text}` is not a duration: write a positive number and a unit, like `30d`, `12h` or `90m`")

@@ -11,6 +11,7 @@ macro_rules! outln {
 }
 
 mod admin;
+mod admin_grants;
 mod agent;
 mod approvals;
 mod audit;

@@ -93,14 +93,17 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let keys = gateway_keys(&gate)?;
     let users = per_user_gates(&gate, keys.is_some(), &approver, &shutdown)?;
     let tasks = gate.start_tasks(&shutdown);
+    // Over HTTP in gateway mode, each caller's grants limit what is listed and run.
+    let http = args.http.is_some();
+    let whole = granted(&gate, gate.clone(), http);
     match users {
         // A team gateway with per-user workspaces: each key's user is served by the gate on
         // its own workspace; this workspace's gate keeps the users, keys and approvals.
         Some(users) => {
-            serve(users, &workspace, args, api, mounts, keys, shutdown.clone()).await?;
+            serve(granted(&gate, users, http), &workspace, args, api, mounts, keys, shutdown.clone()).await?;
             gate.shutdown();
         }
-        None => serve(gate, &workspace, args, api, mounts, keys, shutdown.clone()).await?,
+        None => serve(whole, &workspace, args, api, mounts, keys, shutdown.clone()).await?,
     }
     shutdown.cancel();
     for task in tasks {
@@ -219,6 +222,28 @@ fn gateway_keys(gate: &Gate) -> anyhow::Result<Option<Arc<dyn toolgate::mcp::Aut
          it could not be opened (see the messages above)",
     )?;
     Ok(Some(Arc::new(toolgate::gateway::KeyAuthenticator::new(Arc::clone(&stores.identity)))))
+}
+
+/// A team gateway over HTTP serves each caller only the tools its grants give
+/// (`toolgate_gateway::Granted`, docs/gateway.md "Grants"), with the gateway's own tools
+/// (`request_access`, `gateway`) run on `gate`, which keeps the grants; otherwise `handler` as
+/// it is (over stdio the gateway serves its local user).
+fn granted(
+    gate: &Arc<Gate>,
+    handler: Arc<dyn toolgate::mcp::CallHandler>,
+    http: bool,
+) -> Arc<toolgate::gateway::Granted> {
+    let config = &gate.services().config;
+    let grants = match (&gate.services().stores, config.gateway.enabled && http) {
+        (Some(stores), true) => Some(toolgate::gateway::Grants::new(
+            Arc::clone(&stores.grants),
+            Arc::clone(&stores.identity),
+            toolgate::gateway_family::default_tools(&config.gateway),
+        )),
+        _ => None,
+    };
+    let home: Arc<dyn toolgate::mcp::CallHandler> = Arc::clone(gate) as Arc<dyn toolgate::mcp::CallHandler>;
+    Arc::new(toolgate::gateway::Granted::new(handler, home, grants))
 }
 
 /// With `[gateway] workspaces = "DIR"` (and an HTTP gateway), every user's calls run on

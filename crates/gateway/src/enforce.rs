@@ -21,27 +21,28 @@ pub const HOME_TOOLS: &[&str] = &[REQUEST_ACCESS, ADMIN_TOOL];
 /// The admin-only `gateway` tool.
 pub const ADMIN_TOOL: &str = "gateway";
 
-/// A handler whose tools are limited by grants.
-pub struct Granted<H: CallHandler> {
-    inner: Arc<H>,
+/// A handler whose tools are limited by grants (or, without grants, the handler as it is).
+pub struct Granted {
+    inner: Arc<dyn CallHandler>,
     home: Arc<dyn CallHandler>,
-    grants: Grants,
+    grants: Option<Grants>,
 }
 
-impl<H: CallHandler> std::fmt::Debug for Granted<H> {
+impl std::fmt::Debug for Granted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Granted").field("grants", &self.grants).finish_non_exhaustive()
     }
 }
 
-impl<H: CallHandler> Granted<H> {
-    /// `inner`'s tools limited by `grants`; the gateway's own tools from `home`.
-    pub fn new(inner: Arc<H>, home: Arc<dyn CallHandler>, grants: Grants) -> Self {
+impl Granted {
+    /// `inner`'s tools limited by `grants`, the gateway's own tools from `home`; with `None`,
+    /// `inner` unchanged (not a gateway, or not over HTTP).
+    pub fn new(inner: Arc<dyn CallHandler>, home: Arc<dyn CallHandler>, grants: Option<Grants>) -> Self {
         Granted { inner, home, grants }
     }
 
-    fn access(&self, ctx: &CallContext) -> Result<Access, ToolError> {
-        self.grants.access(&ctx.identity.user, Some(ctx.identity.agent.as_str())).map_err(|e| {
+    fn access(&self, grants: &Grants, ctx: &CallContext) -> Result<Access, ToolError> {
+        grants.access(&ctx.identity.user, Some(ctx.identity.agent.as_str())).map_err(|e| {
             tracing::error!("cannot read the grants of {}: {e}", ctx.identity.user);
             ToolError::failed("cannot read your grants now; retry")
         })
@@ -49,14 +50,13 @@ impl<H: CallHandler> Granted<H> {
 
     /// Whether the caller is a person who administers the gateway (not an agent, not a
     /// sub-agent).
-    fn is_admin(&self, ctx: &CallContext) -> bool {
+    fn is_admin(grants: &Grants, ctx: &CallContext) -> bool {
         let agent = &ctx.identity.agent;
         let as_agent =
-            self.grants.identity().principal_get(agent).ok().flatten().is_some_and(|p| p.kind == PrincipalKind::Agent);
+            grants.identity().principal_get(agent).ok().flatten().is_some_and(|p| p.kind == PrincipalKind::Agent);
         !as_agent
             && ctx.subagent_depth == 0
-            && self
-                .grants
+            && grants
                 .identity()
                 .principal_get(&ctx.identity.user)
                 .ok()
@@ -71,8 +71,8 @@ impl<H: CallHandler> Granted<H> {
         moved
     }
 
-    fn home_tools(&self, ctx: &CallContext) -> Vec<ToolSpec> {
-        let admin = self.is_admin(ctx);
+    fn home_tools(&self, grants: &Grants, ctx: &CallContext) -> Vec<ToolSpec> {
+        let admin = Self::is_admin(grants, ctx);
         self.home
             .list(&self.home_context(ctx))
             .into_iter()
@@ -94,13 +94,14 @@ fn not_granted(tool: &str, decided: Decided) -> ToolError {
 }
 
 #[async_trait::async_trait]
-impl<H: CallHandler> CallHandler for Granted<H> {
+impl CallHandler for Granted {
     fn context(&self) -> CallContext {
         self.inner.context()
     }
 
     fn list(&self, ctx: &CallContext) -> Vec<ToolSpec> {
-        let Ok(access) = self.access(ctx) else { return self.home_tools(ctx) };
+        let Some(grants) = &self.grants else { return self.inner.list(ctx) };
+        let Ok(access) = self.access(grants, ctx) else { return self.home_tools(grants, ctx) };
         let mut tools: Vec<ToolSpec> = self
             .inner
             .list(ctx)
@@ -108,14 +109,15 @@ impl<H: CallHandler> CallHandler for Granted<H> {
             .filter(|s| !HOME_TOOLS.contains(&s.name.as_str()))
             .filter(|s| access.decide(ToolRef::of(&s.name, &s.group)).allowed())
             .collect();
-        tools.extend(self.home_tools(ctx));
+        tools.extend(self.home_tools(grants, ctx));
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools
     }
 
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
+        let Some(grants) = &self.grants else { return self.inner.call(ctx, name, params).await };
         if HOME_TOOLS.contains(&name) {
-            if name == ADMIN_TOOL && !self.is_admin(ctx) {
+            if name == ADMIN_TOOL && !Self::is_admin(grants, ctx) {
                 return Err(ToolError::Denied {
                     tool: name.to_owned(),
                     reason: "only a gateway admin (a person, not an agent or a sub-agent) may use it".to_owned(),
@@ -123,7 +125,7 @@ impl<H: CallHandler> CallHandler for Granted<H> {
             }
             return self.home.call(&self.home_context(ctx), name, params).await;
         }
-        let access = self.access(ctx)?;
+        let access = self.access(grants, ctx)?;
         // Only a name the caller's list has: an alias or another spelling of a tool would
         // otherwise reach a tool the grants refuse.
         let Some(spec) = self.inner.list(ctx).into_iter().find(|s| s.name == name) else {
@@ -141,7 +143,7 @@ impl<H: CallHandler> CallHandler for Granted<H> {
 
     // No MCP tasks: a task's call would start past this handler's grant check.
     fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
-        None
+        self.grants.is_none().then(|| self.inner.tasks()).flatten()
     }
 
     fn shutdown(&self) {

@@ -19,7 +19,7 @@ mod grants;
 mod keys;
 mod names;
 
-pub use access::{Narrowing, RequestAccess};
+pub use access::{Narrowing, RequestAccess, shown as shown_request};
 pub use admin::{Admin, NewKey};
 pub use enforce::{ADMIN_TOOL, Granted, HOME_TOOLS};
 pub use error::GatewayError;

@@ -105,6 +105,7 @@ pub(crate) fn builtin() -> Vec<Arc<dyn Family>> {
         Arc::new(Automation::default()),
         Arc::new(Browser::default()),
         Arc::new(Media),
+        Arc::new(crate::gateway_family::Gateway),
     ]
 }
 

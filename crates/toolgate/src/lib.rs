@@ -48,6 +48,7 @@ pub mod embeddings;
 pub mod events;
 pub mod extensions;
 pub mod family;
+pub mod gateway_family;
 mod gate;
 pub mod mcp;
 pub mod memory;

@@ -62,7 +62,11 @@ impl PerUserGates {
         }
         let workspace = self.root.join(user);
         private_dir(&workspace).map_err(|e| ToolError::failed(format!("cannot make {user}'s workspace: {e}")))?;
-        let mut builder = Gate::builder(&workspace).config(self.config.clone());
+        // A user's gate is no gateway: the gateway's own tools (`request_access`, `gateway`)
+        // run on the gateway's gate, which keeps the grants (`gateway_family.rs`).
+        let mut config = self.config.clone();
+        config.gateway.enabled = false;
+        let mut builder = Gate::builder(&workspace).config(config);
         if let Some(approver) = &self.approver {
             builder = builder.approver(Arc::clone(approver));
         }

@@ -176,3 +176,54 @@ fn each_user_works_in_a_workspace_of_its_own() {
     assert!(ann_rows.iter().all(|r| r["user"] == "ann") && !ann_rows.is_empty(), "{ann_rows:?}");
     assert!(bob_rows.iter().all(|r| r["user"] == "bob") && bob_rows.len() >= 7, "{bob_rows:?}");
 }
+
+/// Grants and access requests end to end (issue 28, items 4 and 5): `gateway_grants.py`
+/// drives the server with the official MCP SDK and the administration with `toolgate admin`.
+#[test]
+fn grants_decide_what_each_caller_lists_and_calls() {
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"echo\"]\n",
+    )
+    .unwrap();
+    admin(ws.path(), &["user", "add", "lee", "--admin"]);
+    admin(ws.path(), &["user", "add", "bob"]);
+    admin(ws.path(), &["user", "add", "ann"]);
+    admin(ws.path(), &["agent", "add", "ann-ci", "--owner", "ann"]);
+    let granted = admin(ws.path(), &["grant", "add", "--to", "ann", "--tool", "read", "--tool", "time"]);
+    assert!(granted.starts_with("grant ") && granted.contains("allow ann read,time"), "{granted}");
+    admin(ws.path(), &["grant", "add", "--to", "ann-ci", "--tool", "time"]);
+    // Bad grants are refused with what is wrong, and nothing is stored.
+    for (args, why) in [
+        (&["grant", "add", "--to", "nobody", "--tool", "read"][..], "there is no"),
+        (&["grant", "add", "--to", "bob", "--tool", "<b>x</b>"][..], "not a tool name"),
+        (&["grant", "add", "--to", "bob", "--mode", "maybe"][..], "--mode"),
+        (&["grant", "add", "--to", "bob", "--server-config", "{\"a\":1}"][..], "bridged server"),
+    ] {
+        let out = Command::new(TOOLGATE).arg("--workspace").arg(ws.path()).arg("admin").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(why), "{args:?}: {err}");
+    }
+    assert_eq!(admin(ws.path(), &["grant", "list"]).lines().count(), 2, "only the two good grants");
+    let keys: Vec<String> = [["--user", "bob"], ["--user", "ann"], ["--agent", "ann-ci"], ["--user", "lee"]]
+        .iter()
+        .map(|who| admin(ws.path(), &["key", "create", who[0], who[1]]))
+        .collect();
+
+    let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/gateway_grants.py");
+    let ws_path = server.ws.path().to_string_lossy().into_owned();
+    let out = Command::new(python::sdk_python())
+        .arg(script)
+        .args([server.url.as_str(), TOOLGATE, ws_path.as_str()])
+        .args(&keys)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "gateway grants:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,245 @@
+//! The team gateway's family (group `gateway`, and `automation` for the `gateway` tool): with
+//! `[gateway] enabled`, `request_access` (`toolgate_gateway::RequestAccess`) and `gateway`, the
+//! administration tool of seed 000 §2: `status`, `config_get` (secrets redacted),
+//! `config_validate` and `config_apply` (a TOML patch of `toolgate.toml`, validated whole,
+//! approval always, applied by the configuration watcher's hot reload).
+//!
+//! Only the gateway's own gate has them: a user's gate (`per_user.rs`) is built with `[gateway]
+//! enabled` off, and `toolgate_gateway::Granted` runs these two tools on the gateway's gate. The
+//! `gateway` tool checks its caller itself too: a person who is an admin of the gateway, never
+//! an agent or a sub-agent (the seed denies it to sub-agents at every depth).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use toolgate_core::{
+    Annotations, ApprovalRequirement, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec, async_trait,
+};
+use toolgate_store::{AccessStatus, GrantStore, IdentityStore, PrincipalKind};
+
+use crate::GateError;
+use crate::family::Family;
+use crate::services::Services;
+
+/// `request_access` and `gateway`, when `[gateway] enabled` and the state database is open.
+#[derive(Debug)]
+pub(crate) struct Gateway;
+
+impl Family for Gateway {
+    fn name(&self) -> &'static str {
+        "gateway"
+    }
+
+    fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        let (true, Some(stores)) = (s.config.gateway.enabled, &s.stores) else { return Ok(Vec::new()) };
+        let grants = toolgate_gateway::Grants::new(
+            Arc::clone(&stores.grants),
+            Arc::clone(&stores.identity),
+            default_tools(&s.config.gateway),
+        );
+        let admin = AdminTool {
+            spec: admin_spec(),
+            grants: Arc::clone(&stores.grants),
+            identity: Arc::clone(&stores.identity),
+            workspace: s.workspace.clone(),
+            config: Arc::clone(&s.config),
+            started: Instant::now(),
+        };
+        Ok(vec![toolgate_gateway::RequestAccess::tool(grants), Arc::new(admin)])
+    }
+}
+
+/// `[gateway] default_tools`, `["*"]` when unset.
+pub fn default_tools(config: &toolgate_gateway::GatewayConfig) -> Vec<String> {
+    config.default_tools.clone().unwrap_or_else(|| vec!["*".to_owned()])
+}
+
+fn admin_spec() -> ToolSpec {
+    ToolSpec::new(
+        toolgate_gateway::ADMIN_TOOL,
+        "Administer this toolgate gateway (admins only). Actions: `status` (version, uptime, users, \
+         pending access requests), `config_get` (the configuration, secrets redacted), \
+         `config_validate` (check a TOML `patch` of toolgate.toml without applying it), \
+         `config_apply` (apply a TOML `patch` to toolgate.toml: always asks a person, refused whole \
+         when invalid, takes effect through hot reload).",
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["status", "config_get", "config_validate", "config_apply"]},
+                "patch": {"type": "string", "description": "TOML to merge into toolgate.toml", "maxLength": 65536}
+            },
+            "required": ["action"],
+            "additionalProperties": false
+        }),
+    )
+    .group("automation")
+    .annotations(Annotations::LOCAL_WRITE)
+    .trusted_output()
+}
+
+#[derive(Debug)]
+struct AdminTool {
+    spec: ToolSpec,
+    grants: Arc<dyn GrantStore>,
+    identity: Arc<dyn IdentityStore>,
+    workspace: std::path::PathBuf,
+    config: Arc<crate::config::Config>,
+    started: Instant,
+}
+
+impl AdminTool {
+    /// Refuses anyone but a gateway admin acting as themself at the top level.
+    fn check_caller(&self, ctx: &CallContext) -> Result<(), ToolError> {
+        let denied = |reason: &str| Err(ToolError::Denied { tool: self.spec.name.clone(), reason: reason.to_owned() });
+        if ctx.subagent_depth > 0 {
+            return denied("sub-agents may not administer the gateway");
+        }
+        let principal = |name: &str| self.identity.principal_get(name).ok().flatten();
+        if principal(&ctx.identity.agent).is_some_and(|p| p.kind == PrincipalKind::Agent) {
+            return denied("agents may not administer the gateway, whoever owns them");
+        }
+        match principal(&ctx.identity.user) {
+            Some(p) if p.kind == PrincipalKind::User && p.admin && !p.disabled => Ok(()),
+            _ => denied("only a gateway admin may use it (`toolgate admin user add NAME --admin`)"),
+        }
+    }
+
+    fn status(&self) -> Result<Value, ToolError> {
+        let store = |e: toolgate_store::StoreError| ToolError::failed(format!("cannot read the gateway's state: {e}"));
+        let principals = self.identity.principals(None).map_err(store)?;
+        let count = |kind| principals.iter().filter(|p| p.kind == kind).count();
+        let pending = self.grants.access_requests(Some(AccessStatus::Pending), None).map_err(store)?.len();
+        Ok(json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_secs": self.started.elapsed().as_secs(),
+            "users": count(PrincipalKind::User),
+            "groups": count(PrincipalKind::Group),
+            "agents": count(PrincipalKind::Agent),
+            "pending_access_requests": pending,
+            "grants": self.grants.tool_grants(None).map_err(store)?.len(),
+            "nodes": 1,
+        }))
+    }
+
+    fn config_file(&self) -> std::path::PathBuf {
+        self.workspace.join("toolgate.toml")
+    }
+
+    /// The workspace file with `patch` merged in, checked whole; the new text.
+    fn patched(&self, patch: &str) -> Result<String, ToolError> {
+        let bad = |m: String| ToolError::invalid("gateway", "/patch", m);
+        crate::config::Config::check_layer(patch).map_err(|e| bad(format!("the patch is not valid: {e}")))?;
+        let current = match std::fs::read_to_string(self.config_file()) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(ToolError::failed(format!("cannot read toolgate.toml: {e}"))),
+        };
+        let mut base: toml::Table =
+            toml::from_str(&current).map_err(|e| ToolError::failed(format!("toolgate.toml is not valid TOML: {e}")))?;
+        let over: toml::Table = toml::from_str(patch).map_err(|e| bad(format!("the patch is not TOML: {e}")))?;
+        merge(&mut base, over);
+        let text = toml::to_string(&base).map_err(|e| ToolError::failed(e.to_string()))?;
+        crate::config::Config::check_layer(&text)
+            .map_err(|e| bad(format!("toolgate.toml with this patch is not valid, nothing was changed: {e}")))?;
+        Ok(text)
+    }
+}
+
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, value) => drop(base.insert(key, value)),
+        }
+    }
+}
+
+/// Values under names that hold secrets are replaced, at any depth.
+fn redact(value: &mut Value) {
+    const SECRET: &[&str] = &["secret", "token", "password", "key", "authorization", "credential", "env", "headers"];
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                let lower = k.to_ascii_lowercase();
+                if SECRET.iter().any(|s| lower.contains(s)) && !v.is_null() && *v != json!(false) {
+                    *v = json!("[redacted]");
+                } else {
+                    redact(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
+}
+
+#[async_trait]
+impl Tool for AdminTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn safety(&self, params: &Value) -> CallSafety {
+        let action = params.get("action").and_then(Value::as_str).unwrap_or_default();
+        let mut safety = CallSafety { read_only: action != "config_apply", ..CallSafety::default() };
+        if action == "config_apply" {
+            safety.approval = ApprovalRequirement::Always;
+            safety.approval_reason = Some("a change of the gateway's configuration".into());
+            safety.approval_subject = params.get("patch").and_then(Value::as_str).map(str::to_owned);
+        }
+        safety
+    }
+
+    async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
+        self.check_caller(ctx)?;
+        let patch = || {
+            params
+                .get("patch")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ToolError::invalid("gateway", "/patch", "this action needs `patch`: TOML to merge"))
+        };
+        match params.get("action").and_then(Value::as_str).unwrap_or_default() {
+            "status" => {
+                let status = self.status()?;
+                Ok(ToolOutput::text(status.to_string()).with_structured(status))
+            }
+            "config_get" => {
+                let mut config = serde_json::to_value(&*self.config).map_err(|e| ToolError::failed(e.to_string()))?;
+                redact(&mut config);
+                Ok(ToolOutput::text(config.to_string()).with_structured(json!({"config": config})))
+            }
+            "config_validate" => {
+                self.patched(patch()?)?;
+                Ok(ToolOutput::text("the patch is valid; `config_apply` applies it"))
+            }
+            "config_apply" => {
+                let text = self.patched(patch()?)?;
+                let path = self.config_file();
+                let tmp = path.with_extension("toml.tmp");
+                std::fs::write(&tmp, text)
+                    .and_then(|()| std::fs::rename(&tmp, &path))
+                    .map_err(|e| ToolError::failed(format!("cannot write toolgate.toml: {e}")))?;
+                Ok(ToolOutput::text(
+                    "applied to toolgate.toml; the server reloads it (changes that need a restart are logged)",
+                ))
+            }
+            other => Err(ToolError::invalid("gateway", "/action", format!("unknown action `{other}`"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted_at_any_depth() {
+        let mut v = json!({"mcp": {"servers": {"gh": {"env": {"GH_TOKEN": "x"}, "headers": {"a": "b"}, "url": "u"}}},
+                           "web": {"search": {"api_key": "k"}}, "gateway": {"enabled": true}});
+        redact(&mut v);
+        let text = v.to_string();
+        assert!(!text.contains("\"x\"") && !text.contains("\"k\"") && !text.contains("\"b\""), "{text}");
+        assert!(text.contains("\"url\":\"u\"") && text.contains("\"enabled\":true"));
+    }
+}
