@@ -193,6 +193,6 @@ impl JobsSink {
                 ..JobRequest::default()
             },
         };
-        self.jobs.submit(&owner, req).map(|(id, _)| id).map_err(|e| e.to_string())
+        self.jobs.submit(&owner, req).map_err(|e| e.to_string())
     }
 }
