@@ -231,7 +231,64 @@ impl Tool for AdminTool {
 
 #[cfg(test)]
 mod tests {
+    use toolgate_core::Identity;
+    use toolgate_store::Store;
+
     use super::*;
+
+    fn tool(dir: &std::path::Path) -> AdminTool {
+        let store = Arc::new(Store::open(&dir.join(".toolgate/state.db")).unwrap());
+        let admin = toolgate_gateway::Admin::new(store.clone());
+        admin.user_add("lee", true, &[]).unwrap();
+        admin.user_add("bob", false, &[]).unwrap();
+        admin.agent_add("lee-ci", "lee").unwrap();
+        AdminTool {
+            spec: admin_spec(),
+            grants: store.clone(),
+            identity: store,
+            workspace: dir.to_owned(),
+            config: Arc::new(crate::config::Config::default()),
+            started: Instant::now(),
+        }
+    }
+
+    fn as_(dir: &std::path::Path, user: &str, agent: &str) -> CallContext {
+        let identity = Identity { user: user.into(), agent: agent.into(), ..Identity::default() };
+        CallContext::new(dir.to_owned()).with_identity(identity)
+    }
+
+    #[tokio::test]
+    async fn only_an_admin_in_person_at_the_top_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tool(dir.path());
+        let status = json!({"action": "status"});
+        let ok = t.execute(&as_(dir.path(), "lee", "main"), status.clone()).await.unwrap();
+        assert_eq!(ok.structured.as_ref().unwrap()["users"], 2, "{ok:?}");
+        for (user, agent, depth) in [("bob", "main", 0), ("lee", "lee-ci", 0), ("lee", "main", 1), ("ghost", "main", 0)]
+        {
+            let ctx = as_(dir.path(), user, agent).with_depth(depth);
+            let e = t.execute(&ctx, status.clone()).await.unwrap_err();
+            assert!(matches!(e, ToolError::Denied { .. }), "{user}/{agent}/{depth}: {e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_config_patch_is_checked_whole_and_an_invalid_one_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tool(dir.path());
+        let lee = as_(dir.path(), "lee", "main");
+        std::fs::write(dir.path().join("toolgate.toml"), "[gateway]\nenabled = true\n").unwrap();
+        assert_eq!(t.safety(&json!({"action": "config_apply"})).approval, ApprovalRequirement::Always);
+        for bad in ["[nope]\nx = 1", "[gateway]\nenabled = \"yes\"", "not toml ["] {
+            let e = t.execute(&lee, json!({"action": "config_apply", "patch": bad})).await.unwrap_err();
+            assert!(matches!(e, ToolError::InvalidParams { .. }), "{bad}: {e}");
+        }
+        assert_eq!(std::fs::read_to_string(dir.path().join("toolgate.toml")).unwrap(), "[gateway]\nenabled = true\n");
+        let patch = json!({"action": "config_apply", "patch": "[gateway]\ndefault_tools = [\"echo\"]"});
+        t.execute(&lee, patch).await.unwrap();
+        let text = std::fs::read_to_string(dir.path().join("toolgate.toml")).unwrap();
+        assert!(text.contains("enabled = true") && text.contains("default_tools"), "merged: {text}");
+    }
 
     #[test]
     fn secrets_are_redacted_at_any_depth() {
