@@ -225,14 +225,14 @@ fn gateway_keys(gate: &Gate) -> anyhow::Result<Option<Arc<dyn toolgate::mcp::Aut
 }
 
 /// A team gateway over HTTP serves each caller only the tools its grants give
-/// (`toolgate_gateway::Granted`, docs/gateway.md "Grants"), with the gateway's own tools
+/// (`toolgate::granted::Granted`, docs/gateway.md "Grants"), with the gateway's own tools
 /// (`request_access`, `gateway`) run on `gate`, which keeps the grants; otherwise `handler` as
 /// it is (over stdio the gateway serves its local user).
 fn granted(
     gate: &Arc<Gate>,
     handler: Arc<dyn toolgate::mcp::CallHandler>,
     http: bool,
-) -> Arc<toolgate::gateway::Granted> {
+) -> Arc<toolgate::granted::Granted> {
     let config = &gate.services().config;
     let grants = match (&gate.services().stores, config.gateway.enabled && http) {
         (Some(stores), true) => Some(toolgate::gateway::Grants::new(
@@ -243,7 +243,7 @@ fn granted(
         _ => None,
     };
     let home: Arc<dyn toolgate::mcp::CallHandler> = Arc::clone(gate) as Arc<dyn toolgate::mcp::CallHandler>;
-    Arc::new(toolgate::gateway::Granted::new(handler, home, grants))
+    Arc::new(toolgate::granted::Granted::new(handler, home, grants))
 }
 
 /// With `[gateway] workspaces = "DIR"` (and an HTTP gateway), every user's calls run on

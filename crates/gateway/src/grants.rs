@@ -24,6 +24,12 @@ use crate::admin::now_ms;
 /// The tool every caller keeps, whatever its grants: it files a request for the others.
 pub const REQUEST_ACCESS: &str = "request_access";
 
+/// The admin-only `gateway` tool.
+pub const ADMIN_TOOL: &str = "gateway";
+
+/// The gateway's own tools, served by the gateway's gate whichever gate serves a user's others.
+pub const HOME_TOOLS: &[&str] = &[REQUEST_ACCESS, ADMIN_TOOL];
+
 /// The longest tool list a grant takes.
 const MAX_PATTERNS: usize = 64;
 

@@ -5,15 +5,14 @@
 //! - `names`: which principal names are valid (they reach logs, pages and paths).
 //! - `keys`: API keys (`tg_<id>_<secret>`, 256 random bits, kept as a SHA-256 digest, scoped,
 //!   revocable) and [`KeyAuthenticator`], which admits a request to `/mcp` by its key.
-//! - `grants`, `access`, `enforce`: grants (who may use which tools, `toolgate admin grant`),
-//!   access requests (`request_access`, `toolgate admin access`) and [`Granted`], which limits
-//!   what `/mcp` lists and runs to the caller's grants.
+//! - `grants`, `access`: grants (who may use which tools, `toolgate admin grant`) and access
+//!   requests (`request_access`, `toolgate admin access`); `toolgate::granted` limits what
+//!   `/mcp` lists and runs to the caller's grants.
 //! - `admin`: what `toolgate admin` does (users, groups, agents, keys), over the store's
 //!   [`IdentityStore`](toolgate_store::IdentityStore).
 
 mod access;
 mod admin;
-mod enforce;
 mod error;
 mod grants;
 mod keys;
@@ -21,9 +20,10 @@ mod names;
 
 pub use access::{Narrowing, RequestAccess, shown as shown_request};
 pub use admin::{Admin, NewKey};
-pub use enforce::{ADMIN_TOOL, Granted, HOME_TOOLS};
 pub use error::GatewayError;
-pub use grants::{Access, Decided, Grants, REQUEST_ACCESS, ToolRef, check_pattern, check_server};
+pub use grants::{
+    ADMIN_TOOL, Access, Decided, Grants, HOME_TOOLS, REQUEST_ACCESS, ToolRef, check_pattern, check_server,
+};
 pub use keys::{KeyAuthenticator, KeyScope, KeyText};
 pub use names::check_name;
 

@@ -49,6 +49,7 @@ pub mod events;
 pub mod extensions;
 pub mod family;
 pub mod gateway_family;
+pub mod granted;
 mod gate;
 pub mod mcp;
 pub mod memory;

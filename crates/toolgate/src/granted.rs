@@ -1,6 +1,6 @@
 //! [`Granted`]: grants enforced on what a gateway serves. It wraps the server's handler (the
 //! gateway's gate, or its per-user gates) and, for each request, reads the caller's grants
-//! (`grants.rs`): `tools/list` shows only granted tools, and a call of any other is refused
+//! (`toolgate_gateway::Grants`): `tools/list` shows only granted tools, and a call of any other is refused
 //! with what to do (`request_access`). A key's own tool scope is checked before, by the MCP
 //! server: a call needs both. The gateway's own tools (`request_access`, `gateway`) run on the
 //! gateway's gate (`home`), which keeps the grants and requests, whichever gate serves the
@@ -13,13 +13,7 @@ use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
 use toolgate_mcp::CallHandler;
 use toolgate_store::PrincipalKind;
 
-use crate::grants::{Access, Decided, Grants, REQUEST_ACCESS, ToolRef};
-
-/// The gateway's own tools, served by the gateway's gate.
-pub const HOME_TOOLS: &[&str] = &[REQUEST_ACCESS, ADMIN_TOOL];
-
-/// The admin-only `gateway` tool.
-pub const ADMIN_TOOL: &str = "gateway";
+use toolgate_gateway::{ADMIN_TOOL, Access, Decided, Grants, HOME_TOOLS, REQUEST_ACCESS, ToolRef};
 
 /// A handler whose tools are limited by grants (or, without grants, the handler as it is).
 pub struct Granted {
