@@ -35,13 +35,6 @@ impl Granted {
         Granted { inner, home, grants }
     }
 
-    fn access(&self, grants: &Grants, ctx: &CallContext) -> Result<Access, ToolError> {
-        grants.access(&ctx.identity.user, Some(ctx.identity.agent.as_str())).map_err(|e| {
-            tracing::error!("cannot read the grants of {}: {e}", ctx.identity.user);
-            ToolError::failed("cannot read your grants now; retry")
-        })
-    }
-
     /// Whether the caller is a person who administers the gateway (not an agent, not a
     /// sub-agent).
     fn is_admin(grants: &Grants, ctx: &CallContext) -> bool {
@@ -75,6 +68,26 @@ impl Granted {
     }
 }
 
+fn access(grants: &Grants, ctx: &CallContext) -> Result<Access, ToolError> {
+    grants.access(&ctx.identity.user, Some(ctx.identity.agent.as_str())).map_err(|e| {
+        tracing::error!("cannot read the grants of {}: {e}", ctx.identity.user);
+        ToolError::failed("cannot read your grants now; retry")
+    })
+}
+
+/// Whether `ctx`'s caller may call `name` of `inner`: only a name the caller's list has (an
+/// alias or another spelling would otherwise reach a tool the grants refuse), granted.
+fn check(inner: &dyn CallHandler, grants: &Grants, ctx: &CallContext, name: &str) -> Result<(), ToolError> {
+    let access = access(grants, ctx)?;
+    let Some(spec) = inner.list(ctx).into_iter().find(|s| s.name == name) else {
+        return Err(ToolError::UnknownTool { name: name.to_owned(), suggestion: None });
+    };
+    match access.decide(ToolRef::of(&spec.name, &spec.group)) {
+        d if d.allowed() => Ok(()),
+        d => Err(not_granted(name, d)),
+    }
+}
+
 /// What a caller refused a tool is told: the tool exists, and how to ask for it.
 fn not_granted(tool: &str, decided: Decided) -> ToolError {
     let reason = match decided {
@@ -95,7 +108,7 @@ impl CallHandler for Granted {
 
     fn list(&self, ctx: &CallContext) -> Vec<ToolSpec> {
         let Some(grants) = &self.grants else { return self.inner.list(ctx) };
-        let Ok(access) = self.access(grants, ctx) else { return self.home_tools(grants, ctx) };
+        let Ok(access) = access(grants, ctx) else { return self.home_tools(grants, ctx) };
         let mut tools: Vec<ToolSpec> = self
             .inner
             .list(ctx)
@@ -119,25 +132,12 @@ impl CallHandler for Granted {
             }
             return self.home.call(&self.home_context(ctx), name, params).await;
         }
-        let access = self.access(grants, ctx)?;
-        // Only a name the caller's list has: an alias or another spelling of a tool would
-        // otherwise reach a tool the grants refuse.
-        let Some(spec) = self.inner.list(ctx).into_iter().find(|s| s.name == name) else {
-            return Err(ToolError::UnknownTool { name: name.to_owned(), suggestion: None });
-        };
-        match access.decide(ToolRef::of(&spec.name, &spec.group)) {
-            d if d.allowed() => self.inner.call(ctx, name, params).await,
-            d => Err(not_granted(name, d)),
-        }
+        check(self.inner.as_ref(), grants, ctx, name)?;
+        self.inner.call(ctx, name, params).await
     }
 
     fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.tool_changes()
-    }
-
-    // No MCP tasks: a task's call would start past this handler's grant check.
-    fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
-        self.grants.is_none().then(|| self.inner.tasks()).flatten()
     }
 
     fn shutdown(&self) {
