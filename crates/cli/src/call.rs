@@ -32,7 +32,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let params: Value = serde_json::from_str(&raw).map_err(|e| {
         anyhow::anyhow!("the parameters are not valid JSON: {e}; pass an object such as '{{\"message\": \"hi\"}}'")
     })?;
-    let gate = global.gate(true)?;
+    // One call, then the process ends: a job nobody waits for is left queued for a server.
+    let gate = global.gate_with(true, |c| c.automation.jobs.one_shot = true)?;
     // Installed WASM tools are loaded (hash-checked, compiled or read from the cache) only for
     // a call to one of them: any other call would pay for every component.
     if args.tool.to_ascii_lowercase().starts_with("wasm__") {

@@ -203,7 +203,17 @@ impl GlobalArgs {
     /// A gate over the workspace with the loaded config, its agent runtime bound. `approver`:
     /// ask on this terminal.
     pub(crate) fn gate(&self, approver: bool) -> anyhow::Result<std::sync::Arc<Gate>> {
-        let config = self.load_config()?;
+        self.gate_with(approver, |_| {})
+    }
+
+    /// [`Self::gate`] with the loaded config adjusted by `tweak` first.
+    pub(crate) fn gate_with(
+        &self,
+        approver: bool,
+        tweak: impl FnOnce(&mut Config),
+    ) -> anyhow::Result<std::sync::Arc<Gate>> {
+        let mut config = self.load_config()?;
+        tweak(&mut config);
         let mut builder = Gate::builder(self.workspace()?).config(config);
         if approver && let Some(terminal) = terminal::TerminalApprover::if_attached() {
             builder = builder.approver(std::sync::Arc::new(terminal));

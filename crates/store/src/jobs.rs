@@ -9,6 +9,12 @@
 //! that died, and [`JobStore::jobs_interrupt_expired`] ends it as `failed` with the error
 //! `interrupted` and an event, in one transaction: such a job is never lost and never run
 //! again. Times are wall-clock Unix milliseconds passed in by the caller.
+//!
+//! A job stored without a lease (`lease_owner` NULL: created by a short-lived process, the
+//! CLI) waits `queued` for a long-lived server: [`JobStore::jobs_claim`] takes it with one
+//! conditional update, so exactly one process runs it, and servers announce themselves with
+//! [`JobStore::jobs_runner_beat`] (a row of `scheduler_leases` named `jobs-runner:ID`) so the
+//! creator can say whether one is there. A lease-less job is never swept as interrupted.
 
 use std::fmt::Debug;
 
@@ -60,6 +66,9 @@ pub struct JobRecord {
     pub lease_owner: Option<String>,
     /// When the lease lapses unless renewed.
     pub lease_until_ms: Option<i64>,
+    /// What a process that claims the job needs to run it, as JSON (the owner's agent name,
+    /// the agent, the credentials' variables; never a secret's value). `{}` when empty.
+    pub spec: String,
 }
 
 impl JobRecord {
@@ -145,10 +154,34 @@ pub trait JobStore: Send + Sync + Debug {
     /// Job `job`'s events with `seq > after`, oldest first, at most `limit`; with `after < 0`,
     /// the last `limit` events.
     fn job_events(&self, job: &str, after: i64, limit: usize) -> Result<Vec<JobEvent>, StoreError>;
+
+    /// Gives `lease_owner` at most `limit` queued jobs that no process holds (oldest first),
+    /// with a lease until `lease_until_ms` and a `state` event, in one transaction: a job is
+    /// claimed by one process only. Returns them.
+    fn jobs_claim(
+        &self,
+        lease_owner: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, StoreError>;
+
+    /// Records that `runner` (a long-lived server) runs jobs until `until_ms`, and forgets
+    /// runners whose record lapsed before `now_ms`.
+    fn jobs_runner_beat(&self, runner: &str, until_ms: i64, now_ms: i64) -> Result<(), StoreError>;
+
+    /// Drops `runner`'s record (it stops).
+    fn jobs_runner_gone(&self, runner: &str) -> Result<(), StoreError>;
+
+    /// The runners whose record is live at `now_ms`.
+    fn jobs_runners(&self, now_ms: i64) -> Result<Vec<String>, StoreError>;
 }
 
+/// The prefix of a job runner's row in `scheduler_leases`.
+const RUNNER: &str = "jobs-runner:";
+
 const COLUMNS: &str = "id, user, session, title, description, mode, project_dir, credentials, origin, state, result, \
-                       error, agent_session, created_ms, started_ms, finished_ms, lease_owner, lease_until_ms";
+                       error, agent_session, created_ms, started_ms, finished_ms, lease_owner, lease_until_ms, spec";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
     let credentials: String = r.get(7)?;
@@ -173,6 +206,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
         finished_ms: r.get(15)?,
         lease_owner: r.get(16)?,
         lease_until_ms: r.get(17)?,
+        spec: r.get(18)?,
     })
 }
 
@@ -211,7 +245,7 @@ impl JobStore for Store {
                 tx.execute(
                     &format!(
                         "INSERT INTO jobs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-                         ?15, ?16, ?17, ?18)"
+                         ?15, ?16, ?17, ?18, ?19)"
                     ),
                     rusqlite::params![
                         job.id,
@@ -231,7 +265,8 @@ impl JobStore for Store {
                         job.started_ms,
                         job.finished_ms,
                         job.lease_owner,
-                        job.lease_until_ms
+                        job.lease_until_ms,
+                        if job.spec.is_empty() { "{}" } else { job.spec.as_str() }
                     ],
                 )
                 .doing(DOING)?;
@@ -418,6 +453,93 @@ impl JobStore for Store {
             };
             out.shrink_to_fit();
             Ok(out)
+        })
+    }
+
+    fn jobs_claim(
+        &self,
+        lease_owner: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        const DOING: &str = "claiming queued jobs";
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.with(|conn| {
+            write(conn, DOING, |tx| {
+                let claimed: Vec<JobRecord> = {
+                    let mut stmt = tx
+                        .prepare_cached(&format!(
+                            "UPDATE jobs SET lease_owner = ?1, lease_until_ms = ?2
+                             WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND lease_owner IS NULL
+                                          ORDER BY created_ms, id LIMIT ?3)
+                               AND state = 'queued' AND lease_owner IS NULL
+                             RETURNING {COLUMNS}"
+                        ))
+                        .doing(DOING)?;
+                    let rows = stmt
+                        .query_map(rusqlite::params![lease_owner, lease_until_ms, limit as i64], row)
+                        .doing(DOING)?;
+                    rows.collect::<Result<Vec<_>, _>>().doing(DOING)?
+                };
+                for j in &claimed {
+                    event(
+                        tx,
+                        &j.id,
+                        "claim",
+                        &format!("claimed by the toolgate server `{lease_owner}`, which runs it"),
+                        now_ms,
+                    )?;
+                }
+                let mut claimed = claimed;
+                claimed.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+                Ok(claimed)
+            })
+        })
+    }
+
+    fn jobs_runner_beat(&self, runner: &str, until_ms: i64, now_ms: i64) -> Result<(), StoreError> {
+        const DOING: &str = "announcing a job runner";
+        self.with(|conn| {
+            write(conn, DOING, |tx| {
+                tx.execute(
+                    "DELETE FROM scheduler_leases WHERE name >= ?1 AND name < ?2 AND expires_ms <= ?3",
+                    rusqlite::params![RUNNER, format!("{RUNNER}{}", char::MAX), now_ms],
+                )
+                .doing(DOING)?;
+                tx.execute(
+                    "INSERT INTO scheduler_leases (name, holder, expires_ms) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_ms = excluded.expires_ms",
+                    rusqlite::params![format!("{RUNNER}{runner}"), runner, until_ms],
+                )
+                .doing(DOING)?;
+                Ok(())
+            })
+        })
+    }
+
+    fn jobs_runner_gone(&self, runner: &str) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.execute("DELETE FROM scheduler_leases WHERE name = ?1", [format!("{RUNNER}{runner}")])
+                .map(drop)
+                .doing("removing a job runner")
+        })
+    }
+
+    fn jobs_runners(&self, now_ms: i64) -> Result<Vec<String>, StoreError> {
+        const DOING: &str = "listing job runners";
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT holder FROM scheduler_leases WHERE name >= ?1 AND name < ?2 AND expires_ms > ?3 ORDER BY name",
+                )
+                .doing(DOING)?;
+            let rows = stmt
+                .query_map(rusqlite::params![RUNNER, format!("{RUNNER}{}", char::MAX), now_ms], |r| r.get(0))
+                .doing(DOING)?;
+            rows.collect::<Result<Vec<_>, _>>().doing(DOING)
         })
     }
 }

@@ -318,13 +318,16 @@ impl Family for Automation {
         vec![Mount::new("/hooks", RouteAuth::Own, Arc::new(Hooks(Arc::clone(routines))))]
     }
 
-    /// Jobs of a server that died (their lease lapsed) end as `failed: interrupted`: at start,
-    /// then every lease.
+    /// Jobs: this server runs them and claims queued ones; those of a server that died (their
+    /// lease lapsed) end as `failed: interrupted`: at start, then every lease.
     fn tasks(&self, s: &Services, shutdown: &CancellationToken) -> Vec<Task> {
         let Some(st) = &s.stores else { return Vec::new() };
         let period = s.config.automation.jobs.lease();
-        let mut tasks: Vec<Task> =
-            vec![Box::pin(toolgate_automation::jobs::sweeper(Arc::clone(&st.jobs), period, shutdown.clone()))];
+        // A server runs its jobs and claims those the CLI left queued (`Jobs::serve`).
+        let mut tasks: Vec<Task> = match self.jobs.get() {
+            Some(jobs) => vec![Box::pin(jobs.clone().serve(shutdown.clone()))],
+            None => vec![Box::pin(toolgate_automation::jobs::sweeper(Arc::clone(&st.jobs), period, shutdown.clone()))],
+        };
         // The routines' scheduler: fires only while this process holds the workspace's lease;
         // and the gate's events (and finished jobs) to the `event` routines.
         if let Some(routines) = self.routines.get() {

@@ -6,16 +6,18 @@
 //! session that created it), a mode, and a state that only moves forward (`queued → running →
 //! completed | failed | cancelled`). Every tool call a job makes goes through the gate (the agent
 //! runtime's [`ToolCaller`]) with its owner's identity, so a background job gets exactly the
-//! policy, approvals, sandbox and audit of an interactive call. The process that creates a job
-//! runs it and holds its lease, renewed by one heartbeat for all its jobs; a job whose lease
-//! lapsed (its process died) is ended as `failed: interrupted` by the next sweep
-//! ([`sweep_interrupted`]) and never run again.
+//! policy, approvals, sandbox and audit of an interactive call. A long-lived server
+//! ([`Jobs::serve`]) runs the jobs it creates and claims the ones a short-lived process (the
+//! CLI) left queued without a lease; a process that runs a job holds its lease, renewed by one
+//! heartbeat for all its jobs; a job whose lease lapsed (its process died) is ended as
+//! `failed: interrupted` by the next sweep ([`sweep_interrupted`]) and never run again.
 //!
 //! Layout: `mod.rs` (the API and its types), `run.rs` (running one job in its mode),
 //! `tools.rs` (the six tools).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -32,6 +34,9 @@ mod run;
 mod tools;
 
 pub(crate) use tools::tools;
+
+/// How often a server looks for queued jobs to claim.
+pub const CLAIM_EVERY: Duration = Duration::from_millis(250);
 
 /// How long `wait` blocks at most (seed 004 §4.8: `execution_timeout` is 660 s).
 pub const WAIT_TIMEOUT: Duration = Duration::from_secs(660);
@@ -53,6 +58,12 @@ pub enum JobMode {
     Command,
     /// The `claude` CLI (Claude Code) run with the description as its prompt, through `exec`.
     ClaudeCode,
+    /// One model answer on the agent runtime, with no tools offered (a routine's `lightweight`
+    /// action).
+    Lightweight,
+    /// One tool call through the gate: `description` is `{"tool": NAME, "params": {...}}` (a
+    /// routine's `tool` action).
+    Tool,
 }
 
 impl JobMode {
@@ -62,6 +73,8 @@ impl JobMode {
             JobMode::Sandbox => "sandbox",
             JobMode::Command => "command",
             JobMode::ClaudeCode => "claude_code",
+            JobMode::Lightweight => "lightweight",
+            JobMode::Tool => "tool",
         }
     }
 
@@ -71,6 +84,8 @@ impl JobMode {
             "sandbox" => Some(JobMode::Sandbox),
             "command" => Some(JobMode::Command),
             "claude_code" => Some(JobMode::ClaudeCode),
+            "lightweight" => Some(JobMode::Lightweight),
+            "tool" => Some(JobMode::Tool),
             _ => None,
         }
     }
@@ -84,6 +99,34 @@ pub struct Credential {
     pub secret: String,
     /// The variable it is given in.
     pub env: String,
+}
+
+/// What a job's record keeps so that a process that did not create it can run it (the store's
+/// `spec` column): names only, never a secret's value.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct StoredSpec {
+    /// The agent name the owner's calls carry.
+    #[serde(default)]
+    owner_agent: String,
+    /// The agent of a `sandbox` or `lightweight` job, when the request named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    agent: Option<String>,
+    /// Each credential's secret and variable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    credentials: Vec<(String, String)>,
+}
+
+/// Where a job submitted with [`Jobs::submit`] runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// In this process (a long-lived server, or a caller that waits for it).
+    Here,
+    /// Queued for a long-lived `toolgate serve` on the workspace; these announce themselves,
+    /// and none may be running (`runners` empty: it waits until one starts).
+    Queued {
+        /// The servers running jobs on this workspace now.
+        runners: Vec<String>,
+    },
 }
 
 /// Who a job belongs to and acts as.
@@ -159,11 +202,16 @@ pub struct JobsConfig {
     pub claude_bin: Option<PathBuf>,
     /// Jobs one process runs at once; more wait `queued`.
     pub max_running: usize,
+    /// This process is one-shot (the CLI's `toolgate call`): a job nobody waits for is left
+    /// queued for a `toolgate serve` on the workspace instead of dying with the process. Set by
+    /// the program, never read from the file.
+    #[serde(skip)]
+    pub one_shot: bool,
 }
 
 impl Default for JobsConfig {
     fn default() -> Self {
-        JobsConfig { lease_secs: 30, agent: None, claude_bin: None, max_running: 4 }
+        JobsConfig { lease_secs: 30, agent: None, claude_bin: None, max_running: 4, one_shot: false }
     }
 }
 
@@ -241,6 +289,9 @@ pub(crate) struct Inner {
     finished: broadcast::Sender<JobFinished>,
     /// Whether the heartbeat task is running.
     beating: Mutex<bool>,
+    /// A long-lived server runs [`Jobs::serve`]: jobs submitted here run here, and queued jobs
+    /// of short-lived processes are claimed.
+    served: AtomicBool,
 }
 
 /// The jobs of one gate: cheap to clone. Jobs run on the Tokio runtime of the caller that
@@ -298,6 +349,7 @@ impl Jobs {
                 slots: Arc::new(tokio::sync::Semaphore::new(max)),
                 finished,
                 beating: Mutex::new(false),
+                served: AtomicBool::new(false),
             }),
         }
     }
@@ -312,15 +364,57 @@ impl Jobs {
         self.inner.finished.subscribe()
     }
 
-    /// Validates `req`, stores the job as `queued` and starts it in the background; returns
-    /// its id. Must be called inside a Tokio runtime.
-    pub fn submit(&self, owner: &JobOwner, req: JobRequest) -> Result<String, JobError> {
+    /// Validates `req` and stores the job as `queued`; returns its id and where it runs. It
+    /// starts here in the background, unless this process is one-shot
+    /// ([`JobsConfig::one_shot`], the CLI) and runs no [`Jobs::serve`]: then it is left without
+    /// a lease for a server to claim, since it would end with this process. Must be called
+    /// inside a Tokio runtime.
+    pub fn submit(&self, owner: &JobOwner, req: JobRequest) -> Result<(String, Placement), JobError> {
+        if !self.inner.setup.config.one_shot || self.inner.served.load(Ordering::Acquire) {
+            return self.submit_here(owner, req).map(|id| (id, Placement::Here));
+        }
+        let prepared = run::prepare(&self.inner, owner, &req)?;
+        let record = self.record(owner, &req, &prepared, false);
+        self.inner.setup.store.job_create(&record)?;
+        Ok((record.id, Placement::Queued { runners: self.runners() }))
+    }
+
+    /// Validates `req`, stores the job as `queued` and starts it in this process in the
+    /// background (a caller that waits for it); returns its id. Must be called inside a Tokio
+    /// runtime.
+    pub fn submit_here(&self, owner: &JobOwner, req: JobRequest) -> Result<String, JobError> {
+        let prepared = run::prepare(&self.inner, owner, &req)?;
+        let record = self.record(owner, &req, &prepared, true);
+        self.inner.setup.store.job_create(&record)?;
+        let id = record.id.clone();
+        self.start(record, owner.clone(), prepared);
+        Ok(id)
+    }
+
+    /// The servers that run jobs on this workspace now (none: a queued job waits).
+    pub fn runners(&self) -> Vec<String> {
+        self.inner.setup.store.jobs_runners(now_ms()).unwrap_or_else(|e| {
+            tracing::warn!("job runners not read: {e}");
+            Vec::new()
+        })
+    }
+
+    /// Whether job `id` runs in this process.
+    pub fn runs_here(&self, id: &str) -> bool {
+        self.inner.live.lock().unwrap_or_else(|e| e.into_inner()).contains_key(id)
+    }
+
+    /// A new job's record, with this process's lease when it runs it here.
+    fn record(&self, owner: &JobOwner, req: &JobRequest, prepared: &run::Prepared, here: bool) -> JobRecord {
         let inner = &self.inner;
-        let prepared = run::prepare(inner, owner, &req)?;
-        let id = uuid::Uuid::new_v4().to_string();
         let now = now_ms();
-        let record = JobRecord {
-            id: id.clone(),
+        let spec = StoredSpec {
+            owner_agent: owner.agent.clone(),
+            agent: req.agent.clone(),
+            credentials: req.credentials.iter().map(|c| (c.secret.clone(), c.env.clone())).collect(),
+        };
+        JobRecord {
+            id: uuid::Uuid::new_v4().to_string(),
             user: owner.user.clone(),
             session: owner.session.clone(),
             title: req.title.clone(),
@@ -331,11 +425,17 @@ impl Jobs {
             origin: req.origin.clone(),
             state: "queued".to_owned(),
             created_ms: now,
-            lease_owner: Some(inner.lease_owner.clone()),
-            lease_until_ms: Some(now + inner.setup.config.lease().as_millis() as i64),
+            lease_owner: here.then(|| inner.lease_owner.clone()),
+            lease_until_ms: here.then(|| now + inner.setup.config.lease().as_millis() as i64),
+            spec: serde_json::to_string(&spec).unwrap_or_else(|_| "{}".to_owned()),
             ..JobRecord::default()
-        };
-        inner.setup.store.job_create(&record)?;
+        }
+    }
+
+    /// Runs `record` (leased to this process) in the background.
+    fn start(&self, record: JobRecord, owner: JobOwner, prepared: run::Prepared) {
+        let inner = &self.inner;
+        let id = record.id.clone();
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
         inner
@@ -345,14 +445,98 @@ impl Jobs {
             .insert(id.clone(), Live { cancel: cancel.clone(), done: done_rx, input_closed: false });
         Inner::ensure_heartbeat(&self.inner);
         let inner = self.inner.clone();
-        let owner = owner.clone();
-        let job_id = id.clone();
         tokio::spawn(async move {
             run::run(&inner, record, owner, prepared, cancel).await;
-            inner.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&job_id);
+            inner.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             let _ = done_tx.send(true);
         });
-        Ok(id)
+    }
+
+    /// Runs a job this process claimed: its request rebuilt from the record, checked again (a
+    /// secret removed meanwhile fails it with the reason).
+    fn start_claimed(&self, record: JobRecord) {
+        let spec: StoredSpec = serde_json::from_str(&record.spec).unwrap_or_default();
+        let owner = JobOwner {
+            user: record.user.clone(),
+            agent: if spec.owner_agent.is_empty() { "main".to_owned() } else { spec.owner_agent.clone() },
+            session: record.session.clone(),
+        };
+        let prepared = JobMode::parse(&record.mode)
+            .ok_or_else(|| JobError::Invalid(format!("unknown mode `{}`", clip(&record.mode, 40))))
+            .and_then(|mode| {
+                let req = JobRequest {
+                    title: record.title.clone(),
+                    description: record.description.clone(),
+                    mode,
+                    project_dir: Some(record.project_dir.clone()),
+                    credentials: spec
+                        .credentials
+                        .iter()
+                        .map(|(secret, env)| Credential { secret: secret.clone(), env: env.clone() })
+                        .collect(),
+                    origin: record.origin.clone(),
+                    agent: spec.agent.clone(),
+                };
+                run::prepare(&self.inner, &owner, &req)
+            });
+        match prepared {
+            Ok(prepared) => self.start(record, owner, prepared),
+            Err(e) => {
+                let error = format!("could not start in this server: {e}");
+                if let Err(e) = self.inner.setup.store.job_finish(&record.id, "failed", None, Some(&error), now_ms()) {
+                    tracing::warn!(job = record.id, "job end not saved: {e}");
+                }
+                run::announce(&self.inner, &record.id);
+            }
+        }
+    }
+
+    /// What a long-lived server runs for the jobs until `shutdown`: from now on jobs submitted
+    /// here run here; it announces itself as a job runner, claims the jobs short-lived
+    /// processes left queued (as many as it has free slots, every `CLAIM_EVERY`), and sweeps
+    /// the interrupted ones ([`sweep_interrupted`]) at once and every lease period.
+    pub async fn serve(self, shutdown: CancellationToken) {
+        self.inner.served.store(true, Ordering::Release);
+        let store = Arc::clone(&self.inner.setup.store);
+        let lease = self.inner.setup.config.lease();
+        let runner = self.inner.lease_owner.clone();
+        let mut next_sweep = tokio::time::Instant::now();
+        let mut next_beat = tokio::time::Instant::now();
+        loop {
+            let now = tokio::time::Instant::now();
+            if now >= next_beat {
+                let until = now_ms() + lease.as_millis() as i64;
+                if let Err(e) = store.jobs_runner_beat(&runner, until, now_ms()) {
+                    tracing::warn!("job runner not announced: {e}");
+                }
+                next_beat = now + (lease / 3).max(Duration::from_millis(100));
+            }
+            if now >= next_sweep {
+                if let Err(e) = sweep_interrupted(&*store) {
+                    tracing::warn!("interrupted jobs not swept: {e}");
+                }
+                next_sweep = now + lease;
+            }
+            let free = self.inner.slots.available_permits();
+            let until = now_ms() + lease.as_millis() as i64;
+            match store.jobs_claim(&runner, now_ms(), until, free) {
+                Ok(claimed) => {
+                    for record in claimed {
+                        tracing::info!(job = record.id, "claimed a queued job");
+                        self.start_claimed(record);
+                    }
+                }
+                Err(e) => tracing::warn!("queued jobs not claimed: {e}"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(CLAIM_EVERY) => {}
+                () = shutdown.cancelled() => break,
+            }
+        }
+        self.inner.served.store(false, Ordering::Release);
+        if let Err(e) = store.jobs_runner_gone(&runner) {
+            tracing::warn!("job runner not removed: {e}");
+        }
     }
 
     /// The job `id_or_prefix` (a full id or 4+ characters of one) if `user` owns it.

@@ -28,6 +28,8 @@ pub(crate) struct Prepared {
     agent: Option<String>,
     /// The `claude` executable of a `claude_code` job.
     claude: Option<PathBuf>,
+    /// The tool and parameters of a `tool` job.
+    tool: Option<(String, Value)>,
 }
 
 /// Variables a credential may not set: they change what runs, not what it may reach.
@@ -48,15 +50,19 @@ pub(crate) fn prepare(inner: &Inner, owner: &JobOwner, req: &JobRequest) -> Resu
     }
     let project_dir = confine_dir(&inner.setup.workspace, req.project_dir.as_deref().unwrap_or(""))?;
     let env = credentials(inner, &req.credentials)?;
-    let mut prepared = Prepared { project_dir, env, agent: None, claude: None };
+    let mut prepared = Prepared { project_dir, env, agent: None, claude: None, tool: None };
     match req.mode {
-        JobMode::Sandbox => {
+        JobMode::Sandbox | JobMode::Lightweight => {
             if !prepared.env.is_empty() {
-                return Err(JobError::Invalid(
-                    "credentials go to `command` and `claude_code` jobs only: an agent's tool calls cannot carry \
-                     them (and a value must never reach a model). Run the step that needs them as a `command` job"
-                        .to_owned(),
-                ));
+                return Err(JobError::Invalid(format!(
+                    "credentials go to `command` and `claude_code` jobs only: {} Run the step that needs them as a \
+                     `command` job",
+                    if req.mode == JobMode::Lightweight {
+                        "a `lightweight` job calls no tools."
+                    } else {
+                        "an agent's tool calls cannot carry them (and a value must never reach a model)."
+                    }
+                )));
             }
             let rt = inner.setup.agents.as_ref().filter(|rt| rt.tool_caller().is_some()).ok_or_else(no_agent)?;
             let names: Vec<&String> = rt.config().agents.keys().collect();
@@ -83,12 +89,39 @@ pub(crate) fn prepare(inner: &Inner, owner: &JobOwner, req: &JobRequest) -> Resu
         JobMode::Command => {
             caller(inner)?;
         }
+        JobMode::Tool => {
+            caller(inner)?;
+            if !prepared.env.is_empty() {
+                return Err(JobError::Invalid(
+                    "credentials go to `command` and `claude_code` jobs only; a `tool` job's parameters are its own"
+                        .to_owned(),
+                ));
+            }
+            prepared.tool = Some(tool_call(&req.description)?);
+        }
         JobMode::ClaudeCode => {
             caller(inner)?;
             prepared.claude = Some(claude_bin(inner)?);
         }
     }
     Ok(prepared)
+}
+
+/// A `tool` job's description: `{"tool": NAME, "params": {...}}`.
+fn tool_call(description: &str) -> Result<(String, Value), JobError> {
+    let bad = || {
+        JobError::Invalid(
+            "a `tool` job's description is {\"tool\": NAME, \"params\": {...}}: the tool to call and its parameters"
+                .to_owned(),
+        )
+    };
+    let v: Value = serde_json::from_str(description).map_err(|_| bad())?;
+    let tool = v.get("tool").and_then(Value::as_str).filter(|t| !t.is_empty() && t.len() <= 128).ok_or_else(bad)?;
+    let params = v.get("params").cloned().unwrap_or_else(|| json!({}));
+    if !params.is_object() {
+        return Err(bad());
+    }
+    Ok((tool.to_owned(), params))
 }
 
 fn no_agent() -> JobError {
@@ -245,7 +278,12 @@ pub(crate) async fn run(
     };
     let ended = match (record.mode.as_str(), caller, ctx) {
         (_, None, _) | (_, _, None) => Err("the gate is gone (the server is stopping)".to_owned()),
-        ("sandbox", Some(_), Some(ctx)) => run_agent(inner, &record, &prepared, &ctx, &cancel, &log).await,
+        ("sandbox", Some(_), Some(ctx)) => run_agent(inner, &record, &prepared, &ctx, &cancel, &log, false).await,
+        ("lightweight", Some(_), Some(ctx)) => run_agent(inner, &record, &prepared, &ctx, &cancel, &log, true).await,
+        ("tool", Some(caller), Some(ctx)) => match &prepared.tool {
+            Some((tool, params)) => run_tool(&*caller, &ctx, tool, params.clone(), &log).await,
+            None => Err("the job names no tool".to_owned()),
+        },
         ("claude_code", Some(caller), Some(ctx)) => {
             let bin = prepared.claude.clone().unwrap_or_else(|| PathBuf::from("claude"));
             let line =
@@ -270,7 +308,7 @@ pub(crate) async fn run(
 }
 
 /// Tells subscribers how job `id` ended.
-fn announce(inner: &Inner, id: &str) {
+pub(super) fn announce(inner: &Inner, id: &str) {
     if let Ok(Some(j)) = inner.setup.store.job(id) {
         let _ = inner.finished.send(JobFinished {
             id: j.id,
@@ -291,6 +329,7 @@ async fn run_agent(
     ctx: &CallContext,
     cancel: &CancellationToken,
     log: &Log,
+    lightweight: bool,
 ) -> Result<String, String> {
     let rt = inner.setup.agents.as_ref().ok_or("no agent runtime")?;
     let agent = prepared.agent.clone().ok_or("no agent")?;
@@ -303,6 +342,11 @@ async fn run_agent(
         task.push_str(&format!("\n\nWork in the folder `{}` (relative to the workspace root).", prepared.project_dir));
     }
     let sink_log = log.clone();
+    // A lightweight run is one model answer with no tools offered; a model that asks for one
+    // anyway (the gate's caller refuses a tool it was not offered) ends the run there.
+    let run_cancel = cancel.child_token();
+    let asked_for_tools = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (stop, asked) = (run_cancel.clone(), Arc::clone(&asked_for_tools));
     let sink: EventSink = Arc::new(move |e: &Event<'_>| match e {
         Event::Assistant { text, calls, .. } => {
             if let Some(t) = text.filter(|t| !t.trim().is_empty()) {
@@ -310,6 +354,10 @@ async fn run_agent(
             }
             for c in calls.iter() {
                 sink_log.write("tool_call", &format!("{} {}", c.name, c.arguments));
+            }
+            if lightweight && !calls.is_empty() {
+                asked.store(true, std::sync::atomic::Ordering::Release);
+                stop.cancel();
             }
         }
         Event::ToolResult { call, is_error, content, .. } => {
@@ -321,7 +369,17 @@ async fn run_agent(
     let mut spec = RunSpec::new(agent, task);
     spec.label = Some(clip(&record.title, 80));
     spec.events = Some(sink);
-    let outcome = rt.run_until(spec, ctx, session, cancel).await.map_err(|e| e.to_string())?;
+    if lightweight {
+        spec.only_tools = Some(Vec::new());
+    }
+    let mut ctx = ctx.clone();
+    ctx.cancel = run_cancel.clone();
+    let outcome = rt.run_until(spec, &ctx, session, &run_cancel).await.map_err(|e| e.to_string())?;
+    if asked_for_tools.load(std::sync::atomic::Ordering::Acquire) && !cancel.is_cancelled() {
+        return Err("the model asked to call tools in a lightweight run, which offers none: nothing was called and \
+                    the run ended after its one answer"
+            .to_owned());
+    }
     match outcome.status {
         RunStatus::Done => Ok(outcome.answer),
         RunStatus::Cancelled => Err("cancelled".to_owned()),
@@ -365,6 +423,30 @@ async fn run_exec(
         Err(e) => {
             let text = e.to_string();
             log.write("tool_result", &format!("exec error: {text}"));
+            Err(text)
+        }
+    }
+}
+
+/// A `tool` job: one call through the gate as the job's owner.
+async fn run_tool(
+    caller: &dyn ToolCaller,
+    ctx: &CallContext,
+    tool: &str,
+    params: Value,
+    log: &Log,
+) -> Result<String, String> {
+    log.write("tool_call", &format!("{tool} {}", clip(&params.to_string(), 2_000)));
+    match caller.call(ctx, tool, params).await {
+        Ok(out) => {
+            let text = out.text_content();
+            log.write("output", &text);
+            Ok(text)
+        }
+        Err(ToolError::Cancelled) => Err("cancelled".to_owned()),
+        Err(e) => {
+            let text = e.to_string();
+            log.write("tool_result", &format!("{tool} error: {text}"));
             Err(text)
         }
     }

@@ -13,7 +13,7 @@ use toolgate_core::{Annotations, ApprovalRequirement, CallContext, CallSafety, T
 use toolgate_store::JobRecord;
 
 use super::{
-    Credential, JobError, JobMode, JobOwner, JobRequest, Jobs, MAX_CREDENTIALS, MAX_DESCRIPTION, MAX_TITLE,
+    Credential, JobError, JobMode, JobOwner, JobRequest, Jobs, MAX_CREDENTIALS, MAX_DESCRIPTION, MAX_TITLE, Placement,
     WAIT_TIMEOUT, describe_state,
 };
 use crate::Setup;
@@ -213,9 +213,11 @@ impl Tool for JobTool {
             Kind::Create => {
                 let mode = match p["mode"].as_str() {
                     None => JobMode::Sandbox,
-                    Some(m) => JobMode::parse(m).ok_or_else(|| {
-                        ToolError::invalid("create_job", "/mode", "mode is one of sandbox, command, claude_code")
-                    })?,
+                    Some(m) => JobMode::parse(m)
+                        .filter(|m| matches!(m, JobMode::Sandbox | JobMode::Command | JobMode::ClaudeCode))
+                        .ok_or_else(|| {
+                            ToolError::invalid("create_job", "/mode", "mode is one of sandbox, command, claude_code")
+                        })?,
                 };
                 let req = JobRequest {
                     title: p["title"].as_str().unwrap_or_default().to_owned(),
@@ -226,8 +228,10 @@ impl Tool for JobTool {
                     origin: None,
                     agent: None,
                 };
-                let id = jobs.submit(&JobOwner::of(ctx), req).map_err(err)?;
+                let owner = JobOwner::of(ctx);
                 if p["wait"] == true {
+                    // The caller waits: run it here, whatever kind of process this is.
+                    let id = jobs.submit_here(&owner, req).map_err(err)?;
                     let job = jobs.wait(&id, WAIT_TIMEOUT, &ctx.cancel).await.map_err(err)?;
                     let mut v = job_json(&job);
                     if !job.is_finished() {
@@ -235,9 +239,31 @@ impl Tool for JobTool {
                     }
                     return Ok(ToolOutput::json(v));
                 }
+                let (id, placement) = jobs.submit(&owner, req).map_err(err)?;
                 let job = jobs.get(user, &id).map_err(err)?;
                 let mut v = job_json(&job);
-                v["note"] = json!("started in the background; follow it with job_status or job_events");
+                match placement {
+                    Placement::Here => {
+                        v["runs_in"] = json!("this server");
+                        v["note"] = json!("started in the background; follow it with job_status or job_events");
+                    }
+                    Placement::Queued { runners } if !runners.is_empty() => {
+                        v["runs_in"] = json!("a toolgate server on this workspace");
+                        v["note"] = json!(format!(
+                            "queued for the toolgate server running on this workspace ({} running), which picks it up \
+                             within a second; follow it with job_status or job_events",
+                            runners.len()
+                        ));
+                    }
+                    Placement::Queued { .. } => {
+                        v["runs_in"] = Value::Null;
+                        v["note"] = json!(
+                            "queued, but no toolgate server runs on this workspace to run it: it starts when one does \
+                             (`toolgate serve` in this workspace), or cancel it and create it again with wait: true \
+                             to run it in this process"
+                        );
+                    }
+                }
                 Ok(ToolOutput::json(v))
             }
             Kind::List => {

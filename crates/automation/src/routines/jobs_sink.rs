@@ -3,9 +3,11 @@
 //! A run is a job owned by the routine's owner, in the session `routine:NAME` with the agent
 //! name `routine` (so the events of its tool calls trigger no routine), and origin
 //! `routine:NAME` (what `list_jobs` and `routine_history` show). `full_job` and `lightweight`
-//! are `sandbox` jobs (an agent run); a `tool` action calling `exec` is a `command` job. A
-//! `tool` action calling another tool is one call through the gate as the owner, recorded on
-//! the fire (`call:ID`), until the jobs engine has a mode for one tool call.
+//! are jobs: `full_job` a `sandbox` job (an agent run with tools), `lightweight` a
+//! `lightweight` job (one model answer, no tools offered); a `tool` action calling `exec` is a
+//! `command` job, calling another tool a `tool` job (one call through the gate as the owner).
+//! Every run is a job record with its state, events and result (older fires may name a bare
+//! `call:ID`, from before tool actions were jobs).
 //!
 //! A routine that records an agent session (made by `cron add` from one) is no job: its prompt
 //! is appended to that session as a user message and the session runs on for one turn on the
@@ -18,7 +20,6 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use toolgate_agent::RunStatus;
-use toolgate_core::Identity;
 
 use super::scheduler::{RoutineRun, RunSink, Started};
 use super::spec::ActionType;
@@ -164,15 +165,21 @@ impl JobsSink {
                     ..JobRequest::default()
                 }
             }
-            (ActionType::Tool, Some((tool, params))) => return self.call(run, &owner, tool, params.clone()),
+            (ActionType::Tool, Some((tool, params))) => JobRequest {
+                title,
+                description: json!({"tool": tool, "params": params}).to_string(),
+                mode: JobMode::Tool,
+                origin,
+                ..JobRequest::default()
+            },
             (ActionType::Tool, None) => return Err("the routine has no tool to call".into()),
             (ActionType::Lightweight, _) => JobRequest {
                 title,
                 description: format!(
-                    "Answer in one reply, from the text below and the attached files only; do not call tools.\n\n{}",
+                    "Answer in one reply, from the text below and the attached files only (no tools are offered).\n\n{}",
                     run.prompt
                 ),
-                mode: JobMode::Sandbox,
+                mode: JobMode::Lightweight,
                 origin,
                 agent: run.agent.clone(),
                 ..JobRequest::default()
@@ -186,30 +193,6 @@ impl JobsSink {
                 ..JobRequest::default()
             },
         };
-        self.jobs.submit(&owner, req).map_err(|e| e.to_string())
-    }
-
-    /// One tool call through the gate as the owner, in the background; its outcome goes to the
-    /// log (the fire records its id).
-    fn call(&self, run: &RoutineRun, owner: &JobOwner, tool: &str, params: Value) -> Result<String, String> {
-        let caller = self
-            .agents
-            .as_ref()
-            .and_then(|rt| rt.tool_caller())
-            .ok_or("this gate cannot call tools for routines (no runtime bound to it)")?;
-        let mut ctx = caller.context();
-        ctx.identity =
-            Identity { user: owner.user.clone(), agent: owner.agent.clone(), session: owner.session.clone() };
-        let id = format!("call:{}", uuid::Uuid::new_v4().simple());
-        let (tool, routine, call_id) = (tool.to_owned(), run.routine.clone(), id.clone());
-        tokio::spawn(async move {
-            match caller.call(&ctx, &tool, params).await {
-                Ok(_) => tracing::info!(routine = %routine, call = %call_id, tool = %tool, "routine tool call done"),
-                Err(e) => {
-                    tracing::warn!(routine = %routine, call = %call_id, tool = %tool, error = %e, "routine tool call failed")
-                }
-            }
-        });
-        Ok(id)
+        self.jobs.submit(&owner, req).map(|(id, _)| id).map_err(|e| e.to_string())
     }
 }

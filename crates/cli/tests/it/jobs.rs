@@ -196,3 +196,68 @@ fn a_claude_code_job_runs_the_real_claude_cli_in_the_sandbox() {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success() && text.contains("not installed"), "{text}");
 }
+
+/// A job created by the one-shot CLI is left queued without a lease (it would end with the CLI),
+/// and the result says whether a server is there to run it; a `toolgate serve` started later
+/// claims it and runs it, and with two servers on the workspace each queued job runs once.
+#[test]
+fn a_job_queued_by_the_cli_is_run_once_by_a_toolgate_serve_on_the_workspace() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("toolgate.toml"), "[approval]\nmode = \"never\"\n").unwrap();
+    let create = |n: u32| {
+        call(
+            ws.path(),
+            "create_job",
+            json!({"title": format!("append {n}"), "mode": "command", "description": format!("echo ran-{n} >> runs.txt")}),
+        )
+    };
+    let runs = || std::fs::read_to_string(ws.path().join("runs.txt")).unwrap_or_default();
+
+    // No server: queued, and the result says nothing runs it yet.
+    let first = create(1);
+    let id1 = first["job_id"].as_str().unwrap_or_else(|| panic!("{first}")).to_owned();
+    assert_eq!(first["state"], "queued", "{first}");
+    assert_eq!(first["runs_in"], Value::Null, "{first}");
+    assert!(first["note"].as_str().unwrap().contains("no toolgate server runs on this workspace"), "{first}");
+    // The CLI is gone and nothing swept it: still queued, with no lease.
+    let j = job(ws.path(), &id1);
+    assert_eq!((j.state.as_str(), j.lease_owner.as_deref()), ("queued", None), "{j:?}");
+
+    // A server starts: it claims the job and runs it.
+    let _a = Server::start(ws.path());
+    wait_until("the server to run the queued job", || job(ws.path(), &id1).state == "completed");
+    assert_eq!(runs(), "ran-1\n");
+
+    // Two servers now; each job the CLI queues runs once, by one of them.
+    let _b = Server::start(ws.path());
+    wait_until("both servers to announce themselves", || {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        Store::open(&ws.path().join(".toolgate/state.db")).unwrap().jobs_runners(now).unwrap().len() == 2
+    });
+    let ids: Vec<String> = (2..=6)
+        .map(|n| {
+            let v = create(n);
+            assert_eq!(v["runs_in"], "a toolgate server on this workspace", "{v}");
+            v["job_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for id in &ids {
+        wait_until("the servers to run the job", || job(ws.path(), id).state == "completed");
+    }
+    let mut lines: Vec<String> = runs().lines().map(str::to_owned).collect();
+    lines.sort();
+    assert_eq!(lines, ["ran-1", "ran-2", "ran-3", "ran-4", "ran-5", "ran-6"], "a job ran twice or not at all");
+    let store = Store::open(&ws.path().join(".toolgate/state.db")).unwrap();
+    for id in &ids {
+        let kinds: Vec<String> = store.job_events(id, 0, 100).unwrap().into_iter().map(|e| e.kind).collect();
+        assert_eq!(kinds.iter().filter(|k| *k == "claim").count(), 1, "{kinds:?}");
+    }
+
+    // With wait, the CLI runs the job itself and returns its end.
+    let waited = call(
+        ws.path(),
+        "create_job",
+        json!({"title": "here", "mode": "command", "description": "echo here", "wait": true}),
+    );
+    assert_eq!(waited["state"], "completed", "{waited}");
+}

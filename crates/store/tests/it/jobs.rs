@@ -149,3 +149,75 @@ fn two_processes_racing_to_end_a_job_end_it_once() {
         assert_eq!(state_events, 3, "queued, running, one end");
     });
 }
+
+/// A job stored without a lease (by a short-lived process).
+fn unclaimed(id: &str, created_ms: i64) -> JobRecord {
+    JobRecord {
+        lease_owner: None,
+        lease_until_ms: None,
+        spec: r#"{"owner_agent":"cli"}"#.into(),
+        ..job(id, "ann", "", created_ms)
+    }
+}
+
+#[test]
+fn an_unclaimed_job_waits_unswept_and_racing_servers_claim_it_once() {
+    on_every_backend(|db| {
+        let s = db.connect().jobs;
+        s.job_create(&unclaimed("u1", 100)).unwrap();
+        s.job_create(&unclaimed("u2", 200)).unwrap();
+        // Nobody holds it, so nothing can interrupt it: it waits for a server.
+        assert!(s.jobs_interrupt_expired(1_000_000).unwrap().is_empty());
+        assert!(!s.job_start("u1", "p1", 300).unwrap(), "started without a claim");
+        assert_eq!(s.job("u1").unwrap().unwrap().spec, r#"{"owner_agent":"cli"}"#);
+        // Eight connections claim at once: each job goes to exactly one.
+        let barrier = Arc::new(Barrier::new(8));
+        let claims: Vec<Vec<String>> = (0..8)
+            .map(|i| {
+                let (conn, barrier) = (db.connect().jobs, barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    conn.jobs_claim(&format!("p{i}"), 400, 5_000, 10).unwrap().into_iter().map(|j| j.id).collect()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        let mut all: Vec<String> = claims.iter().flatten().cloned().collect();
+        all.sort();
+        assert_eq!(all, ["u1", "u2"], "{claims:?}");
+        let j = s.job("u1").unwrap().unwrap();
+        let owner = j.lease_owner.clone().unwrap();
+        assert_eq!((j.state.as_str(), j.lease_until_ms), ("queued", Some(5_000)));
+        assert!(s.jobs_claim("late", 500, 6_000, 10).unwrap().is_empty(), "claimed twice");
+        assert!(s.job_start("u1", &owner, 600).unwrap());
+        let kinds: Vec<String> = s.job_events("u1", 0, 10).unwrap().into_iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, ["state", "claim", "state"]);
+        // Claimed, it has a lease like any job: lapsed, it is interrupted.
+        assert_eq!(s.jobs_interrupt_expired(7_000).unwrap().len(), 2);
+        // A claim takes at most `limit`, oldest first.
+        for (i, t) in [(3, 30), (4, 10), (5, 20)] {
+            s.job_create(&unclaimed(&format!("n{i}"), t)).unwrap();
+        }
+        let first: Vec<String> = s.jobs_claim("p", 8_000, 9_000, 2).unwrap().into_iter().map(|j| j.id).collect();
+        assert_eq!(first, ["n4", "n5"]);
+        assert!(s.jobs_claim("p", 8_000, 9_000, 0).unwrap().is_empty());
+    });
+}
+
+#[test]
+fn job_runners_announce_themselves_until_their_record_lapses() {
+    on_every_backend(|db| {
+        let (a, b) = (db.connect().jobs, db.connect().jobs);
+        assert!(a.jobs_runners(0).unwrap().is_empty());
+        a.jobs_runner_beat("srv-a", 1_000, 0).unwrap();
+        b.jobs_runner_beat("srv-b", 2_000, 0).unwrap();
+        assert_eq!(a.jobs_runners(500).unwrap(), ["srv-a", "srv-b"]);
+        assert_eq!(a.jobs_runners(1_500).unwrap(), ["srv-b"]);
+        a.jobs_runner_beat("srv-a", 3_000, 1_500).unwrap();
+        assert_eq!(b.jobs_runners(1_600).unwrap(), ["srv-a", "srv-b"]);
+        b.jobs_runner_gone("srv-b").unwrap();
+        assert_eq!(b.jobs_runners(1_600).unwrap(), ["srv-a"]);
+    });
+}
