@@ -73,8 +73,9 @@ fn main() {
         "grep",
         r#"{"pattern":"impl Default for","output_mode":"count"}"#,
     ];
+    let version_argv = [bin.as_str(), "--version"];
     let rows: Vec<(&str, &[&str], &Path)> = vec![
-        ("toolgate --version", &[bin.as_str(), "--version"], scratch.path()),
+        ("toolgate --version", &version_argv, scratch.path()),
         ("rg --version", &["rg", "--version"], scratch.path()),
         ("toolgate call echo", &echo_argv, scratch.path()),
         ("toolgate call grep (registry)", &grep_argv, &tree),

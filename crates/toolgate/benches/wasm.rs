@@ -20,15 +20,15 @@ use toolgate_benchkit::summary::{Row, Target};
 const TASKS: usize = 8;
 
 fn main() {
-    // `cargo xtask bench summary` runs fewer calls of each kind.
-    let calls = toolgate_benchkit::rounds(20_000, 5_000);
-    let interpreter_calls = toolgate_benchkit::rounds(200, 30);
-    let process_calls = toolgate_benchkit::rounds(100, 20);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     runtime.block_on(run());
 }
 
 async fn run() {
+    // `cargo xtask bench summary` runs fewer calls of each kind.
+    let calls = toolgate_benchkit::rounds(20_000, 5_000);
+    let interpreter_calls = toolgate_benchkit::rounds(200, 30);
+    let process_calls = toolgate_benchkit::rounds(100, 20);
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = dir.path().join("wasm-cache");
     let cfg = RuntimeConfig { cache_dir: Some(cache.clone()), ..RuntimeConfig::default() };
