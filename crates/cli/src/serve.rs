@@ -242,8 +242,7 @@ fn granted(
         )),
         _ => None,
     };
-    let home: Arc<dyn toolgate::mcp::CallHandler> = Arc::clone(gate) as Arc<dyn toolgate::mcp::CallHandler>;
-    Arc::new(toolgate::granted::Granted::new(handler, home, grants))
+    Arc::new(toolgate::granted::Granted::new(handler, Arc::clone(gate), grants))
 }
 
 /// With `[gateway] workspaces = "DIR"` (and an HTTP gateway), every user's calls run on

@@ -712,6 +712,19 @@ impl Gate {
     /// runtime's checks of a model's raw tool call); `arguments` is kept as text, capped and
     /// redacted like any parameters.
     pub(crate) fn record_refused(&self, ctx: &CallContext, name: &str, arguments: &str, error: &ToolError) {
+        self.record_refused_by(ctx, name, arguments, error, "agent runtime: refused before the gate");
+    }
+
+    /// The same, with `why` as the row's trace (a gateway's grants refuse calls before the
+    /// gate too: `granted.rs`).
+    pub(crate) fn record_refused_by(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        arguments: &str,
+        error: &ToolError,
+        why: &str,
+    ) {
         let Some(audit) = &self.audit else { return };
         let mut ctx = ctx.clone();
         if ctx.call_id.is_empty() {
@@ -729,7 +742,7 @@ impl Gate {
                 tool: &tool,
                 called_as: None,
                 params: &params,
-                trace: &["agent runtime: refused before the gate"],
+                trace: &[why],
                 result: &result,
                 duration: std::time::Duration::ZERO,
             },

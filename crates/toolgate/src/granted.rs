@@ -4,7 +4,7 @@
 //! with what to do (`request_access`). A key's own tool scope is checked before, by the MCP
 //! server: a call needs both. The gateway's own tools (`request_access`, `gateway`) run on the
 //! gateway's gate (`home`), which keeps the grants and requests, whichever gate serves the
-//! user's other tools.
+//! user's other tools; a call refused here is a row of that gate's audit log.
 
 use std::sync::Arc;
 
@@ -15,10 +15,12 @@ use toolgate_store::PrincipalKind;
 
 use toolgate_gateway::{ADMIN_TOOL, Access, Decided, Grants, HOME_TOOLS, REQUEST_ACCESS, ToolRef};
 
+use crate::Gate;
+
 /// A handler whose tools are limited by grants (or, without grants, the handler as it is).
 pub struct Granted {
     inner: Arc<dyn CallHandler>,
-    home: Arc<dyn CallHandler>,
+    home: Arc<Gate>,
     grants: Option<Grants>,
 }
 
@@ -31,7 +33,7 @@ impl std::fmt::Debug for Granted {
 impl Granted {
     /// `inner`'s tools limited by `grants`, the gateway's own tools from `home`; with `None`,
     /// `inner` unchanged (not a gateway, or not over HTTP).
-    pub fn new(inner: Arc<dyn CallHandler>, home: Arc<dyn CallHandler>, grants: Option<Grants>) -> Self {
+    pub fn new(inner: Arc<dyn CallHandler>, home: Arc<Gate>, grants: Option<Grants>) -> Self {
         Granted { inner, home, grants }
     }
 
@@ -54,14 +56,14 @@ impl Granted {
     /// `ctx` moved onto the home gate's workspace, the caller's identity kept.
     fn home_context(&self, ctx: &CallContext) -> CallContext {
         let mut moved = ctx.clone();
-        moved.workspace = self.home.context().workspace;
+        moved.workspace = CallHandler::context(&*self.home).workspace;
         moved
     }
 
     fn home_tools(&self, grants: &Grants, ctx: &CallContext) -> Vec<ToolSpec> {
         let admin = Self::is_admin(grants, ctx);
         self.home
-            .list(&self.home_context(ctx))
+            .visible_tools(&self.home_context(ctx))
             .into_iter()
             .filter(|s| s.name == REQUEST_ACCESS || (s.name == ADMIN_TOOL && admin))
             .collect()
@@ -130,9 +132,14 @@ impl CallHandler for Granted {
                     reason: "only a gateway admin (a person, not an agent or a sub-agent) may use it".to_owned(),
                 });
             }
-            return self.home.call(&self.home_context(ctx), name, params).await;
+            return CallHandler::call(&*self.home, &self.home_context(ctx), name, params).await;
         }
-        check(self.inner.as_ref(), grants, ctx, name)?;
+        if let Err(refused) = check(self.inner.as_ref(), grants, ctx, name) {
+            // Refused before any gate: the gateway's audit log has the row.
+            let why = "gateway grants: refused before the gate";
+            self.home.record_refused_by(ctx, name, &params.to_string(), &refused, why);
+            return Err(refused);
+        }
         self.inner.call(ctx, name, params).await
     }
 

@@ -226,4 +226,17 @@ fn grants_decide_what_each_caller_lists_and_calls() {
         "gateway grants:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A call refused by grants never reached a gate, and is audited all the same.
+    let audit = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(server.ws.path())
+        .args(["audit", "--json", "--tail", "200"])
+        .output()
+        .unwrap();
+    let refused = String::from_utf8_lossy(&audit.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["tool"] == "time" && r["user"] == "bob" && r.to_string().contains("no grant"))
+        .count();
+    assert!(refused >= 2, "bob's refused calls of time are audited: {refused}");
 }
