@@ -121,6 +121,9 @@ pub struct RunSpec {
     pub label: Option<String>,
     /// Only these tools are offered (besides what policy hides); `None`: the agent's own list.
     pub only_tools: Option<Vec<String>>,
+    /// At most this many model turns, below the agent's own `max_iterations` (a job's
+    /// `lightweight` run: one answer).
+    pub max_turns: Option<u32>,
     /// Live transcript.
     pub events: Option<EventSink>,
     /// Quality gates do not run on this run's delegations, nor on anything it starts (seed 000
@@ -147,6 +150,7 @@ impl RunSpec {
             kind: SessionKind::Run,
             label: None,
             only_tools: None,
+            max_turns: None,
             events: None,
             skip_gates: false,
             internal: false,
@@ -627,6 +631,9 @@ impl Runtime {
         let mut max_iterations = a.max_iterations.max(1);
         if matches!(spec.kind, SessionKind::Subagent | SessionKind::Spawn) {
             max_iterations = max_iterations.min(self.limits.max_subagent_iterations);
+        }
+        if let Some(turns) = spec.max_turns {
+            max_iterations = max_iterations.min(turns.max(1));
         }
         let tools = offered(&*caller, &ctx, &a, spec.only_tools.as_deref());
         let mut messages = Vec::new();

@@ -371,6 +371,7 @@ async fn run_agent(
     spec.events = Some(sink);
     if lightweight {
         spec.only_tools = Some(Vec::new());
+        spec.max_turns = Some(1);
     }
     let mut ctx = ctx.clone();
     ctx.cancel = run_cancel.clone();

@@ -332,3 +332,108 @@ async fn cron_without_an_agent_session_runs_jobs_and_says_so() {
         .unwrap();
     assert_eq!(out.structured.clone().unwrap()["runs_as"], "full_job");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_routine_calling_any_tool_is_a_job_record_with_events_and_a_result() {
+    let f = fixture_with(never_ask());
+    let spec = json!({
+        "name": "greet", "trigger_type": "manual", "prompt": "say hi", "action_type": "tool",
+        "tool": "echo", "params": {"message": "hi from a routine"},
+    });
+    f.call("routine_create", spec).await.unwrap();
+    let started = f.call("routine_run", json!({"name": "greet"})).await.unwrap();
+    let job_id = started["job_id"].as_str().unwrap_or_else(|| panic!("{started}")).to_owned();
+    assert!(!job_id.starts_with("call:"), "a bare call, not a job: {started}");
+    let run = f.latest_job("greet").await;
+    assert_eq!(run["job"]["state"], "completed", "{run}");
+    assert!(run["job"]["result"].as_str().unwrap().contains("hi from a routine"), "{run}");
+    let store = Store::open(&f.dir.path().join(".toolgate/state.db")).unwrap();
+    let job = toolgate::store::JobStore::job(&store, &job_id).unwrap().unwrap();
+    assert_eq!((job.mode.as_str(), job.user.as_str(), job.origin.as_deref()), ("tool", "ann", Some("routine:greet")));
+    let events: Vec<String> = toolgate::store::JobStore::job_events(&store, &job_id, 0, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| format!("{} {}", e.kind, e.text))
+        .collect();
+    assert!(events.iter().any(|e| e.starts_with("tool_call echo")), "{events:#?}");
+    assert!(events.iter().any(|e| e.starts_with("output ") && e.contains("hi from a routine")), "{events:#?}");
+    assert_eq!(events.last().map(String::as_str), Some("state completed"), "{events:#?}");
+    // Its call went through the gate as the owner, in the job's session.
+    let audit = f.audit();
+    assert!(audit.iter().any(|r| r.tool == "echo" && r.user == "ann" && r.session == format!("job:{job_id}")));
+    // A tool the owner may not call fails the job with the gate's words.
+    f.call(
+        "routine_create",
+        json!({"name": "nope", "trigger_type": "manual", "prompt": "x", "action_type": "tool", "tool": "no_such_tool", "params": {}}),
+    )
+    .await
+    .unwrap();
+    f.call("routine_run", json!({"name": "nope"})).await.unwrap();
+    let run = f.latest_job("nope").await;
+    assert_eq!(run["job"]["state"], "failed", "{run}");
+    assert!(run["job"]["error"].as_str().unwrap().contains("no_such_tool"), "{run}");
+}
+
+/// Records the tools each request offered; answers in text, or (`greedy`) asks for `exec`.
+#[derive(Debug, Default)]
+struct Lightweight {
+    offered: std::sync::Mutex<Vec<usize>>,
+    greedy: bool,
+}
+
+#[toolgate::core::async_trait]
+impl ModelClient for Lightweight {
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
+        self.offered.lock().unwrap().push(req.tools.len());
+        Ok(if self.greedy {
+            ModelReply {
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "exec".into(),
+                    arguments: json!({"command": "echo took > took.txt"}).to_string(),
+                }],
+                ..ModelReply::default()
+            }
+        } else {
+            ModelReply { content: Some("the summary".into()), ..ModelReply::default() }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lightweight_routine_offers_the_model_no_tools_and_one_turn() {
+    let f = fixture_with(with_agent());
+    let rt = f.gate.agents().unwrap();
+    let quiet = Arc::new(Lightweight::default());
+    rt.set_client("script", quiet.clone());
+    let spec = json!({"name": "sum", "trigger_type": "manual", "prompt": "summarize", "action_type": "lightweight"});
+    f.call("routine_create", spec).await.unwrap();
+    f.call("routine_run", json!({"name": "sum"})).await.unwrap();
+    let run = f.latest_job("sum").await;
+    assert_eq!(run["job"]["state"], "completed", "{run}");
+    assert_eq!(run["job"]["result"], "the summary");
+    // One request, and it offered no tools at all (not merely told not to use them).
+    assert_eq!(*quiet.offered.lock().unwrap(), [0]);
+
+    // A model that asks for a tool anyway: refused, the run ends after that one answer, and the
+    // command never ran.
+    let greedy = Arc::new(Lightweight { greedy: true, ..Lightweight::default() });
+    rt.set_client("script", greedy.clone());
+    f.call("routine_run", json!({"name": "sum"})).await.unwrap();
+    let t = Instant::now();
+    let run = loop {
+        let h = f.call("routine_history", json!({"name": "sum"})).await.unwrap();
+        let latest = h["runs"][0].clone();
+        if latest["job"]["state"] == "failed" || latest["job"]["state"] == "completed" {
+            if latest["job"]["result"] != "the summary" {
+                break latest;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no second run ended: {h}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(run["job"]["state"], "failed", "{run}");
+    assert!(run["job"]["error"].as_str().unwrap().contains("lightweight run, which offers none"), "{run}");
+    assert_eq!(*greedy.offered.lock().unwrap(), [0]);
+    assert!(!f.dir.path().join("took.txt").exists(), "a lightweight run's model ran a command");
+}
