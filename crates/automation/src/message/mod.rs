@@ -1,6 +1,7 @@
 //! The `message` tool (seed 002 §5) and its channel adapters: `message {to: "CHANNEL:address",
 //! content}` sends on a channel the admin configured in `[automation.channels.NAME]`;
-//! `message {action: "outbox"}` lists what could not be delivered.
+//! `message {action: "outbox"}` lists what could not be delivered; `resend` and `delete` (by id, the
+//! caller's own entries only) send one again or drop it.
 //!
 //! - `http`: a generic webhook (JSON POST signed with HMAC-SHA256), Slack incoming webhooks,
 //!   Telegram's Bot API `sendMessage`;
@@ -41,6 +42,9 @@ const TOOL: &str = "message";
 const MAX_CONTENT: usize = 64 << 10;
 /// The longest wait between tries.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Entries `resend` and `delete` look an id up among.
+const OUTBOX_SCAN: usize = 10_000;
+
 /// Entries `message {action: "outbox"}` lists at most.
 const OUTBOX_LIST: usize = 50;
 
@@ -104,13 +108,15 @@ impl MessageTool {
                 "Send a message on a configured channel: `to` is `CHANNEL:address` (a Telegram chat id, an email \
                  address, a webhook's recipient; Slack and MCP channels take any address or none), `content` the \
                  plain text, `subject` for email. Messages that leave the workspace need approval. A message that \
-                 cannot be delivered after retries is kept in the outbox: `{{\"action\": \"outbox\"}}` lists it. \
-                 {configured}"
+                 cannot be delivered after retries is kept in the outbox: `{{\"action\": \"outbox\"}}` lists it, \
+                 `{{\"action\": \"resend\", \"id\": ID}}` tries it again (approval as for a send) and \
+                 `{{\"action\": \"delete\", \"id\": ID}}` drops it. {configured}"
             ),
             json!({
                 "type": "object",
                 "properties": {
-                    "action": {"type": "string", "enum": ["send", "outbox"], "description": "`send` (the default) or `outbox` to list undelivered messages"},
+                    "action": {"type": "string", "enum": ["send", "outbox", "resend", "delete"], "description": "`send` (the default), `outbox` to list undelivered messages, `resend` or `delete` one of yours by `id`"},
+                    "id": {"type": "string", "maxLength": 64, "description": "resend, delete: the outbox entry's id"},
                     "to": {"type": "string", "description": "CHANNEL:address, for example `team:` or `alerts:ops@example.com`"},
                     "content": {"type": "string", "description": "The message text (plain text)"},
                     "subject": {"type": "string", "description": "Email subject (email channels only)"}
@@ -254,6 +260,19 @@ impl MessageTool {
             .and_then(Value::as_str)
             .ok_or_else(|| ToolError::invalid(TOOL, "/content", "`content` is required to send: the message text"))?;
         let subject = params.get("subject").and_then(Value::as_str);
+        self.deliver(ctx, to, content, subject, None).await
+    }
+
+    /// Sends `content` to `to`; `kept`: the outbox entry this is a resend of (same id, so a
+    /// receiver drops a duplicate; removed when delivered, updated when not).
+    async fn deliver(
+        &self,
+        ctx: &CallContext,
+        to: &str,
+        content: &str,
+        subject: Option<&str>,
+        kept: Option<&OutboxEntry>,
+    ) -> Result<ToolOutput, ToolError> {
         let (channel, c, address) = self.resolve(to)?;
         config::check(channel, c).map_err(|e| ToolError::failed(format!("{e}; fix toolgate.toml")))?;
         check_message(c, address, content, subject)?;
@@ -274,7 +293,7 @@ impl MessageTool {
             _ => secret,
         };
         self.take_slot(channel, c.rate_per_minute)?;
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = kept.map_or_else(|| uuid::Uuid::new_v4().to_string(), |e| e.id.clone());
         let m = Outgoing {
             id: &id,
             channel,
@@ -294,6 +313,12 @@ impl MessageTool {
             let e = match tried {
                 Ok(()) => {
                     ctx.audit.set(format!("sent on {channel} ({}) after {attempts} tries", c.kind.as_str()));
+                    if kept.is_some()
+                        && let Some(outbox) = &self.outbox
+                        && let Err(e) = outbox.outbox_delete(&id)
+                    {
+                        tracing::warn!(id, "a resent message stays in the outbox: {e}");
+                    }
                     let text = format!("Sent to {channel}:{address} on {} (message {id}).", c.kind.as_str());
                     return Ok(ToolOutput::text(text).with_meta(json!({
                         "id": id, "channel": channel, "kind": c.kind.as_str(), "address": address, "attempts": attempts
@@ -321,9 +346,9 @@ impl MessageTool {
                     address: address.to_owned(),
                     subject: subject.map(str::to_owned),
                     content: content.to_owned(),
-                    attempts,
+                    attempts: attempts + kept.map_or(0, |e| e.attempts),
                     last_error: last.message.clone(),
-                    created_ms: chrono::Utc::now().timestamp_millis(),
+                    created_ms: kept.map_or_else(|| chrono::Utc::now().timestamp_millis(), |e| e.created_ms),
                 };
                 match outbox.outbox_put(&entry) {
                     Ok(()) => {
@@ -365,6 +390,53 @@ impl MessageTool {
             }
         }
         Ok(())
+    }
+
+    /// The caller's outbox entry `params.id`; another user's is "not found" (not revealed).
+    fn own_entry(&self, ctx: &CallContext, params: &Value) -> Result<OutboxEntry, ToolError> {
+        let id = params.get("id").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        if id.is_empty() {
+            return Err(ToolError::invalid(
+                TOOL,
+                "/id",
+                "`id` is required: an outbox entry's id (`action: outbox` lists them)",
+            ));
+        }
+        let outbox = self
+            .outbox
+            .as_ref()
+            .ok_or_else(|| ToolError::failed("There is no outbox: this gate has no state database."))?;
+        let entries = outbox
+            .outbox_list(Some(&ctx.identity.user), OUTBOX_SCAN)
+            .map_err(|e| ToolError::failed(format!("reading the outbox: {e}")))?;
+        entries.into_iter().find(|e| e.id == id).ok_or_else(|| ToolError::NotFound {
+            what: format!("outbox entry `{}`", crate::text::clip(id, 64)),
+            hint: Some("list yours with {\"action\": \"outbox\"}".to_owned()),
+        })
+    }
+
+    /// Any user's outbox entry `id` (for the approval request; ownership is checked by
+    /// `inspect` before anyone is asked).
+    fn entry(&self, id: &str) -> Option<OutboxEntry> {
+        let outbox = self.outbox.as_ref()?;
+        outbox.outbox_list(None, OUTBOX_SCAN).ok()?.into_iter().find(|e| e.id == id)
+    }
+
+    async fn resend(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
+        let e = self.own_entry(ctx, params)?;
+        let to = format!("{}:{}", e.channel, e.address);
+        self.deliver(ctx, &to, &e.content, e.subject.as_deref(), Some(&e)).await
+    }
+
+    fn delete(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
+        let e = self.own_entry(ctx, params)?;
+        let outbox = self.outbox.as_ref().ok_or_else(|| ToolError::failed("no outbox"))?;
+        outbox.outbox_delete(&e.id).map_err(|err| ToolError::failed(format!("deleting from the outbox: {err}")))?;
+        Ok(ToolOutput::text(format!(
+            "Deleted {} (to {}:{}) from the outbox; it will not be sent.",
+            e.id, e.channel, e.address
+        ))
+        .with_meta(json!({"id": e.id, "deleted": true})))
     }
 
     fn outbox(&self, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -475,11 +547,24 @@ impl Tool for MessageTool {
 
     fn safety(&self, params: &Value) -> CallSafety {
         let mut safety = CallSafety { rate_class: RateClass::Message, ..CallSafety::default() };
-        if params.get("action").and_then(Value::as_str) == Some("outbox") {
-            safety.read_only = true;
-            return safety;
-        }
-        let to = params.get("to").and_then(Value::as_str).unwrap_or_default();
+        let resent = match params.get("action").and_then(Value::as_str) {
+            Some("outbox") => {
+                safety.read_only = true;
+                return safety;
+            }
+            Some("delete") => return safety,
+            // A resend asks as its send did, for the entry's channel and address; `inspect`
+            // refuses another user's entry before anyone is asked.
+            Some("resend") => {
+                safety.inspect = true;
+                match params.get("id").and_then(Value::as_str).and_then(|id| self.entry(id.trim())) {
+                    Some(e) => Some(format!("{}:{}", e.channel, e.address)),
+                    None => return safety,
+                }
+            }
+            _ => None,
+        };
+        let to = resent.as_deref().or_else(|| params.get("to").and_then(Value::as_str)).unwrap_or_default();
         if let Ok((name, c, address)) = self.resolve(to) {
             if c.needs_approval() {
                 safety.approval = ApprovalRequirement::UnlessAutoApproved;
@@ -501,13 +586,22 @@ impl Tool for MessageTool {
         safety
     }
 
+    async fn inspect(&self, ctx: &CallContext, params: &Value) -> Result<Vec<String>, ToolError> {
+        let e = self.own_entry(ctx, params)?;
+        Ok(vec![format!("resend outbox entry {} to {}:{} ({} tries so far)", e.id, e.channel, e.address, e.attempts)])
+    }
+
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
         match params.get("action").and_then(Value::as_str).unwrap_or("send") {
             "send" => self.send(ctx, &params).await,
             "outbox" => self.outbox(ctx),
-            other => {
-                Err(ToolError::invalid(TOOL, "/action", format!("unknown action `{other}`; use `send` or `outbox`")))
-            }
+            "resend" => self.resend(ctx, &params).await,
+            "delete" => self.delete(ctx, &params),
+            other => Err(ToolError::invalid(
+                TOOL,
+                "/action",
+                format!("unknown action `{other}`; use `send`, `outbox`, `resend` or `delete`"),
+            )),
         }
     }
 }

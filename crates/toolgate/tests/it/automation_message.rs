@@ -514,3 +514,81 @@ async fn an_mcp_channel_notifies_the_calls_own_client_and_needs_no_approval() {
     let err = call(&gate, json!({"to": "me:", "content": "again"})).await.unwrap_err().to_string();
     assert!(err.contains("no MCP client is connected") && err.contains("kept in the outbox"), "{err}");
 }
+
+#[tokio::test]
+async fn an_outbox_entry_is_resent_or_deleted_by_its_owner_only() {
+    // A webhook receiver that is down (503) until `up` is set.
+    let up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = up.clone();
+    let (addr, log) = receiver(move |_| {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) { (200, "ok".into()) } else { (503, "down".into()) }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gate(
+        &dir,
+        vec![(
+            "ops",
+            channel(ChannelKind::Webhook, |c| {
+                c.url = Some(format!("http://{addr}/hook"));
+                c.secret = Some("ops-key".into());
+                c.retries = 0;
+            }),
+        )],
+        &[("ops-key", HMAC_KEY)],
+    );
+    let as_user = |user: &str| {
+        let mut ctx = CallContext::new(gate.workspace());
+        ctx.identity.user = user.into();
+        ctx
+    };
+    for text in ["first", "second"] {
+        call(&gate, json!({"to": "ops:oncall", "content": text})).await.unwrap_err();
+    }
+    let store = Store::open(&dir.path().join(".toolgate/state.db")).unwrap();
+    let kept = toolgate::store::OutboxStore::outbox_list(&store, None, 10).unwrap();
+    let id_of = |text: &str| kept.iter().find(|e| e.content == text).unwrap().id.clone();
+    let (first, second) = (id_of("first"), id_of("second"));
+
+    // Another user can neither resend nor delete it, nor learn that it exists.
+    for action in ["resend", "delete"] {
+        let err = gate
+            .call(&as_user("bob"), "message", json!({"action": action, "id": first}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not found") || err.contains("no outbox entry"), "{action}: {err}");
+    }
+    assert_eq!(toolgate::store::OutboxStore::outbox_list(&store, None, 10).unwrap().len(), 2);
+    let missing = call(&gate, json!({"action": "resend"})).await.unwrap_err().to_string();
+    assert!(missing.contains("`id` is required"), "{missing}");
+
+    // Still down: the resend fails, the entry stays (same id, tries added up).
+    let tries_before = log.lock().unwrap().len();
+    let err = call(&gate, json!({"action": "resend", "id": first})).await.unwrap_err().to_string();
+    assert!(err.contains("kept in the outbox as") && err.contains(&first), "{err}");
+    assert_eq!(log.lock().unwrap().len(), tries_before + 1);
+    let entry = toolgate::store::OutboxStore::outbox_list(&store, None, 10)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.id == first)
+        .unwrap();
+    assert_eq!(entry.attempts, 2);
+
+    // Up again: the resend is delivered with the same message id, and leaves the outbox.
+    up.store(true, std::sync::atomic::Ordering::SeqCst);
+    let sent = call(&gate, json!({"action": "resend", "id": first})).await.unwrap();
+    assert!(sent.text_content().contains("Sent to ops:oncall"), "{}", sent.text_content());
+    let last = log.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last.header("x-toolgate-message-id"), Some(first.as_str()));
+    assert_eq!(last.json()["content"], "first");
+    // Deleting the other one drops it unsent; a second delete finds nothing.
+    let before = log.lock().unwrap().len();
+    call(&gate, json!({"action": "delete", "id": second})).await.unwrap();
+    assert_eq!(log.lock().unwrap().len(), before, "a delete sends nothing");
+    assert!(toolgate::store::OutboxStore::outbox_list(&store, None, 10).unwrap().is_empty());
+    let again = call(&gate, json!({"action": "delete", "id": second})).await.unwrap_err().to_string();
+    assert!(again.contains("not found") || again.contains("no outbox entry"), "{again}");
+    let listed = call(&gate, json!({"action": "outbox"})).await.unwrap();
+    assert!(listed.text_content().contains("empty"), "{}", listed.text_content());
+}
