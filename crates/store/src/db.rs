@@ -11,6 +11,13 @@ mod private;
 /// The schema version a database opened by this build reaches: how many migrations it has.
 pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
 
+/// The schema version the audit chain's migration brings (a test rewinds a database to just
+/// before it, whatever migrations came later).
+#[doc(hidden)]
+pub fn audit_chain_version() -> usize {
+    MIGRATIONS.iter().position(|m| *m == AUDIT_CHAIN).map_or(0, |i| i + 1)
+}
+
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: the audit log.

@@ -21,8 +21,10 @@ use crate::error::Context;
 use crate::{Store, StoreError};
 
 /// The tables, and the old "allow always" rows moved in (each becomes an `allow` grant of its
-/// one tool to its user and agent, with its subject as the exact argument match).
-pub(crate) const MIGRATION: &str = "CREATE TABLE grants (
+/// one tool to its user and agent, with its subject as the exact argument match). It can run
+/// again on its own result (a test rewinds the schema past it): `approval_grants` is emptied,
+/// not dropped, and every statement skips what exists.
+pub(crate) const MIGRATION: &str = "CREATE TABLE IF NOT EXISTS grants (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         subject TEXT NOT NULL,
         agent TEXT,
@@ -39,14 +41,14 @@ pub(crate) const MIGRATION: &str = "CREATE TABLE grants (
         note TEXT NOT NULL DEFAULT '',
         created_ms INTEGER NOT NULL
      );
-     CREATE INDEX grants_subject ON grants (subject);
-     CREATE UNIQUE INDEX grants_always ON grants (subject, agent, tool_allow, arg_subject)
+     CREATE INDEX IF NOT EXISTS grants_subject ON grants (subject);
+     CREATE UNIQUE INDEX IF NOT EXISTS grants_always ON grants (subject, agent, tool_allow, arg_subject)
         WHERE arg_subject IS NOT NULL;
-     INSERT INTO grants (subject, agent, tool_allow, mode, arg_subject, granted_by, note, created_ms)
+     INSERT OR IGNORE INTO grants (subject, agent, tool_allow, mode, arg_subject, granted_by, note, created_ms)
         SELECT user, agent, json_array(tool), 'allow', subject, user, shown, created_ms
         FROM approval_grants ORDER BY id;
-     DROP TABLE approval_grants;
-     CREATE TABLE access_requests (
+     DELETE FROM approval_grants;
+     CREATE TABLE IF NOT EXISTS access_requests (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         requester TEXT NOT NULL,
         user TEXT NOT NULL,
@@ -60,9 +62,9 @@ pub(crate) const MIGRATION: &str = "CREATE TABLE grants (
         message TEXT,
         grant_id INTEGER
      );
-     CREATE UNIQUE INDEX access_requests_pending
+     CREATE UNIQUE INDEX IF NOT EXISTS access_requests_pending
         ON access_requests (requester, ifnull(server, ''), ifnull(tool, '')) WHERE status = 'pending';
-     CREATE INDEX access_requests_status ON access_requests (status, id);";
+     CREATE INDEX IF NOT EXISTS access_requests_status ON access_requests (status, id);";
 
 /// A standing approval: calls of `tool` by `agent` for `user` whose normalized subject equals
 /// `subject` run without asking.

@@ -191,12 +191,11 @@ fn rows_from_before_the_chain_are_chained_by_the_migration() {
     chained_log(&db, 3);
     // Back to the schema before the chain: no chain columns, no chain table.
     let conn = rusqlite::Connection::open(&db).unwrap();
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     conn.execute_batch(&format!(
         "DROP INDEX audit_seq; DROP TABLE audit_chain; ALTER TABLE audit DROP COLUMN seq;
          ALTER TABLE audit DROP COLUMN prev_hash; ALTER TABLE audit DROP COLUMN hash;
          PRAGMA user_version = {};",
-        version - 1
+        toolgate_store::audit_chain_version() - 1
     ))
     .unwrap();
     drop(conn);
