@@ -280,10 +280,14 @@ impl Canvas {
         Ok(changed)
     }
 
-    /// The whole page of `owner`'s board as a document for a screenshot (its policy inline).
-    pub(crate) fn document(&self, owner: &Owner) -> Option<String> {
-        let boards = self.boards();
-        boards.by_owner.get(owner).map(|b| page::file_html(&b.doc, self.config.scripts, false))
+    /// The whole page of `owner`'s board as a document for a screenshot (its policy inline);
+    /// in the stdio mode a board an earlier process drew is read from its saved state.
+    pub(crate) fn document(&self, workspace: &Path, owner: &Owner) -> Option<String> {
+        if let Some(board) = self.boards().by_owner.get(owner) {
+            return Some(page::file_html(&board.doc, self.config.scripts, false));
+        }
+        let saved = if self.is_served() { None } else { load(workspace, owner, self.config.scripts) };
+        saved.map(|doc| page::file_html(&doc, self.config.scripts, false))
     }
 
     pub(crate) fn snapshotter(&self) -> Option<&Arc<dyn Snapshotter>> {
@@ -440,7 +444,7 @@ mod tests {
         assert!(canvas.apply(&dir, owner.clone(), named).is_ok());
         let big = "x".repeat(MAX_BOARD_BYTES + 1);
         assert!(matches!(canvas.apply(&dir, owner.clone(), present(&big)), Err(CanvasError::TooLarge { .. })));
-        let doc = canvas.document(&owner).unwrap();
+        let doc = canvas.document(&dir, &owner).unwrap();
         assert!(doc.contains("kept too") && doc.contains("<p>63</p>"), "{doc}");
     }
 
@@ -452,8 +456,8 @@ mod tests {
         for i in 0..=MAX_BOARDS {
             canvas.apply(&dir, ("u".into(), i.to_string()), present("<p>x</p>")).unwrap();
         }
-        assert!(canvas.document(&("u".into(), "0".into())).is_none());
-        assert!(canvas.document(&("u".into(), MAX_BOARDS.to_string())).is_some());
+        assert!(canvas.document(&dir, &("u".into(), "0".into())).is_none());
+        assert!(canvas.document(&dir, &("u".into(), MAX_BOARDS.to_string())).is_some());
         let boards = canvas.boards();
         assert_eq!(boards.by_owner.len(), MAX_BOARDS);
         assert_eq!(boards.by_token.len(), MAX_BOARDS);

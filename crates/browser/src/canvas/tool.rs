@@ -114,7 +114,7 @@ impl CanvasTool {
                  `chromium` is installed (`cargo xtask deps`) and the `browser` tools are enabled",
             ));
         };
-        let Some(html) = self.canvas.document(&owner) else {
+        let Some(html) = self.canvas.document(&ctx.workspace, &owner) else {
             return Err(ToolError::NotFound {
                 what: "a canvas for this session".to_owned(),
                 hint: Some("`present` something first".to_owned()),

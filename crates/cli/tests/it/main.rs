@@ -13,6 +13,8 @@ mod audit_state;
 mod binary_contents;
 mod browser;
 mod build_software;
+mod canvas;
+mod capture;
 mod cli_mcp;
 mod clients;
 mod dialects;
