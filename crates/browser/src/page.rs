@@ -17,6 +17,34 @@ use crate::snapshot::Refs;
 const CONSOLE_LINES: usize = 200;
 /// Characters kept of one console line.
 const CONSOLE_CHARS: usize = 2000;
+/// Every tab's viewport until a screenshot asks for another size (CSS pixels). Set when the tab
+/// is attached, so it is exact (a headless window's viewport is smaller than the window) and a
+/// screenshot at this size needs no resize.
+pub(crate) const DEFAULT_VIEWPORT: (u32, u32) = (1280, 800);
+/// How long a screenshot or a PDF may take.
+pub(crate) const CAPTURE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Tallest page captured (Chromium's texture limit); the rest is cut.
+pub(crate) const MAX_PAGE_HEIGHT: f64 = 16_384.0;
+/// Widest page captured.
+pub(crate) const MAX_PAGE_WIDTH: f64 = 4096.0;
+
+/// A PNG from `Page.captureScreenshot`: the bytes, and the base64 the browser sent (what an
+/// image block carries, so it is not encoded twice).
+#[derive(Debug, Clone)]
+pub(crate) struct Png {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) base64: String,
+}
+
+/// The part of the page a capture takes, in CSS pixels from the page's top left.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clip {
+    pub(crate) x: f64,
+    pub(crate) y: f64,
+    pub(crate) width: f64,
+    pub(crate) height: f64,
+    pub(crate) scale: f64,
+}
 
 /// An open JavaScript dialog.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,6 +234,9 @@ pub(crate) struct Tab {
     pub(crate) session_id: String,
     pub(crate) state: Arc<PageState>,
     pub(crate) refs: Mutex<Refs>,
+    /// The viewport this tab was last set to (`Emulation.setDeviceMetricsOverride`), so a
+    /// screenshot at the same size does not resize (and repaint) the page again.
+    viewport: Mutex<(u32, u32)>,
     cdp: Arc<Cdp>,
 }
 
@@ -223,6 +254,7 @@ impl Tab {
             session_id,
             state,
             refs: Mutex::new(Refs::default()),
+            viewport: Mutex::new((0, 0)),
             cdp: Arc::clone(cdp),
         });
         for (method, params) in [
@@ -235,6 +267,7 @@ impl Tab {
         ] {
             tab.call(method, params).await?;
         }
+        tab.set_viewport(DEFAULT_VIEWPORT.0, DEFAULT_VIEWPORT.1).await?;
         let info = tab.call("Target.getTargetInfo", json!({"targetId": target_id})).await?;
         if let Some(url) = info["targetInfo"]["url"].as_str() {
             *tab.state.url.lock().unwrap_or_else(PoisonError::into_inner) = url.to_owned();
@@ -337,37 +370,72 @@ impl Tab {
         }
     }
 
-    /// A PNG of the viewport (or the whole page), `size` the viewport in CSS pixels.
-    pub(crate) async fn screenshot(&self, full_page: bool, size: Option<(u32, u32)>) -> Result<Vec<u8>, BrowserError> {
+    /// Sets the viewport to `width` x `height` CSS pixels (16 to 4096 each way); nothing to do
+    /// when it already is that size.
+    pub(crate) async fn set_viewport(&self, width: u32, height: u32) -> Result<(), BrowserError> {
+        if !(16..=4096).contains(&width) || !(16..=4096).contains(&height) {
+            return Err(BrowserError::Invalid(format!(
+                "a viewport of {width}x{height} is out of range: width and height are 16 to 4096 pixels"
+            )));
+        }
+        if *self.viewport.lock().unwrap_or_else(PoisonError::into_inner) == (width, height) {
+            return Ok(());
+        }
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
+        )
+        .await?;
+        *self.viewport.lock().unwrap_or_else(PoisonError::into_inner) = (width, height);
+        Ok(())
+    }
+
+    /// The page's whole size in CSS pixels, cut at [`MAX_PAGE_WIDTH`] x [`MAX_PAGE_HEIGHT`].
+    pub(crate) async fn page_size(&self) -> Result<(f64, f64), BrowserError> {
+        let metrics = self.call("Page.getLayoutMetrics", json!({})).await?;
+        let content = &metrics["cssContentSize"];
+        let (vw, vh) = *self.viewport.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok((
+            content["width"].as_f64().unwrap_or(f64::from(vw)).clamp(1.0, MAX_PAGE_WIDTH).ceil(),
+            content["height"].as_f64().unwrap_or(f64::from(vh)).clamp(1.0, MAX_PAGE_HEIGHT).ceil(),
+        ))
+    }
+
+    /// One PNG: the viewport as it is (`None`), or `clip` (beyond the viewport when it reaches
+    /// past it). Chromium encodes it with its fast setting (`optimizeForSpeed`): about a third
+    /// larger, a third of the time; the model's cost is by pixels, not bytes.
+    pub(crate) async fn capture(&self, clip: Option<Clip>) -> Result<Png, BrowserError> {
+        let mut params = json!({"format": "png", "optimizeForSpeed": true});
+        if let Some(c) = clip {
+            let (vw, vh) = *self.viewport.lock().unwrap_or_else(PoisonError::into_inner);
+            let beyond = c.x < 0.0 || c.y < 0.0 || c.x + c.width > f64::from(vw) || c.y + c.height > f64::from(vh);
+            params["clip"] = json!({"x": c.x, "y": c.y, "width": c.width, "height": c.height, "scale": c.scale});
+            params["captureBeyondViewport"] = json!(beyond);
+        }
+        let mut shot = self.call_for("Page.captureScreenshot", params, CAPTURE_TIMEOUT).await?;
+        let base64 = match shot["data"].take() {
+            Value::String(data) => data,
+            _ => return Err(BrowserError::protocol("Page.captureScreenshot", "no image in the answer")),
+        };
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&base64)
+            .map_err(|e| BrowserError::protocol("Page.captureScreenshot", format!("not base64: {e}")))?;
+        Ok(Png { bytes, base64 })
+    }
+
+    /// A PNG of the viewport (or the whole page, cut at 4096 x 16384), `size` the viewport in
+    /// CSS pixels.
+    pub(crate) async fn screenshot(&self, full_page: bool, size: Option<(u32, u32)>) -> Result<Png, BrowserError> {
         self.check_dialog()?;
         if let Some((w, h)) = size {
-            if !(16..=4096).contains(&w) || !(16..=4096).contains(&h) {
-                return Err(BrowserError::Invalid(format!(
-                    "a screenshot size of {w}x{h} is out of range: width and height are 16 to 4096 pixels"
-                )));
-            }
-            self.call(
-                "Emulation.setDeviceMetricsOverride",
-                json!({"width": w, "height": h, "deviceScaleFactor": 1, "mobile": false}),
-            )
-            .await?;
+            self.set_viewport(w, h).await?;
         }
-        let mut params = json!({"format": "png"});
-        if full_page {
-            let metrics = self.call("Page.getLayoutMetrics", json!({})).await?;
-            let content = &metrics["cssContentSize"];
-            let width = content["width"].as_f64().unwrap_or(1280.0).clamp(1.0, 4096.0);
-            // A page as tall as it likes is cut at 16384 pixels (Chromium's own texture limit).
-            let height = content["height"].as_f64().unwrap_or(800.0).clamp(1.0, 16384.0);
-            params["captureBeyondViewport"] = json!(true);
-            params["clip"] = json!({"x": 0, "y": 0, "width": width.ceil(), "height": height.ceil(), "scale": 1});
+        if !full_page {
+            return self.capture(None).await;
         }
-        let shot = self.call_for("Page.captureScreenshot", params, Duration::from_secs(60)).await?;
-        let data = shot["data"].as_str().unwrap_or_default();
-        use base64::Engine as _;
-        base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .map_err(|e| BrowserError::protocol("Page.captureScreenshot", format!("not base64: {e}")))
+        let (width, height) = self.page_size().await?;
+        self.capture(Some(Clip { x: 0.0, y: 0.0, width, height, scale: 1.0 })).await
     }
 
     pub(crate) fn detach(&self) {

@@ -83,6 +83,11 @@ pub(crate) struct Process {
     pgid: Option<u32>,
     profile: PathBuf,
     proxy_cancel: CancellationToken,
+    /// The network namespace Chromium runs in, whose only way out is the proxy (`None` where
+    /// this machine does not allow one); held for the browser's life.
+    _netns: Option<toolgate_sandbox::NetNamespace>,
+    /// What the network boundary is, in words (for `start`'s result).
+    pub(crate) network: String,
 }
 
 /// What a launch needs.
@@ -109,10 +114,28 @@ impl Process {
             .tempdir_in(launch.profile_root)
             .map_err(|e| BrowserError::Launch(format!("cannot create a profile folder: {e}")))?
             .keep();
-        // The vetting proxy: the browser's only way out.
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| BrowserError::Launch(format!("cannot start the browser's proxy: {e}")))?;
+        // The vetting proxy: the browser's only way out. Where network namespaces work, Chromium
+        // runs in one with only loopback, and the proxy listens inside it (its own connections
+        // leave from here): nothing else is reachable even if Chromium ignored its proxy flags.
+        let proxy_error = |e: std::io::Error| BrowserError::Launch(format!("cannot start the browser's proxy: {e}"));
+        let (netns, listener, network) = match toolgate_sandbox::NetNamespace::new()
+            .and_then(|ns| ns.listen_loopback().map(|l| (ns, l)))
+        {
+            Ok((ns, listener)) => (
+                Some(ns),
+                listener,
+                "Chromium runs in a network namespace of its own whose only way out is toolgate's proxy".to_owned(),
+            ),
+            Err(e) => (
+                None,
+                std::net::TcpListener::bind("127.0.0.1:0").map_err(proxy_error)?,
+                format!(
+                    "no network namespace on this machine ({e}); Chromium's proxy settings are the boundary (every connection through toolgate's proxy, no bypass, no QUIC, WebRTC only proxied)"
+                ),
+            ),
+        };
+        listener.set_nonblocking(true).map_err(proxy_error)?;
+        let listener = TcpListener::from_std(listener).map_err(proxy_error)?;
         let proxy_addr = listener
             .local_addr()
             .map_err(|e| BrowserError::Launch(format!("cannot start the browser's proxy: {e}")))?;
@@ -125,7 +148,9 @@ impl Process {
             "browser".to_owned(),
             proxy_cancel.clone(),
         ));
-        let result = Self::spawn(&launch, &profile, proxy_addr, Arc::clone(&proxy_log), proxy_cancel.clone()).await;
+        let result =
+            Self::spawn(&launch, &profile, proxy_addr, Arc::clone(&proxy_log), proxy_cancel.clone(), (netns, network))
+                .await;
         if result.is_err() {
             proxy_cancel.cancel();
             let _ = std::fs::remove_dir_all(&profile);
@@ -139,6 +164,7 @@ impl Process {
         proxy: std::net::SocketAddr,
         proxy_log: Arc<ProxyLog>,
         proxy_cancel: CancellationToken,
+        (netns, network): (Option<toolgate_sandbox::NetNamespace>, String),
     ) -> Result<Process, BrowserError> {
         let mut args: Vec<String> = [
             "--headless",
@@ -204,6 +230,9 @@ impl Process {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
+        if let Some(ns) = &netns {
+            ns.enter(&mut cmd);
+        }
         // Chromium and every process it starts die with toolgate.
         toolgate_sandbox::contain(&mut cmd);
         let mut cmd = tokio::process::Command::from(cmd);
@@ -224,6 +253,8 @@ impl Process {
             pgid,
             profile: profile.to_owned(),
             proxy_cancel,
+            _netns: netns,
+            network,
         };
         // The first answer says the browser is up.
         if let Err(e) = process.cdp.send(None, "Browser.getVersion", json!({}), Duration::from_secs(20)).await {
@@ -239,6 +270,22 @@ impl Process {
     /// Events the proxy logged since `from` (an index into its log), refusals only.
     pub(crate) fn refusals(&self) -> Vec<ProxyEvent> {
         self.proxy_log.events().into_iter().filter(|e| e.refused.is_some()).collect()
+    }
+
+    /// Errors when the proxy refused the address `url` (the page a navigation landed on) since
+    /// `refusals_before` (a count of [`Process::refusals`]): Chromium then shows the proxy's
+    /// refusal, not the site, so it is an error, not "opened".
+    pub(crate) fn check_landed(&self, url: &str, refusals_before: usize) -> Result<(), BrowserError> {
+        let Ok(parsed) = url::Url::parse(url) else { return Ok(()) };
+        let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else { return Ok(()) };
+        let target = format!("{}:{port}", host.trim_matches(['[', ']']));
+        let refused = self.refusals().into_iter().skip(refusals_before).find(|e| e.target == target);
+        match refused.and_then(|e| e.refused) {
+            Some(why) => {
+                Err(BrowserError::Refused(format!("{url} was not opened: toolgate's proxy refused it: {why}")))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Whether the browser is still running.

@@ -18,7 +18,7 @@ use toolgate_core::{
 
 use crate::error::BrowserError;
 use crate::output::save;
-use crate::page::Tab;
+use crate::page::{Clip, Png, Tab};
 use crate::session::{BrowserSession, Browsers};
 
 const NAME: &str = "capture_screenshot";
@@ -31,8 +31,6 @@ const SHOWN_EDGE: f64 = 2000.0;
 const SHOWN_BYTES: usize = 1024 * 1024;
 /// Longest wait after the load (`delay_ms`).
 const MAX_DELAY_MS: u64 = 30_000;
-/// Tallest full page captured (Chromium's texture limit); the rest is cut.
-const MAX_PAGE_HEIGHT: f64 = 16_384.0;
 /// The largest `data:` document a canvas snapshot renders (Chromium's URL limit is 2 MiB).
 const MAX_SNAPSHOT_DOC: usize = 1_500_000;
 
@@ -114,7 +112,7 @@ impl Tool for CaptureScreenshot {
         self.browsers.close(&key).await;
         let taken = result?;
         let path = save(&ctx.workspace, "capture", "png", &taken.full)?;
-        let (sw, sh) = png_size(&taken.shown).unwrap_or((0, 0));
+        let (sw, sh) = png_size(&taken.shown.bytes).unwrap_or((0, 0));
         let mut text = format!(
             "Screenshot of {} ({}x{} pixels{}) saved to {}",
             taken.url,
@@ -130,10 +128,7 @@ impl Tool for CaptureScreenshot {
         Ok(ToolOutput {
             content: vec![
                 Content::Text { text },
-                Content::Image {
-                    data: base64::engine::general_purpose::STANDARD.encode(&taken.shown),
-                    mime_type: "image/png".to_owned(),
-                },
+                Content::Image { data: taken.shown.base64, mime_type: "image/png".to_owned() },
             ],
             structured: None,
             meta: Some(json!({
@@ -160,51 +155,37 @@ struct Taken {
     width: u32,
     height: u32,
     full: Vec<u8>,
-    shown: Vec<u8>,
+    shown: Png,
 }
 
 impl Shot<'_> {
     async fn take(&self, session: &BrowserSession) -> Result<Taken, ToolError> {
         let tab = session.current().await.map_err(failed)?;
-        viewport(&tab, self.width, self.height).await.map_err(failed)?;
+        tab.set_viewport(self.width, self.height).await.map_err(failed)?;
         let refusals_before = session.inner.process.refusals().len();
         let nav = session.navigate(self.url).await.map_err(failed)?;
-        // The proxy answers a blocked address itself, so Chromium "loads" its refusal: that is
-        // an error, not a screenshot of the site.
-        if let Some(target) = target_of(&nav.url) {
-            let refused =
-                session.inner.process.refusals().into_iter().skip(refusals_before).find(|e| e.target == target);
-            if let Some(why) = refused.and_then(|e| e.refused) {
-                return Err(ToolError::failed(format!(
-                    "{} was not opened: toolgate's proxy refused it: {why}",
-                    nav.url
-                )));
-            }
-        }
+        session.inner.process.check_landed(&nav.url, refusals_before).map_err(failed)?;
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
         dismiss_dialogs(&tab).await?;
         let (width, height) = if self.full_page {
-            let metrics = tab.call("Page.getLayoutMetrics", json!({})).await.map_err(failed)?;
-            let content = &metrics["cssContentSize"];
-            (
-                content["width"].as_f64().unwrap_or(f64::from(self.width)).clamp(1.0, 4096.0).ceil() as u32,
-                content["height"].as_f64().unwrap_or(f64::from(self.height)).clamp(1.0, MAX_PAGE_HEIGHT).ceil() as u32,
-            )
+            let (w, h) = tab.page_size().await.map_err(failed)?;
+            (w as u32, h as u32)
         } else {
             (self.width, self.height)
         };
-        let full = capture(&tab, width, height, 1.0).await.map_err(failed)?;
+        let region = |scale| Clip { x: 0.0, y: 0.0, width: f64::from(width), height: f64::from(height), scale };
+        let full = tab.capture(if self.full_page { Some(region(1.0)) } else { None }).await.map_err(failed)?;
         let mut scale = shown_scale(width, height);
         let mut shown =
-            if scale < 1.0 { capture(&tab, width, height, scale).await.map_err(failed)? } else { full.clone() };
+            if scale < 1.0 { tab.capture(Some(region(scale))).await.map_err(failed)? } else { full.clone() };
         // A busy page compresses badly: smaller until it fits (a few steps at most).
-        while shown.len() > SHOWN_BYTES && scale > 0.1 {
+        while shown.bytes.len() > SHOWN_BYTES && scale > 0.1 {
             scale *= 0.7;
-            shown = capture(&tab, width, height, scale).await.map_err(failed)?;
+            shown = tab.capture(Some(region(scale))).await.map_err(failed)?;
         }
-        Ok(Taken { url: nav.url, loaded: nav.loaded, width, height, full, shown })
+        Ok(Taken { url: nav.url, loaded: nav.loaded, width, height, full: full.bytes, shown })
     }
 }
 
@@ -212,29 +193,6 @@ impl Shot<'_> {
 fn shown_scale(width: u32, height: u32) -> f64 {
     let (w, h) = (f64::from(width), f64::from(height));
     (SHOWN_PIXELS / (w * h)).sqrt().min(SHOWN_EDGE / w.max(h)).min(1.0)
-}
-
-async fn viewport(tab: &Tab, width: u32, height: u32) -> Result<(), BrowserError> {
-    tab.call(
-        "Emulation.setDeviceMetricsOverride",
-        json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
-    )
-    .await
-    .map(drop)
-}
-
-/// A PNG of the page's top-left `width` x `height` CSS pixels (beyond the viewport if need
-/// be), at `scale`.
-async fn capture(tab: &Tab, width: u32, height: u32, scale: f64) -> Result<Vec<u8>, BrowserError> {
-    let params = json!({
-        "format": "png",
-        "captureBeyondViewport": true,
-        "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": scale},
-    });
-    let shot = tab.call_for("Page.captureScreenshot", params, Duration::from_secs(60)).await?;
-    base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap_or_default()).map_err(|e| {
-        BrowserError::Protocol { method: "Page.captureScreenshot".into(), message: format!("not base64: {e}") }
-    })
 }
 
 /// Dismisses a dialog the page opened (nobody is there to answer it in one shot); a page that
@@ -273,25 +231,6 @@ fn host_of(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
-/// `host:port` of an http(s) URL, as the proxy's log names its targets.
-fn target_of(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let default = if scheme.eq_ignore_ascii_case("https") { 443 } else { 80 };
-    let (host, port) = match authority.strip_prefix('[') {
-        Some(v6) => {
-            let (host, after) = v6.split_once(']')?;
-            (host, after.strip_prefix(':').and_then(|p| p.parse().ok()).unwrap_or(default))
-        }
-        None => match authority.rsplit_once(':') {
-            Some((host, port)) => (host, port.parse().ok()?),
-            None => (authority, default),
-        },
-    };
-    Some(format!("{}:{port}", host.to_ascii_lowercase()))
-}
-
 fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max { s.to_owned() } else { s.chars().take(max).collect::<String>() + "…" }
 }
@@ -322,9 +261,9 @@ impl crate::canvas::Snapshotter for CanvasShots {
         let _one = self.one_at_a_time.lock().await;
         let session = self.browsers.session("toolgate:canvas").await.map_err(|e| e.to_string())?;
         let tab = session.current().await.map_err(|e| e.to_string())?;
-        viewport(&tab, width, height).await.map_err(|e| e.to_string())?;
+        tab.set_viewport(width, height).await.map_err(|e| e.to_string())?;
         session.navigate(&url).await.map_err(|e| e.to_string())?;
-        capture(&tab, width, height, 1.0).await.map_err(|e| e.to_string())
+        tab.capture(None).await.map(|png| png.bytes).map_err(|e| e.to_string())
     }
 }
 
@@ -346,8 +285,5 @@ mod tests {
         assert_eq!(host_of("https://User@Example.com:8443/x?y").as_deref(), Some("example.com"));
         assert_eq!(host_of("http://[::1]:80/").as_deref(), Some("::1"));
         assert_eq!(host_of("http:///x"), None);
-        assert_eq!(target_of("http://127.0.0.1:8080/x").as_deref(), Some("127.0.0.1:8080"));
-        assert_eq!(target_of("https://Example.com/").as_deref(), Some("example.com:443"));
-        assert_eq!(target_of("http://[::1]/").as_deref(), Some("::1:80"));
     }
 }

@@ -44,6 +44,12 @@ impl BrowserConfig {
         }
     }
 
+    /// Waits at most `timeout` for a page's load event (calls may give their own `timeout_ms`).
+    pub fn load_timeout(mut self, timeout: Duration) -> Self {
+        self.load_timeout = timeout;
+        self
+    }
+
     /// Uses `path` as the Chromium binary.
     pub fn chromium(mut self, path: impl Into<PathBuf>) -> Self {
         self.chromium = path.into();
@@ -124,7 +130,7 @@ impl Browsers {
                 )));
             }
         }
-        let session = BrowserSession::start(key, process).await?;
+        let session = BrowserSession::start(key, process, self.inner.config.load_timeout).await?;
         let mut sessions = self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.insert(key.to_owned(), session.clone());
         Ok(session)
@@ -175,6 +181,9 @@ pub(crate) struct SessionInner {
     pub(crate) process: Arc<Process>,
     /// Attached tabs, and which one actions go to.
     pub(crate) tabs: Mutex<(Vec<Arc<Tab>>, usize)>,
+    /// How long a navigation waits for the load event unless the call says (the pool's
+    /// [`BrowserConfig::load_timeout`]).
+    pub(crate) load_timeout: Duration,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -189,7 +198,7 @@ pub struct Navigated {
 }
 
 impl BrowserSession {
-    async fn start(key: &str, process: Arc<Process>) -> Result<BrowserSession, BrowserError> {
+    async fn start(key: &str, process: Arc<Process>, load_timeout: Duration) -> Result<BrowserSession, BrowserError> {
         let cdp = &process.cdp;
         let context =
             cdp.send(None, "Target.createBrowserContext", json!({"disposeOnDetach": true}), COMMAND_TIMEOUT).await?;
@@ -208,6 +217,7 @@ impl BrowserSession {
                 process,
                 tabs: Mutex::new((Vec::new(), 0)),
                 closed: std::sync::atomic::AtomicBool::new(false),
+                load_timeout,
             }),
         };
         session.open_tab("about:blank").await?;
@@ -251,7 +261,7 @@ impl BrowserSession {
             tabs.1 = tabs.0.len() - 1;
         }
         if url != "about:blank" {
-            tab.navigate(url, Duration::from_secs(20)).await?;
+            tab.navigate(url, self.inner.load_timeout).await?;
         }
         Ok(tab)
     }
@@ -299,14 +309,14 @@ impl BrowserSession {
     /// timeout; a page that never finishes is left loading and `loaded` is false).
     pub async fn navigate(&self, url: &str) -> Result<Navigated, BrowserError> {
         let tab = self.current().await?;
-        let loaded = tab.navigate(url, Duration::from_secs(20)).await?;
+        let loaded = tab.navigate(url, self.inner.load_timeout).await?;
         Ok(Navigated { url: tab.url(), loaded })
     }
 
     /// A PNG of the current tab: the viewport, or the whole page with `full_page`; `size` sets
     /// the viewport (CSS pixels, 16 to 4096 each way) first.
     pub async fn screenshot(&self, full_page: bool, size: Option<(u32, u32)>) -> Result<Vec<u8>, BrowserError> {
-        self.current().await?.screenshot(full_page, size).await
+        Ok(self.current().await?.screenshot(full_page, size).await?.bytes)
     }
 
     /// Closes the session: its tabs, cookies and storage are gone.

@@ -12,7 +12,7 @@ use toolgate_core::{
 
 use crate::error::BrowserError;
 use crate::output::save;
-use crate::page::{Tab, scheme_refusal};
+use crate::page::{Clip, MAX_PAGE_HEIGHT, MAX_PAGE_WIDTH, Tab, scheme_refusal};
 use crate::session::{BrowserSession, Browsers};
 use crate::snapshot::{self, Options};
 
@@ -88,7 +88,7 @@ impl BrowserTool {
                     "values": {"type": "array", "items": {"type": "string"}, "maxItems": 100, "description": "select: the options' values or labels"},
                     "dy": {"type": "integer", "minimum": -100000, "maximum": 100000, "description": "scroll: pixels down (negative: up), default 600; with `ref`, scrolls that element into view"},
                     "network_idle": {"type": "boolean", "description": "wait_for: no request in flight for 500 ms"},
-                    "timeout_ms": {"type": "integer", "minimum": 100, "maximum": 60000, "description": "wait_for, navigate, open: the longest wait (default 20000)"},
+                    "timeout_ms": {"type": "integer", "minimum": 100, "maximum": 60000, "description": "wait_for, navigate, open: the longest wait (default 20000: the pool's load timeout)"},
                     "full_page": {"type": "boolean", "description": "screenshot: the whole page, not just the viewport"},
                     "width": {"type": "integer", "minimum": 16, "maximum": 4096, "description": "screenshot: viewport width"},
                     "height": {"type": "integer", "minimum": 16, "maximum": 4096, "description": "screenshot: viewport height"},
@@ -144,8 +144,8 @@ impl Tool for BrowserTool {
         safety.rate_class = if matches!(action, "open" | "navigate") { RateClass::Http } else { RateClass::Default };
         safety.read_only = matches!(action, "tabs" | "snapshot" | "find" | "console" | "screenshot");
         safety.touches = Touches { hosts: host_of(url), ..Touches::default() };
-        let wait = params["timeout_ms"].as_u64().unwrap_or(20_000);
-        safety.timeout = Some(Duration::from_millis(wait) + Duration::from_secs(60));
+        let wait = params["timeout_ms"].as_u64().map_or(self.browsers.config().load_timeout, Duration::from_millis);
+        safety.timeout = Some(wait + Duration::from_secs(60));
         safety
     }
 
@@ -199,7 +199,7 @@ impl Act<'_> {
     }
 
     fn timeout(&self) -> Duration {
-        Duration::from_millis(self.params["timeout_ms"].as_u64().unwrap_or(20_000))
+        self.params["timeout_ms"].as_u64().map_or(self.session.inner.load_timeout, Duration::from_millis)
     }
 
     async fn run(&self, action: &str) -> Result<ToolOutput, ToolError> {
@@ -210,7 +210,11 @@ impl Act<'_> {
             tab.check_dialog().map_err(err)?;
         }
         let mut out = match action {
-            "start" => format!("Browser session ready; current tab: {}", tab.url()),
+            "start" => format!(
+                "Browser session ready; current tab: {}. Network: {}.",
+                tab.url(),
+                self.session.inner.process.network
+            ),
             "tabs" => self.tabs().await?,
             "open" => {
                 let url = self.need("url")?;
@@ -296,17 +300,7 @@ impl Act<'_> {
     /// A page whose own address the proxy refused (a redirect to a blocked address) shows the
     /// proxy's refusal, not the site: an error, not "opened".
     fn check_landed(&self, tab: &Tab, refusals_before: usize) -> Result<(), ToolError> {
-        let Ok(url) = url::Url::parse(&tab.url()) else { return Ok(()) };
-        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else { return Ok(()) };
-        let target = format!("{}:{port}", host.trim_matches(['[', ']']));
-        let refused =
-            self.session.inner.process.refusals().into_iter().skip(refusals_before).find(|e| e.target == target);
-        match refused.and_then(|e| e.refused) {
-            Some(why) => {
-                Err(err(BrowserError::Refused(format!("{url} was not opened: toolgate's proxy refused it: {why}"))))
-            }
-            None => Ok(()),
-        }
+        self.session.inner.process.check_landed(&tab.url(), refusals_before).map_err(err)
     }
 
     fn moved(&self, tab: &Tab, loaded: bool) -> String {
@@ -665,39 +659,34 @@ impl Act<'_> {
                 let ys: Vec<f64> = (0..4).filter_map(|i| b[i * 2 + 1].as_f64()).collect();
                 let (x0, x1) = (xs.iter().cloned().fold(f64::MAX, f64::min), xs.iter().cloned().fold(0.0, f64::max));
                 let (y0, y1) = (ys.iter().cloned().fold(f64::MAX, f64::min), ys.iter().cloned().fold(0.0, f64::max));
-                let clip = json!({"x": x0, "y": y0, "width": (x1 - x0).clamp(1.0, 4096.0), "height": (y1 - y0).clamp(1.0, 4096.0), "scale": 1});
-                let shot = tab
-                    .call_for("Page.captureScreenshot", json!({"format": "png", "clip": clip}), Duration::from_secs(60))
-                    .await
-                    .map_err(err)?;
-                use base64::Engine as _;
-                base64::engine::general_purpose::STANDARD
-                    .decode(shot["data"].as_str().unwrap_or_default())
-                    .map_err(|e| ToolError::failed(format!("the browser sent a screenshot that is not base64: {e}")))?
+                let clip = Clip {
+                    x: x0,
+                    y: y0,
+                    width: (x1 - x0).clamp(1.0, MAX_PAGE_WIDTH),
+                    height: (y1 - y0).clamp(1.0, MAX_PAGE_HEIGHT),
+                    scale: 1.0,
+                };
+                tab.capture(Some(clip)).await.map_err(err)?
             }
             None => tab.screenshot(self.params["full_page"].as_bool() == Some(true), size).await.map_err(err)?,
         };
-        let path = save(&self.workspace, "screenshot", "png", &png)?;
+        let bytes = png.bytes.len();
+        let path = save(&self.workspace, "screenshot", "png", &png.bytes)?;
         let mut content = vec![Content::Text {
-            text: format!("Screenshot of {} ({} bytes) saved to {}.", tab.url(), png.len(), path.display()),
+            text: format!("Screenshot of {} ({bytes} bytes) saved to {}.", tab.url(), path.display()),
         }];
-        if png.len() <= MAX_INLINE_IMAGE {
-            use base64::Engine as _;
-            content.push(Content::Image {
-                data: base64::engine::general_purpose::STANDARD.encode(&png),
-                mime_type: "image/png".to_owned(),
-            });
+        if bytes <= MAX_INLINE_IMAGE {
+            content.push(Content::Image { data: png.base64, mime_type: "image/png".to_owned() });
         } else {
             content[0] = Content::Text {
                 text: format!(
-                    "Screenshot of {} saved to {} ({} bytes, too large to show; take a viewport screenshot or a smaller size).",
+                    "Screenshot of {} saved to {} ({bytes} bytes, too large to show; take a viewport screenshot or a smaller size).",
                     tab.url(),
                     path.display(),
-                    png.len()
                 ),
             };
         }
-        Ok(ToolOutput { content, structured: None, meta: Some(json!({"path": path, "bytes": png.len()})) })
+        Ok(ToolOutput { content, structured: None, meta: Some(json!({"path": path, "bytes": bytes})) })
     }
 
     async fn pdf(&self, tab: &Tab) -> Result<String, ToolError> {

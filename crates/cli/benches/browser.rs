@@ -1,7 +1,7 @@
 //! The `browser` tool beside Playwright MCP, in one run (`cargo xtask bench browser`, or
 //! `cargo bench -p toolgate-cli --bench browser`).
 //!
-//! Both drive the same Debian `chromium` (`/usr/bin/chromium`, headless, 1280x720) over MCP
+//! Both drive the same Debian `chromium` (`/usr/bin/chromium`, headless, a 1280x800 viewport) over MCP
 //! stdio with an rmcp 3.9.0 client:
 //!
 //! - `toolgate serve`'s `browser` tool (the whole pipeline, audit log included; the page
@@ -21,8 +21,10 @@
 //!   30-row table, a 6-field form): `navigate` then `snapshot` / `browser_navigate` then
 //!   `browser_snapshot`;
 //! - **click** on the form's button by the ref the snapshot gave (its effect checked once);
-//! - **screenshot** of the viewport (PNG, 1280x720: Playwright MCP's `--viewport-size`, toolgate's
-//!   `width`/`height`, which sets the viewport on every call).
+//! - **screenshot** of the viewport (PNG, 1280x800: Playwright MCP's `--viewport-size`, toolgate's
+//!   `width`/`height`, the size its tabs already have, as Playwright MCP's pages already have
+//!   theirs; `BENCH_SCREENSHOT_SIZE=1280x720` asks toolgate for another size, which resizes the
+//!   tab once per round, as a new session's first screenshot at that size would).
 //!
 //! Reported: p50 and p90 per step and the ratio (toolgate's p50 over Playwright MCP's; the
 //! issue's target is at most 1.2), and the size of the medium page's snapshot as the model gets
@@ -227,12 +229,24 @@ impl Server {
 
     async fn screenshot(&self) -> Duration {
         let (took, result) = match self.kind {
-            Kind::Toolgate => self.call("browser", json!({"action": "screenshot", "width": 1280, "height": 720})).await,
+            Kind::Toolgate => {
+                let (width, height) = screenshot_size();
+                self.call("browser", json!({"action": "screenshot", "width": width, "height": height})).await
+            }
             Kind::Playwright => self.call("browser_take_screenshot", json!({"scale": "css"})).await,
         };
         assert!(has_image(&result), "{}: the screenshot returned no image: {}", self.name, text_of(&result));
         took
     }
+}
+
+/// The size toolgate's screenshot asks for: 1280x800 (its tabs' viewport), or
+/// `BENCH_SCREENSHOT_SIZE` (`WIDTHxHEIGHT`).
+fn screenshot_size() -> (u32, u32) {
+    std::env::var("BENCH_SCREENSHOT_SIZE")
+        .ok()
+        .and_then(|v| v.split_once('x').and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?))))
+        .unwrap_or((1280, 800))
 }
 
 /// The ref of the line that shows `role "name"` in a snapshot (`[ref=e12]`).
@@ -302,7 +316,7 @@ async fn bench(addr: SocketAddr) {
         "--codegen".into(),
         "none".into(),
         "--viewport-size".into(),
-        "1280x720".into(),
+        "1280x800".into(),
         "--output-dir".into(),
         pw_dir.path().display().to_string(),
     ];
@@ -318,7 +332,11 @@ async fn bench(addr: SocketAddr) {
         Server { name: format!("@playwright/mcp {version}"), kind: Kind::Playwright, client: pw },
     ];
     let (small, medium) = (format!("http://{addr}/small"), format!("http://{addr}/medium"));
-    println!("browser benchmark: {chromium}, {ROUNDS} rounds, load average at start {}\n", loadavg());
+    let (sw, sh) = screenshot_size();
+    println!(
+        "browser benchmark: {chromium}, {ROUNDS} rounds, viewports 1280x800, toolgate's screenshot {sw}x{sh}, load average at start {}\n",
+        loadavg()
+    );
 
     // Warm-up, and the click's effect checked once per server.
     let mut snapshots = vec![String::new(); servers.len()];

@@ -31,6 +31,8 @@
 //!   "toolgate died"); `tmpdirs`: private temporary folders named by owner, stale ones swept.
 //! - `contain`: [`contain`], for processes started outside the sandbox (hooks, bridged MCP
 //!   servers): they and what they start die with toolgate too.
+//! - `netns`: [`NetNamespace`], a network namespace whose only way out is a listener toolgate
+//!   made inside it (the browser's Chromium behind its vetting proxy).
 //!
 //! # Example
 //!
@@ -63,6 +65,7 @@ mod contain;
 mod denial;
 mod enforcement;
 mod error;
+mod netns;
 mod output;
 mod policy;
 mod process;
@@ -79,6 +82,7 @@ pub use contain::contain;
 pub use denial::{Denial, DenialKind};
 pub use enforcement::Enforcement;
 pub use error::SandboxError;
+pub use netns::NetNamespace;
 pub use output::CapturedOutput;
 pub use policy::{Network, ResourceLimits, SandboxMode, SandboxPolicy, default_read_only_subpaths};
 pub use process::{KILL_GRACE, RunningProcess};

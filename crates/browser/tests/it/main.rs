@@ -3,5 +3,6 @@
 mod support;
 
 mod capture;
+mod network;
 mod session;
 mod tool;

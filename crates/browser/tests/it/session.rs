@@ -28,6 +28,13 @@ async fn navigates_and_takes_screenshots_of_the_asked_size() {
     let full = session.screenshot(true, None).await.expect("full page");
     let (w, h) = png_size(&full);
     assert!(w == 800 && h >= 3000, "{w}x{h}");
+    // The viewport stays as last set, and setting it back works (a size already set is not set again).
+    assert_eq!(png_size(&session.screenshot(false, None).await.expect("viewport")), (800, 600));
+    assert_eq!(png_size(&session.screenshot(false, Some((1280, 800))).await.expect("again")), (1280, 800));
+    assert_eq!(png_size(&session.screenshot(false, Some((1280, 800))).await.expect("same")), (1280, 800));
+    // A new tab's viewport is exactly the default, 1280x800.
+    let other = browsers.session("b").await.expect("session b");
+    assert_eq!(png_size(&other.screenshot(false, None).await.expect("default")), (1280, 800));
     browsers.shutdown().await;
     support::no_processes_left(&dir).await;
 }
