@@ -26,6 +26,9 @@ pub struct GateEvent {
     pub user: String,
     /// The caller's session.
     pub session: String,
+    /// A `tool` event's decision trace (the pipeline's stages: policy verdicts, approval), as
+    /// the audit row keeps it; empty for other events.
+    pub trace: Vec<String>,
 }
 
 /// The gate's event channel.
@@ -71,6 +74,7 @@ impl Events {
             detail: detail.to_owned(),
             user: ctx.identity.user.clone(),
             session: ctx.identity.session.clone(),
+            trace: if channel == "tool" { trace.to_vec() } else { Vec::new() },
         };
         let decided = trace.iter().find_map(|t| match t.as_str() {
             "approval: allowed once" => Some("allowed once"),
@@ -112,6 +116,7 @@ impl WriteObserver for FileEvents {
                 detail: "written".to_owned(),
                 user: ctx.identity.user.clone(),
                 session: ctx.identity.session.clone(),
+                trace: Vec::new(),
             });
         }
     }

@@ -334,17 +334,20 @@ impl Family for Automation {
             tasks.push(Box::pin(Arc::clone(routines).run(shutdown.clone())));
             let jobs = self.jobs.get().map(|j| j.subscribe());
             let events = s.events.subscribe();
-            tasks.push(Box::pin(forward_events(Arc::clone(routines), events, jobs, shutdown.clone())));
+            let calls = self.jobs.get().cloned();
+            tasks.push(Box::pin(forward_events(Arc::clone(routines), events, jobs, calls, shutdown.clone())));
         }
         tasks
     }
 }
 
-/// Hands the gate's events and finished jobs to the `event` routines until `shutdown`.
+/// Hands the gate's events and finished jobs to the `event` routines until `shutdown`, and each
+/// call's decision trace to the job that made it (`calls`).
 async fn forward_events(
     routines: Arc<toolgate_automation::routines::Routines>,
     mut events: tokio::sync::broadcast::Receiver<crate::events::GateEvent>,
     jobs: Option<tokio::sync::broadcast::Receiver<toolgate_automation::jobs::JobFinished>>,
+    calls: Option<toolgate_automation::jobs::Jobs>,
     shutdown: CancellationToken,
 ) {
     use tokio::sync::broadcast::error::RecvError;
@@ -360,7 +363,12 @@ async fn forward_events(
         let event = tokio::select! {
             () = shutdown.cancelled() => return,
             e = events.recv() => match e {
-                Ok(e) => Event { channel: e.channel, subject: e.subject, detail: e.detail, session: e.session },
+                Ok(e) => {
+                    if e.channel == "tool" && let Some(calls) = &calls {
+                        calls.call_decided(&e.session, &e.subject, &e.detail, &e.trace);
+                    }
+                    Event { channel: e.channel, subject: e.subject, detail: e.detail, session: e.session }
+                }
                 Err(RecvError::Lagged(n)) => {
                     tracing::warn!(missed = n, "routines: gate events came faster than routines could match them");
                     continue;

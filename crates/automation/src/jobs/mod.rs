@@ -289,6 +289,8 @@ pub(crate) struct Inner {
     finished: broadcast::Sender<JobFinished>,
     /// Whether the heartbeat task is running.
     beating: Mutex<bool>,
+    /// The agent sessions of `sandbox` and `lightweight` jobs running here, and their job.
+    sessions: Mutex<HashMap<String, String>>,
     /// A long-lived server runs [`Jobs::serve`]: jobs submitted here run here, and queued jobs
     /// of short-lived processes are claimed.
     served: AtomicBool,
@@ -349,6 +351,7 @@ impl Jobs {
                 slots: Arc::new(tokio::sync::Semaphore::new(max)),
                 finished,
                 beating: Mutex::new(false),
+                sessions: Mutex::new(HashMap::new()),
                 served: AtomicBool::new(false),
             }),
         }
@@ -397,6 +400,29 @@ impl Jobs {
             tracing::warn!("job runners not read: {e}");
             Vec::new()
         })
+    }
+
+    /// Records a call's decision trace (the gate's stages: policy verdicts, approval) and
+    /// outcome in the event log of the job that made it: its session is `job:ID` (commands,
+    /// tool calls) or the agent session of a job running here. Other calls are ignored.
+    pub fn call_decided(&self, session: &str, tool: &str, outcome: &str, trace: &[String]) {
+        let job = match session.strip_prefix("job:") {
+            Some(id) => id.to_owned(),
+            None => match self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(session) {
+                Some(id) => id.clone(),
+                None => return,
+            },
+        };
+        // The event may come after the job ended (it is forwarded by another task): the job
+        // only has to exist. A `job:ID` session's calls are made by this process's jobs.
+        if !matches!(self.inner.setup.store.job(&job), Ok(Some(_))) {
+            return;
+        }
+        let steps = if trace.is_empty() { "no trace".to_owned() } else { trace.join("; ") };
+        let text = clip(&format!("{tool}: {steps} -> {outcome}"), 4_000);
+        if let Err(e) = self.inner.setup.store.job_event(&job, "decision", &text, now_ms()) {
+            tracing::warn!(job, "job decision not saved: {e}");
+        }
     }
 
     /// Whether job `id` runs in this process.

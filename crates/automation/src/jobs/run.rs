@@ -15,6 +15,9 @@ use super::{
     MAX_TITLE, clip, confine_dir, job_context, now_ms,
 };
 
+/// Agent sessions of jobs remembered for their calls' decision traces.
+const MAX_TRACKED_SESSIONS: usize = 4_096;
+
 /// The most of one event's text kept in the log.
 const EVENT_MAX_CHARS: usize = 4_000;
 
@@ -336,6 +339,16 @@ async fn run_agent(
     let session = uuid::Uuid::new_v4().to_string();
     if let Err(e) = inner.setup.store.job_set_session(&record.id, &session) {
         tracing::warn!(job = record.id, "job session not saved: {e}");
+    }
+    // Its calls' decision traces reach the job's log by this session (`Jobs::call_decided`).
+    // Kept after the run: the gate's events are forwarded by another task and may come later;
+    // bounded, the oldest sessions' last events are what a full map loses.
+    {
+        let mut sessions = inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if sessions.len() >= MAX_TRACKED_SESSIONS {
+            sessions.clear();
+        }
+        sessions.insert(session.clone(), record.id.clone());
     }
     let mut task = format!("# Background job: {}\n\n{}", record.title, record.description);
     if !prepared.project_dir.is_empty() {

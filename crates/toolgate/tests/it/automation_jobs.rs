@@ -429,3 +429,64 @@ async fn finished_jobs_are_announced_and_waits_are_bounded() {
     assert!(done["result"].as_str().unwrap().contains("fine"));
     assert!(done["finished_ms"].as_i64().unwrap() >= done["started_ms"].as_i64().unwrap());
 }
+
+/// The job's `decision` events, waiting (deadline 30 s) until there are `n`: the gate's events
+/// reach the jobs through the server's forwarding task, which may run after the job ended. Read
+/// from the state database (polling `job_events` would trip the loop breaker).
+async fn decisions(f: &Fixture, id: &str, n: usize) -> Vec<String> {
+    let store = toolgate::store::Store::open(&f.dir.path().join(".toolgate/state.db")).unwrap();
+    let t = std::time::Instant::now();
+    loop {
+        let events = toolgate::store::JobStore::job_events(&store, id, 0, 500).unwrap();
+        let found: Vec<String> = events.iter().filter(|e| e.kind == "decision").map(|e| e.text.clone()).collect();
+        if found.len() >= n {
+            return found;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no {n} decision events: {events:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_log_holds_each_calls_decision_trace() {
+    // A command job whose exec a person allows: the trace names the approval and the outcome.
+    let approver = Scripted::new(vec![ApprovalAnswer::AllowOnce]);
+    let f = fixture(Config::default(), Some(approver));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let _tasks = f.gate.start_tasks(&shutdown);
+    let v = f
+        .call(
+            "create_job",
+            json!({"title": "t", "mode": "command", "description": "echo traced > traced.txt", "wait": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    let d = decisions(&f, v["job_id"].as_str().unwrap(), 1).await;
+    assert!(d[0].starts_with("exec: ") && d[0].contains("approval: allowed once") && d[0].ends_with("-> ok"), "{d:?}");
+    shutdown.cancel();
+
+    // A sandbox job whose agent calls echo: its call's trace, by the agent's session (its exec
+    // is not offered under this policy, so it never reaches the gate: no trace, a refusal).
+    let mut config = with_agent();
+    config.tools.policy.deny.push("exec".into());
+    let f = fixture(config, None);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let _tasks = f.gate.start_tasks(&shutdown);
+    f.gate.agents().unwrap().set_client("script", Arc::new(Worker));
+    let v = f.call("create_job", json!({"title": "look", "description": "Say hi.", "wait": true})).await.unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    let d = decisions(&f, v["job_id"].as_str().unwrap(), 1).await;
+    assert!(d[0].starts_with("echo: policy:") && d[0].ends_with("-> ok"), "{d:?}");
+    // A command job under the same policy: the gate's verdict on its exec is in the trace.
+    let v = f
+        .call("create_job", json!({"title": "t", "mode": "command", "description": "echo no", "wait": true}))
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+    let d = decisions(&f, v["job_id"].as_str().unwrap(), 1).await;
+    // Refused before the pipeline recorded a trace: the verdict is the outcome, `denied`.
+    assert!(d[0].starts_with("exec: ") && d[0].ends_with("-> denied"), "{d:?}");
+    eprintln!("decision traces: {d:#?}");
+    shutdown.cancel();
+}
