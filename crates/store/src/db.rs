@@ -315,8 +315,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
      CREATE INDEX api_keys_principal ON api_keys (principal, created_ms);",
     AUDIT_CHAIN,
     // Jobs a server claims (`jobs.rs`): what a process that did not create a job needs to run
-    // it (the owner's agent name, the agent, the credentials' variables; never a value).
-    "ALTER TABLE jobs ADD COLUMN spec TEXT NOT NULL DEFAULT '{}';",
+    // it (the owner's agent name, the agent, the credentials' variables; never a value). Its own
+    // table, so the migration can run again on its own result.
+    "CREATE TABLE IF NOT EXISTS job_specs (job TEXT PRIMARY KEY, spec TEXT NOT NULL) WITHOUT ROWID;",
     // One grant store (`grants.rs`): a gateway's grants and the "allow always" decisions
     // (moved from `approval_grants`), and access requests.
     crate::grants::MIGRATION,

@@ -180,8 +180,13 @@ pub trait JobStore: Send + Sync + Debug {
 /// The prefix of a job runner's row in `scheduler_leases`.
 const RUNNER: &str = "jobs-runner:";
 
+const STORED: &str = "id, user, session, title, description, mode, project_dir, credentials, origin, state, result, \
+                       error, agent_session, created_ms, started_ms, finished_ms, lease_owner, lease_until_ms";
+/// [`STORED`] and the spec, kept in its own table (`job_specs`: a migration that can run again
+/// on its own result, which an added column cannot).
 const COLUMNS: &str = "id, user, session, title, description, mode, project_dir, credentials, origin, state, result, \
-                       error, agent_session, created_ms, started_ms, finished_ms, lease_owner, lease_until_ms, spec";
+                       error, agent_session, created_ms, started_ms, finished_ms, lease_owner, lease_until_ms, \
+                       COALESCE((SELECT s.spec FROM job_specs s WHERE s.job = jobs.id), '{}')";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
     let credentials: String = r.get(7)?;
@@ -244,8 +249,8 @@ impl JobStore for Store {
             write(conn, DOING, |tx| {
                 tx.execute(
                     &format!(
-                        "INSERT INTO jobs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-                         ?15, ?16, ?17, ?18, ?19)"
+                        "INSERT INTO jobs ({STORED}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+                         ?15, ?16, ?17, ?18)"
                     ),
                     rusqlite::params![
                         job.id,
@@ -265,11 +270,14 @@ impl JobStore for Store {
                         job.started_ms,
                         job.finished_ms,
                         job.lease_owner,
-                        job.lease_until_ms,
-                        if job.spec.is_empty() { "{}" } else { job.spec.as_str() }
+                        job.lease_until_ms
                     ],
                 )
                 .doing(DOING)?;
+                if !job.spec.is_empty() && job.spec != "{}" {
+                    tx.execute("INSERT INTO job_specs (job, spec) VALUES (?1, ?2)", [&job.id, &job.spec])
+                        .doing(DOING)?;
+                }
                 event(tx, &job.id, "state", &job.state, job.created_ms)?;
                 Ok(())
             })
@@ -469,21 +477,27 @@ impl JobStore for Store {
         }
         self.with(|conn| {
             write(conn, DOING, |tx| {
-                let claimed: Vec<JobRecord> = {
+                let ids: Vec<String> = {
                     let mut stmt = tx
-                        .prepare_cached(&format!(
+                        .prepare_cached(
                             "UPDATE jobs SET lease_owner = ?1, lease_until_ms = ?2
                              WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND lease_owner IS NULL
                                           ORDER BY created_ms, id LIMIT ?3)
                                AND state = 'queued' AND lease_owner IS NULL
-                             RETURNING {COLUMNS}"
-                        ))
+                             RETURNING id",
+                        )
                         .doing(DOING)?;
                     let rows = stmt
-                        .query_map(rusqlite::params![lease_owner, lease_until_ms, limit as i64], row)
+                        .query_map(rusqlite::params![lease_owner, lease_until_ms, limit as i64], |r| r.get(0))
                         .doing(DOING)?;
-                    rows.collect::<Result<Vec<_>, _>>().doing(DOING)?
+                    rows.collect::<Result<Vec<String>, _>>().doing(DOING)?
                 };
+                let mut claimed = Vec::with_capacity(ids.len());
+                for id in &ids {
+                    claimed.push(
+                        tx.query_row(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"), [id], row).doing(DOING)?,
+                    );
+                }
                 for j in &claimed {
                     event(
                         tx,
@@ -493,7 +507,6 @@ impl JobStore for Store {
                         now_ms,
                     )?;
                 }
-                let mut claimed = claimed;
                 claimed.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
                 Ok(claimed)
             })
