@@ -101,8 +101,8 @@ pub struct Credential {
     pub env: String,
 }
 
-/// What a job's record keeps so that a process that did not create it can run it (the store's
-/// `spec` column): names only, never a secret's value.
+/// What a job's record keeps so that a process that did not create it can run it
+/// ([`JobRecord::spec`], table `job_specs`): names only, never a secret's value.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct StoredSpec {
     /// The agent name the owner's calls carry.
