@@ -51,8 +51,13 @@ pub const RESULT_META: &str = "io.toolgate/result";
 
 /// A failed call's result: `isError` with the message the model should read.
 pub(crate) fn failure(error: &ToolError) -> CallToolResult {
-    let mut result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
-    result.meta = serde_json::from_value(json!({"io.toolgate/errorKind": error.kind()})).ok();
+    failure_of(error.kind(), &error.to_string())
+}
+
+/// [`failure`] from an error's kind and text (a task's failure, read back from its record).
+pub(crate) fn failure_of(kind: &str, message: &str) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message.to_owned())]);
+    result.meta = serde_json::from_value(json!({"io.toolgate/errorKind": kind})).ok();
     result
 }
 

@@ -26,6 +26,13 @@ pub trait CallHandler: Send + Sync + 'static {
         None
     }
 
+    /// The port that runs long calls as MCP tasks and keeps them ([`TaskHost`](crate::TaskHost)),
+    /// if this handler has one; the server then declares the tasks extension
+    /// (`io.modelcontextprotocol/tasks`). `None` (the default): every call is answered in place.
+    fn tasks(&self) -> Option<std::sync::Arc<dyn crate::TaskHost>> {
+        None
+    }
+
     /// Called once when the server stops (flush audit logs, cancel running calls).
     fn shutdown(&self) {}
 }

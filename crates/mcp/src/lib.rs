@@ -16,7 +16,9 @@
 //!   an unknown tool is a protocol error (`-32602`), as the specification says;
 //! - progress notifications when the request carries a `progressToken`, and cancellation
 //!   (`notifications/cancelled`, or a closed HTTP stream) that cancels the call's token;
-//! - approvals through the client's form elicitation ([`ask_client`]), when it has one.
+//! - approvals through the client's form elicitation ([`ask_client`]), when it has one;
+//! - the tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) when the handler offers a
+//!   [`TaskHost`]: a long call answered with a task handle, then `tasks/get` and `tasks/cancel`.
 //!
 //! Over HTTP ([`serve_http`]) every request must carry the bearer token from
 //! [`HttpToken::load_or_create`]; `Host` and `Origin` are checked against allowlists and request
@@ -57,6 +59,7 @@
 //!   completions, logging) answered beside the handler's tools, not through it; toolgate serves
 //!   none, the test-only `toolgate-conformance` crate serves the MCP conformance suite's
 //!   fixtures through it.
+//! - `tasks.rs`: [`TaskHost`], the port MCP tasks are kept behind, and their wire shapes.
 //! - `stdio.rs`, `http.rs`: the two transports; `token.rs`: the HTTP bearer token.
 
 #![deny(missing_docs)]
@@ -73,6 +76,7 @@ mod server;
 mod session;
 mod stdio;
 mod stdio_guard;
+mod tasks;
 mod token;
 
 pub use approval::{ClientAnswer, ask_client};
@@ -84,6 +88,7 @@ pub use handler::CallHandler;
 pub use http::{ApiHandler, HttpBody, HttpConfig, HttpRoute, Mount, RouteAuth, RouteRequest, reply, serve_http};
 pub use server::McpServer;
 pub use stdio::serve_stdio;
+pub use tasks::{TaskError, TaskHost, TaskState, TaskStatus};
 pub use token::HttpToken;
 
 /// The version of the MCP SDK this crate speaks through, for `--version` style reports.

@@ -134,6 +134,9 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
             #[allow(deprecated, reason = "logging before 2026-07-28")]
             None => ServerCapabilities::builder().enable_tools().enable_logging().build(),
         };
+        // Long calls may come back as tasks kept by the handler's port.
+        let capabilities =
+            if self.handler.tasks().is_some() { crate::tasks::declare(capabilities) } else { capabilities };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
             .with_instructions(
@@ -218,6 +221,17 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         let params = request.arguments.map_or_else(|| Value::Object(Default::default()), Value::Object);
         let mut ctx = self.handler.context();
         session::apply(&mut ctx, &context);
+        // A client that accepts tasks gets a long call back as one at once (SEP-2663: the server
+        // decides); it runs in the background as the caller, through the same pipeline.
+        if let Some(host) = self.handler.tasks().filter(|h| h.runs_as_task(&ctx, &request.name))
+            && context.client_capabilities().is_some_and(|c| c.supports_tasks())
+        {
+            return match host.start(&ctx, &request.name, params).await {
+                Ok(state) => Ok(CallToolResponse::Task(crate::tasks::created(&state))),
+                Err(e @ ToolError::UnknownTool { .. }) => Err(McpError::invalid_params(e.to_string(), None)),
+                Err(e) => Ok(convert::failure(&e).into()),
+            };
+        }
         // A cancelled request (or, on 2026-07-28 over HTTP, a closed stream) cancels the call.
         ctx.cancel = context.ct.clone();
         // `message` to an `mcp` channel reaches this client through the call's own request.
@@ -375,5 +389,35 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         extra_or_not_found!(self, UnsubscribeRequestMethod).unsubscribe(request).await
+    }
+
+    /// `tasks/get`: the caller's own task, with its result once it ended.
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        let (host, ctx) = crate::tasks::host_for(&*self.handler, &context)?;
+        host.get(&ctx, &request.task_id).await.map(crate::tasks::detailed).map_err(|e| crate::tasks::refused(&e))
+    }
+
+    /// `tasks/cancel`: stops the caller's running task (its processes killed).
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (host, ctx) = crate::tasks::host_for(&*self.handler, &context)?;
+        host.cancel(&ctx, &request.task_id).await.map(drop).map_err(|e| crate::tasks::refused(&e))
+    }
+
+    /// `tasks/update`: toolgate's tasks ask for no input.
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (host, ctx) = crate::tasks::host_for(&*self.handler, &context)?;
+        crate::tasks::update(&*host, &ctx, request).await
     }
 }

@@ -59,6 +59,14 @@ pub trait Family: Send + Sync + std::fmt::Debug {
         let _ = (services, shutdown);
         Vec::new()
     }
+
+    /// The port that keeps MCP tasks (`io.modelcontextprotocol/tasks`: a long call answered
+    /// with a task handle, then `tasks/get`, `tasks/cancel`), if this family keeps them; the
+    /// first family that offers one serves them (the automation family, over its jobs).
+    fn mcp_tasks(&self, services: &Services) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
+        let _ = services;
+        None
+    }
 }
 
 /// The JSON endpoints a server mounts beside `/mcp`: each family's under `/api/NAME/`, and
@@ -308,6 +316,11 @@ impl Family for Automation {
             let _ = self.jobs.set(jobs.clone());
         }
         Ok(toolgate_automation::tools(&setup))
+    }
+
+    /// MCP tasks are one-call jobs of the caller (`crate::tasks`).
+    fn mcp_tasks(&self, s: &Services) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
+        self.jobs.get().map(|jobs| crate::tasks::host(jobs, &s.registry))
     }
 
     /// `/hooks/NAME`: webhook routines, each request checked by its HMAC signature (not the

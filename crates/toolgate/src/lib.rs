@@ -57,6 +57,7 @@ pub mod per_user;
 mod pipeline;
 pub mod reload;
 mod services;
+mod tasks;
 pub mod wasm;
 
 pub use family::Family;

@@ -54,6 +54,11 @@ impl CallHandler for Gate {
         Some(self.registry().changes())
     }
 
+    /// Long calls as MCP tasks, kept as job records by the automation family (`crate::tasks`).
+    fn tasks(&self) -> Option<std::sync::Arc<dyn toolgate_mcp::TaskHost>> {
+        self.families().iter().find_map(|f| f.mcp_tasks(self.services()))
+    }
+
     fn shutdown(&self) {
         Gate::shutdown(self);
     }

@@ -31,8 +31,10 @@ use toolgate_tools::custom::SecretSource;
 pub(crate) use crate::text::clip;
 
 mod run;
+mod tasks;
 mod tools;
 
+pub use tasks::{CallOutcome, TOOL_MODE};
 pub(crate) use tools::tools;
 
 /// How often a server looks for queued jobs to claim.

@@ -30,6 +30,7 @@ mod mcp_oauth;
 mod mcp_python;
 mod mcp_results;
 mod mcp_sessions;
+mod mcp_tasks;
 mod media;
 mod memory;
 mod message;

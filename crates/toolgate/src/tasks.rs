@@ -1,0 +1,104 @@
+//! MCP tasks kept as job records: `toolgate-mcp`'s [`TaskHost`] port, implemented over the
+//! automation family's [`Jobs`] (`toolgate-mcp` does not know the jobs; the automation crate
+//! does not know MCP).
+//!
+//! A task is a one-call job (mode `tool`) of the caller: it runs through `Gate::call` as the
+//! caller's user, with the gate's policy, approvals and audit; its record outlives the MCP
+//! session, so `tasks/get` from another session of the same user finds it, and another user's
+//! task id is "not found" like an id that never existed.
+
+use std::sync::{Arc, Weak};
+
+use serde_json::Value;
+use toolgate_automation::jobs::{CallOutcome, JobError, JobOwner, Jobs};
+use toolgate_core::{CallContext, Registry, ToolError, ToolOutput};
+use toolgate_mcp::{TaskError, TaskHost, TaskState, TaskStatus};
+use toolgate_store::JobRecord;
+
+/// The tools a client that accepts tasks gets back as a task: those that run commands, agents
+/// or builds for minutes. Every other call is answered in place.
+pub const TASK_TOOLS: &[&str] = &["exec", "execute_code", "create_job", "build_software", "delegate"];
+
+/// [`TaskHost`] over a gate's jobs.
+#[derive(Debug)]
+pub(crate) struct JobTasks {
+    jobs: Jobs,
+    /// To tell a tool of the gate from an unknown name (which gets the plain call's error).
+    registry: Weak<Registry>,
+}
+
+impl JobTasks {
+    pub(crate) fn new(jobs: Jobs, registry: Weak<Registry>) -> Self {
+        JobTasks { jobs, registry }
+    }
+
+    /// Job `id` of `ctx`'s user, by its whole id only (a task id is never abbreviated).
+    fn job(&self, ctx: &CallContext, id: &str) -> Result<JobRecord, TaskError> {
+        let shown = || TaskError::NotFound(id.chars().take(64).collect());
+        let looks_like_id = id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+        if !looks_like_id {
+            return Err(shown());
+        }
+        match self.jobs.get(&ctx.identity.user, id) {
+            Ok(job) if job.id == id => Ok(job),
+            Ok(_) | Err(JobError::NotFound(_) | JobError::Ambiguous { .. }) => Err(shown()),
+            Err(e) => Err(TaskError::Invalid(e.to_string())),
+        }
+    }
+}
+
+/// A job record as a task.
+fn state(job: &JobRecord) -> TaskState {
+    let status = match job.state.as_str() {
+        "completed" => match Jobs::call_outcome(job) {
+            Some(CallOutcome::Output(output)) => TaskStatus::Completed(output),
+            _ => TaskStatus::Completed(ToolOutput::text(job.result.clone().unwrap_or_default())),
+        },
+        "failed" => match Jobs::call_outcome(job) {
+            Some(CallOutcome::Error { kind, message }) => TaskStatus::ToolFailed { kind, message },
+            Some(CallOutcome::Output(output)) => TaskStatus::Completed(output),
+            None => TaskStatus::Failed(job.error.clone().unwrap_or_else(|| "failed".to_owned())),
+        },
+        "cancelled" => TaskStatus::Cancelled(job.error.clone()),
+        _ => TaskStatus::Working,
+    };
+    let updated = job.finished_ms.or(job.started_ms).unwrap_or(job.created_ms);
+    TaskState::new(job.id.clone(), status, job.created_ms, updated).message(format!("{}: {}", job.state, job.title))
+}
+
+#[async_trait::async_trait]
+impl TaskHost for JobTasks {
+    fn runs_as_task(&self, _ctx: &CallContext, tool: &str) -> bool {
+        let known = self.registry.upgrade().and_then(|r| r.resolve(tool).map(|t| t.tool.spec().name.clone()));
+        known.is_some_and(|name| TASK_TOOLS.contains(&name.as_str()))
+    }
+
+    async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<TaskState, ToolError> {
+        let id =
+            self.jobs.submit_call(&JobOwner::of(ctx), tool, params).map_err(|e| ToolError::failed(e.to_string()))?;
+        let job = self.jobs.get(&ctx.identity.user, &id).map_err(|e| ToolError::failed(e.to_string()))?;
+        Ok(state(&job))
+    }
+
+    async fn get(&self, ctx: &CallContext, id: &str) -> Result<TaskState, TaskError> {
+        self.job(ctx, id).map(|job| state(&job))
+    }
+
+    async fn cancel(&self, ctx: &CallContext, id: &str) -> Result<TaskState, TaskError> {
+        let job = self.job(ctx, id)?;
+        if !job.is_finished() {
+            match self.jobs.cancel(&ctx.identity.user, &job.id).await {
+                Ok(job) => return Ok(state(&job)),
+                // It ended meanwhile: the state it ended in is the answer.
+                Err(JobError::Invalid(_)) => {}
+                Err(e) => return Err(TaskError::Invalid(e.to_string())),
+            }
+        }
+        self.job(ctx, id).map(|job| state(&job))
+    }
+}
+
+/// The port the gate offers its MCP server, when its automation family keeps jobs.
+pub(crate) fn host(jobs: &Jobs, registry: &Arc<Registry>) -> Arc<dyn TaskHost> {
+    Arc::new(JobTasks::new(jobs.clone(), Arc::downgrade(registry)))
+}
