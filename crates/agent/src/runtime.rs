@@ -522,8 +522,11 @@ impl Runtime {
         }
         ancestors.reverse();
         ctx.ancestors = ancestors;
-        let only = (record.kind == "spawn").then(|| self.cfg.agents_defaults.research_tools.clone());
-        if let Some(set) = &only {
+        // The tools its first run was limited to, kept with the session; a research spawn stored
+        // before they were kept gets the research tools, as it had.
+        let spawn = record.kind == "spawn";
+        let only = record.only_tools.clone().or_else(|| spawn.then(|| self.cfg.agents_defaults.research_tools.clone()));
+        if spawn && let Some(set) = &only {
             ctx.subagent_deny_exempt.clone_from(set);
         }
         Ok((ctx, only))
@@ -660,6 +663,7 @@ impl Runtime {
             depth: ctx.subagent_depth,
             task,
             created_ms: now_ms(),
+            only_tools: spec.only_tools.clone(),
             ..SessionRecord::default()
         })?;
         let records: Vec<_> = messages.iter().map(to_record).collect();

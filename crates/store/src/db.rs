@@ -321,6 +321,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // One grant store (`grants.rs`): a gateway's grants and the "allow always" decisions
     // (moved from `approval_grants`), and access requests.
     crate::grants::MIGRATION,
+    // The tools an agent session's run was limited to (`sessions.rs`): a continued session is
+    // offered no more. Its own table, so the migration can run again on its own result.
+    "CREATE TABLE IF NOT EXISTS agent_session_tools (session TEXT PRIMARY KEY, tools TEXT NOT NULL) WITHOUT ROWID;",
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

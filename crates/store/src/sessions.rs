@@ -49,6 +49,10 @@ pub struct SessionRecord {
     pub created_ms: i64,
     /// Unix milliseconds of the last change.
     pub updated_ms: i64,
+    /// The only tools it may be offered, when its run was limited to some (a build agent's,
+    /// a research spawn's): a continued session never gets more than it had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_tools: Option<Vec<String>>,
 }
 
 /// One message of a session.
@@ -328,7 +332,8 @@ pub trait SessionStore: Send + Sync + Debug {
 
 const SESSION_COLUMNS: &str = "id, agent, user, parent, kind, label, status, depth, task, result, error,
     input_tokens, output_tokens, cost_usd, created_ms, updated_ms,
-    (SELECT COUNT(*) FROM agent_messages m WHERE m.session = s.id)";
+    (SELECT COUNT(*) FROM agent_messages m WHERE m.session = s.id),
+    (SELECT tools FROM agent_session_tools t WHERE t.session = s.id)";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
@@ -349,6 +354,11 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
         created_ms: r.get(14)?,
         updated_ms: r.get(15)?,
         message_count: r.get::<_, i64>(16)? as u64,
+        // Written by this store as a JSON array; anything else reads as "no tools" (never as
+        // "every tool").
+        only_tools: r
+            .get::<_, Option<String>>(17)?
+            .map(|json| serde_json::from_str::<Vec<String>>(&json).unwrap_or_default()),
     })
 }
 
@@ -408,8 +418,10 @@ fn route_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HandoffRoute> {
 impl SessionStore for Store {
     fn session_create(&self, s: &SessionRecord) -> Result<(), StoreError> {
         let writer = crate::audit::Writer::this_process();
+        let tools = s.only_tools.as_ref().map(|t| serde_json::Value::from(t.clone()).to_string());
         self.with(|conn| {
-            conn.execute(
+            let tx = conn.unchecked_transaction().doing("creating an agent session")?;
+            tx.execute(
                 "INSERT INTO agent_sessions (id, agent, user, parent, kind, label, status, depth, task, created_ms,
                                              updated_ms, writer_pid, writer_token)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)",
@@ -428,8 +440,12 @@ impl SessionStore for Store {
                     writer.token
                 ],
             )
-            .map(drop)
-            .doing("creating an agent session")
+            .doing("creating an agent session")?;
+            if let Some(tools) = tools {
+                tx.execute("INSERT INTO agent_session_tools (session, tools) VALUES (?1, ?2)", [&s.id, &tools])
+                    .doing("recording an agent session's tools")?;
+            }
+            tx.commit().doing("creating an agent session")
         })
     }
 

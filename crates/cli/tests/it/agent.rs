@@ -372,6 +372,36 @@ async fn session_tools_and_sessions_send() {
     assert!(err.to_string().contains("no session"), "{err}");
 }
 
+/// A run limited to some tools (a build agent, a research spawn) keeps that limit when the
+/// session is continued: `build_software`'s second round once offered every tool, shell included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continued_session_is_offered_only_the_tools_its_run_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::start(vec![answer("first"), answer("second")]).await;
+    let gate = gate(dir.path(), config(&server.url));
+    let mut spec = RunSpec::new("main", "read the notes");
+    spec.only_tools = Some(vec!["read".into(), "grep".into()]);
+    let out = gate.agents().unwrap().run(spec, &gate.context()).await.unwrap();
+    let stored = store(dir.path()).session(&out.session).unwrap().unwrap();
+    assert_eq!(stored.only_tools.as_deref(), Some(&["read".to_owned(), "grep".to_owned()][..]));
+    let sent = gate
+        .call(&gate.context(), "sessions_send", json!({"session_id": out.session, "message": "now run a command"}))
+        .await
+        .unwrap();
+    assert!(sent.text_content().contains("second"), "{}", sent.text_content());
+    let offered = |request: &Value| -> Vec<String> {
+        let mut names: Vec<String> = request["tools"]
+            .as_array()
+            .map(|tools| tools.iter().filter_map(|t| t["function"]["name"].as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let requests = server.requests();
+    assert_eq!(offered(&requests[0]), ["grep", "read"]);
+    assert_eq!(offered(&requests[1]), ["grep", "read"], "the continued session got more tools");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn team_claims_are_atomic_through_the_gate() {
     let dir = tempfile::tempdir().unwrap();

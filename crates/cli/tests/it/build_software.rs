@@ -3,9 +3,12 @@
 //! tool. A 135M model is not expected to write a working component: the test is tolerant of what
 //! it manages and strict on the mechanics (the build ends within the seed's limits with a result
 //! or a failure that says why and where the project is; its calls went through the gate as the
-//! build agent). What it managed is printed for the report; so far nothing: llama.cpp refused its
-//! first request (15,469 prompt tokens against a 4,096-token slot). The whole loop with a
-//! scripted model is `crates/toolgate/tests/it/automation_build.rs`.
+//! build agent). What it managed is printed for the report; so far nothing: it answers twice with
+//! text (naming `app.py`) instead of calling `write`, and the build stops as "stuck planning" in
+//! about 4 s. (Before, llama.cpp refused the second round: 15,469 prompt tokens against a
+//! 4,096-token slot, because a continued session was offered every tool instead of the build
+//! agent's two; the session now keeps its tool limit.) The whole loop with a scripted model is
+//! `crates/toolgate/tests/it/automation_build.rs`.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 

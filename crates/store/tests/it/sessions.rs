@@ -125,6 +125,25 @@ fn a_turn_is_appended_with_its_usage_at_once() {
 }
 
 #[test]
+fn a_session_keeps_the_tools_its_run_was_limited_to() {
+    on_every_backend(|db| {
+        let store = db.connect().sessions;
+        let limited = SessionRecord { only_tools: Some(vec!["read".into(), "write".into()]), ..session("s1", 10) };
+        store.session_create(&limited).unwrap();
+        store.session_create(&session("s2", 11)).unwrap();
+        let none = SessionRecord { only_tools: Some(Vec::new()), ..session("s3", 12) };
+        store.session_create(&none).unwrap();
+        let got = |id: &str| store.session(id).unwrap().unwrap().only_tools;
+        assert_eq!(got("s1"), Some(vec!["read".to_owned(), "write".to_owned()]));
+        assert_eq!(got("s2"), None, "not limited");
+        assert_eq!(got("s3"), Some(Vec::new()), "limited to no tool is not \"every tool\"");
+        // A duplicate id fails whole: neither the session nor its tools are written twice.
+        assert!(store.session_create(&SessionRecord { only_tools: None, ..limited }).is_err());
+        assert_eq!(got("s1"), Some(vec!["read".to_owned(), "write".to_owned()]));
+    });
+}
+
+#[test]
 fn sessions_are_filtered_and_listed_newest_first() {
     on_every_backend(|db| {
         let store = db.connect().sessions;
