@@ -324,6 +324,43 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // The tools an agent session's run was limited to (`sessions.rs`): a continued session is
     // offered no more. Its own table, so the migration can run again on its own result.
     "CREATE TABLE IF NOT EXISTS agent_session_tools (session TEXT PRIMARY KEY, tools TEXT NOT NULL) WITHOUT ROWID;",
+    // The approvals inbox (`approvals.rs`): tool calls waiting for a person, bound to the
+    // caller, the arguments' digest, the policy revision and an expiry; each change an event.
+    "CREATE TABLE approvals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        call_id TEXT NOT NULL,
+        user TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        server TEXT,
+        subject TEXT NOT NULL,
+        args_digest TEXT NOT NULL,
+        shown TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        policy_revision TEXT NOT NULL,
+        batch TEXT,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        status TEXT NOT NULL
+            CHECK (status IN ('pending', 'allowed', 'allowed_always', 'denied', 'expired')),
+        decided_by TEXT,
+        decided_ms INTEGER,
+        message TEXT,
+        notify_error TEXT,
+        used_ms INTEGER
+     );
+     CREATE INDEX approvals_pending ON approvals (status, expires_ms);
+     CREATE INDEX approvals_call ON approvals (user, agent, tool, args_digest);
+     CREATE TABLE approval_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        approval INTEGER NOT NULL REFERENCES approvals (id),
+        kind TEXT NOT NULL,
+        by TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        detail TEXT
+     );
+     CREATE INDEX approval_events_of ON approval_events (approval, seq);",
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

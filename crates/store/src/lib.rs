@@ -43,6 +43,7 @@
 
 #![deny(missing_docs)]
 
+mod approvals;
 mod audit;
 mod custom_tools;
 mod db;
@@ -62,6 +63,9 @@ mod secrets;
 mod sessions;
 mod stores;
 
+pub use approvals::{
+    ApprovalDecision, ApprovalEvent, ApprovalFilter, ApprovalRecord, ApprovalStatus, ApprovalStore, DecideOutcome,
+};
 pub use audit::{
     AuditLog, AuditOptions, AuditRecord, AuditStore, Broken, ChainEnds, ChainReport, GENESIS, INTERRUPTED, PRUNE_EVENT,
     Pruned, STARTED, SessionCalls, SessionQuery, TEXT_EVENT,

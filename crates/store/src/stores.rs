@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use crate::OutboxStore;
 use crate::{
-    CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LockStore, RoutineStore, SecretStore,
-    SessionStore, Store,
+    ApprovalStore, CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LockStore, RoutineStore,
+    SecretStore, SessionStore, Store,
 };
 
 /// The state of one database, one trait object per area, for the code that wires families
@@ -14,6 +14,8 @@ use crate::{
 /// log is on.
 #[derive(Debug, Clone)]
 pub struct Stores {
+    /// The approvals inbox: calls waiting for a person's decision.
+    pub approvals: Arc<dyn ApprovalStore>,
     /// "Allow always" approval grants.
     pub grants: Arc<dyn GrantStore>,
     /// Encrypted secrets (OAuth tokens, custom tools' values, WASM manifests).
@@ -40,6 +42,7 @@ impl Stores {
     /// Every area in one SQLite database (one connection, shared).
     pub fn sqlite(store: Arc<Store>) -> Stores {
         Stores {
+            approvals: store.clone(),
             grants: store.clone(),
             outbox: store.clone(),
             secrets: store.clone(),

@@ -6,6 +6,7 @@
 //! has (SQLite's key file, its rows poked with SQL) is tested beside that backend's code.
 #![allow(clippy::unwrap_used)]
 
+mod approvals;
 mod audit;
 mod audit_chain;
 mod custom_tools;

@@ -184,6 +184,8 @@ fn migrations_reach_the_latest_version() {
         "principals",
         "api_keys",
         "audit_chain",
+        "approvals",
+        "approval_events",
     ] {
         let n: i64 = conn
             .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |r| r.get(0))
