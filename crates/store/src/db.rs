@@ -18,6 +18,19 @@ pub fn audit_chain_version() -> usize {
     MIGRATIONS.iter().position(|m| *m == AUDIT_CHAIN).map_or(0, |i| i + 1)
 }
 
+/// Creates the database at `path` with only the first `version` migrations run, as a build of
+/// that time would have left it (a test of a later migration starts from there).
+#[doc(hidden)]
+pub fn create_at_version(path: &Path, version: usize) -> Result<(), StoreError> {
+    let mut conn = Connection::open(path).doing("opening a database at an old version")?;
+    let tx = conn.transaction().doing("migrating")?;
+    for sql in &MIGRATIONS[..version.min(MIGRATIONS.len())] {
+        tx.execute_batch(sql).doing("migrating")?;
+    }
+    tx.pragma_update(None, "user_version", version.min(MIGRATIONS.len()) as i64).doing("migrating")?;
+    tx.commit().doing("migrating")
+}
+
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: the audit log.

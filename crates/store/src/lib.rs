@@ -71,7 +71,7 @@ pub use audit::{
     Pruned, STARTED, SessionCalls, SessionQuery, TEXT_EVENT,
 };
 pub use custom_tools::{CustomToolStore, StoredCustomTool};
-pub use db::{SCHEMA_VERSION, Store, audit_chain_version};
+pub use db::{SCHEMA_VERSION, Store, audit_chain_version, create_at_version};
 pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
 pub use grants::{AccessDecision, AccessRequest, AccessStatus, Grant, GrantMode, GrantStore, ToolGrant};

@@ -188,17 +188,19 @@ fn a_row_inserted_by_hand_is_named() {
 fn rows_from_before_the_chain_are_chained_by_the_migration() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
-    chained_log(&db, 3);
-    // Back to the schema before the chain: no chain columns, no chain table.
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute_batch(&format!(
-        "DROP INDEX audit_seq; DROP TABLE audit_chain; ALTER TABLE audit DROP COLUMN seq;
-         ALTER TABLE audit DROP COLUMN prev_hash; ALTER TABLE audit DROP COLUMN hash;
-         PRAGMA user_version = {};",
-        toolgate_store::audit_chain_version() - 1
-    ))
-    .unwrap();
-    drop(conn);
+    // A database as a build before the chain left it: no chain columns, no chain table; later
+    // migrations then run as they would on a user's upgrade.
+    toolgate_store::create_at_version(&db, toolgate_store::audit_chain_version() - 1).unwrap();
+    for i in 1..=3 {
+        sql(
+            &db,
+            &format!(
+                "INSERT INTO audit (id, ts_ms, user, agent, session, tool, params, decision, outcome, duration_us,
+                                    output_bytes)
+                 VALUES ('call-{i}', {i}, 'ann', 'main', 's', 'write', '{{}}', 'policy: allow', 'ok', 0, 0)"
+            ),
+        );
+    }
     let report = Store::open(&db).unwrap().verify_audit_chain().unwrap();
     assert!(report.ok(), "{report:?}");
     assert_eq!(report.rows, 3);
