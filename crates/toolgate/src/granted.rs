@@ -147,7 +147,49 @@ impl CallHandler for Granted {
         self.inner.tool_changes()
     }
 
+    // MCP tasks, grant-checked like plain calls.
+    fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
+        let tasks = self.inner.tasks()?;
+        let Some(grants) = &self.grants else { return Some(tasks) };
+        Some(Arc::new(GrantedTasks { tasks, inner: Arc::clone(&self.inner), grants: grants.clone() }))
+    }
+
     fn shutdown(&self) {
         self.inner.shutdown();
+    }
+}
+
+/// The inner handler's MCP tasks behind the same grants: a tool the caller is not granted never
+/// runs as a task (its plain call is then refused with what to request), and starting one
+/// checks again.
+struct GrantedTasks {
+    tasks: Arc<dyn toolgate_mcp::TaskHost>,
+    inner: Arc<dyn CallHandler>,
+    grants: Grants,
+}
+
+impl std::fmt::Debug for GrantedTasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrantedTasks").field("tasks", &self.tasks).finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl toolgate_mcp::TaskHost for GrantedTasks {
+    fn runs_as_task(&self, ctx: &CallContext, tool: &str) -> bool {
+        check(self.inner.as_ref(), &self.grants, ctx, tool).is_ok() && self.tasks.runs_as_task(ctx, tool)
+    }
+
+    async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<toolgate_mcp::TaskState, ToolError> {
+        check(self.inner.as_ref(), &self.grants, ctx, tool)?;
+        self.tasks.start(ctx, tool, params).await
+    }
+
+    async fn get(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
+        self.tasks.get(ctx, id).await
+    }
+
+    async fn cancel(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
+        self.tasks.cancel(ctx, id).await
     }
 }

@@ -780,6 +780,9 @@ async def run_table(run: Run, toolgate: str, workspace: Path, site: str) -> list
                 params = substitute(row.params, state.kept)
                 what = f"{row.tool} {json.dumps(params)}"
                 deadline = time.monotonic() + row.retry
+                # Backing off as a client should: polled every 0.1 s, a slow exit under load ran
+                # into the `process` tool's rate limit (60 calls a minute) before it was seen.
+                pause = 0.1
                 while True:
                     outcome = await call(client, row.tool, params)
                     try:
@@ -791,7 +794,8 @@ async def run_table(run: Run, toolgate: str, workspace: Path, site: str) -> list
                         problem = f"{type(e).__name__}: {e}"
                     if problem is None or time.monotonic() >= deadline:
                         break
-                    await anyio.sleep(0.1)
+                    await anyio.sleep(pause)
+                    pause = min(pause * 2, 2.0)
                 if problem is None and not outcome.error and row.tool in canonical:
                     succeeded.append((canonical[row.tool], row.tool))
                 detail = f"{problem}\n    got: {outcome.text[:1500]!r}"
