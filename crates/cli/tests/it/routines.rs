@@ -147,17 +147,21 @@ fn a_cron_routine_across_kill_9_and_restarts_fires_every_minute_once() {
                "prompt": "append a line", "action_type": "tool", "tool": "exec",
                "params": {"command": "echo fired >> fires.txt"}}),
     );
+    // Every routine run is a job: a server killed while its job runs leaves that fire `failed:
+    // interrupted` (never run again). This test is about the scheduler, so each kill waits
+    // until the newest fire's job has ended.
+    let ended = |r: &Value| matches!(r["job"]["state"].as_str(), Some("completed" | "failed" | "cancelled"));
     // First server: until its first fire, then killed with SIGKILL (its lease is not released).
     let first = HttpServer::start_in(TOOLGATE, ws, &[]);
     let ws = first.ws.path().to_owned();
-    history_until(&ws, "minutely", 75, |r| !r.is_empty());
+    history_until(&ws, "minutely", 75, |r| r.first().is_some_and(ended));
     // The server is killed (HttpServer's drop sends SIGKILL) and a second one starts at once
     // on the same workspace: it takes over when the lease lapses; two more minutes.
     let second = HttpServer::start_in(TOOLGATE, take_workspace(first), &[]);
-    history_until(&ws, "minutely", 150, |r| r.len() >= 3);
+    history_until(&ws, "minutely", 150, |r| r.len() >= 3 && ended(&r[0]));
     // Killed too, mid-minute, and a third: one more.
     let third = HttpServer::start_in(TOOLGATE, take_workspace(second), &[]);
-    let runs = history_until(&ws, "minutely", 90, |r| r.len() >= 4);
+    let runs = history_until(&ws, "minutely", 90, |r| r.len() >= 4 && ended(&r[0]));
     let _kept = take_workspace(third); // killed; the workspace stays for the checks below
     let mut minutes: Vec<i64> = runs.iter().map(|r| r["scheduled_ms"].as_i64().unwrap()).collect();
     minutes.sort();
