@@ -130,6 +130,10 @@ pub struct RunSpec {
     /// §11's skip-hooks flag: set for an evaluator's own run and `evaluate_loop`'s rounds, so a
     /// gate cannot trigger itself).
     pub skip_gates: bool,
+    /// The caller this run's tool calls go through instead of the runtime's (a background
+    /// job's wrapper around the gate, which adds the job's credentials to its commands after
+    /// the model wrote them); runs this one starts use the runtime's.
+    pub tool_caller: Option<Arc<dyn ToolCaller>>,
     /// Started by the runtime itself (a quality gate's reviewer): the spawn limits and links,
     /// which bound what a model may start, do not apply.
     pub(crate) internal: bool,
@@ -153,6 +157,7 @@ impl RunSpec {
             max_turns: None,
             events: None,
             skip_gates: false,
+            tool_caller: None,
             internal: false,
         }
     }
@@ -607,7 +612,10 @@ impl Runtime {
     ) -> Result<(Drive<'_>, Vec<Message>), AgentError> {
         let a = self.agent(&spec.agent)?.clone();
         let client = self.client(&a.provider)?;
-        let caller = self.caller()?;
+        let caller = match &spec.tool_caller {
+            Some(c) => Arc::clone(c),
+            None => self.caller()?,
+        };
         let id = id.unwrap_or_else(new_id);
         let parent_session = parent_ctx.identity.session.clone();
         let mut ctx = match spec.kind {

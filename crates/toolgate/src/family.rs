@@ -292,6 +292,12 @@ impl Family for Automation {
                 workspace: s.workspace.clone(),
                 config: s.config.automation.jobs.clone(),
             }));
+            // A job run where no server forwards the gate's events (the CLI's `wait`) reads
+            // its calls' decisions itself.
+            if let Some(jobs) = &setup.jobs {
+                let events = s.events.clone();
+                jobs.set_decisions(Arc::new(move || Box::new(GateDecisions(events.subscribe()))));
+            }
         }
         // Routines: every run a job of the same engine; context paths confined by the file
         // tools' rules; a model counts as configured when an agent is.
@@ -351,6 +357,47 @@ impl Family for Automation {
             tasks.push(Box::pin(forward_events(Arc::clone(routines), events, jobs, calls, shutdown.clone())));
         }
         tasks
+    }
+}
+
+/// The gate's `tool` events as the decisions of the calls jobs make.
+struct GateDecisions(tokio::sync::broadcast::Receiver<crate::events::GateEvent>);
+
+impl GateDecisions {
+    fn decision(e: &crate::events::GateEvent) -> Option<toolgate_automation::jobs::CallDecision> {
+        (e.channel == "tool")
+            .then(|| toolgate_automation::jobs::CallDecision::new(&e.session, &e.subject, &e.detail, &e.trace))
+    }
+}
+
+#[async_trait::async_trait]
+impl toolgate_automation::jobs::DecisionStream for GateDecisions {
+    async fn next(&mut self) -> Option<toolgate_automation::jobs::CallDecision> {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match self.0.recv().await {
+                Ok(e) => match Self::decision(&e) {
+                    Some(d) => return Some(d),
+                    None => continue,
+                },
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    fn try_next(&mut self) -> Option<toolgate_automation::jobs::CallDecision> {
+        use tokio::sync::broadcast::error::TryRecvError;
+        loop {
+            match self.0.try_recv() {
+                Ok(e) => match Self::decision(&e) {
+                    Some(d) => return Some(d),
+                    None => continue,
+                },
+                Err(TryRecvError::Lagged(_)) => continue,
+                Err(_) => return None,
+            }
+        }
     }
 }
 

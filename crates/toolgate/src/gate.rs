@@ -591,7 +591,8 @@ impl Gate {
             audited.called_as = Some(std::mem::take(&mut audited.tool));
         }
         audited.tool.clone_from(&spec.name);
-        self.policy.check_visible(spec, ctx)?;
+        // A refusal names its rule in the trace too (the audit row, a job's decision event).
+        self.policy.check_visible(spec, ctx).inspect_err(|e| trace.push(format!("policy: refused: {e}")))?;
         let mut params = params;
         if let Err(e) = validate::validate(&tool, &mut params, &self.config.limits) {
             audited.params = self.audit_text(&params, &tool.tool.safety(&params).sensitive_params);
@@ -602,7 +603,10 @@ impl Gate {
         self.loops.stage(ctx, &spec.name, &params, trace)?;
         self.skills.check(ctx, spec, &safety.touches)?;
         let redacted = redact_params(&params, &safety.sensitive_params);
-        let decision = self.policy.decide(spec, &safety.touches, ctx)?;
+        let decision = self
+            .policy
+            .decide(spec, &safety.touches, ctx)
+            .inspect_err(|e| trace.push(format!("policy: refused: {e}")))?;
         trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));
         apply_verdict(decision.verdict, &mut safety, &decision);
         if let Some(reason) = safety.refusal.take() {

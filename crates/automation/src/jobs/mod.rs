@@ -30,6 +30,7 @@ use toolgate_tools::custom::SecretSource;
 
 pub(crate) use crate::text::clip;
 
+mod credentials;
 mod run;
 mod tasks;
 mod tools;
@@ -250,6 +251,44 @@ pub enum JobError {
     Store(#[from] StoreError),
 }
 
+/// One call's decision as the gate reports it: the caller's session, the tool, the outcome
+/// (`ok`, `denied`, ...) and the pipeline's trace (policy verdicts, approval).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallDecision {
+    /// The session that made the call (`job:ID`, or a job's agent session).
+    pub session: String,
+    /// The tool.
+    pub tool: String,
+    /// How it ended.
+    pub outcome: String,
+    /// The pipeline's stages, as the audit row keeps them.
+    pub trace: Vec<String>,
+}
+
+impl CallDecision {
+    /// A decision of `session`'s call of `tool`.
+    pub fn new(session: &str, tool: &str, outcome: &str, trace: &[String]) -> Self {
+        CallDecision {
+            session: session.to_owned(),
+            tool: tool.to_owned(),
+            outcome: outcome.to_owned(),
+            trace: trace.to_vec(),
+        }
+    }
+}
+
+/// A subscription to the gate's call decisions, from the moment it was opened.
+#[async_trait::async_trait]
+pub trait DecisionStream: Send {
+    /// The next decision; `None` once the gate is gone.
+    async fn next(&mut self) -> Option<CallDecision>;
+    /// A decision already waiting, without waiting.
+    fn try_next(&mut self) -> Option<CallDecision>;
+}
+
+/// Opens a [`DecisionStream`] (the facade subscribes to the gate's events).
+pub type DecisionFeed = Arc<dyn Fn() -> Box<dyn DecisionStream> + Send + Sync>;
+
 /// What [`Jobs`] is built from.
 #[derive(Clone)]
 pub struct JobsSetup {
@@ -296,6 +335,8 @@ pub(crate) struct Inner {
     /// A long-lived server runs [`Jobs::serve`]: jobs submitted here run here, and queued jobs
     /// of short-lived processes are claimed.
     served: AtomicBool,
+    /// The gate's decisions, for jobs run where no server forwards them ([`Jobs::set_decisions`]).
+    decisions: std::sync::OnceLock<DecisionFeed>,
 }
 
 /// The jobs of one gate: cheap to clone. Jobs run on the Tokio runtime of the caller that
@@ -355,6 +396,7 @@ impl Jobs {
                 beating: Mutex::new(false),
                 sessions: Mutex::new(HashMap::new()),
                 served: AtomicBool::new(false),
+                decisions: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -408,23 +450,15 @@ impl Jobs {
     /// outcome in the event log of the job that made it: its session is `job:ID` (commands,
     /// tool calls) or the agent session of a job running here. Other calls are ignored.
     pub fn call_decided(&self, session: &str, tool: &str, outcome: &str, trace: &[String]) {
-        let job = match session.strip_prefix("job:") {
-            Some(id) => id.to_owned(),
-            None => match self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(session) {
-                Some(id) => id.clone(),
-                None => return,
-            },
-        };
-        // The event may come after the job ended (it is forwarded by another task): the job
-        // only has to exist. A `job:ID` session's calls are made by this process's jobs.
-        if !matches!(self.inner.setup.store.job(&job), Ok(Some(_))) {
-            return;
-        }
-        let steps = if trace.is_empty() { "no trace".to_owned() } else { trace.join("; ") };
-        let text = clip(&format!("{tool}: {steps} -> {outcome}"), 4_000);
-        if let Err(e) = self.inner.setup.store.job_event(&job, "decision", &text, now_ms()) {
-            tracing::warn!(job, "job decision not saved: {e}");
-        }
+        self.inner.call_decided(&CallDecision::new(session, tool, outcome, trace), None);
+    }
+
+    /// Where a process that runs no [`Jobs::serve`] (the CLI's `toolgate call create_job` with
+    /// `wait`, a library caller) gets the gate's decisions from: each job it runs subscribes for
+    /// its own run and writes its calls' `decision` events before it ends. A server's forwarding
+    /// task does that for the jobs it runs. Set once; later calls are ignored.
+    pub fn set_decisions(&self, feed: DecisionFeed) {
+        let _ = self.inner.decisions.set(feed);
     }
 
     /// Whether job `id` runs in this process.
@@ -680,6 +714,32 @@ impl Jobs {
 }
 
 impl Inner {
+    /// Writes `d` as a `decision` event of the job that made the call: its session is `job:ID`
+    /// or the agent session of a job running here; other calls are ignored, and so are other
+    /// jobs' calls when `only` names one.
+    fn call_decided(&self, d: &CallDecision, only: Option<&str>) {
+        let job = match d.session.strip_prefix("job:") {
+            Some(id) => id.to_owned(),
+            None => match self.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(&d.session) {
+                Some(id) => id.clone(),
+                None => return,
+            },
+        };
+        if only.is_some_and(|only| only != job) {
+            return;
+        }
+        // The event may come after the job ended (it is forwarded by another task): the job
+        // only has to exist. A `job:ID` session's calls are made by this process's jobs.
+        if !matches!(self.setup.store.job(&job), Ok(Some(_))) {
+            return;
+        }
+        let steps = if d.trace.is_empty() { "no trace".to_owned() } else { d.trace.join("; ") };
+        let text = clip(&format!("{}: {steps} -> {}", d.tool, d.outcome), 4_000);
+        if let Err(e) = self.setup.store.job_event(&job, "decision", &text, now_ms()) {
+            tracing::warn!(job, "job decision not saved: {e}");
+        }
+    }
+
     /// Starts the heartbeat that renews this process's leases, unless it runs; it ends when
     /// no job runs here (or the jobs are dropped).
     fn ensure_heartbeat(this: &Arc<Inner>) {

@@ -10,9 +10,10 @@ use toolgate_agent::{Event, EventSink, RunSpec, RunStatus, ToolCaller};
 use toolgate_core::{CallContext, ToolError, ToolOutput};
 use toolgate_store::{JobRecord, JobStore};
 
+use super::credentials::CredentialCaller;
 use super::{
-    Credential, Inner, JobError, JobFinished, JobMode, JobOwner, JobRequest, MAX_CREDENTIALS, MAX_DESCRIPTION,
-    MAX_TITLE, clip, confine_dir, job_context, now_ms,
+    Credential, DecisionStream, Inner, JobError, JobFinished, JobMode, JobOwner, JobRequest, MAX_CREDENTIALS,
+    MAX_DESCRIPTION, MAX_TITLE, clip, confine_dir, job_context, now_ms,
 };
 
 /// Agent sessions of jobs remembered for their calls' decision traces.
@@ -56,16 +57,14 @@ pub(crate) fn prepare(inner: &Inner, owner: &JobOwner, req: &JobRequest) -> Resu
     let mut prepared = Prepared { project_dir, env, agent: None, claude: None, tool: None };
     match req.mode {
         JobMode::Sandbox | JobMode::Lightweight => {
-            if !prepared.env.is_empty() {
-                return Err(JobError::Invalid(format!(
-                    "credentials go to `command` and `claude_code` jobs only: {} Run the step that needs them as a \
-                     `command` job",
-                    if req.mode == JobMode::Lightweight {
-                        "a `lightweight` job calls no tools."
-                    } else {
-                        "an agent's tool calls cannot carry them (and a value must never reach a model)."
-                    }
-                )));
+            // A sandbox job's agent gets them in its `exec` calls' `env`, added after the model
+            // wrote the call (`credentials.rs`); a lightweight one calls no tools.
+            if req.mode == JobMode::Lightweight && !prepared.env.is_empty() {
+                return Err(JobError::Invalid(
+                    "credentials go to `sandbox`, `command` and `claude_code` jobs: a `lightweight` job calls no \
+                     tools"
+                        .to_owned(),
+                ));
             }
             let rt = inner.setup.agents.as_ref().filter(|rt| rt.tool_caller().is_some()).ok_or_else(no_agent)?;
             let names: Vec<&String> = rt.config().agents.keys().collect();
@@ -222,12 +221,7 @@ struct Log {
 impl Log {
     /// `text` with every credential value and what the gate's leak detector finds redacted.
     fn redact(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for (name, value) in self.secrets.iter() {
-            if !value.is_empty() {
-                text = text.replace(value.as_str(), &format!("[REDACTED:{name}]"));
-            }
-        }
+        let text = super::credentials::redact(&self.secrets, text);
         match (&self.caller, &self.ctx) {
             (Some(caller), Some(ctx)) => caller.scrub(ctx, &text),
             _ => text,
@@ -270,6 +264,7 @@ pub(crate) async fn run(
             return announce(inner, &id);
         }
     }
+    let decisions = Decisions::open(inner, &id);
     let caller = inner.setup.agents.as_ref().and_then(|rt| rt.tool_caller());
     let ctx = caller.as_ref().map(|c| job_context(&**c, &owner, &id, &cancel));
     let log = Log {
@@ -295,6 +290,10 @@ pub(crate) async fn run(
         }
         (_, Some(caller), Some(ctx)) => run_exec(&*caller, &ctx, &record.description, &prepared, &log).await,
     };
+    // Its calls' decisions are in its log before its end is.
+    if let Some(d) = decisions {
+        d.close(inner).await;
+    }
     let now = now_ms();
     // A result or error is kept and shown like an event: without credential values.
     let ended = ended.map(|r| log.redact(&r)).map_err(|e| log.redact(&e));
@@ -308,6 +307,50 @@ pub(crate) async fn run(
     }
     drop(permit);
     announce(inner, &id);
+}
+
+/// A job's own forwarding of the gate's decisions, where no server's task forwards them (the
+/// process runs no [`super::Jobs::serve`]): subscribed before the job's first call, so none is
+/// missed, and drained before the job's end is written.
+struct Decisions {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Box<dyn DecisionStream>>,
+    job: String,
+}
+
+impl Decisions {
+    fn open(inner: &Arc<Inner>, job: &str) -> Option<Decisions> {
+        if inner.served.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let mut stream = (inner.decisions.get()?)();
+        let stop = CancellationToken::new();
+        let (until, forward, id) = (stop.clone(), Arc::clone(inner), job.to_owned());
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    d = stream.next() => match d {
+                        Some(d) => forward.call_decided(&d, Some(&id)),
+                        None => break,
+                    },
+                    () = until.cancelled() => break,
+                }
+            }
+            stream
+        });
+        Some(Decisions { stop, task, job: job.to_owned() })
+    }
+
+    /// Stops the forwarding and writes what is still waiting: the gate publishes a call's
+    /// decision before the call returns, so every call the job made is in by now.
+    async fn close(self, inner: &Inner) {
+        self.stop.cancel();
+        if let Ok(mut stream) = self.task.await {
+            while let Some(d) = stream.try_next() {
+                inner.call_decided(&d, Some(&self.job));
+            }
+        }
+    }
 }
 
 /// Tells subscribers how job `id` ended.
@@ -382,6 +425,10 @@ async fn run_agent(
     let mut spec = RunSpec::new(agent, task);
     spec.label = Some(clip(&record.title, 80));
     spec.events = Some(sink);
+    if !prepared.env.is_empty() {
+        let gate = rt.tool_caller().ok_or("the gate is gone (the server is stopping)")?;
+        spec.tool_caller = Some(Arc::new(CredentialCaller::new(gate, Arc::clone(&log.secrets))));
+    }
     if lightweight {
         spec.only_tools = Some(Vec::new());
         spec.max_turns = Some(1);

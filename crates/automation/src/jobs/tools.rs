@@ -46,7 +46,7 @@ pub(crate) fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {
     };
     let id = || json!({"type": "string", "minLength": 1, "maxLength": 64, "description": "the job id: the full id or at least 4 characters of it"});
     vec![
-        t(Kind::Create, ToolSpec::new("create_job", "Start a background job: `sandbox` (default) runs an agent on the task in `description`, its tool calls checked like yours; `command` runs `description` as one sandboxed command line; `claude_code` runs the Claude Code CLI on it. Returns the job id at once, or with `wait` the result (at most 660 s; the job goes on if it takes longer). `credentials` names stored secrets the command gets in its environment (never their values).", json!({
+        t(Kind::Create, ToolSpec::new("create_job", "Start a background job: `sandbox` (default) runs an agent on the task in `description`, its tool calls checked like yours; `command` runs `description` as one sandboxed command line; `claude_code` runs the Claude Code CLI on it. Returns the job id at once, or with `wait` the result (at most 660 s; the job goes on if it takes longer). `credentials` names stored secrets the job's commands get in their environment (a sandbox job's agent: in every `exec` it makes; never their values, which are redacted from what comes back).", json!({
             "type": "object", "additionalProperties": false, "required": ["title", "description"],
             "properties": {
                 "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE},
@@ -54,7 +54,7 @@ pub(crate) fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {
                 "wait": {"type": "boolean", "default": false, "description": "wait for the job to end (at most 660 s)"},
                 "mode": {"type": "string", "enum": ["sandbox", "command", "claude_code"], "default": "sandbox"},
                 "project_dir": {"type": "string", "maxLength": 4096, "description": "working folder, relative to the workspace root"},
-                "credentials": {"type": "array", "maxItems": MAX_CREDENTIALS, "description": "secrets for the job's command: a secret's name (given as the variable of that name in upper case, `-` and `.` as `_`), or {secret, env}", "items": {
+                "credentials": {"type": "array", "maxItems": MAX_CREDENTIALS, "description": "secrets for the job's commands (`exec` calls): a secret's name (given as the variable of that name in upper case, `-` and `.` as `_`), or {secret, env}", "items": {
                     "anyOf": [
                         {"type": "string", "minLength": 1, "maxLength": 128},
                         {"type": "object", "additionalProperties": false, "required": ["secret"], "properties": {

@@ -485,8 +485,154 @@ async fn the_event_log_holds_each_calls_decision_trace() {
         .unwrap();
     assert_eq!(v["state"], "failed", "{v}");
     let d = decisions(&f, v["job_id"].as_str().unwrap(), 1).await;
-    // Refused before the pipeline recorded a trace: the verdict is the outcome, `denied`.
-    assert!(d[0].starts_with("exec: ") && d[0].ends_with("-> denied"), "{d:?}");
+    // The trace names the rule that refused it.
+    assert!(d[0].starts_with("exec: policy: refused: ") && d[0].ends_with("-> denied"), "{d:?}");
+    assert!(d[0].contains("deny"), "{d:?}");
     eprintln!("decision traces: {d:#?}");
     shutdown.cancel();
+}
+
+/// A sandbox job's model with a credential: it asks for the token with `printenv` (setting the
+/// variable itself, which the credential overrides), then with `echo $CI_TOKEN` while writing
+/// its hash and the token to files, reads that file back, and answers with what it last read,
+/// trying to leak it. Records every request it gets.
+#[derive(Debug, Default)]
+struct CredentialUser {
+    requests: Mutex<Vec<String>>,
+}
+
+#[toolgate::core::async_trait]
+impl ModelClient for CredentialUser {
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
+        self.requests.lock().unwrap().push(format!("{:?}", req.messages));
+        let results: Vec<&str> = req
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let call = |name: &str, args: Value| ToolCall {
+            id: format!("c{}", results.len()),
+            name: name.into(),
+            arguments: args.to_string(),
+        };
+        Ok(match results.len() {
+            0 => ModelReply {
+                tool_calls: vec![call("exec", json!({"command": "printenv CI_TOKEN", "env": {"CI_TOKEN": "forged"}}))],
+                ..ModelReply::default()
+            },
+            1 => ModelReply {
+                tool_calls: vec![call(
+                    "exec",
+                    json!({"command": "echo \"token: $CI_TOKEN\"; printf %s \"$CI_TOKEN\" | sha256sum > hash.txt; echo \"$CI_TOKEN\" > tok.txt"}),
+                )],
+                ..ModelReply::default()
+            },
+            2 => ModelReply { tool_calls: vec![call("read", json!({"path": "tok.txt"}))], ..ModelReply::default() },
+            _ => ModelReply { content: Some(format!("I saw: {}", results.join(" | "))), ..ModelReply::default() },
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_jobs_agent_uses_credentials_it_never_sees() {
+    // exec with a credential in its env asks a person (values hidden): two execs, two answers.
+    let approver = Scripted::new(vec![ApprovalAnswer::AllowOnce; 2]);
+    let f = fixture(with_agent(), Some(approver.clone()));
+    let model = Arc::new(CredentialUser::default());
+    f.gate.agents().unwrap().set_client("script", model.clone());
+    // A value no leak pattern knows: only the job's own redaction can catch it.
+    let secret = "plain-words-77 zebra quartz";
+    f.put_secret("ci-token", secret);
+    let v = f
+        .call(
+            "create_job",
+            json!({"title": "use the token", "description": "Check the CI token works.", "wait": true,
+                   "credentials": ["ci-token"]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    let id = v["job_id"].as_str().unwrap();
+
+    // The commands really had the value (not the model's forged one): its hash is on disk.
+    let hash = std::fs::read_to_string(f.dir.path().join("hash.txt")).unwrap();
+    let expected = std::process::Command::new("sh")
+        .args(["-c", "printf %s \"$V\" | sha256sum"])
+        .env("V", secret)
+        .output()
+        .unwrap();
+    assert_eq!(hash, String::from_utf8(expected.stdout).unwrap());
+
+    // The model read only the redacted form, in every tool result, across all its requests.
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    for r in &requests {
+        assert!(!r.contains(secret) && !r.contains("zebra"), "a request carried the value: {r}");
+    }
+    // The credential won over the variable the model set itself.
+    assert!(requests[1].contains("output:\\n[REDACTED:CI_TOKEN]\\n"), "{}", requests[1]);
+    assert!(!requests[1].contains("output:\\nforged"), "{}", requests[1]);
+    assert!(requests[2].contains("token: [REDACTED:CI_TOKEN]"), "{}", requests[2]);
+    assert!(requests[3].contains("[REDACTED:CI_TOKEN]"), "the file read back is redacted too: {}", requests[3]);
+
+    // Nor the job's result, its events, the audit log, the approval requests or the transcript.
+    let result = v["result"].as_str().unwrap();
+    assert!(result.starts_with("I saw: ") && !result.contains(secret), "{result}");
+    let events = f.call("job_events", json!({ "job_id": id, "limit": 200 })).await.unwrap().to_string();
+    assert!(events.contains("tool_call exec") || events.contains("\"tool_call\""), "{events}");
+    assert!(!events.contains(secret) && !events.contains("zebra"), "{events}");
+    let audit = f.audit();
+    let session = v["agent_session"].as_str().unwrap();
+    let execs: Vec<&AuditRecord> = audit.iter().filter(|r| r.tool == "exec" && r.session == session).collect();
+    assert_eq!(execs.len(), 2, "{audit:#?}");
+    for r in &audit {
+        let row = format!("{r:?}");
+        assert!(!row.contains(secret) && !row.contains("zebra"), "{row}");
+    }
+    assert!(format!("{:?}", execs[0]).contains("CI_TOKEN"), "the row names the variable: {:?}", execs[0]);
+    let asked = format!("{:?}", approver.seen.lock().unwrap());
+    assert!(asked.contains("CI_TOKEN") && !asked.contains(secret) && !asked.contains("zebra"), "{asked}");
+    let store = Store::open(&f.dir.path().join(".toolgate/state.db")).unwrap();
+    let transcript = format!("{:?}", toolgate::store::SessionStore::session_messages(&store, session, 0).unwrap());
+    assert!(!transcript.contains(secret) && !transcript.contains("zebra"), "{transcript}");
+    // The record keeps the secret's name only.
+    assert_eq!(v["credentials"], json!(["ci-token"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_run_with_no_server_still_logs_its_decisions_before_its_end() {
+    // No `start_tasks`: nothing forwards the gate's events, as in the CLI's `call create_job`
+    // with `wait`. The job reads its own calls' decisions and writes them before it ends.
+    let approver = Scripted::new(vec![ApprovalAnswer::AllowOnce]);
+    let f = fixture(Config::default(), Some(approver));
+    let v = f
+        .call("create_job", json!({"title": "t", "mode": "command", "description": "echo one > one.txt", "wait": true}))
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    let events = f.call("job_events", json!({ "job_id": v["job_id"] })).await.unwrap();
+    let lines: Vec<String> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| format!("{} {}", e["kind"].as_str().unwrap(), e["text"].as_str().unwrap()))
+        .collect();
+    let decisions: Vec<&String> = lines.iter().filter(|l| l.starts_with("decision ")).collect();
+    assert_eq!(decisions.len(), 1, "{lines:#?}");
+    assert!(decisions[0].contains("approval: allowed once") && decisions[0].ends_with("-> ok"), "{lines:#?}");
+    assert_eq!(lines.last().unwrap(), "state completed", "the decision comes before the end: {lines:#?}");
+    // A policy refusal names its rule.
+    let mut config = Config::default();
+    config.tools.policy.deny.push("exec".into());
+    let f = fixture(config, None);
+    let v = f
+        .call("create_job", json!({"title": "t", "mode": "command", "description": "echo no", "wait": true}))
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+    let events = f.call("job_events", json!({ "job_id": v["job_id"] })).await.unwrap().to_string();
+    assert!(events.contains("exec: policy: refused: ") && events.contains("in [tools].deny -> denied"), "{events}");
 }
