@@ -263,10 +263,32 @@ impl From<String> for Problem {
 
 /// A build failure that no code change fixes, in words for the operator.
 fn environment_problem(out: &str) -> Option<String> {
-    if out.contains("mmap failed to reserve") || out.contains("Cannot allocate memory") {
+    // componentize-py's wasmtime ("mmap failed to reserve"), and jco's Node, whose V8 reserves
+    // about 10 GiB of address space for each WebAssembly memory ("Cannot allocate Wasm memory").
+    if out.contains("mmap failed to reserve")
+        || out.contains("Cannot allocate memory")
+        || out.contains("Cannot allocate Wasm memory")
+    {
         return Some(
-            "the build tool could not reserve memory in the sandbox (componentize-py and jco reserve several GiB of \
-             address space): raise `[runtime.sandbox.limits] address_space_bytes` (for example to 17179869184, 16 GiB)"
+            "the build tool could not reserve memory in the sandbox (componentize-py reserves several GiB of address \
+             space, jco's Node about 10 GiB for each WebAssembly memory): raise `[runtime.sandbox.limits] \
+             address_space_bytes` (16 GiB, 17179869184, is enough for componentize-py; jco needs 64 GiB, 68719476736)"
+                .to_owned(),
+        );
+    }
+    // A program or library outside the readable folders (a pyenv shim's `python3`, jco's
+    // node_modules): the sandbox's own refusal names the folder.
+    if let Some(line) = out.lines().find(|l| l.contains("blocked by the sandbox") && l.contains("outside the readable"))
+    {
+        return Some(format!(
+            "the sandbox cannot run the build or test command: {}",
+            clip(line.trim_start_matches("blocked by the sandbox: "), 600)
+        ));
+    }
+    if out.contains("failed to create cache directory") {
+        return Some(
+            "the build tool could not create its cache folder in the sandbox (wizer's wasmtime, run by jco with no \
+             HOME): use jco from `cargo xtask deps` (.cache/wasm/npm), whose wizer the template wraps"
                 .to_owned(),
         );
     }
@@ -436,4 +458,25 @@ pub(crate) fn project_dir(workspace: &Path, name: &str) -> String {
         .unwrap_or_else(|| base.join(format!("{name}-{}", std::process::id())))
         .to_string_lossy()
         .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_only_the_operator_can_fix_is_told_to_the_operator() {
+        // jco's Node under a 32 GiB RLIMIT_AS.
+        let v8 = "RangeError: WebAssembly.instantiate(): Out of memory: Cannot allocate Wasm memory for new instance";
+        assert!(environment_problem(v8).unwrap().contains("68719476736"));
+        // A pyenv shim in the sandbox.
+        let shim = "blocked by the sandbox: /root/.pyenv/libexec/pyenv is outside the readable paths (...)";
+        let why = environment_problem(shim).unwrap();
+        assert!(why.contains("/root/.pyenv/libexec/pyenv") && !why.contains("blocked by the sandbox: /"), "{why}");
+        let cache = "Error: failed to create cache directory: /root/.cache/wasmtime";
+        assert!(environment_problem(cache).unwrap().contains("wizer"));
+        // What the model can fix is not.
+        assert!(environment_problem("error[E0308]: mismatched types").is_none());
+        assert!(environment_problem("SyntaxError: Unexpected token ';'").is_none());
+    }
 }
