@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::cdp::{Cdp, EventSink};
 use crate::error::BrowserError;
@@ -46,6 +47,30 @@ pub(crate) struct Clip {
     pub(crate) scale: f64,
 }
 
+/// A page's whole size and what a full-page capture takes of it, in CSS pixels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PageSize {
+    pub(crate) width: f64,
+    pub(crate) height: f64,
+    /// Width and height captured: the page's, cut at [`MAX_PAGE_WIDTH`] x [`MAX_PAGE_HEIGHT`].
+    pub(crate) shot: (f64, f64),
+}
+
+impl PageSize {
+    /// What the model is told when the capture is cut (`None` when it holds the whole page).
+    pub(crate) fn cut_note(&self) -> Option<String> {
+        let (w, h) = self.shot;
+        if (w, h) == (self.width, self.height) {
+            return None;
+        }
+        Some(format!(
+            "The page is {}x{} pixels, larger than a screenshot takes ({MAX_PAGE_WIDTH}x{MAX_PAGE_HEIGHT} at most): \
+             this one shows its top-left {w}x{h}.",
+            self.width, self.height
+        ))
+    }
+}
+
 /// An open JavaScript dialog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dialog {
@@ -68,7 +93,9 @@ pub(crate) struct PageState {
     pub(crate) url: Mutex<String>,
     /// Things toolgate refused on this tab (navigations by scheme, downloads, file choosers).
     pub(crate) refused: Mutex<Vec<String>>,
-    pub(crate) crashed: AtomicBool,
+    /// Cancelled when the tab's renderer crashed (a page that used too much memory ends so):
+    /// every command waiting on the tab ends then.
+    pub(crate) crashed: CancellationToken,
     /// The main frame is loading (a navigation started and its load event has not come).
     pub(crate) loading: AtomicBool,
     /// The main frame's id (the target's id).
@@ -85,7 +112,7 @@ impl PageState {
             last_network: Mutex::new(Instant::now()),
             url: Mutex::new("about:blank".to_owned()),
             refused: Mutex::new(Vec::new()),
-            crashed: AtomicBool::new(false),
+            crashed: CancellationToken::new(),
             loading: AtomicBool::new(false),
             main_frame: main_frame.to_owned(),
         }
@@ -210,7 +237,7 @@ impl EventSink for PageState {
                     }
                 });
             }
-            "Inspector.targetCrashed" => self.crashed.store(true, Ordering::Relaxed),
+            "Inspector.targetCrashed" => self.crashed.cancel(),
             _ => {}
         }
         None
@@ -281,12 +308,19 @@ impl Tab {
     }
 
     pub(crate) async fn call_for(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, BrowserError> {
-        if self.state.crashed.load(Ordering::Relaxed) {
-            return Err(BrowserError::Refused(
+        let crashed = || {
+            BrowserError::Refused(
                 "this tab's page crashed (it may have used too much memory); close it or open a new one".to_owned(),
-            ));
+            )
+        };
+        if self.state.crashed.is_cancelled() {
+            return Err(crashed());
         }
-        self.cdp.send(Some(&self.session_id), method, params, timeout).await
+        // A renderer that dies never answers: the command ends with the crash, not its timeout.
+        tokio::select! {
+            answer = self.cdp.send(Some(&self.session_id), method, params, timeout) => answer,
+            () = self.state.crashed.cancelled() => Err(crashed()),
+        }
     }
 
     /// Sends an input event. An input that opens a dialog holds the browser's answer until the
@@ -390,15 +424,19 @@ impl Tab {
         Ok(())
     }
 
-    /// The page's whole size in CSS pixels, cut at [`MAX_PAGE_WIDTH`] x [`MAX_PAGE_HEIGHT`].
-    pub(crate) async fn page_size(&self) -> Result<(f64, f64), BrowserError> {
+    /// The page's whole size in CSS pixels, and the part of it a capture takes (cut at
+    /// [`MAX_PAGE_WIDTH`] x [`MAX_PAGE_HEIGHT`]).
+    pub(crate) async fn page_size(&self) -> Result<PageSize, BrowserError> {
         let metrics = self.call("Page.getLayoutMetrics", json!({})).await?;
         let content = &metrics["cssContentSize"];
         let (vw, vh) = *self.viewport.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok((
-            content["width"].as_f64().unwrap_or(f64::from(vw)).clamp(1.0, MAX_PAGE_WIDTH).ceil(),
-            content["height"].as_f64().unwrap_or(f64::from(vh)).clamp(1.0, MAX_PAGE_HEIGHT).ceil(),
-        ))
+        // A page can claim any size: only finite, positive numbers are taken.
+        let dimension = |v: &Value, default: u32| match v.as_f64() {
+            Some(x) if x.is_finite() && x >= 1.0 => x.ceil(),
+            _ => f64::from(default),
+        };
+        let (width, height) = (dimension(&content["width"], vw), dimension(&content["height"], vh));
+        Ok(PageSize { width, height, shot: (width.min(MAX_PAGE_WIDTH), height.min(MAX_PAGE_HEIGHT)) })
     }
 
     /// One PNG: the viewport as it is (`None`), or `clip` (beyond the viewport when it reaches
@@ -425,17 +463,22 @@ impl Tab {
     }
 
     /// A PNG of the viewport (or the whole page, cut at 4096 x 16384), `size` the viewport in
-    /// CSS pixels.
-    pub(crate) async fn screenshot(&self, full_page: bool, size: Option<(u32, u32)>) -> Result<Png, BrowserError> {
+    /// CSS pixels; with a full page, its size (which says whether it was cut).
+    pub(crate) async fn screenshot(
+        &self,
+        full_page: bool,
+        size: Option<(u32, u32)>,
+    ) -> Result<(Png, Option<PageSize>), BrowserError> {
         self.check_dialog()?;
         if let Some((w, h)) = size {
             self.set_viewport(w, h).await?;
         }
         if !full_page {
-            return self.capture(None).await;
+            return Ok((self.capture(None).await?, None));
         }
-        let (width, height) = self.page_size().await?;
-        self.capture(Some(Clip { x: 0.0, y: 0.0, width, height, scale: 1.0 })).await
+        let page = self.page_size().await?;
+        let (width, height) = page.shot;
+        Ok((self.capture(Some(Clip { x: 0.0, y: 0.0, width, height, scale: 1.0 })).await?, Some(page)))
     }
 
     pub(crate) fn detach(&self) {

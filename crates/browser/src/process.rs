@@ -18,6 +18,9 @@ use crate::error::BrowserError;
 /// How long a protocol command may take before it is abandoned.
 pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Most data (heap) one browser process may have, renderers included (`RLIMIT_DATA`).
+pub(crate) const MAX_PROCESS_DATA: u64 = 2 << 30;
+
 /// The browser-level events: which targets (tabs) exist in which context, so a page that opens
 /// tabs without end is cut off at the cap.
 #[derive(Debug, Default)]
@@ -201,6 +204,18 @@ impl Process {
             "--disable-features=IsolateOrigins,site-per-process,Translate,MediaRouter,OptimizationHints,PreconnectToSearch,NetworkTimeServiceQuerying",
             "--dns-prefetch-disable",
             "--window-size=1280,800",
+            // Chromium's own calls to Google at start, each pointed at an address it never
+            // connects to (port 1 is one of its unsafe ports, refused before any socket): the
+            // accounts list of the default profile (`accounts.google.com`), Google Cloud
+            // Messaging's check-in (`android.clients.google.com`, `mtalk.google.com`), the
+            // search preconnect (`www.google.com`) and Google APIs (`*.googleapis.com`).
+            // `--disable-background-networking` and the features above do not stop them.
+            "--gaia-url=http://127.0.0.1:1",
+            "--google-apis-url=http://127.0.0.1:1",
+            "--google-base-url=http://127.0.0.1:1",
+            "--gcm-checkin-url=http://127.0.0.1:1",
+            "--gcm-mcs-endpoint=http://127.0.0.1:1",
+            "--gcm-registration-url=http://127.0.0.1:1",
         ]
         .iter()
         .map(|s| (*s).to_owned())
@@ -211,10 +226,14 @@ impl Process {
         let log = std::fs::File::create(profile.join("chromium.log"))
             .map_err(|e| BrowserError::Launch(format!("cannot create the browser's log: {e}")))?;
         // fd 3 is what Chromium reads commands from and fd 4 where it writes: the shell moves our
-        // stdin and stdout pipes there before it becomes Chromium.
+        // stdin and stdout pipes there before it becomes Chromium. It also caps each process's
+        // data (RLIMIT_DATA, inherited by every renderer): a page that allocates without end
+        // crashes its renderer at the cap instead of taking the machine's memory (Chromium's own
+        // sandbox sets such a cap, and it runs without that sandbox here). A lower cap already
+        // in force stays.
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.arg("-c")
-            .arg("exec \"$@\" 3<&0 4>&1 </dev/null >&2")
+            .arg(format!("ulimit -d {} 2>/dev/null; exec \"$@\" 3<&0 4>&1 </dev/null >&2", MAX_PROCESS_DATA / 1024))
             .arg("sh")
             .arg(launch.chromium)
             .args(&args)

@@ -125,6 +125,10 @@ impl Tool for CaptureScreenshot {
             text.push_str(&format!("; shown here scaled to {sw}x{sh}"));
         }
         text.push('.');
+        if let Some(note) = &taken.cut {
+            text.push(' ');
+            text.push_str(note);
+        }
         Ok(ToolOutput {
             content: vec![
                 Content::Text { text },
@@ -134,6 +138,7 @@ impl Tool for CaptureScreenshot {
             meta: Some(json!({
                 "path": path, "url": taken.url, "width": taken.width, "height": taken.height,
                 "bytes": taken.full.len(), "shown_width": sw, "shown_height": sh, "loaded": taken.loaded,
+                "cut": taken.cut.is_some(),
             })),
         })
     }
@@ -156,6 +161,8 @@ struct Taken {
     height: u32,
     full: Vec<u8>,
     shown: Png,
+    /// What was left out of a full page taller or wider than a capture takes.
+    cut: Option<String>,
 }
 
 impl Shot<'_> {
@@ -169,11 +176,11 @@ impl Shot<'_> {
             tokio::time::sleep(self.delay).await;
         }
         dismiss_dialogs(&tab).await?;
-        let (width, height) = if self.full_page {
-            let (w, h) = tab.page_size().await.map_err(failed)?;
-            (w as u32, h as u32)
+        let (width, height, cut) = if self.full_page {
+            let page = tab.page_size().await.map_err(failed)?;
+            (page.shot.0 as u32, page.shot.1 as u32, page.cut_note())
         } else {
-            (self.width, self.height)
+            (self.width, self.height, None)
         };
         let region = |scale| Clip { x: 0.0, y: 0.0, width: f64::from(width), height: f64::from(height), scale };
         let full = tab.capture(if self.full_page { Some(region(1.0)) } else { None }).await.map_err(failed)?;
@@ -185,7 +192,7 @@ impl Shot<'_> {
             scale *= 0.7;
             shown = tab.capture(Some(region(scale))).await.map_err(failed)?;
         }
-        Ok(Taken { url: nav.url, loaded: nav.loaded, width, height, full: full.bytes, shown })
+        Ok(Taken { url: nav.url, loaded: nav.loaded, width, height, full: full.bytes, shown, cut })
     }
 }
 

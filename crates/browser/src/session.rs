@@ -162,9 +162,16 @@ impl Browsers {
         }
     }
 
-    /// The process id of the browser's process group, if one runs (for tests and status).
+    /// Whether a browser runs (for tests and status).
     pub async fn running(&self) -> bool {
         self.inner.process.lock().await.as_ref().is_some_and(|p| p.alive())
+    }
+
+    /// The last connections the running browser asked its proxy for (at most 32, newest last;
+    /// each `host:port` and why it was refused, if it was); empty when no browser runs. For
+    /// status and tests: everything Chromium tried to reach is here.
+    pub async fn connections(&self) -> Vec<toolgate_fetch::proxy::ProxyEvent> {
+        self.inner.process.lock().await.as_ref().map(|p| p.proxy_log.events()).unwrap_or_default()
     }
 }
 
@@ -316,7 +323,7 @@ impl BrowserSession {
     /// A PNG of the current tab: the viewport, or the whole page with `full_page`; `size` sets
     /// the viewport (CSS pixels, 16 to 4096 each way) first.
     pub async fn screenshot(&self, full_page: bool, size: Option<(u32, u32)>) -> Result<Vec<u8>, BrowserError> {
-        Ok(self.current().await?.screenshot(full_page, size).await?.bytes)
+        Ok(self.current().await?.screenshot(full_page, size).await?.0.bytes)
     }
 
     /// Closes the session: its tabs, cookies and storage are gone.

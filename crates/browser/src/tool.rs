@@ -646,7 +646,7 @@ impl Act<'_> {
             (None, None) => None,
             _ => return Err(ToolError::invalid("browser", "/width", "give both `width` and `height`, or neither")),
         };
-        let png = match self.str("ref") {
+        let (png, page) = match self.str("ref") {
             Some(r) => {
                 let target = snapshot::resolve(tab, r).await.map_err(err)?;
                 let _ = tab.call("DOM.scrollIntoViewIfNeeded", json!({"backendNodeId": target.backend_id})).await;
@@ -666,27 +666,37 @@ impl Act<'_> {
                     height: (y1 - y0).clamp(1.0, MAX_PAGE_HEIGHT),
                     scale: 1.0,
                 };
-                tab.capture(Some(clip)).await.map_err(err)?
+                (tab.capture(Some(clip)).await.map_err(err)?, None)
             }
             None => tab.screenshot(self.params["full_page"].as_bool() == Some(true), size).await.map_err(err)?,
         };
         let bytes = png.bytes.len();
         let path = save(&self.workspace, "screenshot", "png", &png.bytes)?;
-        let mut content = vec![Content::Text {
-            text: format!("Screenshot of {} ({bytes} bytes) saved to {}.", tab.url(), path.display()),
-        }];
-        if bytes <= MAX_INLINE_IMAGE {
-            content.push(Content::Image { data: png.base64, mime_type: "image/png".to_owned() });
+        let cut = page.and_then(|p| p.cut_note());
+        let shown = bytes <= MAX_INLINE_IMAGE;
+        let mut text = if shown {
+            format!("Screenshot of {} ({bytes} bytes) saved to {}.", tab.url(), path.display())
         } else {
-            content[0] = Content::Text {
-                text: format!(
-                    "Screenshot of {} saved to {} ({bytes} bytes, too large to show; take a viewport screenshot or a smaller size).",
-                    tab.url(),
-                    path.display(),
-                ),
-            };
+            format!(
+                "Screenshot of {} saved to {} ({bytes} bytes, too large to show; take a viewport screenshot or a smaller size).",
+                tab.url(),
+                path.display(),
+            )
+        };
+        if let Some(note) = &cut {
+            text.push(' ');
+            text.push_str(note);
+            text.push_str(" To see the rest, scroll (action `scroll`) and take viewport screenshots, or screenshot an element (`ref`).");
         }
-        Ok(ToolOutput { content, structured: None, meta: Some(json!({"path": path, "bytes": bytes})) })
+        let mut content = vec![Content::Text { text }];
+        if shown {
+            content.push(Content::Image { data: png.base64, mime_type: "image/png".to_owned() });
+        }
+        Ok(ToolOutput {
+            content,
+            structured: None,
+            meta: Some(json!({"path": path, "bytes": bytes, "cut": cut.is_some()})),
+        })
     }
 
     async fn pdf(&self, tab: &Tab) -> Result<String, ToolError> {

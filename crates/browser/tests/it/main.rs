@@ -2,6 +2,7 @@
 
 mod support;
 
+mod bad_pages;
 mod capture;
 mod network;
 mod session;
