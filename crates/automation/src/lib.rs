@@ -38,7 +38,7 @@ pub struct Setup {
 }
 
 /// The `[automation]` configuration section.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct AutomationConfig {
@@ -46,6 +46,20 @@ pub struct AutomationConfig {
     pub channels: message::Channels,
     /// Background jobs (`[automation.jobs]`).
     pub jobs: jobs::JobsConfig,
+    /// The tools an MCP client that accepts tasks gets back as a task (a one-call job), by the
+    /// names `tools/list` shows; default [`jobs::DEFAULT_TASK_TOOLS`]. Empty: every call is
+    /// answered in place and the server declares no tasks.
+    pub task_tools: Vec<String>,
+}
+
+impl Default for AutomationConfig {
+    fn default() -> Self {
+        AutomationConfig {
+            channels: message::Channels::default(),
+            jobs: jobs::JobsConfig::default(),
+            task_tools: jobs::DEFAULT_TASK_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+        }
+    }
 }
 
 /// The family's tools.

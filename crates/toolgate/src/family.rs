@@ -326,7 +326,8 @@ impl Family for Automation {
 
     /// MCP tasks are one-call jobs of the caller (`crate::tasks`).
     fn mcp_tasks(&self, s: &Services) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
-        self.jobs.get().map(|jobs| crate::tasks::host(jobs, &s.registry))
+        let tools = &s.config.automation.task_tools;
+        self.jobs.get().and_then(|jobs| crate::tasks::host(jobs, &s.registry, tools))
     }
 
     /// `/hooks/NAME`: webhook routines, each request checked by its HMAC signature (not the
@@ -341,6 +342,13 @@ impl Family for Automation {
     /// lease lapsed) end as `failed: interrupted`: at start, then every lease.
     fn tasks(&self, s: &Services, shutdown: &CancellationToken) -> Vec<Task> {
         let Some(st) = &s.stores else { return Vec::new() };
+        // Said once, when a server starts: a name that is no tool yet may be a bridged server's.
+        for name in crate::tasks::unknown_task_tools(&s.registry, &s.config.automation.task_tools) {
+            tracing::warn!(
+                "[automation] task_tools names `{name}`, which is no tool of this gate now (tools/list shows the names); \
+                 its calls run as tasks only once a tool of that name exists"
+            );
+        }
         let period = s.config.automation.jobs.lease();
         // A server runs its jobs and claims those the CLI left queued (`Jobs::serve`).
         let mut tasks: Vec<Task> = match self.jobs.get() {

@@ -22,6 +22,12 @@ use crate::{Approver, Gate};
 /// One gate per user, each on `ROOT/USER`, made on the user's first request.
 #[derive(Debug)]
 pub struct PerUserGates {
+    /// Shared with the MCP tasks port ([`PerUserTasks`]), which finds each user's gate too.
+    users: Arc<Users>,
+}
+
+#[derive(Debug)]
+struct Users {
     root: PathBuf,
     config: Config,
     approver: Option<Arc<dyn Approver>>,
@@ -43,16 +49,23 @@ impl PerUserGates {
         let root = root.into();
         private_dir(&root)?;
         let root = root.canonicalize()?;
-        Ok(PerUserGates { root, config, approver, gates: Mutex::new(HashMap::new()), shutdown })
+        let users = Users { root, config, approver, gates: Mutex::new(HashMap::new()), shutdown };
+        Ok(PerUserGates { users: Arc::new(users) })
     }
 
     /// The folder the users' workspaces are in.
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.users.root
     }
 
     /// `user`'s gate, built (with its workspace) on first use.
     pub fn gate_for(&self, user: &str) -> Result<Arc<Gate>, ToolError> {
+        self.users.gate_for(user)
+    }
+}
+
+impl Users {
+    fn gate_for(&self, user: &str) -> Result<Arc<Gate>, ToolError> {
         // The name became a folder: only names the gateway accepts for principals (no `/`,
         // no `..`, no hidden folder) ever reach here, but a handler must not trust that.
         toolgate_gateway::check_name(user).map_err(|e| ToolError::failed(e.to_string()))?;
@@ -78,7 +91,9 @@ impl PerUserGates {
         gates.insert(user.to_owned(), Arc::clone(&gate));
         Ok(gate)
     }
+}
 
+impl PerUserGates {
     /// `ctx` moved into `gate`'s workspace: the caller's identity, cancellation, progress and
     /// client stay; the workspace every path is confined to is the user's.
     fn in_workspace(gate: &Gate, ctx: &CallContext) -> CallContext {
@@ -100,7 +115,7 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
 impl CallHandler for PerUserGates {
     fn context(&self) -> CallContext {
         // Replaced per call by the user's workspace; the root is no one's workspace.
-        CallContext::new(self.root.clone())
+        CallContext::new(self.users.root.clone())
     }
 
     fn list(&self, ctx: &CallContext) -> Vec<ToolSpec> {
@@ -118,11 +133,64 @@ impl CallHandler for PerUserGates {
         CallHandler::call(&*gate, &Self::in_workspace(&gate, ctx), name, params).await
     }
 
+    /// MCP tasks in each user's own gate (its jobs, in its workspace's state database), unless
+    /// `[automation] task_tools` is empty.
+    fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
+        if self.users.config.automation.task_tools.is_empty() {
+            return None;
+        }
+        Some(Arc::new(PerUserTasks { users: Arc::clone(&self.users) }))
+    }
+
     fn shutdown(&self) {
         let gates: Vec<Arc<Gate>> =
-            self.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
+            self.users.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
         for gate in gates {
             gate.shutdown();
         }
+    }
+}
+
+/// The MCP tasks of a per-user gateway: each request goes to the caller's own gate's tasks, in
+/// its workspace, so a user's tasks are jobs of that user's state database, which no other user's
+/// gate reads.
+#[derive(Debug)]
+struct PerUserTasks {
+    users: Arc<Users>,
+}
+
+impl PerUserTasks {
+    /// The caller's gate's tasks and `ctx` moved into its workspace.
+    fn host(&self, ctx: &CallContext) -> Option<(Arc<dyn toolgate_mcp::TaskHost>, CallContext)> {
+        let gate = self.users.gate_for(&ctx.identity.user).ok()?;
+        let host = CallHandler::tasks(&*gate)?;
+        Some((host, PerUserGates::in_workspace(&gate, ctx)))
+    }
+
+    fn unavailable() -> toolgate_mcp::TaskError {
+        toolgate_mcp::TaskError::Invalid("tasks are not available in your workspace".to_owned())
+    }
+}
+
+#[async_trait::async_trait]
+impl toolgate_mcp::TaskHost for PerUserTasks {
+    fn runs_as_task(&self, ctx: &CallContext, tool: &str) -> bool {
+        self.host(ctx).is_some_and(|(host, ctx)| host.runs_as_task(&ctx, tool))
+    }
+
+    async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<toolgate_mcp::TaskState, ToolError> {
+        let (host, ctx) =
+            self.host(ctx).ok_or_else(|| ToolError::failed("tasks are not available in your workspace"))?;
+        host.start(&ctx, tool, params).await
+    }
+
+    async fn get(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
+        let (host, ctx) = self.host(ctx).ok_or_else(Self::unavailable)?;
+        host.get(&ctx, id).await
+    }
+
+    async fn cancel(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
+        let (host, ctx) = self.host(ctx).ok_or_else(Self::unavailable)?;
+        host.cancel(&ctx, id).await
     }
 }

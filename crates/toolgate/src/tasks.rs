@@ -15,21 +15,19 @@ use toolgate_core::{CallContext, Registry, ToolError, ToolOutput};
 use toolgate_mcp::{TaskError, TaskHost, TaskState, TaskStatus};
 use toolgate_store::JobRecord;
 
-/// The tools a client that accepts tasks gets back as a task: those that run commands, agents
-/// or builds for minutes. Every other call is answered in place.
-pub const TASK_TOOLS: &[&str] = &["exec", "execute_code", "create_job", "build_software", "delegate"];
-
 /// [`TaskHost`] over a gate's jobs.
 #[derive(Debug)]
 pub(crate) struct JobTasks {
     jobs: Jobs,
     /// To tell a tool of the gate from an unknown name (which gets the plain call's error).
     registry: Weak<Registry>,
+    /// The tools run as tasks (`[automation] task_tools`), by their names.
+    tools: Vec<String>,
 }
 
 impl JobTasks {
-    pub(crate) fn new(jobs: Jobs, registry: Weak<Registry>) -> Self {
-        JobTasks { jobs, registry }
+    pub(crate) fn new(jobs: Jobs, registry: Weak<Registry>, tools: Vec<String>) -> Self {
+        JobTasks { jobs, registry, tools }
     }
 
     /// Job `id` of `ctx`'s user, by its whole id only (a task id is never abbreviated).
@@ -70,7 +68,9 @@ fn state(job: &JobRecord) -> TaskState {
 impl TaskHost for JobTasks {
     fn runs_as_task(&self, _ctx: &CallContext, tool: &str) -> bool {
         let known = self.registry.upgrade().and_then(|r| r.resolve(tool).map(|t| t.tool.spec().name.clone()));
-        known.is_some_and(|name| TASK_TOOLS.contains(&name.as_str()))
+        // By the tool's own name, so an alias or a dialect's spelling is a task exactly when
+        // the tool is.
+        known.is_some_and(|name| self.tools.contains(&name))
     }
 
     async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<TaskState, ToolError> {
@@ -98,7 +98,17 @@ impl TaskHost for JobTasks {
     }
 }
 
-/// The port the gate offers its MCP server, when its automation family keeps jobs.
-pub(crate) fn host(jobs: &Jobs, registry: &Arc<Registry>) -> Arc<dyn TaskHost> {
-    Arc::new(JobTasks::new(jobs.clone(), Arc::downgrade(registry)))
+/// The port the gate offers its MCP server, when its automation family keeps jobs and some
+/// tools run as tasks (`tools`, `[automation] task_tools`; empty: none, and no port).
+pub(crate) fn host(jobs: &Jobs, registry: &Arc<Registry>, tools: &[String]) -> Option<Arc<dyn TaskHost>> {
+    if tools.is_empty() {
+        return None;
+    }
+    Some(Arc::new(JobTasks::new(jobs.clone(), Arc::downgrade(registry), tools.to_vec())))
+}
+
+/// The names of `[automation] task_tools` that are no tool of the gate's now (a typo, or a tool
+/// an MCP server or a WASM install adds later), for a warning when the gate is built.
+pub(crate) fn unknown_task_tools(registry: &Registry, tools: &[String]) -> Vec<String> {
+    tools.iter().filter(|t| registry.resolve(t).is_none_or(|found| found.tool.spec().name != **t)).cloned().collect()
 }

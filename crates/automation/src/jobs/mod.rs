@@ -35,7 +35,7 @@ mod run;
 mod tasks;
 mod tools;
 
-pub use tasks::{CallOutcome, TOOL_MODE};
+pub use tasks::{CallOutcome, DEFAULT_TASK_TOOLS, TOOL_MODE};
 pub(crate) use tools::tools;
 
 /// How often a server looks for queued jobs to claim.

@@ -15,6 +15,10 @@ use super::{Inner, JobError, JobOwner, Jobs, Live, clip, job_context, now_ms, ru
 /// The mode of a one-call job, on its record.
 pub const TOOL_MODE: &str = "tool";
 
+/// The tools run as MCP tasks unless `[automation] task_tools` says otherwise: those that run
+/// commands, agents or builds for minutes.
+pub const DEFAULT_TASK_TOOLS: &[&str] = &["exec", "execute_code", "create_job", "build_software", "delegate"];
+
 /// How a one-call job's call ended, read back from its record.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallOutcome {

@@ -261,3 +261,137 @@ fn a_job_queued_by_the_cli_is_run_once_by_a_toolgate_serve_on_the_workspace() {
     );
     assert_eq!(waited["state"], "completed", "{waited}");
 }
+
+/// `toolgate` with `args` on `ws`, `stdin` fed in, run off the test's async runtime (the
+/// scripted model server lives on it); its stdout, stderr and success.
+async fn toolgate_async(ws: &Path, args: &[&str], stdin: &str) -> (String, String, bool) {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output()).await.unwrap().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
+}
+
+/// Through the binary: `toolgate call create_job` with `wait` runs a sandbox job whose model
+/// (the scripted server, standing in for the model only) asks for the credential with
+/// `printenv CI_TOKEN` and `echo $CI_TOKEN`; the commands really get the value (its hash lands
+/// in a file), and the value reaches neither the model's requests, nor the job's events or
+/// result, nor the audit log. The job's calls leave their decision traces, although no server
+/// forwards the gate's events in a one-shot CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_job_through_the_cli_uses_a_credential_its_model_never_sees() {
+    use crate::support::scripted::{Scripted, answer, call as model_call};
+    let server = Scripted::start(vec![
+        model_call("exec", json!({"command": "printenv CI_TOKEN"})),
+        model_call(
+            "exec",
+            json!({"command": "echo \"token=$CI_TOKEN\"; printf %s \"$CI_TOKEN\" | sha256sum > hash.txt"}),
+        ),
+        answer("done: the token works"),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[approval]\nmode = \"never\"\n\n[providers.mock]\nbase_url = {:?}\n\n[agents.worker]\nprovider = \"mock\"\n\
+         model = \"m\"\ndescription = \"does jobs\"\n",
+        server.url
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    let secret = "ci-7f3a9c2e-river-lantern";
+    let (_, err, ok) = toolgate_async(ws.path(), &["tools", "secret", "ci-token"], secret).await;
+    assert!(ok, "storing the secret: {err}");
+
+    let params = json!({"title": "check token", "description": "Check the CI token.", "credentials": ["ci-token"], "wait": true});
+    let (out, err, ok) = toolgate_async(ws.path(), &["call", "create_job", &params.to_string(), "--json"], "").await;
+    assert!(ok, "{out}\n{err}");
+    assert!(!out.contains(secret) && !err.contains(secret), "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let v = v.get("structured").cloned().unwrap_or(v);
+    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(v["result"], "done: the token works");
+    let id = v["job_id"].as_str().unwrap().to_owned();
+
+    // The commands had the value.
+    let hash = std::fs::read_to_string(ws.path().join("hash.txt")).unwrap();
+    let expected = Command::new("sh").args(["-c", "printf %s \"$V\" | sha256sum"]).env("V", secret).output().unwrap();
+    assert_eq!(hash, String::from_utf8(expected.stdout).unwrap());
+
+    // The model's requests: 3, none with the value; its tool results show the redaction.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    for r in &requests {
+        assert!(!r.to_string().contains(secret), "a model request carried the value: {r}");
+    }
+    // `printenv`'s bare value is the job's redaction; `token=VALUE` the gate's leak scan
+    // catches first (a token assignment), so it is already redacted when the job's wrapper looks.
+    let last = requests[2]["messages"].to_string();
+    assert!(last.contains("output:\\n[REDACTED:CI_TOKEN]\\n"), "{last}");
+    assert!(last.contains("token=[REDACTED:"), "{last}");
+
+    // The job's events and the audit log, read from the store and through `toolgate audit`.
+    let store = Store::open(&ws.path().join(".toolgate/state.db")).unwrap();
+    let events = store.job_events(&id, 0, 500).unwrap();
+    for e in &events {
+        assert!(!e.text.contains(secret), "{e:?}");
+    }
+    let decisions: Vec<&str> = events.iter().filter(|e| e.kind == "decision").map(|e| e.text.as_str()).collect();
+    assert_eq!(decisions.len(), 2, "each exec's decision, with no server running: {events:#?}");
+    assert!(decisions.iter().all(|d| d.starts_with("exec: policy: ") && d.ends_with("-> ok")), "{decisions:?}");
+    assert_eq!(events.last().map(|e| (e.kind.as_str(), e.text.as_str())), Some(("state", "completed")));
+    let rows = store.audit_tail(500).unwrap();
+    assert_eq!(rows.iter().filter(|r| r.tool == "exec").count(), 2, "{rows:#?}");
+    for r in &rows {
+        assert!(!format!("{r:?}").contains(secret), "{r:?}");
+    }
+    let (audit, err, ok) = toolgate_async(ws.path(), &["audit", "--json", "--tail", "200"], "").await;
+    assert!(ok && audit.contains("exec"), "{audit}\n{err}");
+    assert!(!audit.contains(secret), "{audit}");
+    let transcript = format!(
+        "{:?}",
+        toolgate::store::SessionStore::session_messages(&store, v["agent_session"].as_str().unwrap(), 0).unwrap()
+    );
+    assert!(!transcript.contains(secret) && transcript.contains("[REDACTED:CI_TOKEN]"), "{transcript}");
+}
+
+/// A job's exec refused by policy, run by the one-shot CLI with `wait`: its decision event names
+/// the rule that refused it.
+#[test]
+fn a_policy_refusal_in_a_cli_job_names_its_rule() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("toolgate.toml"), "[approval]\nmode = \"never\"\n\n[tools]\ndeny = [\"exec\"]\n")
+        .unwrap();
+    let v = call(
+        ws.path(),
+        "create_job",
+        json!({"title": "refused", "mode": "command", "description": "echo hi", "wait": true}),
+    );
+    assert_eq!(v["state"], "failed", "{v}");
+    let id = v["job_id"].as_str().unwrap();
+    let store = Store::open(&ws.path().join(".toolgate/state.db")).unwrap();
+    let events = store.job_events(id, 0, 100).unwrap();
+    let decisions: Vec<&str> = events.iter().filter(|e| e.kind == "decision").map(|e| e.text.as_str()).collect();
+    assert_eq!(decisions.len(), 1, "{events:#?}");
+    assert!(
+        decisions[0].starts_with("exec: policy: refused: ")
+            && decisions[0].contains("[tools].deny")
+            && decisions[0].ends_with("-> denied"),
+        "{decisions:?}"
+    );
+    // The audit row's trace says the same.
+    let row = store.audit_tail(50).unwrap().into_iter().find(|r| r.tool == "exec").expect("the exec row");
+    assert!(format!("{row:?}").contains("[tools].deny"), "{row:?}");
+}

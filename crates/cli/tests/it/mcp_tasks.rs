@@ -232,3 +232,100 @@ async fn tasks_over_stdio() {
     assert!(e.starts_with("-32602") && e.contains("no task `nope`"), "{e}");
     let _ = client.cancel().await;
 }
+
+/// Whether the server `client` talks to declared the tasks extension.
+fn declares_tasks(client: &Client) -> bool {
+    client
+        .peer_info()
+        .and_then(|i| i.capabilities.extensions.clone())
+        .unwrap_or_default()
+        .contains_key("io.modelcontextprotocol/tasks")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn which_tools_run_as_tasks_is_a_setting() {
+    // `echo` made a task tool, `exec` not: the list is the setting, not a fixed one.
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        "[approval]\nmode = \"never\"\n\n[automation]\ntask_tools = [\"echo\"]\n",
+    )
+    .unwrap();
+    let client = over_stdio(ws.path()).await;
+    assert!(declares_tasks(&client));
+    let id = match client.call_tool_once(request("echo", json!({"message": "as a task"}))).await.expect("echo") {
+        CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("echo is a task tool here: {other:?}"),
+    };
+    let result = result_of(&settle(&client, &id).await);
+    assert!(result.to_string().contains("as a task"), "{result}");
+    let plain = client.call_tool_once(request("exec", json!({"command": "echo plain"}))).await.expect("exec");
+    assert!(matches!(plain, CallToolResponse::Complete(_)), "exec is not in task_tools: {plain:?}");
+    let _ = client.cancel().await;
+
+    // Empty: no tasks at all, and the server does not declare them.
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(ws.path().join("toolgate.toml"), "[approval]\nmode = \"never\"\n\n[automation]\ntask_tools = []\n")
+        .unwrap();
+    let client = over_stdio(ws.path()).await;
+    assert!(!declares_tasks(&client), "no task tools, no tasks extension");
+    let plain = client.call_tool_once(request("exec", json!({"command": "echo plain"}))).await.expect("exec");
+    assert!(matches!(plain, CallToolResponse::Complete(_)), "{plain:?}");
+    let _ = client.cancel().await;
+
+    // A bad value is refused when the configuration is read, saying where.
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(ws.path().join("toolgate.toml"), "[automation]\ntask_tools = \"exec\"\n").unwrap();
+    let out = Command::new(TOOLGATE).arg("--workspace").arg(ws.path()).args(["call", "echo", "{}"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && text.contains("task_tools"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn per_user_gateway_workspaces_offer_tasks_kept_in_each_users_workspace() {
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        "[gateway]\nenabled = true\nworkspaces = \"users\"\n\n[approval]\nmode = \"never\"\n",
+    )
+    .unwrap();
+    admin(ws.path(), &["user", "add", "ann"]);
+    admin(ws.path(), &["user", "add", "bob"]);
+    let ann_key = admin(ws.path(), &["key", "create", "--user", "ann"]);
+    let bob_key = admin(ws.path(), &["key", "create", "--user", "bob"]);
+    let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
+
+    let ann = over_http(&server.url, &ann_key, true).await;
+    assert!(declares_tasks(&ann), "a per-user gateway declares tasks");
+    // The task runs in ann's own workspace: `pwd` is there, and the file lands there.
+    let id = start(&ann, "pwd; echo mine > task.txt").await;
+    let result = result_of(&settle(&ann, &id).await);
+    let users = server.ws.path().join("users");
+    let ann_ws = users.join("ann").canonicalize().unwrap();
+    assert_eq!(exec_output(&result).trim(), ann_ws.display().to_string(), "{result}");
+    assert_eq!(std::fs::read_to_string(ann_ws.join("task.txt")).unwrap(), "mine\n");
+    // Its record is a job in ann's state database, not the gateway's nor bob's.
+    let ann_db = toolgate::store::Store::open(&ann_ws.join(".toolgate/state.db")).unwrap();
+    let job = toolgate::store::JobStore::job(&ann_db, &id).unwrap().expect("the task's job in ann's workspace");
+    assert_eq!((job.user.as_str(), job.origin.as_deref()), ("ann", Some("mcp-task")));
+
+    // Bob: not found, whether he asks or cancels; his own tasks work in his workspace.
+    let bob = over_http(&server.url, &bob_key, true).await;
+    let seen = refusal(bob.get_task(GetTaskParams::new(id.as_str())).await.unwrap_err());
+    assert!(seen.starts_with("-32602") && seen.contains("no task"), "{seen}");
+    let cancel = refusal(bob.cancel_task(CancelTaskParams::new(id.as_str())).await.unwrap_err());
+    assert!(cancel.starts_with("-32602") && cancel.contains("no task"), "{cancel}");
+    let his = start(&bob, "cat ../ann/task.txt 2>&1; echo bobs").await;
+    let result = result_of(&settle(&bob, &his).await);
+    let out = exec_output(&result);
+    assert!(out.contains("bobs") && !out.contains("mine"), "bob's task cannot read ann's workspace: {out}");
+    let bob_db = toolgate::store::Store::open(&users.join("bob/.toolgate/state.db")).unwrap();
+    assert!(toolgate::store::JobStore::job(&bob_db, &id).unwrap().is_none());
+    assert!(toolgate::store::JobStore::job(&bob_db, &his).unwrap().is_some());
+    // Another session of ann's finds her task.
+    let ann2 = over_http(&server.url, &ann_key, true).await;
+    assert_eq!(settle(&ann2, &id).await.task.status(), TaskStatus::Completed);
+    for c in [ann, ann2, bob] {
+        let _ = c.cancel().await;
+    }
+}
