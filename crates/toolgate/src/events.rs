@@ -15,9 +15,10 @@ use toolgate_tools::fs::{FileRedirect, WriteObserver};
 /// One event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateEvent {
-    /// `tool`, `approval` or `file`.
+    /// `tool`, `approval`, `file` or `message` (a channel received one).
     pub channel: &'static str,
-    /// The tool's name (`tool`, `approval`) or the workspace-relative path (`file`).
+    /// The tool's name (`tool`, `approval`), the workspace-relative path (`file`) or
+    /// `CHANNEL:sender` (`message`).
     pub subject: String,
     /// The outcome (`ok`, an error kind), the decision (`allowed once`, `denied`), or the tool
     /// that wrote the file.

@@ -332,10 +332,25 @@ impl Family for Automation {
 
     /// `/hooks/NAME`: webhook routines, each request checked by its HMAC signature (not the
     /// bearer token, which a sender does not have).
-    fn mounts(&self, _: &Services) -> Vec<Mount> {
+    /// `/hooks/messages/CHANNEL` (the same route): messages the channels receive, verified as
+    /// each service documents, published as `message` events.
+    fn mounts(&self, s: &Services) -> Vec<Mount> {
         let Some(routines) = self.routines.get() else { return Vec::new() };
         routines.set_http(true);
-        vec![Mount::new("/hooks", RouteAuth::Own, Arc::new(Hooks(Arc::clone(routines))))]
+        let secrets: Option<Arc<dyn SecretSource>> =
+            s.stores.as_ref().map(|st| Arc::new(crate::extensions::StoreSecrets(Arc::clone(&st.secrets))) as _);
+        let inbound = toolgate_automation::message::inbound::Inbound::new(
+            s.config.automation.channels.clone(),
+            secrets,
+            routines,
+        );
+        let hooks = Hooks {
+            routines: Arc::clone(routines),
+            inbound: Arc::new(inbound),
+            events: s.events.clone(),
+            detector: Arc::clone(&s.detector),
+        };
+        vec![Mount::new("/hooks", RouteAuth::Own, Arc::new(hooks))]
     }
 
     /// Jobs: this server runs them and claims queued ones; those of a server that died (their
@@ -459,9 +474,15 @@ async fn forward_events(
 }
 
 /// The webhook route of the routines: the raw body and the signature headers, handed to
-/// [`toolgate_automation::routines::Routines::webhook`].
+/// [`toolgate_automation::routines::Routines::webhook`]; under `/hooks/messages/`, to the
+/// channels' receiving side, whose accepted messages become `message` events.
 #[derive(Debug)]
-struct Hooks(Arc<toolgate_automation::routines::Routines>);
+struct Hooks {
+    routines: Arc<toolgate_automation::routines::Routines>,
+    inbound: Arc<toolgate_automation::message::inbound::Inbound>,
+    events: crate::events::Events,
+    detector: Arc<toolgate_guard::leak::LeakDetector>,
+}
 
 impl HttpRoute for Hooks {
     fn serve(
@@ -469,9 +490,24 @@ impl HttpRoute for Hooks {
         req: RouteRequest,
     ) -> std::pin::Pin<Box<dyn Future<Output = http::Response<toolgate_mcp::HttpBody>> + Send + 'static>> {
         use toolgate_automation::routines::webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
-        let routines = Arc::clone(&self.0);
+        let routines = Arc::clone(&self.routines);
+        let (inbound, events, detector) = (Arc::clone(&self.inbound), self.events.clone(), Arc::clone(&self.detector));
         Box::pin(async move {
             let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            if req.uri.path().starts_with(toolgate_automation::message::inbound::PATH) {
+                let reply = inbound.receive(req.method.as_str(), req.uri.path(), &header, &req.body);
+                if let Some(m) = &reply.message {
+                    events.publish(crate::events::GateEvent {
+                        channel: "message",
+                        subject: m.subject(),
+                        detail: m.detail(&detector),
+                        user: String::new(),
+                        session: format!("inbound:{}", m.channel),
+                        trace: Vec::new(),
+                    });
+                }
+                return toolgate_mcp::reply::json(reply.status, &reply.body);
+            }
             let (ts, sig) = (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER));
             let (status, body) =
                 routines.webhook(req.method.as_str(), req.uri.path(), ts.as_deref(), sig.as_deref(), &req.body).await;

@@ -77,6 +77,16 @@ pub struct ChannelConfig {
     /// The only addresses allowed after `CHANNEL:` (empty: any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
+    /// Whether the channel also receives: `webhook`, `slack` and `telegram` channels then take
+    /// messages at `POST /hooks/messages/NAME` of `toolgate serve --http`, each one a `message`
+    /// event (`inbound.rs`). Default: no (a channel that does not receive answers 404).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub receive: bool,
+    /// The name of the secret that proves an inbound request came from the service: the HMAC
+    /// key (`webhook`; defaults to `secret`), the app's signing secret (`slack`), the
+    /// `secret_token` given to `setWebhook` (`telegram`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_secret: Option<String>,
     /// Whether a person approves each message (default: yes for every kind but `mcp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<bool>,
@@ -121,11 +131,22 @@ impl ChannelConfig {
             username: None,
             ca_file: None,
             addresses: Vec::new(),
+            receive: false,
+            receive_secret: None,
             approval: None,
             rate_per_minute: default_rate(),
             retries: default_retries(),
             backoff_ms: default_backoff(),
             timeout_secs: default_timeout(),
+        }
+    }
+
+    /// The secret (its name) an inbound request is verified with, if the kind has one.
+    pub fn receive_secret_name(&self) -> Option<&str> {
+        match self.kind {
+            ChannelKind::Webhook => self.receive_secret.as_deref().or(self.secret.as_deref()),
+            ChannelKind::Slack | ChannelKind::Telegram => self.receive_secret.as_deref(),
+            ChannelKind::Email | ChannelKind::Mcp => None,
         }
     }
 

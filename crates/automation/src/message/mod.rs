@@ -6,6 +6,8 @@
 //! - `http`: a generic webhook (JSON POST signed with HMAC-SHA256), Slack incoming webhooks,
 //!   Telegram's Bot API `sendMessage`;
 //! - `email`: SMTP with STARTTLS required (lettre on tokio and rustls);
+//! - `inbound`: receiving, for `webhook`, `slack` and `telegram` channels with `receive = true`
+//!   (`POST /hooks/messages/NAME`; each accepted message is the gate's `message` event);
 //! - `mcp`: a logging notification (`notifications/message`, level `notice`, logger
 //!   `toolgate.message`) to the MCP client of the call, through [`CallContext::client`].
 //!
@@ -33,6 +35,7 @@ use crate::Setup;
 mod config;
 mod email;
 mod http;
+pub mod inbound;
 
 pub use config::{ChannelConfig, ChannelKind, Channels};
 pub use http::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};

@@ -34,6 +34,7 @@ mod mcp_tasks;
 mod media;
 mod memory;
 mod message;
+mod message_inbound;
 mod openai_strict;
 mod routines;
 mod signals;
