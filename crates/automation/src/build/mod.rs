@@ -54,7 +54,7 @@ impl BuildSoftware {
     fn new(agents: Option<Arc<toolgate_agent::Runtime>>) -> Self {
         let spec = ToolSpec::new(
             NAME,
-            "Build software with an agent: a WASM tool for toolgate (Python or JavaScript; installed as wasm__NAME \
+            "Build software with an agent: a WASM tool for toolgate (Python, JavaScript or TypeScript; installed as wasm__NAME \
              after a person approves), a CLI or a library (Rust or Python, with tests), or a script (Python or \
              bash). The agent writes the code in builds/NAME/, the builder builds and tests it in the sandbox and \
              feeds errors back; at most 10 model turns and 600 s.",
@@ -129,8 +129,7 @@ impl Tool for BuildSoftware {
         };
         let lang = match str_param(&params, "language") {
             Some(l) => Lang::parse(l)
-                .ok_or_else(|| ToolError::invalid(NAME, "/language", format!("one of {}", Lang::NAMES.join(", "))))?
-                .map_err(|why| ToolError::invalid(NAME, "/language", why))?,
+                .ok_or_else(|| ToolError::invalid(NAME, "/language", format!("one of {}", Lang::NAMES.join(", "))))?,
             None => Lang::default_for(kind),
         };
         let name = match str_param(&params, "name") {

@@ -59,26 +59,23 @@ pub(crate) enum Lang {
     Rust,
     Python,
     JavaScript,
+    /// WASM tools only: jco bundles it with rolldown, which strips the types (no type check).
+    TypeScript,
     Bash,
 }
 
 impl Lang {
     pub(crate) const NAMES: [&'static str; 5] = ["rust", "python", "javascript", "typescript", "bash"];
 
-    /// `typescript` is accepted and refused with a reason by [`template`].
-    pub(crate) fn parse(s: &str) -> Option<Result<Lang, &'static str>> {
-        Some(Ok(match s {
+    pub(crate) fn parse(s: &str) -> Option<Lang> {
+        Some(match s {
             "rust" => Lang::Rust,
             "python" => Lang::Python,
             "javascript" => Lang::JavaScript,
+            "typescript" => Lang::TypeScript,
             "bash" => Lang::Bash,
-            "typescript" => {
-                return Some(Err(
-                    "TypeScript has no template here (jco componentizes JavaScript): ask for `javascript`",
-                ));
-            }
             _ => return None,
-        }))
+        })
     }
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -86,6 +83,7 @@ impl Lang {
             Lang::Rust => "rust",
             Lang::Python => "python",
             Lang::JavaScript => "javascript",
+            Lang::TypeScript => "typescript",
             Lang::Bash => "bash",
         }
     }
@@ -172,13 +170,13 @@ pub(crate) fn template(
             )?;
             Ok(wasm_python(name, description, cpy))
         }
-        (Kind::WasmTool, Lang::JavaScript) => {
+        (Kind::WasmTool, lang @ (Lang::JavaScript | Lang::TypeScript)) => {
             let jco = b.jco.as_ref().ok_or(
-                "a JavaScript WASM tool is built with jco, which is not installed: run `cargo xtask deps` (or \
+                "a JavaScript or TypeScript WASM tool is built with jco, which is not installed: run `cargo xtask deps` (or \
                  `npm install @bytecodealliance/jco @bytecodealliance/componentize-js`) and set TOOLGATE_JCO to it \
                  or put it on PATH",
             )?;
-            Ok(wasm_js(name, description, jco))
+            Ok(wasm_js(name, description, jco, lang == Lang::TypeScript))
         }
         (Kind::WasmTool, Lang::Rust) => Err(if b.wasip2 {
             "a Rust WASM tool needs wit-bindgen from crates.io, which the sandbox's build cannot download (no \
@@ -201,7 +199,7 @@ pub(crate) fn template(
         (Kind::Script, Lang::Bash) => Ok(bash_script(name, description)),
         (kind, lang) => Err(format!(
             "no template for a {} in {}: a cli_binary or library is Rust or Python, a script Python or bash, a \
-             wasm_tool Python or JavaScript",
+             wasm_tool Python, JavaScript or TypeScript",
             kind.as_str(),
             lang.as_str()
         )),
@@ -265,7 +263,11 @@ class WitWorld(wit_world.WitWorld):
     }
 }
 
-fn wasm_js(name: &str, description: &str, jco: &Path) -> Template {
+/// A JavaScript or TypeScript (`ts`) WASM tool: jco componentize (componentize-js). For
+/// TypeScript, jco bundles the source with rolldown, which strips the types without checking
+/// them and reports syntax errors with their line.
+fn wasm_js(name: &str, description: &str, jco: &Path, ts: bool) -> Template {
+    let main = if ts { "app.ts" } else { "app.js" };
     // componentize-js runs wizer with an empty environment, so wizer's wasmtime would make its
     // cache in the home folder, which the sandbox does not let it write ("failed to create cache
     // directory"): a wrapper beside the project points it at the project's `.cache/` (which also
@@ -289,18 +291,19 @@ fn wasm_js(name: &str, description: &str, jco: &Path) -> Template {
         ));
         wizer_arg = " --wizer-bin ./wizer.sh".to_owned();
     }
+    // Syntax errors with their line first: componentize-js only says that parsing failed
+    // (Node 20 cannot parse TypeScript; rolldown names the line itself).
+    let check = if ts { "" } else { "node --check app.js\n" };
+    let chmod = if wizer.is_some() { "chmod +x wizer.sh\n" } else { "" };
     files.push((
         "build.sh".to_owned(),
         format!(
-            "#!/bin/sh\n# Builds {name}.wasm from app.js (jco componentize, the toolgate:tool world in wit/).\nset -eu\n\
-             # Syntax errors with their line first: componentize-js only says that parsing failed.\n\
-             node --check app.js\n{}\
-             exec {} componentize app.js --wit wit --world-name tool --disable all{wizer_arg} -o {name}.wasm\n",
-            if wizer.is_some() { "chmod +x wizer.sh\n" } else { "" },
+            "#!/bin/sh\n# Builds {name}.wasm from {main} (jco componentize, the toolgate:tool world in wit/).\n\
+             set -eu\n{check}{chmod}exec {} componentize {main} --wit wit --world-name tool --disable all{wizer_arg} \
+             -o {name}.wasm\n",
             shell_word(jco)
         ),
     ));
-
     let skeleton = format!(
         r#"export function describe() {{
   return {{
@@ -311,24 +314,26 @@ fn wasm_js(name: &str, description: &str, jco: &Path) -> Template {
   }};
 }}
 
-export function execute(params) {{
+export function execute(params{typed} {{
   const args = JSON.parse(params);
   throw "not implemented";
 }}
 "#,
         desc = one_line(description, 200),
+        typed = if ts { ": string): string" } else { ")" },
     );
     Template {
         files,
-        main: "app.js".into(),
+        main: main.into(),
         skeleton,
         build: Some("sh build.sh".into()),
         test: None,
         artifact: format!("{name}.wasm"),
         rules: format!(
-            "`app.js` is an ES module exporting `describe()` and `execute(params)` (params is JSON text; return the \
-             result as a string; `throw \"message\"` for bad input). No imports beyond the language: no network, files \
-             or environment. {TESTS_RULE}"
+            "`{main}` is an ES module exporting `describe()` and `execute(params)` (params is JSON text; return the \
+             result as a string; `throw \"message\"` for bad input). No imports beyond the language: no network, \
+             files or environment.{} {TESTS_RULE}",
+            if ts { " Types are stripped, not checked: only syntax errors fail the build." } else { "" }
         ),
     }
 }
@@ -471,7 +476,10 @@ pub(crate) fn instructions(t: &Template, kind: Kind, lang: Lang, dir: &str, desc
 /// `text` on one line, at most `max` characters (for docstrings and `describe`).
 fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let flat: String = flat.chars().filter(|c| !c.is_control() && *c != '"' && *c != '\\').collect();
+    // The text goes into string literals written with `{:?}` (Python, JavaScript, TOML): a
+    // character Rust's Debug escapes as `\u{...}` (a combining mark, a zero-width joiner) would
+    // make them invalid in all three, so it is dropped like quotes, backslashes and controls.
+    let flat: String = flat.chars().filter(|&c| c == '\'' || c.escape_debug().count() == 1).collect();
     flat.chars().take(max).collect()
 }
 
@@ -489,8 +497,8 @@ mod tests {
         let b =
             Builders { componentize_py: Some("/x/componentize-py".into()), jco: Some("/x/jco".into()), wasip2: false };
         for k in Kind::NAMES {
-            for l in ["rust", "python", "javascript", "bash"] {
-                let (k, l) = (Kind::parse(k).unwrap(), Lang::parse(l).unwrap().unwrap());
+            for l in Lang::NAMES {
+                let (k, l) = (Kind::parse(k).unwrap(), Lang::parse(l).unwrap());
                 match template(k, l, "demo", "a \"demo\"\nthing", &b) {
                     Ok(t) => assert!(!t.main.is_empty() && !t.skeleton.contains("\"demo\" thing")),
                     Err(why) => assert!(why.contains("ask for") || why.contains("no template"), "{why}"),
@@ -499,6 +507,19 @@ mod tests {
         }
         let why = template(Kind::WasmTool, Lang::Rust, "demo", "d", &b).unwrap_err();
         assert!(why.contains("wasm32-wasip2") && why.contains("python"), "{why}");
+    }
+
+    #[test]
+    fn a_description_never_breaks_the_scaffold() {
+        // A combining accent and a zero-width joiner: Rust's Debug writes them `\u{301}`,
+        // `\u{200d}`, which is a syntax error in Python and invalid in TOML.
+        let d = "cafe\u{301} \u{200d}emoji \"quoted\" back\\slash it's\n\ttab";
+        let flat = one_line(d, 200);
+        assert_eq!(flat, "cafe emoji quoted backslash it's tab");
+        assert!(!format!("{flat:?}").contains('\\'), "{flat:?}");
+        let t = rust("demo", d, false);
+        let manifest = &t.files[0].1;
+        assert!(manifest.contains("description = \"cafe emoji quoted backslash it's tab\""), "{manifest}");
     }
 
     #[test]

@@ -592,3 +592,60 @@ async fn a_javascript_wasm_tool_is_built_installed_and_answers() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("4 vowels"), "{stdout}");
 }
+
+const TS_APP: &str = r#"interface Args {
+  text: string;
+}
+
+export function describe() {
+  return {
+    name: "title-case",
+    description: "Capitalizes the first letter of each word of `text`.",
+    inputSchema: JSON.stringify({ type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false }),
+    annotations: { readOnly: true, destructive: false, idempotent: true, openWorld: false },
+  };
+}
+
+export function execute(params: string): string {
+  const args = JSON.parse(params) as Args;
+  if (typeof args.text !== "string") {
+    throw "`text` must be a string";
+  }
+  return args.text.split(" ").map((w: string) => w.charAt(0).toUpperCase() + w.slice(1)).join(" ");
+}
+"#;
+
+/// A TypeScript WASM tool: jco bundles it (rolldown strips the types), componentize-js builds
+/// it. The first try builds but a `tests.json` case fails; the builder's report of the case goes
+/// back to the model, which fixes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typescript_wasm_tool_is_built_its_failing_case_fixed_and_answers() {
+    let jco = jco();
+    let tests = json!([
+        {"input": {"text": "hello wide world"}, "expect": "Hello Wide World"},
+        {"input": {}, "error": true}
+    ])
+    .to_string();
+    let case = Case {
+        kind: "wasm_tool",
+        lang: "typescript",
+        name: "title-case",
+        description: "Capitalize the words of a text",
+        first: vec![("app.ts", TS_APP.replace("w.charAt(0).toUpperCase()", "w.charAt(0)")), ("tests.json", tests)],
+        fix: vec![("app.ts", TS_APP.to_owned())],
+        fed_back: "expected the result to contain \"Hello Wide World\", got \"hello wide world\"",
+    };
+    let b = build(&case, &[root().join(".cache/wasm/npm")], 64 << 30, &[("TOOLGATE_JCO", &jco)]).await;
+    built(&b, &case, "title-case.wasm");
+    assert!(b.screen.contains("Installed as `wasm__title-case`"), "{}", b.screen);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("--workspace")
+        .arg(b.ws.path())
+        .args(["call", "wasm__title-case", r#"{"text": "a tool gate"}"#])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("A Tool Gate"), "{stdout}");
+}
