@@ -636,3 +636,81 @@ async fn a_job_run_with_no_server_still_logs_its_decisions_before_its_end() {
     let events = f.call("job_events", json!({ "job_id": v["job_id"] })).await.unwrap().to_string();
     assert!(events.contains("exec: policy: refused: ") && events.contains("in [tools].deny -> denied"), "{events}");
 }
+
+/// Starts a background command that prints the credential, then polls it with `process` until
+/// its output shows (at most 10 polls), then answers with everything it read.
+#[derive(Debug, Default)]
+struct BackgroundUser {
+    requests: Mutex<Vec<String>>,
+}
+
+#[toolgate::core::async_trait]
+impl ModelClient for BackgroundUser {
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
+        self.requests.lock().unwrap().push(format!("{:?}", req.messages));
+        let results: Vec<&str> = req
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let call = |name: &str, args: Value| ToolCall {
+            id: format!("c{}", results.len()),
+            name: name.into(),
+            arguments: args.to_string(),
+        };
+        let Some(first) = results.first() else {
+            let command = "sleep 0.3; echo \"bg $CI_TOKEN\"; sleep 0.3";
+            return Ok(ModelReply {
+                tool_calls: vec![call("exec", json!({"command": command, "background": true}))],
+                ..ModelReply::default()
+            });
+        };
+        let id = first
+            .split("started background process ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or("none")
+            .to_owned();
+        let seen = results.iter().any(|r| r.contains("bg "));
+        Ok(if seen || results.len() > 10 {
+            ModelReply { content: Some(format!("read: {}", results.join(" | "))), ..ModelReply::default() }
+        } else {
+            ModelReply {
+                tool_calls: vec![call("process", json!({"action": "poll", "id": id, "wait": 5}))],
+                ..ModelReply::default()
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_commands_credential_is_redacted_from_what_process_reads() {
+    let approver = Scripted::new(vec![ApprovalAnswer::AllowOnce; 4]);
+    let f = fixture(with_agent(), Some(approver));
+    let model = Arc::new(BackgroundUser::default());
+    f.gate.agents().unwrap().set_client("script", model.clone());
+    let secret = "quiet-otter-5521 maple";
+    f.put_secret("ci-token", secret);
+    let v = f
+        .call(
+            "create_job",
+            json!({"title": "bg", "description": "Run it in the background.", "wait": true, "credentials": ["ci-token"]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    let result = v["result"].as_str().unwrap();
+    // The background process had the value; `process poll` showed it redacted.
+    assert!(result.contains("bg [REDACTED:CI_TOKEN]"), "{result}");
+    for r in model.requests.lock().unwrap().iter() {
+        assert!(!r.contains(secret) && !r.contains("otter"), "{r}");
+    }
+    let events = f.call("job_events", json!({ "job_id": v["job_id"], "limit": 200 })).await.unwrap().to_string();
+    assert!(!events.contains("otter"), "{events}");
+    for r in f.audit() {
+        assert!(!format!("{r:?}").contains("otter"), "{r:?}");
+    }
+}
