@@ -19,6 +19,7 @@ mod call;
 mod extensions;
 mod logging;
 mod mcp;
+mod memory;
 mod models;
 mod policy;
 mod sandbox;
@@ -91,6 +92,9 @@ enum Command {
     /// List or install the embedding models of memory search.
     #[command(subcommand)]
     Models(models::Command),
+    /// Index the workspace's memory notes now, with a progress bar.
+    #[command(subcommand)]
+    Memory(memory::Command),
     /// Inspect the tool policy.
     #[command(subcommand)]
     Policy(policy::Command),
@@ -133,6 +137,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
             Some(Command::Mcp(command)) => mcp::run(&cli.global, command).await,
             Some(Command::Models(command)) => models::run(&cli.global, command).await,
+            Some(Command::Memory(command)) => memory::run(&cli.global, command),
             Some(Command::Wasm(command)) => wasm::run(&cli.global, command).await,
             Some(Command::Admin(command)) => admin::run(&cli.global, command),
             None => {

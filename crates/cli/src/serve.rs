@@ -62,6 +62,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     };
     let gate = Gate::builder(&workspace).config(config).approver(Arc::clone(&approver)).build_shared()?;
     super::wasm::load(&gate).await;
+    // Notes already in the workspace are indexed on one background thread: no call waits for it.
+    if let Some(memory) = gate.memory() {
+        Arc::clone(memory).start_indexing();
+    }
     // Config, skills and stored custom tools are reloaded while serving (docs/extensions.md),
     // and notes edited on disk are re-indexed as they change (docs/memory.md).
     let reload_from = global.clone();

@@ -76,6 +76,11 @@ pub fn default_models_dir() -> Option<PathBuf> {
 /// Longest input embedded, in tokens (the model was trained on up to 256; longer text is cut).
 const MAX_TOKENS: usize = 256;
 
+/// How long a search waits for a query's vector from the local model (about 10 ms when the
+/// machine is not busy) before it answers by words, unless configured otherwise
+/// (`[memory] query_budget_ms`): the search's p99 target is 30 ms.
+pub const QUERY_BUDGET: std::time::Duration = std::time::Duration::from_millis(25);
+
 /// A sentence model run in process.
 #[derive(Debug)]
 pub struct LocalModel {
@@ -128,6 +133,10 @@ impl Embedder for LocalModel {
         self.dims
     }
 
+    fn query_budget(&self) -> Option<std::time::Duration> {
+        Some(QUERY_BUDGET)
+    }
+
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, StoreEmbedError> {
         let max = MAX_TOKENS.min(self.bert.max_positions());
         let seqs: Vec<Vec<u32>> = texts.iter().map(|t| self.tokenizer.encode(t, max)).collect();
@@ -173,6 +182,7 @@ pub struct LazyModel {
     models_dir: PathBuf,
     name: String,
     model: std::sync::OnceLock<Result<LocalModel, String>>,
+    budget: Option<std::time::Duration>,
 }
 
 impl LazyModel {
@@ -188,7 +198,15 @@ impl LazyModel {
             models_dir: models_dir.into(),
             name: name.to_owned(),
             model: std::sync::OnceLock::new(),
+            budget: Some(QUERY_BUDGET),
         })
+    }
+
+    /// How long a search waits for a query's vector ([`QUERY_BUDGET`] by default; `None`:
+    /// until it is made).
+    pub fn with_query_budget(mut self, budget: Option<std::time::Duration>) -> LazyModel {
+        self.budget = budget;
+        self
     }
 
     fn get(&self) -> Result<&LocalModel, StoreEmbedError> {
@@ -206,6 +224,11 @@ impl Embedder for LazyModel {
 
     fn dims(&self) -> usize {
         self.dims
+    }
+
+    /// Once loaded (loading takes longer than any budget, and happens once).
+    fn query_budget(&self) -> Option<std::time::Duration> {
+        self.model.get().and_then(|m| m.as_ref().ok()).and(self.budget)
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, StoreEmbedError> {

@@ -68,8 +68,9 @@ pub fn embedder(config: &MemoryConfig) -> Option<Arc<dyn Embedder>> {
         EmbeddingsProvider::Local => {
             let name = if e.model.is_empty() { toolgate_embed::DEFAULT_MODEL } else { e.model.as_str() };
             let dir = e.models_dir.clone().or_else(toolgate_embed::default_models_dir).unwrap_or_default();
+            let budget = (config.query_budget_ms > 0).then(|| Duration::from_millis(config.query_budget_ms));
             Some(match toolgate_embed::LazyModel::new(dir, name) {
-                Ok(m) => Arc::new(m) as Arc<dyn Embedder>,
+                Ok(m) => Arc::new(m.with_query_budget(budget)) as Arc<dyn Embedder>,
                 Err(err) => Arc::new(toolgate_embed::Unavailable::new(format!("local:{name}"), err.to_string())),
             })
         }

@@ -113,6 +113,9 @@ fn hybrid() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.memory.embeddings.models_dir = Some(models);
+    // These tests check what a search by meaning finds: it waits for the query's vector even
+    // on a busy machine.
+    config.memory.query_budget_ms = 0;
     let gate = Gate::builder(dir.path()).config(config).build().unwrap();
     Fixture { dir, gate }
 }
@@ -408,4 +411,189 @@ async fn serve_watch(memory_first: bool) {
     std::fs::remove_dir_all(dir.path().join("memory/people")).unwrap();
     until("delta", vec![]).await;
     let _ = client.cancel().await;
+}
+
+/// A workspace of `n` notes like the memory benchmark's (templated fillers) plus one labelled
+/// fact that shares no words with its question, the local model from `.cache/models/`.
+fn many_notes(n: usize) -> tempfile::TempDir {
+    let models = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/models");
+    assert!(
+        models.join("all-minilm-l6-v2/model.safetensors").is_file(),
+        "the embedding model is missing: run `cargo xtask deps`"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        format!(
+            // The polling below repeats one call, which the loop breaker would refuse.
+            "[loop_breaker]\nenabled = false\n[rate_limits]\nenabled = false\n\
+             [memory.embeddings]\nmodels_dir = \"{}\"\n",
+            models.display()
+        ),
+    )
+    .unwrap();
+    let topics = ["invoice", "deploy", "garden", "recipe", "meeting", "bug", "holiday", "budget", "printer"];
+    std::fs::create_dir_all(dir.path().join("memory/gen")).unwrap();
+    for i in 0..n {
+        let text = format!(
+            "# Note {i}\nThe {} for project {} was reviewed on day {}; follow up with team {}.\n",
+            topics[i % topics.len()],
+            i % 97,
+            i % 28 + 1,
+            i % 13
+        );
+        std::fs::write(dir.path().join(format!("memory/gen/n{i:05}.md")), text).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("memory/fact.md"),
+        "# Fact\nAnn's sibling has an apartment in Lisbon, near the river.\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// An MCP client of `toolgate serve` over stdio on `dir`.
+async fn serve_stdio(dir: &std::path::Path) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt;
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    command.arg("--workspace").arg(dir).args(["--approval", "never", "serve"]);
+    ().serve(rmcp::transport::TokioChildProcess::new(command).unwrap()).await.unwrap()
+}
+
+/// `memory_search` over MCP: (paths found with how, the result's notes).
+async fn search_mcp(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    query: &str,
+) -> (Vec<(String, bool)>, Vec<String>) {
+    let mut args = serde_json::Map::new();
+    args.insert("query".into(), json!(query));
+    args.insert("max_results".into(), json!(5));
+    let request = rmcp::model::CallToolRequestParams::new("memory_search").with_arguments(args);
+    let result = client.call_tool(request).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let s = result.meta.and_then(|m| m.get(toolgate::mcp::RESULT_META).cloned()).unwrap_or_default();
+    let hits = s["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| (r["path"].as_str().unwrap().to_owned(), r["by_meaning"].as_bool().unwrap()))
+        .collect();
+    let notes =
+        s["notes"].as_array().cloned().unwrap_or_default().iter().map(|n| n.as_str().unwrap().to_owned()).collect();
+    (hits, notes)
+}
+
+/// The progress line's "N of M notes embedded", if the result has one.
+fn embedded(notes: &[String]) -> Option<(usize, usize)> {
+    let line = notes.iter().find(|n| n.starts_with("index: ") && n.contains("notes embedded"))?;
+    let mut words = line["index: ".len()..].split(' ');
+    let done = words.next()?.parse().ok()?;
+    let of = words.nth(1)?.parse().ok()?;
+    Some((done, of))
+}
+
+/// Polls until a search for the fact's paraphrase finds it by meaning with the index whole.
+async fn until_embedded(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) {
+    let start = std::time::Instant::now();
+    loop {
+        let (hits, notes) = search_mcp(client, "where does my sister stay?").await;
+        if !notes.iter().any(|n| n.starts_with("index: ")) {
+            assert!(hits.contains(&("memory/fact.md".to_owned(), true)), "indexed, but not found: {hits:?} {notes:?}");
+            return;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(300), "indexing never ended: {notes:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+/// A user who already has notes (issue 31): `serve` indexes them on a background thread, so the
+/// first `memory_search` answers at once from what is indexed and says how far the index is
+/// (partial: a pass over 1,500 notes with the model takes many seconds, the first call comes
+/// right after the handshake); later searches find a note by meaning once it is embedded. Then
+/// a restart resumes (nothing embedded is embedded again; a note changed while the server was
+/// down is indexed again by its content).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_indexes_existing_notes_in_the_background_and_resumes_after_a_restart() {
+    const N: usize = 1_500;
+    let dir = many_notes(N);
+    let client = serve_stdio(dir.path()).await;
+    let (_, notes) = search_mcp(&client, "where does my sister stay?").await;
+    assert!(
+        notes.iter().any(|n| n.starts_with("index: ")),
+        "the first search did not say the index is partial: {notes:?}"
+    );
+    // Words are indexed first: a search by words finds the fact long before every vector is made.
+    let start = std::time::Instant::now();
+    loop {
+        let (hits, notes) = search_mcp(&client, "apartment Lisbon").await;
+        if hits.iter().any(|(p, _)| p == "memory/fact.md") {
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(120), "never found by words: {notes:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Stop the server part-way through embedding (as soon as some notes have vectors).
+    let before = loop {
+        let (_, notes) = search_mcp(&client, "garden").await;
+        match embedded(&notes) {
+            Some((done, of)) if done > 0 => {
+                assert_eq!(of, N + 1, "{notes:?}");
+                break Some(done);
+            }
+            Some(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            // Already whole (a fast machine): the restart has nothing to resume.
+            None => break None,
+        }
+    };
+    let _ = client.cancel().await;
+    // Changed while the server was down: its new words are indexed again on the next start.
+    std::fs::write(dir.path().join("memory/gen/n00007.md"), "# Note 7\nThe quokka migration is on hold.\n").unwrap();
+    let client = serve_stdio(dir.path()).await;
+    if let Some(before) = before {
+        let (_, notes) = search_mcp(&client, "garden").await;
+        if let Some((done, _)) = embedded(&notes) {
+            // Resumed from what was stored (one note changed, so at most one fewer).
+            assert!(done + 1 >= before, "the restart started over: {done} embedded, {before} before the restart");
+        }
+    }
+    until_embedded(&client).await;
+    let (hits, _) = search_mcp(&client, "quokka").await;
+    assert_eq!(hits.first().map(|h| h.0.as_str()), Some("memory/gen/n00007.md"), "{hits:?}");
+    let _ = client.cancel().await;
+}
+
+/// `toolgate memory index` indexes every note in the foreground, printing progress (plain
+/// lines: stderr is not a terminal here) and a last line saying all are indexed; a search then
+/// finds the paraphrased note by meaning with no progress line; a second run embeds nothing.
+#[test]
+fn memory_index_prints_progress_and_indexes_every_note() {
+    use std::process::Command;
+    const N: usize = 300;
+    let dir = many_notes(N);
+    let toolgate = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.arg("--workspace").arg(dir.path()).args(["--approval", "never"]);
+        cmd
+    };
+    let out = toolgate().args(["memory", "index"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines.iter().any(|l| l.starts_with("indexing words: ")), "{stderr}");
+    assert!(lines.iter().filter(|l| l.starts_with("embedding: ")).count() >= 2, "{stderr}");
+    assert!(!stderr.contains('\r'), "a progress bar in a pipe: {stderr}");
+    let last = lines.last().unwrap();
+    assert!(last.starts_with(&format!("memory index: all {} notes indexed by words and meaning", N + 1)), "{stderr}");
+    let out = toolgate().args(["call", "memory_search", r#"{"query":"where does my sister stay?"}"#]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("memory/fact.md") && stdout.contains("meaning"), "{stdout}");
+    assert!(!stdout.contains("index: "), "{stdout}");
+    let again = toolgate().args(["memory", "index"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{stderr}");
+    // Nothing changed: nothing embedded again (the first count is already whole).
+    let embedding: Vec<&str> = stderr.lines().filter(|l| l.starts_with("embedding: ")).collect();
+    assert_eq!(embedding, [format!("embedding: {} of {} notes", N + 1, N + 1)], "{stderr}");
 }

@@ -119,7 +119,7 @@ pub struct MemoryIndex {
     complete: Mutex<HashMap<(String, String), i64>>,
     /// Recent query vectors by (model, query): agents ask the same thing again (retries, each
     /// session's first look at memory), and embedding is most of a search's time.
-    queries: QueryVectors,
+    queries: Arc<QueryVectors>,
 }
 
 /// Most query vectors kept.
@@ -177,7 +177,7 @@ impl MemoryIndex {
             conn: Mutex::new(conn),
             vectors: Mutex::default(),
             complete: Mutex::default(),
-            queries: QueryVectors::new(MAX_CACHED_QUERIES),
+            queries: Arc::new(QueryVectors::new(MAX_CACHED_QUERIES)),
         })
     }
 
@@ -379,6 +379,23 @@ impl MemoryIndex {
         Ok(missing)
     }
 
+    /// (notes of `scope`, notes of `scope` whose every chunk has a vector for `model`): how far
+    /// embedding is, for the progress line of a search during indexing.
+    pub(crate) fn embed_progress(&self, scope: &str, model: &str) -> Result<(usize, usize), StoreError> {
+        let conn = self.lock();
+        let (notes, lacking): (i64, i64) = conn
+            .prepare_cached(
+                "SELECT (SELECT count(*) FROM memory_docs WHERE scope = ?1),
+                        (SELECT count(DISTINCT c.path) FROM memory_chunks c
+                         WHERE c.scope = ?1 AND NOT EXISTS
+                            (SELECT 1 FROM memory_vectors v WHERE v.chunk_id = c.id AND v.model = ?2))",
+            )
+            .and_then(|mut stmt| stmt.query_row(params![scope, model], |r| Ok((r.get(0)?, r.get(1)?))))
+            .doing("counting embedded notes")?;
+        let notes = notes.max(0) as usize;
+        Ok((notes, notes.saturating_sub(lacking.max(0) as usize)))
+    }
+
     /// Stores vectors for chunks (replacing another model's).
     pub(crate) fn put_vectors(&self, scope: &str, model: &str, vecs: &[(i64, Vec<f32>)]) -> Result<(), StoreError> {
         let mut conn = self.lock();
@@ -454,6 +471,11 @@ impl MemoryIndex {
     /// Whether the query's vector under `embedder`'s model is cached.
     pub(crate) fn has_query(&self, embedder: &dyn super::Embedder, query: &str) -> bool {
         self.queries.contains(embedder, query)
+    }
+
+    /// The query-vector cache (a query embedded past a search's budget still lands in it).
+    pub(crate) fn query_cache(&self) -> Arc<QueryVectors> {
+        Arc::clone(&self.queries)
     }
 
     /// The query's vector from `embedder`, from the cache when the same query was embedded

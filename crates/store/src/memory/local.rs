@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use super::chunk::chunk;
@@ -20,6 +21,8 @@ const SCOPE: &str = "local";
 const MAX_FILES: usize = 100_000;
 /// Chunks embedded per batch.
 const EMBED_BATCH: usize = 32;
+/// Most threads embedding at once in the foreground (`toolgate memory index`, `sync`).
+const MAX_LANES: usize = 4;
 
 /// What a scan did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,6 +35,96 @@ pub struct SyncReport {
     pub unchanged: usize,
     /// Files not indexed, with why.
     pub skipped: Vec<String>,
+}
+
+/// How far indexing the notes is (a background pass, or `toolgate memory index`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexProgress {
+    /// Notes found on disk (or in the index, once the first pass has listed them).
+    pub notes: usize,
+    /// Notes whose words are indexed (full text: cheap, so done first for every note).
+    pub text: usize,
+    /// Notes whose every chunk has a vector for the current model.
+    pub embedded: usize,
+    /// Whether notes get vectors at all (an embedding model is configured).
+    pub vectors: bool,
+    /// Whether a pass is running now.
+    pub running: bool,
+}
+
+impl IndexProgress {
+    /// The line a search result carries while the index is incomplete, `None` when it is whole.
+    pub fn describe(&self) -> Option<String> {
+        if self.running && self.text < self.notes {
+            Some(format!(
+                "index: {} of {} notes indexed so far (words first, then meaning); results from the indexed notes only",
+                self.text, self.notes
+            ))
+        } else if self.vectors && self.embedded < self.notes {
+            Some(format!(
+                "index: {} of {} notes embedded; results from full text only for the rest",
+                self.embedded, self.notes
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// The background indexer's shared state (`LocalMemory::start_indexing`).
+#[derive(Debug, Default)]
+struct Background {
+    state: Mutex<BackgroundState>,
+    /// Signals the worker that there is work (a scan found changes, a note lost its vectors).
+    wake: Condvar,
+    /// Searches in flight: the worker waits for them before each batch, so calls come first.
+    searches: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+struct BackgroundState {
+    started: bool,
+    /// Work asked for since the worker last looked.
+    wanted: bool,
+    /// The first pass over every note has ended (until then searches do not scan themselves).
+    first_pass_done: bool,
+    progress: IndexProgress,
+}
+
+impl Background {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BackgroundState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn want(&self) {
+        self.lock().wanted = true;
+        self.wake.notify_one();
+    }
+
+    /// Waits (bounded) while searches run: a call never queues behind a batch it did not ask for.
+    fn yield_to_searches(&self) {
+        let start = Instant::now();
+        while self.searches.load(Ordering::Relaxed) > 0 && start.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Counts a search in flight while it lives.
+struct InFlight<'a>(&'a Background);
+
+impl<'a> InFlight<'a> {
+    fn new(bg: &'a Background) -> InFlight<'a> {
+        bg.searches.fetch_add(1, Ordering::Relaxed);
+        InFlight(bg)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.searches.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Notes in the workspace, indexed in the state database.
@@ -51,6 +144,8 @@ pub struct LocalMemory {
     checked: std::sync::atomic::AtomicBool,
     /// Whether a file watcher reports changes (searches then skip the periodic scan).
     watched: std::sync::atomic::AtomicBool,
+    /// The background indexer (started by `serve`), shared with its thread.
+    background: Arc<Background>,
 }
 
 impl LocalMemory {
@@ -67,6 +162,7 @@ impl LocalMemory {
             write_lock: Mutex::new(()),
             checked: std::sync::atomic::AtomicBool::new(false),
             watched: std::sync::atomic::AtomicBool::new(false),
+            background: Arc::default(),
         }
     }
 
@@ -91,12 +187,122 @@ impl LocalMemory {
     /// Compares every note on disk with the index now: new and changed notes are indexed,
     /// deleted ones removed, missing vectors filled in.
     pub fn sync(&self) -> Result<SyncReport, MemoryError> {
-        let report = self.with_repair(|| self.scan())?;
-        self.fill_vectors(Duration::from_secs(3600))?;
+        let (report, _) = self.index_pass(false, &mut |_| {}, &|| false)?;
         Ok(report)
     }
 
+    /// How far the index is: counted now (notes, and notes with vectors for the model).
+    pub fn progress(&self) -> Result<IndexProgress, MemoryError> {
+        let mut p = IndexProgress { vectors: self.embedder.is_some(), ..IndexProgress::default() };
+        let (notes, embedded) =
+            self.index.embed_progress(SCOPE, self.embedder.as_ref().map_or("", |e| e.model_id()))?;
+        p.notes = notes;
+        p.text = notes;
+        p.embedded = if p.vectors { embedded } else { 0 };
+        Ok(p)
+    }
+
+    /// One pass: every note's words first (cheap: a search finds every note by words soon),
+    /// then vectors for the chunks that lack them, in batches (one matrix product per layer for
+    /// the whole batch). `background`: wait for searches in flight before each batch. `report`
+    /// hears the progress; `stop` ends the pass early (the owner is gone).
+    fn index_pass(
+        &self,
+        background: bool,
+        report: &mut dyn FnMut(&IndexProgress),
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(SyncReport, IndexProgress), MemoryError> {
+        let vectors = self.embedder.is_some();
+        let mut progress = IndexProgress { vectors, running: true, ..IndexProgress::default() };
+        let mut last: Option<Instant> = None;
+        let scanned = self.with_repair(|| {
+            self.scan_with(true, &mut |text, notes| {
+                progress.text = text;
+                progress.notes = notes;
+                if background {
+                    self.background.lock().progress = progress;
+                }
+                // Progress lines are for people: at most a few per second (the end of the scan
+                // is reported with the count of embedded notes below).
+                if text < notes && last.is_none_or(|t| t.elapsed() >= Duration::from_millis(200)) {
+                    last = Some(Instant::now());
+                    report(&progress);
+                }
+                !stop()
+            })
+        })?;
+        let Some(scanned) = scanned else { return Ok((SyncReport::default(), progress)) };
+        let publish = |p: &IndexProgress| {
+            if background {
+                self.background.lock().progress = *p;
+            }
+        };
+        let count = |p: &mut IndexProgress| -> Result<(), MemoryError> {
+            let now = self.progress()?;
+            p.notes = now.notes;
+            p.text = now.notes;
+            p.embedded = now.embedded;
+            Ok(())
+        };
+        count(&mut progress)?;
+        publish(&progress);
+        report(&progress);
+        // In the foreground every core embeds a batch; the background indexer keeps to one
+        // thread so calls have the rest of the machine.
+        let lanes = if background {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(MAX_LANES)
+        };
+        if let Some(e) = self.embedder.as_deref() {
+            loop {
+                if stop() {
+                    break;
+                }
+                if background {
+                    self.background.yield_to_searches();
+                }
+                let missing = self.index.missing_vectors(SCOPE, e.model_id(), EMBED_BATCH * lanes)?;
+                if missing.is_empty() {
+                    break;
+                }
+                let texts: Vec<String> = missing.iter().map(|(_, h, t)| join_heading(h, t)).collect();
+                match embed_lanes(e, &texts, lanes) {
+                    Ok(vecs) => {
+                        let pairs: Vec<(i64, Vec<f32>)> = missing.iter().map(|(id, _, _)| *id).zip(vecs).collect();
+                        self.index.put_vectors(SCOPE, e.model_id(), &pairs)?;
+                    }
+                    Err(err) => {
+                        // Searches say why (their own query embedding fails the same way).
+                        tracing::warn!("memory: embedding notes failed: {err}");
+                        break;
+                    }
+                }
+                count(&mut progress)?;
+                publish(&progress);
+                report(&progress);
+            }
+        }
+        progress.running = false;
+        publish(&progress);
+        report(&progress);
+        Ok((scanned, progress))
+    }
+
+    /// Words only: the vectors of what changed are made afterwards, in batches (by the search's
+    /// budget, the background indexer or `sync`).
     fn scan(&self) -> Result<SyncReport, MemoryError> {
+        Ok(self.scan_with(true, &mut |_, _| true)?.unwrap_or_default())
+    }
+
+    /// Compares every note on disk with the index. `defer`: index the words only (the vectors
+    /// are made later, in batches). `each(done, total)` is called per note; when it returns
+    /// false the scan stops (`None`; nothing is removed from the index then).
+    fn scan_with(
+        &self,
+        defer: bool,
+        each: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> Result<Option<SyncReport>, MemoryError> {
         let mut report = SyncReport::default();
         let mut known = self.index.docs(SCOPE)?;
         let mut files = Vec::new();
@@ -113,7 +319,11 @@ impl LocalMemory {
             Ok(m) if m.file_type().is_symlink() => report.skipped.push("memory/: a symbolic link".into()),
             _ => {}
         }
-        for (rel, meta) in files {
+        let total = files.len();
+        for (done, (rel, meta)) in files.into_iter().enumerate() {
+            if !each(done, total) {
+                return Ok(None);
+            }
             let old = known.remove(&rel);
             if meta.len() > self.max_note_bytes {
                 report.skipped.push(format!("{rel}: {} bytes, over the {}-byte cap", meta.len(), self.max_note_bytes));
@@ -126,7 +336,7 @@ impl LocalMemory {
                 report.unchanged += 1;
                 continue;
             }
-            match self.index_file(&rel, old.as_ref()) {
+            match self.index_file(&rel, old.as_ref(), defer) {
                 Ok(true) => report.indexed += 1,
                 Ok(false) => report.unchanged += 1,
                 Err(MemoryError::NotText { .. }) => {
@@ -144,12 +354,13 @@ impl LocalMemory {
             self.index.remove(SCOPE, gone)?;
             report.removed += 1;
         }
+        each(total, total);
         *self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), report.skipped.clone()));
-        Ok(report)
+        Ok(Some(report))
     }
 
     /// Indexes one note if its content changed; returns whether it did.
-    fn index_file(&self, rel: &str, old: Option<&DocState>) -> Result<bool, MemoryError> {
+    fn index_file(&self, rel: &str, old: Option<&DocState>, defer: bool) -> Result<bool, MemoryError> {
         let path = self.root.join(rel);
         let bytes = fs::read(&path).map_err(|source| MemoryError::Io { path: path.clone(), source })?;
         let meta = fs::symlink_metadata(&path).map_err(|source| MemoryError::Io { path: path.clone(), source })?;
@@ -159,7 +370,11 @@ impl LocalMemory {
             return Ok(false);
         }
         let text = String::from_utf8(bytes).map_err(|_| MemoryError::NotText { path: rel.to_owned() })?;
-        self.index_text(rel, &text, state, None)?;
+        if defer {
+            index_chunks(&self.index, self.embedder.as_deref(), SCOPE, rel, &text, state, None, None, false)?;
+        } else {
+            self.index_text(rel, &text, state, None)?;
+        }
         Ok(true)
     }
 
@@ -193,14 +408,66 @@ impl LocalMemory {
         }
     }
 
-    fn scan_if_due(&self) -> Result<Vec<String>, MemoryError> {
+    /// The files a scan skipped, and whether a scan ran now and changed the index.
+    fn scan_if_due(&self) -> Result<(Vec<String>, bool), MemoryError> {
         let last = self.last_scan.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let watched = self.watched.load(std::sync::atomic::Ordering::Relaxed);
         match last {
             // A watcher re-indexes what changes: after the first scan, no scan is due.
-            Some((_, skipped)) if watched => Ok(skipped),
-            Some((at, skipped)) if at.elapsed() < self.rescan_interval => Ok(skipped),
-            _ => Ok(self.scan()?.skipped),
+            Some((_, skipped)) if watched => Ok((skipped, false)),
+            Some((at, skipped)) if at.elapsed() < self.rescan_interval => Ok((skipped, false)),
+            _ => {
+                let r = self.scan()?;
+                Ok((r.skipped, r.indexed > 0))
+            }
+        }
+    }
+
+    /// The full check reads the whole index: once per process, then only on errors. Returns
+    /// whether the index was rebuilt.
+    fn check_once(&self) -> Result<bool, MemoryError> {
+        if !self.checked.swap(true, Ordering::Relaxed) && !self.index.check() {
+            tracing::warn!("memory index damaged; rebuilding it");
+            self.index.rebuild()?;
+            *self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The background worker: a pass when asked (at start, when a scan or the watcher found
+    /// changes), then sleep. One thread, waiting for searches in flight before each batch; it
+    /// ends when the last owner of the store drops it.
+    fn work(memory: &Weak<LocalMemory>, bg: &Background) {
+        loop {
+            {
+                let mut s = bg.lock();
+                while !s.wanted {
+                    s = bg.wake.wait_timeout(s, Duration::from_millis(500)).unwrap_or_else(|e| e.into_inner()).0;
+                    if memory.strong_count() == 0 {
+                        return;
+                    }
+                }
+                s.wanted = false;
+                s.progress.running = true;
+            }
+            let Some(mem) = memory.upgrade() else { return };
+            // Only this thread holds the store: its owner is gone, stop.
+            let stop = || Arc::strong_count(&mem) == 1;
+            let result =
+                mem.check_once().and_then(|_| mem.index_pass(true, &mut |_| {}, &stop)).map(|(_, progress)| progress);
+            let mut s = bg.lock();
+            s.first_pass_done = true;
+            match result {
+                Ok(p) => s.progress = p,
+                Err(e) => {
+                    s.progress.running = false;
+                    tracing::warn!("memory: background indexing failed: {e}; searches scan the notes themselves");
+                    // Searches fall back to scanning and embedding as they did without the worker.
+                    s.started = false;
+                    return;
+                }
+            }
         }
     }
 
@@ -313,19 +580,36 @@ impl MemoryStore for LocalMemory {
         if query.trim().is_empty() {
             return Err(MemoryError::Invalid("the query is empty; say what to look for".into()));
         }
-        let mut repaired = false;
-        // The full check reads the whole index: once per process, then only on errors.
-        if !self.checked.swap(true, std::sync::atomic::Ordering::Relaxed) && !self.index.check() {
-            tracing::warn!("memory index damaged; rebuilding it");
-            self.index.rebuild()?;
-            *self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            repaired = true;
-        }
-        let skipped = self.with_repair(|| self.scan_if_due())?;
-        // A model change leaves chunks without vectors: embed some on every search.
-        let filled = self.fill_vectors(Duration::from_millis(1500))?;
+        let _in_flight = InFlight::new(&self.background);
+        let (background, first_pass_done, progress) = {
+            let s = self.background.lock();
+            (s.started, s.first_pass_done, s.progress)
+        };
+        // With the background indexer (serve), a search never waits for indexing: it answers
+        // from what is indexed and says how far that is; the worker checks the index, scans,
+        // and embeds.
+        let repaired = !background && self.check_once()?;
+        let skipped = if background && !first_pass_done {
+            self.last_scan.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|l| l.1.clone()).unwrap_or_default()
+        } else {
+            let (skipped, changed) = self.with_repair(|| self.scan_if_due())?;
+            if background && changed {
+                self.background.want();
+            }
+            skipped
+        };
+        // A model change leaves chunks without vectors: embed some on every search (the
+        // background indexer does that instead when it runs).
+        let filled = if background { Filled::default() } else { self.fill_vectors(Duration::from_millis(1500))? };
         let pending = filled.done;
         let mut notes = Vec::new();
+        if let Some(line) = progress.describe().filter(|_| background) {
+            notes.push(line);
+        } else if filled.more
+            && let Some(line) = self.progress()?.describe()
+        {
+            notes.push(line);
+        }
         if repaired {
             notes.push("the memory index was damaged and has been rebuilt from the notes".into());
         }
@@ -337,7 +621,7 @@ impl MemoryStore for LocalMemory {
             let list: Vec<&str> = skipped.iter().take(5).map(String::as_str).collect();
             notes.push(format!("{n} files under memory/ are not indexed: {}", list.join("; ")));
         }
-        let embedder = self.embedder.as_deref();
+        let embedder = self.embedder.as_ref();
         self.with_repair(|| {
             let mut n = notes.clone();
             search::run(&self.index, embedder, filled.failed.as_deref(), (SCOPE, SCOPE), query, options, &mut n)
@@ -351,7 +635,14 @@ impl MemoryStore for LocalMemory {
         let full = self.confined(&rel)?;
         match fs::symlink_metadata(&full) {
             Ok(m) if m.is_file() && m.len() <= self.max_note_bytes && rel.ends_with(".md") => {
-                match self.with_repair(|| self.index_file(&rel, old.as_ref())) {
+                // With the background indexer running, a note changed on disk gets its words
+                // indexed now and its vectors from the worker (the watcher never waits on the model).
+                let defer = self.background.lock().started;
+                match self.with_repair(|| self.index_file(&rel, old.as_ref(), defer)) {
+                    Ok(true) if defer => {
+                        self.background.want();
+                        Ok(())
+                    }
                     Ok(_) => Ok(()),
                     Err(MemoryError::NotText { .. }) => self.index.remove(SCOPE, &rel).map_err(Into::into),
                     Err(e) => Err(e),
@@ -362,7 +653,36 @@ impl MemoryStore for LocalMemory {
     }
 
     fn rescan(&self) -> Result<(), MemoryError> {
-        self.with_repair(|| self.scan()).map(drop)
+        let report = self.with_repair(|| self.scan())?;
+        if report.indexed > 0 && self.background.lock().started {
+            self.background.want();
+        }
+        Ok(())
+    }
+
+    fn start_indexing(self: Arc<Self>) {
+        {
+            let mut s = self.background.lock();
+            if s.started {
+                return;
+            }
+            s.started = true;
+            s.wanted = true;
+            s.progress = IndexProgress { vectors: self.embedder.is_some(), running: true, ..IndexProgress::default() };
+        }
+        let memory = Arc::downgrade(&self);
+        let bg = self.background.clone();
+        drop(self);
+        let spawned =
+            std::thread::Builder::new().name("memory-index".into()).spawn(move || LocalMemory::work(&memory, &bg));
+        if let Err(e) = spawned {
+            tracing::warn!("memory: cannot start the background indexer ({e}); searches index the notes themselves");
+        }
+    }
+
+    fn index_all(&self, progress: &mut dyn FnMut(&IndexProgress)) -> Result<IndexProgress, MemoryError> {
+        self.check_once()?;
+        self.index_pass(false, progress, &|| false).map(|(_, p)| p)
     }
 
     fn set_watched(&self, watched: bool) {
@@ -385,6 +705,23 @@ pub(super) fn index_note(
     content: Option<&str>,
     notes: Option<&mut Vec<String>>,
 ) -> Result<usize, MemoryError> {
+    index_chunks(index, embedder, scope, rel, text, state, content, notes, true)
+}
+
+/// [`index_note`]; with `embed_now` false the words are indexed and unchanged chunks keep their
+/// vectors, the rest are embedded later in batches (`fill_vectors`, the background indexer).
+#[allow(clippy::too_many_arguments)]
+fn index_chunks(
+    index: &MemoryIndex,
+    embedder: Option<&dyn Embedder>,
+    scope: &str,
+    rel: &str,
+    text: &str,
+    state: DocState,
+    content: Option<&str>,
+    notes: Option<&mut Vec<String>>,
+    embed_now: bool,
+) -> Result<usize, MemoryError> {
     let chunks = chunk(text);
     let mut vectors = None;
     let mut reuse = HashMap::new();
@@ -392,7 +729,7 @@ pub(super) fn index_note(
     if let Some(e) = embedder {
         reuse = index.cached_vectors(scope, rel, e.model_id())?;
         let all_cached = chunks.iter().all(|c| reuse.contains_key(&sha256_hex(c.text.as_bytes())));
-        if all_cached {
+        if all_cached || !embed_now {
             reuse_model = Some(e.model_id());
         } else {
             let texts: Vec<String> = chunks.iter().map(embed_text).collect();
@@ -418,6 +755,8 @@ pub(super) fn index_note(
 pub(super) struct Filled {
     pub(super) done: usize,
     pub(super) failed: Option<String>,
+    /// The budget ran out with chunks still lacking vectors.
+    pub(super) more: bool,
 }
 
 /// Embeds chunks of `scope` that have no vector for the current model (after a model change or
@@ -431,9 +770,13 @@ pub(super) fn fill_vectors(
     let mut filled = Filled::default();
     let Some(e) = embedder else { return Ok(filled) };
     let start = Instant::now();
-    while start.elapsed() < budget {
+    loop {
         let missing = index.missing_vectors(scope, e.model_id(), EMBED_BATCH)?;
         if missing.is_empty() {
+            break;
+        }
+        if start.elapsed() >= budget {
+            filled.more = true;
             break;
         }
         let texts: Vec<String> = missing.iter().map(|(_, h, t)| join_heading(h, t)).collect();
@@ -457,6 +800,26 @@ fn embed_text(c: &super::chunk::Chunk) -> String {
 
 fn join_heading(heading: &str, text: &str) -> String {
     if heading.is_empty() || text.starts_with('#') { text.to_owned() } else { format!("{heading}\n{text}") }
+}
+
+/// [`embed_all`] with the texts split into `lanes` parts embedded at once, one thread each.
+fn embed_lanes(e: &dyn Embedder, texts: &[String], lanes: usize) -> Result<Vec<Vec<f32>>, super::EmbedError> {
+    if lanes <= 1 || texts.len() <= EMBED_BATCH {
+        return embed_all(e, texts);
+    }
+    let part = texts.len().div_ceil(lanes);
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = texts.chunks(part).map(|p| s.spawn(move || embed_all(e, p))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(super::EmbedError("the embedding thread panicked".into()))))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(texts.len());
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
 }
 
 /// Embeds in batches; checks the count and the dimensions.

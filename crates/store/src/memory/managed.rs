@@ -247,7 +247,7 @@ impl MemoryStore for ManagedMemory {
         if pending > 0 {
             notes.push(format!("{pending} chunks were embedded before this search"));
         }
-        let embedder = self.embedder.as_deref();
+        let embedder = self.embedder.as_ref();
         self.with_repair(pair, || {
             let mut n = notes.clone();
             search::run(&self.index, embedder, failed.as_deref(), pair, query, options, &mut n)

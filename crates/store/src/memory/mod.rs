@@ -21,11 +21,12 @@ mod vector;
 
 use std::fmt::Debug;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use index::{IndexHealth, MemoryIndex};
 pub(crate) use index::{SCHEMA, sha256_hex};
 // Team task search quotes a model's query the same way (`sessions.rs`).
-pub use local::{LocalMemory, SyncReport};
+pub use local::{IndexProgress, LocalMemory, SyncReport};
 pub use managed::{ManagedMemory, Stored};
 pub(crate) use search::fts_expression;
 pub(crate) use vector::to_blob as vector_blob;
@@ -41,6 +42,13 @@ pub trait Embedder: Send + Sync + Debug {
     fn dims(&self) -> usize;
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// How long a search waits for its query's vector before it answers by words alone (the
+    /// vector, once made, is cached for the next search). `None` (the default): it waits, as
+    /// for a remote endpoint, whose latency is the network's.
+    fn query_budget(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Why embedding failed (search falls back to full-text and says so).
@@ -187,6 +195,18 @@ pub trait MemoryStore: Send + Sync + Debug {
     /// [`MemoryStore::reindex`] and [`MemoryStore::rescan`]), so searches can skip their
     /// periodic scan of the notes on disk.
     fn set_watched(&self, _watched: bool) {}
+
+    /// Starts indexing the notes on one background thread (local mode; `serve` calls it when it
+    /// opens a workspace): searches meanwhile answer at once from what is indexed (words first,
+    /// then vectors) and say how far it is. Managed notes are indexed as they are written:
+    /// nothing to do.
+    fn start_indexing(self: Arc<Self>) {}
+
+    /// Indexes every note now (`toolgate memory index`), telling `progress` how far it is.
+    /// Managed notes are indexed as they are written: nothing to do.
+    fn index_all(&self, _progress: &mut dyn FnMut(&IndexProgress)) -> Result<IndexProgress, MemoryError> {
+        Ok(IndexProgress::default())
+    }
 }
 
 /// Why a memory operation failed; `Display` is written for a model to act on.

@@ -1,8 +1,12 @@
 //! Query handling and rank fusion, independent of where notes live.
 
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Instant;
+
 use super::index::MemoryIndex;
-use super::rank::{MIN_SIMILARITY, alongside, fuse};
-use super::{Embedder, SearchHit, SearchOptions, SearchResults};
+use super::rank::{MIN_SIMILARITY, fuse};
+use super::{EmbedError, Embedder, SearchHit, SearchOptions, SearchResults};
 use crate::StoreError;
 
 /// Candidates taken from each method.
@@ -38,7 +42,7 @@ pub(crate) fn fts_expression(query: &str) -> Option<String> {
 /// full-text only, said in `notes`.
 pub(crate) fn run(
     index: &MemoryIndex,
-    embedder: Option<&dyn Embedder>,
+    embedder: Option<&Arc<dyn Embedder>>,
     failed: Option<&str>,
     scopes: (&str, &str),
     query: &str,
@@ -55,21 +59,42 @@ pub(crate) fn run(
         Some(expr) => index.fts(scopes, &expr, CANDIDATES),
         None => Ok(Vec::new()),
     };
-    // Embedding the query is most of a search: full text runs beside it on another thread
-    // (unless the query's vector is cached, the embedder just failed, or there is none).
+    // Embedding the query is most of a search: it runs on another thread while full text runs
+    // here, and full text waits for it at most the embedder's budget (unless the query's vector
+    // is cached, the embedder just failed, or there is none). A late vector still lands in the
+    // query cache: the same query asked again is hybrid.
+    let mut budget = None;
+    let start = Instant::now();
     let usable = embedder.filter(|_| failed.is_none());
     let (text_ids, embedded) = match usable {
-        Some(e) if !index.has_query(e, &query) => {
-            let (words, embedded) = alongside(fts, || index.embed_query(e, &query));
-            (words, Some(embedded))
+        Some(e) if !index.has_query(e.as_ref(), &query) => {
+            let pending = embed_beside(index, e, &query);
+            let words = fts();
+            budget = e.query_budget();
+            let stopped = || EmbedError("the query's embedding stopped unexpectedly".into());
+            let embedded = match (pending, budget) {
+                (Some(rx), Some(budget)) => match rx.recv_timeout(budget.saturating_sub(start.elapsed())) {
+                    Ok(r) => Some(r),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => Some(Err(stopped())),
+                },
+                (Some(rx), None) => Some(rx.recv().unwrap_or_else(|_| Err(stopped()))),
+                (None, _) => Some(index.embed_query(e.as_ref(), &query)),
+            };
+            (words, embedded)
         }
-        Some(e) => (fts(), Some(index.embed_query(e, &query))),
-        None => (fts(), None),
+        Some(e) => (fts(), Some(index.embed_query(e.as_ref(), &query))),
+        None => (fts(), Some(Ok(None))),
     };
     let text_ids = text_ids?;
     let mut model = None;
     let mut vector_ids: Vec<i64> = Vec::new();
     match embedder {
+        Some(_) if failed.is_none() && embedded.is_none() => notes.push(format!(
+            "results by words only: the query's embedding took longer than {} ms (a busy machine); \
+             asking again gives results by meaning too",
+            budget.unwrap_or_default().as_millis()
+        )),
         // The embedder just failed on the notes: not tried again (an endpoint that is down would
         // make the search wait twice).
         Some(_) if failed.is_some() => {
@@ -138,6 +163,28 @@ pub(crate) fn run(
         h.score = (h.score * 1000.0).round() / 1000.0;
     }
     Ok(SearchResults { hits, model, notes: std::mem::take(notes) })
+}
+
+/// Starts embedding `query` on its own thread (the result also lands in the index's query
+/// cache, so a vector that comes after the budget serves the next search). `None` when no
+/// thread could be started: the caller embeds in place.
+fn embed_beside(
+    index: &MemoryIndex,
+    embedder: &Arc<dyn Embedder>,
+    query: &str,
+) -> Option<mpsc::Receiver<Result<Option<Vec<f32>>, EmbedError>>> {
+    let (tx, rx) = mpsc::channel();
+    let cache = index.query_cache();
+    let embedder = Arc::clone(embedder);
+    let query = query.to_owned();
+    std::thread::Builder::new()
+        .name("memory-query".into())
+        .spawn(move || {
+            // The search may have answered already: then nobody receives this, which is fine.
+            let _ = tx.send(cache.embed(embedder.as_ref(), &query));
+        })
+        .ok()
+        .map(|_| rx)
 }
 
 /// A short excerpt of `text` around the first query word it contains (or its start).

@@ -18,6 +18,10 @@ pub struct MemoryConfig {
     /// How often a search compares the notes on disk with the index, in milliseconds (default
     /// 2000; 0 = before every search). Writes through toolgate are indexed at once.
     pub rescan_interval_ms: u64,
+    /// How long a search waits for its query's vector from the local model before it answers
+    /// by words alone, in milliseconds (default 25; 0 = wait for it). The vector is cached
+    /// either way, so the same query asked again is searched by meaning too.
+    pub query_budget_ms: u64,
     /// How notes are embedded for search by meaning.
     pub embeddings: EmbeddingsConfig,
 }
@@ -29,6 +33,7 @@ impl Default for MemoryConfig {
             mode: MemoryMode::Local,
             max_note_bytes: 1 << 20,
             rescan_interval_ms: 2000,
+            query_budget_ms: 25,
             embeddings: EmbeddingsConfig::default(),
         }
     }
