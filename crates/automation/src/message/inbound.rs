@@ -36,7 +36,7 @@ use toolgate_tools::custom::SecretSource;
 use super::{ChannelConfig, ChannelKind, Channels};
 use crate::routines::webhook::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::routines::{Clock, Routines};
-use crate::text::clip;
+use crate::text::{clip, defang_tag};
 
 /// The path the channels receive under (`/hooks/messages/NAME`).
 pub const PATH: &str = "/hooks/messages/";
@@ -91,23 +91,6 @@ impl Received {
         // 2,000 characters of an event's detail.
         wrap_untrusted("message", &clip(&body, MAX_TEXT_CHARS + 200))
     }
-}
-
-/// `<tag` and `</tag` in any case, with `<` replaced by `‹`.
-fn defang_tag(text: &str, tag: &str) -> String {
-    let lower = text.to_ascii_lowercase();
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for (i, _) in lower.match_indices('<') {
-        let rest = lower[i + 1..].trim_start_matches(|c: char| c == '/' || c.is_whitespace());
-        if rest.starts_with(tag) {
-            out.push_str(&text[last..i]);
-            out.push('‹');
-            last = i + 1;
-        }
-    }
-    out.push_str(&text[last..]);
-    out
 }
 
 /// The answer to one request, and the message to publish when one was accepted.
