@@ -395,3 +395,57 @@ fn a_policy_refusal_in_a_cli_job_names_its_rule() {
     let row = store.audit_tail(50).unwrap().into_iter().find(|r| r.tool == "exec").expect("the exec row");
     assert!(format!("{row:?}").contains("[tools].deny"), "{row:?}");
 }
+
+/// A sandbox job with a credential queued by the one-shot CLI (no `wait`) is run by a
+/// `toolgate serve` started later: the server resolves the secret again from the store (the
+/// record keeps only its name) and its agent's command gets the value; the model never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_sandbox_job_with_a_credential_runs_in_a_server_that_claims_it() {
+    use crate::support::scripted::{Scripted, answer, call as model_call};
+    let server = Scripted::start(vec![
+        model_call("exec", json!({"command": "printf %s \"$DEPLOY_KEY\" | sha256sum > claimed.txt; echo $DEPLOY_KEY"})),
+        answer("claimed and done"),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[approval]\nmode = \"never\"\n\n[providers.mock]\nbase_url = {:?}\n\n[agents.worker]\nprovider = \"mock\"\n\
+         model = \"m\"\ndescription = \"does jobs\"\n",
+        server.url
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    let secret = "deploy-0c41-harbor-signal";
+    let (_, err, ok) = toolgate_async(ws.path(), &["tools", "secret", "deploy"], secret).await;
+    assert!(ok, "{err}");
+    let params = json!({"title": "deploy", "description": "Deploy.", "credentials": [{"secret": "deploy", "env": "DEPLOY_KEY"}]});
+    let (out, err, ok) = toolgate_async(ws.path(), &["call", "create_job", &params.to_string(), "--json"], "").await;
+    assert!(ok, "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let v = v.get("structured").cloned().unwrap_or(v);
+    assert_eq!(v["state"], "queued", "{v}");
+    let id = v["job_id"].as_str().unwrap().to_owned();
+    let store = Store::open(&ws.path().join(".toolgate/state.db")).unwrap();
+    let record = store.job(&id).unwrap().unwrap();
+    assert!(!format!("{record:?}").contains(secret), "the record keeps names only: {record:?}");
+
+    let ws_path = ws.path().to_owned();
+    let serve = tokio::task::spawn_blocking(move || Server::start(&ws_path)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !store.job(&id).unwrap().unwrap().is_finished() {
+        assert!(Instant::now() < deadline, "the server did not run the job");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let done = store.job(&id).unwrap().unwrap();
+    assert_eq!((done.state.as_str(), done.result.as_deref()), ("completed", Some("claimed and done")), "{done:?}");
+    let hash = std::fs::read_to_string(ws.path().join("claimed.txt")).unwrap();
+    let expected = Command::new("sh").args(["-c", "printf %s \"$V\" | sha256sum"]).env("V", secret).output().unwrap();
+    assert_eq!(hash, String::from_utf8(expected.stdout).unwrap());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert!(!requests[1].to_string().contains(secret), "{}", requests[1]);
+    assert!(requests[1].to_string().contains("[REDACTED:DEPLOY_KEY]"), "{}", requests[1]);
+    let events = store.job_events(&id, 0, 500).unwrap();
+    assert!(events.iter().any(|e| e.kind == "claim"), "{events:#?}");
+    assert!(events.iter().all(|e| !e.text.contains(secret)), "{events:#?}");
+    tokio::task::spawn_blocking(move || drop(serve)).await.unwrap();
+}
