@@ -83,8 +83,7 @@ pub(crate) fn check(bytes: &[u8], max_bytes: u64) -> Result<Shape, Vec<String>> 
             ));
         }
     }
-    let foreign: Vec<&String> =
-        shape.imports.iter().filter(|i| !i.starts_with(WORLD_PREFIX) && !i.starts_with("wasi:")).collect();
+    let foreign: Vec<&String> = shape.imports.iter().filter(|i| !provided(i)).collect();
     if !foreign.is_empty() {
         findings.push(format!(
             "the component imports {} which toolgate does not provide (only {WORLD_PREFIX}log, workspace, http, \
@@ -94,6 +93,20 @@ pub(crate) fn check(bytes: &[u8], max_bytes: u64) -> Result<Shape, Vec<String>> 
     }
     if findings.is_empty() { Ok(shape) } else { Err(findings) }
 }
+
+/// Whether toolgate links `import`: one of the world's own interfaces (any version of the
+/// package: the runtime's linker then checks it), or WASI, which it links empty. Not any name
+/// under `toolgate:tool/`: a component may not ask for an interface the world does not have.
+fn provided(import: &str) -> bool {
+    if import.starts_with("wasi:") {
+        return true;
+    }
+    let unversioned = import.split('@').next().unwrap_or_default();
+    unversioned.strip_prefix(WORLD_PREFIX).is_some_and(|interface| WORLD_INTERFACES.contains(&interface))
+}
+
+/// The interfaces of the `tool` world (`toolgate_wasm::WIT`).
+const WORLD_INTERFACES: [&str; 5] = ["log", "workspace", "http", "secrets", "tools"];
 
 fn list<S: AsRef<str>>(items: &[S]) -> String {
     if items.is_empty() {
@@ -197,6 +210,23 @@ pub(crate) fn capabilities(component: &Path, name: &str) -> Result<Capabilities,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_worlds_interfaces_and_wasi_are_provided() {
+        for ok in
+            ["toolgate:tool/log@0.1.0", "toolgate:tool/tools@0.1.0", "toolgate:tool/http", "wasi:io/streams@0.2.0"]
+        {
+            assert!(provided(ok), "{ok}");
+        }
+        for bad in ["toolgate:tool/steal@0.1.0", "toolgate:tool/", "toolgate:toolx/log", "evil:x/log", "log"] {
+            assert!(!provided(bad), "{bad}");
+        }
+        // The list is the world's.
+        for i in WORLD_INTERFACES {
+            assert!(toolgate_wasm::WIT.contains(&format!("interface {i} {{")), "{i}");
+            assert!(toolgate_wasm::WIT.contains(&format!("import {i};")), "{i}");
+        }
+    }
 
     #[test]
     fn a_core_module_is_not_a_tool() {
