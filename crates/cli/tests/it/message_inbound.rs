@@ -158,12 +158,19 @@ async fn inbound_messages_fire_message_routines_and_forgeries_publish_nothing() 
     for (name, value) in [("hook-key", HOOK_KEY), ("slack-signing", SLACK_SIGNING), ("tg-secret", TG_SECRET)] {
         toolgate(ws.path(), &["tools", "secret", name], value);
     }
-    for (name, pattern) in [("on-hook", "hook:*"), ("on-slack", "team:U*"), ("on-tg", "tg:4242")] {
+    let routines = [
+        ("on-hook", "hook:ops@*", 0),
+        ("on-slack", "team:U*", 0),
+        ("on-tg", "tg:4242", 0),
+        ("flood", "hook:flood-*", 3600),
+    ];
+    for (name, pattern, cooldown) in routines {
         call(
             ws.path(),
             "routine_create",
             json!({"name": name, "trigger_type": "event", "event_channel": "message", "event_pattern": pattern,
-                   "action_type": "lightweight", "prompt": format!("Summarize the message ({name}).")}),
+                   "action_type": "lightweight", "prompt": format!("Summarize the message ({name})."),
+                   "cooldown_secs": cooldown}),
         );
     }
     let server = HttpServer::start_in(TOOLGATE, ws, &[]);
@@ -295,13 +302,21 @@ async fn inbound_messages_fire_message_routines_and_forgeries_publish_nothing() 
     let (status, reply) = post(&url, "/hooks/messages/tg", &token, &stranger);
     assert_eq!((status, reply["ignored"].as_str().is_some()), (200, true), "a chat outside `addresses`: {reply}");
 
+    // A flood of 30 genuine messages: all accepted, and the routine's cooldown lets one run.
+    for i in 0..30 {
+        let body = json!({"from": format!("flood-{i}"), "content": format!("message {i}")}).to_string();
+        let (status, reply) = post(&url, "/hooks/messages/hook", &hook_headers(HOOK_KEY, now_secs(), &body), &body);
+        assert_eq!(status, 200, "{reply}");
+    }
+    runs_until(&ws, "flood", completed);
+
     // Nothing refused or ignored fired a routine: one run each, one model request each.
     std::thread::sleep(Duration::from_millis(1_500));
-    for name in ["on-hook", "on-slack", "on-tg"] {
+    for name in ["on-hook", "on-slack", "on-tg", "flood"] {
         let runs = call(&ws, "routine_history", json!({"name": name}))["runs"].as_array().unwrap().len();
         assert_eq!(runs, 1, "{name}");
     }
-    assert_eq!(model.requests().len(), 3, "{:?}", model.requests());
+    assert_eq!(model.requests().len(), 4, "{:?}", model.requests());
     assert_eq!(prompts_with(&model, "deploy finished on staging").len(), 1);
     assert_eq!(prompts_with(&model, "is the build green?").len(), 1);
     drop(server);
