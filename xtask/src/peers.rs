@@ -53,7 +53,9 @@ pub(crate) const AIOSMTPD: &str = "aiosmtpd==1.4.6";
 ///   installs as optional dependencies);
 /// - `@playwright/mcp` with its `playwright-core`: the `browser` benchmark's peer, on the same
 ///   Debian `chromium` as toolgate's `browser` tool; `gpt-tokenizer` counts its snapshots' tokens
-///   (o200k_base, bundled: nothing downloaded at run time).
+///   (o200k_base, bundled: nothing downloaded at run time);
+/// - `oidc-provider`: the OpenID Connect provider the gateway's sign-in tests run on loopback
+///   (the page is driven in Chromium by the `playwright-core` above).
 pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
     ("@modelcontextprotocol/server-everything", "2026.8.31"),
     ("@modelcontextprotocol/server-filesystem", "2026.8.31"),
@@ -70,6 +72,8 @@ pub(crate) const NPM_PEERS: &[(&str, &str)] = &[
     ("@playwright/mcp", "0.0.83"),
     ("playwright-core", "1.64.0-alpha-1790635538000"),
     ("gpt-tokenizer", "4.0.0"),
+    // The gateway's sign-in tests' OpenID Connect provider (panva), with its dev interactions.
+    ("oidc-provider", "9.13.3"),
 ];
 
 /// `<repo>/.cache/peers/venv`.

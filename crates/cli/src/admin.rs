@@ -30,6 +30,16 @@ pub(crate) enum Command {
     /// Access requests: approve (the grant is made) or reject.
     #[command(subcommand)]
     Access(super::admin_grants::AccessCommand),
+    /// Local sign-in passwords for the gateway's page (argon2id; one machine, no OIDC needed).
+    #[command(subcommand)]
+    Password(PasswordCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum PasswordCommand {
+    /// Set user NAME's page password, read from stdin (one line, at least 12 characters);
+    /// only admins may sign in to the page.
+    Set { name: String },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -113,10 +123,20 @@ pub(crate) enum KeyCommand {
 pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
     let db = global.workspace()?.join(".toolgate/state.db");
     let store: Arc<dyn IdentityStore> = Arc::new(Store::open(&db).context("cannot open the state database")?);
-    let admin = Admin::new(store);
+    let admin = Admin::new(Arc::clone(&store));
     match command {
         Command::Grant(c) => return super::admin_grants::grant(&db, c),
         Command::Access(c) => return super::admin_grants::access(&db, c),
+        Command::Password(PasswordCommand::Set { name }) => {
+            if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                eprintln!("toolgate: type the new password for {name} and press Enter (it is shown as typed):");
+            }
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).context("cannot read the password from stdin")?;
+            let password = line.trim_end_matches(['\n', '\r']);
+            toolgate::gateway::set_password(store.as_ref(), &name, password)?;
+            outln!("set the page password of {name}");
+        }
         Command::User(UserCommand::Add { name, groups, admin: is_admin }) => {
             admin.user_add(&name, is_admin, &groups)?;
             let groups = if groups.is_empty() { String::new() } else { format!(" in {}", groups.join(", ")) };

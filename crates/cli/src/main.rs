@@ -17,6 +17,7 @@ mod approvals;
 mod audit;
 mod call;
 mod extensions;
+mod gateway_page;
 mod logging;
 mod mcp;
 mod memory;

@@ -91,11 +91,11 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     }
     // The families' endpoints beside `/mcp` (with the approvals API), and their background
     // tasks, which end with the shutdown.
+    let page = super::gateway_page::GatewayWiring::new(&gate, Arc::clone(&pending))?;
     let api = Arc::new(Mounted::new(gate.routes(), Some(pending)));
     // Only an HTTP server mounts them (the canvas writes files while none holds its pages).
     let mounts = if args.http.is_some() { gate.mounts() } else { Vec::new() };
-    let keys = gateway_keys(&gate)?;
-    let users = per_user_gates(&gate, keys.is_some(), &approver, &shutdown)?;
+    let users = per_user_gates(&gate, page.is_some(), &approver, &shutdown)?;
     let tasks = gate.start_tasks(&shutdown);
     // Over HTTP in gateway mode, each caller's grants limit what is listed and run.
     let http = args.http.is_some();
@@ -104,10 +104,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         // A team gateway with per-user workspaces: each key's user is served by the gate on
         // its own workspace; this workspace's gate keeps the users, keys and approvals.
         Some(users) => {
-            serve(granted(&gate, users, http), &workspace, args, api, mounts, keys, shutdown.clone()).await?;
+            serve(granted(&gate, users, http), &workspace, args, api, mounts, page, shutdown.clone()).await?;
             gate.shutdown();
         }
-        None => serve(whole, &workspace, args, api, mounts, keys, shutdown.clone()).await?,
+        None => serve(whole, &workspace, args, api, mounts, page, shutdown.clone()).await?,
     }
     shutdown.cancel();
     for task in tasks {
@@ -165,7 +165,7 @@ async fn serve<H: CallHandler>(
     args: Args,
     api: Arc<Mounted>,
     mounts: Vec<toolgate::family::Mount>,
-    keys: Option<Arc<dyn toolgate::mcp::Authenticator>>,
+    gateway: Option<super::gateway_page::GatewayWiring>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let Some(addr) = args.http else {
@@ -174,9 +174,17 @@ async fn serve<H: CallHandler>(
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr().context("cannot read the listening address")?;
-    // A team gateway knows its callers by their API keys: it makes no shared token.
-    let (mut http, token) = match keys {
-        Some(keys) => (HttpConfig::with_authenticator(keys), None),
+    // A team gateway knows its callers by their API keys (or its OIDC provider's tokens): it
+    // makes no shared token, and serves its page at `/`.
+    let mut mounts = mounts;
+    let (mut http, token) = match gateway {
+        Some(gateway) => {
+            let gateway = gateway.http(local, &shutdown).await?;
+            mounts.extend(gateway.mounts);
+            let mut http = HttpConfig::with_authenticator(gateway.authenticator);
+            http.resource_metadata = gateway.resource_metadata;
+            (http, None)
+        }
         None => {
             let token = HttpToken::load_or_create(workspace)?;
             (HttpConfig::new(token.clone()), Some(token))
@@ -213,19 +221,6 @@ pub(crate) async fn run_default(global: &GlobalArgs) -> anyhow::Result<ExitCode>
         max_body_bytes: 4 * 1024 * 1024,
     };
     run(global, args).await
-}
-
-/// In gateway mode (`[gateway] enabled`), `/mcp` admits requests by their API keys, checked in
-/// the state database on every request.
-fn gateway_keys(gate: &Gate) -> anyhow::Result<Option<Arc<dyn toolgate::mcp::Authenticator>>> {
-    if !gate.services().config.gateway.enabled {
-        return Ok(None);
-    }
-    let stores = gate.services().stores.as_ref().context(
-        "[gateway] enabled needs the state database, which holds the users and keys; \
-         it could not be opened (see the messages above)",
-    )?;
-    Ok(Some(Arc::new(toolgate::gateway::KeyAuthenticator::new(Arc::clone(&stores.identity)))))
 }
 
 /// A team gateway over HTTP serves each caller only the tools its grants give

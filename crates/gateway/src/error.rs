@@ -46,6 +46,12 @@ pub enum GatewayError {
     /// The OS's random generator failed.
     #[error("cannot make a random key: {0}")]
     Random(String),
+    /// An OIDC provider that cannot be used, or a sign-in that cannot proceed.
+    #[error("OIDC: {0}")]
+    Oidc(String),
+    /// A password that cannot be set.
+    #[error("bad password: {0}")]
+    BadPassword(String),
     /// The state database failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -10,6 +10,12 @@
 //!   `/mcp` lists and runs to the caller's grants.
 //! - `admin`: what `toolgate admin` does (users, groups, agents, keys), over the store's
 //!   [`IdentityStore`](toolgate_store::IdentityStore).
+//! - `signin/`: signing in to the page (OIDC with PKCE, a local argon2id password), sessions
+//!   and CSRF tokens; `tokens`: `/mcp`'s authenticator (API keys, and the OIDC provider's
+//!   JWT access tokens).
+//! - `page/`: the web page at `/` (grants, keys, access requests, users, audit search and
+//!   export, the approvals inbox with live updates), server-rendered behind a strict
+//!   Content-Security-Policy.
 
 mod access;
 mod admin;
@@ -17,6 +23,9 @@ mod error;
 mod grants;
 mod keys;
 mod names;
+mod page;
+mod signin;
+mod tokens;
 
 pub use access::{Narrowing, RequestAccess, shown as shown_request};
 pub use admin::{Admin, NewKey};
@@ -26,6 +35,9 @@ pub use grants::{
 };
 pub use keys::{KeyAuthenticator, KeyScope, KeyText};
 pub use names::check_name;
+pub use page::{Decision, Page, PageData, PendingCall, protected_resource_mount};
+pub use signin::{MIN_PASSWORD, Oidc, OidcConfig, SignIn, hash_password, set_password};
+pub use tokens::GatewayAuthenticator;
 
 use std::path::PathBuf;
 
@@ -44,4 +56,10 @@ pub struct GatewayConfig {
     /// patterns); unset: all of them (`["*"]`); `[]`: each needs a grant. A bridged server's
     /// tools always need one (`toolgate admin grant add`).
     pub default_tools: Option<Vec<String>>,
+    /// Where people and clients reach the gateway (`https://gw.example.com`), for the OIDC
+    /// redirect URI and the protected-resource metadata; default `http://ADDR` of `--http`.
+    pub url: Option<String>,
+    /// Sign-in to the page with an OpenID Connect provider, whose access tokens `/mcp`
+    /// accepts too.
+    pub oidc: Option<OidcConfig>,
 }

@@ -50,6 +50,10 @@ pub struct HttpConfig {
     /// reach `/mcp`, `/api/` and bearer mounts instead of [`HttpConfig::token`], and the
     /// [`Caller`] it returns names the user of every call the request makes.
     pub authenticator: Option<Arc<dyn Authenticator>>,
+    /// The URL of this server's RFC 9728 protected-resource metadata, named in the
+    /// `WWW-Authenticate` challenge of every 401 (`Bearer resource_metadata="..."`), so OAuth
+    /// clients find the authorization server. `None`: a bare `Bearer` challenge.
+    pub resource_metadata: Option<String>,
 }
 
 /// The body of a response from an [`HttpRoute`]: whole or streamed (server-sent events).
@@ -109,6 +113,10 @@ impl Mount {
     }
 
     fn serves(&self, path: &str) -> bool {
+        // A page mounted at `/` serves what `/mcp` and `/api/` do not.
+        if self.prefix == "/" {
+            return path != MCP_PATH && !path.starts_with("/api/");
+        }
         path.strip_prefix(self.prefix.trim_end_matches('/'))
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     }
@@ -184,6 +192,19 @@ pub trait ApiHandler: Send + Sync + std::fmt::Debug {
     /// Answers `method path` with `body`: an HTTP status and a JSON body, or `None` when the
     /// path is not one of its endpoints (404).
     fn handle(&self, method: &str, path: &str, body: &[u8]) -> Option<(u16, serde_json::Value)>;
+
+    /// [`ApiHandler::handle`], knowing who sent the request when the server knows its callers
+    /// one by one (a team gateway's keys): an approvals inbox records who decided.
+    fn handle_as(
+        &self,
+        caller: Option<&crate::Caller>,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Option<(u16, serde_json::Value)> {
+        let _ = caller;
+        self.handle(method, path, body)
+    }
 }
 
 impl HttpConfig {
@@ -208,6 +229,7 @@ impl HttpConfig {
             extra: None,
             mounts: Vec::new(),
             authenticator: None,
+            resource_metadata: None,
         }
     }
 }
@@ -306,7 +328,7 @@ async fn route<H: CallHandler>(
             }
             // Read where each call's context is made (`session::apply`).
             Ok(caller) => drop(req.extensions_mut().insert(caller)),
-            Err(refusal) => return refuse(&refusal),
+            Err(refusal) => return refuse(&refusal, config.resource_metadata.as_deref()),
         }
     } else if let Some(token) = token
         && !token.admits(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes()))
@@ -390,10 +412,13 @@ async fn serve_api(api: &dyn ApiHandler, config: &HttpConfig, req: Request<Incom
 }
 
 /// An authenticator's refusal, with the challenge a 401 needs.
-fn refuse(refusal: &crate::Refusal) -> Response<Body> {
+fn refuse(refusal: &crate::Refusal, resource_metadata: Option<&str>) -> Response<Body> {
     let mut response = reply::text(refusal.status, refusal.message.clone());
     if refusal.status == 401 {
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+        let challenge = resource_metadata
+            .and_then(|url| http::HeaderValue::from_str(&format!("Bearer resource_metadata=\"{url}\"")).ok())
+            .unwrap_or(http::HeaderValue::from_static("Bearer"));
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
     }
     response
 }

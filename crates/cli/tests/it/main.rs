@@ -22,6 +22,7 @@ mod extension_tools;
 mod extensions;
 mod fs_processes;
 mod gateway;
+mod gateway_page;
 mod jobs;
 mod kill;
 mod mcp_bridge;

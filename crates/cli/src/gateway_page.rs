@@ -1,0 +1,177 @@
+//! `toolgate serve --http` in gateway mode: `/mcp`'s authenticator (API keys, and the OIDC
+//! provider's access tokens when `[gateway.oidc]` is set), the web page at `/`, and RFC 9728
+//! protected-resource metadata (with OIDC only). The page reads the gate's approvals queue and
+//! every workspace's audit log through [`PageSource`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolgate::Gate;
+use toolgate::approvals::PendingApprovals;
+use toolgate::family::Mount;
+use toolgate::gateway::{
+    Decision, GatewayAuthenticator, GatewayConfig, Grants, Oidc, Page, PageData, PendingCall, SignIn,
+};
+use toolgate::mcp::{ApiHandler, Authenticator, Caller};
+use toolgate::store::{AuditRecord, IdentityStore, Store};
+
+/// What gateway mode needs from the gate, gathered before the server binds its address.
+#[derive(Debug)]
+pub(crate) struct GatewayWiring {
+    identity: Arc<dyn IdentityStore>,
+    grants: Grants,
+    config: GatewayConfig,
+    data: Arc<PageSource>,
+}
+
+/// How `serve` authenticates and what it mounts, once its address is known.
+pub(crate) struct GatewayHttp {
+    pub(crate) authenticator: Arc<dyn Authenticator>,
+    pub(crate) mounts: Vec<Mount>,
+    pub(crate) resource_metadata: Option<String>,
+}
+
+impl GatewayWiring {
+    /// `None` unless `[gateway] enabled`.
+    pub(crate) fn new(gate: &Gate, pending: Arc<PendingApprovals>) -> anyhow::Result<Option<GatewayWiring>> {
+        let config = &gate.services().config;
+        if !config.gateway.enabled {
+            return Ok(None);
+        }
+        let stores = gate.services().stores.as_ref().context(
+            "[gateway] enabled needs the state database, which holds the users and keys; \
+             it could not be opened (see the messages above)",
+        )?;
+        let databases = vec![gate.workspace().join(".toolgate/state.db")];
+        let users = config.gateway.workspaces.as_ref().map(|dir| gate.workspace().join(dir));
+        let data = Arc::new(PageSource { databases, users, pending });
+        // The page files requests and decides them as the `request_access` tool and `toolgate
+        // admin access` do (the default tools do not matter here: nothing is checked).
+        let grants = Grants::new(Arc::clone(&stores.grants), Arc::clone(&stores.identity), Vec::new());
+        Ok(Some(GatewayWiring { identity: Arc::clone(&stores.identity), grants, config: config.gateway.clone(), data }))
+    }
+
+    /// Discovers the OIDC provider (when configured) and builds the authenticator and mounts
+    /// for a server listening on `local`.
+    pub(crate) async fn http(self, local: SocketAddr, shutdown: &CancellationToken) -> anyhow::Result<GatewayHttp> {
+        let public = self.config.url.clone().unwrap_or_else(|| format!("http://{local}"));
+        let public = public.trim_end_matches('/').to_owned();
+        let oidc = match &self.config.oidc {
+            Some(oidc) => {
+                let oidc = Oidc::discover(oidc, &public).await.context("cannot set up [gateway.oidc]")?;
+                Some(Arc::new(oidc))
+            }
+            None => None,
+        };
+        if let Some(oidc) = &oidc {
+            // The provider's keys are read again every 10 minutes (key rotation).
+            let oidc = Arc::clone(oidc);
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_secs(600)) => {}
+                    }
+                    if let Err(e) = oidc.refresh_keys().await {
+                        tracing::warn!("{e}");
+                    }
+                }
+            });
+        }
+        let authenticator = Arc::new(GatewayAuthenticator::new(Arc::clone(&self.identity), oidc.clone()));
+        let signin = Arc::new(SignIn::new(Arc::clone(&self.identity), oidc.clone()));
+        let page = Page::new(signin, self.grants, self.data, public.starts_with("https://"));
+        let mut mounts = vec![page.mount()];
+        let mut resource_metadata = None;
+        if let Some(oidc) = &oidc {
+            mounts.push(toolgate::gateway::protected_resource_mount(&format!("{public}/mcp"), oidc.issuer()));
+            resource_metadata = Some(format!("{public}/.well-known/oauth-protected-resource"));
+        }
+        eprintln!("toolgate: the gateway's page is at {public}/");
+        Ok(GatewayHttp { authenticator, mounts, resource_metadata })
+    }
+}
+
+/// The page's view of the approvals queue and the audit logs (the gateway's, and each user's
+/// when users have workspaces of their own).
+#[derive(Debug)]
+pub(crate) struct PageSource {
+    databases: Vec<PathBuf>,
+    users: Option<PathBuf>,
+    pending: Arc<PendingApprovals>,
+}
+
+impl PageData for PageSource {
+    fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, String> {
+        let mut paths = self.databases.clone();
+        if let Some(root) = &self.users
+            && let Ok(entries) = std::fs::read_dir(root)
+        {
+            paths.extend(entries.flatten().map(|e| e.path().join(".toolgate/state.db")));
+        }
+        let mut rows = Vec::new();
+        for path in paths.iter().filter(|p| p.is_file()) {
+            let store = Store::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            rows.extend(store.audit_tail(limit).map_err(|e| format!("{}: {e}", path.display()))?);
+        }
+        rows.sort_by_key(|r| std::cmp::Reverse(r.ts_ms));
+        rows.truncate(limit);
+        Ok(rows)
+    }
+
+    // The inbox goes through the approvals API's JSON (`GET/POST /api/approvals`), as any
+    // client would: the page stays out of the queue's internals, which the durable inbox
+    // replaces (issue 28 item 6).
+    fn pending(&self) -> Vec<PendingCall> {
+        let Some((200, body)) = self.pending.handle_api("GET", "/api/approvals", b"") else {
+            return Vec::new();
+        };
+        let text = |v: &Value| match v {
+            Value::Null => String::new(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        body["pending"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .map(|r| PendingCall {
+                        id: text(&r["id"]),
+                        user: text(&r["identity"]["user"]),
+                        agent: text(&r["identity"]["agent"]),
+                        tool: text(&r["tool"]),
+                        params: text(&r["params"]),
+                        subject: Some(text(&r["subject"])).filter(|s| !s.is_empty()),
+                        reason: text(&r["reason"]),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn decide(&self, id: &str, decision: Decision, by: &str) -> Result<String, String> {
+        let (decision, message) = match decision {
+            Decision::AllowOnce => ("allow_once", None),
+            Decision::AllowAlways => ("allow_always", None),
+            Decision::Deny => ("deny", Some(format!("denied by {by} on the gateway's page"))),
+        };
+        let body = serde_json::json!({"decision": decision, "message": message}).to_string();
+        // As `by`: a queue that records deciders records the page's user.
+        let caller = Caller::new(by);
+        let path = format!("/api/approvals/{id}");
+        match ApiHandler::handle_as(self.pending.as_ref(), Some(&caller), "POST", &path, body.as_bytes()) {
+            Some((200, _)) => {
+                tracing::info!(approval = id, by, decision, "decided on the gateway's page");
+                Ok(format!("approval {id} decided: {decision}"))
+            }
+            Some((_, answer)) => Err(answer["error"].as_str().unwrap_or("the approval was not decided").to_owned()),
+            None => Err("the approvals API did not answer".to_owned()),
+        }
+    }
+}

@@ -1,0 +1,650 @@
+//! The gateway's sign-in and page (issue 28, items 1 and 7), through the real binary: a real
+//! OIDC provider (npm `oidc-provider` with its development interactions) on loopback, driven
+//! through the authorization code + PKCE flow by HTTP requests and in headless Chromium
+//! (playwright-core); a local admin password; CSRF refused; stored XSS through a tool
+//! parameter shown in the inbox and the audit search; the provider's JWT access tokens on
+//! `/mcp` (and forged, expired and wrong-audience ones refused); RFC 9728 metadata.
+//!
+//! `TOOLGATE_KEEP_SCREENSHOTS=1` keeps the page's screenshots in `/tmp/toolgate-screens/`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::npm::{node, peer};
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+const SECRET: &str = "provider-client-secret-for-tests";
+/// What a model could put in a file it asks to write: it must stay text on the page.
+const XSS: &str = "<script>window.__xss=1</script><img src=x onerror=\"window.__xss=1\">";
+
+fn oidc_script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/oidc").join(name)
+}
+
+/// Kills its process when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A free loopback port (the gateway's: the provider needs its redirect URI first).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The provider, for a gateway on `port`; its issuer URL.
+fn provider(port: u16, ttl: u32) -> (Killed, String) {
+    let mut child = Command::new(node())
+        .arg(oidc_script("provider.mjs"))
+        .env("OIDC_PROVIDER", peer("oidc-provider/lib/index.js"))
+        .env("REDIRECT", format!("http://127.0.0.1:{port}/signin/callback"))
+        .env("AUDIENCE", format!("http://127.0.0.1:{port}/mcp"))
+        .env("CLIENT_SECRET", SECRET)
+        .env("TTL", ttl.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    // Keep its stdout open and drained: a write to a closed pipe would kill the provider.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let issuer = serde_json::from_str::<serde_json::Value>(&line).unwrap()["issuer"].as_str().unwrap().to_owned();
+    (Killed(child), issuer)
+}
+
+fn admin(ws: &Path, args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .arg("admin")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `toolgate serve --http 127.0.0.1:PORT` on `ws`, once its banner is out.
+fn gateway(ws: &Path, port: u16) -> Killed {
+    let mut child = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .env("TG_OIDC_SECRET", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains("Ctrl-C stops the server") {
+                let _ = tx.send(Ok(()));
+            }
+        }
+        let _ = tx.send(Err(seen));
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(())) => Killed(child),
+        Ok(Err(log)) => panic!("the gateway did not start:\n{log}"),
+        Err(_) => panic!("the gateway printed no banner in 60 s"),
+    }
+}
+
+fn workspace(port: u16, issuer: Option<&str>) -> tempfile::TempDir {
+    let ws = toolgate_testkit::serve::workspace();
+    let mut config = "[gateway]\nenabled = true\n".to_owned();
+    if let Some(issuer) = issuer {
+        config.push_str(&format!(
+            "[gateway.oidc]\nissuer = \"{issuer}\"\nclient_id = \"toolgate\"\nclient_secret_env = \"TG_OIDC_SECRET\"\n\
+             # no leeway: the expiry test's token lives 3 seconds\nclock_skew_secs = 0\n"
+        ));
+    }
+    let _ = port;
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    ws
+}
+
+/// One HTTP/1.1 exchange: status, the raw head, the body (chunked bodies are joined roughly,
+/// enough for `contains` checks).
+fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
+}
+
+fn cookie(head: &str, name: &str) -> Option<String> {
+    head.lines()
+        .filter_map(|l| l.strip_prefix("set-cookie: ").or_else(|| l.strip_prefix("Set-Cookie: ")))
+        .find_map(|l| l.split(';').next().filter(|p| p.starts_with(&format!("{name}="))).map(str::to_owned))
+}
+
+fn csrf_of(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
+    html[at..at + 64].to_owned()
+}
+
+/// An MCP call over Streamable HTTP with `bearer`: initialize, initialized, tools/call; the
+/// call's response.
+fn mcp_call(port: u16, bearer: &str, tool: &str, args: serde_json::Value) -> (u16, String) {
+    let auth = format!("Bearer {bearer}");
+    let common = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, head, body) = http(port, "POST", "/mcp", &common, init);
+    if status != 200 {
+        return (status, format!("{head}\n{body}"));
+    }
+    let session = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()))
+        .expect("a session id");
+    let mut with_session = common.to_vec();
+    with_session.push(("Mcp-Session-Id", session.as_str()));
+    http(port, "POST", "/mcp", &with_session, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let call =
+        serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":tool,"arguments":args}});
+    let (status, _, body) = http(port, "POST", "/mcp", &with_session, &call.to_string());
+    (status, body)
+}
+
+#[test]
+fn the_page_signs_in_with_oidc_and_shows_a_live_inbox_in_chromium() {
+    let port = free_port();
+    let (_provider, issuer) = provider(port, 600);
+    let ws = workspace(port, Some(&issuer));
+    admin(ws.path(), &["user", "add", "ann", "--admin"], "");
+    admin(ws.path(), &["user", "add", "bob"], "");
+    let bob = admin(ws.path(), &["key", "create", "--user", "bob"], "");
+    let _gateway = gateway(ws.path(), port);
+
+    let screens = std::env::var_os("TOOLGATE_KEEP_SCREENSHOTS").map(|_| {
+        std::fs::create_dir_all("/tmp/toolgate-screens").unwrap();
+        "/tmp/toolgate-screens".to_owned()
+    });
+    let mut page = Command::new(node())
+        .arg(oidc_script("page.mjs"))
+        .env("PLAYWRIGHT", peer("playwright-core/index.mjs"))
+        .env("GATEWAY", format!("http://127.0.0.1:{port}"))
+        .env("LOGIN", "ann")
+        .env("SCREENS", screens.unwrap_or_default())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut input = page.stdin.take().unwrap();
+    let mut output = BufReader::new(page.stdout.take().unwrap());
+    let _page = Killed(page);
+    let mut line = String::new();
+    output.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "the page did not come up signed in: {line}");
+
+    // Bob's client writes an instruction file (that needs approval) with hostile content; the
+    // call waits in the inbox until Ann approves it on the page.
+    let call = std::thread::spawn(move || {
+        mcp_call(port, &bob, "write", serde_json::json!({"path": "AGENTS.md", "content": XSS}))
+    });
+    writeln!(input, "go").unwrap();
+    line.clear();
+    output.read_line(&mut line).unwrap();
+    let found: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(found["errors"], serde_json::json!([]), "{found:#}");
+    assert!(found["signin_url"].as_str().unwrap().ends_with("/signin"), "{found:#}");
+    assert_eq!(found["empty_inbox"], true, "{found:#}");
+    assert_eq!(found["live"], true, "the call arrived without a reload: {found:#}");
+    assert_eq!(found["badge"], "1", "{found:#}");
+    assert!(
+        found["inbox_text"].as_str().unwrap().contains("<script>window.__xss=1</script>"),
+        "shown as text: {found:#}"
+    );
+    assert_eq!(found["xss_ran"], false, "{found:#}");
+    assert_eq!(found["dialogs"], serde_json::json!([]), "{found:#}");
+    assert!(found["notice"].as_str().unwrap().contains("decided"), "{found:#}");
+    assert!(found["audit_text"].as_str().unwrap().contains("onerror"), "the audit row shows the parameter: {found:#}");
+    assert_eq!(
+        found["scripts"],
+        serde_json::json!([format!("http://127.0.0.1:{port}/static/page.js")]),
+        "no script but the page's own: {found:#}"
+    );
+    let (status, body) = call.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"isError\":false") || !body.contains("\"isError\":true"), "the approved call ran: {body}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("AGENTS.md")).unwrap(), XSS);
+}
+
+#[test]
+fn sign_in_csrf_tokens_and_metadata_over_http() {
+    let port = free_port();
+    let (_provider, issuer) = provider(port, 600);
+    let ws = workspace(port, Some(&issuer));
+    admin(ws.path(), &["user", "add", "lee", "--admin"], "");
+    admin(ws.path(), &["user", "add", "ann"], "");
+    admin(ws.path(), &["password", "set", "lee"], "correct horse battery staple\n");
+    let _gateway = gateway(ws.path(), port);
+
+    // The page's security headers.
+    let (status, head, _) = http(port, "GET", "/", &[], "");
+    assert_eq!(status, 303, "{head}");
+    assert!(head.to_ascii_lowercase().contains("location: /signin"), "{head}");
+    let (status, head, html) = http(port, "GET", "/signin", &[], "");
+    assert_eq!(status, 200);
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("content-security-policy: default-src 'none'; script-src 'self'"), "{head}");
+    assert!(!lower.contains("unsafe-inline") && lower.contains("x-frame-options: deny"), "{head}");
+
+    // Password sign-in: the form's token must match its cookie.
+    let form = cookie(&head, "tg_form").expect("a form cookie");
+    let token = csrf_of(&html);
+    let post = |body: &str, cookies: &str| {
+        http(
+            port,
+            "POST",
+            "/signin/password",
+            &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", cookies)],
+            body,
+        )
+    };
+    let (status, _, _) = post("user=lee&password=correct+horse+battery+staple&csrf=0000", &form);
+    assert_eq!(status, 403, "a wrong form token");
+    let (status, _, body) = post(&format!("user=lee&password=wrong+password+entirely&csrf={token}"), &form);
+    assert!(status == 401 && body.contains("wrong user name or password"), "{status} {body}");
+    let (status, _, body) = post(&format!("user=nobody&password=correct+horse+battery+staple&csrf={token}"), &form);
+    assert!(status == 401 && body.contains("wrong user name or password"), "the same answer: {body}");
+    let (status, head, _) = post(&format!("user=lee&password=correct+horse+battery+staple&csrf={token}"), &form);
+    assert_eq!(status, 303, "{head}");
+    let session = cookie(&head, "tg_session").expect("a session cookie");
+    assert!(head.contains("HttpOnly; SameSite=Lax"), "{head}");
+    let (status, _, page) = http(port, "GET", "/", &[("Cookie", &session)], "");
+    assert!(status == 200 && page.contains("Approvals inbox") && page.contains("lee"), "{page}");
+
+    // Every POST needs the session's CSRF token: a cross-site form has the cookie, not it.
+    let csrf = csrf_of(&page);
+    let form_post = |path: &str, body: &str| {
+        http(port, "POST", path, &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &session)], body)
+    };
+    let (status, _, _) = form_post("/keys", "user=ann&note=forged");
+    assert_eq!(status, 403, "no token");
+    let (status, _, _) = form_post("/keys", &format!("user=ann&note=forged&csrf={}", "f".repeat(64)));
+    assert_eq!(status, 403, "a wrong token");
+    let (status, _, created) = form_post("/keys", &format!("user=ann&note=%3Cscript%3Ex%3C%2Fscript%3E&csrf={csrf}"));
+    assert_eq!(status, 200);
+    assert!(created.contains("shown only this once") && created.contains(">tg_"), "{created}");
+    assert!(
+        created.contains("&lt;script&gt;x&lt;/script&gt;") && !created.contains("<script>x"),
+        "the note is escaped"
+    );
+    let listed = admin(ws.path(), &["key", "list"], "");
+    assert!(listed.contains("ann"), "{listed}");
+
+    // The page sign-in through the provider, by HTTP (code + PKCE, state bound to the browser).
+    let out = Command::new(node())
+        .arg(oidc_script("flow.mjs"))
+        .args(["signin", &format!("http://127.0.0.1:{port}"), "lee"])
+        .output()
+        .unwrap();
+    let signed: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(signed["cookie"].is_string() && signed["html"].as_str().unwrap().contains("Approvals inbox"), "{signed:#}");
+    // A user who is not an admin signs in to their own page: no inbox, no audit, no users.
+    let out = Command::new(node())
+        .arg(oidc_script("flow.mjs"))
+        .args(["signin", &format!("http://127.0.0.1:{port}"), "ann"])
+        .output()
+        .unwrap();
+    let ann: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let html = ann["html"].as_str().unwrap();
+    assert!(ann["cookie"].is_string() && html.contains("My grants") && html.contains("My API keys"), "{ann:#}");
+    assert!(
+        !html.contains("Approvals inbox") && !html.contains("id=\"audit\"") && !html.contains("id=\"users\""),
+        "{html}"
+    );
+    let (status, _, _) = http(port, "GET", "/audit.csv", &[("Cookie", ann["cookie"].as_str().unwrap())], "");
+    assert_eq!(status, 403, "the audit export is for admins");
+    // Someone nobody added is told how to be added, and not let in.
+    let out = Command::new(node())
+        .arg(oidc_script("flow.mjs"))
+        .args(["signin", &format!("http://127.0.0.1:{port}"), "mallory"])
+        .output()
+        .unwrap();
+    let refused: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let html = refused["html"].as_str().unwrap();
+    assert!(refused["cookie"].is_null() && html.contains("no enabled user `mallory`"), "{refused:#}");
+    // A callback this browser did not start is refused (login CSRF).
+    let (status, _, body) = http(port, "GET", "/signin/callback?code=x&state=y", &[], "");
+    assert!(status == 401 && body.contains("not started in this browser"), "{status} {body}");
+
+    // RFC 9728: the metadata names the provider, and a 401 on /mcp points at it.
+    let (status, _, meta) = http(port, "GET", "/.well-known/oauth-protected-resource", &[], "");
+    assert_eq!(status, 200, "{meta}");
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["resource"], format!("http://127.0.0.1:{port}/mcp"));
+    assert_eq!(meta["authorization_servers"], serde_json::json!([issuer]));
+    let (status, head, _) = http(port, "POST", "/mcp", &[("Content-Type", "application/json")], "{}");
+    assert_eq!(status, 401);
+    assert!(
+        head.contains(&format!("resource_metadata=\"http://127.0.0.1:{port}/.well-known/oauth-protected-resource\"")),
+        "{head}"
+    );
+}
+
+#[test]
+fn mcp_accepts_the_providers_access_tokens_and_refuses_bad_ones() {
+    let port = free_port();
+    // Access tokens that live 3 seconds, to see one expire.
+    let (_provider, issuer) = provider(port, 3);
+    let ws = workspace(port, Some(&issuer));
+    admin(ws.path(), &["user", "add", "ann"], "");
+    let _gateway = gateway(ws.path(), port);
+    let out = Command::new(node())
+        .arg(oidc_script("flow.mjs"))
+        .args(["token", &issuer, "ann"])
+        .env("AUDIENCE", format!("http://127.0.0.1:{port}/mcp"))
+        .output()
+        .unwrap();
+    let tokens: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let access = tokens["access_token"].as_str().unwrap();
+    let (status, body) = mcp_call(port, access, "echo", serde_json::json!({"message": "hi"}));
+    assert_eq!(status, 200, "the provider's token for this gateway: {body}");
+    assert!(body.contains("hi"), "{body}");
+
+    // Forged: the payload changed (another user), the signature kept.
+    let parts: Vec<&str> = access.split('.').collect();
+    let payload = String::from_utf8(base64_url_decode(parts[1])).unwrap().replace("\"sub\":\"ann\"", "\"sub\":\"lee\"");
+    let forged = format!("{}.{}.{}", parts[0], base64_url_encode(payload.as_bytes()), parts[2]);
+    let (status, body) = mcp_call(port, &forged, "echo", serde_json::json!({"message": "hi"}));
+    assert_eq!(status, 401, "{body}");
+    // Signed by the provider, but for another audience (the client's ID token).
+    let id_token = tokens["id_token"].as_str().unwrap();
+    let (status, body) = mcp_call(port, id_token, "echo", serde_json::json!({"message": "hi"}));
+    assert_eq!(status, 401, "an ID token is not an access token for /mcp: {body}");
+    assert!(body.contains("sign in again"), "{body}");
+    // Expired: the same token, once its 3 seconds are over.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = mcp_call(port, access, "echo", serde_json::json!({"message": "hi"}));
+        if status == 401 {
+            assert!(body.contains("refused"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the token was still accepted after it expired: {status} {body}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn without_oidc_no_metadata_is_published() {
+    let port = free_port();
+    let ws = workspace(port, None);
+    let _gateway = gateway(ws.path(), port);
+    let (status, _, body) = http(port, "GET", "/.well-known/oauth-protected-resource", &[], "");
+    assert_eq!(status, 404, "{body}");
+    let (status, head, _) = http(port, "POST", "/mcp", &[("Content-Type", "application/json")], "{}");
+    assert_eq!(status, 401);
+    assert!(!head.contains("resource_metadata"), "{head}");
+    let (_, _, signin) = http(port, "GET", "/signin", &[], "");
+    assert!(signin.contains("Sign in with a password") && !signin.contains("/signin/oidc"), "{signin}");
+}
+
+/// Signs `user` in with a password: the session cookie.
+fn password_signin(port: u16, user: &str, password: &str) -> Result<String, (u16, String)> {
+    let (_, head, html) = http(port, "GET", "/signin", &[], "");
+    let form = cookie(&head, "tg_form").expect("a form cookie");
+    let body = url_form(&[("user", user), ("password", password), ("csrf", &csrf_of(&html))]);
+    let (status, head, body) = http(
+        port,
+        "POST",
+        "/signin/password",
+        &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &form)],
+        &body,
+    );
+    cookie(&head, "tg_session").filter(|_| status == 303).ok_or((status, body))
+}
+
+fn url_form(pairs: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (k, v) in pairs {
+        if !out.is_empty() {
+            out.push('&');
+        }
+        out.push_str(k);
+        out.push('=');
+        for b in v.bytes() {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    out
+}
+
+/// A signed-in browser: GET and POST (with the page's CSRF token) as one session.
+struct Browser {
+    port: u16,
+    cookie: String,
+}
+
+impl Browser {
+    fn get(&self, path: &str) -> (u16, String) {
+        let (status, _, body) = http(self.port, "GET", path, &[("Cookie", &self.cookie)], "");
+        (status, body)
+    }
+
+    fn post(&self, path: &str, pairs: &[(&str, &str)]) -> (u16, String) {
+        let (_, page) = self.get("/");
+        let mut pairs = pairs.to_vec();
+        let csrf = csrf_of(&page);
+        pairs.push(("csrf", &csrf));
+        let (status, _, body) = http(
+            self.port,
+            "POST",
+            path,
+            &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &self.cookie)],
+            &url_form(&pairs),
+        );
+        (status, body)
+    }
+}
+
+/// The text of the page's notice (`<p class="notice ok">...</p>`), or the body.
+fn notice(html: &str) -> String {
+    html.find("class=\"notice")
+        .and_then(|at| html[at..].split_once('>').map(|(_, rest)| rest.split("</p>").next().unwrap_or("").to_owned()))
+        .unwrap_or_else(|| html.to_owned())
+}
+
+#[test]
+fn a_user_requests_access_an_admin_approves_and_the_page_shows_grants_keys_and_audit() {
+    let port = free_port();
+    let ws = workspace(port, None);
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        "[gateway]\nenabled = true\ndefault_tools = [\"echo\", \"request_access\"]\n",
+    )
+    .unwrap();
+    admin(ws.path(), &["user", "add", "lee", "--admin"], "");
+    admin(ws.path(), &["user", "add", "ann"], "");
+    admin(ws.path(), &["user", "add", "bob"], "");
+    admin(ws.path(), &["password", "set", "lee"], "correct horse battery staple\n");
+    admin(ws.path(), &["password", "set", "ann"], "ann's long passphrase\n");
+    let bob_key = admin(ws.path(), &["key", "create", "--user", "bob"], "");
+    let _gateway = gateway(ws.path(), port);
+
+    let ann = Browser { port, cookie: password_signin(port, "ann", "ann's long passphrase").unwrap() };
+    let lee = Browser { port, cookie: password_signin(port, "lee", "correct horse battery staple").unwrap() };
+
+    // Ann makes a key for herself: shown once, then listed without its secret.
+    let (status, created) = ann.post("/keys", &[("note", "laptop")]);
+    assert_eq!(status, 200, "{created}");
+    let at = created.find("id=\"new-key\">").expect("the new key") + 13;
+    let key = created[at..].split('<').next().unwrap().to_owned();
+    assert!(key.starts_with("tg_") && created.contains("shown only this once"), "{created}");
+    let (_, page) = ann.get("/");
+    assert!(page.contains("laptop") && !page.contains(&key), "the secret is not shown again");
+    // ... and cannot make one for Bob, or revoke Bob's.
+    let (_, refused) = ann.post("/keys", &[("user", "bob")]);
+    assert!(notice(&refused).contains("not for bob"), "{}", notice(&refused));
+    let bob_id = bob_key.split('_').nth(1).unwrap().to_owned();
+    let (_, refused) = ann.post(&format!("/keys/{bob_id}/revoke"), &[]);
+    assert!(notice(&refused).contains("no key"), "{}", notice(&refused));
+    let (status, body) = mcp_call(port, &bob_key, "echo", serde_json::json!({"message": "bob still works"}));
+    assert!(status == 200 && body.contains("bob still works"), "{status} {body}");
+
+    // Her key works on /mcp for the default tools; `time` needs a grant.
+    let (status, body) = mcp_call(port, &key, "echo", serde_json::json!({"message": "from ann"}));
+    assert!(status == 200 && body.contains("from ann"), "{status} {body}");
+    let (_, body) = mcp_call(port, &key, "time", serde_json::json!({"operation": "now"}));
+    assert!(body.contains("request_access") || body.contains("grant"), "refused for lack of a grant: {body}");
+
+    // She asks on the page (with a hostile reason), and cannot approve her own request.
+    let reason = "<img src=x onerror=alert(1)> for the release notes";
+    let (_, asked) = ann.post("/access", &[("tool", "time"), ("reason", reason)]);
+    assert!(notice(&asked).contains("sent to the admins"), "{}", notice(&asked));
+    let id: String = notice(&asked).split_whitespace().nth(2).unwrap().to_owned();
+    assert!(asked.contains("&lt;img src=x onerror=alert(1)&gt;") && !asked.contains("<img src=x"), "escaped");
+    let (_, own) = ann.post(&format!("/access/{id}/approve"), &[]);
+    assert!(notice(&own).contains("may not decide"), "{}", notice(&own));
+    let (_, mine) = ann.get("/");
+    assert!(!mine.contains(&format!("/access/{id}/approve")), "no approve button for a user");
+
+    // Lee sees it waiting and approves it for 30 days: the grant exists, Ann's page shows it.
+    let (_, page) = lee.get("/");
+    assert!(page.contains(&format!("/access/{id}/approve")) && page.contains("ann"), "{page}");
+    let (_, approved) = lee.post(&format!("/access/{id}/approve"), &[("expires", "30d")]);
+    assert!(notice(&approved).contains(&format!("request {id} approved: grant")), "{}", notice(&approved));
+    let (_, again) = lee.post(&format!("/access/{id}/reject"), &[]);
+    assert!(notice(&again).contains("approved by lee already"), "{}", notice(&again));
+    let (_, mine) = ann.get("/");
+    let grants = &mine[mine.find("id=\"grants\"").unwrap()..mine.find("id=\"keys\"").unwrap()];
+    assert!(grants.contains("<code>time</code>") && grants.contains("lee") && grants.contains("active"), "{grants}");
+    let (status, body) = mcp_call(port, &key, "time", serde_json::json!({"operation": "now"}));
+    assert!(status == 200 && !body.contains("\"isError\":true"), "granted now: {body}");
+
+    // Ann revokes her key: /mcp refuses it at once.
+    let key_id = key.split('_').nth(1).unwrap().to_owned();
+    let (_, revoked) = ann.post(&format!("/keys/{key_id}/revoke"), &[]);
+    assert!(notice(&revoked).contains("revoked"), "{}", notice(&revoked));
+    let (status, _) = mcp_call(port, &key, "echo", serde_json::json!({"message": "x"}));
+    assert_eq!(status, 401);
+
+    // The audit search: every filter narrows, the export has the same rows.
+    let (_, page) = lee.get("/?user=ann&tool=echo");
+    let audit = &page[page.find("id=\"audit\"").unwrap()..page.find("id=\"keys\"").unwrap()];
+    assert!(audit.contains("from ann") && !audit.contains("bob still works"), "{audit}");
+    let (_, page) = lee.get("/?user=bob&outcome=ok");
+    let audit = &page[page.find("id=\"audit\"").unwrap()..page.find("id=\"keys\"").unwrap()];
+    assert!(audit.contains("bob still works") && !audit.contains("from ann"), "{audit}");
+    let (_, page) = lee.get("/?tool=echo&to=2000-01-01T00%3A00");
+    assert!(page.contains("No calls match"), "a time range before every call");
+    let (status, csv) = lee.get("/audit.csv?tool=time&user=ann");
+    assert_eq!(status, 200);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("time") || lines[0].contains("tool"), "a header: {csv}");
+    assert!(lines.len() >= 3 && lines[1..].iter().all(|l| l.contains("ann") && l.contains("time")), "{csv}");
+    let (status, jsonl) = lee.get("/audit.jsonl?user=bob");
+    assert_eq!(status, 200);
+    for line in jsonl.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(row["user"], "bob", "{line}");
+    }
+
+    // Sign-out ends the session on the server: the old cookie no longer opens the page.
+    let (status, _) = lee.post("/signout", &[]);
+    assert_eq!(status, 303);
+    let (status, _) = lee.get("/audit.csv");
+    assert_eq!(status, 401);
+}
+
+#[test]
+fn password_sign_in_is_rate_limited() {
+    let port = free_port();
+    let ws = workspace(port, None);
+    admin(ws.path(), &["user", "add", "lee", "--admin"], "");
+    admin(ws.path(), &["password", "set", "lee"], "correct horse battery staple\n");
+    let _gateway = gateway(ws.path(), port);
+    for _ in 0..5 {
+        let (status, body) = password_signin(port, "lee", "a wrong password!").unwrap_err();
+        assert!(status == 401 && body.contains("wrong user name or password"), "{status} {body}");
+    }
+    // The sixth try is refused without checking, even with the right password.
+    let (status, body) = password_signin(port, "lee", "correct horse battery staple").unwrap_err();
+    assert!(status == 401 && body.contains("too many failed sign-ins"), "{status} {body}");
+    // A password too short to set is refused with what to do.
+    let out = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["admin", "password", "set", "lee"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(b"short\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("at least 12"), "{out:?}");
+}
+
+fn base64_url_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in text.bytes() {
+        let v = ALPHABET.iter().position(|&a| a == c).unwrap() as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+fn base64_url_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}

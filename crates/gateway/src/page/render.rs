@@ -1,0 +1,504 @@
+//! The page's HTML. Every value goes through [`esc`]; attributes are always double-quoted.
+
+use std::fmt::Write;
+
+use toolgate_store::{AccessRequest, AccessStatus, ApiKeyRecord, AuditRecord, Principal, PrincipalKind, ToolGrant};
+
+use super::PendingCall;
+use super::audit::{AuditFilter, format_time};
+
+/// Text made safe inside HTML text and double- or single-quoted attributes.
+pub(crate) fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            // Controls other than tab and newline have no business on a page.
+            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Long values (parameters, traces) shown whole on hover, clipped in the table.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return esc(text);
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{}…", esc(&head))
+}
+
+fn head(title: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><link rel=\"stylesheet\" href=\"/static/page.css\">\
+         <script src=\"/static/page.js\" defer></script></head>",
+        esc(title)
+    )
+}
+
+pub(crate) fn signin(issuer: Option<&str>, form_token: &str, error: Option<&str>) -> String {
+    let mut html = head("Sign in · toolgate");
+    html.push_str(
+        "<body class=\"signin\"><main class=\"card narrow\"><h1><span class=\"logo\">tg</span> toolgate gateway</h1>",
+    );
+    if let Some(error) = error {
+        let _ = write!(html, "<p class=\"notice error\">{}</p>", esc(error));
+    }
+    if let Some(issuer) = issuer {
+        let _ = write!(
+            html,
+            "<a class=\"button primary wide\" href=\"/signin/oidc\">Sign in with your organization</a>\
+             <p class=\"muted small\">{}</p><div class=\"or\"><span>or, on this machine</span></div>",
+            esc(issuer)
+        );
+    }
+    let _ = write!(
+        html,
+        "<form method=\"post\" action=\"/signin/password\" class=\"stack\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <label>User <input name=\"user\" autocomplete=\"username\" required></label>\
+         <label>Password <input name=\"password\" type=\"password\" autocomplete=\"current-password\" required></label>\
+         <button class=\"button\" type=\"submit\">Sign in with a password</button></form>\
+         <p class=\"muted small\">A local password is set with <code>toolgate admin password set NAME</code>.</p>\
+         </main></body></html>",
+        esc(form_token)
+    );
+    html
+}
+
+/// Everything the dashboard shows.
+#[derive(Debug)]
+pub(crate) struct View {
+    pub(crate) user: String,
+    /// Admins see everyone's things and the admin sections.
+    pub(crate) admin: bool,
+    pub(crate) csrf: String,
+    pub(crate) principals: Vec<Principal>,
+    pub(crate) keys: Vec<ApiKeyRecord>,
+    pub(crate) grants: Vec<ToolGrant>,
+    pub(crate) requests: Vec<AccessRequest>,
+    pub(crate) pending: Vec<PendingCall>,
+    pub(crate) audit: Vec<AuditRecord>,
+    pub(crate) audit_error: Option<String>,
+    /// What could not be read (the page shows the rest).
+    pub(crate) errors: Vec<String>,
+    pub(crate) filter: AuditFilter,
+    pub(crate) notice: Option<Result<String, String>>,
+    pub(crate) new_key: Option<(String, String)>,
+    pub(crate) now_ms: i64,
+}
+
+fn csrf_field(csrf: &str) -> String {
+    format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(csrf))
+}
+
+pub(crate) fn dashboard(v: &View) -> String {
+    let mut html = head("toolgate gateway");
+    let nav = if v.admin {
+        format!(
+            "<a href=\"#inbox\">Approvals <span class=\"badge\" id=\"pending-count\">{}</span></a>\
+             <a href=\"#access\">Requests</a><a href=\"#grants\">Grants</a><a href=\"#audit\">Audit</a>\
+             <a href=\"#keys\">API keys</a><a href=\"#users\">Users</a>",
+            v.pending.len()
+        )
+    } else {
+        "<a href=\"#grants\">My grants</a><a href=\"#access\">Requests</a><a href=\"#keys\">My API keys</a>".to_owned()
+    };
+    let _ = write!(
+        html,
+        "<body><header class=\"top\"><div class=\"brand\"><span class=\"logo\">tg</span> toolgate gateway</div>\
+         <nav>{nav}</nav>\
+         <form method=\"post\" action=\"/signout\" class=\"inline\">{}<span class=\"who\">{}{}</span>\
+         <button class=\"button ghost\" type=\"submit\">Sign out</button></form></header><main>",
+        csrf_field(&v.csrf),
+        esc(&v.user),
+        if v.admin { " · admin" } else { "" },
+    );
+    for e in &v.errors {
+        let _ = write!(html, "<p class=\"notice error\">{}</p>", esc(e));
+    }
+    match &v.notice {
+        Some(Ok(text)) => {
+            let _ = write!(html, "<p class=\"notice ok\">{}</p>", esc(text));
+        }
+        Some(Err(text)) => {
+            let _ = write!(html, "<p class=\"notice error\">{}</p>", esc(text));
+        }
+        None => {}
+    }
+    if let Some((id, text)) = &v.new_key {
+        let _ = write!(
+            html,
+            "<section class=\"card key-once\"><h2>New key {}</h2><p>Copy it now: it is shown only this once.</p>\
+             <pre class=\"secret\" id=\"new-key\">{}</pre></section>",
+            esc(id),
+            esc(text)
+        );
+    }
+    if v.admin {
+        let _ = write!(
+            html,
+            "<section class=\"card\" id=\"inbox\"><h2>Approvals inbox <span class=\"live\" id=\"live\">live</span></h2>\
+             <div id=\"inbox-body\">{}</div></section>",
+            inbox(&v.pending, &v.csrf)
+        );
+    }
+    access_section(&mut html, v);
+    grants_section(&mut html, v);
+    if v.admin {
+        audit_section(&mut html, v);
+    }
+    keys_section(&mut html, v);
+    if v.admin {
+        users_section(&mut html, v);
+    }
+    html.push_str("</main></body></html>");
+    html
+}
+
+/// The inbox's body (also fetched alone by the script when the SSE stream says it changed).
+pub(crate) fn inbox(pending: &[PendingCall], csrf: &str) -> String {
+    if pending.is_empty() {
+        return "<p class=\"empty\">Nothing waits for a decision.</p>".to_owned();
+    }
+    let mut html = String::from("<ul class=\"inbox\">");
+    for p in pending {
+        let what = p.subject.as_deref().unwrap_or(&p.params);
+        let _ = write!(
+            html,
+            "<li class=\"pending\"><div class=\"ask\"><div><strong>{user}</strong> <span class=\"muted\">via {agent}</span> \
+             wants to run <code class=\"tool\">{tool}</code></div>\
+             <pre class=\"what\">{what}</pre><div class=\"muted small\">why: {reason}</div>\
+             <details><summary>parameters</summary><pre>{params}</pre></details></div>\
+             <form method=\"post\" action=\"/approvals/{id_attr}\" class=\"decide\">{csrf}\
+             <button class=\"button primary\" name=\"decision\" value=\"allow_once\">Approve once</button>\
+             <button class=\"button\" name=\"decision\" value=\"allow_always\">Always</button>\
+             <button class=\"button danger\" name=\"decision\" value=\"deny\">Deny</button></form></li>",
+            user = esc(&p.user),
+            agent = esc(&p.agent),
+            tool = esc(&p.tool),
+            what = esc(what),
+            reason = esc(&p.reason),
+            params = esc(&p.params),
+            id_attr = esc(&url_segment(&p.id)),
+            csrf = csrf_field(csrf),
+        );
+    }
+    html.push_str("</ul>");
+    html
+}
+
+/// A path segment: only characters that need no escaping in a URL.
+fn url_segment(text: &str) -> String {
+    text.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect()
+}
+
+fn audit_section(html: &mut String, v: &View) {
+    let f = &v.filter;
+    let input = |name: &str, label: &str, value: &str, kind: &str| {
+        format!("<label>{label}<input name=\"{name}\" type=\"{kind}\" value=\"{}\"></label>", esc(value))
+    };
+    let query = f.query();
+    let suffix = if query.is_empty() { String::new() } else { format!("?{query}") };
+    let _ = write!(
+        html,
+        "<section class=\"card\" id=\"audit\"><h2>Audit</h2><form method=\"get\" action=\"/\" class=\"filters\">{}{}{}{}{}{}{}{}\
+         <div class=\"actions\"><button class=\"button primary\" type=\"submit\">Search</button>\
+         <a class=\"button ghost\" href=\"/#audit\">Clear</a>\
+         <a class=\"button ghost\" href=\"/audit.jsonl{sfx}\">JSONL</a><a class=\"button ghost\" href=\"/audit.csv{sfx}\">CSV</a></div></form>",
+        input("user", "User", &f.user, "text"),
+        input("agent", "Agent", &f.agent, "text"),
+        input("tool", "Tool", &f.tool, "text"),
+        input("decision", "Decision", &f.decision, "text"),
+        input("outcome", "Outcome", &f.outcome, "text"),
+        input("params", "Parameters", &f.params, "text"),
+        input("from", "From (UTC)", &f.from, "datetime-local"),
+        input("to", "To (UTC)", &f.to, "datetime-local"),
+        sfx = esc(&suffix),
+    );
+    if let Some(e) = &v.audit_error {
+        let _ = write!(html, "<p class=\"notice error\">cannot read the audit log: {}</p>", esc(e));
+    }
+    if v.audit.is_empty() {
+        html.push_str("<p class=\"empty\">No calls match.</p></section>");
+        return;
+    }
+    html.push_str(
+        "<div class=\"scroll\"><table class=\"grid\"><thead><tr><th>Time (UTC)</th><th>User</th><th>Agent</th>\
+         <th>Tool</th><th>Parameters</th><th>Decision</th><th>Outcome</th><th class=\"num\">ms</th></tr></thead><tbody>",
+    );
+    for r in &v.audit {
+        let outcome_class = if r.outcome == "ok" { "ok" } else { "bad" };
+        let _ = write!(
+            html,
+            "<tr><td class=\"nowrap\">{}</td><td>{}</td><td>{}</td><td><code>{}</code></td>\
+             <td class=\"params\" title=\"{}\"><code>{}</code></td><td title=\"{}\">{}</td>\
+             <td><span class=\"pill {outcome_class}\">{}</span></td><td class=\"num\">{:.1}</td></tr>",
+            esc(&format_time(r.ts_ms)),
+            esc(&r.user),
+            esc(&r.agent),
+            esc(&r.tool),
+            esc(&r.params),
+            clip(&r.params, 90),
+            esc(&r.decision),
+            clip(&r.decision, 40),
+            esc(&r.outcome),
+            r.duration_us as f64 / 1000.0,
+        );
+    }
+    html.push_str("</tbody></table></div></section>");
+}
+
+fn when(ms: Option<i64>) -> String {
+    ms.map_or("—".to_owned(), |ms| format_time(ms)[..16].to_owned())
+}
+
+fn or_all(list: &[String]) -> String {
+    if list.is_empty() { "all".to_owned() } else { list.join(", ") }
+}
+
+fn grants_section(html: &mut String, v: &View) {
+    let title = if v.admin { "Grants" } else { "My grants" };
+    let _ = write!(
+        html,
+        "<section class=\"card\" id=\"grants\"><h2>{title}</h2>\
+         <p class=\"muted small\">toolgate's own tools need no grant unless <code>[gateway] default_tools</code> says so; \
+         a bridged server's tools always do. Grants are added with <code>toolgate admin grant add</code> or by approving a request.</p>"
+    );
+    if v.grants.is_empty() {
+        html.push_str("<p class=\"empty\">No grants.</p></section>");
+        return;
+    }
+    html.push_str(
+        "<table class=\"grid\"><thead><tr><th>#</th><th>For</th><th>Server</th><th>Tools</th><th>Denied</th><th>Mode</th>\
+         <th>Expires</th><th>By</th><th>State</th><th></th></tr></thead><tbody>",
+    );
+    for g in &v.grants {
+        let state = if !g.enabled {
+            "disabled"
+        } else if g.expires_ms.is_some_and(|e| e <= v.now_ms) {
+            "expired"
+        } else {
+            "active"
+        };
+        let revoke = if v.admin {
+            format!(
+                "<form method=\"post\" action=\"/grants/{}/revoke\">{}<button class=\"button danger small\">Revoke</button></form>",
+                g.id,
+                csrf_field(&v.csrf)
+            )
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td>\
+             <td>{}</td><td><span class=\"pill {state}\">{state}</span></td><td>{revoke}</td></tr>",
+            g.id,
+            esc(&g.subject),
+            esc(g.server.as_deref().unwrap_or("toolgate")),
+            esc(&or_all(&g.tool_allow)),
+            esc(&g.tool_deny.join(", ")),
+            esc(g.mode.as_str()),
+            esc(&when(g.expires_ms)),
+            esc(&g.granted_by),
+        );
+    }
+    html.push_str("</tbody></table></section>");
+}
+
+fn access_section(html: &mut String, v: &View) {
+    let _ = write!(
+        html,
+        "<section class=\"card\" id=\"access\"><h2>Access requests</h2>\
+         <form method=\"post\" action=\"/access\" class=\"row\">{}\
+         <label>Tool<input name=\"tool\" placeholder=\"exec, fetch, git_*\"></label>\
+         <label>Server<input name=\"server\" placeholder=\"a bridged server\"></label>\
+         <label class=\"grow\">Reason<input name=\"reason\" required placeholder=\"what you need it for\"></label>\
+         <button class=\"button primary\" type=\"submit\">Request access</button></form>",
+        csrf_field(&v.csrf)
+    );
+    if v.requests.is_empty() {
+        html.push_str("<p class=\"empty\">No requests.</p></section>");
+        return;
+    }
+    html.push_str(
+        "<table class=\"grid\"><thead><tr><th>#</th><th>Who</th><th>Asks for</th><th>Reason</th><th>Asked</th>\
+         <th>State</th><th></th></tr></thead><tbody>",
+    );
+    for r in &v.requests {
+        let what = match (&r.server, &r.tool) {
+            (Some(server), Some(tool)) => format!("{tool} on {server}"),
+            (Some(server), None) => format!("server {server}"),
+            (None, Some(tool)) => tool.clone(),
+            (None, None) => "—".to_owned(),
+        };
+        let status = r.status.as_str();
+        let action = if r.status == AccessStatus::Pending && v.admin && r.user != v.user {
+            format!(
+                "<form method=\"post\" action=\"/access/{id}/approve\" class=\"decide\">{csrf}\
+                 <input name=\"expires\" placeholder=\"for (30d)\" size=\"7\">\
+                 <button class=\"button primary small\">Approve</button></form>\
+                 <form method=\"post\" action=\"/access/{id}/reject\" class=\"decide\">{csrf}\
+                 <button class=\"button danger small\">Reject</button></form>",
+                id = r.id,
+                csrf = csrf_field(&v.csrf),
+            )
+        } else {
+            let by = r.decided_by.as_deref().map(|b| format!("by {b}")).unwrap_or_default();
+            let said = r.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
+            format!("<span class=\"muted small\">{}</span>", esc(&format!("{by}{said}")))
+        };
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>\
+             <td><span class=\"pill {status}\">{status}</span></td><td>{action}</td></tr>",
+            r.id,
+            esc(&r.requester),
+            esc(&what),
+            clip(&r.reason, 120),
+            esc(&when(Some(r.created_ms))),
+        );
+    }
+    html.push_str("</tbody></table></section>");
+}
+
+fn keys_section(html: &mut String, v: &View) {
+    let (title, who) = if v.admin {
+        ("API keys", "<label>User or agent<input name=\"user\" required></label>".to_owned())
+    } else {
+        (
+            "My API keys",
+            format!(
+                "<label>For<input name=\"user\" value=\"{}\" placeholder=\"you or your agent\"></label>",
+                esc(&v.user)
+            ),
+        )
+    };
+    let _ = write!(
+        html,
+        "<section class=\"card\" id=\"keys\"><h2>{title}</h2><form method=\"post\" action=\"/keys\" class=\"row\">{}\
+         {who}<label>Note<input name=\"note\"></label>\
+         <label>Expires in<input name=\"expires\" placeholder=\"90d\"></label>\
+         <button class=\"button primary\" type=\"submit\">Create key</button></form>",
+        csrf_field(&v.csrf)
+    );
+    if v.keys.is_empty() {
+        html.push_str("<p class=\"empty\">No keys yet.</p></section>");
+        return;
+    }
+    html.push_str(
+        "<table class=\"grid\"><thead><tr><th>Id</th><th>For</th><th>Note</th><th>Created</th><th>Expires</th>\
+         <th>Last used</th><th>State</th><th></th></tr></thead><tbody>",
+    );
+    for k in &v.keys {
+        let state = if k.revoked_ms.is_some() {
+            "revoked"
+        } else if k.expires_ms.is_some_and(|e| e <= v.now_ms) {
+            "expired"
+        } else {
+            "active"
+        };
+        let revoke = if state == "active" {
+            format!(
+                "<form method=\"post\" action=\"/keys/{}/revoke\">{}<button class=\"button danger small\">Revoke</button></form>",
+                esc(&url_segment(&k.id)),
+                csrf_field(&v.csrf)
+            )
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            html,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td><span class=\"pill {state}\">{state}</span></td><td>{revoke}</td></tr>",
+            esc(&k.id),
+            esc(&k.principal),
+            esc(&k.note),
+            esc(&when(Some(k.created_ms))),
+            esc(&when(k.expires_ms)),
+            esc(&when(k.last_used_ms)),
+        );
+    }
+    html.push_str("</tbody></table></section>");
+}
+
+fn users_section(html: &mut String, v: &View) {
+    let _ = write!(
+        html,
+        "<section class=\"card\" id=\"users\"><h2>Users and workspaces</h2><form method=\"post\" action=\"/users\" class=\"row\">{}\
+         <label>Name<input name=\"name\" required pattern=\"[A-Za-z0-9][A-Za-z0-9._@-]{{0,63}}\"></label>\
+         <label>Groups<input name=\"group\" placeholder=\"ops, dev\"></label>\
+         <label class=\"check\"><input type=\"checkbox\" name=\"admin\"> admin</label>\
+         <button class=\"button primary\" type=\"submit\">Add user</button></form>",
+        csrf_field(&v.csrf)
+    );
+    html.push_str(
+        "<table class=\"grid\"><thead><tr><th>Name</th><th>Kind</th><th>Owner</th><th>Role</th><th>State</th>\
+         <th>Added</th><th></th></tr></thead><tbody>",
+    );
+    for p in &v.principals {
+        let kind = match p.kind {
+            PrincipalKind::User => "user",
+            PrincipalKind::Group => "group",
+            PrincipalKind::Agent => "agent",
+        };
+        let state = if p.disabled { "disabled" } else { "active" };
+        let toggle = match (p.kind, p.disabled) {
+            (PrincipalKind::Group, _) => String::new(),
+            (_, disabled) => format!(
+                "<form method=\"post\" action=\"/users/{}/{}\">{}<button class=\"button small {}\">{}</button></form>",
+                esc(&url_segment(&p.name)),
+                if disabled { "enable" } else { "disable" },
+                csrf_field(&v.csrf),
+                if disabled { "" } else { "ghost" },
+                if disabled { "Enable" } else { "Disable" },
+            ),
+        };
+        let _ = write!(
+            html,
+            "<tr><td><strong>{}</strong></td><td>{kind}</td><td>{}</td><td>{}</td><td><span class=\"pill {state}\">{state}</span></td>\
+             <td>{}</td><td>{toggle}</td></tr>",
+            esc(&p.name),
+            esc(p.owner.as_deref().unwrap_or("—")),
+            if p.admin { "admin" } else { "" },
+            esc(&format_time(p.created_ms)[..10]),
+        );
+    }
+    html.push_str("</tbody></table></section>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_covers_text_and_attributes() {
+        assert_eq!(esc("<script>\"x\"&'y'</script>"), "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;&lt;/script&gt;");
+        assert_eq!(esc("a\u{0}b\u{1b}c"), "a\u{fffd}b\u{fffd}c");
+        assert_eq!(url_segment("ab/../c\"><x"), "ab..cx");
+    }
+
+    #[test]
+    fn a_hostile_parameter_stays_text_in_the_inbox() {
+        let call = PendingCall {
+            id: "c1\"><script>".into(),
+            user: "<img src=x onerror=alert(1)>".into(),
+            agent: "a".into(),
+            tool: "exec".into(),
+            params: "{\"command\":\"</pre><script>alert(1)</script>\"}".into(),
+            subject: None,
+            reason: "<b>ask</b>".into(),
+        };
+        let html = inbox(&[call], "t");
+        assert!(!html.contains("<script>") && !html.contains("<img") && !html.contains("<b>"), "{html}");
+    }
+}

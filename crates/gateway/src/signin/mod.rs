@@ -1,0 +1,271 @@
+//! Signing in to the page: OIDC (authorization code + PKCE, [`Oidc`]) or, on one machine, a
+//! local password (argon2id, `toolgate admin password set`, failures rate-limited per user
+//! name and per address); sessions in opaque cookies (256 random bits; the server keeps only
+//! their SHA-256 digests, in memory: a restart signs everyone out), each with its own CSRF
+//! token, which every POST must carry.
+
+mod oidc;
+
+pub use oidc::{Oidc, OidcConfig};
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use sha2::{Digest, Sha256};
+use toolgate_store::{IdentityStore, PrincipalKind};
+
+use crate::GatewayError;
+use oidc::Pending;
+
+/// How long a session lasts.
+const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// How long a sign-in at the provider may take.
+const PENDING_TTL: Duration = Duration::from_secs(600);
+/// Bounds on what unauthenticated requests can make the server keep.
+const MAX_SESSIONS: usize = 10_000;
+const MAX_PENDING: usize = 1_000;
+/// Failed password sign-ins allowed per user name, and per client address, in a window.
+const MAX_FAILURES_PER_USER: u32 = 5;
+const MAX_FAILURES_PER_ADDRESS: u32 = 20;
+const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// Bounds the failure table (keys chosen by unauthenticated clients).
+const MAX_FAILURE_KEYS: usize = 10_000;
+/// The shortest local password accepted.
+pub const MIN_PASSWORD: usize = 12;
+
+/// A signed-in person.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The toolgate user.
+    pub user: String,
+    /// An admin of the gateway (sees and decides everyone's things); read again on every
+    /// request, so a revoked admin loses the admin views at once.
+    pub admin: bool,
+    /// The token every form of this session carries.
+    pub csrf: String,
+    expires: Instant,
+}
+
+/// The page's sign-in: sessions, pending OIDC sign-ins, passwords.
+#[derive(Debug)]
+pub struct SignIn {
+    identity: Arc<dyn IdentityStore>,
+    oidc: Option<Arc<Oidc>>,
+    /// By the SHA-256 digest of the cookie value: a leak of the server's memory (a core
+    /// dump) does not hand out live sessions.
+    sessions: Mutex<HashMap<[u8; 32], Session>>,
+    pending: Mutex<HashMap<String, (Pending, Instant)>>,
+    /// Failed password sign-ins: by `user:NAME` and `addr:IP`, (count, window start).
+    failures: Mutex<HashMap<String, (u32, Instant)>>,
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// 256 random bits as hex.
+pub(crate) fn random_token() -> Result<String, GatewayError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| GatewayError::Random(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Equal strings, compared in constant time for equal lengths.
+pub(crate) fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// An argon2id PHC string for `password` (what the store keeps).
+pub fn hash_password(password: &str) -> Result<String, GatewayError> {
+    if password.chars().count() < MIN_PASSWORD {
+        return Err(GatewayError::BadPassword(format!("a password needs at least {MIN_PASSWORD} characters")));
+    }
+    let mut salt = [0u8; 16];
+    getrandom::fill(&mut salt).map_err(|e| GatewayError::Random(e.to_string()))?;
+    let salt = SaltString::encode_b64(&salt).map_err(|e| GatewayError::BadPassword(e.to_string()))?;
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| GatewayError::BadPassword(format!("cannot hash the password: {e}")))
+}
+
+/// Sets the local sign-in password of user `name` (`toolgate admin password set NAME`).
+pub fn set_password(identity: &dyn IdentityStore, name: &str, password: &str) -> Result<(), GatewayError> {
+    let mut user = match identity.principal_get(name)? {
+        Some(p) if p.kind == PrincipalKind::User => p,
+        _ => return Err(GatewayError::Missing { kind: "user", name: name.to_owned() }),
+    };
+    user.password = Some(hash_password(password)?);
+    identity.principal_update(&user)?;
+    Ok(())
+}
+
+impl SignIn {
+    /// Sign-in over `identity`, with OIDC when `oidc` is set.
+    pub fn new(identity: Arc<dyn IdentityStore>, oidc: Option<Arc<Oidc>>) -> Self {
+        SignIn { identity, oidc, sessions: Mutex::default(), pending: Mutex::default(), failures: Mutex::default() }
+    }
+
+    /// The OIDC provider, when one is configured.
+    pub fn oidc(&self) -> Option<&Arc<Oidc>> {
+        self.oidc.as_ref()
+    }
+
+    /// Checks a local password; the same answer for an unknown user, a user without a password
+    /// and a wrong password (and about the same time: a hash is always checked).
+    /// Refused without checking once `user` or `peer` has failed too often lately (the
+    /// answer says when to retry); a success clears the user's count.
+    pub fn check_password(&self, user: &str, password: &str, peer: IpAddr) -> Result<String, String> {
+        const WRONG: &str = "wrong user name or password";
+        let keys = [format!("user:{}", user.to_lowercase()), format!("addr:{peer}")];
+        self.throttled(&keys)?;
+        let checked = self.check_hash(user, password);
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        match checked {
+            Ok(name) => {
+                failures.remove(&keys[0]);
+                Ok(name)
+            }
+            Err(()) => {
+                let now = Instant::now();
+                if failures.len() >= MAX_FAILURE_KEYS {
+                    failures.retain(|_, (_, since)| now.duration_since(*since) < FAILURE_WINDOW);
+                }
+                // A full table (an address flood) still counts: the per-address key of the
+                // flooding client already exists, and new names are refused below.
+                for key in &keys {
+                    if failures.len() < MAX_FAILURE_KEYS || failures.contains_key(key) {
+                        let entry = failures.entry(key.clone()).or_insert((0, now));
+                        if now.duration_since(entry.1) >= FAILURE_WINDOW {
+                            *entry = (0, now);
+                        }
+                        entry.0 += 1;
+                    }
+                }
+                Err(WRONG.to_owned())
+            }
+        }
+    }
+
+    fn throttled(&self, keys: &[String; 2]) -> Result<(), String> {
+        let now = Instant::now();
+        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if failures.len() >= MAX_FAILURE_KEYS && !keys.iter().all(|k| failures.contains_key(k)) {
+            return Err("too many failed sign-ins on this gateway lately; try again in 15 minutes".to_owned());
+        }
+        for (key, limit) in keys.iter().zip([MAX_FAILURES_PER_USER, MAX_FAILURES_PER_ADDRESS]) {
+            if let Some((count, since)) = failures.get(key)
+                && *count >= limit
+                && now.duration_since(*since) < FAILURE_WINDOW
+            {
+                let wait = (FAILURE_WINDOW - now.duration_since(*since)).as_secs() / 60 + 1;
+                return Err(format!("too many failed sign-ins; try again in {wait} minutes"));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_hash(&self, user: &str, password: &str) -> Result<String, ()> {
+        // A fixed hash to verify against when the user has none, so timing tells nothing.
+        const DUMMY: &str =
+            "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$2aYpGK4I1hbaf5x+Sbw0qhwr1c7mL3o0Md5L8B1uQ4k";
+        let principal = self.identity.principal_get(user).ok().flatten();
+        let stored = principal.as_ref().and_then(|p| p.password.clone());
+        let phc = stored.as_deref().unwrap_or(DUMMY);
+        let ok = PasswordHash::new(phc)
+            .is_ok_and(|hash| Argon2::default().verify_password(password.as_bytes(), &hash).is_ok());
+        match principal {
+            Some(p) if ok && stored.is_some() && p.kind == PrincipalKind::User && !p.disabled => Ok(p.name),
+            _ => Err(()),
+        }
+    }
+
+    /// Whether `user` may use the page (an enabled user; agents and groups sign in nowhere),
+    /// and whether as an admin.
+    pub fn may_sign_in(&self, user: &str) -> Result<bool, String> {
+        match self.identity.principal_get(user) {
+            Ok(Some(p)) if p.kind == PrincipalKind::User && !p.disabled => Ok(p.admin),
+            Ok(_) => Err(format!(
+                "there is no enabled user `{user}` on this gateway; an admin adds one with `toolgate admin user add {user}`"
+            )),
+            Err(e) => Err(format!("cannot read the users now: {e}")),
+        }
+    }
+
+    /// A new session for `user`: its cookie value.
+    pub fn open_session(&self, user: &str) -> Result<String, GatewayError> {
+        let token = random_token()?;
+        let admin = self.may_sign_in(user).map_err(GatewayError::Oidc)?;
+        let session =
+            Session { user: user.to_owned(), admin, csrf: random_token()?, expires: Instant::now() + SESSION_TTL };
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        sessions.retain(|_, s| s.expires > now);
+        if sessions.len() >= MAX_SESSIONS {
+            return Err(GatewayError::Oidc("too many open sessions; try again later".to_owned()));
+        }
+        sessions.insert(digest(&token), session);
+        Ok(token)
+    }
+
+    /// The live session a cookie value names, if any; a disabled user loses it at once, and
+    /// the admin flag is the store's now.
+    pub fn session(&self, token: &str) -> Option<Session> {
+        let key = digest(token);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut session = sessions.get(&key)?.clone();
+        let now = self.may_sign_in(&session.user);
+        match now {
+            Ok(admin) if session.expires > Instant::now() => {
+                session.admin = admin;
+                Some(session)
+            }
+            _ => {
+                sessions.remove(&key);
+                None
+            }
+        }
+    }
+
+    /// Ends a session.
+    pub fn close_session(&self, token: &str) {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).remove(&digest(token));
+    }
+
+    /// Starts an OIDC sign-in: the provider URL to send the browser to, and the `state` that
+    /// the browser's cookie binds to this sign-in.
+    pub fn begin_oidc(&self) -> Result<(String, String), String> {
+        let oidc = self.oidc.as_ref().ok_or("OIDC is not configured ([gateway.oidc])")?;
+        let (url, pending) = oidc.begin();
+        let state = pending.state.clone();
+        let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        all.retain(|_, (_, at)| now.duration_since(*at) < PENDING_TTL);
+        if all.len() >= MAX_PENDING {
+            return Err("too many sign-ins under way; try again in a few minutes".to_owned());
+        }
+        all.insert(state.clone(), (pending, now));
+        Ok((url, state))
+    }
+
+    /// Finishes an OIDC sign-in: `state` must be one this server started, and the one the
+    /// browser's cookie names (so nobody can sign a browser in to their own account).
+    pub async fn finish_oidc(&self, state: &str, cookie_state: Option<&str>, code: &str) -> Result<String, String> {
+        let oidc = self.oidc.as_ref().ok_or("OIDC is not configured ([gateway.oidc])")?;
+        if !cookie_state.is_some_and(|c| same_text(c, state)) {
+            return Err("this sign-in was not started in this browser; start again from the sign-in page".to_owned());
+        }
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(state);
+        let Some((pending, at)) = pending else {
+            return Err("unknown or used sign-in; start again from the sign-in page".to_owned());
+        };
+        if at.elapsed() >= PENDING_TTL {
+            return Err("the sign-in took too long; start again from the sign-in page".to_owned());
+        }
+        oidc.finish(pending, code).await
+    }
+}
