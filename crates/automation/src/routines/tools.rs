@@ -304,6 +304,12 @@ impl RoutineTool {
         if let Some(next) = r.next_fire_ms {
             text.push_str(&format!(" Next fire: {} ({}).", format_in(next, &spec.timezone), spec.timezone));
         }
+        if spec.trigger == Trigger::Event && spec.event_channel.as_deref() == Some("message") {
+            text.push_str(
+                " It fires on messages that channels with `receive = true` take at POST /hooks/messages/CHANNEL \
+                 of `toolgate serve --http` (docs/automation.md, \"Inbound messages\"); the subject is `CHANNEL:sender`.",
+            );
+        }
         if spec.trigger == Trigger::Webhook {
             text.push_str(&format!(
                 " Webhook: POST /hooks/{name} with `X-Toolgate-Timestamp: UNIX_SECONDS` and \

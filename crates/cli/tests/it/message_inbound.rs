@@ -165,13 +165,11 @@ async fn inbound_messages_fire_message_routines_and_forgeries_publish_nothing() 
         ("flood", "hook:flood-*", 3600),
     ];
     for (name, pattern, cooldown) in routines {
-        call(
-            ws.path(),
-            "routine_create",
-            json!({"name": name, "trigger_type": "event", "event_channel": "message", "event_pattern": pattern,
-                   "action_type": "lightweight", "prompt": format!("Summarize the message ({name})."),
-                   "cooldown_secs": cooldown}),
-        );
+        let params = json!({"name": name, "trigger_type": "event", "event_channel": "message", "event_pattern": pattern,
+                            "action_type": "lightweight", "prompt": format!("Summarize the message ({name})."),
+                            "cooldown_secs": cooldown});
+        let out = toolgate(ws.path(), &["call", "routine_create", &params.to_string()], "");
+        assert!(out.contains("POST /hooks/messages/CHANNEL"), "the result says where messages arrive: {out}");
     }
     let server = HttpServer::start_in(TOOLGATE, ws, &[]);
     let (url, ws) = (server.url.clone(), server.ws.path().to_owned());
