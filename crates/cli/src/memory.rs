@@ -80,6 +80,6 @@ fn describe(p: &IndexProgress) -> String {
 fn bar(p: &IndexProgress, line: &str) -> String {
     const WIDTH: usize = 30;
     let (done, of) = if p.text < p.notes || !p.vectors { (p.text, p.notes) } else { (p.embedded, p.notes) };
-    let filled = if of == 0 { WIDTH } else { done.min(of) * WIDTH / of };
+    let filled = (done.min(of) * WIDTH).checked_div(of).unwrap_or(WIDTH);
     format!("[{}{}] {line}", "#".repeat(filled), ".".repeat(WIDTH - filled))
 }
