@@ -242,8 +242,11 @@ impl Drive<'_> {
                 out.status = RunStatus::Done;
                 break;
             }
+            // One turn's calls form a batch: approvals they wait for are shown together in the
+            // inbox and decided per call; a denied one is answered as an error and the turn goes on.
+            let batch = (reply.tool_calls.len() > 1).then(|| format!("{}#{}", self.session, out.iterations));
             for (i, call) in reply.tool_calls.iter().enumerate() {
-                let (result, reached_gate) = self.call_tool(call, &cancel).await;
+                let (result, reached_gate) = self.call_tool(call, &cancel, batch.as_deref()).await;
                 out.tool_calls += u32::from(reached_gate);
                 let cancelled = matches!(result, Err(ToolError::Cancelled)) && cancel.is_cancelled();
                 loop_refusals = if is_loop_refusal(&result) { loop_refusals + 1 } else { 0 };
@@ -301,11 +304,13 @@ impl Drive<'_> {
         &self,
         call: &ToolCall,
         cancel: &CancellationToken,
+        batch: Option<&str>,
     ) -> (Result<toolgate_core::ToolOutput, ToolError>, bool) {
         match self.check(call) {
             Ok(params) => {
                 let mut ctx = self.ctx.clone();
                 ctx.call_id = String::new();
+                ctx.batch = batch.map(str::to_owned);
                 ctx.cancel = cancel.child_token();
                 let result = tokio::select! {
                     r = self.caller.call(&ctx, &call.name, params) => r,

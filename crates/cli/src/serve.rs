@@ -55,7 +55,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let config = global.load_config()?;
     // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a
     // prompt. Over HTTP, requests the client cannot answer wait in the approvals API.
-    let pending = PendingApprovals::new();
+    // Over HTTP the inbox is durable (the state database): entries outlive a restart and
+    // another process (`toolgate approvals approve`) can decide them.
+    let pending = match args.http {
+        Some(_) => PendingApprovals::open(&workspace.join(".toolgate/state.db"), &config.approval)
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => PendingApprovals::new(),
+    };
     let approver: Arc<dyn toolgate::Approver> = match args.http {
         Some(_) => Arc::new(FirstAvailable(vec![Arc::new(McpApprover::default()), pending.clone()])),
         None => Arc::new(McpApprover::default()),

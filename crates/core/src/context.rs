@@ -65,6 +65,9 @@ pub struct CallContext {
     /// The client of the call, when one is connected and can be sent notes (the MCP server
     /// sets it; `message` to an `mcp` channel uses it).
     pub client: ClientChannel,
+    /// The batch this call belongs to: one model turn's calls (the agent runtime sets it), so
+    /// approvals they wait for are shown and decided together, each call on its own.
+    pub batch: Option<String>,
 }
 
 impl CallContext {
@@ -83,6 +86,7 @@ impl CallContext {
             audit: AuditNote::default(),
             approval_subject: None,
             client: ClientChannel::default(),
+            batch: None,
         }
     }
 

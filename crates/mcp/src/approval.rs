@@ -11,6 +11,11 @@
 //! - 2026-07-28 (no server-to-client requests): the call ends with an `InputRequiredResult`
 //!   carrying the elicitation; the client asks its user and retries the call with the answer
 //!   in `inputResponses`, where [`ask_client`] finds it on the second run.
+//!
+//! When the decision is someone else's (a team's approvals inbox), a 2026-07-28 client that
+//! declared URL elicitation is sent the inbox entry's address instead ([`defer_to_url`]) with an
+//! opaque `requestState` the server sealed; the retried call brings it back
+//! ([`echoed_request_state`]) and resumes from the decision.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +29,10 @@ use serde_json::json;
 
 /// The `inputRequests` key toolgate uses for its approval question.
 pub(crate) const APPROVAL_KEY: &str = "toolgate_approval";
+
+/// The `inputRequests` key of the URL that points at an inbox entry (its answer carries no
+/// decision: the decision is in the inbox).
+pub(crate) const INBOX_KEY: &str = "toolgate_inbox";
 
 /// How the running call can reach its client's user.
 #[derive(Clone)]
@@ -39,6 +48,12 @@ pub(crate) enum Channel {
 pub(crate) struct InlineRound {
     answer: Mutex<Option<ClientAnswer>>,
     question: Mutex<Option<String>>,
+    /// The client declared URL elicitation.
+    url_mode: bool,
+    /// The `requestState` the retried request echoed.
+    echoed_state: Option<String>,
+    /// The inbox entry to point the client at: message, URL, sealed state.
+    deferred: Mutex<Option<(String, String, String)>>,
 }
 
 impl InlineRound {
@@ -48,12 +63,27 @@ impl InlineRound {
             .and_then(|r| r.get(APPROVAL_KEY))
             .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
             .map(|r| answer_of(&r));
-        InlineRound { answer: Mutex::new(answer), question: Mutex::new(None) }
+        InlineRound { answer: Mutex::new(answer), ..Default::default() }
+    }
+
+    /// The same round, for a client that declared URL elicitation (`url_mode`) and echoed
+    /// `state`.
+    pub(crate) fn with_url(mut self, url_mode: bool, state: Option<String>) -> Self {
+        self.url_mode = url_mode;
+        self.echoed_state = state;
+        self
     }
 
     /// The `InputRequiredResult` to end the call with, when an approval was asked and not
     /// answered in this round.
     pub(crate) fn input_required(&self) -> Option<InputRequiredResult> {
+        if let Some((message, url, state)) = lock(&self.deferred).take() {
+            let mut requests = InputRequests::new();
+            let params =
+                ElicitRequestParams::UrlElicitationParams { meta: None, message, url, elicitation_id: String::new() };
+            requests.insert(INBOX_KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(params)));
+            return Some(InputRequiredResult::new(Some(requests), Some(state)));
+        }
         let question = lock(&self.question).take()?;
         let mut requests = InputRequests::new();
         requests.insert(APPROVAL_KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(form(question)?)));
@@ -145,6 +175,29 @@ pub async fn ask_client(message: &str, timeout: Duration) -> Option<ClientAnswer
                 }
             }
         }
+    }
+}
+
+/// The `requestState` the client echoed with this call (2026-07-28), if any. Untrusted: the
+/// server that sealed it opens it and checks what it is bound to.
+pub fn echoed_request_state() -> Option<String> {
+    match CLIENT.try_with(Clone::clone).ok()? {
+        Channel::Inline(round) => round.echoed_state.clone(),
+        Channel::Request(_) => None,
+    }
+}
+
+/// Ends the running call with a URL-mode elicitation pointing the client's user at `url`
+/// (where someone decides), carrying `state` for the retry. `false` when the client cannot be
+/// sent one (not a 2026-07-28 client that declared URL elicitation): the call then says in its
+/// error what it waits for.
+pub fn defer_to_url(message: &str, url: &str, state: &str) -> bool {
+    match CLIENT.try_with(Clone::clone) {
+        Ok(Channel::Inline(round)) if round.url_mode => {
+            *lock(&round.deferred) = Some((message.to_owned(), url.to_owned(), state.to_owned()));
+            true
+        }
+        _ => false,
     }
 }
 

@@ -398,11 +398,12 @@ async fn serve_api(api: &dyn ApiHandler, config: &HttpConfig, req: Request<Incom
     }
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
+    let caller = req.extensions().get::<crate::Caller>().cloned();
     let body = match http_body_util::Limited::new(req.into_body(), config.max_body_bytes).collect().await {
         Ok(body) => body.to_bytes(),
         Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
     };
-    let Some((status, json)) = api.handle(&method, &path, &body) else {
+    let Some((status, json)) = api.handle_as(caller.as_ref(), &method, &path, &body) else {
         return plain(StatusCode::NOT_FOUND, "no such endpoint under /api/");
     };
     let mut response = Response::new(Full::new(Bytes::from(json.to_string())).boxed());

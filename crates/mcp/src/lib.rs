@@ -79,7 +79,7 @@ mod stdio_guard;
 mod tasks;
 mod token;
 
-pub use approval::{ClientAnswer, ask_client};
+pub use approval::{ClientAnswer, ask_client, defer_to_url, echoed_request_state};
 pub use caller::{Authenticator, Caller, Refusal};
 pub use convert::RESULT_META;
 pub use error::Error;

@@ -267,8 +267,10 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         let mut round = None;
         let channel = if legacy {
             approval::can_elicit(&context.peer).then(|| Channel::Request(context.peer.clone()))
-        } else if context.client_capabilities().is_some_and(|c| c.elicitation.is_some()) {
-            let inline = Arc::new(InlineRound::from_responses(request.input_responses.as_ref()));
+        } else if let Some(elicitation) = context.client_capabilities().and_then(|c| c.elicitation) {
+            let inline = InlineRound::from_responses(request.input_responses.as_ref())
+                .with_url(elicitation.url.is_some(), request.request_state.clone());
+            let inline = Arc::new(inline);
             round = Some(Arc::clone(&inline));
             Some(Channel::Inline(inline))
         } else {

@@ -201,11 +201,38 @@ pub struct ApprovalConfig {
     pub mode: ApprovalMode,
     /// How long to wait for an answer before treating silence as "deny" (default 120 s).
     pub timeout_secs: u64,
+    /// The approvals inbox of `toolgate serve --http`: how long an entry can be decided before
+    /// it expires (a denial; default 3600 s).
+    pub expires_secs: u64,
+    /// How long a call waits in the inbox before it is told "waiting for approval N" (a retry
+    /// with the same arguments resumes; default 600 s, bounded by `timeout_secs`).
+    pub wait_secs: u64,
+    /// Refuse a decision by the user the call is made for (default false).
+    pub no_self_approval: bool,
+    /// A URL that is sent each new inbox entry as JSON (`POST`); when it fails, the entry is
+    /// denied after `notify_fallback_secs` unless someone decided it.
+    pub notify_url: Option<String>,
+    /// See `notify_url` (default 300 s; 0: wait for the expiry instead).
+    pub notify_fallback_secs: u64,
+    /// Where an entry can be decided, shown to clients (`{id}` is replaced by its number).
+    pub inbox_url: Option<String>,
+    /// How often the key that seals `requestState`s is replaced (default 7 days).
+    pub key_rotation_days: u64,
 }
 
 impl Default for ApprovalConfig {
     fn default() -> Self {
-        ApprovalConfig { mode: ApprovalMode::OnRequest, timeout_secs: 120 }
+        ApprovalConfig {
+            mode: ApprovalMode::OnRequest,
+            timeout_secs: 120,
+            expires_secs: 3600,
+            wait_secs: 600,
+            no_self_approval: false,
+            notify_url: None,
+            notify_fallback_secs: 300,
+            inbox_url: None,
+            key_rotation_days: 7,
+        }
     }
 }
 

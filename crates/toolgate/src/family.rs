@@ -86,14 +86,24 @@ impl Mounted {
 
 impl ApiHandler for Mounted {
     fn handle(&self, method: &str, path: &str, body: &[u8]) -> Option<(u16, serde_json::Value)> {
+        self.handle_as(None, method, path, body)
+    }
+
+    fn handle_as(
+        &self,
+        caller: Option<&toolgate_mcp::Caller>,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Option<(u16, serde_json::Value)> {
         let claimed = self.families.iter().find(|(name, _)| {
             path.strip_prefix("/api/")
                 .and_then(|p| p.strip_prefix(name))
                 .is_some_and(|r| r.is_empty() || r.starts_with('/'))
         });
         match claimed {
-            Some((_, api)) => api.handle(method, path, body),
-            None => self.rest.as_ref()?.handle(method, path, body),
+            Some((_, api)) => api.handle_as(caller, method, path, body),
+            None => self.rest.as_ref()?.handle_as(caller, method, path, body),
         }
     }
 }

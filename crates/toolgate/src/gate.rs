@@ -418,6 +418,12 @@ impl Gate {
         &self.mcp
     }
 
+    /// The revision of the `[tools]` policy in force (a digest of its configuration): the
+    /// approvals inbox binds each entry to it.
+    pub fn policy_revision(&self) -> String {
+        self.policy.revision()
+    }
+
     /// The policy stage, replaced by [`Gate::reload`].
     pub(crate) fn dialect_stage(&self) -> &DialectStage {
         &self.dialects
@@ -651,6 +657,10 @@ impl Gate {
                 subject: safety.approval_subject.as_deref().map(|s| output::scrub(s, &self.services.detector)),
                 reason,
                 identity: ctx.identity.clone(),
+                digest: String::new(),
+                policy_revision: self.policy.revision(),
+                batch: ctx.batch.clone(),
+                wait: std::time::Duration::ZERO,
             })
             .await?;
         trace.push(approval.to_owned());

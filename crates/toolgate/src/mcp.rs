@@ -95,9 +95,14 @@ impl Approver for McpApprover {
     }
 }
 
-/// The approvals API (`GET /api/approvals`, `POST /api/approvals/{id}`) served beside `/mcp`.
+/// The approvals API (`GET /api/approvals`, `POST /api/approvals/{id}`) served beside `/mcp`;
+/// a decision is recorded as the key's user (`local` for the single-user token).
 impl ApiHandler for crate::approvals::PendingApprovals {
     fn handle(&self, method: &str, path: &str, body: &[u8]) -> Option<(u16, Value)> {
         self.handle_api(method, path, body)
+    }
+
+    fn handle_as(&self, caller: Option<&Caller>, method: &str, path: &str, body: &[u8]) -> Option<(u16, Value)> {
+        self.handle_api_as(caller.map_or("local", |c| c.user.as_str()), method, path, body)
     }
 }

@@ -41,7 +41,7 @@ impl Gate {
         let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
         let mut current = self.custom_names().lock().unwrap_or_else(PoisonError::into_inner);
         services.registry.swap_dynamic(tools, &current)?;
-        self.policy_stage().replace(policy);
+        self.policy_stage().replace(policy, &config.tools.policy);
         if self.dialect_stage().replace(config)? {
             // MCP clients list the tools again, under the new names.
             services.registry.touch();

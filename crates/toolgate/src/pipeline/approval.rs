@@ -34,6 +34,18 @@ pub struct ApprovalRequest {
     pub reason: String,
     /// Who is asking.
     pub identity: Identity,
+    /// The SHA-256 (hex) of the exact parameters, secrets included (never shown): a decision
+    /// applies to these parameters only. Set by the approval stage.
+    pub digest: String,
+    /// The policy revision in force ([`crate::Gate::policy_revision`]); a decision made under
+    /// another revision does not apply.
+    pub policy_revision: String,
+    /// The batch the call belongs to (one model turn's calls that wait together), if known.
+    pub batch: Option<String>,
+    /// How long the gate waits for the answer (`[approval] timeout_secs`); a channel that
+    /// waits longer is cut off with "no answer". Set by the approval stage.
+    #[serde(skip)]
+    pub wait: Duration,
 }
 
 impl fmt::Display for ApprovalRequest {
@@ -58,6 +70,16 @@ pub enum ApprovalAnswer {
     Deny {
         /// Why, in the person's words.
         message: Option<String>,
+    },
+    /// Nobody has decided yet, and the call cannot wait longer: it is refused with "waiting
+    /// for approval N", and a retry with the same arguments resumes from the decision.
+    Waiting {
+        /// The inbox entry.
+        approval: i64,
+        /// Where a person decides it, when the server has a page for it.
+        url: Option<String>,
+        /// When it expires (Unix ms).
+        expires_ms: i64,
     },
 }
 
@@ -123,7 +145,9 @@ impl ApprovalStage {
             },
             str::to_owned,
         );
-        let request = request(reason);
+        let mut request = request(reason);
+        request.digest = params_digest(params);
+        request.wait = self.timeout;
         let key = (
             request.identity.user.clone(),
             request.identity.agent.clone(),
@@ -156,6 +180,19 @@ impl ApprovalStage {
                 Ok("approval: allowed always")
             }
             ApprovalAnswer::Deny { message } => Err(ToolError::ApprovalDenied { tool: spec.name.clone(), message }),
+            ApprovalAnswer::Waiting { approval, url, expires_ms } => {
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+                let left = (expires_ms - now).max(0) / 1000;
+                let at = url.map(|u| format!(" ({u})")).unwrap_or_default();
+                Err(ToolError::NeedsApproval {
+                    tool: spec.name.clone(),
+                    reason: format!("waiting for approval {approval}: {}", request.reason),
+                    how: format!(
+                        "A person decides it in the approvals inbox{at} (`toolgate approvals pending`, GET /api/approvals); \
+                         call again with exactly the same arguments once it is decided; it expires in {left} s"
+                    ),
+                })
+            }
         }
     }
 
@@ -188,6 +225,11 @@ impl ApprovalStage {
         }
         self.in_memory.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
     }
+}
+
+/// The SHA-256 (hex) of the exact parameters (`serde_json` writes object keys in order).
+fn params_digest(params: &Value) -> String {
+    Sha256::digest(params.to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What a grant covers: the tool's normalized subject (for `exec`, the unwrapped commands), or

@@ -13,11 +13,21 @@ use toolgate_policy::{Caller, Decision, Policy, PolicyConfig, PolicyError, ToolR
 #[derive(Debug)]
 pub(crate) struct PolicyStage {
     policy: RwLock<Arc<Policy>>,
+    /// The revision of the policy in force: a digest of its configuration, so the same policy
+    /// has the same revision across restarts and any change makes a new one (an approval is
+    /// bound to the revision it was asked under).
+    revision: RwLock<String>,
 }
 
 impl PolicyStage {
     pub(crate) fn new(config: PolicyConfig) -> Result<Self, PolicyError> {
-        Ok(PolicyStage { policy: RwLock::new(Arc::new(Policy::new(config)?)) })
+        let revision = revision(&config);
+        Ok(PolicyStage { policy: RwLock::new(Arc::new(Policy::new(config)?)), revision: RwLock::new(revision) })
+    }
+
+    /// The revision of the policy in force.
+    pub(crate) fn revision(&self) -> String {
+        self.revision.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The policy in force.
@@ -26,8 +36,9 @@ impl PolicyStage {
     }
 
     /// Puts `policy` in force for the calls that reach this stage from now on.
-    pub(crate) fn replace(&self, policy: Policy) {
+    pub(crate) fn replace(&self, policy: Policy, config: &PolicyConfig) {
         *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
+        *self.revision.write().unwrap_or_else(PoisonError::into_inner) = revision(config);
     }
 
     /// Whether `ctx`'s caller may see the tool, with the trace.
@@ -60,6 +71,14 @@ impl PolicyStage {
         }
         Ok(decision)
     }
+}
+
+/// `p` and the first 16 hex digits of the SHA-256 of the policy's configuration as JSON.
+fn revision(config: &PolicyConfig) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(config).unwrap_or_default();
+    let digest = Sha256::digest(text.as_bytes());
+    format!("p{}", digest.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>())
 }
 
 /// The approval requirement after policy: `ask` rules always ask; `allow` rules pre-approve,

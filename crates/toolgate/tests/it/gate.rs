@@ -649,19 +649,33 @@ async fn concurrent_pending_approvals_resolve_independently_over_the_api() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     assert!(listed.iter().all(|r| r["params"]["token"] == "[REDACTED]" && r["reason"] == "deploys to production"));
-    let ids: Vec<String> = listed.iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect();
+    // Entries are numbered by the store; the API takes the number.
+    let ids: Vec<i64> = listed.iter().map(|r| r["id"].as_i64().unwrap()).collect();
     let answer =
         |id: &str, body: &str| pending.handle_api("POST", &format!("/api/approvals/{id}"), body.as_bytes()).unwrap();
-    assert_eq!(answer(&ids[1], r#"{"decision": "deny", "message": "no"}"#).0, 200);
-    assert_eq!(answer(&ids[0], r#"{"decision": "allow_once"}"#).0, 200);
-    assert_eq!(answer(&ids[2], r#"{"decision": "allow_always"}"#).0, 200);
-    assert_eq!(answer(&ids[2], r#"{"decision": "deny"}"#).0, 404, "already answered");
+    assert_eq!(answer(&ids[1].to_string(), r#"{"decision": "deny", "message": "no"}"#).0, 200);
+    assert_eq!(answer(&ids[0].to_string(), r#"{"decision": "allow_once"}"#).0, 200);
+    assert_eq!(answer(&ids[2].to_string(), r#"{"decision": "allow_always"}"#).0, 200);
+    // The first decision stands: a second one is a conflict that names it.
+    let (status, body) = answer(&ids[2].to_string(), r#"{"decision": "deny"}"#);
+    assert_eq!(status, 409, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("allowed_always by local"), "{body}");
+    assert_eq!(answer("999", r#"{"decision": "deny"}"#).0, 404);
     assert_eq!(answer("nope", r#"{"decision": "maybe"}"#).0, 400);
     let results: Vec<bool> = futures_results(calls).await;
     let outcomes: std::collections::BTreeSet<bool> = results.iter().copied().collect();
     assert_eq!(results.iter().filter(|ok| **ok).count(), 2, "{results:?}");
     assert!(outcomes.contains(&false));
-    assert!(pending.list().is_empty(), "answered requests leave the queue");
+    assert!(pending.list().is_empty(), "decided entries are no longer pending");
+    // Each decision was used by its call, and its history says who decided.
+    for id in &ids {
+        let (status, body) = pending.handle_api("GET", &format!("/api/approvals/{id}"), b"").unwrap();
+        assert_eq!(status, 200);
+        assert!(body["approval"]["used_ms"].is_i64(), "{body}");
+        let kinds: Vec<&str> = body["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds.first(), Some(&"created"), "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"used"), "{kinds:?}");
+    }
 }
 
 async fn futures_results(calls: Vec<tokio::task::JoinHandle<Result<ToolOutput, ToolError>>>) -> Vec<bool> {
@@ -673,15 +687,44 @@ async fn futures_results(calls: Vec<tokio::task::JoinHandle<Result<ToolOutput, T
 }
 
 #[tokio::test]
-async fn unanswered_approvals_time_out_as_deny_and_leave_the_queue() {
-    use toolgate::approvals::PendingApprovals;
-    let pending = PendingApprovals::new();
+async fn an_unanswered_approval_stays_pending_is_resumed_by_a_retry_and_expires() {
+    use toolgate::approvals::{InboxSettings, PendingApprovals};
+    // A real state database: the inbox's entries and its requestState keys live in it.
+    let db = tempfile::tempdir().unwrap();
+    let store = Arc::new(toolgate::store::Store::open(&db.path().join("state.db")).unwrap());
+    let settings = InboxSettings { expires: Duration::from_secs(4), ..Default::default() };
+    let pending = PendingApprovals::durable(store.clone(), store.clone(), settings);
     let mut config = Config::default();
     config.approval.timeout_secs = 1;
     let f = gate(config, |b| b.tool(deploy()).approver(pending.clone()));
-    let err = f.call("deploy", json!({})).await.unwrap_err();
-    assert!(err.to_string().contains("no answer within 1 s"), "{err}");
-    assert!(pending.list().is_empty());
+    // Nobody answers within the call's wait: the call is told what it waits on, and the entry
+    // stays pending.
+    let err = f.call("deploy", json!({"token": "a"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
+    assert!(err.to_string().contains("waiting for approval 1"), "{err}");
+    assert_eq!(pending.list().len(), 1);
+    // A retry with the same arguments waits on the same entry; other arguments ask anew.
+    let err = f.call("deploy", json!({"token": "a"})).await.unwrap_err();
+    assert!(err.to_string().contains("waiting for approval 1"), "{err}");
+    let err = f.call("deploy", json!({"token": "b"})).await.unwrap_err();
+    assert!(err.to_string().contains("waiting for approval 2"), "a changed argument reuses nothing: {err}");
+    // Decided: the retry runs, once; the next call asks again.
+    let (status, _) = pending.handle_api("POST", "/api/approvals/1", br#"{"decision": "allow_once"}"#).unwrap();
+    assert_eq!(status, 200);
+    f.call("deploy", json!({"token": "a"})).await.unwrap();
+    let err = f.call("deploy", json!({"token": "a"})).await.unwrap_err();
+    assert!(err.to_string().contains("waiting for approval 3"), "an approval runs one call: {err}");
+    // Entry 2 expires undecided: a late decision is refused, and a retry asks anew.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while pending.list().iter().any(|r| r.id == 2) {
+        assert!(std::time::Instant::now() < deadline, "entry 2 never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = pending.handle_api("POST", "/api/approvals/2", br#"{"decision": "allow_once"}"#).unwrap();
+    assert_eq!(status, 410, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("expired"), "{body}");
+    let err = f.call("deploy", json!({"token": "b"})).await.unwrap_err();
+    assert!(err.to_string().contains("waiting for approval 4"), "{err}");
 }
 
 #[tokio::test]
