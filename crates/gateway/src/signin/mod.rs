@@ -269,3 +269,69 @@ impl SignIn {
         oidc.finish(pending, code).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use toolgate_store::Store;
+
+    use super::*;
+    use crate::Admin;
+
+    fn fixture() -> (tempfile::TempDir, SignIn) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn IdentityStore> = Arc::new(Store::open(&dir.path().join("state.db")).unwrap());
+        let admin = Admin::new(Arc::clone(&store));
+        admin.user_add("lee", true, &[]).unwrap();
+        admin.user_add("ann", false, &[]).unwrap();
+        set_password(store.as_ref(), "lee", "correct horse battery").unwrap();
+        (dir, SignIn::new(store, None))
+    }
+
+    const HOME: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn failures_are_counted_per_name_and_per_address() {
+        let (_dir, signin) = fixture();
+        for _ in 0..MAX_FAILURES_PER_USER {
+            assert_eq!(
+                signin.check_password("lee", "wrong password!", HOME).unwrap_err(),
+                "wrong user name or password"
+            );
+        }
+        // The right password no longer helps from anywhere: the name is locked for the window.
+        let elsewhere: IpAddr = "192.0.2.7".parse().unwrap();
+        let refused = signin.check_password("LEE", "correct horse battery", elsewhere).unwrap_err();
+        assert!(refused.contains("too many failed sign-ins"), "{refused}");
+        // One address trying many names is stopped too.
+        let (_dir, signin) = fixture();
+        for i in 0..MAX_FAILURES_PER_ADDRESS {
+            let _ = signin.check_password(&format!("user{i}"), "wrong password!", HOME);
+        }
+        let refused = signin.check_password("lee", "correct horse battery", HOME).unwrap_err();
+        assert!(refused.contains("too many failed sign-ins"), "{refused}");
+        assert_eq!(signin.check_password("lee", "correct horse battery", elsewhere).unwrap(), "lee");
+    }
+
+    #[test]
+    fn sessions_are_kept_as_digests_and_end_with_the_user() {
+        let (dir, signin) = fixture();
+        let token = signin.open_session("ann").unwrap();
+        assert_eq!(token.len(), 64, "256 bits in hex");
+        let session = signin.session(&token).unwrap();
+        assert!(!session.admin && session.user == "ann");
+        let kept = signin.sessions.lock().unwrap();
+        assert!(kept.keys().all(|k| *k == digest(&token)), "only the digest is kept");
+        drop(kept);
+        assert!(signin.session(&token[..63]).is_none() && signin.session("").is_none());
+        // Disabled: the session is gone at once.
+        let store: Arc<dyn IdentityStore> = Arc::new(Store::open(&dir.path().join("state.db")).unwrap());
+        Admin::new(store).set_disabled("ann", true).unwrap();
+        assert!(signin.session(&token).is_none());
+        // Groups and agents never sign in; a short password is refused with the rule.
+        assert!(signin.open_session("nobody").is_err());
+        assert!(hash_password("short").unwrap_err().to_string().contains("at least 12"));
+        let closed = signin.open_session("lee").unwrap();
+        signin.close_session(&closed);
+        assert!(signin.session(&closed).is_none());
+    }
+}

@@ -377,3 +377,29 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_asymmetric_algorithms_are_accepted() {
+        use CoreJwsSigningAlgorithm as A;
+        let announced = [A::None, A::HmacSha256, A::RsaSsaPkcs1V15Sha256, A::EcdsaP256Sha256, A::HmacSha512];
+        assert_eq!(pinned_algs(&announced), vec![A::RsaSsaPkcs1V15Sha256, A::EcdsaP256Sha256]);
+        assert_eq!(pinned_algs(&[A::None, A::HmacSha256]), vec![A::RsaSsaPkcs1V15Sha256], "never `none` or an HMAC");
+    }
+
+    #[test]
+    fn not_before_is_read_from_the_payload() {
+        use base64::Engine as _;
+        let jwt = |payload: &str| {
+            let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+            format!("{}.{}.sig", b64.encode(r#"{"alg":"RS256"}"#), b64.encode(payload))
+        };
+        assert_eq!(not_before(&jwt(r#"{"nbf":1700000000}"#)).unwrap(), Some(1_700_000_000));
+        assert_eq!(not_before(&jwt(r#"{"sub":"a"}"#)).unwrap(), None);
+        assert!(not_before(&jwt(r#"{"nbf":"soon"}"#)).is_err());
+        assert!(not_before("no-dots").is_err() && not_before("a.!!!.c").is_err());
+    }
+}
