@@ -21,6 +21,8 @@ const SCOPE: &str = "local";
 const MAX_FILES: usize = 100_000;
 /// Chunks embedded per batch.
 const EMBED_BATCH: usize = 32;
+/// Longest a search waits for the background indexer's first pass to have every note's words.
+const WORDS_WAIT: Duration = Duration::from_millis(100);
 /// Most threads embedding at once in the foreground (`toolgate memory index`, `sync`).
 const MAX_LANES: usize = 4;
 
@@ -88,6 +90,8 @@ struct BackgroundState {
     wanted: bool,
     /// The first pass over every note has ended (until then searches do not scan themselves).
     first_pass_done: bool,
+    /// The first pass has indexed every note's words.
+    words_done: bool,
     progress: IndexProgress,
 }
 
@@ -98,7 +102,13 @@ impl Background {
 
     fn want(&self) {
         self.lock().wanted = true;
-        self.wake.notify_one();
+        self.wake.notify_all();
+    }
+
+    /// Says the first pass has every note's words (searches waiting for that go on).
+    fn words_done(&self) {
+        self.lock().words_done = true;
+        self.wake.notify_all();
     }
 
     /// Waits (bounded) while searches run: a call never queues behind a batch it did not ask for.
@@ -232,6 +242,9 @@ impl LocalMemory {
             })
         })?;
         let Some(scanned) = scanned else { return Ok((SyncReport::default(), progress)) };
+        if background {
+            self.background.words_done();
+        }
         let publish = |p: &IndexProgress| {
             if background {
                 self.background.lock().progress = *p;
@@ -458,6 +471,8 @@ impl LocalMemory {
                 mem.check_once().and_then(|_| mem.index_pass(true, &mut |_| {}, &stop)).map(|(_, progress)| progress);
             let mut s = bg.lock();
             s.first_pass_done = true;
+            s.words_done = true;
+            bg.wake.notify_all();
             match result {
                 Ok(p) => s.progress = p,
                 Err(e) => {
@@ -582,7 +597,17 @@ impl MemoryStore for LocalMemory {
         }
         let _in_flight = InFlight::new(&self.background);
         let (background, first_pass_done, progress) = {
-            let s = self.background.lock();
+            let mut s = self.background.lock();
+            // A small workspace's words are indexed within milliseconds of the start: a search
+            // that comes first waits for them a little, never for the vectors.
+            if s.started && !s.words_done {
+                s = self
+                    .background
+                    .wake
+                    .wait_timeout_while(s, WORDS_WAIT, |s| s.started && !s.words_done)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
             (s.started, s.first_pass_done, s.progress)
         };
         // With the background indexer (serve), a search never waits for indexing: it answers
