@@ -404,6 +404,43 @@ fn mcp_accepts_the_providers_access_tokens_and_refuses_bad_ones() {
     }
 }
 
+/// An access token of `login` for the gateway on `port`, from the provider at `issuer`.
+fn access_token(issuer: &str, port: u16, login: &str) -> serde_json::Value {
+    let out = Command::new(node())
+        .arg(oidc_script("flow.mjs"))
+        .args(["token", issuer, login])
+        .env("AUDIENCE", format!("http://127.0.0.1:{port}/mcp"))
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn a_rotated_provider_key_is_read_on_its_unknown_key_id() {
+    let port = free_port();
+    let (_provider, issuer) = provider(port, 600);
+    let ws = workspace(port, Some(&issuer));
+    admin(ws.path(), &["user", "add", "ann"], "");
+    let _gateway = gateway(ws.path(), port);
+    let before = access_token(&issuer, port, "ann");
+    let before = before["access_token"].as_str().unwrap();
+    let (status, body) = mcp_call(port, before, "echo", serde_json::json!({"message": "old key"}));
+    assert!(status == 200 && body.contains("old key"), "{status} {body}");
+
+    // The provider rotates its key: the gateway's cached keys lack the new `kid`.
+    let provider_port: u16 = issuer.rsplit(':').next().unwrap().parse().unwrap();
+    let (status, _, rotated) = http(provider_port, "GET", "/rotate", &[], "");
+    assert_eq!(status, 200, "{rotated}");
+    let after = access_token(&issuer, port, "ann");
+    let after = after["access_token"].as_str().unwrap();
+    assert!(after.split('.').next() != before.split('.').next(), "a token under the new key");
+    let (status, body) = mcp_call(port, after, "echo", serde_json::json!({"message": "new key"}));
+    assert!(status == 200 && body.contains("new key"), "the keys were read again: {status} {body}");
+    // The old key is gone from the provider's set, so its tokens are refused now.
+    let (status, body) = mcp_call(port, before, "echo", serde_json::json!({"message": "old key"}));
+    assert_eq!(status, 401, "{body}");
+}
+
 #[test]
 fn without_oidc_no_metadata_is_published() {
     let port = free_port();

@@ -3,9 +3,12 @@
 //
 // Env: OIDC_PROVIDER (the package's lib/index.js), REDIRECT (the gateway's /signin/callback), AUDIENCE (the gateway's /mcp URL),
 // CLIENT_SECRET, TTL (access tokens' lifetime in seconds, default 600). Prints one JSON line {"issuer": ...} once listening; runs until killed.
+// `GET /rotate` replaces the signing key with a new one (a new `kid`; the old key is gone), as a
+// provider's key rotation does; sessions and grants start over with it.
 //
 // Clients: `toolgate` (the page's sign-in, confidential) and `mcp-client` (a public client that
 // gets JWT access tokens for AUDIENCE, as an MCP client signing in with OAuth would).
+import crypto from 'node:crypto';
 import http from 'node:http';
 import { pathToFileURL } from 'node:url';
 
@@ -17,7 +20,8 @@ const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const issuer = `http://127.0.0.1:${server.address().port}`;
 
-const provider = new Provider(issuer, {
+const make = (jwks) => new Provider(issuer, {
+  ...(jwks ? { jwks } : {}),
   clients: [
     {
       client_id: 'toolgate',
@@ -55,7 +59,17 @@ const provider = new Provider(issuer, {
     },
   },
 });
-// Loopback over plain HTTP is what the tests have.
-provider.proxy = false;
-server.on('request', provider.callback());
+let handle = make().callback();
+let rotations = 0;
+server.on('request', (req, res) => {
+  if (req.url === '/rotate') {
+    const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+    rotations += 1;
+    const jwk = { ...privateKey.export({ format: 'jwk' }), kid: `rotated-${rotations}`, use: 'sig', alg: 'RS256' };
+    handle = make({ keys: [jwk] }).callback();
+    res.end(JSON.stringify({ kid: jwk.kid }));
+    return;
+  }
+  handle(req, res);
+});
 console.log(JSON.stringify({ issuer }));
