@@ -9,6 +9,7 @@ mod support;
 mod agent;
 mod agent_search;
 mod announce;
+mod approvals_inbox;
 mod audit_state;
 mod binary_contents;
 mod browser;
