@@ -744,3 +744,66 @@ async fn a_prebuilt_component_that_breaks_the_rules_is_refused_and_not_installed
         assert!(!ws.path().join(format!(".toolgate/tools/{name}.wasm")).exists(), "{name} was installed");
     }
 }
+
+/// The same over MCP: an MCP client (the official Python SDK) calls `build_software` on
+/// `toolgate serve` and answers each approval by elicitation; the JavaScript tool is built,
+/// installed (the install's question shows the hash), listed to the same session, and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_mcp_a_javascript_wasm_tool_is_built_installed_and_answers() {
+    let jco = jco();
+    let tests = json!([{"input": {"text": "aeiou"}, "expect": "5 vowels"}]).to_string();
+    let case = Case {
+        kind: "wasm_tool",
+        lang: "javascript",
+        name: "count-vowels",
+        description: "Count the vowels of a text",
+        first: vec![("app.js", JS_APP.replace("|| []).length;", "|| []).length +;")), ("tests.json", tests)],
+        fix: vec![("app.js", JS_APP.to_owned())],
+        fed_back: "SyntaxError: Unexpected token ';'",
+    };
+    let server = scripted::Scripted::by_request(model(&case)).await;
+    let ws = tempfile::tempdir().unwrap();
+    let npm = root().join(".cache/wasm/npm");
+    let config = format!(
+        "[rate_limits]\nenabled = false\n\n[providers.script]\nbase_url = {:?}\nmax_retries = 0\n\n\
+         [agents.builder]\ndescription = \"Writes and fixes code\"\nprovider = \"script\"\nmodel = \"m\"\n\n\
+         [runtime.sandbox]\nextra_readable = [{:?}]\n\n[runtime.sandbox.limits]\naddress_space_bytes = {}\n",
+        server.url,
+        npm.display().to_string(),
+        64u64 << 30
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    let params = json!({"description": case.description, "type": "wasm_tool", "language": "javascript",
+                        "name": case.name})
+    .to_string();
+    // The variable goes to the Python client's environment, which hands it to the server.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/build_software_mcp.py");
+    let out = tokio::process::Command::new(crate::support::python::sdk_python())
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_toolgate"))
+        .arg(ws.path())
+        .args([params.as_str(), "wasm__count-vowels", r#"{"text": "model context protocol"}"#])
+        .env("TOOLGATE_JCO", &jco)
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the MCP client failed:\n{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no report ({e}):\n{stdout}\n{stderr}"));
+    assert_eq!(report["build"]["is_error"], false, "{report}");
+    assert!(report["build"]["text"].as_str().unwrap().contains("Installed as `wasm__count-vowels`"), "{report}");
+    let asked: Vec<&str> = report["asked"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(asked.iter().any(|m| m.contains("build_software")), "{asked:?}");
+    assert!(asked.iter().any(|m| m.contains("tool_install") && m.contains("BLAKE3")), "{asked:?}");
+    assert_eq!(report["listed"], true, "{report}");
+    assert_eq!(report["call"]["is_error"], false, "{report}");
+    // "model context protocol": o, e; o, e; o, o, o
+    assert!(report["call"]["text"].as_str().unwrap().contains("7 vowels"), "{report}");
+    let told = server
+        .requests()
+        .iter()
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .any(|m| m["role"] == "user" && m["content"].as_str().is_some_and(|c| c.contains(case.fed_back)));
+    assert!(told, "the syntax error was not fed back");
+}
