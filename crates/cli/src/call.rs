@@ -32,20 +32,25 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let params: Value = serde_json::from_str(&raw).map_err(|e| {
         anyhow::anyhow!("the parameters are not valid JSON: {e}; pass an object such as '{{\"message\": \"hi\"}}'")
     })?;
+    super::timings::lap("parameters");
     // One call, then the process ends: a job nobody waits for is left queued for a server.
     let gate = global.gate_with(true, |c| c.automation.jobs.one_shot = true)?;
     // Installed WASM tools are loaded (hash-checked, compiled or read from the cache) only for
     // a call to one of them: any other call would pay for every component.
     if args.tool.to_ascii_lowercase().starts_with("wasm__") {
         super::wasm::load(&gate).await;
+        super::timings::lap("wasm tools");
     }
     // Bridged MCP servers connect in the background; a call to one of their tools waits for
     // its server's first connection attempt.
     gate.start_mcp();
+    super::timings::lap("mcp start");
     let ctx = gate.context();
     let result = gate.call(&ctx, &args.tool, params).await;
+    super::timings::lap("the call");
     gate.shutdown();
-    match result {
+    super::timings::lap("shutdown + audit flush");
+    let code = match result {
         Ok(output) => {
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&output)?);
@@ -59,7 +64,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
                     outln!("{text}");
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
         Err(e) => {
             if args.json {
@@ -68,7 +73,11 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
             } else {
                 eprintln!("error: {e}");
             }
-            Ok(ExitCode::from(1))
+            ExitCode::from(1)
         }
-    }
+    };
+    super::timings::lap("output");
+    drop(gate);
+    super::timings::lap("gate drop (audit threads end)");
+    Ok(code)
 }

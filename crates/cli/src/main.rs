@@ -26,6 +26,7 @@ mod policy;
 mod sandbox;
 mod serve;
 mod terminal;
+mod timings;
 mod tools;
 mod wasm;
 
@@ -72,6 +73,10 @@ pub(crate) struct GlobalArgs {
     /// ironclaw (docs/dialects.md).
     #[arg(long, global = true, value_name = "NAME")]
     dialect: Option<String>,
+    /// Print how long each start-up phase took to stderr when the command ends (config, store,
+    /// registry, policy, runtime, the call, shutdown); also `TOOLGATE_TIMINGS=1`.
+    #[arg(long, global = true, env = "TOOLGATE_TIMINGS", value_parser = clap::builder::BoolishValueParser::new())]
+    timings: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -114,9 +119,19 @@ enum Command {
 }
 
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
+    let start = std::time::Instant::now();
     let cli = Cli::parse();
+    if cli.global.timings {
+        timings::enable(start);
+    }
     logging::init();
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    timings::lap("logging");
+    let mut runtime = match &cli.command {
+        // One call, then exit: a current-thread runtime starts no worker threads (blocking work
+        // still has its pool), which a single call never needs.
+        Some(Command::Call(_)) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
     if let Some(Command::Serve(args)) = &cli.command
         && args.is_stdio()
     {
@@ -126,6 +141,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
         runtime.worker_threads(1);
     }
     let runtime = runtime.enable_all().build().context("cannot start the async runtime")?;
+    timings::lap("tokio runtime");
     let code = runtime.block_on(async move {
         match cli.command {
             Some(Command::Tools(args)) => tools::run(&cli.global, args).await,
@@ -154,6 +170,8 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
     // after a signal the process would live on until then. Whatever they still hold dies with
     // the process (every child toolgate started does too, ARCHITECTURE.md).
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
+    timings::lap("runtime shutdown");
+    timings::print();
     code
 }
 
@@ -220,11 +238,14 @@ impl GlobalArgs {
     ) -> anyhow::Result<std::sync::Arc<Gate>> {
         let mut config = self.load_config()?;
         tweak(&mut config);
+        timings::lap("config load");
         let mut builder = Gate::builder(self.workspace()?).config(config);
         if approver && let Some(terminal) = terminal::TerminalApprover::if_attached() {
             builder = builder.approver(std::sync::Arc::new(terminal));
         }
-        Ok(builder.build_shared()?)
+        let gate = builder.build_shared()?;
+        timings::lap_gate("gate build", &gate);
+        Ok(gate)
     }
 }
 

@@ -464,6 +464,11 @@ fn busy_wait(tries: i32) -> bool {
 }
 
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    // Every open but a new build's first finds the schema current: one read, no write lock.
+    let version = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).doing("migrating")?;
+    if version == MIGRATIONS.len() as i64 {
+        return Ok(());
+    }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).doing("migrating")?;
     let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).doing("migrating")? as usize;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {

@@ -198,36 +198,47 @@ impl GateBuilder {
     /// servers are connected later, by [`Gate::start_mcp`]. The agent tools need
     /// [`Gate::bind_agents`] once the gate is in an `Arc` ([`GateBuilder::build_shared`] does both).
     pub fn build(self) -> Result<Gate, GateError> {
+        let mut timings = BuildTimings::start();
         let workspace = std::fs::canonicalize(&self.workspace)
             .map_err(|source| GateError::Workspace { path: self.workspace.clone(), source })?;
         if !workspace.is_dir() {
             let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
             return Err(GateError::Workspace { path: workspace, source });
         }
+        timings.lap("workspace");
         let dialects = DialectStage::new(&self.config)?;
+        timings.lap("dialects");
         let state_db = self.audit.db(&workspace);
         // Every area of the state database, one trait object each (SQLite, embedded).
         let stores = state_db.as_deref().map(Store::open).transpose()?.map(|s| Stores::sqlite(Arc::new(s)));
+        timings.lap("store open (+ migrations check)");
         // One embedder (a local model is loaded once, on first use) for memory and skill search.
         let embedder = crate::memory::embedder(&self.config.memory);
         let memory = crate::memory::open(&self.config, &workspace, state_db.as_deref(), embedder.clone())?;
+        timings.lap("memory index + embedder");
         let vault = stores
             .as_ref()
             .map(|s| Arc::new(crate::mcp_vault::StoreVault::new(Arc::clone(&s.secrets))) as Arc<dyn SecretVault>);
         let mcp = McpBridge::new(vault, self.mcp_timings);
+        timings.lap("mcp bridge");
+        // One fetcher for everything that touches the network (its HTTP client is built on the
+        // first request).
+        let fetcher = toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?;
+        timings.lap("fetcher");
+        // One process runner (sandboxes, background process table) for `exec` and friends and
+        // for the custom and skill tools.
+        let runner = toolgate_tools::runtime::ProcessRunner::new(self.config.runtime.clone())?;
+        timings.lap("process runner");
+        let detector = Arc::new(LeakDetector::new().from_env());
+        timings.lap("leak detector");
+        let agents =
+            crate::agent::build_runtime(&self.config, stores.as_ref().map(|s| Arc::clone(&s.sessions)), &workspace);
+        timings.lap("agent runtime");
         let services = Services {
-            // One fetcher for everything that touches the network (its HTTP client is built on
-            // the first request).
-            fetcher: toolgate_tools::web::fetcher(&self.config.web).map_err(|e| GateError::Web(e.to_string()))?,
-            // One process runner (sandboxes, background process table) for `exec` and friends
-            // and for the custom and skill tools.
-            runner: toolgate_tools::runtime::ProcessRunner::new(self.config.runtime.clone())?,
-            detector: Arc::new(LeakDetector::new().from_env()),
-            agents: crate::agent::build_runtime(
-                &self.config,
-                stores.as_ref().map(|s| Arc::clone(&s.sessions)),
-                &workspace,
-            ),
+            fetcher,
+            runner,
+            detector,
+            agents,
             // Shared from the start: the extension tools list what it holds.
             registry: Arc::new(Registry::new()),
             events: crate::events::Events::default(),
@@ -245,15 +256,18 @@ impl GateBuilder {
         registry.reserve(toolgate_dialect::protected_names());
         // The family table (`family::builtin`), then the embedder's families and tools.
         let mut families: Vec<Arc<dyn Family>> = if self.builtins { family::builtin() } else { Vec::new() };
+        timings.lap("services");
         for family in &families {
             for tool in family.tools(&services)? {
                 registry.register_builtin(tool)?;
             }
+            timings.lap_family(family.name());
         }
         for family in &self.families {
             for tool in family.tools(&services)? {
                 registry.register_dynamic(tool)?;
             }
+            timings.lap_family(family.name());
         }
         families.extend(self.families);
         for tool in self.tools {
@@ -267,12 +281,14 @@ impl GateBuilder {
             }
             _ => None,
         };
+        timings.lap("audit writer");
         let config = self.config;
         let mut custom_names = Vec::new();
         for tool in crate::extensions::custom_tools(&workspace, &config, services.stores.as_ref(), &services.runner)? {
             custom_names.push(tool.spec().name.clone());
             registry.register_dynamic(tool)?;
         }
+        timings.lap("custom + skill tools");
         let policy = PolicyStage::new(config.tools.policy.clone())?;
         let specs: Vec<ToolSpec> = registry.all().iter().map(|t| t.tool.spec().clone()).collect();
         crate::agent::check_research_tools(&config, &specs)?;
@@ -280,7 +296,8 @@ impl GateBuilder {
         for warning in policy.policy().warnings().iter().cloned().chain(policy.policy().known_tools(&refs)) {
             tracing::warn!("policy: {warning}");
         }
-        Ok(Gate {
+        timings.lap("policy");
+        let mut gate = Gate {
             workspace: Arc::from(workspace.into_boxed_path()),
             policy,
             dialects,
@@ -309,7 +326,36 @@ impl GateBuilder {
             custom_names: std::sync::Mutex::new(custom_names),
             services,
             families,
-        })
+            build_timings: Vec::new(),
+        };
+        timings.lap("pipeline stages");
+        gate.build_timings = timings.phases;
+        Ok(gate)
+    }
+}
+
+/// How long each phase of [`GateBuilder::build`] took, in order (`toolgate --timings` prints
+/// them): a few `Instant::now` reads per build, so it is always on.
+#[derive(Debug)]
+struct BuildTimings {
+    last: Instant,
+    phases: Vec<(String, std::time::Duration)>,
+}
+
+impl BuildTimings {
+    fn start() -> BuildTimings {
+        BuildTimings { last: Instant::now(), phases: Vec::with_capacity(32) }
+    }
+
+    /// Ends the phase `name`, started where the last one ended.
+    fn lap(&mut self, name: &str) {
+        let now = Instant::now();
+        self.phases.push((name.to_owned(), now - self.last));
+        self.last = now;
+    }
+
+    fn lap_family(&mut self, family: &str) {
+        self.lap(&format!("tools: {family}"));
     }
 }
 
@@ -347,6 +393,8 @@ pub struct Gate {
     /// The families whose tools are registered (routes and tasks: [`Gate::routes`],
     /// [`Gate::start_tasks`]).
     families: Vec<Arc<dyn Family>>,
+    /// How long each phase of the build took ([`Gate::build_timings`]).
+    build_timings: Vec<(String, std::time::Duration)>,
 }
 
 impl Gate {
@@ -368,6 +416,11 @@ impl Gate {
     /// The workspace root (absolute, canonical).
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// How long each phase of [`GateBuilder::build`] took, in order (`toolgate --timings`).
+    pub fn build_timings(&self) -> &[(String, std::time::Duration)] {
+        &self.build_timings
     }
 
     /// The configuration in force.

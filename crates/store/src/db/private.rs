@@ -50,27 +50,33 @@ pub(crate) fn prepare_db_file(path: &Path) -> std::io::Result<()> {
 }
 
 /// Removes the rights of group and others from `path` if it is a plain file or folder (not a
-/// link: a link's target is not ours to change), keeping the owner's.
-fn restrict(path: &Path) -> std::io::Result<()> {
+/// link: a link's target is not ours to change), keeping the owner's. Whether it changed it.
+fn restrict(path: &Path) -> std::io::Result<bool> {
     let meta = std::fs::symlink_metadata(path)?;
     if !(meta.is_file() || meta.is_dir()) {
-        return Ok(());
+        return Ok(false);
     }
     let mode = meta.permissions().mode() & 0o7777;
     let want = if meta.is_dir() { DIR_MODE | (mode & 0o700) } else { (mode & 0o700) | FILE_MODE };
     if mode != want {
         std::fs::set_permissions(path, Permissions::from_mode(want))?;
     }
-    Ok(())
+    Ok(mode != want)
 }
 
-/// `.toolgate/` becomes `0700` and every file and folder in it loses the rights of group and
-/// others. Best effort: a file that cannot be changed is logged, not an error (the folder's own
+/// `.toolgate/` becomes `0700` and, if it was not, every file and folder in it loses the rights
+/// of group and others. Best effort: a file that cannot be changed is logged, not an error (the folder's own
 /// mode already keeps others out).
 fn secure_tree(dir: &Path) {
-    if let Err(e) = restrict(dir) {
-        tracing::warn!(path = %dir.display(), error = %e, "cannot make the state folder private (chmod 700 it)");
-        return;
+    match restrict(dir) {
+        Err(e) => {
+            tracing::warn!(path = %dir.display(), error = %e, "cannot make the state folder private (chmod 700 it)");
+            return;
+        }
+        // Already private: fixed by an earlier open (or made so), and the folder alone keeps
+        // others out, so every open (four per `toolgate call`) does not walk it again.
+        Ok(false) => return,
+        Ok(true) => {}
     }
     let mut stack = vec![dir.to_path_buf()];
     let mut seen = 0;
