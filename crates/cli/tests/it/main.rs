@@ -42,4 +42,5 @@ mod routines;
 mod signals;
 mod teams;
 mod terminal;
+mod timings;
 mod wasm;
