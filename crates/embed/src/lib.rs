@@ -183,6 +183,8 @@ pub struct LazyModel {
     name: String,
     model: std::sync::OnceLock<Result<LocalModel, String>>,
     budget: Option<std::time::Duration>,
+    /// Loading has started (a search then does not wait for it beyond its budget).
+    loading: std::sync::atomic::AtomicBool,
 }
 
 impl LazyModel {
@@ -199,6 +201,7 @@ impl LazyModel {
             name: name.to_owned(),
             model: std::sync::OnceLock::new(),
             budget: Some(QUERY_BUDGET),
+            loading: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -210,6 +213,7 @@ impl LazyModel {
     }
 
     fn get(&self) -> Result<&LocalModel, StoreEmbedError> {
+        self.loading.store(true, std::sync::atomic::Ordering::Relaxed);
         self.model
             .get_or_init(|| LocalModel::load_installed(&self.models_dir, &self.name).map_err(|e| e.to_string()))
             .as_ref()
@@ -226,9 +230,15 @@ impl Embedder for LazyModel {
         self.dims
     }
 
-    /// Once loaded (loading takes longer than any budget, and happens once).
+    /// Once loading has started (the background indexer's warm-up): a search during the load
+    /// answers by words. Before that a search loads the model and waits for it (a single
+    /// `toolgate call` would otherwise never search by meaning).
     fn query_budget(&self) -> Option<std::time::Duration> {
-        self.model.get().and_then(|m| m.as_ref().ok()).and(self.budget)
+        if self.loading.load(std::sync::atomic::Ordering::Relaxed) { self.budget } else { None }
+    }
+
+    fn warm_up(&self) {
+        let _ = self.get();
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, StoreEmbedError> {

@@ -695,6 +695,11 @@ impl MemoryStore for LocalMemory {
             s.wanted = true;
             s.progress = IndexProgress { vectors: self.embedder.is_some(), running: true, ..IndexProgress::default() };
         }
+        // The model loads beside the first pass's words (once; it takes longer than a search's
+        // budget), so the first searches answer by words instead of waiting for it.
+        if let Some(e) = self.embedder.clone() {
+            let _ = std::thread::Builder::new().name("memory-model".into()).spawn(move || e.warm_up());
+        }
         let memory = Arc::downgrade(&self);
         let bg = self.background.clone();
         drop(self);

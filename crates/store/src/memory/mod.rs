@@ -49,6 +49,10 @@ pub trait Embedder: Send + Sync + Debug {
     fn query_budget(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// Gets ready to embed (loads a local model) so the first search does not wait for it:
+    /// the background indexer calls it on its own thread when it starts. Default: nothing.
+    fn warm_up(&self) {}
 }
 
 /// Why embedding failed (search falls back to full-text and says so).
