@@ -874,3 +874,76 @@ async fn the_output_cap_holds_for_the_whole_result_not_each_block() {
     assert!(total < 10_000 + 10 * 300 + 300, "{total} bytes of text reached the model");
     assert!(out.text_content().contains("190 more content block(s) omitted"), "{}", out.text_content());
 }
+
+/// A loopback receiver that answers every request with `status` and hands each body over.
+fn receiver(status: u16) -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/approvals", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+            let _ = write!(stream, "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (url, rx)
+}
+
+#[tokio::test]
+async fn approvers_are_notified_and_a_failed_notification_falls_back_to_deny() {
+    use toolgate::approvals::{InboxSettings, PendingApprovals, WebhookNotifier};
+    let db = tempfile::tempdir().unwrap();
+    let store = Arc::new(toolgate::store::Store::open(&db.path().join("state.db")).unwrap());
+    let settings = InboxSettings { notify_fallback: Some(Duration::from_secs(1)), ..Default::default() };
+    let pending = PendingApprovals::durable(store.clone(), store.clone(), settings);
+    let mut config = Config::default();
+    config.approval.timeout_secs = 1;
+    let f = gate(config, |b| b.tool(deploy()).approver(pending.clone()));
+    // A receiver that takes it: the entry, its secret redacted.
+    let (url, bodies) = receiver(204);
+    pending.set_notifier(Arc::new(WebhookNotifier::new(&url).unwrap()));
+    let err = f.call("deploy", json!({"token": "s3cret-token-value"})).await.unwrap_err();
+    assert!(err.to_string().contains("waiting for approval 1"), "{err}");
+    let body = bodies.recv_timeout(Duration::from_secs(20)).expect("the receiver was notified");
+    let sent: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(sent["event"], "approval_pending");
+    assert_eq!(sent["approval"]["id"], 1);
+    assert_eq!(sent["approval"]["tool"], "deploy");
+    assert!(!body.contains("s3cret-token-value"), "the secret is never sent: {body}");
+    // A receiver that fails: the failure is on the entry and in its history, and nobody
+    // deciding within the fallback denies it.
+    let (url, _bodies) = receiver(500);
+    pending.set_notifier(Arc::new(WebhookNotifier::new(&url).unwrap()));
+    let err = f.call("deploy", json!({"token": "other"})).await.unwrap_err();
+    assert!(err.to_string().contains("waiting for approval 2"), "{err}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (entry, events) = loop {
+        let (entry, events) = pending.get(2).unwrap();
+        if entry.status != toolgate::store::ApprovalStatus::Pending {
+            break (entry, events);
+        }
+        assert!(std::time::Instant::now() < deadline, "the fallback never denied entry 2");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(entry.status, toolgate::store::ApprovalStatus::Denied);
+    assert!(entry.notify_error.as_deref().is_some_and(|e| e.contains("HTTP 500")), "{entry:?}");
+    assert!(events.iter().any(|e| e.kind == "notify_failed"), "{events:?}");
+    let err = f.call("deploy", json!({"token": "other"})).await.unwrap_err();
+    assert!(matches!(err, ToolError::ApprovalDenied { .. }), "{err}");
+    assert!(err.to_string().contains("nobody could be notified"), "{err}");
+}
