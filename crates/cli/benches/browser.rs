@@ -48,8 +48,12 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolgate_benchkit::summary::{Row, Target};
 
-const ROUNDS: usize = 10;
+/// Rounds: 10, or 4 in `cargo xtask bench summary`'s short run.
+fn rounds() -> usize {
+    toolgate_benchkit::rounds(10, 4)
+}
 const CHROMIUM: &str = "/usr/bin/chromium";
 const STEPS: [&str; 4] = ["start", "navigate + snapshot", "click", "screenshot"];
 
@@ -334,7 +338,8 @@ async fn bench(addr: SocketAddr) {
     let (small, medium) = (format!("http://{addr}/small"), format!("http://{addr}/medium"));
     let (sw, sh) = screenshot_size();
     println!(
-        "browser benchmark: {chromium}, {ROUNDS} rounds, viewports 1280x800, toolgate's screenshot {sw}x{sh}, load average at start {}\n",
+        "browser benchmark: {chromium}, {} rounds, viewports 1280x800, toolgate's screenshot {sw}x{sh}, load average at start {}\n",
+        rounds(),
         loadavg()
     );
 
@@ -349,7 +354,7 @@ async fn bench(addr: SocketAddr) {
     }
 
     let mut times: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); STEPS.len()]; servers.len()];
-    for round in 0..ROUNDS {
+    for round in 0..rounds() {
         for (k, server) in servers.iter().enumerate() {
             server.close_browser().await;
             times[k][0].push(server.navigate(&small).await);
@@ -365,7 +370,7 @@ async fn bench(addr: SocketAddr) {
         }
     }
 
-    println!("### latency: {ROUNDS} rounds, servers taking turns\n");
+    println!("### latency: {} rounds, servers taking turns\n", rounds());
     println!(
         "| step | {} p50 | p90 | {} p50 | p90 | toolgate / Playwright MCP (p50) |",
         servers[0].name, servers[1].name
@@ -390,6 +395,19 @@ async fn bench(addr: SocketAddr) {
         println!("| {} | {} | {} | {t} |", server.name, snap.chars().count(), snap.lines().count());
     }
     println!("\ntoolgate / Playwright MCP tokens: {:.2}x", counted[0] as f64 / counted[1] as f64);
+    // The summary's rows: each step's p50 beside Playwright MCP's (the issue's target: at most
+    // 1.2x), and the snapshot's size (target: smaller).
+    for (s, step) in STEPS.iter().enumerate() {
+        let (a, b) = (percentile(&times[0][s], 50), percentile(&times[1][s], 50));
+        Row::new(format!("browser {step}, p50"), a.as_secs_f64() * 1e3, "ms")
+            .peer("Playwright MCP", b.as_secs_f64() * 1e3)
+            .target(Target::RatioAtMost(1.2))
+            .emit();
+    }
+    Row::new("browser snapshot of a medium page", counted[0] as f64, "tokens")
+        .peer("Playwright MCP", counted[1] as f64)
+        .target(Target::RatioAtMost(1.0))
+        .emit();
     if std::env::var_os("BENCH_SHOW_SNAPSHOTS").is_some() {
         for (server, snap) in servers.iter().zip(&snapshots) {
             println!("\n#### {}\n\n```\n{snap}\n```", server.name);
