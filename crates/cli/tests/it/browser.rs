@@ -4,45 +4,18 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::pages;
+
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 
 const PAGE: &str = "<title>CLI page</title><h1>Served on loopback</h1><a href=\"/next\">next</a>";
-
-/// Serves `PAGE` on loopback from a thread.
-fn serve_page() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let _ = stream.read(&mut buf);
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{PAGE}",
-                    PAGE.len()
-                );
-                let _ = stream.write_all(reply.as_bytes());
-            });
-        }
-    });
-    addr
-}
-
-/// A workspace whose `[web] allow_private` is exactly `addr`.
-fn workspace(addr: SocketAddr) -> tempfile::TempDir {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("toolgate.toml"), format!("[web]\nallow_private = [\"{addr}\"]\n")).unwrap();
-    ws
-}
 
 /// Processes whose command line mentions `dir` (the browser's profile is under it).
 fn browser_processes(dir: &Path) -> Vec<String> {
@@ -71,8 +44,8 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool, detail: impl Fn() -> S
 
 #[test]
 fn toolgate_call_opens_a_page_and_refuses_local_schemes() {
-    let addr = serve_page();
-    let ws = workspace(addr);
+    let addr = pages::serve(PAGE);
+    let ws = pages::workspace(addr);
     let params = json!({"action": "navigate", "url": format!("http://{addr}/"), "snapshot": true}).to_string();
     let out =
         Command::new(TOOLGATE).arg("--workspace").arg(ws.path()).args(["call", "browser", &params]).output().unwrap();
@@ -91,8 +64,8 @@ fn toolgate_call_opens_a_page_and_refuses_local_schemes() {
 
 #[test]
 fn a_killed_serve_leaves_no_browser_behind() {
-    let addr = serve_page();
-    let ws = workspace(addr);
+    let addr = pages::serve(PAGE);
+    let ws = pages::workspace(addr);
     let mut child = Command::new(TOOLGATE)
         .arg("--workspace")
         .arg(ws.path())

@@ -7,7 +7,6 @@
 //! With `TOOLGATE_KEEP_SCREENSHOTS` set, the screenshots the tests take are also copied to
 //! `/tmp/toolgate-screens/` (see [`keep`]), to be looked at by a person.
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::Command;
@@ -16,32 +15,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
+use crate::support::pages;
+
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 
 const PAGE: &str = "<!doctype html><title>Captured</title><style>body{margin:0;background:#0b6e4f;color:#fff;\
                     font:32px sans-serif}</style><h1>Served on loopback</h1><p id=late></p>\
                     <script>setTimeout(()=>{document.getElementById('late').textContent='drawn by script'},50)</script>";
-
-/// Serves `PAGE` on loopback from a thread.
-fn serve_page() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let _ = stream.read(&mut buf);
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{PAGE}",
-                    PAGE.len()
-                );
-                let _ = stream.write_all(reply.as_bytes());
-            });
-        }
-    });
-    addr
-}
 
 /// A loopback listener outside `allow_private` that counts the connections it gets.
 fn blocked_listener() -> (SocketAddr, Arc<AtomicUsize>) {
@@ -56,13 +36,6 @@ fn blocked_listener() -> (SocketAddr, Arc<AtomicUsize>) {
         }
     });
     (addr, seen)
-}
-
-/// A workspace whose `[web] allow_private` is exactly `addr`.
-fn workspace(addr: SocketAddr) -> tempfile::TempDir {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("toolgate.toml"), format!("[web]\nallow_private = [\"{addr}\"]\n")).unwrap();
-    ws
 }
 
 /// Width and height from a PNG's IHDR chunk; `None` when `png` is not a PNG.
@@ -119,9 +92,9 @@ fn call(ws: &Path, tool: &str, params: &Value) -> (bool, Value, String) {
 
 #[test]
 fn capture_screenshot_through_toolgate_call() {
-    let addr = serve_page();
+    let addr = pages::serve(PAGE);
     let (blocked, seen) = blocked_listener();
-    let ws = workspace(addr);
+    let ws = pages::workspace(addr);
     let url = format!("http://{addr}/");
     let params = json!({"url": url, "width": 640, "height": 360, "delay_ms": 200});
     let (ok, result, output) = call(ws.path(), "capture_screenshot", &params);
@@ -171,9 +144,9 @@ fn capture_screenshot_through_toolgate_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capture_screenshot_over_mcp_with_the_python_sdk() {
-    let addr = serve_page();
+    let addr = pages::serve(PAGE);
     let (blocked, seen) = blocked_listener();
-    let ws = workspace(addr);
+    let ws = pages::workspace(addr);
     let args = [
         TOOLGATE.to_owned(),
         ws.path().to_str().unwrap().to_owned(),

@@ -4,5 +4,6 @@
 pub mod hooks;
 pub mod llama;
 pub mod npm;
+pub mod pages;
 pub mod python;
 pub mod scripted;
