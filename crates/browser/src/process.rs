@@ -286,19 +286,24 @@ impl Process {
         Ok(process)
     }
 
-    /// Events the proxy logged since `from` (an index into its log), refusals only.
-    pub(crate) fn refusals(&self) -> Vec<ProxyEvent> {
-        self.proxy_log.events().into_iter().filter(|e| e.refused.is_some()).collect()
+    /// Where the proxy's log is now, for [`Process::refusals_since`].
+    pub(crate) fn proxy_mark(&self) -> u64 {
+        self.proxy_log.mark()
+    }
+
+    /// The connections the proxy refused since `mark` (a [`Process::proxy_mark`]).
+    pub(crate) fn refusals_since(&self, mark: u64) -> Vec<ProxyEvent> {
+        self.proxy_log.events_since(mark).into_iter().filter(|e| e.refused.is_some()).collect()
     }
 
     /// Errors when the proxy refused the address `url` (the page a navigation landed on) since
-    /// `refusals_before` (a count of [`Process::refusals`]): Chromium then shows the proxy's
-    /// refusal, not the site, so it is an error, not "opened".
-    pub(crate) fn check_landed(&self, url: &str, refusals_before: usize) -> Result<(), BrowserError> {
+    /// `mark` (a [`Process::proxy_mark`]): Chromium then shows the proxy's refusal, not the site,
+    /// so it is an error, not "opened".
+    pub(crate) fn check_landed(&self, url: &str, mark: u64) -> Result<(), BrowserError> {
         let Ok(parsed) = url::Url::parse(url) else { return Ok(()) };
         let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else { return Ok(()) };
         let target = format!("{}:{port}", host.trim_matches(['[', ']']));
-        let refused = self.refusals().into_iter().skip(refusals_before).find(|e| e.target == target);
+        let refused = self.refusals_since(mark).into_iter().find(|e| e.target == target);
         match refused.and_then(|e| e.refused) {
             Some(why) => {
                 Err(BrowserError::Refused(format!("{url} was not opened: toolgate's proxy refused it: {why}")))

@@ -169,9 +169,9 @@ impl Shot<'_> {
     async fn take(&self, session: &BrowserSession) -> Result<Taken, ToolError> {
         let tab = session.current().await.map_err(failed)?;
         tab.set_viewport(self.width, self.height).await.map_err(failed)?;
-        let refusals_before = session.inner.process.refusals().len();
+        let mark = session.inner.process.proxy_mark();
         let nav = session.navigate(self.url).await.map_err(failed)?;
-        session.inner.process.check_landed(&nav.url, refusals_before).map_err(failed)?;
+        session.inner.process.check_landed(&nav.url, mark).map_err(failed)?;
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }

@@ -203,7 +203,7 @@ impl Act<'_> {
     }
 
     async fn run(&self, action: &str) -> Result<ToolOutput, ToolError> {
-        let before = self.session.inner.process.refusals().len();
+        let mark = self.session.inner.process.proxy_mark();
         let tab = self.session.current().await.map_err(err)?;
         let refused_before = tab.state.refused.lock().unwrap_or_else(PoisonError::into_inner).len();
         if !matches!(action, "dialog" | "tabs" | "console" | "start") {
@@ -220,13 +220,13 @@ impl Act<'_> {
                 let url = self.need("url")?;
                 let tab = self.session.open_tab("about:blank").await.map_err(err)?;
                 let loaded = tab.navigate(url, self.timeout()).await.map_err(err)?;
-                self.check_landed(&tab, before)?;
+                self.check_landed(&tab, mark)?;
                 self.moved(&tab, loaded)
             }
             "navigate" => {
                 let url = self.need("url")?;
                 let loaded = tab.navigate(url, self.timeout()).await.map_err(err)?;
-                self.check_landed(&tab, before)?;
+                self.check_landed(&tab, mark)?;
                 self.moved(&tab, loaded)
             }
             "back" => self.back(&tab).await?,
@@ -271,7 +271,7 @@ impl Act<'_> {
         for r in refused {
             out.push_str(&format!("\nRefused: {r}"));
         }
-        for event in self.session.inner.process.refusals().into_iter().skip(before) {
+        for event in self.session.inner.process.refusals_since(mark) {
             if let Some(why) = event.refused {
                 out.push_str(&format!("\nBlocked a connection to {}: {why}", event.target));
             }
@@ -299,8 +299,8 @@ impl Act<'_> {
 
     /// A page whose own address the proxy refused (a redirect to a blocked address) shows the
     /// proxy's refusal, not the site: an error, not "opened".
-    fn check_landed(&self, tab: &Tab, refusals_before: usize) -> Result<(), ToolError> {
-        self.session.inner.process.check_landed(&tab.url(), refusals_before).map_err(err)
+    fn check_landed(&self, tab: &Tab, mark: u64) -> Result<(), ToolError> {
+        self.session.inner.process.check_landed(&tab.url(), mark).map_err(err)
     }
 
     fn moved(&self, tab: &Tab, loaded: bool) -> String {

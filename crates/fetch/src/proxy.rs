@@ -121,24 +121,49 @@ pub struct ProxyEvent {
     pub refused: Option<String>,
 }
 
-/// The last events of one proxy (at most 32), newest last.
+/// The last events of one proxy (at most 32), newest last, each numbered in order: a caller
+/// marks where it is ([`ProxyLog::mark`]) and later reads what came after
+/// ([`ProxyLog::events_since`]), which stays right however many events the window dropped.
 #[derive(Debug, Default)]
 pub struct ProxyLog {
-    events: Mutex<Vec<ProxyEvent>>,
+    events: Mutex<Window>,
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    /// The number of events ever pushed.
+    pushed: u64,
+    recent: std::collections::VecDeque<ProxyEvent>,
 }
 
 impl ProxyLog {
+    const KEPT: usize = 32;
+
     fn push(&self, event: ProxyEvent) {
-        let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        if events.len() == 32 {
-            events.remove(0);
+        let mut window = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        if window.recent.len() == Self::KEPT {
+            window.recent.pop_front();
         }
-        events.push(event);
+        window.recent.push_back(event);
+        window.pushed += 1;
     }
 
-    /// The events so far.
+    /// The events still kept.
     pub fn events(&self) -> Vec<ProxyEvent> {
-        self.events.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.events.lock().unwrap_or_else(PoisonError::into_inner).recent.iter().cloned().collect()
+    }
+
+    /// Where the log is now, for [`ProxyLog::events_since`].
+    pub fn mark(&self) -> u64 {
+        self.events.lock().unwrap_or_else(PoisonError::into_inner).pushed
+    }
+
+    /// The events pushed after `mark` that are still kept (the newest 32 at most).
+    pub fn events_since(&self, mark: u64) -> Vec<ProxyEvent> {
+        let window = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = usize::try_from(window.pushed.saturating_sub(mark)).unwrap_or(usize::MAX);
+        let skip = window.recent.len().saturating_sub(new);
+        window.recent.iter().skip(skip).cloned().collect()
     }
 }
 
@@ -404,6 +429,30 @@ mod tests {
     fn allow(entries: &[&str]) -> AllowHosts {
         let entries: Vec<String> = entries.iter().map(|e| e.to_string()).collect();
         AllowHosts::parse(&entries, "allow_hosts").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn event(n: usize) -> ProxyEvent {
+        ProxyEvent { target: format!("h{n}:80"), refused: n.is_multiple_of(2).then(|| "blocked".to_owned()) }
+    }
+
+    #[test]
+    fn events_since_a_mark_stay_right_after_the_window_drops_old_ones() {
+        let log = ProxyLog::default();
+        for n in 0..40 {
+            log.push(event(n));
+        }
+        let mark = log.mark();
+        assert!(log.events_since(mark).is_empty(), "nothing after the mark yet");
+        log.push(event(40));
+        log.push(event(41));
+        // By position in the 32-event window these would be lost; by number they are the two new.
+        assert_eq!(log.events_since(mark), vec![event(40), event(41)]);
+        for n in 42..100 {
+            log.push(event(n));
+        }
+        let since = log.events_since(mark);
+        assert_eq!(since.len(), 32, "at most the window, the newest");
+        assert_eq!(since.last(), Some(&event(99)));
     }
 
     #[test]

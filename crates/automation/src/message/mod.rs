@@ -91,7 +91,9 @@ pub struct MessageTool {
     secrets: Option<Arc<dyn SecretSource>>,
     outbox: Option<Arc<dyn OutboxStore>>,
     detector: Arc<LeakDetector>,
-    client: Option<reqwest::Client>,
+    /// Built on the first HTTP send: building it loads every root certificate (about 4 ms),
+    /// which a process that never sends a message (one `toolgate call`) should not pay.
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
     /// Send times in the last minute, per channel (the rate limit).
     sent: Mutex<HashMap<String, VecDeque<Instant>>>,
 }
@@ -136,7 +138,7 @@ impl MessageTool {
             secrets: setup.secrets.clone(),
             outbox: setup.outbox.clone(),
             detector: Arc::clone(&setup.detector),
-            client: http::client().ok(),
+            client: std::sync::OnceLock::new(),
             sent: Mutex::new(HashMap::new()),
         }
     }
@@ -227,7 +229,12 @@ impl MessageTool {
         secret: Option<&str>,
         m: &Outgoing<'_>,
     ) -> Result<(), SendError> {
-        let client = || self.client.as_ref().ok_or_else(|| SendError::permanent("no HTTP client could be built"));
+        let client = || {
+            self.client
+                .get_or_init(http::client)
+                .as_ref()
+                .map_err(|e| SendError::permanent(format!("no HTTP client: {e}")))
+        };
         let secret_or = || secret.ok_or_else(|| SendError::permanent("the channel's secret is missing"));
         match c.kind {
             ChannelKind::Webhook => {
