@@ -19,8 +19,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -30,6 +29,7 @@ use serde_json::{Value, json};
 use toolgate_testkit::serve::HttpServer;
 
 use crate::support::scripted::{Scripted, answer};
+use crate::support::signed::{self, python_hmac};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 const HOOK_KEY: &str = "inbound-hook-key-0f3a9c2e71b8";
@@ -61,20 +61,6 @@ fn call(ws: &Path, tool: &str, params: Value) -> Value {
     v.get("structured").cloned().unwrap_or(v)
 }
 
-/// Hex HMAC-SHA256 of `message` under `key`, computed by Python.
-fn python_hmac(key: &str, message: &str) -> String {
-    let script = "import hmac, hashlib, sys\n\
-                  print(hmac.new(sys.argv[1].encode(), sys.stdin.buffer.read(), hashlib.sha256).hexdigest())";
-    let mut child = Command::new("python3")
-        .args(["-c", script, key])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child.stdin.take().unwrap().write_all(message.as_bytes()).unwrap();
-    String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap().trim().to_owned()
-}
-
 fn now_secs() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
 }
@@ -89,26 +75,10 @@ fn slack_headers(secret: &str, ts: i64, body: &str) -> Vec<(&'static str, String
     vec![("X-Slack-Request-Timestamp", ts.to_string()), ("X-Slack-Signature", sig)]
 }
 
-/// A raw HTTP/1.1 POST; the status and the body.
+/// A raw HTTP/1.1 POST; the status and the body (as JSON when it is).
 fn post(url: &str, path: &str, headers: &[(&str, String)], body: &str) -> (u16, Value) {
-    let authority = url.trim_start_matches("http://").split('/').next().unwrap();
-    let mut s = TcpStream::connect(authority).unwrap();
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    // A refused large body may be answered before it is all read.
-    let _ = s.write_all(req.as_bytes());
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
-    (status, serde_json::from_str(body).unwrap_or_else(|_| json!(body)))
+    let (status, body) = signed::post(url, path, headers, body);
+    (status, serde_json::from_str(&body).unwrap_or_else(|_| json!(body)))
 }
 
 /// `routine_history` once `pred` holds (deadline 60 s).

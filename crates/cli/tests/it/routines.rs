@@ -3,14 +3,14 @@
 //! format), unsigned, tampered and replayed; and a cron routine across `kill -9` and restarts
 //! of the server: every minute fired once, none lost, none twice.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_testkit::serve::HttpServer;
+
+use crate::support::signed::{post, python_hmac};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -36,38 +36,7 @@ fn call(ws: &Path, tool: &str, params: Value) -> Value {
 
 /// HMAC-SHA256 of `TIMESTAMP.BODY` as `sha256=HEX`, computed by Python.
 fn python_signature(secret: &str, ts: i64, body: &str) -> String {
-    let script = "import hmac, hashlib, sys\n\
-                  key, ts, body = sys.argv[1].encode(), sys.argv[2].encode(), sys.stdin.buffer.read()\n\
-                  print('sha256=' + hmac.new(key, ts + b'.' + body, hashlib.sha256).hexdigest())";
-    let mut child = Command::new("python3")
-        .args(["-c", script, secret, &ts.to_string()])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-/// A raw HTTP/1.1 POST; returns the status and the body.
-fn post(url: &str, path: &str, headers: &[(&str, String)], body: &str) -> (u16, String) {
-    let authority = url.trim_start_matches("http://").split('/').next().unwrap();
-    let mut s = TcpStream::connect(authority).unwrap();
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+    format!("sha256={}", python_hmac(secret, &format!("{ts}.{body}")))
 }
 
 /// Kills `server` (SIGKILL) and keeps its workspace.

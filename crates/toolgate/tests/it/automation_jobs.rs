@@ -153,6 +153,17 @@ async fn a_failing_command_fails_the_job_with_its_exit_code() {
     assert_eq!(v["state"], "failed", "{v}");
 }
 
+/// The tool results a scripted model has been sent so far, oldest first.
+fn tool_results(req: &ModelRequest) -> Vec<&str> {
+    req.messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Calls `echo` once, then `exec` (which policy denies), then answers with what it saw.
 #[derive(Debug)]
 struct Worker;
@@ -160,14 +171,7 @@ struct Worker;
 #[toolgate::core::async_trait]
 impl ModelClient for Worker {
     async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
-        let results: Vec<&str> = req
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::Tool { content, .. } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
+        let results = tool_results(req);
         let call = |id: &str, name: &str, args: Value| ToolCall {
             id: id.into(),
             name: name.into(),
@@ -505,14 +509,7 @@ struct CredentialUser {
 impl ModelClient for CredentialUser {
     async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
         self.requests.lock().unwrap().push(format!("{:?}", req.messages));
-        let results: Vec<&str> = req
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::Tool { content, .. } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
+        let results = tool_results(req);
         let call = |name: &str, args: Value| ToolCall {
             id: format!("c{}", results.len()),
             name: name.into(),
@@ -648,14 +645,7 @@ struct BackgroundUser {
 impl ModelClient for BackgroundUser {
     async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
         self.requests.lock().unwrap().push(format!("{:?}", req.messages));
-        let results: Vec<&str> = req
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::Tool { content, .. } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
+        let results = tool_results(req);
         let call = |name: &str, args: Value| ToolCall {
             id: format!("c{}", results.len()),
             name: name.into(),

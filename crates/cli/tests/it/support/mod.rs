@@ -7,3 +7,4 @@ pub mod npm;
 pub mod pages;
 pub mod python;
 pub mod scripted;
+pub mod signed;
