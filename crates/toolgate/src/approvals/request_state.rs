@@ -248,7 +248,13 @@ mod tests {
     fn a_state_opens_only_for_its_principal_arguments_and_time() {
         let sealer = Sealer::new(&[9; 32]);
         let sealed = sealer.seal(&state()).unwrap();
-        assert!(!sealed.contains("ann") && !sealed.contains("d1"), "sealed, not merely encoded");
+        // Values long enough that random ciphertext cannot hold them by chance ("d1" can).
+        let marked = RequestState { user: "ann-the-requester".into(), digest: "the-argument-digest".into(), ..state() };
+        let sealed_marked = sealer.seal(&marked).unwrap();
+        assert!(
+            !sealed_marked.contains("ann-the-requester") && !sealed_marked.contains("the-argument-digest"),
+            "sealed, not merely encoded"
+        );
         assert_eq!(sealer.open(&sealed, "ann", "main", "d1", 999), Ok(state()));
         assert_eq!(sealer.open(&sealed, "bob", "main", "d1", 999), Err(StateError::OtherPrincipal), "replayed by bob");
         assert_eq!(sealer.open(&sealed, "ann", "ci", "d1", 999), Err(StateError::OtherPrincipal), "another agent");
