@@ -414,13 +414,14 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
                 fail(rfd, STEP_SECCOMP);
             }
         }
-        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-
         if !plan.pid_ns_init {
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             libc::execve(plan.program.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
             report(rfd, REPORT_EXEC_FAILED, errno(), 0);
             libc::_exit(127);
         }
+        // The init keeps every signal blocked (as it was since the clone) until it forwards
+        // them: a signal sent during the setup stays pending instead of being dropped.
         init_main(plan, exec)
     }
 }
@@ -487,12 +488,47 @@ struct ExecCtx<'a> {
     exec: &'a ExecArgs,
 }
 
+/// The signals the init forwards to the command's processes. `SIGKILL` and `SIGSTOP` cannot be
+/// handled and reach the whole group directly ([`crate::RunningProcess::signal`]); the others
+/// are the init's own business (`SIGCHLD`) or faults.
+pub(crate) const FORWARDED: [c_int; 8] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGCONT,
+    libc::SIGWINCH,
+];
+
+/// The init's handler: the signal goes to every other process of the namespace (`kill(-1)`
+/// spares the init itself), so each receives it once, even one that left the process group.
+extern "C" fn forward(sig: c_int) {
+    // SAFETY: kill is async-signal-safe; errno is saved and restored around it.
+    unsafe {
+        let saved = *libc::__errno_location();
+        libc::kill(-1, sig);
+        *libc::__errno_location() = saved;
+    }
+}
+
 /// Runs on the init's spare stack in the command process: `execve`, or report and exit.
 extern "C" fn exec_command(arg: *mut libc::c_void) -> c_int {
     // SAFETY: `arg` points to the init's `ExecCtx`, alive while the init is suspended by
     // CLONE_VFORK; only execve, write and _exit are called.
     unsafe {
         let ctx = &*(arg as *const ExecCtx<'_>);
+        // The init's forwarding handlers are not the command's: back to the defaults, then
+        // unblock (a signal already pending for the command takes its default action here).
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in FORWARDED {
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         libc::execve(ctx.plan.program.as_ptr(), ctx.exec.argv.as_ptr(), ctx.exec.envp.as_ptr());
         report(ctx.plan.report_fd, REPORT_EXEC_FAILED, errno(), 0);
         libc::_exit(127)
@@ -580,6 +616,14 @@ unsafe fn init_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
         // posix_spawn-style: the command shares the init's memory on its own stack until it
         // calls execve (CLONE_VFORK suspends the init meanwhile), so no page tables are copied.
         // No CLONE_NEW* flag: allowed by our own seccomp filter.
+        // A namespace's init only receives the signals it handles; these it forwards to the
+        // command (see `forward`). Blocked until the command runs, so none is lost.
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = forward as *const () as libc::sighandler_t;
+        libc::sigfillset(&mut act.sa_mask);
+        for sig in FORWARDED {
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
         let stack = plan.init_stack.as_ptr() as usize + plan.init_stack.len();
         let stack_top = (stack & !15) as *mut libc::c_void;
         let ctx = ExecCtx { plan, exec };
@@ -597,6 +641,9 @@ unsafe fn init_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
         libc::close(0);
         libc::close(1);
         libc::close(2);
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         loop {
             let mut status: c_int = 0;
             let r = libc::waitpid(-1, &mut status, 0);

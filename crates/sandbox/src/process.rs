@@ -11,7 +11,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::child::{REPORT_EXEC_FAILED, REPORT_EXITED, REPORT_SETUP_FAILED, STEPS};
+use crate::child::{FORWARDED, REPORT_EXEC_FAILED, REPORT_EXITED, REPORT_SETUP_FAILED, STEPS};
 use crate::command::{ExitStatusKind, RunResult};
 use crate::denial::DenialContext;
 use crate::enforcement::Enforcement;
@@ -209,6 +209,17 @@ impl RunningProcess {
         if self.status.is_some() {
             return Ok(());
         }
+        // With a PID namespace, the init forwards the signals it can handle to the command (and
+        // queues one sent before the command started); sending it to the group too would deliver
+        // it twice. The init is signalled by its pid: until its setsid the group does not exist
+        // yet. SIGKILL and SIGSTOP cannot be handled: they go to the init and the whole group.
+        if self.init_mode {
+            // SAFETY: kill on our own unreaped child.
+            unsafe { libc::kill(self.pid, signal) };
+            if FORWARDED.contains(&signal) {
+                return Ok(());
+            }
+        }
         // SAFETY: kill on our own child's process group (the child called setsid, so the
         // group id is its pid; it cannot be reused before we reap the child).
         if unsafe { libc::kill(-self.pid, signal) } < 0 {
@@ -216,6 +227,10 @@ impl RunningProcess {
             if e.raw_os_error() != Some(libc::ESRCH) {
                 return Err(SandboxError::io(format!("sending signal {signal} to process group {}", self.pid), e));
             }
+            // No group yet: the child has not reached its setsid. It blocks signals until its
+            // execve, so one sent to it now waits for the command.
+            // SAFETY: kill on our own unreaped child.
+            unsafe { libc::kill(self.pid, signal) };
         }
         Ok(())
     }

@@ -213,6 +213,37 @@ mod basics {
 mod concurrency {
     use super::*;
 
+    /// A signal sent the moment `spawn` returns, while the namespace's init may still be setting
+    /// up and the command not yet started, must still reach the command: the init queues it and
+    /// forwards it once the command runs. Each signal arrives once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_signal_sent_during_setup_reaches_the_command_once() {
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        for _ in 0..20 {
+            let mut p = sb.spawn(CommandSpec::new("/bin/sleep", ["60"], f.ws())).unwrap();
+            p.signal(libc::SIGTERM).unwrap();
+            let exit = tokio::time::timeout(Duration::from_secs(20), p.wait_exit()).await;
+            let exit = exit.expect("SIGTERM sent during setup was lost: sleep 60 still runs").unwrap();
+            assert_eq!(exit, ExitStatusKind::Signal(libc::SIGTERM));
+        }
+        // Counted by the command: one SIGUSR1 sent, one received.
+        let script = "n=0; trap 'n=$((n+1))' USR1; echo ready; while [ ! -e go ]; do sleep 0.02; done; echo got $n";
+        let p = sb.spawn(CommandSpec::shell(script, f.ws())).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = String::new();
+        while !seen.contains("ready") && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            seen.push_str(&p.poll_output());
+        }
+        p.signal(libc::SIGUSR1).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        fs::write(f.ws().join("go"), "").unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(20), p.wait()).await.unwrap().unwrap();
+        // (The loop's `sleep` may die of the signal too, as in any process group.)
+        assert!(r.output.text().ends_with("got 1\n"), "{}", r.output.text());
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn parallel_runs_keep_their_own_output_and_stdin() {
         let f = Fixture::new();
