@@ -98,13 +98,19 @@ pub(crate) fn tools(setup: &Setup) -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-/// What a job looks like in results.
+/// What a job looks like in results. A running job says how long it has run: polling it is
+/// progress, and the loop breaker only stops polls whose answers stopped changing.
 pub(crate) fn job_json(j: &JobRecord) -> Value {
+    let running_ms = match (j.started_ms, j.finished_ms) {
+        (Some(started), None) => Some((super::now_ms() - started).max(0)),
+        _ => None,
+    };
     json!({
         "job_id": j.id, "title": j.title, "mode": j.mode, "state": j.state, "status": describe_state(j),
         "project_dir": j.project_dir, "credentials": j.credentials, "origin": j.origin,
         "result": j.result, "error": j.error, "agent_session": j.agent_session,
         "created_ms": j.created_ms, "started_ms": j.started_ms, "finished_ms": j.finished_ms,
+        "running_ms": running_ms,
     })
 }
 

@@ -336,6 +336,32 @@ async fn cancel_job_asks_first_and_stops_a_running_command() {
     assert!(f.call("list_jobs", json!({"filter": "active"})).await.unwrap()["jobs"].as_array().unwrap().is_empty());
 }
 
+/// A model polls a running job more often than the loop breaker's three identical answers: each
+/// answer says how long it has run, so the polls are progress; a finished job's answer stops
+/// changing and repeating it is a loop again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_a_running_job_is_not_a_loop() {
+    let f = fixture(Config::default(), Some(Scripted::new(vec![ApprovalAnswer::AllowOnce])));
+    let v = f.call("create_job", json!({"title": "long", "mode": "command", "description": "sleep 30"})).await.unwrap();
+    let id = v["job_id"].as_str().unwrap().to_owned();
+    let t = Instant::now();
+    while f.call("job_status", json!({"job_id": id})).await.unwrap()["state"] != "running" {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let v = f.call("job_status", json!({"job_id": id})).await.unwrap();
+        assert!(v["running_ms"].as_i64().is_some(), "{v}");
+    }
+    f.call("cancel_job", json!({"job_id": id})).await.unwrap();
+    for _ in 0..3 {
+        f.call("job_status", json!({"job_id": id})).await.unwrap();
+    }
+    let e = f.call("job_status", json!({"job_id": id})).await.unwrap_err();
+    assert!(e.to_string().contains("loop detected"), "{e}");
+}
+
 fn processes_with(token: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         std::fs::read(e.path().join("cmdline"))
