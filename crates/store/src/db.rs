@@ -374,6 +374,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         detail TEXT
      );
      CREATE INDEX approval_events_of ON approval_events (approval, seq);",
+    // The gateway page's sessions (`identity.rs`): the SHA-256 digest of each cookie, never the
+    // cookie, so a restart of `toolgate serve` keeps people signed in.
+    "CREATE TABLE IF NOT EXISTS page_sessions (
+        digest BLOB PRIMARY KEY,
+        user TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+     ) WITHOUT ROWID;
+     CREATE INDEX IF NOT EXISTS page_sessions_expiry ON page_sessions (expires_ms);",
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

@@ -1,6 +1,7 @@
 //! Who may use a team gateway: the [`IdentityStore`] trait (principals — users, groups and
 //! agents —, group memberships, API keys) and its SQLite implementation on [`Store`] (tables
-//! `principals`, `memberships`, `api_keys`; their migration in `db.rs`).
+//! `principals`, `memberships`, `api_keys`, and the page's `page_sessions`; their migrations in
+//! `db.rs`).
 //!
 //! The store keeps facts only: a key is kept as the SHA-256 digest of its text, never the text
 //! (which is shown once, by whoever made it); what a key may do and whether it is valid now is
@@ -141,6 +142,24 @@ pub trait IdentityStore: Send + Sync + Debug {
     /// Records that key `id` let a request in at `now_ms` (only when its last record is a
     /// minute older, so a busy key does not write on every call).
     fn key_used(&self, id: &str, now_ms: i64) -> Result<(), StoreError>;
+
+    /// Keeps a page session: the SHA-256 `digest` of its cookie (never the cookie), its user
+    /// and when it ends. Expired sessions are dropped first; `false` (nothing kept) when
+    /// `max` live sessions exist already.
+    fn page_session_open(
+        &self,
+        digest: &[u8; 32],
+        user: &str,
+        now_ms: i64,
+        expires_ms: i64,
+        max: usize,
+    ) -> Result<bool, StoreError>;
+
+    /// The user and end of the live session whose cookie has `digest`, if any.
+    fn page_session_get(&self, digest: &[u8; 32], now_ms: i64) -> Result<Option<(String, i64)>, StoreError>;
+
+    /// Ends the session whose cookie has `digest` (sign-out); `false` when there was none.
+    fn page_session_close(&self, digest: &[u8; 32]) -> Result<bool, StoreError>;
 }
 
 const PRINCIPAL_COLUMNS: &str = "name, kind, owner, admin, disabled, password, created_ms";
@@ -342,6 +361,53 @@ impl IdentityStore for Store {
             )
             .map(drop)
             .doing("recording an API key's use")
+        })
+    }
+
+    fn page_session_open(
+        &self,
+        digest: &[u8; 32],
+        user: &str,
+        now_ms: i64,
+        expires_ms: i64,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            let tx = conn.unchecked_transaction().doing("opening a page session")?;
+            tx.execute("DELETE FROM page_sessions WHERE expires_ms <= ?1", [now_ms])
+                .doing("dropping old page sessions")?;
+            let live: i64 =
+                tx.query_row("SELECT count(*) FROM page_sessions", [], |r| r.get(0)).doing("counting page sessions")?;
+            if usize::try_from(live).unwrap_or(usize::MAX) >= max {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT OR REPLACE INTO page_sessions (digest, user, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![&digest[..], user, now_ms, expires_ms],
+            )
+            .doing("opening a page session")?;
+            tx.commit().doing("opening a page session")?;
+            Ok(true)
+        })
+    }
+
+    fn page_session_get(&self, digest: &[u8; 32], now_ms: i64) -> Result<Option<(String, i64)>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT user, expires_ms FROM page_sessions WHERE digest = ?1 AND expires_ms > ?2")
+                .doing("reading a page session")?;
+            let mut rows = stmt
+                .query_map(rusqlite::params![&digest[..], now_ms], |r| Ok((r.get(0)?, r.get(1)?)))
+                .doing("reading a page session")?;
+            rows.next().transpose().doing("reading a page session")
+        })
+    }
+
+    fn page_session_close(&self, digest: &[u8; 32]) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            conn.execute("DELETE FROM page_sessions WHERE digest = ?1", [&digest[..]])
+                .map(|n| n > 0)
+                .doing("ending a page session")
         })
     }
 }
