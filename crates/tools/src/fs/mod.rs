@@ -24,6 +24,7 @@
 //!   database when there is one, shared by every process on the workspace; else in memory);
 //!   `write_lock`: the write mutex across processes (a `flock` on `.toolgate/fs-write.lock`).
 //! - `writer`: the guarded write all writing tools share; `text`: BOM/CRLF-preserving text.
+//! - `lines`: line counts of large files, taken in the background for `read`'s later calls.
 //! - one module per tool; `apply_patch/` has its parser, matcher and staged commit.
 //!
 //! # Example
@@ -41,6 +42,7 @@ mod confine;
 mod edit;
 mod glob;
 mod grep;
+mod lines;
 mod lock_tools;
 mod locks;
 mod ls;

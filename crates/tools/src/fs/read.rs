@@ -1,6 +1,6 @@
 //! `read`: a file with line numbers, paged; images as image content; binary files refused.
 
-use std::io::{BufRead, BufReader, Read as _};
+use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -122,7 +122,7 @@ fn read(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
 
     if size > WHOLE_FILE_MAX {
         let page = Page { offset, limit, bytes: page };
-        let out = read_large(&rel, reader, size, page)?;
+        let out = read_large(state, &rel, reader, &opened.stat, page)?;
         state.record(ctx, &opened.real, FileStamp::of_metadata(&opened.stat));
         return Ok(out);
     }
@@ -208,13 +208,17 @@ struct Page {
 /// A page of a file over [`WHOLE_FILE_MAX`]: the lines before it are skipped at memory speed
 /// (newlines counted, nothing decoded), and nothing after it is read, so the first page of a
 /// 1 GB log costs what `head` does. The file is not hashed (its read-before-write stamp is its
-/// size and modification time) and its lines are counted only when the page reaches its end.
+/// size and modification time). Its lines are counted in the background (`lines`): until that
+/// count is in, the notice says "at least N lines"; once it is, a later call on the unchanged
+/// file gets the exact total and starts its skip from the nearest checkpoint.
 fn read_large(
+    state: &FsState,
     rel: &super::confine::RelPath,
     mut reader: BufReader<std::fs::File>,
-    size: u64,
+    stat: &rustix::fs::Stat,
     page: Page,
 ) -> Result<ToolOutput, ToolError> {
+    let size = u64::try_from(stat.st_size).unwrap_or(0);
     let past_end = |total: u64| {
         ToolError::invalid(
             NAME,
@@ -225,7 +229,19 @@ fn read_large(
             ),
         )
     };
-    let skipped = skip_lines(&mut reader, page.offset - 1).map_err(|e| io_failed(rel, e))?;
+    let counted = state.lines.get(stat);
+    let mut skipped = 0;
+    if let Some(c) = &counted {
+        if page.offset > c.total {
+            return Err(past_end(c.total));
+        }
+        let (before, at) = c.checkpoint(page.offset);
+        if before > 0 {
+            reader.seek(SeekFrom::Start(at)).map_err(|e| io_failed(rel, e))?;
+            skipped = before;
+        }
+    }
+    skipped += skip_lines(&mut reader, page.offset - 1 - skipped).map_err(|e| io_failed(rel, e))?;
     if skipped < page.offset - 1 {
         return Err(past_end(skipped));
     }
@@ -251,27 +267,47 @@ fn read_large(
     if out.is_empty() {
         return Err(past_end(skipped));
     }
-    let total = at_end.then_some(last);
+    let total = if at_end { Some(last) } else { counted.as_ref().map(|c| c.total) };
+    // Lines known to exist without reading further: the one the page had no room for and
+    // those already in the buffer (a trailing part of a line counts as one).
+    let rest = reader.buffer();
+    let at_least = last
+        + u64::from(page_full)
+        + memchr::memchr_iter(b'\n', rest).count() as u64
+        + u64::from(rest.last().is_some_and(|&b| b != b'\n'));
+    if total.is_none() {
+        state.lines.start(reader.get_ref(), stat);
+    }
     if !at_end {
         let why = if page_full {
             format!("the page limit of {} bytes", page.bytes)
         } else {
             format!("the limit of {} lines", page.limit)
         };
+        let of = match total {
+            Some(t) => format!("{t}"),
+            None => format!(
+                "at least {at_least} lines of a file of {size} bytes ({why}; its lines are being counted, a later \
+                 call says how many)"
+            ),
+        };
+        let why = if total.is_some() { format!(" ({why})") } else { String::new() };
         out.push_str(&format!(
-            "\n[Showing lines {first}-{last} of a file of {size} bytes ({why}; lines are not counted in files over \
-             {} MiB). To read on, call `read` with offset={}.]\n",
-            WHOLE_FILE_MAX >> 20,
+            "\n[Showing lines {first}-{last} of {of}{why}. To read on, call `read` with offset={}.]\n",
             last + 1
         ));
     }
-    Ok(ToolOutput::text(out).with_meta(json!({
+    let mut meta = json!({
         "path": rel.as_str(),
         "first_line": first,
         "last_line": last,
         "total_lines": total,
         "bytes": size,
-    })))
+    });
+    if total.is_none() {
+        meta["total_lines_at_least"] = json!(at_least);
+    }
+    Ok(ToolOutput::text(out).with_meta(meta))
 }
 
 /// Consumes the first `n` lines; returns how many there were (fewer at the end of the file,

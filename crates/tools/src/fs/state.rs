@@ -75,6 +75,8 @@ pub struct FsState {
     observer: std::sync::OnceLock<Arc<dyn WriteObserver>>,
     /// Serves some paths from elsewhere than the disk (managed memory).
     redirect: std::sync::OnceLock<Arc<dyn FileRedirect>>,
+    /// Line counts of large files, taken in the background for `read`'s next call.
+    pub(crate) lines: super::lines::LineCounts,
 }
 
 /// Told about every file the fs tools wrote, created or deleted, after the change is on disk.
@@ -126,6 +128,7 @@ impl FsState {
             writers: Mutex::default(),
             observer: std::sync::OnceLock::new(),
             redirect: std::sync::OnceLock::new(),
+            lines: super::lines::LineCounts::default(),
         }
     }
 

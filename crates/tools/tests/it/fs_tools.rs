@@ -46,7 +46,7 @@ async fn read_pages_a_large_file_without_reading_it_all() {
     let out = ws.ok("read", json!({ "path": "big.log", "limit": 3 })).await;
     assert!(out.starts_with("     1\tlog line            1 of the big file\n"), "{out}");
     assert!(out.contains("     3\tlog line            3"), "{out}");
-    assert!(out.contains("lines are not counted in files over 8 MiB") && out.contains("offset=4"), "{out}");
+    assert!(out.contains("of at least ") && out.contains("offset=4"), "{out}");
     assert!(!out.contains(&lines.to_string()), "no count it did not take: {out}");
 
     let deep = ws.ok("read", json!({ "path": "big.log", "offset": 250_000, "limit": 2 })).await;
@@ -80,6 +80,86 @@ async fn read_pages_a_large_file_without_reading_it_all() {
     let e =
         ws.err("edit", json!({ "path": "big.log", "old_string": "log line            8 of", "new_string": "x" })).await;
     assert!(e.to_string().contains("changed on disk"), "{e}");
+}
+
+/// Reads `path` (page `offset`, 2 lines) until its notice gives an exact count, for at most 60 s.
+async fn read_until_counted(ws: &Ws, path: &str, offset: u64) -> toolgate_core::ToolOutput {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let out = ws
+            .call("read", json!({ "path": path, "offset": offset, "limit": 2 }))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let meta = out.meta.clone().unwrap_or_default();
+        if meta["total_lines"].is_u64() {
+            return out;
+        }
+        assert!(meta["total_lines_at_least"].is_u64(), "{meta}");
+        assert!(std::time::Instant::now() < deadline, "the line count never came in: {meta}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// A large file's first page says "at least N lines" (N lines that do exist) and starts a count
+/// in the background; once it is in, pages in the middle come from its checkpoints and say the
+/// exact total; a file changed since is never reported with the old total.
+#[tokio::test]
+async fn read_counts_a_large_file_in_the_background_for_later_calls() {
+    let ws = Ws::with_config(FsConfig { max_write_bytes: 32 << 20, ..FsConfig::default() });
+    let lines = 300_000u64;
+    let line = |i: u64| format!("entry {i:>9}: the quick brown fox\n");
+    let body: String = (1..=lines).map(line).collect();
+    assert!(body.len() > 8 << 20);
+    ws.put("big.log", &body);
+
+    let first = ws.call("read", json!({ "path": "big.log", "limit": 10 })).await.unwrap_or_else(|e| panic!("{e}"));
+    let text = first.text_content();
+    let meta = first.meta.clone().unwrap_or_default();
+    let at_least = meta["total_lines_at_least"].as_u64().unwrap_or_else(|| panic!("{meta}"));
+    assert!(meta["total_lines"].is_null(), "{meta}");
+    assert!((11..=lines).contains(&at_least), "{at_least}");
+    assert!(
+        text.contains(&format!("[Showing lines 1-10 of at least {at_least} lines of a file of {} bytes", body.len())),
+        "{text}"
+    );
+    assert!(text.contains("a later call says how many") && text.contains("offset=11"), "{text}");
+
+    // Pages at and around the checkpoints (every 65,536 lines) and in between, exact.
+    let counted = read_until_counted(&ws, "big.log", 1).await;
+    assert_eq!(counted.meta.unwrap_or_default()["total_lines"], json!(lines));
+    for offset in [2, 65_535, 65_536, 65_537, 131_073, 150_001, 262_144, lines - 1] {
+        let out = ws.ok("read", json!({ "path": "big.log", "offset": offset, "limit": 2 })).await;
+        let want = format!("{offset:>6}\t{}{:>6}\t{}", line(offset), offset + 1, line(offset + 1));
+        assert!(out.starts_with(&want), "offset {offset}: {out}");
+        if offset + 1 < lines {
+            assert!(out.contains(&format!("of {lines} (the limit of 2 lines)")), "{out}");
+        }
+    }
+    let e = ws.err("read", json!({ "path": "big.log", "offset": lines + 1 })).await;
+    assert!(e.to_string().contains(&format!("which has {lines} lines")), "{e}");
+
+    // Changed on disk: 5 more lines. The next call must not say the old total.
+    let more: String = (lines + 1..=lines + 5).map(line).collect();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(ws.root.join("big.log"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, more.as_bytes()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = ws.call("read", json!({ "path": "big.log", "offset": 150_000, "limit": 2 })).await;
+    let out = out.unwrap_or_else(|e| panic!("{e}"));
+    let meta = out.meta.clone().unwrap_or_default();
+    assert_ne!(meta["total_lines"], json!(lines), "an old count for a changed file: {meta}");
+    assert!(out.text_content().starts_with(&format!("150000\t{}", line(150_000))), "{}", out.text_content());
+    let recounted = read_until_counted(&ws, "big.log", 200_000).await;
+    assert_eq!(recounted.meta.unwrap_or_default()["total_lines"], json!(lines + 5));
+    let last = ws.ok("read", json!({ "path": "big.log", "offset": lines + 4 })).await;
+    assert_eq!(last, format!("{:>6}\t{}{:>6}\t{}", lines + 4, line(lines + 4), lines + 5, line(lines + 5)));
+
+    // Replaced by a shorter file of the same name: the new one's lines, not the old count.
+    let short: String = (1..=250_000u64).map(|i| format!("other {i:>9}: jumps over the lazy dog\n")).collect();
+    ws.put("big.log", &short);
+    let e = ws.err("read", json!({ "path": "big.log", "offset": 260_000 })).await;
+    assert!(e.to_string().contains("which has 250000 lines"), "{e}");
 }
 
 #[tokio::test]
