@@ -10,6 +10,7 @@ mod agent;
 mod agent_search;
 mod announce;
 mod approvals_inbox;
+mod approvals_resume;
 mod audit_state;
 mod binary_contents;
 mod browser;
