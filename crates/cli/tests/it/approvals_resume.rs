@@ -244,3 +244,95 @@ fn an_entry_whose_expiry_is_already_past_on_arrival_is_expired() {
     let (ok, out) = cli(ws, &["approvals", "history", "--status", "expired"]);
     assert!(ok && out.contains("    1  expired"), "{out}");
 }
+
+/// The pending entries `toolgate approvals pending --json` lists, once there are `n` (a minute
+/// at most).
+async fn pending_entries(ws: &Path, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (ok, out) = cli(ws, &["approvals", "pending", "--json"]);
+        assert!(ok, "{out}");
+        let entries: Vec<Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        if entries.len() >= n {
+            return entries;
+        }
+        assert!(Instant::now() < deadline, "{n} pending entries never appeared:\n{out}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Seed 004 §9's batch through the binary: the model's one turn asks for two writes that each
+/// need approval (an agent run started over MCP on `toolgate serve --http`, the model a scripted
+/// server); both inbox entries carry the turn's batch; they are decided per call from the CLI
+/// (one approved, one denied), the approved one runs, and the turn goes on to the model's next
+/// request with both answers, without being restarted. The runner runs a turn's calls in
+/// order, so the second entry is made when the first is decided: they share a batch but are not
+/// pending at the same moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_one_turn_form_a_batch_decided_per_call() {
+    use crate::support::scripted::{Scripted, answer, calls};
+    use serde_json::json;
+
+    let model = Scripted::start(vec![
+        calls(&[
+            ("write", json!({"path": "AGENTS.md", "content": "approved\n"})),
+            ("write", json!({"path": "CLAUDE.md", "content": "denied\n"})),
+        ]),
+        answer("one written, one refused"),
+    ])
+    .await;
+    let ws = toolgate_testkit::serve::workspace();
+    let config = format!(
+        "[providers.local]\nbase_url = {:?}\nmax_retries = 1\n\n[agents.main]\nprovider = \"local\"\nmodel = \"m\"\n\
+         description = \"writes files\"\n",
+        model.url
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    let server = HttpServer::start_in(TOOLGATE, ws, &[]);
+    let ws = server.ws.path();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_call.py");
+    let run = tokio::process::Command::new(python::sdk_python())
+        .arg(script)
+        .args([&server.url, server.token.as_deref().unwrap(), "subagents"])
+        .arg(json!({"action": "run", "task": "write the two instruction files"}).to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let first = pending_entries(ws, 1).await;
+    assert_eq!(first[0]["shown"]["params"]["path"], "AGENTS.md", "{first:?}");
+    let batch = first[0]["batch"].as_str().expect("the turn's batch").to_owned();
+    let (ok, out) = cli(ws, &["approvals", "approve", &first[0]["id"].to_string(), "--as", "ops"]);
+    assert!(ok, "{out}");
+    let second = pending_entries(ws, 1).await;
+    let second = second.iter().find(|e| e["shown"]["params"]["path"] == "CLAUDE.md").expect("the second call waits");
+    assert_eq!(second["batch"], batch, "one turn, one batch");
+    let (ok, out) = cli(ws, &["approvals", "deny", &second["id"].to_string(), "-m", "not this one", "--as", "ops"]);
+    assert!(ok, "{out}");
+
+    let out = run.wait_with_output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert!(report["text"].as_str().unwrap().contains("one written, one refused"), "{report}");
+    assert_eq!(std::fs::read_to_string(ws.join("AGENTS.md")).unwrap(), "approved\n");
+    assert!(!ws.join("CLAUDE.md").exists(), "the denied call did not run");
+    // Two model requests: the turn was not restarted; its second carries both answers.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let tools: Vec<String> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert_eq!(tools.len(), 2, "{tools:?}");
+    assert!(tools[0].contains("AGENTS.md") && !tools[0].contains("not approved"), "{tools:?}");
+    assert!(tools[1].contains("not approved") && tools[1].contains("not this one"), "{tools:?}");
+    let (ok, out) = cli(ws, &["approvals", "history", "--json"]);
+    assert!(ok, "{out}");
+    let rows: Vec<Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(rows.len() == 2 && rows.iter().all(|r| r["batch"] == batch), "{out}");
+}
