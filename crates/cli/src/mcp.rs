@@ -47,11 +47,18 @@ pub(crate) enum Command {
         /// Print the URL only; don't try to open a browser.
         #[arg(long)]
         no_browser: bool,
+        /// In a team gateway: sign in as this user (a user of `toolgate admin user add`); the
+        /// sign-in is theirs alone and only their calls use it.
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
     },
     /// Forget the OAuth tokens stored for a server.
     Logout {
         /// The server's name.
         name: String,
+        /// In a team gateway: forget this user's own sign-in (no one else's is touched).
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
     },
     /// Connect to one server and list its tools as the gate would take them in.
     Tools {
@@ -125,8 +132,8 @@ pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result
         Command::List { json } => list(global, json),
         Command::Add(args) => add(global, *args),
         Command::Remove { name, user } => remove(global, &name, user),
-        Command::Login { name, no_browser } => login(global, &name, no_browser).await,
-        Command::Logout { name } => logout(global, &name),
+        Command::Login { name, no_browser, user } => login(global, &name, no_browser, user.as_deref()).await,
+        Command::Logout { name, user } => logout(global, &name, user.as_deref()),
         Command::Tools { name, json } => tools(global, &name, json).await,
     }
 }
@@ -333,14 +340,15 @@ fn configured(config: &Config, name: &str) -> anyhow::Result<ServerConfig> {
     }
 }
 
-async fn login(global: &GlobalArgs, name: &str, no_browser: bool) -> anyhow::Result<ExitCode> {
+async fn login(global: &GlobalArgs, name: &str, no_browser: bool, user: Option<&str>) -> anyhow::Result<ExitCode> {
     let config = global.load_config()?;
     let server = configured(&config, name)?;
     if server.url.is_none() {
         bail!("`{name}` is a stdio server; OAuth sign-in applies to servers reached by `url`");
     }
     let db = global.workspace()?.join(".toolgate/state.db");
-    let vault: Arc<dyn SecretVault> = Arc::new(StoreVault::open(&db).context("cannot open the state database")?);
+    let store: Arc<dyn SecretVault> = Arc::new(StoreVault::open(&db).context("cannot open the state database")?);
+    let vault = signin_vault(&config, &db, name, &server, store, user)?;
     oauth::install_crypto_provider();
     let on_url = |url: &str| {
         eprintln!("toolgate: to sign in to `{name}`, open this URL in a browser:\n\n  {url}\n");
@@ -355,7 +363,12 @@ async fn login(global: &GlobalArgs, name: &str, no_browser: bool) -> anyhow::Res
         oauth::Registration::MetadataDocument => "a client ID metadata document",
         _ => "dynamic client registration",
     };
-    outln!("signed in to `{name}` (client registered by {how})");
+    match user {
+        Some(user) => {
+            outln!("signed in to `{name}` as {user} (client registered by {how}); only {user}'s calls use it")
+        }
+        None => outln!("signed in to `{name}` (client registered by {how})"),
+    }
     if !outcome.scopes.is_empty() {
         outln!("scopes: {}", outcome.scopes.join(" "));
     }
@@ -381,17 +394,66 @@ fn open_browser(url: &str) -> bool {
     })
 }
 
-fn logout(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
-    let forgot = match existing_vault(global)? {
-        Some(vault) => oauth::logout(name, &vault)?,
-        None => false,
+fn logout(global: &GlobalArgs, name: &str, user: Option<&str>) -> anyhow::Result<ExitCode> {
+    let forgot = match (existing_vault(global)?, user) {
+        (Some(vault), Some(user)) => {
+            let db = global.workspace()?.join(".toolgate/state.db");
+            known_user(&db, user)?;
+            oauth::logout(name, &oauth::UserVault::new(Arc::new(vault), user))?
+        }
+        (Some(vault), None) => oauth::logout(name, &vault)?,
+        (None, _) => false,
     };
+    let whose = user.map(|u| format!(" for {u}")).unwrap_or_default();
     if forgot {
-        outln!("forgot the OAuth tokens of `{name}`");
+        outln!("forgot the OAuth tokens of `{name}`{whose}; calls that used them stop from the next one");
     } else {
-        outln!("no OAuth tokens were stored for `{name}`");
+        outln!("no OAuth tokens were stored for `{name}`{whose}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where `toolgate mcp login NAME [--user USER]` keeps the sign-in: in a team gateway, a server
+/// that is not `shared` is signed in to per user (`--user` needed), a shared one server-wide;
+/// outside a gateway, server-wide (`--user` refused: there are no users).
+fn signin_vault(
+    config: &Config,
+    db: &std::path::Path,
+    name: &str,
+    server: &ServerConfig,
+    store: Arc<dyn SecretVault>,
+    user: Option<&str>,
+) -> anyhow::Result<Arc<dyn SecretVault>> {
+    match (config.gateway.enabled, server.shared, user) {
+        (false, _, Some(_)) => {
+            bail!("`--user` is for a team gateway ([gateway] enabled = true); without one, sign in without it")
+        }
+        (true, true, Some(_)) => bail!(
+            "[mcp.servers.{name}] is `shared`: one sign-in serves every user; run `toolgate mcp login {name}` without `--user`"
+        ),
+        (true, false, None) => bail!(
+            "in this gateway each user signs in to `{name}` for themself: run `toolgate mcp login {name} --user USER` (or set `shared = true` in [mcp.servers.{name}] for one sign-in that serves every user)"
+        ),
+        (true, false, Some(user)) => {
+            known_user(db, user)?;
+            Ok(Arc::new(oauth::UserVault::new(store, user)))
+        }
+        (_, _, None) => Ok(store),
+    }
+}
+
+/// Refuses a name that is not an enabled user of the gateway.
+fn known_user(db: &std::path::Path, user: &str) -> anyhow::Result<()> {
+    use toolgate::store::{IdentityStore, PrincipalKind, Store};
+    let store = Store::open(db).context("cannot open the state database")?;
+    match store.principal_get(user)? {
+        Some(p) if p.kind == PrincipalKind::User && !p.disabled => Ok(()),
+        Some(p) if p.kind == PrincipalKind::User => {
+            bail!("user `{user}` is disabled; `toolgate admin user enable {user}` first")
+        }
+        Some(_) => bail!("`{user}` is not a user (an agent or a group signs in through its user)"),
+        None => bail!("there is no user `{user}`; add one with `toolgate admin user add {user}`"),
+    }
 }
 
 /// How long `toolgate mcp tools` waits for the server's first connection.

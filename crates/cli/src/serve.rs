@@ -267,6 +267,10 @@ fn per_user_gates(
     let users =
         toolgate::per_user::PerUserGates::new(&root, (**config).clone(), Some(Arc::clone(approver)), shutdown.clone())
             .with_context(|| format!("cannot make the users' workspaces folder {}", root.display()))?;
+    // Upstream sign-ins stay in the gateway's store, out of the users' reach.
+    if let Some(vault) = gate.mcp_vault() {
+        users.set_upstream_vault(vault);
+    }
     eprintln!("toolgate: each user works in a workspace of its own under {}", users.root().display());
     Ok(Some(Arc::new(users)))
 }

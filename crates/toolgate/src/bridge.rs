@@ -19,8 +19,8 @@ use std::time::Duration;
 use toolgate_core::{RegisteredTool, Registry, ToolError};
 use toolgate_mcp::bridge::oauth::SecretVault;
 pub use toolgate_mcp::bridge::{
-    Bridge, BridgeOptions, BridgeTimings, McpConfig, ServerConfig, ServerNetwork, ServerSandbox, ServerState,
-    ServerStatus, ToolFilter,
+    Bridge, BridgeOptions, BridgeTimings, GatewayUser, McpConfig, ServerConfig, ServerNetwork, ServerSandbox,
+    ServerState, ServerStatus, ToolFilter,
 };
 
 use crate::Gate;
@@ -40,16 +40,28 @@ pub(crate) struct McpBridge {
     /// Set by [`Gate::start_mcp`]: a reload may then start the bridge too (when the servers
     /// enabled at start were none).
     wanted: std::sync::atomic::AtomicBool,
+    /// In a team gateway, whose calls the bridge makes.
+    gateway: Option<GatewayUser>,
 }
 
 impl McpBridge {
-    pub(crate) fn new(vault: Option<Arc<dyn SecretVault>>, timings: Option<BridgeTimings>) -> Self {
+    pub(crate) fn new(
+        vault: Option<Arc<dyn SecretVault>>,
+        timings: Option<BridgeTimings>,
+        gateway: Option<GatewayUser>,
+    ) -> Self {
         McpBridge {
             bridge: Arc::new(OnceLock::new()),
             vault,
             timings: Mutex::new(timings.unwrap_or_default()),
             wanted: std::sync::atomic::AtomicBool::new(false),
+            gateway,
         }
+    }
+
+    /// The vault of OAuth sign-ins.
+    pub(crate) fn vault(&self) -> Option<Arc<dyn SecretVault>> {
+        self.vault.clone()
     }
 
     /// The bridge once started, for the extension tools.
@@ -76,6 +88,12 @@ impl McpBridge {
     ) -> Option<Result<Arc<RegisteredTool>, ToolError>> {
         let bridge = self.bridge.get()?;
         if bridge.wait_for_tool(name, self.first_attempt_wait()).await
+            && let Some(tool) = registry.resolve(name)
+        {
+            return Some(Ok(tool));
+        }
+        // A user who has signed in since their server's last attempt: connect now.
+        if bridge.reconnect_signed_in(name, self.first_attempt_wait()).await
             && let Some(tool) = registry.resolve(name)
         {
             return Some(Ok(tool));
@@ -115,6 +133,9 @@ impl Gate {
             let mut options = BridgeOptions::new(self.workspace()).timings(mcp.timings());
             if let Some(vault) = &mcp.vault {
                 options = options.vault(Arc::clone(vault));
+            }
+            if let Some(gateway) = &mcp.gateway {
+                options = options.gateway(gateway.clone());
             }
             Bridge::start(config, Arc::clone(&self.services().registry), options)
         });
@@ -178,6 +199,12 @@ impl Gate {
                 ..toolgate_store::AuditRecord::default()
             });
         }
+    }
+
+    /// The configured bridged server whose tool-name prefix `tool` has, whether or not the tool
+    /// exists (`None` before [`start_mcp`](Self::start_mcp)).
+    pub fn bridged_server_of(&self, tool: &str) -> Option<String> {
+        self.mcp_bridge().bridge.get()?.server_of(tool)
     }
 
     /// Where each bridged MCP server stands (empty until [`start_mcp`](Self::start_mcp)).

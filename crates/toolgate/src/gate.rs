@@ -13,6 +13,7 @@ use toolgate_core::{
     ToolSpec,
 };
 use toolgate_guard::leak::LeakDetector;
+use toolgate_mcp::bridge::GatewayUser;
 use toolgate_mcp::bridge::oauth::SecretVault;
 use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, AuditStore, Store, StoreError, Stores};
@@ -117,6 +118,8 @@ pub struct GateBuilder {
     families: Vec<Arc<dyn Family>>,
     audit: AuditTarget,
     mcp_timings: Option<BridgeTimings>,
+    /// In a team gateway's per-user gate: the user and the gateway's vault of upstream sign-ins.
+    mcp_user: Option<(String, Arc<dyn SecretVault>)>,
 }
 
 impl GateBuilder {
@@ -185,6 +188,14 @@ impl GateBuilder {
         self
     }
 
+    /// Makes this the gate of `user` in a team gateway: its bridged servers that are not
+    /// `shared` connect with `user`'s own sign-in, kept in `vault` (the gateway's), and a server
+    /// `user` has not signed in to says so ([`toolgate_mcp::bridge::GatewayUser`]).
+    pub fn gateway_user(mut self, user: impl Into<String>, vault: Arc<dyn SecretVault>) -> Self {
+        self.mcp_user = Some((user.into(), vault));
+        self
+    }
+
     /// Builds the gate in an `Arc` with the agent runtime bound to it ([`Gate::bind_agents`]):
     /// what every program that serves or calls tools wants. [`GateBuilder::build`] leaves the
     /// binding to the caller, and the agent tools answer "not connected" until it is made.
@@ -219,7 +230,13 @@ impl GateBuilder {
         let vault = stores
             .as_ref()
             .map(|s| Arc::new(crate::mcp_vault::StoreVault::new(Arc::clone(&s.secrets))) as Arc<dyn SecretVault>);
-        let mcp = McpBridge::new(vault, self.mcp_timings);
+        // In a team gateway, a server that is not `shared` uses each user's own sign-in.
+        let gateway = match self.mcp_user {
+            Some((user, vault)) => Some(GatewayUser::User { user, vault }),
+            None if self.config.gateway.enabled => Some(GatewayUser::Gateway),
+            None => None,
+        };
+        let mcp = McpBridge::new(vault, self.mcp_timings, gateway);
         timings.lap("mcp bridge");
         // One fetcher for everything that touches the network (its HTTP client is built on the
         // first request).
@@ -410,6 +427,7 @@ impl Gate {
             families: Vec::new(),
             audit: AuditTarget::Workspace,
             mcp_timings: None,
+            mcp_user: None,
         }
     }
 
@@ -464,6 +482,12 @@ impl Gate {
     /// `shutdown` is cancelled (a long-lived `toolgate serve` calls this once).
     pub fn start_tasks(&self, shutdown: &CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
         self.families.iter().flat_map(|f| f.tasks(&self.services, shutdown)).map(tokio::spawn).collect()
+    }
+
+    /// The vault of bridged servers' OAuth sign-ins (the state database's encrypted secrets),
+    /// `None` without a state database. A team gateway's users sign in into the gateway's.
+    pub fn mcp_vault(&self) -> Option<Arc<dyn SecretVault>> {
+        self.mcp.vault()
     }
 
     /// The MCP client bridge (`bridge.rs`).

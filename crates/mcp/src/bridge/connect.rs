@@ -20,7 +20,7 @@ use toolgate_fetch::proxy::{self, ProxyLog};
 use toolgate_sandbox::{CommandSpec, RunningProcess, Sandbox};
 
 use super::client::BridgeClient;
-use super::link::{Containment, ServerLink};
+use super::link::{Containment, ServerLink, sign_in_message};
 use super::mapping::clean_text;
 use super::oauth::{OAuthError, SecretVault, authorized_client, login_required_message};
 use super::profile::{self, PROXY_PORT};
@@ -93,8 +93,14 @@ impl ConnectError {
 
     /// What a model may read: the kind of failure in toolgate's own words, without the
     /// server's text (that goes to the log only).
-    pub(crate) fn summary(&self, server: &str) -> String {
+    pub(crate) fn summary(&self, server: &str, user: Option<&str>) -> String {
         match self {
+            // A per-user server in a team gateway: the user signs in, nobody else's token helps.
+            ConnectError::Unauthorized | ConnectError::OAuth(OAuthError::LoginRequired { .. })
+                if let Some(user) = user =>
+            {
+                sign_in_message(server, user)
+            }
             ConnectError::Handshake { .. } => {
                 "the MCP handshake failed (the server's messages are in toolgate's log)".to_owned()
             }
@@ -271,6 +277,7 @@ pub(crate) async fn connect(link: &Arc<ServerLink>, env: &ConnectEnv) -> Result<
             .map_err(|_| ConnectError::Timeout(env.timeout))??,
         None => None,
     };
+    link.with_token.store(authorized.is_some(), std::sync::atomic::Ordering::Release);
     match config.http_transport() {
         HttpTransport::Http => {
             let transport = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);

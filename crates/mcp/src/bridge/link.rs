@@ -14,6 +14,17 @@ use toolgate_core::{ProgressSink, ToolError};
 use toolgate_sandbox::{DenialKind, Sandbox};
 
 use super::ServerConfig;
+use super::oauth::{SecretVault, is_logged_in};
+
+/// What a user of a team gateway is told when a per-user server has no sign-in of theirs.
+pub(crate) fn sign_in_message(server: &str, user: &str) -> String {
+    format!(
+        "MCP server `{server}` needs your own sign-in (in this gateway each user signs in to it for themself, and \
+         no one else's sign-in is used for you), and you (`{user}`) have none it accepts: sign in with \
+         `toolgate mcp login {server} --user {user}` on the gateway's machine (or ask the gateway's admin to run it \
+         with you), then call again"
+    )
+}
 
 /// Progress notifications kept for calls that have not registered their token yet.
 const EARLY_PROGRESS_KEPT: usize = 32;
@@ -78,6 +89,16 @@ pub(crate) struct ServerLink {
     /// one): a replacement of the same name waits for it, so the old one's clean-up cannot
     /// unregister the new one's tools.
     ended: watch::Sender<bool>,
+    /// In a team gateway, the user whose own sign-in this server's connections use, with that
+    /// user's view of the vault; `None` for a server-wide (or anonymous) connection.
+    pub signed_in_user: Option<(String, Arc<dyn SecretVault>)>,
+    /// Whether the current connection was opened with a stored OAuth token.
+    pub with_token: std::sync::atomic::AtomicBool,
+    /// Asks the supervisor to drop the connection, or stop waiting between attempts, and connect
+    /// again now (a user signed out, or signed in).
+    pub kick: Notify,
+    /// Connection attempts finished so far (for a call that waits for one after a kick).
+    attempts: watch::Sender<u64>,
 }
 
 impl ServerLink {
@@ -94,7 +115,56 @@ impl ServerLink {
             removed: std::sync::atomic::AtomicBool::new(false),
             containment: Mutex::new(None),
             ended: watch::Sender::new(false),
+            signed_in_user: None,
+            with_token: std::sync::atomic::AtomicBool::new(false),
+            kick: Notify::new(),
+            attempts: watch::Sender::new(0),
         }
+    }
+
+    /// This link for `user`'s own sign-in (a per-user server in a team gateway).
+    pub(crate) fn for_user(mut self, user: &str, vault: Arc<dyn SecretVault>) -> Self {
+        self.signed_in_user = Some((user.to_owned(), vault));
+        self
+    }
+
+    /// Counts a finished connection attempt.
+    pub(crate) fn attempt_done(&self) {
+        self.attempts.send_modify(|n| *n += 1);
+    }
+
+    /// Whether the user of a per-user link has credentials stored now (`None`: not a per-user
+    /// link, or the vault cannot say).
+    pub(crate) async fn user_signed_in(&self) -> Option<bool> {
+        let (_, vault) = self.signed_in_user.as_ref()?;
+        let (vault, name) = (Arc::clone(vault), self.name.clone());
+        tokio::task::spawn_blocking(move || is_logged_in(&name, vault.as_ref()).ok()).await.ok().flatten()
+    }
+
+    /// Asks the supervisor to connect again now and waits (at most `timeout`) for that attempt
+    /// to finish.
+    pub(crate) async fn reconnect_now(&self, timeout: Duration) {
+        let mut rx = self.attempts.subscribe();
+        let before = *rx.borrow_and_update();
+        self.kick.notify_one();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|n| *n > before)).await;
+    }
+
+    /// Whether this is a per-user link that is down for want of its user's sign-in.
+    pub(crate) fn needs_sign_in(&self) -> bool {
+        let Some((user, _)) = &self.signed_in_user else { return false };
+        match self.state() {
+            LinkState::Retrying { error, .. } | LinkState::GaveUp { error, .. } => {
+                error == sign_in_message(&self.name, user)
+            }
+            _ => false,
+        }
+    }
+
+    /// The error of a call whose user has no usable sign-in of their own (a per-user server).
+    pub(crate) fn sign_in_needed(&self) -> Option<ToolError> {
+        let (user, _) = self.signed_in_user.as_ref()?;
+        Some(ToolError::failed(sign_in_message(&self.name, user)))
     }
 
     /// Records the sandbox the server's current process runs in (`None`: unconfined or HTTP).

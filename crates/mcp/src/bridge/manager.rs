@@ -10,7 +10,7 @@ use toolgate_core::{Registry, ToolError};
 
 use super::connect::ConnectEnv;
 use super::link::{LinkState, ServerLink};
-use super::oauth::SecretVault;
+use super::oauth::{SecretVault, UserVault};
 use super::supervisor::{BridgeTimings, Supervisor};
 use super::{DEFAULT_PREFIX, McpConfig, ServerConfig};
 
@@ -26,12 +26,39 @@ pub struct BridgeOptions {
     /// Where OAuth credentials are (`toolgate mcp login NAME` stores them); without a vault, an
     /// HTTP server that asks for authorization stays unavailable.
     pub vault: Option<Arc<dyn SecretVault>>,
+    /// In a team gateway, whose calls this bridge makes (`None`: a single user's toolgate).
+    pub gateway: Option<GatewayUser>,
+}
+
+/// Whose calls a bridge makes in a team gateway, which decides the credentials of a server
+/// that is not `shared`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum GatewayUser {
+    /// The gateway's own gate (no per-user workspaces): it has no user of its own, so a server
+    /// that is not `shared` is connected without any stored credential.
+    Gateway,
+    /// One user's gate: a server that is not `shared` is connected with this user's own sign-in
+    /// (kept in `vault`, the gateway's, under `mcp.user.USER.oauth.NAME`); a `shared` one with
+    /// the server-wide sign-in in the same vault.
+    User {
+        /// The user.
+        user: String,
+        /// The gateway's vault.
+        vault: Arc<dyn SecretVault>,
+    },
 }
 
 impl BridgeOptions {
     /// Options for `workspace` with the default timings.
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
-        BridgeOptions { workspace: workspace.into(), timings: BridgeTimings::default(), vault: None }
+        BridgeOptions { workspace: workspace.into(), timings: BridgeTimings::default(), vault: None, gateway: None }
+    }
+
+    /// Makes this the bridge of a team gateway, for `user` ([`GatewayUser`]).
+    pub fn gateway(mut self, user: GatewayUser) -> Self {
+        self.gateway = Some(user);
+        self
     }
 
     /// Sets the vault of OAuth credentials.
@@ -166,10 +193,27 @@ impl Bridge {
 
     /// Starts one server's supervisor.
     fn launch(&self, name: &str, server: &ServerConfig, replaces: Option<Arc<ServerLink>>) {
-        let link = Arc::new(ServerLink::new(name.to_owned(), server.clone()));
+        let options = &self.options;
+        // Which sign-in this server's connections use (docs/gateway.md, "Upstream sign-ins").
+        let (vault, user) = match (&options.gateway, server.shared) {
+            (None, _) | (Some(GatewayUser::Gateway), true) => (options.vault.clone(), None),
+            (Some(GatewayUser::Gateway), false) => (None, None),
+            (Some(GatewayUser::User { vault, .. }), true) => (Some(Arc::clone(vault)), None),
+            (Some(GatewayUser::User { user, vault }), false) => {
+                let mine: Arc<dyn SecretVault> = Arc::new(UserVault::new(Arc::clone(vault), user));
+                (Some(Arc::clone(&mine)), Some((user.clone(), mine)))
+            }
+        };
+        let mut link = ServerLink::new(name.to_owned(), server.clone());
+        if let Some((user, mine)) = user {
+            link = link.for_user(&user, mine);
+        }
+        let link = Arc::new(link);
         let stop = self.shutdown.child_token();
         self.links.write().unwrap_or_else(PoisonError::into_inner).push((Arc::clone(&link), stop.clone()));
-        if let Some(problem) = server.problem(name) {
+        let problem =
+            server.problem(name).or_else(|| options.gateway.as_ref().and_then(|_| server.gateway_problem(name)));
+        if let Some(problem) = problem {
             tracing::error!(server = %name, "MCP server not started: {problem}");
             link.set_state(LinkState::Misconfigured { error: problem });
             link.first_attempt_done();
@@ -184,15 +228,10 @@ impl Bridge {
             link.mark_ended();
             return;
         };
-        let options = &self.options;
         let supervisor = Supervisor {
             link,
             registry: Arc::clone(&self.registry),
-            env: ConnectEnv {
-                workspace: options.workspace.clone(),
-                vault: options.vault.clone(),
-                timeout: options.timings.connect_timeout,
-            },
+            env: ConnectEnv { workspace: options.workspace.clone(), vault, timeout: options.timings.connect_timeout },
             timings: options.timings,
             shutdown: stop,
             registered: Default::default(),
@@ -231,10 +270,25 @@ impl Bridge {
         true
     }
 
+    /// For a call to `tool` that is not registered and belongs to a per-user server whose user
+    /// has signed in since its last connection attempt: connects again now and waits for that
+    /// attempt (at most `timeout`). Returns whether it did, so the caller looks the tool up again.
+    pub async fn reconnect_signed_in(&self, tool: &str, timeout: Duration) -> bool {
+        let Some(link) = self.link_of(tool) else { return false };
+        if !link.needs_sign_in() || link.user_signed_in().await != Some(true) {
+            return false;
+        }
+        link.reconnect_now(timeout).await;
+        true
+    }
+
     /// For a call to `tool` that is not registered: the error to give when it belongs to a
     /// server that is down (so the model learns why, instead of "unknown tool").
     pub fn unavailable(&self, tool: &str) -> Option<ToolError> {
         let link = self.link_of(tool)?;
+        if link.needs_sign_in() {
+            return link.sign_in_needed();
+        }
         link.peer().err()
     }
 

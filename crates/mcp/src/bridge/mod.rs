@@ -38,5 +38,5 @@ pub use config::{
     DEFAULT_PREFIX, HttpTransport, McpConfig, OAuthConfig, ServerConfig, ServerNetwork, ServerSandbox, ToolFilter,
     expand_env, valid_server_name,
 };
-pub use manager::{Bridge, BridgeOptions, ServerState, ServerStatus};
+pub use manager::{Bridge, BridgeOptions, GatewayUser, ServerState, ServerStatus};
 pub use supervisor::BridgeTimings;

@@ -37,7 +37,10 @@ use super::{ServerConfig, expand_env};
 use callback::{CALLBACK_PATH, Page, Redirect, printable};
 pub use client::{AuthorizedClient, login_required_message};
 use vault::VaultCredentialStore;
-pub use vault::{SecretVault, VAULT_PREFIX, VaultError, vault_key};
+pub use vault::{
+    SecretVault, USER_VAULT_PREFIX, UserVault, VAULT_PREFIX, VaultError, parse_user_vault_key, user_vault_key,
+    vault_key,
+};
 
 /// How long [`login`] waits for the browser by default.
 pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(5 * 60);

@@ -125,7 +125,9 @@ impl Supervisor {
         let max = self.timings.max_attempts;
         let mut retry = 0u32;
         loop {
-            let error = match self.attempt().await {
+            let attempt = self.attempt().await;
+            self.link.attempt_done();
+            let error = match attempt {
                 Attempt::Connected(connection) => {
                     retry = 0;
                     match self.serve(connection).await {
@@ -153,8 +155,14 @@ impl Supervisor {
                 );
                 self.link.set_state(LinkState::GaveUp { error, attempts: max });
                 self.link.first_attempt_done();
-                self.shutdown.cancelled().await;
-                break;
+                // A per-user server's user may sign in later: a call then asks for a new try.
+                tokio::select! {
+                    () = self.shutdown.cancelled() => break,
+                    () = self.link.kick.notified() => {
+                        retry = 0;
+                        continue;
+                    }
+                }
             }
             let delay = self.timings.backoff(retry);
             self.link.set_state(LinkState::Retrying { error, attempt: retry, max, delay });
@@ -163,6 +171,7 @@ impl Supervisor {
             tokio::select! {
                 () = self.shutdown.cancelled() => break,
                 () = tokio::time::sleep(delay) => {}
+                () = self.link.kick.notified() => {}
             }
         }
         self.link.set_state(LinkState::Stopped);
@@ -188,7 +197,8 @@ impl Supervisor {
             Ok(connection) => connection,
             Err(e) => {
                 tracing::error!(server = %name, "cannot connect to MCP server: {e}");
-                return Attempt::Failed { why: e.summary(&name), permanent: e.is_permanent() };
+                let user = self.link.signed_in_user.as_ref().map(|(user, _)| user.as_str());
+                return Attempt::Failed { why: e.summary(&name, user), permanent: e.is_permanent() };
             }
         };
         let peer = connection.peer().clone();
@@ -235,6 +245,15 @@ impl Supervisor {
                 }
                 () = connection.closed() => {
                     return Ended::Lost("the server closed the connection (or its process ended)".to_owned());
+                }
+                () = self.link.kick.notified() => {
+                    // A kick left from before this connection, while its user is signed in.
+                    if self.link.user_signed_in().await == Some(true) {
+                        continue;
+                    }
+                    // Its user signed out: this connection carries their token no longer.
+                    connection.close().await;
+                    return Ended::Lost("its user's sign-in was removed".to_owned());
                 }
                 () = self.link.list_changed.notified() => {
                     let refreshed = tokio::time::timeout(self.timings.connect_timeout, self.sync_tools(&peer)).await;

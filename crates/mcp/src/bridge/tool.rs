@@ -15,9 +15,13 @@ use toolgate_core::{CallContext, CallSafety, Content, Tool, ToolError, ToolOutpu
 
 use super::link::ServerLink;
 use super::mapping::{self, BridgedSpec, clean_text, remote_error, requirement};
+use super::oauth::login_required_message;
 
 /// The longest per-call deadline `timeout_secs` may set (a day).
 const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
+/// How long a call waits for the connection of a user who has just signed in.
+const SIGNED_IN_WAIT: Duration = Duration::from_secs(30);
 
 /// One tool of a bridged server, registered as `mcp__NAME__tool`.
 #[derive(Debug)]
@@ -44,6 +48,12 @@ impl BridgedTool {
     /// A failure of the request itself (not a tool error result).
     fn request_error(&self, error: ServiceError) -> ToolError {
         let server = &self.link.name;
+        // The token stopped working mid-session: the user signs in again, as themself.
+        if error.to_string().contains(&login_required_message(server))
+            && let Some(error) = self.link.sign_in_needed()
+        {
+            return error;
+        }
         match error {
             ServiceError::McpError(e) => {
                 remote_error(server, &format!("error {} calling `{}`: {}", e.code.0, self.bridged.remote, e.message))
@@ -112,7 +122,27 @@ impl Tool for BridgedTool {
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
-        let peer = self.link.peer()?;
+        // A per-user server: a connection opened with its user's token serves only while that
+        // user is signed in (a sign-out, from another process too, applies from the next call).
+        if self.link.with_token.load(std::sync::atomic::Ordering::Acquire)
+            && self.link.user_signed_in().await == Some(false)
+            && let Some(error) = self.link.sign_in_needed()
+        {
+            self.link.kick.notify_one();
+            return Err(error);
+        }
+        let peer = match self.link.peer() {
+            Ok(peer) => peer,
+            // Down for want of its user's sign-in: connect now if they have signed in since.
+            Err(e) if self.link.needs_sign_in() => {
+                if self.link.user_signed_in().await != Some(true) {
+                    return Err(self.link.sign_in_needed().unwrap_or(e));
+                }
+                self.link.reconnect_now(SIGNED_IN_WAIT).await;
+                self.link.peer()?
+            }
+            Err(e) => return Err(e),
+        };
         let arguments = match params {
             Value::Object(map) => map,
             Value::Null => Map::new(),

@@ -14,6 +14,60 @@ pub fn vault_key(name: &str) -> String {
     format!("{VAULT_PREFIX}{name}")
 }
 
+/// The vault key prefix of per-user credentials in a team gateway: `mcp.user.USER.oauth.NAME`.
+pub const USER_VAULT_PREFIX: &str = "mcp.user.";
+
+/// The vault key of `user`'s OAuth credentials for server `name` in a team gateway. Server
+/// names have no `.`, so the last `.oauth.` separates the two even when the user's name has dots.
+pub fn user_vault_key(user: &str, name: &str) -> String {
+    format!("{USER_VAULT_PREFIX}{user}.oauth.{name}")
+}
+
+/// The (user, server) of a per-user key, `None` for any other key.
+pub fn parse_user_vault_key(key: &str) -> Option<(&str, &str)> {
+    key.strip_prefix(USER_VAULT_PREFIX)?.rsplit_once(".oauth.")
+}
+
+/// One user's view of a vault in a team gateway: server `NAME`'s credentials (`mcp.oauth.NAME`)
+/// are kept under `mcp.user.USER.oauth.NAME`, so every function of [`super`] signs in, uses and
+/// forgets that user's own sign-in, and can reach no one else's. Any other key is refused.
+#[derive(Debug, Clone)]
+pub struct UserVault {
+    inner: Arc<dyn SecretVault>,
+    user: Arc<str>,
+}
+
+impl UserVault {
+    /// `user`'s credentials in `inner`.
+    pub fn new(inner: Arc<dyn SecretVault>, user: &str) -> Self {
+        UserVault { inner, user: user.into() }
+    }
+
+    /// The user.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    fn map(&self, key: &str) -> Result<String, VaultError> {
+        match key.strip_prefix(VAULT_PREFIX) {
+            Some(server) if !server.is_empty() => Ok(user_vault_key(&self.user, server)),
+            _ => Err(VaultError(format!("a user's vault keeps OAuth credentials only, not `{key}`"))),
+        }
+    }
+}
+
+impl SecretVault for UserVault {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, VaultError> {
+        self.inner.get(&self.map(key)?)
+    }
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), VaultError> {
+        self.inner.put(&self.map(key)?, value)
+    }
+    fn delete(&self, key: &str) -> Result<bool, VaultError> {
+        self.inner.delete(&self.map(key)?)
+    }
+}
+
 /// Why the vault failed, in words for the user (never containing a secret).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -105,6 +159,25 @@ pub(crate) mod tests {
         fn delete(&self, key: &str) -> Result<bool, VaultError> {
             Ok(self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(key).is_some())
         }
+    }
+
+    #[tokio::test]
+    async fn a_user_vault_keeps_each_users_credentials_apart() {
+        let vault = Arc::new(MemoryVault::default());
+        let ann = UserVault::new(vault.clone(), "ann.x");
+        let bob = UserVault::new(vault.clone(), "bob");
+        VaultCredentialStore::new(Arc::new(ann.clone()), "gh")
+            .save(StoredCredentials::new("c-ann".into(), None, vec![], None))
+            .await
+            .unwrap();
+        assert!(vault.get("mcp.user.ann.x.oauth.gh").unwrap().is_some());
+        assert!(vault.get("mcp.oauth.gh").unwrap().is_none(), "no server-wide record");
+        assert!(bob.get("mcp.oauth.gh").unwrap().is_none(), "bob sees nothing of ann's");
+        assert_eq!(parse_user_vault_key("mcp.user.ann.x.oauth.gh"), Some(("ann.x", "gh")));
+        assert_eq!(parse_user_vault_key("mcp.oauth.gh"), None);
+        assert!(ann.get("memory.key").is_err(), "only OAuth keys are mapped");
+        assert!(bob.delete("mcp.oauth.gh").map(|had| !had).unwrap());
+        assert!(ann.delete("mcp.oauth.gh").unwrap());
     }
 
     #[tokio::test]

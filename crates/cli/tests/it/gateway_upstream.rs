@@ -1,0 +1,232 @@
+//! Per-user upstream sign-ins (issue 28 item 3) through the binary: a team gateway with
+//! per-user workspaces bridges a real Streamable HTTP MCP server on loopback
+//! (`mcp_oauth/per_user_server.cjs`, the official TypeScript SDK's auth router and bearer
+//! middleware) that checks bearer tokens and answers with whose token it saw and whose token
+//! opened the session. Users sign in with `toolgate mcp login per --user NAME` (the test plays the
+//! browser), call through the official MCP Python SDK with their own API keys, and sign out with
+//! `toolgate mcp logout per --user NAME` while the gateway serves.
+//!
+//! The peer is installed by `cargo xtask deps` into `<repo>/.cache/peers/npm`; a missing peer
+//! fails the test.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+use toolgate_testkit::ports::Listening;
+
+use crate::mcp_oauth::{node, node_modules};
+use crate::support::python;
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+fn toolgate(ws: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(TOOLGATE).arg("--workspace").arg(ws).args(args).output().unwrap()
+}
+
+fn admin(ws: &Path, args: &[&str]) -> String {
+    let out = toolgate(ws, &[&["admin"], args].concat());
+    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The fixture on its loopback port, killed on drop.
+struct Upstream {
+    _process: Listening,
+    port: u16,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_oauth/per_user_server.cjs");
+        let process = Listening::start(1, &["per-user fixture listening"], |ports| {
+            let mut command = Command::new(node());
+            command.arg(&script).env("NODE_MODULES", node_modules()).env("PORT", ports[0].to_string());
+            command
+        });
+        let port = process.ports[0];
+        Upstream { _process: process, port }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://localhost:{}{path}", self.port)
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        reqwest::get(self.url(path)).await.unwrap().json().await.unwrap()
+    }
+
+    /// Signs `user` in through the CLI: the fixture's next sign-in is `user`'s, the test is the
+    /// browser (it follows the printed URL to toolgate's loopback callback).
+    async fn login(&self, ws: &Path, user: &str) {
+        let set = reqwest::Client::new().post(self.url(&format!("/test/subject?name={user}"))).send().await.unwrap();
+        assert!(set.status().is_success());
+        let mut login = Command::new(TOOLGATE)
+            .arg("--workspace")
+            .arg(ws)
+            .args(["mcp", "login", "per", "--no-browser", "--user", user])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(login.stderr.take().unwrap());
+        let (tx, rx) = mpsc::channel();
+        // Read to the end: closing the pipe early would kill the CLI's next `eprintln!`.
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut said = Vec::new();
+        let url = loop {
+            let line = tokio::task::block_in_place(|| rx.recv_timeout(Duration::from_secs(120)))
+                .unwrap_or_else(|_| panic!("`toolgate mcp login --user {user}` printed no URL: {said:?}"));
+            if line.trim().starts_with("http") {
+                break line.trim().to_owned();
+            }
+            said.push(line);
+        };
+        let page = reqwest::get(&url).await.unwrap();
+        assert!(page.status().is_success(), "{}", page.status());
+        let out = tokio::task::block_in_place(|| login.wait_with_output()).unwrap();
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && printed.contains(&format!("as {user}")), "{printed}");
+    }
+}
+
+/// One call through the official MCP Python SDK with `key`: (is_error, text).
+fn call(url: &str, key: &str) -> (bool, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/gateway_call.py");
+    let out = Command::new(python::sdk_python()).arg(script).args([url, key, "mcp__per__whoami"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line: Value = stdout.lines().find_map(|l| serde_json::from_str(l).ok()).unwrap_or_else(|| {
+        panic!("no result from gateway_call.py:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+    });
+    (line["is_error"].as_bool().unwrap(), line["text"].as_str().unwrap().to_owned())
+}
+
+/// Every file under `dir`, recursively, with its bytes.
+fn files(dir: &Path, out: &mut Vec<(std::path::PathBuf, Vec<u8>)>) {
+    for entry in std::fs::read_dir(dir).unwrap().map_while(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            files(&path, out);
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path, bytes));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_calls_an_upstream_server_with_their_own_sign_in() {
+    // reqwest is built with rustls but no default provider (see toolgate-mcp).
+    toolgate_mcp::bridge::oauth::install_crypto_provider();
+    let upstream = Upstream::start();
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        format!(
+            "[gateway]\nenabled = true\nworkspaces = \"users\"\n\n[mcp.servers.per]\nurl = \"{}\"\n",
+            upstream.url("/mcp")
+        ),
+    )
+    .unwrap();
+    for user in ["ann", "bob", "cy"] {
+        admin(ws.path(), &["user", "add", user]);
+        admin(ws.path(), &["grant", "add", "--to", user, "--server", "per"]);
+    }
+    let keys: Vec<String> =
+        ["ann", "bob", "cy"].iter().map(|user| admin(ws.path(), &["key", "create", "--user", user])).collect();
+    let (ann, bob, cy) = (&keys[0], &keys[1], &keys[2]);
+
+    // A per-user server has no server-wide sign-in, and a sign-in is for a user that exists.
+    for (args, why) in [
+        (&["mcp", "login", "per", "--no-browser"][..], "--user USER"),
+        (&["mcp", "login", "per", "--no-browser", "--user", "nobody"][..], "there is no user `nobody`"),
+    ] {
+        let out = toolgate(ws.path(), args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(why), "{args:?}: {err}");
+    }
+    upstream.login(ws.path(), "ann").await;
+
+    let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
+    let url = server.url.clone();
+    let mut said = Vec::new();
+
+    // Ann's call carries Ann's token, over a connection her token opened.
+    let (error, text) = tokio::task::block_in_place(|| call(&url, ann));
+    assert!(!error && text.contains("token of ann; session opened by ann"), "{text}");
+    said.push(text);
+
+    // Bob and Cy have not signed in: they are told how, and nobody's token is used for them.
+    for (key, user) in [(bob, "bob"), (cy, "cy")] {
+        let (error, text) = tokio::task::block_in_place(|| call(&url, key));
+        assert!(
+            error && text.contains("needs your own sign-in") && text.contains(&format!("--user {user}")),
+            "{user}: {text}"
+        );
+        assert!(!text.contains("token of"), "{user} reached the server: {text}");
+        said.push(text);
+    }
+
+    // Bob signs in while the gateway serves: his next call connects as him.
+    upstream.login(server.ws.path(), "bob").await;
+    let (error, text) = tokio::task::block_in_place(|| call(&url, bob));
+    assert!(!error && text.contains("token of bob; session opened by bob"), "{text}");
+    said.push(text);
+    let (error, text) = tokio::task::block_in_place(|| call(&url, ann));
+    assert!(!error && text.contains("token of ann; session opened by ann"), "{text}");
+    said.push(text);
+
+    // Ann signs out: her next call is refused with what to do; Bob's still works, as Bob.
+    let out = toolgate(server.ws.path(), &["mcp", "logout", "per", "--user", "ann"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("forgot"), "{out:?}");
+    let (error, text) = tokio::task::block_in_place(|| call(&url, ann));
+    assert!(error && text.contains("needs your own sign-in") && text.contains("--user ann"), "{text}");
+    said.push(text);
+    let (error, text) = tokio::task::block_in_place(|| call(&url, bob));
+    assert!(!error && text.contains("token of bob; session opened by bob"), "{text}");
+    said.push(text);
+    let (error, text) = tokio::task::block_in_place(|| call(&url, ann));
+    assert!(error && text.contains("--user ann"), "still signed out: {text}");
+    said.push(text);
+
+    // Every request the server authorized was made with the token of someone who had signed in.
+    let seen = upstream.get("/test/seen").await;
+    let seen: Vec<&str> = seen.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(seen.contains(&"ann") && seen.contains(&"bob"), "{seen:?}");
+    assert!(!seen.contains(&"cy") && !seen.contains(&"unknown"), "{seen:?}");
+
+    // Each call is audited as its caller, in the caller's workspace.
+    let users = server.ws.path().join("users");
+    for user in ["ann", "bob", "cy"] {
+        let out = toolgate(&users.join(user), &["audit", "--json", "--tail", "100"]);
+        let rows: Vec<Value> =
+            String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let calls = rows.iter().filter(|r| r["tool"] == "mcp__per__whoami").count();
+        // Cy's calls never found the server's tools (it never connected for him).
+        assert!((calls >= 1 || user == "cy") && rows.iter().all(|r| r["user"] == user), "{user}: {rows:?}");
+        said.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+
+    // No token in any error or audit row, nor in clear in any file of the gateway (the sign-ins
+    // are kept encrypted in its state database; the users' workspaces hold none).
+    let tokens = upstream.get("/test/tokens").await;
+    let tokens: Vec<&str> = tokens.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(tokens.len(), 2, "one sign-in each for ann and bob: {tokens:?}");
+    let mut all = Vec::new();
+    files(server.ws.path(), &mut all);
+    assert!(all.iter().any(|(p, _)| p.ends_with("users/ann/.toolgate/state.db")), "the audit logs were read");
+    for token in &tokens {
+        for text in &said {
+            assert!(!text.contains(token), "a token in what a caller saw: {text}");
+        }
+        for (path, bytes) in &all {
+            assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()), "a token in {}", path.display());
+        }
+    }
+}
