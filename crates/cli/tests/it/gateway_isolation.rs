@@ -105,3 +105,58 @@ fn two_users_cannot_see_each_others_processes_memory_sessions_approvals_or_audit
     assert_private(&server.ws.path().join("users/bob/.toolgate"));
     assert_eq!(mode(&server.ws.path().join("users/bob/.toolgate/state.db")), 0o600);
 }
+
+/// `initialize` over raw HTTP with `key`: the status line and the body.
+fn initialize(server: &HttpServer, key: &str) -> String {
+    use std::io::{Read, Write};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Keys of the issue's "Bad input": one past its `--expires` (its expiry moved into the past in
+/// the real state database, as the clock passing it would), and a valid key of another gateway
+/// (another workspace) are refused with a 401 that says why, and nothing is called.
+#[test]
+fn an_expired_key_and_another_gateways_key_are_refused() {
+    let gateway = |users: &[&str]| {
+        let ws = toolgate_testkit::serve::workspace();
+        std::fs::write(ws.path().join("toolgate.toml"), "[gateway]\nenabled = true\n").unwrap();
+        for user in users {
+            admin(ws.path(), &["user", "add", user]);
+        }
+        ws
+    };
+    let here = gateway(&["ann"]);
+    let elsewhere = gateway(&["ann"]);
+    let ann = admin(here.path(), &["key", "create", "--user", "ann", "--expires", "90m"]);
+    let theirs = admin(elsewhere.path(), &["key", "create", "--user", "ann"]);
+    let server = HttpServer::start_in(TOOLGATE, here, &[]);
+    assert!(initialize(&server, &ann).starts_with("HTTP/1.1 200"), "the key works before its expiry");
+
+    let other = initialize(&server, &theirs);
+    assert!(other.starts_with("HTTP/1.1 401") && other.contains("unknown API key"), "{other}");
+    let db = rusqlite::Connection::open(server.ws.path().join(".toolgate/state.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    let moved = db.execute("UPDATE api_keys SET expires_ms = created_ms - 1000 WHERE id = ?1", [&ann[3..19]]).unwrap();
+    assert_eq!(moved, 1);
+    drop(db);
+    let expired = initialize(&server, &ann);
+    assert!(
+        expired.starts_with("HTTP/1.1 401") && expired.contains("has expired; ask an admin for a new one"),
+        "{expired}"
+    );
+    let listed = admin(server.ws.path(), &["key", "list"]);
+    assert!(listed.contains("expired"), "{listed}");
+}
