@@ -1,7 +1,8 @@
 //! `toolgate serve --http` in gateway mode: `/mcp`'s authenticator (API keys, and the OIDC
 //! provider's access tokens when `[gateway.oidc]` is set), the web page at `/`, and RFC 9728
-//! protected-resource metadata (with OIDC only). The page reads the gate's approvals queue and
-//! every workspace's audit log through [`PageSource`].
+//! protected-resource metadata (with OIDC only), `/api/access` (access requests as JSON). The
+//! page reads the gate's approvals queue and every workspace's audit log through
+//! [`PageSource`], which also posts each access decision to `notify_url` for the requester.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,13 +13,13 @@ use anyhow::Context;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate::Gate;
-use toolgate::approvals::PendingApprovals;
+use toolgate::approvals::{PendingApprovals, WebhookNotifier};
 use toolgate::family::Mount;
 use toolgate::gateway::{
     Decision, GatewayAuthenticator, GatewayConfig, Grants, Oidc, Page, PageData, PendingCall, SignIn,
 };
 use toolgate::mcp::{ApiHandler, Authenticator, Caller};
-use toolgate::store::{AuditRecord, IdentityStore, Store};
+use toolgate::store::{AccessRequest, AuditRecord, IdentityStore, Store};
 
 /// What gateway mode needs from the gate, gathered before the server binds its address.
 #[derive(Debug)]
@@ -49,7 +50,21 @@ impl GatewayWiring {
         )?;
         let databases = vec![gate.workspace().join(".toolgate/state.db")];
         let users = config.gateway.workspaces.as_ref().map(|dir| gate.workspace().join(dir));
-        let data = Arc::new(PageSource { databases, users, pending });
+        // Requesters are told of decisions where approvers are told of calls, unless the
+        // gateway names a place of its own.
+        let notify = match config.gateway.notify_url.as_ref().or(config.approval.notify_url.as_ref()) {
+            Some(url) => {
+                match reqwest::Url::parse(url) {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+                    _ => anyhow::bail!(
+                        "[gateway] notify_url = {url:?} is not an http(s) URL; write e.g. https://host/path"
+                    ),
+                }
+                Some(Arc::new(WebhookNotifier::new(url).map_err(|e| anyhow::anyhow!(e))?))
+            }
+            None => None,
+        };
+        let data = Arc::new(PageSource { databases, users, pending, notify });
         // The page files requests and decides them as the `request_access` tool and `toolgate
         // admin access` do (the default tools do not matter here: nothing is checked).
         let grants = Grants::new(Arc::clone(&stores.grants), Arc::clone(&stores.identity), Vec::new());
@@ -84,10 +99,11 @@ impl GatewayWiring {
                 }
             });
         }
-        let authenticator = Arc::new(GatewayAuthenticator::new(Arc::clone(&self.identity), oidc.clone()));
+        let authenticator: Arc<dyn Authenticator> =
+            Arc::new(GatewayAuthenticator::new(Arc::clone(&self.identity), oidc.clone()));
         let signin = Arc::new(SignIn::new(Arc::clone(&self.identity), oidc.clone()));
         let page = Page::new(signin, self.grants, self.data, public.starts_with("https://"));
-        let mut mounts = vec![page.mount()];
+        let mut mounts = vec![page.mount(), page.api_mount(Arc::clone(&authenticator))];
         let mut resource_metadata = None;
         if let Some(oidc) = &oidc {
             mounts.push(toolgate::gateway::protected_resource_mount(&format!("{public}/mcp"), oidc.issuer()));
@@ -105,6 +121,8 @@ pub(crate) struct PageSource {
     databases: Vec<PathBuf>,
     users: Option<PathBuf>,
     pending: Arc<PendingApprovals>,
+    /// Where access decisions are posted for their requesters.
+    notify: Option<Arc<WebhookNotifier>>,
 }
 
 impl PageData for PageSource {
@@ -153,6 +171,23 @@ impl PageData for PageSource {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    // In the background: the decision stands whether or not the requester's channel answers;
+    // a failure is logged with the request's number (the requester still sees the decision
+    // on the page and with `request_access {"status": true}`).
+    fn access_decided(&self, request: &AccessRequest) {
+        let Some(notify) = self.notify.clone() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let event =
+            serde_json::json!({"event": "access_decided", "request": toolgate::gateway::shown_request(request)});
+        let id = request.id;
+        runtime.spawn(async move {
+            if let Err(e) = notify.post(&event).await {
+                let e: String = e.chars().take(500).collect();
+                tracing::warn!(request = id, "could not tell the requester of access request {id}'s decision: {e}");
+            }
+        });
     }
 
     fn decide(&self, id: &str, decision: Decision, by: &str) -> Result<String, String> {

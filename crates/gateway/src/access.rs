@@ -112,7 +112,7 @@ impl Grants {
 
     /// Whether `by` may decide `request`: `Ok` or why not. `None` for `by` is the machine's
     /// operator (`toolgate admin` on the gateway's workspace), who may decide every request.
-    fn may_decide(&self, by: Option<&str>, request: &AccessRequest) -> Result<(), GatewayError> {
+    pub(crate) fn may_decide(&self, by: Option<&str>, request: &AccessRequest) -> Result<(), GatewayError> {
         let Some(by) = by else { return Ok(()) };
         let refuse =
             |why: &str| Err(GatewayError::NotApprover(format!("{by} may not decide request {}: {why}", request.id)));
@@ -151,9 +151,17 @@ impl Grants {
         let request = self.pending(id)?;
         self.may_decide(by, &request)?;
         let tools = match &narrow.tools {
-            Some(tools) => tools.clone(),
+            Some(tools) => {
+                narrows(&request, tools)?;
+                tools.clone()
+            }
             None => request.tool.iter().cloned().collect(),
         };
+        if narrow.expires_ms.is_some_and(|at| at <= now_ms()) {
+            return Err(GatewayError::BadScope(
+                "the grant's expiry is in the past; give a duration such as 30d".into(),
+            ));
+        }
         let by_name = by.unwrap_or("operator").to_owned();
         let grant = ToolGrant {
             id: 0,
@@ -203,8 +211,35 @@ impl Grants {
         if decided.decided_by.as_deref() != Some(decision.by.as_str()) || decided.status != wanted {
             return Err(decided_already(&decided));
         }
+        if decided.status == AccessStatus::Approved {
+            self.changed(&decided.user);
+        }
         Ok(decided)
     }
+}
+
+/// Whether `tools` narrow what `request` asked for (an approval never grants more): each is
+/// the asked tool, or a tool name that the asked pattern covers. A request for a whole server
+/// may be narrowed to any of its tools.
+fn narrows(request: &AccessRequest, tools: &[String]) -> Result<(), GatewayError> {
+    if tools.is_empty() {
+        return Err(GatewayError::BadScope("narrow to at least one tool, or approve what was asked".into()));
+    }
+    for tool in tools {
+        check_pattern(tool)?;
+        let within = match &request.tool {
+            None => request.server.is_some(),
+            Some(asked) => tool == asked || (!tool.contains('*') && crate::grants::glob(asked, tool)),
+        };
+        if !within {
+            return Err(GatewayError::BadScope(format!(
+                "`{tool}` is not within what request {} asked for ({}): an approval may narrow a request, not widen it",
+                request.id,
+                what(request)
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn decided_already(request: &AccessRequest) -> GatewayError {

@@ -254,7 +254,16 @@ impl Grants {
     /// Checks `grant` and adds it; returns its id. `by` is who grants it.
     pub fn add(&self, grant: &ToolGrant) -> Result<i64, GatewayError> {
         check(self.identity.as_ref(), grant)?;
-        Ok(self.grants.tool_grant_add(grant)?)
+        let id = self.grants.tool_grant_add(grant)?;
+        self.changed(&grant.subject);
+        Ok(id)
+    }
+
+    /// Tells the MCP sessions of whoever grants of `subject` concern that their tools changed.
+    pub(crate) fn changed(&self, subject: &str) {
+        let is_user =
+            self.identity.principal_get(subject).ok().flatten().is_some_and(|p| p.kind == PrincipalKind::User);
+        crate::changes::granted(Some(subject), is_user);
     }
 
     /// Every grant, or those given to `subject`.
@@ -265,9 +274,11 @@ impl Grants {
 
     /// Removes grant `id`; it no longer applies from the next request.
     pub fn revoke(&self, id: i64) -> Result<(), GatewayError> {
-        if self.grants.tool_grant_get(id)?.is_none() || !self.grants.grant_revoke(id)? {
+        let Some(grant) = self.grants.tool_grant_get(id)? else { return Err(GatewayError::NoGrant(id)) };
+        if !self.grants.grant_revoke(id)? {
             return Err(GatewayError::NoGrant(id));
         }
+        self.changed(&grant.subject);
         Ok(())
     }
 
@@ -275,6 +286,11 @@ impl Grants {
     pub fn enable(&self, id: i64, enabled: bool) -> Result<(), GatewayError> {
         if !self.grants.tool_grant_enable(id, enabled)? {
             return Err(GatewayError::NoGrant(id));
+        }
+        let subject = self.grants.tool_grant_get(id)?.map(|g| g.subject);
+        match subject {
+            Some(subject) => self.changed(&subject),
+            None => crate::changes::granted(None, false),
         }
         Ok(())
     }

@@ -7,7 +7,8 @@
 //!   revocable) and [`KeyAuthenticator`], which admits a request to `/mcp` by its key.
 //! - `grants`, `access`: grants (who may use which tools, `toolgate admin grant`) and access
 //!   requests (`request_access`, `toolgate admin access`); `toolgate::granted` limits what
-//!   `/mcp` lists and runs to the caller's grants.
+//!   `/mcp` lists and runs to the caller's grants; `changes`: each user's counter of grant
+//!   changes, which their MCP sessions watch to send `notifications/tools/list_changed`.
 //! - `admin`: what `toolgate admin` does (users, groups, agents, keys), over the store's
 //!   [`IdentityStore`](toolgate_store::IdentityStore).
 //! - `signin/`: signing in to the page (OIDC with PKCE, a local argon2id password), sessions
@@ -19,6 +20,7 @@
 
 mod access;
 mod admin;
+mod changes;
 mod error;
 mod grants;
 mod keys;
@@ -29,6 +31,7 @@ mod tokens;
 
 pub use access::{Narrowing, RequestAccess, shown as shown_request};
 pub use admin::{Admin, NewKey};
+pub use changes::grant_changes;
 pub use error::GatewayError;
 pub use grants::{
     ADMIN_TOOL, Access, Decided, Grants, HOME_TOOLS, REQUEST_ACCESS, ToolRef, check_pattern, check_server,
@@ -62,4 +65,8 @@ pub struct GatewayConfig {
     /// Sign-in to the page with an OpenID Connect provider, whose access tokens `/mcp`
     /// accepts too.
     pub oidc: Option<OidcConfig>,
+    /// Where each decision on an access request made on this server (the page, `/api/access`)
+    /// is posted as JSON (`{"event": "access_decided", "request": ...}`), to tell the requester
+    /// (a chat or mail relay); unset: `[approval] notify_url`, if any.
+    pub notify_url: Option<String>,
 }

@@ -16,6 +16,13 @@ pub trait CallHandler: Send + Sync + 'static {
     /// The tools `ctx`'s caller may see, in the order to list them.
     fn list(&self, ctx: &CallContext) -> Vec<ToolSpec>;
 
+    /// The tool `list` has under `name` exactly, if any. The default looks through `list`; a
+    /// handler that can find one without building (and cloning) the whole list overrides it:
+    /// a team gateway asks on every call.
+    fn find(&self, ctx: &CallContext, name: &str) -> Option<ToolSpec> {
+        self.list(ctx).into_iter().find(|s| s.name == name)
+    }
+
     /// Runs one call. Errors become `isError` results (or, for an unknown tool, a protocol error).
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError>;
 
@@ -23,6 +30,14 @@ pub trait CallHandler: Send + Sync + 'static {
     /// and go); the server then sends `notifications/tools/list_changed` to its clients.
     /// `None` (the default): the list never changes.
     fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+
+    /// A receiver that changes whenever what `caller` may list changed (a team gateway's grant
+    /// of theirs was written); the server then sends `notifications/tools/list_changed` to
+    /// that caller's sessions only. `None` (the default): no such changes.
+    fn caller_changes(&self, caller: &crate::Caller) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let _ = caller;
         None
     }
 

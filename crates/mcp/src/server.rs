@@ -150,9 +150,21 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let Some(mut changes) = self.handler.tool_changes() else { return };
         changes.mark_unchanged();
+        // The caller's own changes (a grant of theirs), when the server knows its callers.
+        let caller = context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<crate::Caller>());
+        let mut mine = caller.and_then(|c| self.handler.caller_changes(c));
+        if let Some(mine) = &mut mine {
+            mine.mark_unchanged();
+        }
         let peer = context.peer;
         tokio::spawn(async move {
             loop {
+                let theirs = async {
+                    match &mut mine {
+                        Some(mine) => mine.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     changed = changes.changed() => {
                         if changed.is_err() {
@@ -161,6 +173,19 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
                         // A reconnecting server swaps many tools at once: one notification.
                         tokio::time::sleep(LIST_CHANGED_DEBOUNCE).await;
                         changes.mark_unchanged();
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    open = theirs => {
+                        if !open {
+                            mine = None;
+                            continue;
+                        }
+                        tokio::time::sleep(LIST_CHANGED_DEBOUNCE).await;
+                        if let Some(mine) = &mut mine {
+                            mine.mark_unchanged();
+                        }
                         if peer.notify_tool_list_changed().await.is_err() {
                             return;
                         }

@@ -133,12 +133,11 @@ impl WebhookNotifier {
             .map_err(|e| format!("[approval] notify_url: cannot build an HTTP client: {e}"))?;
         Ok(WebhookNotifier { client, url: url.to_owned() })
     }
-}
 
-#[async_trait::async_trait]
-impl ApprovalNotifier for WebhookNotifier {
-    async fn notify(&self, approval: &ApprovalRecord) -> Result<(), String> {
-        let body = json!({"event": "approval_pending", "approval": view(approval)}).to_string();
+    /// Posts `event` (a JSON object) to the URL: the same client, timeout and answer check as
+    /// an approval's notification (the gateway tells requesters of access decisions this way).
+    pub async fn post(&self, event: &Value) -> Result<(), String> {
+        let body = event.to_string();
         let response = self
             .client
             .post(&self.url)
@@ -151,6 +150,13 @@ impl ApprovalNotifier for WebhookNotifier {
             return Err(format!("POST {}: HTTP {}", self.url, response.status()));
         }
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalNotifier for WebhookNotifier {
+    async fn notify(&self, approval: &ApprovalRecord) -> Result<(), String> {
+        self.post(&json!({"event": "approval_pending", "approval": view(approval)})).await
     }
 }
 

@@ -160,6 +160,12 @@ impl CallHandler for Granted {
         self.inner.tool_changes()
     }
 
+    // A grant written for the caller (an approved access request, a revoked grant) changes
+    // what they may list: their sessions are told.
+    fn caller_changes(&self, caller: &toolgate_mcp::Caller) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.grants.as_ref().map(|_| toolgate_gateway::grant_changes(&caller.user))
+    }
+
     // MCP tasks, grant-checked like plain calls.
     fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
         let tasks = self.inner.tasks()?;

@@ -1,9 +1,12 @@
-//! The gateway's sign-in and page (issue 28, items 1 and 7), through the real binary: a real
+//! The gateway's sign-in and page (issue 28, items 1, 5 and 7), through the real binary: a real
 //! OIDC provider (npm `oidc-provider` with its development interactions) on loopback, driven
 //! through the authorization code + PKCE flow by HTTP requests and in headless Chromium
 //! (playwright-core); a local admin password; CSRF refused; stored XSS through a tool
 //! parameter shown in the inbox and the audit search; the provider's JWT access tokens on
-//! `/mcp` (and forged, expired and wrong-audience ones refused); RFC 9728 metadata.
+//! `/mcp` (and forged, expired and wrong-audience ones refused); RFC 9728 metadata; access
+//! requests over `/api/access` (CSRF, self-approval, widening refused) and the requester told
+//! by their page's event stream, a webhook and MCP `list_changed`; sessions kept across a
+//! restart; a user's own audit rows; OIDC users made on first sign-in within an allowed domain.
 //!
 //! `TOOLGATE_KEEP_SCREENSHOTS=1` keeps the page's screenshots in `/tmp/toolgate-screens/`.
 
@@ -326,12 +329,10 @@ fn sign_in_csrf_tokens_and_metadata_over_http() {
     let ann: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let html = ann["html"].as_str().unwrap();
     assert!(ann["cookie"].is_string() && html.contains("My grants") && html.contains("My API keys"), "{ann:#}");
-    assert!(
-        !html.contains("Approvals inbox") && !html.contains("id=\"audit\"") && !html.contains("id=\"users\""),
-        "{html}"
-    );
-    let (status, _, _) = http(port, "GET", "/audit.csv", &[("Cookie", ann["cookie"].as_str().unwrap())], "");
-    assert_eq!(status, 403, "the audit export is for admins");
+    assert!(!html.contains("Approvals inbox") && !html.contains("id=\"users\""), "{html}");
+    assert!(html.contains("My calls"), "her own audit rows: {html}");
+    let (status, _, _) = http(port, "GET", "/inbox", &[("Cookie", ann["cookie"].as_str().unwrap())], "");
+    assert_eq!(status, 403, "the approvals inbox is for admins");
     // Someone nobody added is told how to be added, and not let in.
     let out = Command::new(node())
         .arg(oidc_script("flow.mjs"))
@@ -684,4 +685,365 @@ fn base64_url_encode(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// `/api/access` with `auth` headers and a JSON body: the status and the JSON answer.
+fn api(port: u16, method: &str, path: &str, auth: &[(&str, &str)], body: &str) -> (u16, serde_json::Value) {
+    let mut headers = auth.to_vec();
+    headers.push(("Content-Type", "application/json"));
+    let (status, head, text) = http(port, method, path, &headers, body);
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: {e}: {head}\n{text}"));
+    (status, json)
+}
+
+/// A streamed GET (server-sent events): the open connection, its head sent.
+fn stream(port: u16, path: &str, headers: &[(&str, &str)]) -> TcpStream {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    stream
+}
+
+/// Reads `stream` until what was read (`seen`, kept across calls) has `count` times `want`,
+/// within 20 s.
+fn read_until(stream: &mut TcpStream, seen: &mut String, want: &str, count: usize) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 4096];
+    while seen.matches(want).count() < count {
+        if Instant::now() > deadline {
+            return false;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    true
+}
+
+/// A loopback webhook receiver answering 200: each request's body, as it comes.
+fn receiver() -> (u16, std::sync::mpsc::Receiver<String>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+        }
+    });
+    (port, rx)
+}
+
+/// An MCP session over Streamable HTTP for `bearer` (initialize, initialized): its id.
+fn mcp_session(port: u16, bearer: &str) -> String {
+    let auth = format!("Bearer {bearer}");
+    let common = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, head, body) = http(port, "POST", "/mcp", &common, init);
+    assert_eq!(status, 200, "{head}\n{body}");
+    let session = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()))
+        .expect("a session id");
+    let mut with_session = common.to_vec();
+    with_session.push(("Mcp-Session-Id", session.as_str()));
+    http(port, "POST", "/mcp", &with_session, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    session
+}
+
+/// `tools/list` in session `session`: the names listed.
+fn mcp_tools(port: u16, bearer: &str, session: &str) -> Vec<String> {
+    let auth = format!("Bearer {bearer}");
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Mcp-Session-Id", session),
+    ];
+    let (_, _, body) = http(port, "POST", "/mcp", &headers, r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#);
+    let json =
+        body.lines().find_map(|l| l.strip_prefix("data: ").filter(|d| d.contains("\"result\""))).unwrap_or(&body);
+    let json: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"));
+    json["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn access_requests_over_the_api_reach_the_requester_by_page_webhook_and_mcp() {
+    let port = free_port();
+    let (hook_port, hooks) = receiver();
+    let ws = workspace(port, None);
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        format!(
+            "[gateway]\nenabled = true\ndefault_tools = [\"echo\", \"request_access\"]\n\
+             notify_url = \"http://127.0.0.1:{hook_port}/hook\"\n"
+        ),
+    )
+    .unwrap();
+    admin(ws.path(), &["user", "add", "lee", "--admin"], "");
+    admin(ws.path(), &["user", "add", "bob", "--group", "dev"], "");
+    admin(ws.path(), &["user", "add", "kim", "--group", "dev"], "");
+    admin(ws.path(), &["agent", "add", "bob-ci", "--owner", "bob"], "");
+    admin(ws.path(), &["password", "set", "lee"], "correct horse battery staple\n");
+    admin(ws.path(), &["password", "set", "bob"], "bob's long passphrase\n");
+    let bob_key = admin(ws.path(), &["key", "create", "--user", "bob"], "");
+    let ci_key = admin(ws.path(), &["key", "create", "--user", "bob-ci"], "");
+    let kim_key = admin(ws.path(), &["key", "create", "--user", "kim"], "");
+    let lee_key = admin(ws.path(), &["key", "create", "--user", "lee"], "");
+    let gateway_process = gateway(ws.path(), port);
+    let bearer = |key: &str| format!("Bearer {key}");
+    let (bob_auth, ci_auth, kim_auth, lee_auth) =
+        (bearer(&bob_key), bearer(&ci_key), bearer(&kim_key), bearer(&lee_key));
+    let as_bob = [("Authorization", bob_auth.as_str())];
+    let as_kim = [("Authorization", kim_auth.as_str())];
+    let as_lee = [("Authorization", lee_auth.as_str())];
+
+    // Bob's MCP client is connected and listening for server notifications.
+    let session = mcp_session(port, &bob_key);
+    assert!(!mcp_tools(port, &bob_key, &session).contains(&"time".to_owned()), "time needs a grant");
+    let mut notes = stream(
+        port,
+        "/mcp",
+        &[("Authorization", &bob_auth), ("Accept", "text/event-stream"), ("Mcp-Session-Id", &session)],
+    );
+    let mut heard = String::new();
+    // Bob's page is open, listening for changes of his requests.
+    let bob = Browser { port, cookie: password_signin(port, "bob", "bob's long passphrase").unwrap() };
+    let mut page_events = stream(port, "/events", &[("Cookie", &bob.cookie)]);
+    let mut page_seen = String::new();
+    assert!(read_until(&mut page_events, &mut page_seen, "data: ", 1), "the first event: {page_seen}");
+
+    // No credential, a forged key: refused with what to do.
+    let (status, body) = api(port, "GET", "/api/access", &[], "");
+    assert!(status == 401 && body["error"].as_str().unwrap().contains("toolgate admin key create"), "{body}");
+    let (status, _) = api(
+        port,
+        "GET",
+        "/api/access",
+        &[("Authorization", &format!("Bearer tg_{}_{}", "0".repeat(16), "1".repeat(64)))],
+        "",
+    );
+    assert_eq!(status, 401);
+
+    // Bob asks for `time` with a hostile reason; asked again, it is the same request.
+    let asked = serde_json::json!({"tool": "time", "reason": XSS}).to_string();
+    let (status, filed) = api(port, "POST", "/api/access", &as_bob, &asked);
+    assert_eq!(status, 201, "{filed}");
+    let id = filed["request"]["id"].as_i64().unwrap();
+    let (status, again) = api(port, "POST", "/api/access", &as_bob, &asked);
+    assert!(status == 200 && again["new"] == false && again["request"]["id"] == id, "{again}");
+    // Bad input: no reason, nothing asked, not an object.
+    for bad in [r#"{"tool": "time"}"#, r#"{"reason": "x"}"#, "[1]", "{"] {
+        let (status, body) = api(port, "POST", "/api/access", &as_bob, bad);
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    // His agent's request is filed for him, naming the agent.
+    let (status, by_ci) =
+        api(port, "POST", "/api/access", &[("Authorization", &ci_auth)], r#"{"tool":"exec","reason":"ci builds"}"#);
+    assert_eq!(status, 201, "{by_ci}");
+    assert!(
+        by_ci["request"]["user"] == "bob"
+            && by_ci["request"]["reason"].as_str().unwrap().starts_with("[asked by agent bob-ci]"),
+        "{by_ci}"
+    );
+    let ci_request = by_ci["request"]["id"].as_i64().unwrap();
+
+    // Kim (same group, not its admin) neither sees nor decides Bob's requests.
+    let (_, listed) = api(port, "GET", "/api/access", &as_kim, "");
+    assert_eq!(listed["requests"], serde_json::json!([]), "{listed}");
+    let (status, _) = api(port, "GET", &format!("/api/access/{id}"), &as_kim, "");
+    assert_eq!(status, 404, "someone else's request is not found");
+    let (status, body) = api(port, "POST", &format!("/api/access/{id}/approve"), &as_kim, "{}");
+    assert!(status == 403 && body["error"].as_str().unwrap().contains("may not decide"), "{body}");
+    // Bob may not approve his own request, by key, by his agent's key or on the page.
+    let (status, body) = api(port, "POST", &format!("/api/access/{id}/approve"), &as_bob, "{}");
+    assert!(status == 403 && body["error"].as_str().unwrap().contains("own request"), "{body}");
+    let (status, _) = api(port, "POST", &format!("/api/access/{id}/approve"), &[("Authorization", &ci_auth)], "{}");
+    assert_eq!(status, 403);
+    let (_, page) = bob.get("/");
+    let csrf = csrf_of(&page);
+    let (status, body) = api(
+        port,
+        "POST",
+        &format!("/api/access/{id}/approve"),
+        &[("Cookie", &bob.cookie), ("X-CSRF-Token", &csrf)],
+        "{}",
+    );
+    assert!(status == 403 && body["error"].as_str().unwrap().contains("own request"), "{body}");
+    // Bob lists his own, with may_decide false.
+    let (_, mine) = api(port, "GET", "/api/access?status=pending", &as_bob, "");
+    let mine = mine["requests"].as_array().unwrap();
+    assert!(mine.len() == 2 && mine.iter().all(|r| r["may_decide"] == false), "{mine:?}");
+
+    // Lee, signed in to the page, decides over the API with the session cookie: without the
+    // CSRF token (what another site's page would send) it is refused.
+    let lee = Browser { port, cookie: password_signin(port, "lee", "correct horse battery staple").unwrap() };
+    let (_, page) = lee.get("/");
+    let lee_csrf = csrf_of(&page);
+    let path = format!("/api/access/{id}/approve");
+    let (status, body) = api(port, "POST", &path, &[("Cookie", &lee.cookie)], "{}");
+    assert!(status == 403 && body["error"].as_str().unwrap().contains("X-CSRF-Token"), "{body}");
+    let (status, _) = api(port, "POST", &path, &[("Cookie", &lee.cookie), ("X-CSRF-Token", &"0".repeat(64))], "{}");
+    assert_eq!(status, 403, "a wrong token");
+    let (status, _) = api(port, "POST", &path, &[("Cookie", &bob.cookie), ("X-CSRF-Token", &lee_csrf)], "{}");
+    assert_eq!(status, 403, "another session's token");
+    // An approval may narrow what was asked, never widen it.
+    let (status, body) =
+        api(port, "POST", &path, &[("Cookie", &lee.cookie), ("X-CSRF-Token", &lee_csrf)], r#"{"tools": ["exec"]}"#);
+    assert!(status == 400 && body["error"].as_str().unwrap().contains("not widen"), "{body}");
+    let (status, body) = api(port, "POST", &path, &as_lee, r#"{"expires": "soon"}"#);
+    assert!(status == 400 && body["error"].as_str().unwrap().contains("not a duration"), "{body}");
+    let (_, listed) = api(port, "GET", "/api/access", &as_lee, "");
+    assert!(
+        listed["requests"].as_array().unwrap().iter().any(|r| r["id"] == id && r["may_decide"] == true),
+        "{listed}"
+    );
+    let (status, approved) = api(
+        port,
+        "POST",
+        &path,
+        &[("Cookie", &lee.cookie), ("X-CSRF-Token", &lee_csrf)],
+        r#"{"expires": "1h", "message": "for the release"}"#,
+    );
+    assert_eq!(status, 200, "{approved}");
+    assert!(approved["request"]["status"] == "approved" && approved["request"]["grant"].is_i64(), "{approved}");
+    // The first decision stands.
+    let (status, body) = api(port, "POST", &format!("/api/access/{id}/reject"), &as_lee, "{}");
+    assert!(status == 409 && body["error"].as_str().unwrap().contains("approved by lee already"), "{body}");
+
+    // Bob is told: his MCP session gets list_changed and now lists `time`; the webhook gets
+    // the decision; his open page's event stream moves, and its requests table shows it.
+    assert!(read_until(&mut notes, &mut heard, "notifications/tools/list_changed", 1), "no list_changed: {heard}");
+    assert!(mcp_tools(port, &bob_key, &session).contains(&"time".to_owned()), "granted now");
+    let hook = hooks.recv_timeout(Duration::from_secs(20)).expect("the webhook was called");
+    let hook: serde_json::Value = serde_json::from_str(&hook).unwrap();
+    assert!(hook["event"] == "access_decided" && hook["request"]["id"] == id, "{hook}");
+    assert_eq!(hook["request"]["status"], "approved", "{hook}");
+    assert!(read_until(&mut page_events, &mut page_seen, "data: ", 2), "the page was not told: {page_seen}");
+    let (status, rows) = bob.get("/requests");
+    assert_eq!(status, 200);
+    assert!(rows.contains(&format!("id=\"request-{id}-state\">approved")), "{rows}");
+    assert!(rows.contains("&lt;script&gt;window.__xss=1&lt;/script&gt;") && !rows.contains("<script>window"), "{rows}");
+
+    // A rejection over the API with a key; Kim still sees none of it.
+    let (status, rejected) =
+        api(port, "POST", &format!("/api/access/{ci_request}/reject"), &as_lee, r#"{"message":"use the runner"}"#);
+    assert!(status == 200 && rejected["request"]["status"] == "rejected", "{rejected}");
+    let hook: serde_json::Value = serde_json::from_str(&hooks.recv_timeout(Duration::from_secs(20)).unwrap()).unwrap();
+    assert_eq!(hook["request"]["status"], "rejected", "{hook}");
+    let (_, theirs) = api(port, "GET", &format!("/api/access/{ci_request}"), &as_bob, "");
+    assert_eq!(theirs["request"]["message"], "use the runner", "{theirs}");
+
+    // Bob's page shows his own calls, and its export has his rows only: never Lee's.
+    let (status, body) = mcp_call(port, &lee_key, "echo", serde_json::json!({"message": "lee's own call"}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = mcp_call(port, &bob_key, "echo", serde_json::json!({"message": "bob's own call"}));
+    assert_eq!(status, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let csv = loop {
+        let (status, csv) = bob.get("/audit.csv");
+        assert_eq!(status, 200);
+        if csv.contains("bob's own call") || Instant::now() > deadline {
+            break csv;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(csv.contains("bob's own call") && !csv.contains("lee's own call"), "{csv}");
+    assert!(csv.lines().skip(1).all(|l| l.contains(",\"bob\",")), "{csv}");
+    let (_, jsonl) = bob.get("/audit.jsonl?user=lee");
+    assert!(jsonl.trim().is_empty(), "asking for lee's rows gives nothing: {jsonl}");
+    let (_, page) = bob.get("/?user=");
+    let audit = &page[page.find("id=\"audit\"").unwrap()..page.find("id=\"keys\"").unwrap()];
+    assert!(
+        audit.contains("My calls") && audit.contains("bob&#39;s own call") || audit.contains("bob's own call"),
+        "{audit}"
+    );
+    assert!(!audit.contains("lee&#39;s own call") && !audit.contains("lee's own call"), "{audit}");
+    let (status, _) = bob.get("/inbox");
+    assert_eq!(status, 403, "the approvals inbox stays the admins'");
+
+    // A restart keeps Bob signed in (with the same CSRF token); a forged cookie is nobody.
+    drop(notes);
+    drop(page_events);
+    drop(gateway_process);
+    let _gateway = gateway(ws.path(), port);
+    let (status, page) = bob.get("/");
+    assert!(status == 200 && page.contains("My grants"), "still signed in after the restart: {status}");
+    assert_eq!(csrf_of(&page), csrf, "the session's CSRF token is the same");
+    let forged = format!("tg_session={}", "a".repeat(64));
+    let (status, head, _) = http(port, "GET", "/", &[("Cookie", &forged)], "");
+    assert!(status == 303 && head.to_ascii_lowercase().contains("location: /signin"), "{head}");
+    let (status, _) = api(port, "GET", "/api/access", &[("Cookie", &forged)], "");
+    assert_eq!(status, 401);
+    let (status, _) = bob.post("/signout", &[]);
+    assert_eq!(status, 303);
+    let (status, _) = api(port, "GET", "/api/access", &[("Cookie", &bob.cookie)], "");
+    assert_eq!(status, 401, "signed out");
+}
+
+#[test]
+fn oidc_users_are_made_on_first_sign_in_within_the_allowed_domain() {
+    let port = free_port();
+    let (_provider, issuer) = provider(port, 600);
+    let ws = workspace(port, Some(&issuer));
+    let config = std::fs::read_to_string(ws.path().join("toolgate.toml")).unwrap();
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        format!("{config}user_claim = \"email\"\nprovision = true\nallowed_domains = [\"example.test\"]\n"),
+    )
+    .unwrap();
+    let _gateway = gateway(ws.path(), port);
+    let signin = |login: &str| -> serde_json::Value {
+        let out = Command::new(node())
+            .arg(oidc_script("flow.mjs"))
+            .args(["signin", &format!("http://127.0.0.1:{port}"), login])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    // Someone at the allowed domain gets a plain user on their first sign-in.
+    let newbie = signin("newbie");
+    let html = newbie["html"].as_str().unwrap();
+    assert!(
+        newbie["cookie"].is_string() && html.contains("newbie@example.test") && html.contains("My grants"),
+        "{newbie:#}"
+    );
+    assert!(!html.contains("Approvals inbox"), "not an admin");
+    let users = admin(ws.path(), &["user", "list"], "");
+    assert!(users.contains("newbie@example.test"), "{users}");
+    // Again: the same user, signed in.
+    let again = signin("newbie");
+    assert!(again["cookie"].is_string(), "{again:#}");
+    // Someone elsewhere is refused, and no user is made.
+    let outsider = signin("mallory@evil.test");
+    let html = outsider["html"].as_str().unwrap();
+    assert!(outsider["cookie"].is_null() && html.contains("not at an allowed domain"), "{outsider:#}");
+    let users = admin(ws.path(), &["user", "list"], "");
+    assert!(!users.contains("mallory"), "{users}");
 }

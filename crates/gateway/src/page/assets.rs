@@ -90,27 +90,41 @@ li.pending .ask { min-width: 0; flex: 1; }
 details summary { cursor: pointer; color: var(--muted); font-size: 12px; }
 "#;
 
-/// Live updates of the approvals inbox: the server's event stream says how many calls wait;
-/// when that changes, the inbox is fetched again (server-rendered, escaped HTML).
+/// Live updates: the server's event stream says how many calls wait (admins) and a
+/// fingerprint of the access requests the page lists; when either changes, that part is fetched
+/// again (server-rendered, escaped HTML): the inbox from `/inbox`, the requests from `/requests`.
 pub(crate) const JS: &str = r#""use strict";
 (function () {
-  var body = document.getElementById("inbox-body");
+  var inbox = document.getElementById("inbox-body");
+  var requests = document.getElementById("access-body");
   var count = document.getElementById("pending-count");
-  var live = document.getElementById("live");
-  if (!body || !window.EventSource) { return; }
-  var first = true;
-  var events = new EventSource("/events");
-  events.onopen = function () { live.classList.remove("off"); live.textContent = "live"; };
-  events.onerror = function () { live.classList.add("off"); live.textContent = "reconnecting"; };
-  events.onmessage = function (e) {
-    var n = JSON.parse(e.data).pending;
-    count.textContent = String(n);
-    count.classList.toggle("hot", n > 0);
-    if (first) { first = false; return; }
-    fetch("/inbox", { credentials: "same-origin" })
+  var lights = [document.getElementById("live"), document.getElementById("requests-live")].filter(Boolean);
+  if ((!inbox && !requests) || !window.EventSource) { return; }
+  var last = null;
+  function light(on) {
+    lights.forEach(function (l) { l.classList.toggle("off", !on); l.textContent = on ? "live" : "reconnecting"; });
+  }
+  function load(path, into) {
+    fetch(path, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
-      .then(function (html) { body.innerHTML = html; })
-      .catch(function () { live.classList.add("off"); });
+      .then(function (html) { into.innerHTML = html; })
+      .catch(function () { light(false); });
+  }
+  var events = new EventSource("/events");
+  events.onopen = function () { light(true); };
+  events.onerror = function () { light(false); };
+  events.onmessage = function (e) {
+    var now = JSON.parse(e.data);
+    if (count) {
+      count.textContent = String(now.pending);
+      count.classList.toggle("hot", now.pending > 0);
+    }
+    if (last !== null) {
+      // An event comes only when something changed: the waiting calls, or the requests.
+      if (inbox) { load("/inbox", inbox); }
+      if (requests && now.requests !== last.requests) { load("/requests", requests); }
+    }
+    last = now;
   };
 })();
 "#;

@@ -9,8 +9,12 @@
 //! and names come from models and users. Every POST carries the session's CSRF token.
 //!
 //! - `render.rs`: the HTML; `assets.rs`: the CSS and the script; `audit.rs`: the audit filter
-//!   and the exports.
+//!   and the exports; `api.rs`: `/api/access`, the access requests as JSON.
+//!
+//! A user who is not an admin sees their own audit rows (the calls made as them, by them or
+//! their agents) and exports them; never anyone else's.
 
+mod api;
 mod assets;
 mod audit;
 mod render;
@@ -22,8 +26,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use http::{HeaderValue, Response, header};
-use toolgate_mcp::{HttpBody, HttpRoute, Mount, RouteAuth, RouteRequest, reply};
-use toolgate_store::{AccessStatus, AuditRecord, IdentityStore, PrincipalKind};
+use toolgate_mcp::{Authenticator, HttpBody, HttpRoute, Mount, RouteAuth, RouteRequest, reply};
+use toolgate_store::{AccessRequest, AccessStatus, AuditRecord, IdentityStore, PrincipalKind};
+
+use sha2::Digest as _;
 
 use crate::signin::{Session, SignIn, random_token, same_text};
 use crate::{Admin, Grants, KeyScope, Narrowing};
@@ -69,6 +75,11 @@ pub trait PageData: Send + Sync + Debug {
     /// Decides entry `id` as `by`: what was recorded, or why nothing was (decided already,
     /// expired, self-approval).
     fn decide(&self, id: &str, decision: Decision, by: &str) -> Result<String, String>;
+    /// Access request `request` was just decided here (on the page or over `/api/access`):
+    /// tell its requester beyond the page (a webhook). Default: nothing more.
+    fn access_decided(&self, request: &AccessRequest) {
+        let _ = request;
+    }
 }
 
 /// How many audit rows the search reads (newest first).
@@ -125,6 +136,27 @@ impl Page {
     /// The page at `/` (everything the other mounts, `/mcp` and `/api/` do not serve).
     pub fn mount(&self) -> Mount {
         Mount::new("/", RouteAuth::Own, Arc::new(self.clone()))
+    }
+
+    /// `/api/access` (`api.rs`), authenticating API keys and provider tokens with
+    /// `authenticator`, and the page's session cookie with its CSRF token.
+    pub fn api_mount(&self, authenticator: Arc<dyn Authenticator>) -> Mount {
+        Mount::new("/api/access", RouteAuth::Own, Arc::new(AccessApi { page: self.clone(), authenticator }))
+    }
+}
+
+/// The route of [`Page::api_mount`].
+#[derive(Debug)]
+struct AccessApi {
+    page: Page,
+    authenticator: Arc<dyn Authenticator>,
+}
+
+impl HttpRoute for AccessApi {
+    fn serve(&self, req: RouteRequest) -> BoxFuture<'static, Response<HttpBody>> {
+        let mut response = self.page.0.api(&req, self.authenticator.as_ref());
+        secure_headers(&mut response);
+        Box::pin(async move { response })
     }
 }
 
@@ -218,12 +250,19 @@ impl Inner {
             ("GET", "/signin/callback") => return self.callback(&req).await,
             _ => {}
         }
-        let known = matches!(
-            path.as_str(),
-            "/" | "/audit.jsonl" | "/audit.csv" | "/inbox" | "/events" | "/signout" | "/users" | "/keys" | "/access"
-        ) || ["/keys/", "/users/", "/approvals/", "/access/", "/grants/"]
-            .iter()
-            .any(|p| path.starts_with(p));
+        let known =
+            matches!(
+                path.as_str(),
+                "/" | "/audit.jsonl"
+                    | "/audit.csv"
+                    | "/inbox"
+                    | "/events"
+                    | "/requests"
+                    | "/signout"
+                    | "/users"
+                    | "/keys"
+                    | "/access"
+            ) || ["/keys/", "/users/", "/approvals/", "/access/", "/grants/"].iter().any(|p| path.starts_with(p));
         if !known {
             return reply::text(404, "no such page");
         }
@@ -242,15 +281,23 @@ impl Inner {
             return self.post(&path, &form, &token, &session);
         }
         let query = fields(req.uri.query().unwrap_or_default().as_bytes());
-        // Everyone's calls and approvals are for admins.
-        if !session.admin && path != "/" {
+        // The approvals inbox is for admins; the audit views show a user their own rows.
+        if !session.admin && path == "/inbox" {
             return reply::text(403, "this page is for the gateway's admins");
         }
         match path.as_str() {
             "/" => self.dashboard(&session, &query, None),
-            "/audit.jsonl" | "/audit.csv" => self.export(&path, &query),
+            "/audit.jsonl" | "/audit.csv" => self.export(&path, &query, &session),
             "/inbox" => reply::html(200, render::inbox(&self.data.pending(), &session.csrf)),
-            "/events" => self.events(),
+            "/requests" => match self.requests_of(&session) {
+                Ok(requests) => {
+                    let mut view = render::View::empty(&session);
+                    view.requests = requests;
+                    reply::html(200, render::access_rows(&view))
+                }
+                Err(e) => reply::text(503, format!("cannot read the access requests: {e}")),
+            },
+            "/events" => self.events(&session),
             _ => reply::text(404, "no such page"),
         }
     }
@@ -424,10 +471,21 @@ impl Inner {
                                 None => return back(Err(format!("`{text}` is not a duration (30d, 12h, 90m)"))),
                             },
                         };
-                        self.grants.approve(id, Some(me), &Narrowing { tools: None, expires_ms: expires }, message)
+                        // Only these tools (comma-separated), within what was asked.
+                        let tools: Vec<String> = field(form, "tools")
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|t| !t.is_empty())
+                            .map(str::to_owned)
+                            .collect();
+                        let tools = (!tools.is_empty()).then_some(tools);
+                        self.grants.approve(id, Some(me), &Narrowing { tools, expires_ms: expires }, message)
                     } else {
                         self.grants.reject(id, Some(me), message)
                     };
+                    if let Ok(request) = &done {
+                        self.data.access_decided(request);
+                    }
                     return back(
                         done.map(|r| match r.grant_id {
                             Some(grant) => format!("request {id} approved: grant {grant}"),
@@ -542,27 +600,22 @@ impl Inner {
                 Vec::new()
             }
         };
-        // Admins see what waits for a decision and the latest decided; users their own.
-        let requests = match self.grants.requests(None, (!session.admin).then_some(me)) {
-            Ok(mut all) => {
-                all.sort_by_key(|r| (r.status != AccessStatus::Pending, -r.created_ms));
-                all.truncate(100);
-                all
-            }
+        let requests = match self.requests_of(session) {
+            Ok(requests) => requests,
             Err(e) => {
-                keep("the access requests", e.to_string());
+                keep("the access requests", e);
                 Vec::new()
             }
         };
-        let (filter, audit, audit_error, pending, principals) = if session.admin {
-            let filter = AuditFilter::from_query(query);
-            let (audit, audit_error) = match self.data.audit(AUDIT_WINDOW) {
-                Ok(rows) => (filter.apply(rows).into_iter().take(AUDIT_SHOWN).collect(), None),
-                Err(e) => (Vec::new(), Some(e)),
-            };
-            (filter, audit, audit_error, self.data.pending(), admin.list(None).unwrap_or_default())
+        let filter = AuditFilter::from_query(query);
+        let (audit, audit_error) = match self.audit_of(session, &filter) {
+            Ok(rows) => (rows.into_iter().take(AUDIT_SHOWN).collect(), None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let (pending, principals) = if session.admin {
+            (self.data.pending(), admin.list(None).unwrap_or_default())
         } else {
-            (AuditFilter::default(), Vec::new(), None, Vec::new(), Vec::new())
+            (Vec::new(), Vec::new())
         };
         render::View {
             user: session.user.clone(),
@@ -583,10 +636,29 @@ impl Inner {
         }
     }
 
-    fn export(&self, path: &str, query: &[(String, String)]) -> Response<HttpBody> {
+    /// Admins see what waits for a decision and the latest decided; users their own.
+    fn requests_of(&self, session: &Session) -> Result<Vec<AccessRequest>, String> {
+        let mut all =
+            self.grants.requests(None, (!session.admin).then_some(session.user.as_str())).map_err(|e| e.to_string())?;
+        all.sort_by_key(|r| (r.status != AccessStatus::Pending, -r.created_ms));
+        all.truncate(100);
+        Ok(all)
+    }
+
+    /// The audit rows `filter` selects that `session` may see: an admin every row, a user the
+    /// calls made as them (by them or their agents), compared exactly, before any filter.
+    fn audit_of(&self, session: &Session, filter: &AuditFilter) -> Result<Vec<AuditRecord>, String> {
+        let mut rows = self.data.audit(AUDIT_WINDOW)?;
+        if !session.admin {
+            rows.retain(|r| r.user == session.user);
+        }
+        Ok(filter.apply(rows))
+    }
+
+    fn export(&self, path: &str, query: &[(String, String)], session: &Session) -> Response<HttpBody> {
         let filter = AuditFilter::from_query(query);
-        let rows = match self.data.audit(AUDIT_WINDOW) {
-            Ok(rows) => filter.apply(rows),
+        let rows = match self.audit_of(session, &filter) {
+            Ok(rows) => rows,
             Err(e) => return reply::text(503, format!("cannot read the audit log: {e}")),
         };
         let (content_type, body, name) = if path.ends_with(".csv") {
@@ -601,18 +673,36 @@ impl Inner {
         response
     }
 
-    /// Server-sent events: `pending N` whenever the set of waiting calls changes (checked
-    /// twice a second), until the browser leaves.
-    fn events(&self) -> Response<HttpBody> {
+    /// Server-sent events, whenever what the session's page shows live changes (checked twice
+    /// a second), until the browser leaves: `{"pending": N, "requests": "..."}`, the number of
+    /// waiting calls (admins; 0 for others) and a fingerprint of the access requests the page
+    /// lists (a user's own: a decision reaches the requester's open page, whoever made it).
+    fn events(&self, session: &Session) -> Response<HttpBody> {
+        type Seen = (BTreeSet<String>, String);
         let data = Arc::clone(&self.data);
-        let stream = futures::stream::unfold((data, None::<BTreeSet<String>>), |(data, last)| async move {
-            loop {
-                let now: BTreeSet<String> = data.pending().into_iter().map(|p| p.id).collect();
-                if last.as_ref() != Some(&now) {
-                    let event = format!("{{\"pending\":{}}}", now.len());
-                    return Some((event, (data, Some(now))));
+        let grants = self.grants.clone();
+        let (admin, user) = (session.admin, session.user.clone());
+        let state = (data, grants, None::<Seen>);
+        let stream = futures::stream::unfold(state, move |(data, grants, last)| {
+            let user = user.clone();
+            async move {
+                loop {
+                    let pending: BTreeSet<String> =
+                        if admin { data.pending().into_iter().map(|p| p.id).collect() } else { BTreeSet::new() };
+                    let requests = grants
+                        .requests(None, (!admin).then_some(user.as_str()))
+                        .map(|all| {
+                            all.iter().map(|r| format!("{}:{}", r.id, r.status.as_str())).collect::<Vec<_>>().join(",")
+                        })
+                        .unwrap_or_default();
+                    let requests = format!("{:x}", sha2::Sha256::digest(requests.as_bytes()));
+                    let now = (pending, requests);
+                    if last.as_ref() != Some(&now) {
+                        let event = serde_json::json!({"pending": now.0.len(), "requests": now.1}).to_string();
+                        return Some((event, (data, grants, Some(now))));
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(500)).await;
             }
         });
         reply::sse(stream)

@@ -96,6 +96,29 @@ pub(crate) struct View {
     pub(crate) now_ms: i64,
 }
 
+impl View {
+    /// A view with nothing in it but who looks (for the fragments the script fetches).
+    pub(crate) fn empty(session: &super::Session) -> View {
+        View {
+            user: session.user.clone(),
+            admin: session.admin,
+            csrf: session.csrf.clone(),
+            principals: Vec::new(),
+            keys: Vec::new(),
+            grants: Vec::new(),
+            requests: Vec::new(),
+            pending: Vec::new(),
+            audit: Vec::new(),
+            audit_error: None,
+            errors: Vec::new(),
+            filter: AuditFilter::default(),
+            notice: None,
+            new_key: None,
+            now_ms: crate::admin::now_ms(),
+        }
+    }
+}
+
 fn csrf_field(csrf: &str) -> String {
     format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(csrf))
 }
@@ -110,7 +133,9 @@ pub(crate) fn dashboard(v: &View) -> String {
             v.pending.len()
         )
     } else {
-        "<a href=\"#grants\">My grants</a><a href=\"#access\">Requests</a><a href=\"#keys\">My API keys</a>".to_owned()
+        "<a href=\"#grants\">My grants</a><a href=\"#access\">Requests</a><a href=\"#audit\">My calls</a>\
+         <a href=\"#keys\">My API keys</a>"
+            .to_owned()
     };
     let _ = write!(
         html,
@@ -153,9 +178,7 @@ pub(crate) fn dashboard(v: &View) -> String {
     }
     access_section(&mut html, v);
     grants_section(&mut html, v);
-    if v.admin {
-        audit_section(&mut html, v);
-    }
+    audit_section(&mut html, v);
     keys_section(&mut html, v);
     if v.admin {
         users_section(&mut html, v);
@@ -210,7 +233,7 @@ fn audit_section(html: &mut String, v: &View) {
     let suffix = if query.is_empty() { String::new() } else { format!("?{query}") };
     let _ = write!(
         html,
-        "<section class=\"card\" id=\"audit\"><h2>Audit</h2><form method=\"get\" action=\"/\" class=\"filters\">{}{}{}{}{}{}{}{}\
+        "<section class=\"card\" id=\"audit\"><h2>{title}</h2><form method=\"get\" action=\"/\" class=\"filters\">{}{}{}{}{}{}{}{}\
          <div class=\"actions\"><button class=\"button primary\" type=\"submit\">Search</button>\
          <a class=\"button ghost\" href=\"/#audit\">Clear</a>\
          <a class=\"button ghost\" href=\"/audit.jsonl{sfx}\">JSONL</a><a class=\"button ghost\" href=\"/audit.csv{sfx}\">CSV</a></div></form>",
@@ -223,6 +246,7 @@ fn audit_section(html: &mut String, v: &View) {
         input("from", "From (UTC)", &f.from, "datetime-local"),
         input("to", "To (UTC)", &f.to, "datetime-local"),
         sfx = esc(&suffix),
+        title = if v.admin { "Audit" } else { "My calls" },
     );
     if let Some(e) = &v.audit_error {
         let _ = write!(html, "<p class=\"notice error\">cannot read the audit log: {}</p>", esc(e));
@@ -318,7 +342,7 @@ fn grants_section(html: &mut String, v: &View) {
 fn access_section(html: &mut String, v: &View) {
     let _ = write!(
         html,
-        "<section class=\"card\" id=\"access\"><h2>Access requests</h2>\
+        "<section class=\"card\" id=\"access\"><h2>Access requests <span class=\"live\" id=\"requests-live\">live</span></h2>\
          <form method=\"post\" action=\"/access\" class=\"row\">{}\
          <label>Tool<input name=\"tool\" placeholder=\"exec, fetch, git_*\"></label>\
          <label>Server<input name=\"server\" placeholder=\"a bridged server\"></label>\
@@ -326,9 +350,16 @@ fn access_section(html: &mut String, v: &View) {
          <button class=\"button primary\" type=\"submit\">Request access</button></form>",
         csrf_field(&v.csrf)
     );
+    let _ = write!(html, "<div id=\"access-body\">{}</div></section>", access_rows(v));
+}
+
+/// The requests table (also fetched alone by the script when the event stream says the
+/// requests changed: a decision reaches the requester's open page).
+pub(crate) fn access_rows(v: &View) -> String {
+    let mut html = String::new();
     if v.requests.is_empty() {
-        html.push_str("<p class=\"empty\">No requests.</p></section>");
-        return;
+        html.push_str("<p class=\"empty\">No requests.</p>");
+        return html;
     }
     html.push_str(
         "<table class=\"grid\"><thead><tr><th>#</th><th>Who</th><th>Asks for</th><th>Reason</th><th>Asked</th>\
@@ -345,6 +376,7 @@ fn access_section(html: &mut String, v: &View) {
         let action = if r.status == AccessStatus::Pending && v.admin && r.user != v.user {
             format!(
                 "<form method=\"post\" action=\"/access/{id}/approve\" class=\"decide\">{csrf}\
+                 <input name=\"tools\" placeholder=\"only (tools)\" size=\"10\">\
                  <input name=\"expires\" placeholder=\"for (30d)\" size=\"7\">\
                  <button class=\"button primary small\">Approve</button></form>\
                  <form method=\"post\" action=\"/access/{id}/reject\" class=\"decide\">{csrf}\
@@ -360,15 +392,17 @@ fn access_section(html: &mut String, v: &View) {
         let _ = write!(
             html,
             "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>\
-             <td><span class=\"pill {status}\">{status}</span></td><td>{action}</td></tr>",
+             <td><span class=\"pill {status}\" id=\"request-{id}-state\">{status}</span></td><td>{action}</td></tr>",
             r.id,
             esc(&r.requester),
             esc(&what),
             clip(&r.reason, 120),
             esc(&when(Some(r.created_ms))),
+            id = r.id,
         );
     }
-    html.push_str("</tbody></table></section>");
+    html.push_str("</tbody></table>");
+    html
 }
 
 fn keys_section(html: &mut String, v: &View) {

@@ -1,8 +1,9 @@
 //! Signing in to the page: OIDC (authorization code + PKCE, [`Oidc`]) or, on one machine, a
 //! local password (argon2id, `toolgate admin password set`, failures rate-limited per user
-//! name and per address); sessions in opaque cookies (256 random bits; the server keeps only
-//! their SHA-256 digests, in memory: a restart signs everyone out), each with its own CSRF
-//! token, which every POST must carry.
+//! name and per address); sessions in opaque cookies (256 random bits; the store keeps only
+//! their SHA-256 digests, with their user and expiry, so a restart keeps people signed in),
+//! each with its own CSRF token (derived from the cookie, never stored), which every POST must
+//! carry.
 
 mod oidc;
 
@@ -47,7 +48,8 @@ pub struct Session {
     pub admin: bool,
     /// The token every form of this session carries.
     pub csrf: String,
-    expires: Instant,
+    /// When it ends, Unix milliseconds.
+    pub expires_ms: i64,
 }
 
 /// The page's sign-in: sessions, pending OIDC sign-ins, passwords.
@@ -55,9 +57,6 @@ pub struct Session {
 pub struct SignIn {
     identity: Arc<dyn IdentityStore>,
     oidc: Option<Arc<Oidc>>,
-    /// By the SHA-256 digest of the cookie value: a leak of the server's memory (a core
-    /// dump) does not hand out live sessions.
-    sessions: Mutex<HashMap<[u8; 32], Session>>,
     pending: Mutex<HashMap<String, (Pending, Instant)>>,
     /// Failed password sign-ins: by `user:NAME` and `addr:IP`, (count, window start).
     failures: Mutex<HashMap<String, (u32, Instant)>>,
@@ -65,6 +64,19 @@ pub struct SignIn {
 
 fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
+}
+
+/// A session's CSRF token: a digest of its cookie under another label, so it is bound to the
+/// session, unguessable without the cookie, and not derivable from what the store keeps.
+fn csrf_of(token: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"toolgate page csrf\0");
+    hash.update(token.as_bytes());
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now_ms() -> i64 {
+    crate::admin::now_ms()
 }
 
 /// 256 random bits as hex.
@@ -107,7 +119,7 @@ pub fn set_password(identity: &dyn IdentityStore, name: &str, password: &str) ->
 impl SignIn {
     /// Sign-in over `identity`, with OIDC when `oidc` is set.
     pub fn new(identity: Arc<dyn IdentityStore>, oidc: Option<Arc<Oidc>>) -> Self {
-        SignIn { identity, oidc, sessions: Mutex::default(), pending: Mutex::default(), failures: Mutex::default() }
+        SignIn { identity, oidc, pending: Mutex::default(), failures: Mutex::default() }
     }
 
     /// The OIDC provider, when one is configured.
@@ -196,36 +208,37 @@ impl SignIn {
         }
     }
 
-    /// A new session for `user`: its cookie value.
+    /// A new session for `user`: its cookie value. The store keeps its digest.
     pub fn open_session(&self, user: &str) -> Result<String, GatewayError> {
         let token = random_token()?;
-        let admin = self.may_sign_in(user).map_err(GatewayError::Oidc)?;
-        let session =
-            Session { user: user.to_owned(), admin, csrf: random_token()?, expires: Instant::now() + SESSION_TTL };
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        sessions.retain(|_, s| s.expires > now);
-        if sessions.len() >= MAX_SESSIONS {
+        self.may_sign_in(user).map_err(GatewayError::Oidc)?;
+        let now = now_ms();
+        let ttl = i64::try_from(SESSION_TTL.as_millis()).unwrap_or(i64::MAX);
+        if !self.identity.page_session_open(&digest(&token), user, now, now.saturating_add(ttl), MAX_SESSIONS)? {
             return Err(GatewayError::Oidc("too many open sessions; try again later".to_owned()));
         }
-        sessions.insert(digest(&token), session);
         Ok(token)
     }
 
     /// The live session a cookie value names, if any; a disabled user loses it at once, and
     /// the admin flag is the store's now.
     pub fn session(&self, token: &str) -> Option<Session> {
+        // Only a cookie of our own shape reaches the store.
+        if token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
         let key = digest(token);
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let mut session = sessions.get(&key)?.clone();
-        let now = self.may_sign_in(&session.user);
-        match now {
-            Ok(admin) if session.expires > Instant::now() => {
-                session.admin = admin;
-                Some(session)
+        let (user, expires_ms) = match self.identity.page_session_get(&key, now_ms()) {
+            Ok(found) => found?,
+            Err(e) => {
+                tracing::error!("cannot read a page session: {e}");
+                return None;
             }
-            _ => {
-                sessions.remove(&key);
+        };
+        match self.may_sign_in(&user) {
+            Ok(admin) => Some(Session { user, admin, csrf: csrf_of(token), expires_ms }),
+            Err(_) => {
+                let _ = self.identity.page_session_close(&key);
                 None
             }
         }
@@ -233,7 +246,9 @@ impl SignIn {
 
     /// Ends a session.
     pub fn close_session(&self, token: &str) {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).remove(&digest(token));
+        if let Err(e) = self.identity.page_session_close(&digest(token)) {
+            tracing::error!("cannot end a page session: {e}");
+        }
     }
 
     /// Starts an OIDC sign-in: the provider URL to send the browser to, and the `state` that
@@ -266,7 +281,29 @@ impl SignIn {
         if at.elapsed() >= PENDING_TTL {
             return Err("the sign-in took too long; start again from the sign-in page".to_owned());
         }
-        oidc.finish(pending, code).await
+        let who = oidc.finish(pending, code).await?;
+        match self.identity.principal_get(&who.user) {
+            Ok(Some(_)) => return Ok(who.user),
+            Ok(None) => {}
+            Err(e) => return Err(format!("cannot read the users now: {e}")),
+        }
+        // Nobody by that name: made now when `provision` and its checks allow.
+        oidc.may_provision(&who)?;
+        crate::names::check_name(&who.user).map_err(|e| {
+            format!(
+                "the provider's name `{}` cannot be a user name here ({e}); set [gateway.oidc] user_claim",
+                who.user
+            )
+        })?;
+        match crate::Admin::new(Arc::clone(&self.identity)).user_add(&who.user, false, &[]) {
+            Ok(_) => tracing::info!(user = who.user, "user made on first OIDC sign-in ([gateway.oidc] provision)"),
+            // Made meanwhile by a second sign-in: the same user.
+            Err(e) if self.identity.principal_get(&who.user).ok().flatten().is_some() => {
+                tracing::debug!("user {} exists already: {e}", who.user);
+            }
+            Err(e) => return Err(format!("cannot make user `{}`: {e}", who.user)),
+        }
+        Ok(who.user)
     }
 }
 
@@ -319,9 +356,16 @@ mod tests {
         assert_eq!(token.len(), 64, "256 bits in hex");
         let session = signin.session(&token).unwrap();
         assert!(!session.admin && session.user == "ann");
-        let kept = signin.sessions.lock().unwrap();
-        assert!(kept.keys().all(|k| *k == digest(&token)), "only the digest is kept");
-        drop(kept);
+        assert_eq!(session.csrf, csrf_of(&token));
+        assert_ne!(session.csrf.as_bytes(), token.as_bytes());
+        // The store keeps the digest: the cookie itself finds nothing there.
+        let raw: [u8; 32] = token.as_bytes()[..32].try_into().unwrap();
+        assert!(signin.identity.page_session_get(&raw, now_ms()).unwrap().is_none());
+        assert!(signin.identity.page_session_get(&digest(&token), now_ms()).unwrap().is_some());
+        // Another SignIn over the same store (a restarted server) knows the session.
+        let reopened: Arc<dyn IdentityStore> = Arc::new(Store::open(&dir.path().join("state.db")).unwrap());
+        let restarted = SignIn::new(reopened, None);
+        assert_eq!(restarted.session(&token).unwrap().csrf, session.csrf);
         assert!(signin.session(&token[..63]).is_none() && signin.session("").is_none());
         // Disabled: the session is gone at once.
         let store: Arc<dyn IdentityStore> = Arc::new(Store::open(&dir.path().join("state.db")).unwrap());

@@ -39,14 +39,41 @@ pub struct OidcConfig {
     /// public client (PKCE alone).
     pub client_secret_env: Option<String>,
     /// The claim that names the toolgate user (`sub`, `email`, `preferred_username`); the user
-    /// must exist (`toolgate admin user add`). Default `sub`.
+    /// must exist (`toolgate admin user add`) unless `provision` is on. Default `sub`.
     pub user_claim: Option<String>,
+    /// Make the user on their first sign-in (a plain user: not an admin, in no group) instead
+    /// of refusing someone nobody added. Default off. Only people `allowed_domains` and
+    /// `allowed_groups` admit (when set) are made.
+    pub provision: bool,
+    /// With `provision`: only people whose verified `email` claim is at one of these domains.
+    pub allowed_domains: Vec<String>,
+    /// With `provision`: only people whose `group_claim` lists one of these groups.
+    pub allowed_groups: Vec<String>,
+    /// The ID token claim listing the person's groups, for `allowed_groups`; default `groups`.
+    pub group_claim: Option<String>,
     /// The audience the provider puts in access tokens meant for this gateway; default: the
     /// gateway's `/mcp` URL (the RFC 8707 resource).
     pub audience: Option<String>,
     /// How far the provider's clock may be from this one, for access tokens' `exp` and `nbf`
     /// (seconds); default 60.
     pub clock_skew_secs: Option<u32>,
+}
+
+/// Who the provider signed in: the user name (`user_claim`) and what provisioning checks.
+#[derive(Debug, Clone)]
+pub(crate) struct SignedIn {
+    pub(crate) user: String,
+    email: Option<String>,
+    email_verified: bool,
+    groups: Vec<String>,
+}
+
+/// A JWT's payload as JSON (after its signature was checked).
+fn payload_of(token: &str) -> Option<serde_json::Value> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// A sign-in that has been sent to the provider and not come back yet.
@@ -235,7 +262,7 @@ impl Oidc {
 
     /// Exchanges `code` (with the PKCE verifier), checks the ID token (signature, issuer,
     /// audience, expiry, nonce) and returns the user it names.
-    pub(crate) async fn finish(&self, pending: Pending, code: &str) -> Result<String, String> {
+    pub(crate) async fn finish(&self, pending: Pending, code: &str) -> Result<SignedIn, String> {
         let client = CoreClient::from_provider_metadata(
             self.metadata.clone(),
             ClientId::new(self.config.client_id.clone()),
@@ -254,7 +281,53 @@ impl Oidc {
         let verifier = client.id_token_verifier().set_allowed_algs(self.algs.clone());
         let nonce = Nonce::new(pending.nonce);
         let claims = id_token.claims(&verifier, &nonce).map_err(|e| format!("the ID token is not valid: {e}"))?;
-        self.user_of(claims)
+        let user = self.user_of(claims)?;
+        // The signature was checked above: the payload's other claims can be read as they are.
+        let payload = payload_of(&id_token.to_string()).unwrap_or_default();
+        let email = claims.email().map(|e| e.to_string());
+        let group_claim = self.config.group_claim.as_deref().unwrap_or("groups");
+        let groups = match payload.get(group_claim) {
+            Some(serde_json::Value::Array(list)) => list.iter().filter_map(|g| g.as_str().map(str::to_owned)).collect(),
+            Some(serde_json::Value::String(one)) => vec![one.clone()],
+            _ => Vec::new(),
+        };
+        Ok(SignedIn { user, email, email_verified: claims.email_verified() == Some(true), groups })
+    }
+
+    /// Whether someone the gateway has no user for may get one now (`provision`): `Ok`, or
+    /// why not (for the sign-in page).
+    pub(crate) fn may_provision(&self, who: &SignedIn) -> Result<(), String> {
+        let add = format!("an admin adds them with `toolgate admin user add {}`", who.user);
+        if !self.config.provision {
+            return Err(format!("there is no enabled user `{}` on this gateway; {add}", who.user));
+        }
+        if !self.config.allowed_domains.is_empty() {
+            let domain = who
+                .email
+                .as_deref()
+                .filter(|_| who.email_verified)
+                .and_then(|e| e.rsplit_once('@'))
+                .map(|(_, d)| d.to_ascii_lowercase());
+            let allowed = domain.as_deref().is_some_and(|d| {
+                self.config.allowed_domains.iter().any(|a| a.trim_start_matches('@').eq_ignore_ascii_case(d))
+            });
+            if !allowed {
+                return Err(format!(
+                    "`{}` is not at an allowed domain of this gateway (a verified email at {}); {add}",
+                    who.user,
+                    self.config.allowed_domains.join(", ")
+                ));
+            }
+        }
+        if !self.config.allowed_groups.is_empty() && !who.groups.iter().any(|g| self.config.allowed_groups.contains(g))
+        {
+            return Err(format!(
+                "`{}` is in none of the groups this gateway admits ({}); {add}",
+                who.user,
+                self.config.allowed_groups.join(", ")
+            ));
+        }
+        Ok(())
     }
 
     fn user_of(&self, claims: &CoreIdTokenClaims) -> Result<String, String> {

@@ -40,10 +40,13 @@ const make = (jwks) => new Provider(issuer, {
     },
   ],
   pkce: { required: () => true },
+  // The scopes' claims in the ID token too (the gateway reads `email` there).
+  conformIdTokenClaims: false,
   claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['preferred_username'] },
   findAccount: (ctx, id) => ({
     accountId: id,
-    claims: () => ({ sub: id, email: `${id}@example.test`, email_verified: true, preferred_username: id }),
+    // A login with an `@` is its own email (another domain); any other is at example.test.
+    claims: () => ({ sub: id, email: id.includes('@') ? id : `${id}@example.test`, email_verified: true, preferred_username: id }),
   }),
   features: {
     devInteractions: { enabled: true },
