@@ -26,9 +26,15 @@ pub(crate) enum GrantCommand {
         /// A tool it never covers; repeatable; deny wins over every grant.
         #[arg(long = "deny-tool")]
         deny: Vec<String>,
-        /// `allow` (default) or `deny` (refuses the tools it covers, whatever else allows them).
+        /// `allow` (default), `ask` (each call waits for a person's approval in the inbox) or
+        /// `deny` (refuses the calls it covers, whatever else allows them).
         #[arg(long, default_value = "allow")]
         mode: String,
+        /// An argument rule in the policy's syntax (`exec(git *)`, `read(src/**)`,
+        /// `web_fetch(domain:example.com)`): the grant covers only calls it matches (with
+        /// `--mode deny`: refuses only those).
+        #[arg(long = "args")]
+        arg_rule: Option<String>,
         /// How long it lasts: `30d`, `12h`, `90m`; default: until revoked.
         #[arg(long)]
         expires: Option<String>,
@@ -105,8 +111,19 @@ fn expiry(expires: Option<&str>) -> anyhow::Result<Option<i64>> {
 pub(crate) fn grant(db: &Path, command: GrantCommand) -> anyhow::Result<ExitCode> {
     let grants = open(db)?;
     match command {
-        GrantCommand::Add { subject, server, tools, deny, mode, expires, config_overrides, note, disabled } => {
-            let mode = GrantMode::parse(&mode).context("--mode is `allow` or `deny`")?;
+        GrantCommand::Add {
+            subject,
+            server,
+            tools,
+            deny,
+            mode,
+            arg_rule,
+            expires,
+            config_overrides,
+            note,
+            disabled,
+        } => {
+            let mode = GrantMode::parse(&mode).context("--mode is `allow`, `ask` or `deny`")?;
             let config_overrides = match config_overrides {
                 Some(text) => {
                     serde_json::from_str(&text).context("--server-config is a JSON object (`{\"org\": \"acme\"}`)")?
@@ -122,6 +139,7 @@ pub(crate) fn grant(db: &Path, command: GrantCommand) -> anyhow::Result<ExitCode
                 enabled: !disabled,
                 config_overrides,
                 mode,
+                arg_rule,
                 expires_ms: expiry(expires.as_deref())?,
                 granted_by: super::admin::local_admin(),
                 request: None,
@@ -168,7 +186,8 @@ fn describe(g: &ToolGrant) -> String {
         None => tools,
     };
     let deny = if g.tool_deny.is_empty() { String::new() } else { format!(" except {}", g.tool_deny.join(",")) };
-    format!("{} {} {what}{deny}", g.mode.as_str(), g.subject)
+    let rule = g.arg_rule.as_ref().map(|r| format!(" for calls matching {r}")).unwrap_or_default();
+    format!("{} {} {what}{deny}{rule}", g.mode.as_str(), g.subject)
 }
 
 pub(crate) fn access(db: &Path, command: AccessCommand) -> anyhow::Result<ExitCode> {

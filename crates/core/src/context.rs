@@ -68,6 +68,32 @@ pub struct CallContext {
     /// The batch this call belongs to: one model turn's calls (the agent runtime sets it), so
     /// approvals they wait for are shown and decided together, each call on its own.
     pub batch: Option<String>,
+    /// The grants a team gateway admitted the call under: the gate checks every call made with
+    /// this context against them, once the call's touches are known. A sub-agent's context is
+    /// a copy of its parent's, so it is held to the same grants, never more. Set by the
+    /// gateway, never from a request; `None` outside a gateway.
+    pub grants: Option<Arc<dyn CallGrants>>,
+}
+
+/// A team gateway's grants on a caller, checked by the gate for each call ([`CallContext::grants`]).
+pub trait CallGrants: Send + Sync + fmt::Debug {
+    /// What the grants say about this call of `spec`, which touches `touches`: `Err` refuses it
+    /// (the error says what to request), `Ok` lets it go on.
+    fn check(
+        &self,
+        ctx: &CallContext,
+        spec: &crate::ToolSpec,
+        touches: &crate::Touches,
+    ) -> Result<GrantedCall, crate::ToolError>;
+}
+
+/// A call the grants let through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantedCall {
+    /// What decided, for the call's audit trace (`gateway grant 12: allow`).
+    pub trace: String,
+    /// Why a person must approve the call first (a grant in mode ask), if one must.
+    pub ask: Option<String>,
 }
 
 impl CallContext {
@@ -87,6 +113,7 @@ impl CallContext {
             approval_subject: None,
             client: ClientChannel::default(),
             batch: None,
+            grants: None,
         }
     }
 

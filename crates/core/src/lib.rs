@@ -59,7 +59,8 @@ mod validate;
 
 pub use async_trait::async_trait;
 pub use context::{
-    AuditNote, CallContext, ClientChannel, ClientNote, ClientNotifier, Identity, Progress, ProgressSink,
+    AuditNote, CallContext, CallGrants, ClientChannel, ClientNote, ClientNotifier, GrantedCall, Identity, Progress,
+    ProgressSink,
 };
 pub use error::{ParamProblem, RateWindow, ToolError};
 pub use output::{Content, ToolOutput};

@@ -61,7 +61,16 @@ impl Grants {
             check_server(server)?;
         }
         match tool {
-            Some(tool) => check_pattern(tool)?,
+            Some(tool) => {
+                check_pattern(tool)?;
+                // Asked for by a model: a pattern here would become, once approved as asked, a
+                // grant of every tool it matches.
+                if tool.contains('*') {
+                    return Err(GatewayError::BadScope(format!(
+                        "name one tool, not a pattern (`{tool}`): an admin may still grant a pattern"
+                    )));
+                }
+            }
             None if server.is_none() => {
                 return Err(GatewayError::BadScope("name a `tool`, a `server`, or both".to_owned()));
             }
@@ -172,6 +181,7 @@ impl Grants {
             enabled: true,
             config_overrides: json!({}),
             mode: GrantMode::Allow,
+            arg_rule: None,
             expires_ms: narrow.expires_ms,
             granted_by: by_name.clone(),
             request: Some(id),

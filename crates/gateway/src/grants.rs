@@ -2,20 +2,30 @@
 //!
 //! A grant ([`ToolGrant`] in the store) gives a user, a group or an agent toolgate's own tools
 //! (`server: None`) or one bridged server's, narrowed by `tool_allow` (names or `*` patterns;
-//! empty: all of them) and `tool_deny` (deny wins), `enabled`, an expiry, and a mode (allow or
-//! deny). [`Access`] is what one caller may use, built from the store on every request, so a
-//! new or revoked grant applies to the next request:
+//! empty: all of them) and `tool_deny` (deny wins), `enabled`, an expiry, a mode (allow, ask:
+//! each call waits for a person's approval, or deny) and an optional argument rule in the
+//! policy's syntax (`exec(git *)`: the grant covers only the calls it matches). [`Access`] is
+//! what one caller may use, built from the store on every request, so a new or revoked grant
+//! applies to the next request:
 //!
 //! - a user has its own grants, its groups' grants, and `[gateway] default_tools` (toolgate's
 //!   own tools every principal has without a grant; a bridged server's tools always need one);
 //! - an agent acts within its owner's access: with grants of its own it has only what both
 //!   allow (a narrower grant narrows it, a wider one does not widen it); without any, its
 //!   owner's;
-//! - a deny (a `tool_deny` entry, or a grant in mode deny) of any of them wins;
+//! - a deny (a `tool_deny` entry, or a grant in mode deny) of any of them wins; then ask over
+//!   allow: a call that an `ask` grant covers asks, whatever `allow` grant covers it too;
+//! - a tool some grant names is decided by the grants alone: `default_tools` gives only tools
+//!   no grant names, so an argument rule is not undone by the default;
+//! - argument rules need the call's touches, known to the gate: [`Access::decide`] (listing)
+//!   counts a rule's tools as given, [`Access::decide_call`] (each call, sub-agents' too)
+//!   checks the rule;
 //! - `request_access` is always there: it is how a caller asks for the rest.
 
 use std::sync::Arc;
 
+use toolgate_core::Touches;
+use toolgate_policy::ArgumentRule;
 use toolgate_store::{GrantMode, GrantStore, IdentityStore, PrincipalKind, ToolGrant};
 
 use crate::GatewayError;
@@ -105,10 +115,40 @@ impl<'a> ToolRef<'a> {
     }
 }
 
+/// A live grant and its argument rule, compiled.
+#[derive(Debug, Clone)]
+struct Live {
+    grant: ToolGrant,
+    rule: Rule,
+}
+
+#[derive(Debug, Clone)]
+enum Rule {
+    None,
+    Some(Box<ArgumentRule>),
+    /// A stored rule that no longer parses (written by another version, or by hand): the
+    /// grant gives nothing, and in mode deny refuses everything it covers (failing closed).
+    Broken,
+}
+
+impl Live {
+    fn new(grant: ToolGrant) -> Self {
+        let rule = match grant.arg_rule.as_deref().map(ArgumentRule::parse) {
+            None => Rule::None,
+            Some(Ok(rule)) => Rule::Some(Box::new(rule)),
+            Some(Err(e)) => {
+                tracing::warn!(grant = grant.id, "the grant's argument rule does not parse; it gives nothing: {e}");
+                Rule::Broken
+            }
+        };
+        Live { grant, rule }
+    }
+}
+
 /// One set of grants (a principal's, with its groups'), live ones only.
 #[derive(Debug, Clone, Default)]
 struct Set {
-    grants: Vec<ToolGrant>,
+    grants: Vec<Live>,
     /// Patterns of toolgate's own tools given without a grant.
     default: Vec<String>,
 }
@@ -119,23 +159,70 @@ impl Set {
             && (grant.tool_allow.is_empty() || grant.tool_allow.iter().any(|p| glob(p, tool.name)))
     }
 
-    fn denies(&self, tool: ToolRef<'_>) -> Option<&ToolGrant> {
-        self.grants.iter().find(|g| {
-            g.server.as_deref() == tool.server
-                && (g.tool_deny.iter().any(|p| glob(p, tool.name))
-                    || (g.mode == GrantMode::Deny && Self::covers(g, tool)))
-        })
+    /// Whether `live` gives this call: its tools cover it and its rule, if any, is about the
+    /// tool and (with the call's touches) matches it. A rule only narrows.
+    fn gives(live: &Live, tool: ToolRef<'_>, touches: Option<&Touches>) -> bool {
+        live.grant.mode != GrantMode::Deny
+            && Self::covers(&live.grant, tool)
+            && match (&live.rule, touches) {
+                (Rule::None, _) => true,
+                (Rule::Broken, _) => false,
+                (Rule::Some(rule), None) => rule.about(policy_ref(tool)),
+                (Rule::Some(rule), Some(touches)) => rule.admits(policy_ref(tool), touches),
+            }
     }
 
-    fn allows(&self, tool: ToolRef<'_>) -> Option<Decided> {
-        if let Some(g) = self.denies(tool) {
+    fn denies(&self, tool: ToolRef<'_>, touches: Option<&Touches>) -> Option<&ToolGrant> {
+        let found = self.grants.iter().find(|live| {
+            let g = &live.grant;
+            g.server.as_deref() == tool.server
+                && (g.tool_deny.iter().any(|p| glob(p, tool.name))
+                    || (g.mode == GrantMode::Deny
+                        && Self::covers(g, tool)
+                        && match (&live.rule, touches) {
+                            (Rule::None | Rule::Broken, _) => true,
+                            // Listing: a rule refuses some calls of the tool, not the tool.
+                            (Rule::Some(_), None) => false,
+                            (Rule::Some(rule), Some(touches)) => rule.refuses(policy_ref(tool), touches),
+                        }))
+        });
+        found.map(|l| &l.grant)
+    }
+
+    fn allows(&self, tool: ToolRef<'_>, touches: Option<&Touches>) -> Option<Decided> {
+        if let Some(g) = self.denies(tool, touches) {
             return Some(Decided::Denied(g.id));
         }
-        if let Some(g) = self.grants.iter().find(|g| g.mode != GrantMode::Deny && Self::covers(g, tool)) {
+        let mut given = self.grants.iter().filter(|l| Self::gives(l, tool, touches)).map(|l| &l.grant);
+        let first = given.next();
+        if let Some(ask) = first.into_iter().chain(given).find(|g| g.mode == GrantMode::Ask) {
+            return Some(Decided::Ask(ask.id));
+        }
+        if let Some(g) = first {
             return Some(Decided::Granted(g.id));
+        }
+        // A grant that names the tool under a rule this call does not match: refused, not left
+        // to the default (which would undo the rule).
+        if let Some(l) = self.grants.iter().find(|l| {
+            l.grant.mode != GrantMode::Deny
+                && Self::covers(&l.grant, tool)
+                && matches!(&l.rule, Rule::Some(r) if r.about(policy_ref(tool)))
+        }) {
+            return Some(Decided::Narrowed(l.grant.id));
         }
         (tool.server.is_none() && self.default.iter().any(|p| glob(p, tool.name))).then_some(Decided::Default)
     }
+
+    fn find(&self, id: i64) -> Option<&ToolGrant> {
+        self.grants.iter().map(|l| &l.grant).find(|g| g.id == id)
+    }
+}
+
+/// The policy crate's view of a tool, for argument rules: its name, and a group that names
+/// its server (`mcp:NAME`) when it has one.
+fn policy_ref(tool: ToolRef<'_>) -> toolgate_policy::ToolRef<'_> {
+    // The group only matters to group names, which grant rules do not take.
+    toolgate_policy::ToolRef::new(tool.name, "")
 }
 
 /// Why a tool is or is not available.
@@ -143,6 +230,11 @@ impl Set {
 pub enum Decided {
     /// Grant `N` gives it.
     Granted(i64),
+    /// Grant `N` (mode ask) gives it once a person approves the call.
+    Ask(i64),
+    /// Grant `N` gives the tool only for calls its argument rule matches, and this one does
+    /// not.
+    Narrowed(i64),
     /// `[gateway] default_tools` gives it.
     Default,
     /// Grant `N` refuses it.
@@ -154,7 +246,7 @@ pub enum Decided {
 impl Decided {
     /// Whether the tool may be listed and called.
     pub fn allowed(self) -> bool {
-        matches!(self, Decided::Granted(_) | Decided::Default)
+        matches!(self, Decided::Granted(_) | Decided::Ask(_) | Decided::Default)
     }
 }
 
@@ -167,18 +259,38 @@ pub struct Access {
 }
 
 impl Access {
-    /// Whether `tool` may be used, and which grant decided.
+    /// Whether `tool` may be listed and called, and which grant decided. A grant's argument
+    /// rule is not checked here (the call's touches are not known yet): the gate checks each
+    /// call with [`Access::decide_call`].
     pub fn decide(&self, tool: ToolRef<'_>) -> Decided {
+        self.decided(tool, None)
+    }
+
+    /// Whether this call of `tool`, touching `touches`, may run, and which grant decided:
+    /// [`Access::decide`] with argument rules checked.
+    pub fn decide_call(&self, tool: ToolRef<'_>, touches: &Touches) -> Decided {
+        self.decided(tool, Some(touches))
+    }
+
+    fn decided(&self, tool: ToolRef<'_>, touches: Option<&Touches>) -> Decided {
         if tool.server.is_none() && tool.name == REQUEST_ACCESS {
             return Decided::Default;
         }
-        let owner = self.owner.allows(tool);
+        let owner = self.owner.allows(tool, touches);
         let Some(agent) = &self.agent else { return owner.unwrap_or(Decided::NotGranted) };
-        match (owner, agent.allows(tool)) {
+        match (owner, agent.allows(tool, touches)) {
             (Some(Decided::Denied(id)), _) | (_, Some(Decided::Denied(id))) => Decided::Denied(id),
-            (None, _) | (_, None) => Decided::NotGranted,
+            (Some(Decided::Narrowed(id)), _) | (_, Some(Decided::Narrowed(id))) => Decided::Narrowed(id),
+            (None | Some(Decided::NotGranted), _) | (_, None | Some(Decided::NotGranted)) => Decided::NotGranted,
+            (Some(Decided::Ask(id)), _) | (_, Some(Decided::Ask(id))) => Decided::Ask(id),
             (Some(_), Some(by)) => by,
         }
+    }
+
+    /// The argument rule of grant `id`, when it is one of this caller's and has one.
+    pub fn rule_of(&self, id: i64) -> Option<&str> {
+        let grant = self.owner.find(id).or_else(|| self.agent.as_ref().and_then(|a| a.find(id)))?;
+        grant.arg_rule.as_deref()
     }
 }
 
@@ -207,11 +319,11 @@ impl Grants {
         &self.identity
     }
 
-    fn live(&self, subjects: &[String]) -> Result<Vec<ToolGrant>, GatewayError> {
+    fn live(&self, subjects: &[String]) -> Result<Vec<Live>, GatewayError> {
         let now = now_ms();
         let mut grants = self.grants.tool_grants(Some(subjects))?;
         grants.retain(|g| g.enabled && g.expires_ms.is_none_or(|at| now < at));
-        Ok(grants)
+        Ok(grants.into_iter().map(Live::new).collect())
     }
 
     /// `name` and the groups it is in (a user's), or `name` alone.
@@ -312,10 +424,19 @@ pub(crate) fn check(identity: &dyn IdentityStore, grant: &ToolGrant) -> Result<(
     for pattern in grant.tool_allow.iter().chain(&grant.tool_deny) {
         check_pattern(pattern)?;
     }
-    if grant.mode == GrantMode::Ask {
-        return Err(GatewayError::BadScope(
-            "mode `ask` is not supported yet: give `allow` (approvals still apply by policy) or `deny`".to_owned(),
-        ));
+    if let Some(text) = &grant.arg_rule {
+        let rule = ArgumentRule::parse(text).map_err(GatewayError::BadScope)?;
+        // A rule only narrows the grant's tools: one about none of the tools it names covers
+        // nothing, which is a mistake to say now rather than a grant that silently gives nothing.
+        let names: Vec<&str> = grant.tool_allow.iter().filter(|p| !p.contains('*')).map(String::as_str).collect();
+        if !names.is_empty() && !names.iter().any(|n| rule.about(toolgate_policy::ToolRef::new(n, ""))) {
+            return Err(GatewayError::BadScope(format!(
+                "the argument rule `{}` is about none of the grant's tools ({}): a rule narrows the tools it \
+                 names, e.g. `--tool exec --args 'exec(git *)'`",
+                rule.as_str(),
+                names.join(", ")
+            )));
+        }
     }
     if !(grant.config_overrides.is_object() || grant.config_overrides.is_null()) {
         return Err(GatewayError::BadScope("config overrides are a JSON object of the server's settings".to_owned()));
@@ -348,6 +469,7 @@ mod tests {
             enabled: true,
             config_overrides: serde_json::json!({}),
             mode: GrantMode::Allow,
+            arg_rule: None,
             expires_ms: None,
             granted_by: "root".into(),
             request: None,
@@ -462,10 +584,72 @@ mod tests {
             let e = grants.add(&bad).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         }
-        let mut ask = grant("bob", None, &[], &[]);
-        ask.mode = GrantMode::Ask;
-        assert!(grants.add(&ask).unwrap_err().to_string().contains("ask"));
+        for (rule, why) in [
+            ("exec(git *", "must end with"),
+            ("exec", "not an argument rule"),
+            ("exec(g*t)", "only allowed at the end"),
+            ("read(src/**)", "about none of the grant's tools"),
+        ] {
+            let mut bad = grant("bob", None, &["exec"], &[]);
+            bad.arg_rule = Some(rule.to_owned());
+            let e = grants.add(&bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{rule}: {e}");
+        }
         assert!(grants.list(None).unwrap().is_empty(), "nothing stored");
+    }
+
+    fn exec(argv: &[&str]) -> Touches {
+        Touches { commands: vec![argv.iter().map(|s| (*s).to_owned()).collect()], ..Touches::default() }
+    }
+
+    #[test]
+    fn ask_grants_and_argument_rules() {
+        // `default_tools = ["*"]`: a tool a grant names is still decided by the grants.
+        let (_dir, grants) = setup(&["*"]);
+        let mut git = grant("ann", None, &["exec"], &[]);
+        git.arg_rule = Some("exec(git *)".into());
+        let git = grants.add(&git).unwrap();
+        let mut ask = grant("ops", None, &["write"], &[]);
+        ask.mode = GrantMode::Ask;
+        let ask = grants.add(&ask).unwrap();
+        grants.add(&grant("ann", None, &["write"], &[])).unwrap();
+        let ann = grants.access("ann", None).unwrap();
+        assert_eq!(ann.decide(own("exec")), Decided::Granted(git), "listed: the rule is checked per call");
+        assert_eq!(ann.decide_call(own("exec"), &exec(&["git", "status"])), Decided::Granted(git));
+        assert_eq!(ann.decide_call(own("exec"), &exec(&["rm", "-rf", "x"])), Decided::Narrowed(git));
+        assert_eq!(ann.rule_of(git), Some("exec(git *)"));
+        assert_eq!(ann.decide(own("write")), Decided::Ask(ask), "ask wins over allow");
+        assert_eq!(ann.decide_call(own("read"), &Touches::default()), Decided::Default);
+        // A deny grant with a rule refuses the calls it matches, loosely, and no others.
+        let mut no_push = grant("ann", None, &["exec"], &[]);
+        no_push.mode = GrantMode::Deny;
+        no_push.arg_rule = Some("exec(git push)".into());
+        let no_push = grants.add(&no_push).unwrap();
+        let ann = grants.access("ann", None).unwrap();
+        assert_eq!(ann.decide_call(own("exec"), &exec(&["git", "push", "--force"])), Decided::Denied(no_push));
+        assert_eq!(ann.decide_call(own("exec"), &exec(&["git", "status"])), Decided::Granted(git));
+        assert!(ann.decide(own("exec")).allowed(), "a conditional deny does not hide the tool");
+        // A rule naming a wildcard does not widen the grant's tools.
+        let mut wide = grant("bob", None, &["time"], &[]);
+        wide.arg_rule = Some("*(cmd:*)".into());
+        let wide = grants.add(&wide).unwrap();
+        let (_dir2, strict) = setup(&[]);
+        let _ = strict;
+        let bob = grants.access("bob", None).unwrap();
+        assert_eq!(bob.decide_call(own("exec"), &exec(&["ls"])), Decided::Default, "only `time` is granted");
+        assert!(matches!(bob.decide(own("time")), Decided::Granted(id) if id == wide));
+    }
+
+    #[test]
+    fn an_agent_with_an_ask_grant_asks() {
+        let (_dir, grants) = setup(&[]);
+        grants.add(&grant("ann", None, &["exec", "read"], &[])).unwrap();
+        let mut ask = grant("ann-ci", None, &["exec"], &[]);
+        ask.mode = GrantMode::Ask;
+        let ask = grants.add(&ask).unwrap();
+        let ci = grants.access("ann", Some("ann-ci")).unwrap();
+        assert_eq!(ci.decide_call(own("exec"), &exec(&["ls"])), Decided::Ask(ask));
+        assert_eq!(ci.decide(own("read")), Decided::NotGranted, "narrower than its owner");
     }
 
     #[test]

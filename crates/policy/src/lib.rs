@@ -25,6 +25,7 @@
 //! - `config`: [`PolicyConfig`] and its sections, as written in `toolgate.toml`.
 //! - `names`: tool names, aliases, wildcards and groups (what `group:fs` matches).
 //! - `rules`: argument rules and how they match commands, paths and hosts.
+//! - `grant_rule`: [`ArgumentRule`], a gateway grant's argument rule, matched like policy's.
 //! - `policy`: [`Policy`]: compiling the config, the visibility pipeline, call decisions.
 //! - `caller`, `decision`, `trace`: [`Caller`] and [`ToolRef`] in; [`Visibility`],
 //!   [`Decision`] and [`Trace`] out.
@@ -73,6 +74,7 @@ mod caller;
 mod config;
 mod decision;
 mod error;
+mod grant_rule;
 mod names;
 mod policy;
 mod rules;
@@ -86,5 +88,6 @@ pub use config::{
 };
 pub use decision::{Decision, Verdict, Visibility};
 pub use error::{PolicyError, PolicyWarning, WarningKind};
+pub use grant_rule::ArgumentRule;
 pub use policy::Policy;
 pub use trace::{Effect, Stage, Trace, TraceStep};

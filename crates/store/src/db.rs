@@ -383,6 +383,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         expires_ms INTEGER NOT NULL
      ) WITHOUT ROWID;
      CREATE INDEX IF NOT EXISTS page_sessions_expiry ON page_sessions (expires_ms);",
+    // A gateway grant's argument rule (`grants.rs`, issue 28 item 4).
+    crate::grants::ARG_RULE_MIGRATION,
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

@@ -66,6 +66,9 @@ pub(crate) const MIGRATION: &str = "CREATE TABLE IF NOT EXISTS grants (
         ON access_requests (requester, ifnull(server, ''), ifnull(tool, '')) WHERE status = 'pending';
      CREATE INDEX IF NOT EXISTS access_requests_status ON access_requests (status, id);";
 
+/// A grant's optional argument rule ([`ToolGrant::arg_rule`]).
+pub(crate) const ARG_RULE_MIGRATION: &str = "ALTER TABLE grants ADD COLUMN arg_rule TEXT;";
+
 /// A standing approval: calls of `tool` by `agent` for `user` whose normalized subject equals
 /// `subject` run without asking.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,6 +143,11 @@ pub struct ToolGrant {
     pub config_overrides: serde_json::Value,
     /// Allow, ask or deny.
     pub mode: GrantMode,
+    /// An argument rule in the policy's syntax (`exec(git *)`, `read(src/**)`) that narrows
+    /// the grant to the calls it matches (the gateway parses and applies it); `None`: every
+    /// call of the tools it covers.
+    #[serde(default)]
+    pub arg_rule: Option<String>,
     /// When it stops applying; `None`: never.
     pub expires_ms: Option<i64>,
     /// Who granted it.
@@ -283,7 +291,7 @@ pub trait GrantStore: Send + Sync + Debug {
 }
 
 const GRANT_COLUMNS: &str = "id, subject, server, tool_allow, tool_deny, enabled, config_overrides, mode, expires_ms, \
-                             granted_by, request, note, created_ms";
+                             granted_by, request, note, created_ms, arg_rule";
 const ACCESS_COLUMNS: &str =
     "id, requester, user, server, tool, reason, status, created_ms, decided_by, decided_ms, message, grant_id";
 
@@ -317,6 +325,7 @@ fn tool_grant_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolGrant> {
         request: r.get(10)?,
         note: r.get(11)?,
         created_ms: r.get(12)?,
+        arg_rule: r.get(13)?,
     })
 }
 
@@ -343,8 +352,8 @@ fn insert_tool_grant(conn: &rusqlite::Connection, g: &ToolGrant) -> rusqlite::Re
     let overrides = if g.config_overrides.is_null() { "{}".to_owned() } else { g.config_overrides.to_string() };
     conn.execute(
         "INSERT INTO grants (subject, server, tool_allow, tool_deny, enabled, config_overrides, mode, expires_ms,
-                             granted_by, request, note, created_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                             granted_by, request, note, created_ms, arg_rule)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         rusqlite::params![
             g.subject,
             g.server,
@@ -357,7 +366,8 @@ fn insert_tool_grant(conn: &rusqlite::Connection, g: &ToolGrant) -> rusqlite::Re
             g.granted_by,
             g.request,
             g.note,
-            g.created_ms
+            g.created_ms,
+            g.arg_rule
         ],
     )?;
     Ok(conn.last_insert_rowid())

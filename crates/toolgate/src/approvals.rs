@@ -596,7 +596,19 @@ impl PendingApprovals {
 
     /// Turns a decided entry into this call's answer, using it up; `None` when another run
     /// of the same call took it first.
-    fn take(store: &Arc<dyn ApprovalStore>, record: &ApprovalRecord) -> Option<ApprovalAnswer> {
+    fn take(
+        store: &Arc<dyn ApprovalStore>,
+        record: &ApprovalRecord,
+        request: &ApprovalRequest,
+    ) -> Option<ApprovalAnswer> {
+        let answer = Self::take_answer(store, record);
+        if answer.is_some() {
+            let _ = request.entry.set(record.id);
+        }
+        answer
+    }
+
+    fn take_answer(store: &Arc<dyn ApprovalStore>, record: &ApprovalRecord) -> Option<ApprovalAnswer> {
         let answer = match record.status {
             ApprovalStatus::Allowed => ApprovalAnswer::AllowOnce,
             ApprovalStatus::AllowedAlways => ApprovalAnswer::AllowAlways,
@@ -685,7 +697,7 @@ impl Approver for PendingApprovals {
                 }
             };
             if entry.status != ApprovalStatus::Pending {
-                match Self::take(store, &entry) {
+                match Self::take(store, &entry, request) {
                     Some(answer) => return Some(answer),
                     None => continue,
                 }
@@ -697,7 +709,7 @@ impl Approver for PendingApprovals {
             // Bounded by the gate's own timeout (it answers "deny" when that passes first).
             let wait = self.settings.wait.min(request.wait.saturating_sub(Duration::from_millis(200)));
             match self.wait(store, entry.id, wait).await {
-                Some(decided) => match Self::take(store, &decided) {
+                Some(decided) => match Self::take(store, &decided, request) {
                     Some(answer) => return Some(answer),
                     None => continue,
                 },
@@ -740,7 +752,7 @@ impl PendingApprovals {
                 if entry.status == ApprovalStatus::Pending {
                     return Resumed::StillPending(Box::new(entry));
                 }
-                Self::take(store, &entry).map_or(Resumed::Anew, Resumed::Answer)
+                Self::take(store, &entry, request).map_or(Resumed::Anew, Resumed::Answer)
             }
             Ok(_) => Resumed::Anew,
             Err(e) => {

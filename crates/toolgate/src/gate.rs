@@ -674,6 +674,8 @@ impl Gate {
             audited.called_as = Some(std::mem::take(&mut audited.tool));
         }
         audited.tool.clone_from(&spec.name);
+        // The policy revision every later step decides under (the audit row keeps it).
+        trace.push(format!("policy revision {}", self.policy.revision()));
         // A refusal names its rule in the trace too (the audit row, a job's decision event).
         self.policy.check_visible(spec, ctx).inspect_err(|e| trace.push(format!("policy: refused: {e}")))?;
         let mut params = params;
@@ -692,6 +694,18 @@ impl Gate {
             .inspect_err(|e| trace.push(format!("policy: refused: {e}")))?;
         trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));
         apply_verdict(decision.verdict, &mut safety, &decision);
+        // A team gateway's grants, with the call's touches (argument rules, mode ask): the
+        // caller's own calls and its sub-agents' alike.
+        if let Some(grants) = &ctx.grants {
+            let granted = grants
+                .check(ctx, spec, &safety.touches)
+                .inspect_err(|e| trace.push(format!("gateway grants: refused: {e}")))?;
+            trace.push(granted.trace);
+            if let Some(reason) = granted.ask {
+                safety.approval = ApprovalRequirement::Always;
+                safety.approval_reason = Some(reason.into());
+            }
+        }
         if let Some(reason) = safety.refusal.take() {
             return Err(ToolError::Denied { tool: spec.name.clone(), reason: reason.into_owned() });
         }
@@ -725,6 +739,8 @@ impl Gate {
                 safety.approval_reason = Some(format!("{reason}\n{}", notes.join("\n")).trim_start().to_owned().into());
             }
         }
+        // The inbox entry that decides, when one does (named in the trace).
+        let entry = Arc::new(std::sync::OnceLock::new());
         let approval = self
             .approval
             .check(spec, &safety, &params, |reason| ApprovalRequest {
@@ -738,9 +754,12 @@ impl Gate {
                 policy_revision: self.policy.revision(),
                 batch: ctx.batch.clone(),
                 wait: std::time::Duration::ZERO,
+                entry: Arc::clone(&entry),
             })
-            .await?;
+            .await
+            .inspect_err(|_| trace.extend(entry.get().map(|id| format!("approval {id}"))))?;
         trace.push(approval.to_owned());
+        trace.extend(entry.get().map(|id| format!("approval {id}")));
         if let Some(log) = &self.audit {
             let read_only = spec.annotations.read_only || safety.read_only;
             let subject = safety.approval_subject.as_deref();

@@ -153,7 +153,10 @@ impl CallHandler for Granted {
             self.home.record_refused_by(ctx, name, &params.to_string(), &refused, why);
             return Err(refused);
         }
-        self.inner.call(ctx, name, params).await
+        // The gate checks the call again with its touches (argument rules, mode ask), and
+        // every call of a sub-agent it starts.
+        let ctx = with_grants(ctx, grants);
+        self.inner.call(&ctx, name, params).await
     }
 
     fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
@@ -169,6 +172,12 @@ impl CallHandler for Granted {
     // MCP tasks, grant-checked like plain calls.
     fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
         let tasks = self.inner.tasks()?;
+        let tasks = match &self.grants {
+            Some(grants) => {
+                Arc::new(TasksWithGrants { tasks, grants: grants.clone() }) as Arc<dyn toolgate_mcp::TaskHost>
+            }
+            None => tasks,
+        };
         let Some(grants) = &self.grants else { return Some(tasks) };
         Some(Arc::new(GrantedTasks {
             tasks,
@@ -208,6 +217,100 @@ impl toolgate_mcp::TaskHost for GrantedTasks {
     async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<toolgate_mcp::TaskState, ToolError> {
         check(self.inner.as_ref(), &self.home, &self.grants, ctx, tool)?;
         self.tasks.start(ctx, tool, params).await
+    }
+
+    async fn get(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
+        self.tasks.get(ctx, id).await
+    }
+
+    async fn cancel(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
+        self.tasks.cancel(ctx, id).await
+    }
+}
+
+/// `ctx` carrying the caller's grants for the gate ([`CallContext::grants`]).
+fn with_grants(ctx: &CallContext, grants: &Grants) -> CallContext {
+    let mut ctx = ctx.clone();
+    let caller =
+        CallerGrants { grants: grants.clone(), user: ctx.identity.user.clone(), agent: ctx.identity.agent.clone() };
+    ctx.grants = Some(Arc::new(caller));
+    ctx
+}
+
+/// The caller's grants as the gate checks them on each call, once its touches are known. They
+/// are those of the user and agent the gateway admitted, whichever sub-agent makes the call
+/// (a sub-agent never has more than its parent), read again for every call (a grant revoked
+/// while a sub-agent runs applies to its next call).
+#[derive(Debug)]
+struct CallerGrants {
+    grants: Grants,
+    user: String,
+    agent: String,
+}
+
+impl toolgate_core::CallGrants for CallerGrants {
+    fn check(
+        &self,
+        ctx: &CallContext,
+        spec: &ToolSpec,
+        touches: &toolgate_core::Touches,
+    ) -> Result<toolgate_core::GrantedCall, ToolError> {
+        let tool = spec.name.as_str();
+        if tool == ADMIN_TOOL && (ctx.subagent_depth > 0 || !ctx.ancestors.is_empty()) {
+            return Err(ToolError::Denied {
+                tool: tool.to_owned(),
+                reason: "the `gateway` tool is never a sub-agent's, at any depth".to_owned(),
+            });
+        }
+        let access = self.grants.access(&self.user, Some(self.agent.as_str())).map_err(|e| {
+            tracing::error!("cannot read the grants of {}: {e}", self.user);
+            ToolError::failed("cannot read your grants now; retry")
+        })?;
+        let granted = |trace: String, ask: Option<String>| Ok(toolgate_core::GrantedCall { trace, ask });
+        match access.decide_call(ToolRef::of(tool, &spec.group), touches) {
+            Decided::Granted(id) => granted(format!("gateway grant {id}: allow"), None),
+            Decided::Default => granted("gateway: default_tools".to_owned(), None),
+            Decided::Ask(id) => granted(
+                format!("gateway grant {id}: ask"),
+                Some(format!("grant {id} of this gateway gives `{tool}` once a person approves each call")),
+            ),
+            Decided::Narrowed(id) => {
+                let rule = access.rule_of(id).unwrap_or("its argument rule");
+                Err(ToolError::Denied {
+                    tool: tool.to_owned(),
+                    reason: format!(
+                        "grant {id} of this gateway gives `{tool}` only for calls matching `{rule}`, and this call \
+                         does not match. To do this, ask for more: call `{REQUEST_ACCESS}` with {{\"tool\": \
+                         \"{tool}\", \"reason\": \"what you need to run and why\"}}"
+                    ),
+                })
+            }
+            d => Err(not_granted(tool, d)),
+        }
+    }
+}
+
+/// MCP tasks started with the caller's grants in their context, so the gate checks them as it
+/// does a plain call's.
+struct TasksWithGrants {
+    tasks: Arc<dyn toolgate_mcp::TaskHost>,
+    grants: Grants,
+}
+
+impl std::fmt::Debug for TasksWithGrants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TasksWithGrants").field("tasks", &self.tasks).finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl toolgate_mcp::TaskHost for TasksWithGrants {
+    fn runs_as_task(&self, ctx: &CallContext, tool: &str) -> bool {
+        self.tasks.runs_as_task(ctx, tool)
+    }
+
+    async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<toolgate_mcp::TaskState, ToolError> {
+        self.tasks.start(&with_grants(ctx, &self.grants), tool, params).await
     }
 
     async fn get(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {

@@ -26,6 +26,7 @@ mod fs_processes;
 mod gateway;
 mod gateway_isolation;
 mod gateway_page;
+mod gateway_rules;
 mod gateway_upstream;
 mod jobs;
 mod kill;

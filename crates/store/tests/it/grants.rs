@@ -67,6 +67,7 @@ fn tool_grant(subject: &str, allow: &[&str]) -> ToolGrant {
         enabled: true,
         config_overrides: serde_json::json!({}),
         mode: GrantMode::Allow,
+        arg_rule: None,
         expires_ms: None,
         granted_by: "root".into(),
         request: None,

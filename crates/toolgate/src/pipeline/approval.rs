@@ -46,6 +46,10 @@ pub struct ApprovalRequest {
     /// waits longer is cut off with "no answer". Set by the approval stage.
     #[serde(skip)]
     pub wait: Duration,
+    /// The approvals inbox entry whose decision answered, set by the inbox when one did (the
+    /// call's audit trace names it).
+    #[serde(skip)]
+    pub entry: Arc<std::sync::OnceLock<i64>>,
 }
 
 impl fmt::Display for ApprovalRequest {
