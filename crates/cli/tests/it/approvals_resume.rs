@@ -336,3 +336,75 @@ async fn calls_of_one_turn_form_a_batch_decided_per_call() {
     let rows: Vec<Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert!(rows.len() == 2 && rows.iter().all(|r| r["batch"] == batch), "{out}");
 }
+
+/// A loopback address nothing listens on (a webhook that is down).
+fn closed_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/hook")
+}
+
+/// `[approval] no_self_approval`, "allow always" and a notification that fails (seed 003),
+/// through the binary: ann cannot decide her own call; lee's "always" runs it and her next
+/// identical call without asking, but not bob's; the webhook being down is recorded on the
+/// entry; with `notify_fallback_secs` the entry nobody could be told of is denied.
+#[test]
+fn no_self_approval_allow_always_and_a_failed_notification() {
+    let config = format!(
+        "no_self_approval = true\nwait_secs = 60\ntimeout_secs = 60\nnotify_url = {:?}\nnotify_fallback_secs = 0\n",
+        closed_url()
+    );
+    let (ws, [ann, bob, _lee]) = gateway(&config);
+    let server = HttpServer::start_in(TOOLGATE, ws, &[]);
+    let ws = server.ws.path();
+    let waiting = start(&server, "legacy", &ann, "always\n", None);
+    wait_pending(ws, 1);
+    let (ok, out) = cli(ws, &["approvals", "approve", "1", "--as", "ann"]);
+    assert!(!ok && out.contains("another person must decide it (no self-approval)"), "{out}");
+    // The webhook is down: that is on the entry (the fallback is off: it waits for a person).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out) = cli(ws, &["approvals", "show", "1"]);
+        assert!(ok, "{out}");
+        if out.contains("\"notify_error\": \"") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the failed notification was never recorded:\n{out}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, out) = cli(ws, &["approvals", "approve", "1", "--always", "--as", "lee"]);
+    assert!(ok, "{out}");
+    let ran = finish(waiting);
+    assert_eq!(ran["is_error"], false, "{ran}");
+    // The grant is kept in ann's workspace database (its gate's approval stage writes it there),
+    // not in the gateway's: `toolgate approvals list` on the gateway shows none.
+    let (ok, grants) = cli(&ws.join("users/ann"), &["approvals", "list"]);
+    assert!(ok && grants.contains("write") && grants.contains("ann"), "{grants}");
+    // Standing approval: ann's identical call runs at once, and nothing new is pending. (The
+    // file is removed first: rewriting it would need a `read` in the session.)
+    std::fs::remove_file(ws.join("users/ann/AGENTS.md")).unwrap();
+    let again = call(&server, "legacy", &ann, "always\n", None);
+    assert_eq!(again["is_error"], false, "{again}");
+    let (_, pending) = cli(ws, &["approvals", "pending", "--json"]);
+    assert!(pending.lines().all(|l| !l.starts_with('{')), "{pending}");
+    // It is ann's: bob's identical call waits for a decision of its own.
+    let bobs = start(&server, "legacy", &bob, "always\n", None);
+    wait_pending(ws, 1);
+    let (ok, out) = cli(ws, &["approvals", "deny", "2", "-m", "ann's grant is not yours", "--as", "lee"]);
+    assert!(ok, "{out}");
+    refused(&finish(bobs), "ann's grant is not yours");
+    assert!(!ws.join("users/bob/AGENTS.md").exists());
+    drop(server);
+
+    // With a fallback: nobody could be told, so after 2 s the entry is denied.
+    let config =
+        format!("wait_secs = 60\ntimeout_secs = 60\nnotify_url = {:?}\nnotify_fallback_secs = 2\n", closed_url());
+    let (ws, [ann, _bob, _lee]) = gateway(&config);
+    let server = HttpServer::start_in(TOOLGATE, ws, &[]);
+    let denied = call(&server, "legacy", &ann, "nobody was told\n", None);
+    refused(&denied, "nobody could be notified");
+    let (ok, out) = cli(server.ws.path(), &["approvals", "history", "--status", "denied", "--json"]);
+    assert!(ok && out.contains("\"decided_by\":\"toolgate\"") && out.contains("notify_error"), "{out}");
+    assert!(!server.ws.path().join("users/ann/AGENTS.md").exists());
+}
