@@ -142,6 +142,21 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = global.load_config()?;
     let vault = existing_vault(global)?;
     let signed_in = |name: &str| vault.as_ref().is_some_and(|v| oauth::is_logged_in(name, v).unwrap_or(false));
+    // In a team gateway, the users signed in to each per-user server (names only, no secret).
+    let user_keys: Vec<String> = match &vault {
+        Some(v) if config.gateway.enabled => {
+            toolgate::store::SecretStore::secret_keys(v.store().as_ref(), oauth::USER_VAULT_PREFIX)?
+        }
+        _ => Vec::new(),
+    };
+    let users_of = |name: &str, server: &ServerConfig| -> Option<Vec<&str>> {
+        (config.gateway.enabled && !server.shared).then(|| {
+            user_keys
+                .iter()
+                .filter_map(|k| oauth::parse_user_vault_key(k).filter(|(_, s)| *s == name).map(|(u, _)| u))
+                .collect()
+        })
+    };
     if config.mcp.servers.is_empty() && !json {
         outln!("no MCP servers configured; add one with `toolgate mcp add NAME --url URL` or `-- COMMAND ARGS`");
     }
@@ -155,6 +170,8 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
                 "tools": {"allow": server.tools.allow, "deny": server.tools.deny},
                 "prefix": server.tool_name(name, ""),
                 "signed_in": signed_in(name),
+                "shared": server.shared,
+                "users_signed_in": users_of(name, server),
                 "sandbox": server.command.is_some().then(|| serde_json::json!({
                     "enabled": server.sandbox.enabled,
                     "read": server.sandbox.read,
@@ -166,7 +183,12 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
             outln!("{line}");
         } else {
             let state = if server.enabled { "" } else { "  (disabled)" };
-            let oauth = if signed_in(name) { "  (signed in)" } else { "" };
+            let oauth = match users_of(name, server) {
+                Some(users) if users.is_empty() => "  (per user; nobody signed in)".to_owned(),
+                Some(users) => format!("  (per user; signed in: {})", users.join(", ")),
+                None if signed_in(name) => "  (signed in)".to_owned(),
+                None => String::new(),
+            };
             outln!("{name:<16} {:<6} {}{state}{oauth}", transport_name(server), target(server));
             let ToolFilter { allow, deny } = &server.tools;
             if !allow.is_empty() {

@@ -59,15 +59,22 @@ impl Upstream {
         reqwest::get(self.url(path)).await.unwrap().json().await.unwrap()
     }
 
-    /// Signs `user` in through the CLI: the fixture's next sign-in is `user`'s, the test is the
-    /// browser (it follows the printed URL to toolgate's loopback callback).
+    /// Signs `user` in to `per` through the CLI: the fixture's next sign-in is `user`'s, the
+    /// test is the browser (it follows the printed URL to toolgate's loopback callback).
     async fn login(&self, ws: &Path, user: &str) {
+        self.login_to(ws, "per", user, &["--user", user]).await;
+    }
+
+    /// Signs in to `server` as `person` with the extra arguments `how`.
+    async fn login_to(&self, ws: &Path, server: &str, person: &str, how: &[&str]) {
+        let user = person;
         let set = reqwest::Client::new().post(self.url(&format!("/test/subject?name={user}"))).send().await.unwrap();
         assert!(set.status().is_success());
         let mut login = Command::new(TOOLGATE)
             .arg("--workspace")
             .arg(ws)
-            .args(["mcp", "login", "per", "--no-browser", "--user", user])
+            .args(["mcp", "login", server, "--no-browser"])
+            .args(how)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -93,14 +100,20 @@ impl Upstream {
         assert!(page.status().is_success(), "{}", page.status());
         let out = tokio::task::block_in_place(|| login.wait_with_output()).unwrap();
         let printed = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && printed.contains(&format!("as {user}")), "{printed}");
+        let expected = if how.is_empty() { format!("signed in to `{server}`") } else { format!("as {user}") };
+        assert!(out.status.success() && printed.contains(&expected), "{printed}");
     }
 }
 
-/// One call through the official MCP Python SDK with `key`: (is_error, text).
+/// One call of `per`'s `whoami` through the official MCP Python SDK with `key`: (is_error, text).
 fn call(url: &str, key: &str) -> (bool, String) {
+    call_tool(url, key, "mcp__per__whoami")
+}
+
+/// One call of `tool` through the official MCP Python SDK with `key`: (is_error, text).
+fn call_tool(url: &str, key: &str, tool: &str) -> (bool, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/gateway_call.py");
-    let out = Command::new(python::sdk_python()).arg(script).args([url, key, "mcp__per__whoami"]).output().unwrap();
+    let out = Command::new(python::sdk_python()).arg(script).args([url, key, tool]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line: Value = stdout.lines().find_map(|l| serde_json::from_str(l).ok()).unwrap_or_else(|| {
         panic!("no result from gateway_call.py:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
@@ -129,14 +142,18 @@ async fn each_user_calls_an_upstream_server_with_their_own_sign_in() {
     std::fs::write(
         ws.path().join("toolgate.toml"),
         format!(
-            "[gateway]\nenabled = true\nworkspaces = \"users\"\n\n[mcp.servers.per]\nurl = \"{}\"\n",
-            upstream.url("/mcp")
+            "[gateway]\nenabled = true\nworkspaces = \"users\"\n\n[mcp.servers.per]\nurl = \"{url}\"\n\n\
+             [mcp.servers.team]\nurl = \"{url}\"\nshared = true\n\n\
+             [mcp.servers.keyed]\nurl = \"{url}\"\nheaders = {{ Authorization = \"Bearer s3cr3t-static\" }}\n",
+            url = upstream.url("/mcp")
         ),
     )
     .unwrap();
     for user in ["ann", "bob", "cy"] {
         admin(ws.path(), &["user", "add", user]);
-        admin(ws.path(), &["grant", "add", "--to", user, "--server", "per"]);
+        for server in ["per", "team", "keyed"] {
+            admin(ws.path(), &["grant", "add", "--to", user, "--server", server]);
+        }
     }
     let keys: Vec<String> =
         ["ann", "bob", "cy"].iter().map(|user| admin(ws.path(), &["key", "create", "--user", user])).collect();
@@ -146,12 +163,17 @@ async fn each_user_calls_an_upstream_server_with_their_own_sign_in() {
     for (args, why) in [
         (&["mcp", "login", "per", "--no-browser"][..], "--user USER"),
         (&["mcp", "login", "per", "--no-browser", "--user", "nobody"][..], "there is no user `nobody`"),
+        (&["mcp", "login", "team", "--no-browser", "--user", "ann"][..], "is `shared`"),
     ] {
         let out = toolgate(ws.path(), args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(why), "{args:?}: {err}");
     }
     upstream.login(ws.path(), "ann").await;
+    // A shared server: one sign-in, by the gateway's operator, serves every user (said explicitly).
+    upstream.login_to(ws.path(), "team", "operator", &[]).await;
+    let listed = String::from_utf8_lossy(&toolgate(ws.path(), &["mcp", "list"]).stdout).into_owned();
+    assert!(listed.contains("(per user; signed in: ann)") && listed.contains("(signed in)"), "{listed}");
 
     let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
     let url = server.url.clone();
@@ -160,6 +182,17 @@ async fn each_user_calls_an_upstream_server_with_their_own_sign_in() {
     // Ann's call carries Ann's token, over a connection her token opened.
     let (error, text) = tokio::task::block_in_place(|| call(&url, ann));
     assert!(!error && text.contains("token of ann; session opened by ann"), "{text}");
+    said.push(text);
+
+    // The shared server answers every user with the operator's token; a key in `headers` on a
+    // server not said to be shared is refused, and its value never shown.
+    for key in [ann, cy] {
+        let (error, text) = tokio::task::block_in_place(|| call_tool(&url, key, "mcp__team__whoami"));
+        assert!(!error && text.contains("token of operator"), "{text}");
+        said.push(text);
+    }
+    let (error, text) = tokio::task::block_in_place(|| call_tool(&url, ann, "mcp__keyed__whoami"));
+    assert!(error && text.contains("shared = true") && !text.contains("s3cr3t"), "{text}");
     said.push(text);
 
     // Bob and Cy have not signed in: they are told how, and nobody's token is used for them.
@@ -200,6 +233,8 @@ async fn each_user_calls_an_upstream_server_with_their_own_sign_in() {
     let seen: Vec<&str> = seen.as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(seen.contains(&"ann") && seen.contains(&"bob"), "{seen:?}");
     assert!(!seen.contains(&"cy") && !seen.contains(&"unknown"), "{seen:?}");
+    let listed = String::from_utf8_lossy(&toolgate(server.ws.path(), &["mcp", "list"]).stdout).into_owned();
+    assert!(listed.contains("(per user; signed in: bob)"), "ann signed out, bob in: {listed}");
 
     // Each call is audited as its caller, in the caller's workspace.
     let users = server.ws.path().join("users");
@@ -217,7 +252,7 @@ async fn each_user_calls_an_upstream_server_with_their_own_sign_in() {
     // are kept encrypted in its state database; the users' workspaces hold none).
     let tokens = upstream.get("/test/tokens").await;
     let tokens: Vec<&str> = tokens.as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert_eq!(tokens.len(), 2, "one sign-in each for ann and bob: {tokens:?}");
+    assert_eq!(tokens.len(), 3, "one sign-in each for ann, bob and the operator: {tokens:?}");
     let mut all = Vec::new();
     files(server.ws.path(), &mut all);
     assert!(all.iter().any(|(p, _)| p.ends_with("users/ann/.toolgate/state.db")), "the audit logs were read");

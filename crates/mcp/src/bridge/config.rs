@@ -355,6 +355,23 @@ mod tests {
     }
 
     #[test]
+    fn a_gateway_refuses_a_header_credential_unless_the_server_is_shared() {
+        let mut s = ServerConfig { url: Some("https://mcp.example.com/mcp".into()), ..Default::default() };
+        assert!(s.gateway_problem("gh").is_none(), "no headers: each user signs in");
+        s.headers.insert("X-Client".into(), "toolgate".into());
+        assert!(s.gateway_problem("gh").is_none(), "not a credential");
+        for name in ["Authorization", "X-API-Key", "x-access-token", "Cookie"] {
+            let mut keyed = s.clone();
+            keyed.headers.insert(name.into(), "s3cr3t-value".into());
+            let problem = keyed.gateway_problem("gh").unwrap_or_default();
+            assert!(problem.contains(name) && problem.contains("shared = true"), "{name}: {problem}");
+            assert!(!problem.contains("s3cr3t"), "the value is never quoted: {problem}");
+            keyed.shared = true;
+            assert!(keyed.gateway_problem("gh").is_none(), "{name}: said explicitly");
+        }
+    }
+
+    #[test]
     fn env_expansion_names_a_missing_variable() {
         assert_eq!(expand_env("plain").unwrap(), "plain");
         let err = expand_env("Bearer ${TOOLGATE_TEST_SURELY_UNSET_VAR}").unwrap_err();
