@@ -12,6 +12,7 @@ use toolgate_mcp::{Authenticator, Caller, Refusal};
 use toolgate_store::{ApiKeyRecord, IdentityStore, PrincipalKind};
 
 use crate::GatewayError;
+use crate::cache::{KeyCache, Verified};
 
 const PREFIX: &str = "tg_";
 const ID_HEX: usize = 16;
@@ -63,7 +64,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Equal digests, compared in constant time.
-fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+pub(crate) fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -147,41 +148,76 @@ impl Cidr {
     }
 }
 
-/// Admits a request to `/mcp` by its API key (`Authorization: Bearer tg_...`), checked against
-/// the store on every request, so a revocation applies to the next request.
+/// Admits a request to `/mcp` by its API key (`Authorization: Bearer tg_...`). A key's
+/// verification is kept (`cache.rs`) under the store's identity revision, read on every
+/// request, so a revocation (or a disabled user) applies to the next request; its expiry and
+/// source addresses are checked on every request.
 #[derive(Debug, Clone)]
 pub struct KeyAuthenticator {
     identity: Arc<dyn IdentityStore>,
     now_ms: fn() -> i64,
+    cache: Arc<KeyCache>,
 }
 
 impl KeyAuthenticator {
     /// Checks keys against `identity`, with the system clock.
     pub fn new(identity: Arc<dyn IdentityStore>) -> Self {
-        KeyAuthenticator { identity, now_ms: crate::admin::now_ms }
+        Self::with_clock(identity, crate::admin::now_ms)
     }
 
     /// The same, with another clock (tests of expiry).
     pub fn with_clock(identity: Arc<dyn IdentityStore>, now_ms: fn() -> i64) -> Self {
-        KeyAuthenticator { identity, now_ms }
+        KeyAuthenticator { identity, now_ms, cache: Arc::default() }
     }
 
     fn check(&self, text: &str, peer: IpAddr) -> Result<Caller, Refusal> {
         let unauthorized = |message: String| Refusal { status: 401, message };
         let forbidden = |message: String| Refusal { status: 403, message };
-        let unknown = || {
-            unauthorized(
-                "unknown API key: check that it was copied whole (`tg_<id>_<secret>`); \
-                 `toolgate admin key list` shows the ids of the keys that exist"
-                    .to_owned(),
-            )
-        };
         let Some(id) = key_id(text) else {
             return Err(unauthorized(
                 "this is not a toolgate API key (they look like `tg_<16 hex>_<64 hex>`); an admin makes one \
                  with `toolgate admin key create --user NAME`"
                     .to_owned(),
             ));
+        };
+        let digest = digest(text);
+        let unavailable = |e: toolgate_store::StoreError| {
+            tracing::error!("cannot check an API key: {e}");
+            Refusal { status: 503, message: "cannot check API keys now; retry".to_owned() }
+        };
+        let revision = self.identity.identity_revision().map_err(unavailable)?;
+        let now = (self.now_ms)();
+        let verified = match self.cache.get(id, revision, &digest) {
+            Some(verified) => verified,
+            None => {
+                let verified = self.verify(id, &digest, revision)?;
+                self.cache.put(id, verified.clone());
+                verified
+            }
+        };
+        if verified.expires_ms.is_some_and(|at| now >= at) {
+            return Err(unauthorized(format!("API key {id} has expired; ask an admin for a new one")));
+        }
+        if !verified.scope.admits(peer) {
+            return Err(forbidden(format!("API key {id} may not be used from {peer}")));
+        }
+        if self.cache.record_use(id, now)
+            && let Err(e) = self.identity.key_used(id, now)
+        {
+            tracing::debug!("cannot record the use of key {id}: {e}");
+        }
+        Ok(verified.caller.key(id).tools(verified.scope.tools))
+    }
+
+    /// Reads key `id` and its principal: what stays true until the identity revision moves.
+    fn verify(&self, id: &str, digest: &[u8; 32], revision: i64) -> Result<Verified, Refusal> {
+        let unauthorized = |message: String| Refusal { status: 401, message };
+        let unknown = || {
+            unauthorized(
+                "unknown API key: check that it was copied whole (`tg_<id>_<secret>`); \
+                 `toolgate admin key list` shows the ids of the keys that exist"
+                    .to_owned(),
+            )
         };
         let record = match self.identity.key_get(id) {
             Ok(Some(record)) => record,
@@ -191,29 +227,21 @@ impl KeyAuthenticator {
                 return Err(Refusal { status: 503, message: "cannot check API keys now; retry".to_owned() });
             }
         };
-        if !same(&record.digest, &digest(text)) {
+        if !same(&record.digest, digest) {
             return Err(unknown());
         }
-        let now = (self.now_ms)();
         if record.revoked_ms.is_some() {
             return Err(unauthorized(format!("API key {id} was revoked; ask an admin for a new one")));
-        }
-        if record.expires_ms.is_some_and(|at| now >= at) {
-            return Err(unauthorized(format!("API key {id} has expired; ask an admin for a new one")));
         }
         let scope: KeyScope = serde_json::from_value(record.scope.clone()).unwrap_or_else(|_| KeyScope {
             // A scope this version cannot read admits nothing rather than everything.
             tools: vec![String::new()],
             sources: vec!["0.0.0.0/32".to_owned()],
         });
-        if !scope.admits(peer) {
-            return Err(forbidden(format!("API key {id} may not be used from {peer}")));
-        }
-        let caller = self.caller_of(&record)?.key(id).tools(scope.tools);
-        if let Err(e) = self.identity.key_used(id, now) {
-            tracing::debug!("cannot record the use of key {id}: {e}");
-        }
-        Ok(caller)
+        let caller = self.caller_of(&record)?;
+        // A use is written when the last one recorded is a minute old (never: at once).
+        let recorded_ms = record.last_used_ms.unwrap_or(0);
+        Ok(Verified { revision, digest: *digest, caller, scope, expires_ms: record.expires_ms, recorded_ms })
     }
 
     /// The user (and agent) the key's principal acts as; a disabled one is refused.

@@ -9,6 +9,8 @@
 //!   requests (`request_access`, `toolgate admin access`); `toolgate::granted` limits what
 //!   `/mcp` lists and runs to the caller's grants; `changes`: each user's counter of grant
 //!   changes, which their MCP sessions watch to send `notifications/tools/list_changed`.
+//! - `cache`: keys' verifications and callers' compiled grants kept between requests, under
+//!   the store's revisions ([`CachedGrants`]).
 //! - `admin`: what `toolgate admin` does (users, groups, agents, keys), over the store's
 //!   [`IdentityStore`](toolgate_store::IdentityStore).
 //! - `signin/`: signing in to the page (OIDC with PKCE, a local argon2id password), sessions
@@ -20,6 +22,7 @@
 
 mod access;
 mod admin;
+mod cache;
 mod changes;
 mod error;
 mod grants;
@@ -31,6 +34,7 @@ mod tokens;
 
 pub use access::{Narrowing, RequestAccess, shown as shown_request};
 pub use admin::{Admin, NewKey};
+pub use cache::CachedGrants;
 pub use changes::grant_changes;
 pub use error::GatewayError;
 pub use grants::{

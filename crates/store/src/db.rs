@@ -385,6 +385,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
      CREATE INDEX IF NOT EXISTS page_sessions_expiry ON page_sessions (expires_ms);",
     // A gateway grant's argument rule (`grants.rs`, issue 28 item 4).
     crate::grants::ARG_RULE_MIGRATION,
+    // Revisions of identities and grants (`revisions.rs`), bumped by triggers in the
+    // transaction of every change, read by the gateway's caches on each request.
+    crate::revisions::MIGRATION,
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

@@ -239,6 +239,11 @@ pub struct AccessDecision {
 
 /// Grants ("allow always" decisions and a gateway's grants) and access requests.
 pub trait GrantStore: Send + Sync + Debug {
+    /// A number the store raises in the same transaction as every change of a grant (added,
+    /// revoked, turned on or off, an access request's approval, "allow always"): a cache of
+    /// compiled grants checks it on each request (`revisions.rs`).
+    fn grants_revision(&self) -> Result<i64, StoreError>;
+
     /// Records an "allow always" grant; its `id` is ignored. A second grant of the same (user,
     /// agent, tool, subject) is a no-op.
     fn grant_add(&self, grant: &Grant) -> Result<(), StoreError>;
@@ -380,6 +385,10 @@ fn get_access(conn: &rusqlite::Connection, id: i64) -> rusqlite::Result<Option<A
 }
 
 impl GrantStore for Store {
+    fn grants_revision(&self) -> Result<i64, StoreError> {
+        self.revision("grants")
+    }
+
     fn grant_add(&self, grant: &Grant) -> Result<(), StoreError> {
         self.with(|conn| {
             conn.execute(

@@ -103,6 +103,11 @@ pub struct ApiKeyRecord {
 
 /// Principals, memberships and API keys.
 pub trait IdentityStore: Send + Sync + Debug {
+    /// A number the store raises in the same transaction as every change of a principal, a
+    /// membership or a key (not a key's last use): a cache of keys checks it on each request
+    /// (`revisions.rs`).
+    fn identity_revision(&self) -> Result<i64, StoreError>;
+
     /// Adds `principal`; `false` (and nothing written) when the name is taken.
     fn principal_add(&self, principal: &Principal) -> Result<bool, StoreError>;
 
@@ -209,6 +214,10 @@ fn is_unique_violation(e: &rusqlite::Error) -> bool {
 }
 
 impl IdentityStore for Store {
+    fn identity_revision(&self) -> Result<i64, StoreError> {
+        self.revision("identity")
+    }
+
     fn principal_add(&self, p: &Principal) -> Result<bool, StoreError> {
         self.with(|conn| {
             let inserted = conn.execute(

@@ -58,6 +58,7 @@ mod outbox;
 // The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
 #[path = "../../sandbox/src/process_token.rs"]
 mod process_token;
+mod revisions;
 mod routines;
 mod secrets;
 mod sessions;

@@ -545,6 +545,18 @@ impl Gate {
         self.dialects.present(ctx, &self.services.registry, visible)
     }
 
+    /// The tool [`Gate::visible_tools`] has under `name` exactly, without building the list: in
+    /// the default dialect the registry's tool of that name, if `ctx`'s caller may see it.
+    pub fn visible_tool(&self, ctx: &CallContext, name: &str) -> Option<ToolSpec> {
+        if !self.dialects.of(ctx).is_default() {
+            return self.visible_tools(ctx).into_iter().find(|s| s.name == name);
+        }
+        // `resolve` also finds aliases and other cases: only the exact name is the listed one.
+        let tool = self.services.registry.resolve(name).filter(|t| t.tool.spec().name == name)?;
+        let spec = tool.tool.spec();
+        self.policy.visible(spec, ctx).visible.then(|| spec.clone())
+    }
+
     /// The dialect `ctx`'s caller speaks (`[agents.NAME] dialect`, else `[gate] dialect`).
     pub fn dialect(&self, ctx: &CallContext) -> &'static toolgate_dialect::Dialect {
         self.dialects.of(ctx)

@@ -13,7 +13,7 @@ use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
 use toolgate_mcp::CallHandler;
 use toolgate_store::PrincipalKind;
 
-use toolgate_gateway::{ADMIN_TOOL, Access, Decided, Grants, HOME_TOOLS, REQUEST_ACCESS, ToolRef};
+use toolgate_gateway::{ADMIN_TOOL, Access, CachedGrants, Decided, Grants, HOME_TOOLS, REQUEST_ACCESS, ToolRef};
 
 use crate::Gate;
 
@@ -22,6 +22,8 @@ pub struct Granted {
     inner: Arc<dyn CallHandler>,
     home: Arc<Gate>,
     grants: Option<Grants>,
+    /// Each caller's compiled grants, kept under the store's revisions.
+    cache: Option<Arc<CachedGrants>>,
 }
 
 impl std::fmt::Debug for Granted {
@@ -34,7 +36,8 @@ impl Granted {
     /// `inner`'s tools limited by `grants`, the gateway's own tools from `home`; with `None`,
     /// `inner` unchanged (not a gateway, or not over HTTP).
     pub fn new(inner: Arc<dyn CallHandler>, home: Arc<Gate>, grants: Option<Grants>) -> Self {
-        Granted { inner, home, grants }
+        let cache = grants.clone().map(|g| Arc::new(CachedGrants::new(g)));
+        Granted { inner, home, grants, cache }
     }
 
     /// Whether the caller is a person who administers the gateway (not an agent, not a
@@ -70,7 +73,7 @@ impl Granted {
     }
 }
 
-fn access(grants: &Grants, ctx: &CallContext) -> Result<Access, ToolError> {
+fn access(grants: &CachedGrants, ctx: &CallContext) -> Result<Arc<Access>, ToolError> {
     grants.access(&ctx.identity.user, Some(ctx.identity.agent.as_str())).map_err(|e| {
         tracing::error!("cannot read the grants of {}: {e}", ctx.identity.user);
         ToolError::failed("cannot read your grants now; retry")
@@ -82,12 +85,12 @@ fn access(grants: &Grants, ctx: &CallContext) -> Result<Access, ToolError> {
 fn check(
     inner: &dyn CallHandler,
     home: &Gate,
-    grants: &Grants,
+    grants: &CachedGrants,
     ctx: &CallContext,
     name: &str,
 ) -> Result<(), ToolError> {
     let access = access(grants, ctx)?;
-    let group = match inner.list(ctx).into_iter().find(|s| s.name == name) {
+    let group = match inner.find(ctx, name) {
         Some(spec) => spec.group,
         // A configured bridged server's tool the caller's gate has not listed yet (its
         // connection, made with the caller's own sign-in, is starting, or waits for that
@@ -122,8 +125,8 @@ impl CallHandler for Granted {
     }
 
     fn list(&self, ctx: &CallContext) -> Vec<ToolSpec> {
-        let Some(grants) = &self.grants else { return self.inner.list(ctx) };
-        let Ok(access) = access(grants, ctx) else { return self.home_tools(grants, ctx) };
+        let (Some(grants), Some(cache)) = (&self.grants, &self.cache) else { return self.inner.list(ctx) };
+        let Ok(access) = access(cache, ctx) else { return self.home_tools(grants, ctx) };
         let mut tools: Vec<ToolSpec> = self
             .inner
             .list(ctx)
@@ -137,7 +140,9 @@ impl CallHandler for Granted {
     }
 
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
-        let Some(grants) = &self.grants else { return self.inner.call(ctx, name, params).await };
+        let (Some(grants), Some(cache)) = (&self.grants, &self.cache) else {
+            return self.inner.call(ctx, name, params).await;
+        };
         if HOME_TOOLS.contains(&name) {
             if name == ADMIN_TOOL && !Self::is_admin(grants, ctx) {
                 return Err(ToolError::Denied {
@@ -147,7 +152,7 @@ impl CallHandler for Granted {
             }
             return CallHandler::call(&*self.home, &self.home_context(ctx), name, params).await;
         }
-        if let Err(refused) = check(self.inner.as_ref(), &self.home, grants, ctx, name) {
+        if let Err(refused) = check(self.inner.as_ref(), &self.home, cache, ctx, name) {
             // Refused before any gate: the gateway's audit log has the row.
             let why = "gateway grants: refused before the gate";
             self.home.record_refused_by(ctx, name, &params.to_string(), &refused, why);
@@ -155,7 +160,7 @@ impl CallHandler for Granted {
         }
         // The gate checks the call again with its touches (argument rules, mode ask), and
         // every call of a sub-agent it starts.
-        let ctx = with_grants(ctx, grants);
+        let ctx = with_grants(ctx, cache);
         self.inner.call(&ctx, name, params).await
     }
 
@@ -172,18 +177,18 @@ impl CallHandler for Granted {
     // MCP tasks, grant-checked like plain calls.
     fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
         let tasks = self.inner.tasks()?;
-        let tasks = match &self.grants {
-            Some(grants) => {
-                Arc::new(TasksWithGrants { tasks, grants: grants.clone() }) as Arc<dyn toolgate_mcp::TaskHost>
+        let tasks = match &self.cache {
+            Some(cache) => {
+                Arc::new(TasksWithGrants { tasks, grants: Arc::clone(cache) }) as Arc<dyn toolgate_mcp::TaskHost>
             }
             None => tasks,
         };
-        let Some(grants) = &self.grants else { return Some(tasks) };
+        let Some(cache) = &self.cache else { return Some(tasks) };
         Some(Arc::new(GrantedTasks {
             tasks,
             inner: Arc::clone(&self.inner),
             home: Arc::clone(&self.home),
-            grants: grants.clone(),
+            grants: Arc::clone(cache),
         }))
     }
 
@@ -199,7 +204,7 @@ struct GrantedTasks {
     tasks: Arc<dyn toolgate_mcp::TaskHost>,
     inner: Arc<dyn CallHandler>,
     home: Arc<Gate>,
-    grants: Grants,
+    grants: Arc<CachedGrants>,
 }
 
 impl std::fmt::Debug for GrantedTasks {
@@ -229,21 +234,21 @@ impl toolgate_mcp::TaskHost for GrantedTasks {
 }
 
 /// `ctx` carrying the caller's grants for the gate ([`CallContext::grants`]).
-fn with_grants(ctx: &CallContext, grants: &Grants) -> CallContext {
+fn with_grants(ctx: &CallContext, grants: &Arc<CachedGrants>) -> CallContext {
     let mut ctx = ctx.clone();
     let caller =
-        CallerGrants { grants: grants.clone(), user: ctx.identity.user.clone(), agent: ctx.identity.agent.clone() };
+        CallerGrants { grants: Arc::clone(grants), user: ctx.identity.user.clone(), agent: ctx.identity.agent.clone() };
     ctx.grants = Some(Arc::new(caller));
     ctx
 }
 
 /// The caller's grants as the gate checks them on each call, once its touches are known. They
 /// are those of the user and agent the gateway admitted, whichever sub-agent makes the call
-/// (a sub-agent never has more than its parent), read again for every call (a grant revoked
-/// while a sub-agent runs applies to its next call).
+/// (a sub-agent never has more than its parent), current for every call (a grant revoked
+/// while a sub-agent runs applies to its next call: the cache is kept by the store's revisions).
 #[derive(Debug)]
 struct CallerGrants {
-    grants: Grants,
+    grants: Arc<CachedGrants>,
     user: String,
     agent: String,
 }
@@ -294,7 +299,7 @@ impl toolgate_core::CallGrants for CallerGrants {
 /// does a plain call's.
 struct TasksWithGrants {
     tasks: Arc<dyn toolgate_mcp::TaskHost>,
-    grants: Grants,
+    grants: Arc<CachedGrants>,
 }
 
 impl std::fmt::Debug for TasksWithGrants {

@@ -36,6 +36,10 @@ impl CallHandler for Gate {
         self.visible_tools(ctx)
     }
 
+    fn find(&self, ctx: &CallContext, name: &str) -> Option<ToolSpec> {
+        self.visible_tool(ctx, name)
+    }
+
     /// The gate's result, with the structured copy only for tools whose results carry it
     /// ([`ToolSpec::returns_structured`]): clients that find `structuredContent` hand the model
     /// that alone, so other tools send their text (where the output stage folded any JSON the

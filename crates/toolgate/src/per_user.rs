@@ -144,6 +144,11 @@ impl CallHandler for PerUserGates {
         }
     }
 
+    fn find(&self, ctx: &CallContext, name: &str) -> Option<ToolSpec> {
+        let gate = self.gate_for(&ctx.identity.user).ok()?;
+        gate.visible_tool(&Self::in_workspace(&gate, ctx), name)
+    }
+
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError> {
         let gate = self.gate_for(&ctx.identity.user)?;
         CallHandler::call(&*gate, &Self::in_workspace(&gate, ctx), name, params).await
