@@ -12,6 +12,7 @@ pub(crate) const BENCHES: &[(&str, &str)] = &[
     ("toolgate-tools", "fs_vs_rg"),
     ("toolgate-sandbox", "start"),
     ("toolgate-cli", "mcp"),
+    ("toolgate-cli", "gateway"),
     ("toolgate", "wasm"),
     ("toolgate", "agent"),
     ("toolgate", "message"),

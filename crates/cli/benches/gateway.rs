@@ -1,0 +1,300 @@
+//! The team gateway's cost per call (`cargo xtask bench gateway`, or `cargo bench -p
+//! toolgate-cli --bench gateway`), in one run, over Streamable HTTP from the rmcp client:
+//!
+//! - `echo` calls against `toolgate serve --http` in gateway mode (an API key, a user in a
+//!   group, grants) beside the single-user server (its bearer token), servers taking turns:
+//!   calls/s, median, p99, and each server's CPU per call (`/proc/PID/stat`), and the
+//!   difference per call (issue 28's target: auth + grants add < 50 µs);
+//! - a call that is not read-only (`write` of a new file: the audit write path) through the
+//!   gateway: median and p99;
+//! - the approval round trip: a call of a tool the policy asks about waits; an admin's decision
+//!   is posted to `POST /api/approvals/{id}`; the time from sending the decision to the
+//!   waiting call's answer (target < 100 ms).
+//!
+//! `TOOLGATE_BENCH_BIN=PATH` measures another `toolgate` build.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use toolgate_benchkit::summary::{self, Row};
+
+type Client = RunningService<RoleClient, ()>;
+
+fn toolgate() -> String {
+    std::env::var("TOOLGATE_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_toolgate").to_owned())
+}
+
+/// A server process killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// User + system CPU time of the server so far.
+    fn cpu(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let ticks: u64 = after.split_whitespace().skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum();
+        // The kernel's USER_HZ is 100 on Linux.
+        Duration::from_millis(ticks * 10)
+    }
+}
+
+/// The workspace's `toolgate.toml`: no rate limit or loop breaker (the run repeats one call),
+/// `time` asks for approval, and `extra`.
+fn workspace(extra: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary workspace");
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        format!(
+            "{extra}\n[loop_breaker]\nenabled = false\n\n[tools]\nask = [\"time\"]\n\n[rate_limits.tools]\n\
+             echo = {{ per_minute = 4294967295, per_hour = 4294967295 }}\n\
+             write = {{ per_minute = 4294967295, per_hour = 4294967295 }}\n"
+        ),
+    )
+    .expect("write toolgate.toml");
+    dir
+}
+
+fn admin(ws: &Path, args: &[&str]) -> String {
+    let out = Command::new(toolgate()).arg("--workspace").arg(ws).arg("admin").args(args).output().unwrap();
+    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `toolgate serve --http 127.0.0.1:0` in `ws`, once it prints its URL.
+fn serve(ws: &Path) -> Server {
+    let mut child = Command::new(toolgate())
+        .arg("--workspace")
+        .arg(ws)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start toolgate serve --http");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines().map_while(Result::ok);
+    let url = lines
+        .by_ref()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("http://") && w.ends_with("/mcp")).map(str::to_owned))
+        .expect("toolgate printed its URL");
+    // Keep reading: the server must not write into a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Server { child, url }
+}
+
+async fn connect(url: &str, token: &str) -> Client {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    ().serve(transport).await.expect("initialize over HTTP")
+}
+
+async fn call(client: &Client, tool: &'static str, args: Value) -> Duration {
+    let request = CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap_or_default());
+    let start = Instant::now();
+    let result = client.call_tool(request).await.expect("tools/call");
+    let took = start.elapsed();
+    assert_ne!(result.is_error, Some(true), "{tool} failed: {result:?}");
+    took
+}
+
+struct Figures {
+    median: Duration,
+    p99: Duration,
+    per_sec: f64,
+}
+
+fn figures(times: &[Duration]) -> Figures {
+    let mut t = times.to_vec();
+    t.sort();
+    let sum: Duration = t.iter().sum();
+    Figures { median: t[t.len() / 2], p99: t[t.len() * 99 / 100], per_sec: t.len() as f64 / sum.as_secs_f64() }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map_or_else(|_| "?".to_owned(), |l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+}
+
+/// A raw HTTP request to the server of `url`; the body of the answer.
+fn http(url: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, String) {
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, out.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_owned()))
+}
+
+/// The id of the first pending approval, once there is one.
+fn pending(url: &str, key: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = http(url, "GET", "/api/approvals", key, "");
+        assert_eq!(status, 200, "GET /api/approvals: {body}");
+        let body: Value = serde_json::from_str(&body).unwrap_or_default();
+        if let Some(id) = body["pending"][0]["id"].as_u64() {
+            return id;
+        }
+        assert!(Instant::now() < deadline, "no approval became pending");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+async fn run() {
+    let quick = toolgate_benchkit::quick();
+    let (warmup, rounds, calls) = if quick { (100, 2, 300) } else { (200, 5, 400) };
+
+    let single_ws = workspace("");
+    let gateway_ws = workspace("[gateway]\nenabled = true\ndefault_tools = []\n");
+    let g = gateway_ws.path();
+    admin(g, &["user", "add", "ann", "--group", "ops"]);
+    admin(g, &["user", "add", "lee", "--admin"]);
+    admin(g, &["grant", "add", "--to", "ops", "--tool", "echo", "--tool", "write", "--tool", "time"]);
+    admin(g, &["grant", "add", "--to", "ann", "--tool", "read", "--deny-tool", "exec"]);
+    let ann = admin(g, &["key", "create", "--user", "ann"]);
+    let lee = admin(g, &["key", "create", "--user", "lee"]);
+
+    let single = serve(single_ws.path());
+    let token = std::fs::read_to_string(single_ws.path().join(".toolgate/http-token")).expect("token");
+    let gateway = serve(g);
+    let single_client = connect(&single.url, token.trim()).await;
+    let gateway_client = connect(&gateway.url, &ann).await;
+
+    // Echo, servers taking turns so load from other work falls on both alike.
+    let echo = || json!({"message": "hello from the benchmark"});
+    for client in [&single_client, &gateway_client] {
+        for _ in 0..warmup {
+            call(client, "echo", echo()).await;
+        }
+    }
+    let servers = [
+        ("single-user (bearer token)", &single, &single_client),
+        ("gateway (API key + grants)", &gateway, &gateway_client),
+    ];
+    let mut times = [Vec::new(), Vec::new()];
+    let mut cpu = [Duration::ZERO; 2];
+    for _ in 0..rounds {
+        for (i, (_, server, client)) in servers.iter().enumerate() {
+            let before = server.cpu();
+            for _ in 0..calls {
+                times[i].push(call(client, "echo", echo()).await);
+            }
+            cpu[i] += server.cpu() - before;
+        }
+    }
+    let n = (rounds * calls) as f64;
+    println!(
+        "### echo over Streamable HTTP, rmcp client: {rounds} rounds of {calls} sequential calls per server, after {warmup} warm-up calls\n"
+    );
+    println!("| server | median | p99 | calls/s | server CPU per call |\n|---|---|---|---|---|");
+    let f: Vec<Figures> = times.iter().map(|t| figures(t)).collect();
+    for (i, (name, _, _)) in servers.iter().enumerate() {
+        println!(
+            "| {name} | {:.1} µs | {:.1} µs | {:.0} | {:.1} µs |",
+            us(f[i].median),
+            us(f[i].p99),
+            f[i].per_sec,
+            us(cpu[i]) / n
+        );
+    }
+    let added_median = us(f[1].median) - us(f[0].median);
+    let added_cpu = (us(cpu[1]) - us(cpu[0])) / n;
+    println!("\nThe gateway adds {added_median:.1} µs per call by median, {added_cpu:.1} µs of server CPU per call.\n");
+    Row::new("gateway: echo over Streamable HTTP with key + grants, calls/s", f[1].per_sec, "calls/s")
+        .peer("single-user server", f[0].per_sec)
+        .emit();
+    Row::new("gateway: auth + grants added per echo call (median)", added_median, "µs")
+        .target(summary::Target::AtMost(50.0))
+        .emit();
+
+    // Not read-only: each call creates a file (the audit row is written durably).
+    let mut writes = Vec::new();
+    let writes_n = if quick { 200 } else { 1000 };
+    for i in 0..writes_n {
+        writes.push(call(&gateway_client, "write", json!({"path": format!("bench/{i}.txt"), "content": "x"})).await);
+    }
+    let w = figures(&writes);
+    println!(
+        "### write of a new file through the gateway ({writes_n} calls): median {:.1} µs, p99 {:.1} µs\n",
+        us(w.median),
+        us(w.p99)
+    );
+    Row::new("gateway: p99 of a call that is not read-only (write)", us(w.p99) / 1000.0, "ms").emit();
+
+    // Approval round trip: `time` asks; lee decides over the API.
+    let trips = if quick { 5 } else { 20 };
+    let mut round_trips = Vec::new();
+    for _ in 0..trips {
+        let url = gateway.url.clone();
+        let lee = lee.clone();
+        let decide = std::thread::spawn(move || {
+            let id = pending(&url, &lee);
+            let sent = Instant::now();
+            let (status, body) =
+                http(&url, "POST", &format!("/api/approvals/{id}"), &lee, r#"{"decision": "allow_once"}"#);
+            assert_eq!(status, 200, "the decision: {body}");
+            sent
+        });
+        let request = CallToolRequestParams::new("time")
+            .with_arguments(json!({"operation": "now"}).as_object().cloned().unwrap_or_default());
+        let result = gateway_client.call_tool(request).await.expect("tools/call time");
+        let answered = Instant::now();
+        assert_ne!(result.is_error, Some(true), "the approved call: {result:?}");
+        let sent = decide.join().expect("the decider");
+        round_trips.push(answered.saturating_duration_since(sent));
+    }
+    let r = figures(&round_trips);
+    println!(
+        "### approval round trip ({trips} calls): decision posted -> the waiting call's answer: median {:.2} ms, max {:.2} ms\n",
+        us(r.median) / 1000.0,
+        us(*round_trips.iter().max().unwrap()) / 1000.0
+    );
+    Row::new("gateway: approval round trip (decision -> waiting call answers), median", us(r.median) / 1000.0, "ms")
+        .target(summary::Target::AtMost(100.0))
+        .emit();
+
+    for client in [single_client, gateway_client] {
+        let _ = client.cancel().await;
+    }
+}
+
+fn main() {
+    // reqwest is built with `rustls-no-provider` in this workspace; loopback HTTP needs no TLS,
+    // but building a client needs a provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    println!("gateway benchmark, load average at start {}\n", loadavg());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    runtime.block_on(run());
+    println!("load average at end {}", loadavg());
+}
