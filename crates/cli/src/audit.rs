@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use toolgate::store::{INTERRUPTED, STARTED, Store};
+use toolgate::store::{GAP, INTERRUPTED, STARTED, Store};
 
 use super::GlobalArgs;
 
@@ -43,7 +43,8 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let store = Store::open(&db).context("cannot open the audit log")?;
-    // Calls left "started" by a toolgate that died (kill -9, crash) show as "interrupted".
+    // Calls left "started" by a toolgate that died (kill -9, crash) show as "interrupted", and
+    // a "gap" row marks where its log ends (records of its last few ms may be missing).
     if let Err(e) = store.close_interrupted_calls() {
         tracing::warn!("could not close interrupted calls in the audit log: {e}");
     }
@@ -53,9 +54,9 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         } else {
             let when = chrono_like(r.ts_ms);
             let error = r.error.as_deref().map(|e| format!("  {}", first_line(e))).unwrap_or_default();
-            // A call that is running ("started") or never completed ("interrupted") has no
-            // duration or output; its subject (the unwrapped command, the path) says what ran.
-            let (duration, bytes) = if r.outcome == STARTED || r.outcome == INTERRUPTED {
+            // A call that is running ("started") or never completed ("interrupted"), and a gap,
+            // have no duration or output; a subject (the unwrapped command, the path) says what ran.
+            let (duration, bytes) = if r.outcome == STARTED || r.outcome == INTERRUPTED || r.outcome == GAP {
                 ("-".to_owned(), "-".to_owned())
             } else {
                 (r.duration_us.to_string(), r.output_bytes.to_string())

@@ -122,6 +122,13 @@ pub trait AuditStore: Send + Sync + Debug {
 /// call.
 pub const TEXT_EVENT: &str = "agent_text";
 
+/// The tool name of the row that marks where a toolgate ended without closing its audit log
+/// (killed, crashed, out of memory): not a call. Its outcome is [`GAP`], its time that of the
+/// last row the dead process wrote, its error says what may be missing after it.
+pub const GAP_EVENT: &str = "audit_gap";
+/// The outcome of a [`GAP_EVENT`] row.
+pub const GAP: &str = "gap";
+
 /// Which sessions [`AuditStore::audit_sessions`] summarises.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SessionQuery<'a> {
@@ -538,6 +545,9 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>, state: &Maintenance, 
         Err(e) => tracing::error!(error = %e, "could not close interrupted audit rows"),
     }
     let writer = Writer::this_process();
+    // This log's row in `audit_writers`, written with its first batch and deleted when it
+    // closes: a row left behind names a process that ended without closing it.
+    let mut registered: Option<i64> = None;
     let mut batch: Vec<Box<AuditRecord>> = Vec::with_capacity(256);
     let mut acks: Vec<SyncSender<()>> = Vec::new();
     // Block for the first message, then drain whatever else is queued into the same batch.
@@ -570,6 +580,9 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>, state: &Maintenance, 
             next = rx.try_recv().ok();
         }
         if !batch.is_empty() {
+            if registered.is_none() {
+                registered = register(&conn, writer);
+            }
             if let Err(e) = write_batch(&mut conn, &batch, writer) {
                 tracing::error!(error = %e, records = batch.len(), "could not write audit records");
             }
@@ -582,6 +595,12 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>, state: &Maintenance, 
         if state.commits.fetch_add(1, Ordering::AcqRel) % CHECKPOINT_EVERY_COMMITS == CHECKPOINT_EVERY_COMMITS - 1 {
             maint.unpark();
         }
+    }
+    // Closed cleanly: everything queued is written, so there is no gap to mark.
+    if let Some(rowid) = registered
+        && let Err(e) = conn.execute("DELETE FROM audit_writers WHERE rowid = ?1", [rowid])
+    {
+        tracing::warn!(error = %e, "audit: could not note that the log was closed");
     }
 }
 
@@ -597,6 +616,23 @@ impl Writer {
     pub(crate) fn this_process() -> &'static Writer {
         static THIS: std::sync::OnceLock<Writer> = std::sync::OnceLock::new();
         THIS.get_or_init(|| Writer { pid: i64::from(std::process::id()), token: start_token(std::process::id()) })
+    }
+}
+
+/// Notes in `audit_writers` that this process has a log open with records queued (done once,
+/// before its first batch; the row is deleted when the log closes). `None` if that fails: the
+/// records are still written, only a gap after them would not be marked.
+fn register(conn: &Connection, writer: &Writer) -> Option<i64> {
+    let inserted = conn.execute(
+        "INSERT INTO audit_writers (pid, token, opened_ms) VALUES (?1, ?2, ?3)",
+        rusqlite::params![writer.pid, writer.token, now_ms()],
+    );
+    match inserted {
+        Ok(_) => Some(conn.last_insert_rowid()),
+        Err(e) => {
+            tracing::warn!(error = %e, "audit: could not note the open log (a gap after a crash would not be marked)");
+            None
+        }
     }
 }
 
@@ -837,8 +873,56 @@ pub(crate) fn writer_alive(pid: Option<i64>, token: Option<&str>) -> bool {
     }
 }
 
-/// Marks the "started" rows of writers that are no longer running as "interrupted".
+/// Marks the "started" rows of writers that are no longer running as "interrupted", and where
+/// a dead writer's rows end with a [`GAP_EVENT`] row (see [`mark_gaps`]).
 pub(crate) fn close_interrupted(conn: &Connection) -> rusqlite::Result<usize> {
+    let closed = close_started(conn)?;
+    mark_gaps(conn)?;
+    Ok(closed)
+}
+
+/// Appends a [`GAP_EVENT`] row for each audit log whose process ended without closing it: its
+/// last batch window of records (queued, not yet written: [`LINGER`]) may be lost. The row
+/// takes the time of the dead process's last row, so `toolgate audit` lists it right there.
+fn mark_gaps(conn: &Connection) -> rusqlite::Result<()> {
+    let open: Vec<(i64, i64, Option<String>, i64)> = conn
+        .prepare_cached("SELECT rowid, pid, token, opened_ms FROM audit_writers")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<Result<_, _>>()?;
+    for (rowid, pid, token, opened_ms) in open {
+        if writer_alive(Some(pid), token.as_deref()) {
+            continue;
+        }
+        immediate(conn, |conn| {
+            // Another process may have marked it meanwhile.
+            if conn.execute("DELETE FROM audit_writers WHERE rowid = ?1", [rowid])? == 0 {
+                return Ok(());
+            }
+            let last: Option<i64> = conn
+                .prepare_cached("SELECT MAX(ts_ms) FROM audit WHERE writer_pid IS ?1 AND writer_token IS ?2")?
+                .query_row(rusqlite::params![pid, token], |r| r.get(0))?;
+            let id = format!("audit-gap-{pid}-{opened_ms}-{rowid}");
+            let error = format!(
+                "toolgate (pid {pid}) ended here without closing its audit log (killed, crashed or out of memory): \
+                 calls it answered in the last {} ms before it ended (the audit writer's batch window) may have no \
+                 row; calls that were not read-only and ran have their \"started\" row at least",
+                LINGER.as_millis()
+            );
+            conn.execute(
+                "INSERT INTO audit (id, ts_ms, user, agent, session, tool, params, decision, outcome, error,
+                                    duration_us, output_bytes, writer_pid, writer_token)
+                 VALUES (?1, ?2, '', 'toolgate', '', ?3, '{}', 'audit: the log was not closed', ?4, ?5, 0, 0, ?6, ?7)",
+                rusqlite::params![id, last.unwrap_or(opened_ms), GAP_EVENT, GAP, error, pid, token],
+            )?;
+            let mut head = chain_ends(conn)?;
+            append_link(conn, &mut head, &id)?;
+            set_head(conn, &head)
+        })?;
+    }
+    Ok(())
+}
+
+fn close_started(conn: &Connection) -> rusqlite::Result<usize> {
     let writers: Vec<(Option<i64>, Option<String>)> = {
         let mut stmt = conn.prepare_cached("SELECT DISTINCT writer_pid, writer_token FROM audit WHERE outcome = ?1")?;
         stmt.query_map([STARTED], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
@@ -974,6 +1058,91 @@ mod tests {
         drop(conn);
         drop(AuditLog::open(&db).unwrap());
         assert_eq!(store.audit_tail(5).unwrap()[2].outcome, INTERRUPTED);
+    }
+
+    #[test]
+    fn a_log_its_process_never_closed_leaves_a_gap_row_after_its_last_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        let log = AuditLog::open(&db).unwrap();
+        log.record(record(1));
+        log.record(record(2));
+        drop(log);
+        let store = Store::open(&db).unwrap();
+        store.close_interrupted_calls().unwrap();
+        assert!(store.audit_tail(10).unwrap().iter().all(|r| r.tool != GAP_EVENT), "closed cleanly: no gap");
+        // What a kill -9 leaves: the dead process's row in `audit_writers` (a pid that no longer
+        // exists), and its rows.
+        let conn = Connection::open(&db).unwrap();
+        conn.execute("UPDATE audit SET writer_pid = 2147483000, writer_token = 'x'", []).unwrap();
+        conn.execute("INSERT INTO audit_writers (pid, token, opened_ms) VALUES (2147483000, 'x', 0)", []).unwrap();
+        drop(conn);
+        // Another log open meanwhile: a live process, whose gap it is not.
+        let live = AuditLog::open(&db).unwrap();
+        live.record(record(3));
+        live.flush();
+        let rows = store.audit_tail(10).unwrap();
+        let tools: Vec<&str> = rows.iter().map(|r| r.tool.as_str()).collect();
+        assert_eq!(tools, ["echo", "echo", GAP_EVENT, "echo"], "{rows:#?}");
+        let gap = &rows[2];
+        assert_eq!((gap.outcome.as_str(), gap.ts_ms), (GAP, 2), "at the dead process's last row: {gap:#?}");
+        assert!(gap.error.as_deref().unwrap().contains("pid 2147483000"), "{gap:#?}");
+        assert!(gap.error.as_deref().unwrap().contains("last 5 ms"), "{gap:#?}");
+        // Marked once, in the chain, and not again by the next look.
+        assert_eq!(store.close_interrupted_calls().unwrap(), 0);
+        drop(live);
+        let rows = store.audit_tail(10).unwrap();
+        assert_eq!(rows.iter().filter(|r| r.tool == GAP_EVENT).count(), 1, "{rows:#?}");
+        assert!(store.verify_audit_chain().unwrap().ok());
+    }
+
+    /// `toolgate call`'s log: each row is in the database when `record` returns, through the
+    /// store's own connection, and the chain verifies.
+    #[test]
+    fn a_direct_log_writes_each_row_before_record_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        let log = AuditLog::direct(Arc::new(Store::open(&db).unwrap()), AuditOptions::default()).unwrap();
+        let other = Store::open(&db).unwrap();
+        log.record_started(AuditRecord { outcome: STARTED.into(), subject: Some("echo".into()), ..record(1) });
+        assert_eq!(other.audit_tail(5).unwrap()[0].outcome, STARTED);
+        log.record(AuditRecord { duration_us: 7, ..record(1) });
+        log.record(record(2));
+        // No flush: nothing is queued.
+        let rows = other.audit_tail(5).unwrap();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!((rows[0].outcome.as_str(), rows[0].subject.as_deref()), ("ok", Some("echo")), "completed in place");
+        // A completed row is final here too.
+        log.record(AuditRecord { outcome: "error".into(), ..record(2) });
+        assert_eq!(other.audit_tail(5).unwrap()[1].outcome, "ok");
+        let report = log.verify_chain().unwrap();
+        assert!(report.ok() && report.rows == 2, "{report:?}");
+        drop(log);
+        assert_eq!(other.audit_count().unwrap(), 2);
+    }
+
+    /// What the background log's threads do first, a direct log does when it opens: a dead
+    /// process's "started" rows are closed and retention applies.
+    #[test]
+    fn a_direct_log_closes_dead_rows_and_prunes_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        let log = AuditLog::open(&db).unwrap();
+        let now = now_ms();
+        log.record(record(1));
+        log.record_started(AuditRecord { outcome: STARTED.into(), ts_ms: now, ..record(2) });
+        drop(log);
+        let conn = Connection::open(&db).unwrap();
+        conn.execute("UPDATE audit SET writer_pid = 2147483000 WHERE id = 'call-2'", []).unwrap();
+        drop(conn);
+        let store = Arc::new(Store::open(&db).unwrap());
+        let log = AuditLog::direct(store, AuditOptions { retention_days: Some(1) }).unwrap();
+        let rows = log.audit_tail(10).unwrap();
+        let row = |id: &str| rows.iter().find(|r| r.id == id);
+        assert!(row("call-1").is_none(), "pruned (ts 1 ms): {rows:?}");
+        assert_eq!(row("call-2").map(|r| r.outcome.as_str()), Some(INTERRUPTED), "{rows:?}");
+        assert!(rows.iter().any(|r| r.tool == PRUNE_EVENT && r.ts_ms >= now), "{rows:?}");
+        assert!(log.verify_chain().unwrap().ok());
     }
 
     #[test]

@@ -388,6 +388,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // Revisions of identities and grants (`revisions.rs`), bumped by triggers in the
     // transaction of every change, read by the gateway's caches on each request.
     crate::revisions::MIGRATION,
+    // The audit logs open now (`audit.rs`): a row left by a dead process marks a gap.
+    "CREATE TABLE IF NOT EXISTS audit_writers (pid INTEGER NOT NULL, token TEXT, opened_ms INTEGER NOT NULL);",
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the
