@@ -1047,3 +1047,60 @@ fn oidc_users_are_made_on_first_sign_in_within_the_allowed_domain() {
     let users = admin(ws.path(), &["user", "list"], "");
     assert!(!users.contains("mallory"), "{users}");
 }
+
+#[test]
+fn a_requester_sees_the_decision_live_in_chromium() {
+    let port = free_port();
+    let (_provider, issuer) = provider(port, 600);
+    let ws = workspace(port, Some(&issuer));
+    admin(ws.path(), &["user", "add", "ann"], "");
+    admin(ws.path(), &["user", "add", "lee", "--admin"], "");
+    let lee = admin(ws.path(), &["key", "create", "--user", "lee"], "");
+    let _gateway = gateway(ws.path(), port);
+
+    let screens = std::env::var_os("TOOLGATE_KEEP_SCREENSHOTS").map(|_| {
+        std::fs::create_dir_all("/tmp/toolgate-screens").unwrap();
+        "/tmp/toolgate-screens".to_owned()
+    });
+    let mut page = Command::new(node())
+        .arg(oidc_script("requester.mjs"))
+        .env("PLAYWRIGHT", peer("playwright-core/index.mjs"))
+        .env("GATEWAY", format!("http://127.0.0.1:{port}"))
+        .env("LOGIN", "ann")
+        .env("REASON", XSS)
+        .env("SCREENS", screens.unwrap_or_default())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut input = page.stdin.take().unwrap();
+    let mut output = BufReader::new(page.stdout.take().unwrap());
+    let _page = Killed(page);
+    let mut line = String::new();
+    output.read_line(&mut line).unwrap();
+    let filed: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let id = filed["request"].as_i64().unwrap_or_else(|| panic!("no request filed: {line}"));
+
+    // Lee approves it over the API, from elsewhere: Ann's open page shows it without a reload.
+    let auth = format!("Bearer {lee}");
+    let (status, body) = api(port, "POST", &format!("/api/access/{id}/approve"), &[("Authorization", &auth)], "{}");
+    assert_eq!(status, 200, "{body}");
+    writeln!(input, "go").unwrap();
+    line.clear();
+    output.read_line(&mut line).unwrap();
+    let found: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(found["errors"], serde_json::json!([]), "{found:#}");
+    assert_eq!(found["pending_before"], true, "{found:#}");
+    assert_eq!(found["live"], true, "{found:#}");
+    assert!(found["requests_text"].as_str().unwrap().contains("<script>window.__xss=1</script>"), "as text: {found:#}");
+    assert_eq!(found["xss_ran"], false, "{found:#}");
+    assert_eq!(found["dialogs"], serde_json::json!([]), "{found:#}");
+    assert_eq!(found["csp"], serde_json::json!([]), "{found:#}");
+    assert_eq!(found["my_calls"], true, "{found:#}");
+    assert_eq!(
+        found["scripts"],
+        serde_json::json!([format!("http://127.0.0.1:{port}/static/page.js")]),
+        "no script but the page's own: {found:#}"
+    );
+}

@@ -237,7 +237,8 @@ fn audit_section(html: &mut String, v: &View) {
          <div class=\"actions\"><button class=\"button primary\" type=\"submit\">Search</button>\
          <a class=\"button ghost\" href=\"/#audit\">Clear</a>\
          <a class=\"button ghost\" href=\"/audit.jsonl{sfx}\">JSONL</a><a class=\"button ghost\" href=\"/audit.csv{sfx}\">CSV</a></div></form>",
-        input("user", "User", &f.user, "text"),
+        // A user's own rows are all of one user: no user filter.
+        if v.admin { input("user", "User", &f.user, "text") } else { String::new() },
         input("agent", "Agent", &f.agent, "text"),
         input("tool", "Tool", &f.tool, "text"),
         input("decision", "Decision", &f.decision, "text"),
