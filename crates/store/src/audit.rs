@@ -191,7 +191,10 @@ pub struct AuditLog {
     tx: Option<SyncSender<Message>>,
     writer: Option<JoinHandle<()>>,
     maintenance: Option<(Arc<Maintenance>, JoinHandle<()>)>,
-    reader: OnceLock<Store>,
+    /// Reads go through it; a [direct](AuditLog::direct) log also writes through it.
+    reader: OnceLock<Arc<Store>>,
+    /// Rows are written on the caller's thread, each before `record` returns.
+    direct: bool,
 }
 
 impl AuditLog {
@@ -232,16 +235,54 @@ impl AuditLog {
             writer: Some(writer),
             maintenance: Some((state, maintenance)),
             reader: OnceLock::new(),
+            direct: false,
+        })
+    }
+
+    /// A log for a process that makes one call and ends (`toolgate call`): every record is
+    /// written on the caller's thread, in a transaction of its own, before
+    /// [`record`](AuditStore::record) returns, through `store`'s connection (shared with the
+    /// other state the call uses). No connection or thread of its own: for one or two rows,
+    /// starting a writer and a maintenance thread (two more connections) cost more than the
+    /// writes. What [`AuditLog::open_with`]'s threads do first is done here, before it returns:
+    /// the rows of dead processes are closed and retention applied. Each record is as durable
+    /// as a flushed one of the background writer (committed in WAL mode, `synchronous =
+    /// NORMAL`); the WAL is checkpointed when the last connection to the database closes.
+    pub fn direct(store: Arc<Store>, options: AuditOptions) -> Result<AuditLog, StoreError> {
+        store.with(|conn| {
+            match close_interrupted(conn) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!(rows = n, "audit: closed calls left running by a toolgate that died as interrupted")
+                }
+                Err(e) => tracing::error!(error = %e, "could not close interrupted audit rows"),
+            }
+            if let Some(days) = options.retention_days {
+                match prune(conn, now_ms() - i64::from(days) * 86_400_000) {
+                    Ok(Some(p)) => tracing::info!(rows = p.rows, days, "audit: retention pruned the oldest rows"),
+                    Ok(None) => {}
+                    Err(e) => tracing::error!(error = %e, "audit: retention could not prune old rows"),
+                }
+            }
+            Ok(())
+        })?;
+        Ok(AuditLog {
+            path: store.path().to_owned(),
+            tx: None,
+            writer: None,
+            maintenance: None,
+            reader: OnceLock::from(store),
+            direct: true,
         })
     }
 
     /// The connection reads go through (the call path never reads: opened on the first read).
     fn reader(&self) -> Result<&Store, StoreError> {
         if let Some(store) = self.reader.get() {
-            return Ok(store);
+            return Ok(store.as_ref());
         }
-        let store = Store::open(&self.path)?;
-        Ok(self.reader.get_or_init(|| store))
+        let store = Arc::new(Store::open(&self.path)?);
+        Ok(self.reader.get_or_init(|| store).as_ref())
     }
 
     /// Ends the writer's wait for more records (see `LINGER`).
@@ -254,6 +295,18 @@ impl AuditLog {
 
 impl AuditStore for AuditLog {
     fn record(&self, record: AuditRecord) {
+        if self.direct {
+            if let Some(store) = self.reader.get() {
+                let batch = [Box::new(record)];
+                let written = store.with_mut(|conn| {
+                    write_batch(conn, &batch, Writer::this_process()).doing("writing an audit record")
+                });
+                if let Err(e) = written {
+                    tracing::error!(error = %e, records = 1, "could not write audit records");
+                }
+            }
+            return;
+        }
         if let Some(tx) = &self.tx {
             // The writer only stops when this log is dropped, so a send cannot fail while `self`
             // exists; if the thread died anyway, the records were already being lost.

@@ -440,6 +440,15 @@ impl Store {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         f(&conn)
     }
+
+    /// [`Store::with`] for what needs the connection itself (a transaction of its own).
+    pub(crate) fn with_mut<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut conn)
+    }
 }
 
 pub(crate) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
