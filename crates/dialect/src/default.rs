@@ -61,6 +61,19 @@ fn index() -> &'static Index {
     })
 }
 
+/// What the index holds: (seed tool name, its canonical tool) and (canonical tool, spelling)
+/// pairs, sorted, for the test of the build-time tables (`names.rs`).
+#[cfg(test)]
+pub(crate) fn indexed() -> [Vec<(String, String)>; 2] {
+    let index = index();
+    let mut tools: Vec<(String, String)> =
+        index.by_name.iter().flat_map(|(n, ts)| ts.iter().map(move |t| (n.clone(), t.canonical.clone()))).collect();
+    tools.sort();
+    tools.dedup();
+    let params = index.params.iter().flat_map(|(c, p)| p.keys().map(move |k| (c.clone(), k.clone()))).collect();
+    [tools, params]
+}
+
 /// The canonical tool `name` means in the default dialect, if any.
 pub(crate) fn canonical_of(name: &str, catalog: &Registry) -> Option<String> {
     if let Some(found) = Found::lookup(catalog, name) {
@@ -89,6 +102,17 @@ fn understood(found: &Found, key: &str) -> bool {
 
 pub(crate) fn translate(name: &str, params: &Value, catalog: &Registry) -> Result<Option<Translated>, ToolError> {
     let identity = Found::lookup(catalog, name);
+    // A canonical call that no seed spelling could touch (no seed tool of that name for another
+    // tool, no parameter a seed maps onto this tool) is left as it is without indexing the
+    // seeds (the build-time tables of `names.rs`): what the common case below decides, for less.
+    if let Some(found) = &identity
+        && !crate::names::names_other_tool(name, found.name())
+        && let Value::Object(object) = params
+        && object.keys().all(|k| found.has(k) && !crate::names::is_alias_param(found.name(), k))
+        && found.required().all(|r| object.contains_key(r))
+    {
+        return Ok(None);
+    }
     let mut seeds: Vec<&'static DialectTool> = index()
         .by_name
         .get(&name.to_ascii_lowercase())

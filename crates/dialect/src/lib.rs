@@ -17,6 +17,7 @@ mod data;
 mod default;
 mod localize;
 mod named;
+mod names;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -289,6 +290,11 @@ impl Dialect {
 
 /// The dialect called `name`.
 pub fn dialect(name: &str) -> Result<&'static Dialect, UnknownDialect> {
+    // The default needs none of the files (a gate's build asks for it before any call).
+    if name == DEFAULT {
+        static PLAIN: OnceLock<Dialect> = OnceLock::new();
+        return Ok(PLAIN.get_or_init(default_dialect));
+    }
     all().iter().find(|d| d.name == name).ok_or_else(|| UnknownDialect { name: name.to_owned() })
 }
 
@@ -296,14 +302,7 @@ pub fn dialect(name: &str) -> Result<&'static Dialect, UnknownDialect> {
 pub fn all() -> &'static [Dialect] {
     static ALL: OnceLock<Vec<Dialect>> = OnceLock::new();
     ALL.get_or_init(|| {
-        let default = Dialect {
-            name: DEFAULT.to_owned(),
-            system: "toolgate".to_owned(),
-            seed: String::new(),
-            tools: Vec::new(),
-            missing: Vec::new(),
-            gaps: Vec::new(),
-        };
+        let default = default_dialect();
         // The files are part of the build and a test loads each one: a broken file is a
         // build-time bug, not an input error.
         let mut out = vec![default];
@@ -312,19 +311,21 @@ pub fn all() -> &'static [Dialect] {
     })
 }
 
+fn default_dialect() -> Dialect {
+    Dialect {
+        name: DEFAULT.to_owned(),
+        system: "toolgate".to_owned(),
+        seed: String::new(),
+        tools: Vec::new(),
+        missing: Vec::new(),
+        gaps: Vec::new(),
+    }
+}
+
 /// Every tool name any dialect uses (listed or missing) and every canonical name a dialect
-/// maps onto, for the registry to protect.
+/// maps onto, for the registry to protect (sorted; read from the files at build time).
 pub fn protected_names() -> Vec<String> {
-    let mut names: Vec<String> = all()
-        .iter()
-        .flat_map(|d| {
-            let tools = d.tools.iter().flat_map(|t| [t.name.clone(), t.canonical.clone()]);
-            tools.chain(d.missing.iter().map(|(n, _)| n.clone()))
-        })
-        .collect();
-    names.sort();
-    names.dedup();
-    names
+    names::PROTECTED.iter().map(|n| (*n).to_owned()).collect()
 }
 
 fn load(text: &str) -> Result<Dialect, String> {
