@@ -49,6 +49,24 @@ pub fn time(argv: &[&str], cwd: &Path, runs: usize) -> Result<Timed, String> {
     Ok(Timed { wall: Spread::of(wall), cpu: Spread::of(cpu) })
 }
 
+/// Like [`time`] for several commands side by side: each runs once to warm up, then `runs` rounds
+/// in which every command runs once in turn, so that a change in the machine's load during the
+/// run touches them all alike (paired, interleaved runs).
+pub fn time_interleaved(commands: &[(&[&str], &Path)], runs: usize) -> Result<Vec<Timed>, String> {
+    for (argv, cwd) in commands {
+        once(argv, cwd)?;
+    }
+    let mut samples = vec![(Vec::with_capacity(runs), Vec::with_capacity(runs)); commands.len()];
+    for _ in 0..runs.max(1) {
+        for ((argv, cwd), (wall, cpu)) in commands.iter().zip(samples.iter_mut()) {
+            let (w, c) = once(argv, cwd)?;
+            wall.push(w);
+            cpu.push(c);
+        }
+    }
+    Ok(samples.into_iter().map(|(wall, cpu)| Timed { wall: Spread::of(wall), cpu: Spread::of(cpu) }).collect())
+}
+
 /// One run: its wall time and the CPU time of the child.
 fn once(argv: &[&str], cwd: &Path) -> Result<(Duration, Duration), String> {
     let (program, args) = argv.split_first().ok_or("an empty command")?;

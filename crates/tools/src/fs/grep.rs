@@ -223,7 +223,10 @@ fn grep(state: &Arc<FsState>, ctx: &CallContext, params: &Value) -> Result<ToolO
         .map_err(|e| ToolError::invalid(NAME, "/pattern", format!("not a valid regular expression: {e}")))?;
     let mut builder = SearcherBuilder::new();
     builder
-        .line_number(true)
+        // Only content mode shows line numbers; counting every newline of every file searched
+        // costs a pass over the bytes that `count` and `files_with_matches` do not need (and
+        // `rg -c` and `rg -l` do not take).
+        .line_number(mode == OutputMode::Content)
         .multi_line(multiline)
         .binary_detection(BinaryDetection::quit(b'\x00'))
         .before_context(if mode == OutputMode::Content { context } else { 0 })

@@ -471,6 +471,34 @@ fn search_tree(ws: &Ws) {
     ws.put("node_modules/pkg/index.js", "hello\n");
 }
 
+/// One file over 64 MiB in every mode (line numbering is off in `count` and
+/// `files_with_matches` mode, on in content mode), and one with a NUL byte in its head.
+#[tokio::test]
+async fn grep_searches_a_large_file_in_every_mode() {
+    let ws = Ws::new();
+    let lines = 1_200_000u64;
+    let mut body = String::with_capacity(70 << 20);
+    for i in 1..=lines {
+        let tag = if i % 1000 == 0 { "needle" } else { "hay" };
+        body.push_str(&format!("{i:>10} {tag} the quick brown fox jumps over the lazy dog\n"));
+    }
+    assert!(body.len() > 64 << 20, "{}", body.len());
+    ws.put("big.log", &body);
+    let count = ws.ok("grep", json!({ "pattern": "needle", "path": "big.log", "output_mode": "count" })).await;
+    assert_eq!(count, format!("big.log:{}\n", lines / 1000));
+    let files = ws.ok("grep", json!({ "pattern": "needle", "path": "big.log" })).await;
+    assert_eq!(files, "big.log\n");
+    let none = ws.ok("grep", json!({ "pattern": "absent-word", "path": "big.log", "output_mode": "count" })).await;
+    assert!(none.starts_with("No matches"), "{none}");
+    let content =
+        ws.ok("grep", json!({ "pattern": "^ +1099000 needle", "path": "big.log", "output_mode": "content" })).await;
+    assert!(content.starts_with("big.log:1099000:   1099000 needle"), "{content}");
+    // A NUL byte in the first 64 KiB: binary, skipped, as for any file.
+    ws.put("bin.log", format!("\0{body}"));
+    let bin = ws.ok("grep", json!({ "pattern": "needle", "path": "bin.log", "output_mode": "count" })).await;
+    assert!(bin.starts_with("No matches"), "{bin}");
+}
+
 #[tokio::test]
 async fn grep_modes_filters_and_ignores() {
     let ws = Ws::new();
