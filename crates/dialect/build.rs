@@ -34,10 +34,14 @@ fn main() {
                 continue;
             }
             alias_tools.insert((tool_name.to_ascii_lowercase(), canonical.clone()));
-            // Every spelling the tool maps (a superset of those the default dialect's index
-            // keeps: it leaves out plain same-name mappings).
+            // Every spelling the tool maps but a plain rename to the same name (`message =
+            // "message"`), which the default dialect's index leaves out too; a superset of the
+            // index's, since it also leaves out other mappings that change nothing.
             for table in ["params", "aliases"] {
-                for key in tool.get(table).and_then(toml::Value::as_table).into_iter().flat_map(|t| t.keys()) {
+                for (key, value) in tool.get(table).and_then(toml::Value::as_table).into_iter().flatten() {
+                    if table == "params" && value.as_str() == Some(key.as_str()) {
+                        continue;
+                    }
                     alias_params.insert((canonical.clone(), key.clone()));
                 }
             }

@@ -42,7 +42,8 @@ mod tests {
         for (canonical, key) in &params {
             assert!(is_alias_param(canonical, key), "{canonical}.{key} is mapped but not in ALIAS_PARAMS");
         }
-        // IronClaw's `echo` is toolgate's; Linggen's `Bash` is `exec`.
+        // IronClaw's `echo` is toolgate's, its `message` a plain rename; Linggen's `Bash` is `exec`.
         assert!(!names_other_tool("echo", "echo") && names_other_tool("BASH", "bash"));
+        assert!(!is_alias_param("echo", "message"));
     }
 }
