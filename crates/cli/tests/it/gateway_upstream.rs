@@ -265,3 +265,25 @@ async fn each_user_calls_an_upstream_server_with_their_own_sign_in() {
         }
     }
 }
+
+/// Without per-user workspaces the gateway's one gate serves every user: a server that is not
+/// `shared` gets no one's token there (not even that of a user who signed in), and a call says how
+/// per-user sign-ins are set up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_per_user_workspaces_no_users_token_is_used() {
+    toolgate_mcp::bridge::oauth::install_crypto_provider();
+    let upstream = Upstream::start();
+    let ws = toolgate_testkit::serve::workspace();
+    let config = format!("[gateway]\nenabled = true\n\n[mcp.servers.per]\nurl = \"{}\"\n", upstream.url("/mcp"));
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    admin(ws.path(), &["user", "add", "ann"]);
+    admin(ws.path(), &["grant", "add", "--to", "ann", "--server", "per"]);
+    let ann = admin(ws.path(), &["key", "create", "--user", "ann"]);
+    upstream.login(ws.path(), "ann").await;
+
+    let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
+    let (error, text) = tokio::task::block_in_place(|| call(&server.url, &ann));
+    assert!(error && text.contains("[gateway] workspaces") && text.contains("shared = true"), "{text}");
+    let seen = upstream.get("/test/seen").await;
+    assert!(!seen.to_string().contains("ann"), "ann's token was used by the gateway's shared gate: {seen}");
+}

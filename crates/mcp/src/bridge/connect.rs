@@ -93,7 +93,7 @@ impl ConnectError {
 
     /// What a model may read: the kind of failure in toolgate's own words, without the
     /// server's text (that goes to the log only).
-    pub(crate) fn summary(&self, server: &str, user: Option<&str>) -> String {
+    pub(crate) fn summary(&self, server: &str, user: Option<&str>, gateway_gate: bool) -> String {
         match self {
             // A per-user server in a team gateway: the user signs in, nobody else's token helps.
             ConnectError::Unauthorized | ConnectError::OAuth(OAuthError::LoginRequired { .. })
@@ -101,6 +101,13 @@ impl ConnectError {
             {
                 sign_in_message(server, user)
             }
+            // The gateway's own gate, whose callers are many users: no one's token is used.
+            ConnectError::Unauthorized if gateway_gate => format!(
+                "the server requires authorization (HTTP 401), and in this gateway each user signs in to it for \
+                 themself, which needs `[gateway] workspaces` (each user's connections are made by the user's own \
+                 gate); set `workspaces`, or `shared = true` in [mcp.servers.{server}] for one sign-in that serves \
+                 every user"
+            ),
             ConnectError::Handshake { .. } => {
                 "the MCP handshake failed (the server's messages are in toolgate's log)".to_owned()
             }

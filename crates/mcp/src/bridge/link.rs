@@ -92,6 +92,9 @@ pub(crate) struct ServerLink {
     /// In a team gateway, the user whose own sign-in this server's connections use, with that
     /// user's view of the vault; `None` for a server-wide (or anonymous) connection.
     pub signed_in_user: Option<(String, Arc<dyn SecretVault>)>,
+    /// A server that is not `shared`, on a team gateway's own gate (no per-user workspaces): its
+    /// connection carries no stored token, and a 401 says how per-user sign-ins are set up.
+    pub gateway_gate: bool,
     /// Whether the current connection was opened with a stored OAuth token.
     pub with_token: std::sync::atomic::AtomicBool,
     /// Asks the supervisor to drop the connection, or stop waiting between attempts, and connect
@@ -116,6 +119,7 @@ impl ServerLink {
             containment: Mutex::new(None),
             ended: watch::Sender::new(false),
             signed_in_user: None,
+            gateway_gate: false,
             with_token: std::sync::atomic::AtomicBool::new(false),
             kick: Notify::new(),
             attempts: watch::Sender::new(0),

@@ -208,6 +208,7 @@ impl Bridge {
         if let Some((user, mine)) = user {
             link = link.for_user(&user, mine);
         }
+        link.gateway_gate = matches!(options.gateway, Some(GatewayUser::Gateway)) && !server.shared;
         let link = Arc::new(link);
         let stop = self.shutdown.child_token();
         self.links.write().unwrap_or_else(PoisonError::into_inner).push((Arc::clone(&link), stop.clone()));

@@ -198,7 +198,8 @@ impl Supervisor {
             Err(e) => {
                 tracing::error!(server = %name, "cannot connect to MCP server: {e}");
                 let user = self.link.signed_in_user.as_ref().map(|(user, _)| user.as_str());
-                return Attempt::Failed { why: e.summary(&name, user), permanent: e.is_permanent() };
+                let why = e.summary(&name, user, self.link.gateway_gate);
+                return Attempt::Failed { why, permanent: e.is_permanent() };
             }
         };
         let peer = connection.peer().clone();
