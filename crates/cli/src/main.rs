@@ -227,19 +227,21 @@ impl GlobalArgs {
     /// A gate over the workspace with the loaded config, its agent runtime bound. `approver`:
     /// ask on this terminal.
     pub(crate) fn gate(&self, approver: bool) -> anyhow::Result<std::sync::Arc<Gate>> {
-        self.gate_with(approver, |_| {})
+        self.gate_with(approver, false, |_| {})
     }
 
-    /// [`Self::gate`] with the loaded config adjusted by `tweak` first.
+    /// [`Self::gate`] with the loaded config adjusted by `tweak` first; `one_shot`: the gate
+    /// makes one call and ends with the process (`GateBuilder::one_shot`).
     pub(crate) fn gate_with(
         &self,
         approver: bool,
+        one_shot: bool,
         tweak: impl FnOnce(&mut Config),
     ) -> anyhow::Result<std::sync::Arc<Gate>> {
         let mut config = self.load_config()?;
         tweak(&mut config);
         timings::lap("config load");
-        let mut builder = Gate::builder(self.workspace()?).config(config);
+        let mut builder = Gate::builder(self.workspace()?).config(config).one_shot(one_shot);
         if approver && let Some(terminal) = terminal::TerminalApprover::if_attached() {
             builder = builder.approver(std::sync::Arc::new(terminal));
         }

@@ -288,10 +288,9 @@ impl Family for Automation {
     }
 
     fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
-        let mut setup = toolgate_automation::Setup::default();
+        let mut setup = toolgate_automation::Setup::with_detector(Arc::clone(&s.detector));
         setup.agents = s.agents.clone();
         setup.channels = s.config.automation.channels.clone();
-        setup.detector = Arc::clone(&s.detector);
         if let Some(st) = &s.stores {
             setup.secrets = Some(Arc::new(crate::extensions::StoreSecrets(Arc::clone(&st.secrets))));
             setup.outbox = Some(Arc::clone(&st.outbox));

@@ -120,6 +120,7 @@ pub struct GateBuilder {
     mcp_timings: Option<BridgeTimings>,
     /// In a team gateway's per-user gate: the user and the gateway's vault of upstream sign-ins.
     mcp_user: Option<(String, Arc<dyn SecretVault>)>,
+    one_shot: bool,
 }
 
 impl GateBuilder {
@@ -181,6 +182,15 @@ impl GateBuilder {
         self
     }
 
+    /// The gate serves one call and is dropped with its process (`toolgate call`): the audit
+    /// log writes each row on the calling thread through the state database's one connection
+    /// ([`AuditLog::direct`]) instead of starting a writer and a maintenance thread on two
+    /// connections of their own. Rows are as durable either way; only their cost moves.
+    pub fn one_shot(mut self, on: bool) -> Self {
+        self.one_shot = on;
+        self
+    }
+
     /// Sets the MCP bridge's health-check and reconnection timings (default: 30 s health
     /// checks, backoff 2 s to 60 s, 10 attempts); tests shorten them.
     pub fn mcp_timings(mut self, timings: BridgeTimings) -> Self {
@@ -221,7 +231,8 @@ impl GateBuilder {
         timings.lap("dialects");
         let state_db = self.audit.db(&workspace);
         // Every area of the state database, one trait object each (SQLite, embedded).
-        let stores = state_db.as_deref().map(Store::open).transpose()?.map(|s| Stores::sqlite(Arc::new(s)));
+        let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
+        let stores = store.clone().map(Stores::sqlite);
         timings.lap("store open (+ migrations check)");
         // One embedder (a local model is loaded once, on first use) for memory and skill search.
         let embedder = crate::memory::embedder(&self.config.memory);
@@ -293,8 +304,12 @@ impl GateBuilder {
         let audit = match (&state_db, self.config.audit.enabled) {
             (Some(db), true) => {
                 let retention_days = Some(self.config.audit.retention_days).filter(|d| *d > 0);
-                Some(Arc::new(AuditLog::open_with(db, toolgate_store::AuditOptions { retention_days })?)
-                    as Arc<dyn AuditStore>)
+                let options = toolgate_store::AuditOptions { retention_days };
+                let log = match store {
+                    Some(store) if self.one_shot => AuditLog::direct(store, options)?,
+                    _ => AuditLog::open_with(db, options)?,
+                };
+                Some(Arc::new(log) as Arc<dyn AuditStore>)
             }
             _ => None,
         };
@@ -428,6 +443,7 @@ impl Gate {
             audit: AuditTarget::Workspace,
             mcp_timings: None,
             mcp_user: None,
+            one_shot: false,
         }
     }
 
