@@ -85,6 +85,10 @@ pub trait CallGrants: Send + Sync + fmt::Debug {
         spec: &crate::ToolSpec,
         touches: &crate::Touches,
     ) -> Result<GrantedCall, crate::ToolError>;
+
+    /// The tools of `tools` the grants give (an argument rule's tool counts as given: its
+    /// calls are checked one by one): what a sub-agent is offered.
+    fn listed(&self, ctx: &CallContext, tools: Vec<crate::ToolSpec>) -> Vec<crate::ToolSpec>;
 }
 
 /// A call the grants let through.

@@ -558,6 +558,11 @@ impl Gate {
             .map(|t| t.tool.spec().clone())
             .filter(|spec| self.policy.visible(spec, ctx).visible)
             .collect();
+        // A sub-agent of a gateway's caller is offered only what the caller's grants give.
+        let visible = match &ctx.grants {
+            Some(grants) => grants.listed(ctx, visible),
+            None => visible,
+        };
         self.dialects.present(ctx, &self.services.registry, visible)
     }
 

@@ -293,6 +293,16 @@ impl toolgate_core::CallGrants for CallerGrants {
             d => Err(not_granted(tool, d)),
         }
     }
+
+    fn listed(&self, ctx: &CallContext, tools: Vec<ToolSpec>) -> Vec<ToolSpec> {
+        let Ok(access) = self.grants.access(&self.user, Some(self.agent.as_str())) else { return Vec::new() };
+        let sub = ctx.subagent_depth > 0 || !ctx.ancestors.is_empty();
+        tools
+            .into_iter()
+            .filter(|s| !(sub && s.name == ADMIN_TOOL))
+            .filter(|s| access.decide(ToolRef::of(&s.name, &s.group)).allowed())
+            .collect()
+    }
 }
 
 /// MCP tasks started with the caller's grants in their context, so the gate checks them as it

@@ -128,17 +128,21 @@ async fn ask_grants_argument_rules_and_sub_agents_through_the_gateway() {
         decision.contains(&format!("gateway grant {ask}: ask")) && decision.contains(&format!("approval {approval}")),
         "the ask grant and the approval that decided: {write_row}"
     );
-    // The sub-agent had no more than Ann: each try refused by her grants at the gate.
+    // The sub-agent had no more than Ann: offered only her granted tools, and each try beyond
+    // them refused (a tool it was not offered by the runtime, a command by her rule at the gate).
+    let offered: Vec<String> = model.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(offered.iter().any(|t| t == "exec"), "{offered:?}");
+    assert!(!offered.iter().any(|t| t == "time" || t == "gateway" || t == "read"), "{offered:?}");
     let time_row = row(&|r| r["tool"] == "time").expect("the sub-agent's time call");
-    assert!(
-        time_row["outcome"] == "denied"
-            && text(&time_row, "error").contains("no grant")
-            && text(&time_row, "decision").contains("gateway grants: refused"),
-        "{time_row}"
-    );
+    assert!(matches!(time_row["outcome"].as_str(), Some("denied" | "unknown_tool")), "{time_row}");
     let sub_rm = row(&|r| r["tool"] == "exec" && text(r, "params").contains("rm -rf sub")).expect("sub rm row");
     assert!(sub_rm["outcome"] == "denied" && text(&sub_rm, "error").contains("exec(git *)"), "{sub_rm}");
-    let admin_row = row(&|r| r["tool"] == "gateway").expect("the sub-agent's gateway call");
-    // Not even offered to it (an unknown tool to a sub-agent); the gate refuses it too.
-    assert!(matches!(admin_row["outcome"].as_str(), Some("denied" | "unknown_tool")), "{admin_row}");
+    // `gateway` is not offered to it either; should the model name it anyway, it never runs.
+    let admin_rows: Vec<&Value> = rows.iter().filter(|r| r["tool"] == "gateway").collect();
+    assert!(admin_rows.iter().all(|r| r["outcome"] != "ok"), "{admin_rows:?}");
 }
