@@ -1,7 +1,9 @@
 //! `cargo xtask bench [FILTER...]`: runs every benchmark; each prints its own figures and peer
 //! ratios. A FILTER picks benchmarks by name or package; an MCP section name
 //! (`cargo xtask bench read`) runs only that part of the `mcp` benchmark; `cargo xtask bench summary`
-//! runs every one in its short form and prints one table (`summary.rs`).
+//! runs every one in its short form and prints one table (`summary.rs`). `cargo xtask bench load
+//! [--secs N]` runs the load run (`crates/cli/benches/load.rs`, 5 minutes a phase by default),
+//! which runs only when named; the summary takes a 30 s sample of it.
 
 use crate::{deps, run as sh};
 
@@ -24,12 +26,20 @@ pub(crate) const BENCHES: &[(&str, &str)] = &[
     ("toolgate-automation", "routines"),
 ];
 
+/// The load run: only when named (`cargo xtask bench load [--secs N]`), its options passed through.
+pub(crate) const LOAD: (&str, &str) = ("toolgate-cli", "load");
+
 /// The sections of `crates/cli/benches/mcp.rs`, passed through to it.
 const MCP_SECTIONS: &[&str] = &["echo-rmcp", "echo-python", "read", "bridge-sandbox"];
 
 pub(crate) fn run(filter: &[String]) -> anyhow::Result<()> {
     if filter.len() == 1 && filter[0] == "summary" {
         return crate::summary::run();
+    }
+    if filter.first().is_some_and(|f| f == "load") {
+        let mut args = vec!["bench", "--package", LOAD.0, "--bench", LOAD.1, "--"];
+        args.extend(filter[1..].iter().map(String::as_str));
+        return sh("cargo", &args);
     }
     deps::install()?;
     let (sections, filter): (Vec<&String>, Vec<&String>) =

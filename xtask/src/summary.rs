@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::bench::BENCHES;
+use crate::bench::{BENCHES, LOAD};
 
 /// Where the table goes in `docs/benchmarks.md`: between these two lines, replaced on each run.
 const BEGIN: &str = "<!-- bench summary: begin (cargo xtask bench summary writes this table) -->";
@@ -26,9 +26,12 @@ pub(crate) fn run() -> anyhow::Result<()> {
     let load_before = load_average();
     let mut rows: Vec<Value> = Vec::new();
     let mut failed: Vec<String> = Vec::new();
-    for (package, bench) in BENCHES {
-        eprintln!("$ TOOLGATE_BENCH_QUICK=1 cargo bench --package {package} --bench {bench}");
-        match collect(package, bench) {
+    // The load run's 30-second sample (its 5-minute run is `cargo xtask bench load`).
+    for (package, bench, extra) in
+        BENCHES.iter().map(|(p, b)| (p, b, &[][..])).chain([(&LOAD.0, &LOAD.1, &["--", "--secs", "30"][..])])
+    {
+        eprintln!("$ TOOLGATE_BENCH_QUICK=1 cargo bench --package {package} --bench {bench} {}", extra.join(" "));
+        match collect(package, bench, extra) {
             Ok(found) => rows.extend(found),
             Err(e) => {
                 eprintln!("xtask: benchmark {package}/{bench} failed: {e:#}");
@@ -51,9 +54,10 @@ pub(crate) fn run() -> anyhow::Result<()> {
 }
 
 /// Runs one benchmark in its short form, passing its output through, and returns its rows.
-fn collect(package: &str, bench: &str) -> anyhow::Result<Vec<Value>> {
+fn collect(package: &str, bench: &str, extra: &[&str]) -> anyhow::Result<Vec<Value>> {
     let mut child = Command::new("cargo")
         .args(["bench", "--package", package, "--bench", bench])
+        .args(extra)
         .env("TOOLGATE_BENCH_QUICK", "1")
         .current_dir(crate::root())
         .stdout(Stdio::piped())
