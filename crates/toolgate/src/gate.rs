@@ -637,13 +637,15 @@ impl Gate {
         // Each call notes its own audit detail, even when the caller reuses one context.
         ctx.audit = AuditNote::default();
         let mut trace: Vec<String> = Vec::with_capacity(6);
+        // The policy revision the call is decided under, named last in its audit row.
+        let revision = format!("policy revision {}", self.policy.revision());
         let mut audited = Audited { tool: name.to_owned(), params: String::new(), called_as: None };
         let result = self.run(&mut ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
         self.services.events.after_call(&ctx, &audited.tool, &trace, &result);
         self.skills.after(&ctx, &audited.tool, &result);
         if let Some(audit) = &self.audit {
-            let trace: Vec<&str> = trace.iter().map(String::as_str).collect();
+            let trace: Vec<&str> = trace.iter().map(String::as_str).chain([revision.as_str()]).collect();
             audit.record(crate::pipeline::audit::record(
                 &self.services.detector,
                 CallRecord {
@@ -707,8 +709,6 @@ impl Gate {
             audited.called_as = Some(std::mem::take(&mut audited.tool));
         }
         audited.tool.clone_from(&spec.name);
-        // The policy revision every later step decides under (the audit row keeps it).
-        trace.push(format!("policy revision {}", self.policy.revision()));
         // A refusal names its rule in the trace too (the audit row, a job's decision event).
         self.policy.check_visible(spec, ctx).inspect_err(|e| trace.push(format!("policy: refused: {e}")))?;
         let mut params = params;
