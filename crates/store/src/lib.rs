@@ -68,8 +68,8 @@ pub use approvals::{
     ApprovalDecision, ApprovalEvent, ApprovalFilter, ApprovalRecord, ApprovalStatus, ApprovalStore, DecideOutcome,
 };
 pub use audit::{
-    AuditLog, AuditOptions, AuditRecord, AuditStore, Broken, ChainEnds, ChainReport, GAP, GAP_EVENT, GENESIS, INTERRUPTED,
-    PRUNE_EVENT, Pruned, STARTED, SessionCalls, SessionQuery, TEXT_EVENT,
+    AuditLog, AuditOptions, AuditRecord, AuditStore, Broken, ChainEnds, ChainReport, GAP, GAP_EVENT, GENESIS,
+    INTERRUPTED, PRUNE_EVENT, Pruned, STARTED, SessionCalls, SessionQuery, TEXT_EVENT,
 };
 pub use custom_tools::{CustomToolStore, StoredCustomTool};
 pub use db::{SCHEMA_VERSION, Store, audit_chain_version, create_at_version};
