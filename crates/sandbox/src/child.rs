@@ -44,6 +44,8 @@ pub(crate) const STEPS: &[&str] = &[
     "hiding a directory behind an empty tmpfs",
     "asking to be killed when toolgate dies (PR_SET_PDEATHSIG)",
     "making the listener of its proxied network",
+    "mounting the PID namespace's own /proc",
+    "allowing the new /proc in the Landlock ruleset",
 ];
 const STEP_MAPS: u32 = 0;
 const STEP_SETSID: u32 = 1;
@@ -62,6 +64,8 @@ const STEP_FORK: u32 = 13;
 const STEP_HIDE: u32 = 14;
 const STEP_PDEATHSIG: u32 = 15;
 const STEP_PROXY: u32 = 16;
+const STEP_PROC: u32 = 17;
+const STEP_PROC_RULE: u32 = 18;
 
 /// A mount to make in the child's mount namespace.
 #[derive(Debug)]
@@ -130,6 +134,11 @@ pub(crate) struct ChildPlan {
     pub(crate) securebits: bool,
     pub(crate) no_new_privs: bool,
     pub(crate) landlock_fd: Option<RawFd>,
+    /// `Some(access)`: mount a fresh procfs on `/proc` (the child is the init of a new PID
+    /// namespace, so it lists this namespace's processes only) and allow `access` beneath it
+    /// in the ruleset behind `landlock_fd`, which was made for this child alone: a Landlock
+    /// rule holds an inode, and the new `/proc` is a new one.
+    pub(crate) own_proc: Option<u64>,
     pub(crate) seccomp: Option<Vec<sock_filter>>,
     /// The stack on which the init's command child runs until `execve` (init mode only).
     pub(crate) init_stack: Vec<u8>,
@@ -375,6 +384,9 @@ unsafe fn child_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
         {
             fail(rfd, STEP_PID_MAX);
         }
+        if let Some(access) = plan.own_proc {
+            mount_own_proc(rfd, plan.landlock_fd, access);
+        }
         for (resource, limit) in &plan.rlimits {
             if libc::setrlimit(*resource as _, limit) < 0 {
                 fail(rfd, STEP_RLIMIT);
@@ -479,6 +491,47 @@ unsafe fn hand_over_listener(rfd: RawFd, port: u16, channel: RawFd) {
         }
         libc::close(listener);
         libc::close(channel);
+    }
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel's header).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// Mounts a fresh procfs on `/proc` and allows `access` beneath it in the ruleset `ruleset`.
+///
+/// # Safety
+///
+/// Child-only, async-signal-safe (mount, open, one Landlock call, close). The child must be
+/// in its own mount namespace and the init of its own PID namespace.
+pub(crate) unsafe fn mount_own_proc(rfd: RawFd, ruleset: Option<RawFd>, access: u64) {
+    // SAFETY (whole body): raw system calls on static strings and a stack structure.
+    unsafe {
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null()) < 0 {
+            fail(rfd, STEP_PROC);
+        }
+        let Some(ruleset) = ruleset else { return };
+        let fd = libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY);
+        if fd < 0 {
+            fail(rfd, STEP_PROC_RULE);
+        }
+        const LANDLOCK_RULE_PATH_BENEATH: c_int = 1;
+        let attr = PathBeneathAttr { allowed_access: access, parent_fd: fd };
+        if libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        ) < 0
+        {
+            fail(rfd, STEP_PROC_RULE);
+        }
+        libc::close(fd);
     }
 }
 
@@ -658,9 +711,20 @@ unsafe fn init_main(plan: &ChildPlan, exec: &ExecArgs) -> ! {
     }
 }
 
+/// What [`probe_namespaces`] tries beyond creating the namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Nothing more.
+    Create,
+    /// Setting `pid_max` in the PID namespace.
+    PidMax,
+    /// Mounting the PID namespace's own `/proc` (needs a mount and a PID namespace).
+    OwnProc,
+}
+
 /// Probes which namespaces can be created: clones a child with `flags` that writes its id maps
-/// (when a user namespace is requested) and exits 0. Returns whether it worked.
-pub(crate) fn probe_namespaces(flags: u64, id_maps: Option<&(Vec<u8>, Vec<u8>)>, pid_max: bool) -> bool {
+/// (when a user namespace is requested), tries `probe` and exits 0. Returns whether it worked.
+pub(crate) fn probe_namespaces(flags: u64, id_maps: Option<&(Vec<u8>, Vec<u8>)>, probe: Probe) -> bool {
     let mut pidfd: c_int = -1;
     let args = CloneArgs {
         flags: flags | CLONE_PIDFD,
@@ -683,8 +747,27 @@ pub(crate) fn probe_namespaces(flags: u64, id_maps: Option<&(Vec<u8>, Vec<u8>)>,
                     libc::_exit(1);
                 }
             }
-            if pid_max && !write_file(c"/proc/sys/kernel/pid_max", b"301") {
+            if probe == Probe::PidMax && !write_file(c"/proc/sys/kernel/pid_max", b"301") {
                 libc::_exit(2);
+            }
+            // A fresh procfs is refused where the host's /proc is partly covered (a container
+            // masking /proc/kcore and the like): the kernel will not reveal what is hidden.
+            if probe == Probe::OwnProc {
+                if id_maps.is_none()
+                    && libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_SLAVE,
+                        std::ptr::null(),
+                    ) < 0
+                {
+                    libc::_exit(3);
+                }
+                let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+                if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null()) < 0 {
+                    libc::_exit(4);
+                }
             }
             libc::_exit(0);
         }

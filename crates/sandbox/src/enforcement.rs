@@ -28,6 +28,9 @@ pub struct Enforcement {
     pub network_blocked: bool,
     /// The namespaces the command ran in.
     pub namespaces: Namespaces,
+    /// Whether `/proc` was the PID namespace's own (the command saw only its own processes);
+    /// `false`: the host's, where every process of the machine is listed.
+    pub own_proc: bool,
     /// Whether the read-only subpaths (`.git/hooks`, ...) were mounted read-only.
     pub read_only_subpaths: bool,
     /// Whether `no_new_privs` was set.
@@ -63,6 +66,11 @@ impl fmt::Display for Enforcement {
         }
         if !self.namespaces.is_empty() {
             parts.push(format!("namespaces {}", self.namespaces));
+        }
+        if self.own_proc {
+            parts.push("own /proc".into());
+        } else if self.confined {
+            parts.push("host's /proc (every process listed)".into());
         }
         if self.read_only_subpaths {
             parts.push("read-only and hidden subpaths".into());

@@ -1,11 +1,15 @@
 //! The Landlock ruleset: which paths are readable, writable and executable.
 //!
-//! The ruleset is created once per [`crate::Sandbox`] (one file descriptor); every child calls
-//! `landlock_restrict_self` on that descriptor right before `execve`.
+//! The rules' paths are opened once per [`crate::Sandbox`] ([`PreparedRules`]). Where a
+//! command's PID namespace gets a `/proc` of its own, each command gets a ruleset of its own,
+//! made from those descriptors, to which the child adds its new `/proc` (a rule holds an inode,
+//! and each mount of procfs is a new one); otherwise the ruleset is made once and shared. Every
+//! child calls `landlock_restrict_self` on its ruleset right before `execve`.
 //!
 //! **Readable** (read-only and workspace-write): the system directories (`/usr`, `/bin`, `/sbin`,
 //! `/lib*`, `/opt`, `/snap`, `/nix`), `/etc` except its secrets (`shadow`, `gshadow`, `sudoers`,
-//! SSH host keys, `ssl/private`, network credentials ...), `/proc`, `/sys`, the directories in the
+//! SSH host keys, `ssl/private`, network credentials ...), `/proc` (the command's own, or the
+//! host's), `/sys`, the directories in the
 //! child's `PATH`, `~/.rustup` and `~/.cargo` (without its credentials), the workspace, the
 //! private temporary folder and [`crate::SandboxPolicy::extra_readable`]. Everything else, in
 //! particular `/home`, `/root`, `/tmp`, `/var` and `/run`, is not readable.
@@ -15,13 +19,16 @@
 //! (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty`; not
 //! `/dev/pts`, where every terminal of the host lives). Creating device nodes is never allowed.
 
+use std::collections::HashMap;
 use std::fs;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
 };
 
 use crate::error::SandboxError;
@@ -110,35 +117,100 @@ pub(crate) fn path_rules(inputs: &RuleInputs<'_>) -> Vec<(PathBuf, Grant)> {
     rules
 }
 
-/// Builds the ruleset and returns its file descriptor.
-pub(crate) fn build_ruleset(inputs: &RuleInputs<'_>) -> Result<OwnedFd, SandboxError> {
-    let abi = ABI::from(inputs.abi as i32);
-    let err = |e: landlock::RulesetError| SandboxError::Unenforceable { what: format!("Landlock ruleset: {e}") };
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(err)?;
-    if (inputs.network_off || inputs.proxy_port.is_some()) && inputs.abi >= 4 {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(err)?;
-    }
-    if inputs.abi >= 6 {
-        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
-    }
-    let mut created = ruleset.create().map_err(err)?;
-    for (path, grant) in path_rules(inputs) {
-        let Ok(fd) = PathFd::new(&path) else { continue }; // absent on this machine
-        let is_dir = fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false);
-        let mut access = access_for(grant, abi);
-        if !is_dir {
-            access &= AccessFs::from_file(abi);
+/// The ruleset's rules with their paths opened (`O_PATH`), ready to make a ruleset from
+/// without looking a path up again: once per [`crate::Sandbox`], or once per command when each
+/// command's `/proc` is its own (its rule is added by the child, see `child::mount_own_proc`).
+#[derive(Debug)]
+pub(crate) struct PreparedRules {
+    abi: ABI,
+    handle_net: bool,
+    scopes: bool,
+    paths: Vec<(Arc<OwnedFd>, BitFlags<AccessFs>)>,
+    proxy_port: Option<u16>,
+}
+
+impl PreparedRules {
+    /// Opens every path of [`path_rules`] that exists; with `own_proc`, leaves the host's
+    /// `/proc` out (the command's own is covered by the child's rule).
+    pub(crate) fn prepare(inputs: &RuleInputs<'_>, own_proc: bool) -> Self {
+        let abi = ABI::from(inputs.abi as i32);
+        let mut paths = Vec::new();
+        for (path, grant) in path_rules(inputs) {
+            if own_proc && path == Path::new("/proc") {
+                continue;
+            }
+            let Some((fd, is_dir)) = opened(&path) else { continue }; // absent on this machine
+            let mut access = access_for(grant, abi);
+            if !is_dir {
+                access &= AccessFs::from_file(abi);
+            }
+            paths.push((fd, access));
         }
-        created = created.add_rule(PathBeneath::new(fd, access)).map_err(err)?;
+        PreparedRules {
+            abi,
+            handle_net: (inputs.network_off || inputs.proxy_port.is_some()) && inputs.abi >= 4,
+            scopes: inputs.abi >= 6,
+            paths,
+            proxy_port: inputs.proxy_port.filter(|_| inputs.abi >= 4),
+        }
     }
-    if let Some(port) = inputs.proxy_port.filter(|_| inputs.abi >= 4) {
-        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(err)?;
+
+    /// A new ruleset with these rules; returns its file descriptor.
+    pub(crate) fn build(&self) -> Result<OwnedFd, SandboxError> {
+        let err = |e: landlock::RulesetError| SandboxError::Unenforceable { what: format!("Landlock ruleset: {e}") };
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(self.abi))
+            .map_err(err)?;
+        if self.handle_net {
+            ruleset = ruleset.handle_access(AccessNet::from_all(self.abi)).map_err(err)?;
+        }
+        if self.scopes {
+            ruleset = ruleset.scope(Scope::from_all(self.abi)).map_err(err)?;
+        }
+        let mut created = ruleset.create().map_err(err)?;
+        for (fd, access) in &self.paths {
+            created = created.add_rule(PathBeneath::new(fd.as_fd(), *access)).map_err(err)?;
+        }
+        if let Some(port) = self.proxy_port {
+            created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(err)?;
+        }
+        let fd: Option<OwnedFd> = created.into();
+        fd.ok_or_else(|| SandboxError::Unenforceable { what: "Landlock is not supported by this kernel".into() })
     }
-    let fd: Option<OwnedFd> = created.into();
-    fd.ok_or_else(|| SandboxError::Unenforceable { what: "Landlock is not supported by this kernel".into() })
+}
+
+/// Whether `fd` is the file `meta` describes (a path replaced since it was opened is not).
+fn same_file(fd: &OwnedFd, meta: &fs::Metadata) -> bool {
+    // SAFETY: stat is plain data; fstat fills it from a descriptor we hold.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    let ok = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0;
+    ok && st.st_dev == meta.dev() && st.st_ino == meta.ino()
+}
+
+/// What the child allows beneath its own `/proc`: reading (as the host's in [`path_rules`]).
+pub(crate) fn proc_access(abi: u32) -> u64 {
+    access_for(Grant::Read, ABI::from(abi as i32)).bits()
+}
+
+/// `path` opened with `O_PATH`, and whether it is a directory. Descriptors are shared by every
+/// sandbox of the process while the file they name is the same (device and inode): a gateway
+/// with a sandbox per user keeps one descriptor per system path, not one per user.
+fn opened(path: &Path) -> Option<(Arc<OwnedFd>, bool)> {
+    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<OwnedFd>>>> = OnceLock::new();
+    let meta = fs::metadata(path).ok()?;
+    let mut open = OPEN.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    let cached = open.get(path).and_then(Weak::upgrade).filter(|fd| same_file(fd, &meta));
+    if let Some(fd) = cached {
+        return Some((fd, meta.is_dir()));
+    }
+    let file = fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(path).ok()?;
+    let is_dir = file.metadata().ok()?.is_dir();
+    let fd = Arc::new(OwnedFd::from(file));
+    open.retain(|_, fd| fd.strong_count() > 0);
+    open.insert(path.to_path_buf(), Arc::downgrade(&fd));
+    Some((fd, is_dir))
 }
 
 fn access_for(grant: Grant, abi: ABI) -> BitFlags<AccessFs> {

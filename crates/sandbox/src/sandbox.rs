@@ -31,7 +31,8 @@ use crate::{spawner, tmpdirs};
 /// Runs commands under one [`SandboxPolicy`].
 ///
 /// [`Sandbox::new`] checks what the machine can enforce and prepares the expensive parts once:
-/// the Landlock ruleset (one descriptor, shared by every child), the seccomp program and the
+/// the Landlock rules (their paths opened; one ruleset for every child, or, where each command
+/// gets a `/proc` of its own, one made per command from them), the seccomp program and the
 /// private temporary folder (removed when the sandbox is dropped). Each command then costs one
 /// `clone3` with the namespaces, a few system calls in the child and `execve`.
 #[derive(Debug)]
@@ -43,7 +44,9 @@ pub struct Sandbox {
     revealing: Vec<PathBuf>,
     workspace: PathBuf,
     private_tmp: tempfile::TempDir,
-    landlock: Option<OwnedFd>,
+    landlock: Option<Landlock>,
+    /// Each command mounts a `/proc` of its own: the access its Landlock rule gives.
+    own_proc: Option<u64>,
     seccomp: Option<Vec<sock_filter>>,
     namespaces: Namespaces,
     id_maps: Option<(Vec<u8>, Vec<u8>)>,
@@ -139,12 +142,22 @@ impl Sandbox {
             home: home.as_deref(),
             proxy_port: policy.proxy_port,
         };
-        let landlock = if confined { Some(rules::build_ruleset(&inputs)?) } else { None };
         let seccomp = (confined || filter_network)
             .then(|| seccomp::build_filter(FilterOptions { confine: confined, network_off: filter_network }));
 
         let mut namespaces = if confined { st.namespaces } else { Namespaces::default() };
         namespaces.net = confined && policy.proxy_port.is_some();
+        // A PID namespace's own /proc lists its processes alone (not another command's, not
+        // another user's); each command then needs a ruleset of its own (see `rules`).
+        let own_proc = confined && namespaces.pid && namespaces.mount && st.own_proc;
+        let landlock = if confined {
+            let prepared = rules::PreparedRules::prepare(&inputs, own_proc);
+            // Built once either way: a ruleset the kernel refuses is refused here, not per command.
+            let shared = prepared.build()?;
+            Some(if own_proc { Landlock::PerCommand(prepared) } else { Landlock::Shared(shared) })
+        } else {
+            None
+        };
         let id_maps = namespaces.user.then(status::id_maps);
         let limits = &policy.limits;
         let pid_max = (namespaces.pid && st.pid_max_per_namespace)
@@ -217,6 +230,7 @@ impl Sandbox {
             seccomp: seccomp.is_some(),
             network_blocked: filter_network,
             namespaces,
+            own_proc,
             read_only_subpaths: confined && needs_mounts && namespaces.mount,
             no_new_privs,
             process_limit,
@@ -228,6 +242,7 @@ impl Sandbox {
             workspace,
             private_tmp,
             landlock,
+            own_proc: own_proc.then(|| rules::proc_access(abi)),
             seccomp,
             namespaces,
             id_maps,
@@ -402,6 +417,15 @@ impl Sandbox {
             None => None,
         };
 
+        // Kept open until the clone returns (the child holds its own copy).
+        let own_ruleset = match &self.landlock {
+            Some(Landlock::PerCommand(rules)) => Some(rules.build()?),
+            _ => None,
+        };
+        let landlock_fd = match (&self.landlock, &own_ruleset) {
+            (_, Some(fd)) | (Some(Landlock::Shared(fd)), None) => Some(fd.as_raw_fd()),
+            _ => None,
+        };
         let plan = ChildPlan {
             parent_pid: std::process::id() as libc::pid_t,
             report_read_fd: report_read.as_raw_fd(),
@@ -422,7 +446,8 @@ impl Sandbox {
             rlimits: self.rlimits(),
             securebits: self.securebits,
             no_new_privs: self.no_new_privs,
-            landlock_fd: self.landlock.as_ref().map(|fd| fd.as_raw_fd()),
+            landlock_fd,
+            own_proc: self.own_proc,
             seccomp: self.seccomp.clone(),
             init_stack: if self.namespaces.pid { vec![0u8; 64 * 1024] } else { Vec::new() },
             proxy: proxy_channel.as_ref().map(|(port, (_, child_end))| (*port, child_end.as_raw_fd())),
@@ -434,6 +459,7 @@ impl Sandbox {
             .map_err(|e| SandboxError::Setup { step: "creating the sandboxed process (clone3)", source: e })?;
         // SAFETY: clone3 returned a fresh pidfd that nothing else owns.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        drop(own_ruleset);
         drop(out_write);
         drop(report_write);
         drop(stdin_child);
@@ -561,6 +587,15 @@ impl Sandbox {
         all.extend(ops);
         Ok(all)
     }
+}
+
+/// The Landlock ruleset of a sandbox's commands.
+#[derive(Debug)]
+enum Landlock {
+    /// One ruleset for every command (their `/proc` is the host's).
+    Shared(OwnedFd),
+    /// A ruleset per command, made from these rules, to which the child adds its own `/proc`.
+    PerCommand(rules::PreparedRules),
 }
 
 /// Where a child's standard streams go.
@@ -830,6 +865,7 @@ mod tests {
             seccomp: false,
             namespaces: Namespaces::default(),
             pid_max_per_namespace: false,
+            own_proc: false,
             root: false,
             kernel: "test".into(),
         }

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
-use crate::child::probe_namespaces;
+use crate::child::{Probe, probe_namespaces};
 use crate::rules::landlock_abi;
 use crate::seccomp;
 
@@ -74,6 +74,10 @@ pub struct SandboxStatus {
     /// Whether a PID namespace can set its own `pid_max` (Linux 6.14+), which caps the process
     /// count even for root, whom `RLIMIT_NPROC` does not limit.
     pub pid_max_per_namespace: bool,
+    /// Whether a command's PID namespace can have a `/proc` of its own (mounted fresh in its
+    /// mount namespace), so that it sees only its own processes. Refused where the host's
+    /// `/proc` is partly covered (some containers); then commands see the host's `/proc`.
+    pub own_proc: bool,
     /// Whether the server runs as root.
     pub root: bool,
     /// `uname -r`.
@@ -119,6 +123,15 @@ impl fmt::Display for SandboxStatus {
             if self.seccomp { "available" } else { "not available (no syscall or socket filter)" }
         )?;
         writeln!(f, "namespaces:  {}", self.namespaces)?;
+        writeln!(
+            f,
+            "/proc:       {}",
+            if self.own_proc {
+                "the PID namespace's own (a command sees only its own processes)"
+            } else {
+                "the host's (a command sees every process of the machine, not their environment or files)"
+            }
+        )?;
         let nproc = if !self.root {
             "RLIMIT_NPROC (per user namespace)"
         } else if self.process_limit_enforced() {
@@ -166,20 +179,23 @@ fn probe() -> SandboxStatus {
     let maps = id_maps();
     let with_user = Namespaces { user: true, mount: true, pid: true, ipc: true, net: false };
     let without_user = Namespaces { user: false, ..with_user };
-    let namespaces = if probe_namespaces(with_user.clone_flags(), Some(&maps), false) {
+    let namespaces = if probe_namespaces(with_user.clone_flags(), Some(&maps), Probe::Create) {
         with_user
-    } else if root && probe_namespaces(without_user.clone_flags(), None, false) {
+    } else if root && probe_namespaces(without_user.clone_flags(), None, Probe::Create) {
         without_user
     } else {
         Namespaces::default()
     };
-    let pid_max_per_namespace =
-        namespaces.pid && probe_namespaces(namespaces.clone_flags(), namespaces.user.then_some(&maps), true);
+    let user_maps = namespaces.user.then_some(&maps);
+    let pid_max_per_namespace = namespaces.pid && probe_namespaces(namespaces.clone_flags(), user_maps, Probe::PidMax);
+    let own_proc =
+        namespaces.pid && namespaces.mount && probe_namespaces(namespaces.clone_flags(), user_maps, Probe::OwnProc);
     SandboxStatus {
         landlock_abi: landlock_abi(),
         seccomp: seccomp::available(),
         namespaces,
         pid_max_per_namespace,
+        own_proc,
         root,
         kernel: kernel_release(),
     }

@@ -611,6 +611,124 @@ mod attacks {
     }
 }
 
+/// What `ps` and `/proc` show a command: its own processes, not another command's (of the same
+/// sandbox or another one: another user's, in a gateway), not the host's.
+mod proc_visibility {
+    use super::*;
+
+    /// Pids listed in `/proc`, `ps`'s command lines, and whether the host's pid `$HOST` and its
+    /// command line can be read (the words are split in the script, which `ps` shows).
+    const LOOK: &str = r#"
+        echo "pids: $(cd /proc && ls -d [0-9]* | tr '\n' ' ')"
+        ps -eo pid=,args= | sed 's/^/ps: /'
+        for d in /proc/[0-9]*; do echo "cmdline: $(tr '\0' ' ' < $d/cmdline)"; done
+        test -e /proc/$HOST && echo "host pid ""visible"
+        cat /proc/$HOST/cmdline 2>/dev/null && echo "host cmdline ""read"
+        true
+    "#;
+
+    fn skip_without_own_proc() -> bool {
+        if !status().own_proc {
+            eprintln!("this machine cannot give a PID namespace its own /proc: commands see the host's");
+            return true;
+        }
+        false
+    }
+
+    fn pids(text: &str) -> Vec<u32> {
+        let line = text.lines().find_map(|l| l.strip_prefix("pids: ")).unwrap_or_else(|| panic!("{text}"));
+        line.split_whitespace().map(|p| p.parse().unwrap()).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_command_sees_neither_another_commands_processes_nor_the_hosts() {
+        if skip_without_own_proc() {
+            return;
+        }
+        let f = Fixture::new();
+        let other = Fixture::new();
+        let first = f.sandbox();
+        let second = other.sandbox();
+        // Another call's background process (same sandbox), another user's (another sandbox),
+        // and one of the host.
+        let mut same = first.spawn(CommandSpec::new("/bin/sleep", ["4831.71"], f.ws())).unwrap();
+        let mut theirs = second.spawn(CommandSpec::new("/bin/sleep", ["4831.72"], other.ws())).unwrap();
+        let host = KillOnDrop(std::process::Command::new("/bin/sleep").arg("4831.73").spawn().unwrap());
+        let all_running = || ["4831.71", "4831.72", "4831.73"].iter().all(|m| !processes_with(m).is_empty());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !all_running() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(all_running(), "{:?}", processes_with("sleep 4831.7"));
+
+        for (sandbox, ws) in [(&first, f.ws()), (&second, other.ws())] {
+            let spec =
+                CommandSpec::shell(LOOK, ws).env("HOST", host.0.id().to_string()).timeout(Duration::from_secs(20));
+            let r = sandbox.run(spec, CancellationToken::new()).await.unwrap();
+            let text = r.output.text();
+            assert!(r.exit.success(), "{:?}: {text}", r.exit);
+            assert!(r.enforcement.own_proc, "{}", r.enforcement);
+            assert!(!text.contains("4831.7"), "another process is visible:\n{text}");
+            assert!(!text.contains("host pid visible") && !text.contains("host cmdline read"), "{text}");
+            // The namespace's init (1), the shell (2) and what the shell started: nothing else.
+            let pids = pids(&text);
+            assert!(pids.contains(&1) && pids.iter().all(|p| *p < 50), "{pids:?}\n{text}");
+            assert!(text.lines().any(|l| l.starts_with("ps: ") && l.contains("ps -eo")), "{text}");
+        }
+
+        same.kill_tree().await.unwrap();
+        theirs.kill_tree().await.unwrap();
+    }
+
+    /// A host process that ends with the test, failed or not.
+    struct KillOnDrop(std::process::Child);
+
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_tools_read_in_proc_still_works() {
+        if skip_without_own_proc() {
+            return;
+        }
+        let f = Fixture::new();
+        let sb = f.sandbox();
+        let script = r#"
+            echo "self: $(readlink /proc/self)"
+            echo "exe: $(readlink /proc/self/exe)"
+            echo "cpus: $(grep -c ^processor /proc/cpuinfo)"
+            echo "nproc: $(nproc)"
+            grep ^MemTotal: /proc/meminfo
+            grep -c . /proc/self/status | sed 's/^/status lines: /'
+            ls /proc/self/fd >/dev/null && echo "fd listed"
+            echo x > /proc/self/comm && echo "proc written"
+            true
+        "#;
+        let r = sh(&sb, f.ws(), script).await;
+        let text = r.output.text();
+        assert!(r.exit.success(), "{text}");
+        let host_cpus =
+            fs::read_to_string("/proc/cpuinfo").unwrap().lines().filter(|l| l.starts_with("processor")).count();
+        let nproc = std::thread::available_parallelism().unwrap().get();
+        assert!(text.contains(&format!("cpus: {host_cpus}\n")), "{text}");
+        assert!(text.contains(&format!("nproc: {nproc}\n")), "{text}");
+        assert!(text.contains("MemTotal:") && text.contains("fd listed"), "{text}");
+        assert!(text.lines().any(|l| l.starts_with("exe: /") && l.ends_with("/readlink")), "{text}");
+        // `self` is the shell's pid in its own namespace: small, not the host's.
+        let own: u32 = text.lines().find_map(|l| l.strip_prefix("self: ")).unwrap().parse().unwrap();
+        assert!(own < 50, "{text}");
+        // /proc stays read-only to the command (as the host's was).
+        assert!(!text.contains("proc written"), "{text}");
+        // And the status says so.
+        assert!(status().to_string().contains("/proc:       the PID namespace's own"), "{}", status());
+        assert!(r.enforcement.to_string().contains("own /proc"), "{}", r.enforcement);
+    }
+}
+
 mod lifetime {
     use super::*;
 
