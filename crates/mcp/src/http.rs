@@ -10,12 +10,13 @@ use http::{Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::http_sessions::Sessions;
 use crate::{Authenticator, CallHandler, Error, ExtraFeatures, HttpToken, McpServer};
 
 /// The path the MCP endpoint is served at.
@@ -54,7 +55,25 @@ pub struct HttpConfig {
     /// `WWW-Authenticate` challenge of every 401 (`Bearer resource_metadata="..."`), so OAuth
     /// clients find the authorization server. `None`: a bare `Bearer` challenge.
     pub resource_metadata: Option<String>,
+    /// How long a session (clients before 2026-07-28) lives without a request or a message
+    /// for it before the server ends it: a client that left without `DELETE` leaves one behind
+    /// (default [`SESSION_IDLE`]). A connection with no request in flight is closed after this
+    /// or [`CONNECTION_IDLE`], whichever is shorter.
+    pub session_idle: std::time::Duration,
+    /// The most sessions kept at once; a new one beyond that ends the oldest (default
+    /// [`MAX_SESSIONS`]).
+    pub max_sessions: usize,
 }
+
+/// How long a session lives without activity by default: 5 minutes, as rmcp's own default.
+pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The most sessions one server keeps by default.
+pub const MAX_SESSIONS: usize = 1024;
+
+/// How long a connection waits for its next request at most (a client that went away without
+/// closing it, or one that never sends a whole request head).
+pub const CONNECTION_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The body of a response from an [`HttpRoute`]: whole or streamed (server-sent events).
 pub type HttpBody = BoxBody<Bytes, Infallible>;
@@ -230,6 +249,8 @@ impl HttpConfig {
             mounts: Vec::new(),
             authenticator: None,
             resource_metadata: None,
+            session_idle: SESSION_IDLE,
+            max_sessions: MAX_SESSIONS,
         }
     }
 }
@@ -264,8 +285,9 @@ pub async fn serve_http<H: CallHandler>(
         .enforce_origin_validation()
         .with_max_request_body_bytes(config.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
-    let service =
-        StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), rmcp_config);
+    let sessions = Arc::new(Sessions::new(config.session_idle, config.max_sessions));
+    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions.manager(), rmcp_config);
+    let connection_idle = config.session_idle.min(CONNECTION_IDLE);
     let token = Arc::new(config.token.clone());
     let guard = Arc::new(config);
     let result = loop {
@@ -287,15 +309,25 @@ pub async fn serve_http<H: CallHandler>(
         let service = service.clone();
         let token = Arc::clone(&token);
         let guard = Arc::clone(&guard);
+        let sessions = Arc::clone(&sessions);
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let service = service.clone();
                 let token = Arc::clone(&token);
                 let guard = Arc::clone(&guard);
-                async move { Ok::<_, Infallible>(route(&service, token.as_ref().as_ref(), &guard, peer, req).await) }
+                let sessions = Arc::clone(&sessions);
+                async move {
+                    let site = Site { service: &service, sessions: &sessions, token: token.as_ref().as_ref() };
+                    Ok::<_, Infallible>(route(site, &guard, peer, req).await)
+                }
             });
-            let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            // Without a timer hyper waits for a request head forever: the connection of a client
+            // that vanished would stay open as long as the server.
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(connection_idle)
+                .serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 result = conn => if let Err(e) = result {
                     tracing::debug!("MCP HTTP connection from {peer} ended: {e}");
@@ -308,9 +340,15 @@ pub async fn serve_http<H: CallHandler>(
     result
 }
 
+/// What every request of one server is served with.
+struct Site<'a, H: CallHandler> {
+    service: &'a StreamableHttpService<McpServer<H>, LocalSessionManager>,
+    sessions: &'a Sessions,
+    token: Option<&'a HttpToken>,
+}
+
 async fn route<H: CallHandler>(
-    service: &StreamableHttpService<McpServer<H>, LocalSessionManager>,
-    token: Option<&HttpToken>,
+    site: Site<'_, H>,
     config: &HttpConfig,
     peer: std::net::SocketAddr,
     mut req: Request<Incoming>,
@@ -330,7 +368,7 @@ async fn route<H: CallHandler>(
             Ok(caller) => drop(req.extensions_mut().insert(caller)),
             Err(refusal) => return refuse(&refusal, config.resource_metadata.as_deref()),
         }
-    } else if let Some(token) = token
+    } else if let Some(token) = site.token
         && !token.admits(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes()))
     {
         return plain(
@@ -351,8 +389,17 @@ async fn route<H: CallHandler>(
     if req.uri().path() != MCP_PATH {
         return plain(StatusCode::NOT_FOUND, "the MCP endpoint is /mcp");
     }
-    service.handle(req).await
+    let had_session = req.headers().contains_key(SESSION_HEADER);
+    let response = site.service.handle(req).await;
+    // An `initialize` answered with a new session: counted against the cap.
+    if !had_session && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+        site.sessions.opened(id).await;
+    }
+    response
 }
+
+/// The header that names a session (clients before 2026-07-28).
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// A mounted route: the Host allowlist (the Origin one was checked for bearer routes), a
 /// size-limited body, then the route.

@@ -60,7 +60,8 @@
 //!   none, the test-only `toolgate-conformance` crate serves the MCP conformance suite's
 //!   fixtures through it.
 //! - `tasks.rs`: [`TaskHost`], the port MCP tasks are kept behind, and their wire shapes.
-//! - `stdio.rs`, `http.rs`: the two transports; `token.rs`: the HTTP bearer token.
+//! - `stdio.rs`, `http.rs`: the two transports; `http_sessions.rs`: the bound on HTTP sessions
+//!   (an idle timeout and a cap); `token.rs`: the HTTP bearer token.
 
 #![deny(missing_docs)]
 
@@ -72,6 +73,7 @@ mod error;
 mod extra;
 mod handler;
 mod http;
+mod http_sessions;
 mod server;
 mod session;
 mod stdio;
@@ -85,7 +87,10 @@ pub use convert::RESULT_META;
 pub use error::Error;
 pub use extra::ExtraFeatures;
 pub use handler::CallHandler;
-pub use http::{ApiHandler, HttpBody, HttpConfig, HttpRoute, Mount, RouteAuth, RouteRequest, reply, serve_http};
+pub use http::{
+    ApiHandler, CONNECTION_IDLE, HttpBody, HttpConfig, HttpRoute, MAX_SESSIONS, Mount, RouteAuth, RouteRequest,
+    SESSION_IDLE, reply, serve_http,
+};
 pub use server::McpServer;
 pub use stdio::serve_stdio;
 pub use tasks::{TaskError, TaskHost, TaskState, TaskStatus};
