@@ -5,7 +5,8 @@
 //! - [`summary::Row`]: one line of the table (metric, toolgate, peer, ratio, target, met), printed
 //!   by the benchmark on its own line, tagged, for the summary to collect;
 //! - [`process`]: a whole-process timer (wall and CPU time, min/median/max over repeated runs
-//!   after a warm-up), the method hyperfine uses.
+//!   after a warm-up), the method hyperfine uses;
+//! - [`server`]: `toolgate serve --http` on a free loopback port, started once it listens.
 //!
 //! Dev-only, with no internal dependency: benchmarks of the lowest crates use it without pulling
 //! in the gate.
@@ -13,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod process;
+pub mod server;
 pub mod summary;
 
 /// Whether this is the summary's short run: fewer rounds, same steps.
