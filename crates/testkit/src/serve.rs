@@ -38,6 +38,11 @@ impl Drop for HttpServer {
 }
 
 impl HttpServer {
+    /// The server's process id (its `/proc/PID`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `binary`'s server and waits for its banner (up to the line that ends with "Ctrl-C
     /// stops the server").
     pub fn start(binary: impl AsRef<Path>, extra: &[&str]) -> HttpServer {
