@@ -137,7 +137,16 @@ impl Tool for ProcessTool {
             format!("writing to the input of {command}, which may run it as commands"),
         );
         safety.approval_subject = Some(format!("write to {command}:\n{input}"));
+        // The id may be anyone's: `inspect` checks that the process is the caller's before
+        // anyone is asked to approve a write to it.
+        safety.inspect = true;
         safety
+    }
+
+    async fn inspect(&self, ctx: &CallContext, params: &Value) -> Result<Vec<String>, ToolError> {
+        // Only `write` asks for this: the same check `execute` makes, made before approval.
+        self.entry(ctx, params)?;
+        Ok(Vec::new())
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {

@@ -269,3 +269,24 @@ async fn a_missing_interpreter_says_so() {
     };
     assert!(text.contains("/nonexistent/node"), "{text}");
 }
+
+/// `process write` names a process by id, and ids are not secret: the call asks the gate to
+/// inspect it before anyone is asked to approve it, and the inspection refuses another user's
+/// process as unknown (the gate then creates no approval request); the owner's write passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_to_another_users_process_is_refused_before_approval() {
+    let f = Fixture::new();
+    let out = f.exec(json!({ "command": "cat > notes.txt", "background": true })).await.unwrap();
+    let id = out.meta.unwrap()["id"].as_str().unwrap().to_owned();
+    let process = f.tool("process");
+    let write = json!({ "action": "write", "id": id, "input": "rm -rf ~\n" });
+    let safety = process.safety(&write);
+    assert!(safety.inspect, "a write is not inspected before approval");
+    assert_ne!(safety.approval, ApprovalRequirement::Never);
+    let mut bob = f.ctx.clone();
+    bob.identity.user = "bob".into();
+    let err = process.inspect(&bob, &write).await.unwrap_err();
+    assert!(matches!(err, ToolError::NotFound { .. }), "{err}");
+    assert!(process.inspect(&f.ctx, &write).await.unwrap().is_empty());
+    f.process(json!({ "action": "kill", "id": id })).await.unwrap();
+}
