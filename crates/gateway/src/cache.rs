@@ -6,8 +6,10 @@
 //! key's use, then read the caller's principal, groups and grants again: 1.2-1.4 ms per call.
 //! Staleness is ruled out by the store's revisions (`toolgate_store`'s `revisions` table, bumped
 //! in the transaction of every change of identities or grants, by whichever process makes it):
-//! each request reads the current revisions (one indexed read each) and uses an entry only if
-//! it was made under them. So a revoked key, a disabled user or a revoked grant is refused from
+//! each request reads the current revisions (one indexed read each: the key's check the
+//! identity one, the grants check both, once per request, since `toolgate::granted` hands the
+//! caller's compiled grants down to the gate's check of the same call) and uses an entry only
+//! if it was made under them. So a revoked key, a disabled user or a revoked grant is refused from
 //! the next request, as without a cache. Time is checked on each request too: a key's expiry
 //! against the cached verification, and a grant's by dropping every compiled `Access` when the
 //! first grant expires.
@@ -122,7 +124,8 @@ impl CachedGrants {
         &self.grants
     }
 
-    /// What `user` (acting as `agent`) may use: [`Grants::access`] as of now.
+    /// What `user` (acting as `agent`) may use: [`Grants::access`] as of now, after reading the
+    /// store's revisions.
     pub fn access(&self, user: &str, agent: Option<&str>) -> Result<Arc<Access>, GatewayError> {
         // Read before compiling: a change that lands meanwhile has a later revision, so what is
         // compiled now is never kept past it.

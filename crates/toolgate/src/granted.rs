@@ -1,10 +1,13 @@
 //! [`Granted`]: grants enforced on what a gateway serves. It wraps the server's handler (the
 //! gateway's gate, or its per-user gates) and, for each request, reads the caller's grants
-//! (`toolgate_gateway::Grants`): `tools/list` shows only granted tools, and a call of any other is refused
-//! with what to do (`request_access`). A key's own tool scope is checked before, by the MCP
-//! server: a call needs both. The gateway's own tools (`request_access`, `gateway`) run on the
-//! gateway's gate (`home`), which keeps the grants and requests, whichever gate serves the
-//! user's other tools; a call refused here is a row of that gate's audit log.
+//! (`toolgate_gateway::Grants`, compiled and cached under the store's revisions, read once per
+//! request): `tools/list` shows only granted tools, and a call of any other is refused with what
+//! to do (`request_access`). A call let through takes its compiled grants down to the gate,
+//! which checks them again with the call's touches without reading them again. A key's own
+//! tool scope is checked before, by the MCP server: a call needs both. The gateway's own tools
+//! (`request_access`, `gateway`) run on the gateway's gate (`home`), which keeps the grants and
+//! requests, whichever gate serves the user's other tools; a call refused here is a row of that
+//! gate's audit log.
 
 use std::sync::Arc;
 
@@ -80,16 +83,16 @@ fn access(grants: &CachedGrants, ctx: &CallContext) -> Result<Arc<Access>, ToolE
     })
 }
 
-/// Whether `ctx`'s caller may call `name` of `inner`: only a name the caller's list has (an
-/// alias or another spelling would otherwise reach a tool the grants refuse), granted.
+/// Whether `ctx`'s caller, whose grants are `access`, may call `name` of `inner`: only a name
+/// the caller's list has (an alias or another spelling would otherwise reach a tool the grants
+/// refuse), granted.
 fn check(
     inner: &dyn CallHandler,
     home: &Gate,
-    grants: &CachedGrants,
+    access: &Access,
     ctx: &CallContext,
     name: &str,
 ) -> Result<(), ToolError> {
-    let access = access(grants, ctx)?;
     let group = match inner.find(ctx, name) {
         Some(spec) => spec.group,
         // A configured bridged server's tool the caller's gate has not listed yet (its
@@ -152,15 +155,22 @@ impl CallHandler for Granted {
             }
             return CallHandler::call(&*self.home, &self.home_context(ctx), name, params).await;
         }
-        if let Err(refused) = check(self.inner.as_ref(), &self.home, cache, ctx, name) {
-            // Refused before any gate: the gateway's audit log has the row.
-            let why = "gateway grants: refused before the gate";
-            self.home.record_refused_by(ctx, name, &params.to_string(), &refused, why);
-            return Err(refused);
-        }
-        // The gate checks the call again with its touches (argument rules, mode ask), and
-        // every call of a sub-agent it starts.
-        let ctx = with_grants(ctx, cache);
+        let checked = access(cache, ctx).and_then(|access| {
+            check(self.inner.as_ref(), &self.home, &access, ctx, name)?;
+            Ok(access)
+        });
+        let access = match checked {
+            Ok(access) => access,
+            Err(refused) => {
+                // Refused before any gate: the gateway's audit log has the row.
+                let why = "gateway grants: refused before the gate";
+                self.home.record_refused_by(ctx, name, &params.to_string(), &refused, why);
+                return Err(refused);
+            }
+        };
+        // The gate checks the call again with its touches (argument rules, mode ask), with the
+        // grants just read, and every call of a sub-agent it starts.
+        let ctx = with_grants(ctx, cache, Some(access));
         self.inner.call(&ctx, name, params).await
     }
 
@@ -207,6 +217,13 @@ struct GrantedTasks {
     grants: Arc<CachedGrants>,
 }
 
+impl GrantedTasks {
+    fn checked(&self, ctx: &CallContext, tool: &str) -> Result<(), ToolError> {
+        let access = access(&self.grants, ctx)?;
+        check(self.inner.as_ref(), &self.home, &access, ctx, tool)
+    }
+}
+
 impl std::fmt::Debug for GrantedTasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrantedTasks").field("tasks", &self.tasks).finish_non_exhaustive()
@@ -215,12 +232,13 @@ impl std::fmt::Debug for GrantedTasks {
 
 #[async_trait::async_trait]
 impl toolgate_mcp::TaskHost for GrantedTasks {
+    // Asked of every call: the grants are read only for a tool that would run as a task.
     fn runs_as_task(&self, ctx: &CallContext, tool: &str) -> bool {
-        check(self.inner.as_ref(), &self.home, &self.grants, ctx, tool).is_ok() && self.tasks.runs_as_task(ctx, tool)
+        self.tasks.runs_as_task(ctx, tool) && self.checked(ctx, tool).is_ok()
     }
 
     async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<toolgate_mcp::TaskState, ToolError> {
-        check(self.inner.as_ref(), &self.home, &self.grants, ctx, tool)?;
+        self.checked(ctx, tool)?;
         self.tasks.start(ctx, tool, params).await
     }
 
@@ -233,24 +251,47 @@ impl toolgate_mcp::TaskHost for GrantedTasks {
     }
 }
 
-/// `ctx` carrying the caller's grants for the gate ([`CallContext::grants`]).
-fn with_grants(ctx: &CallContext, grants: &Arc<CachedGrants>) -> CallContext {
+/// `ctx` carrying the caller's grants for the gate ([`CallContext::grants`]); `admitted`: the
+/// grants the gateway just checked this call with, which the gate's check of it reuses.
+fn with_grants(ctx: &CallContext, grants: &Arc<CachedGrants>, admitted: Option<Arc<Access>>) -> CallContext {
     let mut ctx = ctx.clone();
-    let caller =
-        CallerGrants { grants: Arc::clone(grants), user: ctx.identity.user.clone(), agent: ctx.identity.agent.clone() };
+    let caller = CallerGrants {
+        grants: Arc::clone(grants),
+        user: ctx.identity.user.clone(),
+        agent: ctx.identity.agent.clone(),
+        admitted: std::sync::Mutex::new(admitted),
+    };
     ctx.grants = Some(Arc::new(caller));
     ctx
 }
 
 /// The caller's grants as the gate checks them on each call, once its touches are known. They
 /// are those of the user and agent the gateway admitted, whichever sub-agent makes the call
-/// (a sub-agent never has more than its parent), current for every call (a grant revoked
-/// while a sub-agent runs applies to its next call: the cache is kept by the store's revisions).
+/// (a sub-agent never has more than its parent), current for every call: the call the gateway
+/// let through is checked with the grants read for its request (`admitted`, used once), every
+/// later call made with this context (a sub-agent's) reads them again, so a grant revoked while
+/// a sub-agent runs applies to its next call.
 #[derive(Debug)]
 struct CallerGrants {
     grants: Arc<CachedGrants>,
     user: String,
     agent: String,
+    admitted: std::sync::Mutex<Option<Arc<Access>>>,
+}
+
+impl CallerGrants {
+    /// The grants of the admitted call the first time, read again (the store's revisions, and
+    /// a compile if they moved) every time after.
+    fn access(&self) -> Result<Arc<Access>, ToolError> {
+        let admitted = self.admitted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        match admitted {
+            Some(access) => Ok(access),
+            None => self.grants.access(&self.user, Some(self.agent.as_str())).map_err(|e| {
+                tracing::error!("cannot read the grants of {}: {e}", self.user);
+                ToolError::failed("cannot read your grants now; retry")
+            }),
+        }
+    }
 }
 
 impl toolgate_core::CallGrants for CallerGrants {
@@ -267,10 +308,7 @@ impl toolgate_core::CallGrants for CallerGrants {
                 reason: "the `gateway` tool is never a sub-agent's, at any depth".to_owned(),
             });
         }
-        let access = self.grants.access(&self.user, Some(self.agent.as_str())).map_err(|e| {
-            tracing::error!("cannot read the grants of {}: {e}", self.user);
-            ToolError::failed("cannot read your grants now; retry")
-        })?;
+        let access = self.access()?;
         let granted = |trace: String, ask: Option<String>| Ok(toolgate_core::GrantedCall { trace, ask });
         match access.decide_call(ToolRef::of(tool, &spec.group), touches) {
             Decided::Granted(id) => granted(format!("gateway grant {id}: allow"), None),
@@ -325,7 +363,7 @@ impl toolgate_mcp::TaskHost for TasksWithGrants {
     }
 
     async fn start(&self, ctx: &CallContext, tool: &str, params: Value) -> Result<toolgate_mcp::TaskState, ToolError> {
-        self.tasks.start(&with_grants(ctx, &self.grants), tool, params).await
+        self.tasks.start(&with_grants(ctx, &self.grants, None), tool, params).await
     }
 
     async fn get(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
@@ -334,5 +372,60 @@ impl toolgate_mcp::TaskHost for TasksWithGrants {
 
     async fn cancel(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
         self.tasks.cancel(ctx, id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use toolgate_core::{Identity, Touches};
+    use toolgate_gateway::Admin;
+    use toolgate_store::{GrantStore, Store, ToolGrant};
+
+    use super::*;
+
+    /// Through serde, so the test does not name every field (the grant grows).
+    fn grant(subject: &str, tool: &str) -> ToolGrant {
+        serde_json::from_value(serde_json::json!({
+            "id": 0, "subject": subject, "server": null, "tool_allow": [tool], "tool_deny": [],
+            "enabled": true, "config_overrides": {}, "mode": "allow", "expires_ms": null,
+            "granted_by": "root", "request": null, "note": "", "created_ms": 1
+        }))
+        .unwrap()
+    }
+
+    /// The grants read when the gateway let a call through decide that call at the gate too
+    /// (no second read); a grant revoked meanwhile, by another process on the same store,
+    /// refuses the next call made with the same context (a sub-agent's) and the next request.
+    #[test]
+    fn the_grants_read_for_a_call_decide_that_call_only_and_a_revoked_grant_refuses_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let server = Arc::new(Store::open(&path).unwrap());
+        let other = Arc::new(Store::open(&path).unwrap());
+        Admin::new(other.clone()).user_add("ann", false, &[]).unwrap();
+        let id = other.tool_grant_add(&grant("ann", "echo")).unwrap();
+        let cache = Arc::new(CachedGrants::new(Grants::new(server.clone(), server, Vec::new())));
+        let ctx = CallContext::new(dir.path()).with_identity(Identity {
+            user: "ann".to_owned(),
+            agent: "main".to_owned(),
+            session: "s".to_owned(),
+        });
+        let echo = ToolSpec::new("echo", "Echoes", serde_json::json!({"type": "object"}));
+        let touches = Touches::default();
+
+        let admitted = access(&cache, &ctx).unwrap();
+        let call = with_grants(&ctx, &cache, Some(admitted));
+        other.grant_revoke(id).unwrap();
+        let grants = call.grants.as_ref().unwrap();
+        let checked = grants.check(&call, &echo, &touches).unwrap();
+        assert_eq!(checked.trace, format!("gateway grant {id}: allow"), "the admitted call, as admitted");
+        for next in
+            [grants.check(&call, &echo, &touches), grants.check(&call.clone().subagent("helper"), &echo, &touches)]
+        {
+            let refused = next.unwrap_err().to_string();
+            assert!(refused.contains("no grant"), "revoked before this call: {refused}");
+        }
+        let request = access(&cache, &ctx).unwrap();
+        assert!(!request.decide(ToolRef::of("echo", "")).allowed(), "the next request");
     }
 }
