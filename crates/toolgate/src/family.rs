@@ -299,7 +299,12 @@ impl Family for Automation {
                 agents: s.agents.clone(),
                 secrets: setup.secrets.clone(),
                 workspace: s.workspace.clone(),
-                config: s.config.automation.jobs.clone(),
+                config: {
+                    let mut jobs = s.config.automation.jobs.clone();
+                    // Only a gateway's own gate has it on (a per-user gate turns it off).
+                    jobs.shared_gateway = s.config.gateway.enabled;
+                    jobs
+                },
             }));
             // A job run where no server forwards the gate's events (the CLI's `wait`) reads
             // its calls' decisions itself.

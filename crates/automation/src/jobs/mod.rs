@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_agent::{Runtime, ToolCaller};
-use toolgate_core::{CallContext, Identity};
+use toolgate_core::{CallContext, CallGrants, Identity};
 use toolgate_store::{JobEvent, JobFilter, JobRecord, JobStore, StoreError};
 use toolgate_tools::custom::SecretSource;
 
@@ -133,7 +133,7 @@ pub enum Placement {
 }
 
 /// Who a job belongs to and acts as.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct JobOwner {
     /// The user: every tool call of the job is made as this user.
     pub user: String,
@@ -141,15 +141,20 @@ pub struct JobOwner {
     pub agent: String,
     /// The session that created it: only it may read the job's events and prompt it.
     pub session: String,
+    /// The team gateway's grants the creating call was admitted under: every call the job
+    /// makes is checked against them, as its creator's own calls are (a job is never a way
+    /// around them). In memory only: such a job runs in the server that admitted the call.
+    pub grants: Option<Arc<dyn CallGrants>>,
 }
 
 impl JobOwner {
-    /// The owner a call with `ctx` creates jobs as.
+    /// The owner a call with `ctx` creates jobs as (with the gateway grants it carries).
     pub fn of(ctx: &CallContext) -> Self {
         JobOwner {
             user: ctx.identity.user.clone(),
             agent: ctx.identity.agent.clone(),
             session: ctx.identity.session.clone(),
+            grants: ctx.grants.clone(),
         }
     }
 }
@@ -210,11 +215,23 @@ pub struct JobsConfig {
     /// the program, never read from the file.
     #[serde(skip)]
     pub one_shot: bool,
+    /// This is a team gateway's own gate, shared by its users (no per-user workspaces): its
+    /// secrets store is the admin's, so a job of a caller the gateway admitted under grants may
+    /// not name its secrets. Set by the program, never read from the file.
+    #[serde(skip)]
+    pub shared_gateway: bool,
 }
 
 impl Default for JobsConfig {
     fn default() -> Self {
-        JobsConfig { lease_secs: 30, agent: None, claude_bin: None, max_running: 4, one_shot: false }
+        JobsConfig {
+            lease_secs: 30,
+            agent: None,
+            claude_bin: None,
+            max_running: 4,
+            one_shot: false,
+            shared_gateway: false,
+        }
     }
 }
 
@@ -417,7 +434,9 @@ impl Jobs {
     /// a lease for a server to claim, since it would end with this process. Must be called
     /// inside a Tokio runtime.
     pub fn submit(&self, owner: &JobOwner, req: JobRequest) -> Result<(String, Placement), JobError> {
-        if !self.inner.setup.config.one_shot || self.inner.served.load(Ordering::Acquire) {
+        // A job under gateway grants runs here: a server claiming it from the store would not
+        // have them.
+        if !self.inner.setup.config.one_shot || self.inner.served.load(Ordering::Acquire) || owner.grants.is_some() {
             return self.submit_here(owner, req).map(|id| (id, Placement::Here));
         }
         let prepared = run::prepare(&self.inner, owner, &req)?;
@@ -522,6 +541,8 @@ impl Jobs {
             user: record.user.clone(),
             agent: if spec.owner_agent.is_empty() { "main".to_owned() } else { spec.owner_agent.clone() },
             session: record.session.clone(),
+            // Queued by a one-shot CLI, which no gateway admits.
+            grants: None,
         };
         let prepared = JobMode::parse(&record.mode)
             .ok_or_else(|| JobError::Invalid(format!("unknown mode `{}`", clip(&record.mode, 40))))
@@ -790,8 +811,9 @@ pub(crate) fn describe_state(job: &JobRecord) -> String {
     }
 }
 
-/// The context a job's tool calls run in: the gate's base context as the owner, in a session of
-/// the job's own (`job:ID`), cancelled with the job.
+/// The context a job's tool calls run in: the gate's base context as the owner (under the
+/// owner's gateway grants, if any), in a session of the job's own (`job:ID`), cancelled with
+/// the job.
 pub(crate) fn job_context(
     caller: &dyn ToolCaller,
     owner: &JobOwner,
@@ -804,6 +826,7 @@ pub(crate) fn job_context(
         session: format!("job:{id}"),
     });
     ctx.cancel = cancel.clone();
+    ctx.grants = owner.grants.clone();
     ctx
 }
 

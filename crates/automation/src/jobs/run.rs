@@ -42,7 +42,6 @@ const RESERVED_ENV: &[&str] = &["PATH", "HOME", "SHELL", "BASH_ENV", "ENV", "IFS
 /// Checks `req` and resolves what the job needs, before anything is stored: a bad request is
 /// refused with what was wrong, not left as a failed job.
 pub(crate) fn prepare(inner: &Inner, owner: &JobOwner, req: &JobRequest) -> Result<Prepared, JobError> {
-    let _ = owner;
     let title = req.title.trim();
     if title.is_empty() || title.chars().count() > MAX_TITLE {
         return Err(JobError::Invalid(format!("title: give 1 to {MAX_TITLE} characters")));
@@ -53,7 +52,7 @@ pub(crate) fn prepare(inner: &Inner, owner: &JobOwner, req: &JobRequest) -> Resu
         )));
     }
     let project_dir = confine_dir(&inner.setup.workspace, req.project_dir.as_deref().unwrap_or(""))?;
-    let env = credentials(inner, &req.credentials)?;
+    let env = credentials(inner, owner, &req.credentials)?;
     let mut prepared = Prepared { project_dir, env, agent: None, claude: None, tool: None };
     match req.mode {
         JobMode::Sandbox | JobMode::Lightweight => {
@@ -160,7 +159,7 @@ fn claude_bin(inner: &Inner) -> Result<PathBuf, JobError> {
 }
 
 /// Each credential's variable and value, from the secrets store.
-fn credentials(inner: &Inner, creds: &[Credential]) -> Result<Vec<(String, String)>, JobError> {
+fn credentials(inner: &Inner, owner: &JobOwner, creds: &[Credential]) -> Result<Vec<(String, String)>, JobError> {
     if creds.is_empty() {
         return Ok(Vec::new());
     }
@@ -188,6 +187,20 @@ fn credentials(inner: &Inner, creds: &[Credential]) -> Result<Vec<(String, Strin
             return Err(JobError::Invalid(format!(
                 "credentials: `{}` cannot be the variable of a credential (a name of A-Z, 0-9, `_`, not PATH, HOME, LD_*)",
                 clip(&c.env, 60)
+            )));
+        }
+        // A team gateway's own store holds its admin's secrets, not its users': nobody gave them
+        // to a caller the gateway admitted. A per-user workspace's store is that user's own.
+        if owner.grants.is_some() && inner.setup.config.shared_gateway {
+            return Err(JobError::Invalid(format!(
+                "credentials: `{}` would come from this team gateway's own secrets store, which is its admin's and \
+                 not given to its users, so a job of `{}` cannot name it. Per-user workspaces give each user a store \
+                 of their own: the admin sets [gateway] workspaces = \"users\" and stores the secret in yours with \
+                 `printf %s \"$VALUE\" | toolgate --workspace users/{} tools secret {}`",
+                c.secret,
+                clip(&owner.user, 64),
+                clip(&owner.user, 64),
+                c.secret,
             )));
         }
         if out.iter().any(|(k, _)| *k == c.env) {

@@ -147,8 +147,12 @@ impl JobsSink {
 
     /// A new job for the run.
     fn start_job(&self, run: &RoutineRun) -> Result<String, String> {
-        let owner =
-            JobOwner { user: run.owner.clone(), agent: "routine".into(), session: format!("routine:{}", run.routine) };
+        let owner = JobOwner {
+            user: run.owner.clone(),
+            agent: "routine".into(),
+            session: format!("routine:{}", run.routine),
+            grants: None,
+        };
         let title = format!("routine {} ({})", run.routine, run.trigger);
         let origin = Some(format!("routine:{}", run.routine));
         let req = match (run.action, &run.tool) {

@@ -730,3 +730,183 @@ async fn a_background_commands_credential_is_redacted_from_what_process_reads() 
         assert!(!format!("{r:?}").contains("otter"), "{r:?}");
     }
 }
+
+/// A command line that prints `match=yes` when `CI_TOKEN` holds `value` and fails otherwise:
+/// it names the value by its SHA-256 only, so the value is never in a model's request.
+fn token_is(value: &str) -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "printf %s \"$V\" | sha256sum | cut -c1-64"])
+        .env("V", value)
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    format!("test \"$(printf %s \"$CI_TOKEN\" | sha256sum | cut -c1-64)\" = {hash} && echo match=yes")
+}
+
+/// Asks once what the job's commands see of `CI_TOKEN` (whether it is set, and whether it is
+/// the secret, by its hash), then answers with what it read.
+#[derive(Debug)]
+struct EnvProbe {
+    /// [`token_is`] of the secret.
+    check: String,
+}
+
+#[toolgate::core::async_trait]
+impl ModelClient for EnvProbe {
+    async fn complete(&self, req: &ModelRequest) -> Result<ModelReply, AgentError> {
+        let results = tool_results(req);
+        if results.is_empty() {
+            let command = format!("echo \"set=${{CI_TOKEN+yes}}\"; {} || echo match=no", self.check);
+            return Ok(ModelReply {
+                tool_calls: vec![ToolCall {
+                    id: "c0".into(),
+                    name: "exec".into(),
+                    arguments: json!({ "command": command }).to_string(),
+                }],
+                ..ModelReply::default()
+            });
+        }
+        Ok(ModelReply { content: Some(format!("saw: {}", results.join(" | "))), ..ModelReply::default() })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_job_given_a_credential_sees_it() {
+    // Three sandbox jobs at once on one gate: Ann's with the credential, Ann's from another
+    // session without it, Bob's without it. Only the first one's command has the variable.
+    let mut config = with_agent();
+    config.approval.mode = toolgate::config::ApprovalMode::Never;
+    let f = fixture(config, None);
+    let secret = "lantern-0915 given only once";
+    f.gate.agents().unwrap().set_client("script", Arc::new(EnvProbe { check: token_is(secret) }));
+    f.put_secret("ci-token", secret);
+    let job = |user: &'static str, session: &'static str, credentials: Value| {
+        let (f, ctx) = (&f, f.ctx(user, session));
+        async move {
+            let params = json!({"title": "probe", "description": "What do your commands see?", "wait": true,
+                                "credentials": credentials});
+            f.call_as(&ctx, "create_job", params).await.unwrap()
+        }
+    };
+    let (given, same_user, other_user) =
+        tokio::join!(job("ann", "s1", json!(["ci-token"])), job("ann", "s2", json!([])), job("bob", "b1", json!([])));
+    let given_result = given["result"].as_str().unwrap();
+    assert_eq!(given["state"], "completed", "{given}");
+    assert!(given_result.contains("set=yes") && given_result.contains("match=yes"), "{given_result}");
+    for v in [&same_user, &other_user] {
+        assert_eq!(v["state"], "completed", "{v}");
+        let r = v["result"].as_str().unwrap();
+        assert!(r.contains("set=\n") && r.contains("match=no") && !r.contains("match=yes"), "{r}");
+    }
+    // Bob's job's own exec row carries no env at all; the value is in no row.
+    let audit = f.audit();
+    let bobs: Vec<&AuditRecord> = audit.iter().filter(|r| r.tool == "exec" && r.user == "bob").collect();
+    assert_eq!(bobs.len(), 1, "{audit:#?}");
+    assert!(!bobs[0].params.contains(r#""env""#), "{:?}", bobs[0]);
+    for r in &audit {
+        assert!(!format!("{r:?}").contains("lantern"), "{r:?}");
+    }
+}
+
+/// A team gateway's grants on a caller, as the gateway attaches them to its calls: everything
+/// but `exec`, unless `exec` is given.
+#[derive(Debug)]
+struct TestGrants {
+    exec: bool,
+}
+
+impl toolgate::core::CallGrants for TestGrants {
+    fn check(
+        &self,
+        _: &CallContext,
+        spec: &toolgate::core::ToolSpec,
+        _: &toolgate::core::Touches,
+    ) -> Result<toolgate::core::GrantedCall, ToolError> {
+        if spec.name == "exec" && !self.exec {
+            return Err(ToolError::Denied { tool: "exec".into(), reason: "test grants give no exec".into() });
+        }
+        Ok(toolgate::core::GrantedCall { trace: "test grant: allow".into(), ask: None })
+    }
+
+    fn listed(&self, _: &CallContext, tools: Vec<toolgate::core::ToolSpec>) -> Vec<toolgate::core::ToolSpec> {
+        tools.into_iter().filter(|s| self.exec || s.name != "exec").collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_users_job_is_held_to_its_grants_and_gets_no_secret_it_was_not_given() {
+    // The gateway's own gate (shared by its users): Bob's grants give no exec.
+    let mut config = Config::default();
+    config.approval.mode = toolgate::config::ApprovalMode::Never;
+    config.gateway.enabled = true;
+    let f = fixture(config, None);
+    let secret = "admins-own 4411 harbor";
+    f.put_secret("ci-token", secret);
+    let mut bob = f.ctx("bob", "b1");
+    bob.grants = Some(Arc::new(TestGrants { exec: false }));
+
+    // A job is no way around the grants: its exec is refused as Bob's own would be, and the
+    // decision names the grants.
+    let v = f
+        .call_as(
+            &bob,
+            "create_job",
+            json!({"title": "t", "mode": "command", "description": "echo ran > ran.txt", "wait": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+    assert!(!f.dir.path().join("ran.txt").exists(), "the refused command ran");
+    let d = decisions(&f, v["job_id"].as_str().unwrap(), 1).await;
+    assert!(d[0].contains("gateway grants: refused") && d[0].ends_with("-> denied"), "{d:?}");
+
+    // The admin's secret is not Bob's to name, even with exec granted; the refusal says how he
+    // gets one of his own, and no job is stored.
+    bob.grants = Some(Arc::new(TestGrants { exec: true }));
+    let e = f
+        .call_as(
+            &bob,
+            "create_job",
+            json!({"title": "t", "mode": "command", "description": "env", "credentials": ["ci-token"]}),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`ci-token`") && e.contains("workspaces") && e.contains("users/bob tools secret"), "{e}");
+    // Only the refused-exec job above is Bob's: the refused create_job stored none.
+    let bobs_jobs = f.call_as(&bob, "list_jobs", json!({"filter": "all"})).await.unwrap();
+    assert_eq!(bobs_jobs["jobs"].as_array().unwrap().len(), 1, "{bobs_jobs}");
+    // The local user (no grants) still can.
+    let v = f
+        .call(
+            "create_job",
+            json!({"title": "t", "mode": "command", "description": token_is(secret),
+                   "credentials": ["ci-token"], "wait": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    assert!(v["result"].as_str().unwrap().contains("match=yes"), "{v}");
+
+    // A per-user gate (not the gateway's own: its store is the user's) gives its user's job the
+    // user's secret, under the user's grants.
+    let mut config = Config::default();
+    config.approval.mode = toolgate::config::ApprovalMode::Never;
+    let f = fixture(config, None);
+    f.put_secret("ci-token", "bobs-own 7812");
+    let mut bob = f.ctx("bob", "b1");
+    bob.grants = Some(Arc::new(TestGrants { exec: true }));
+    let v = f
+        .call_as(
+            &bob,
+            "create_job",
+            json!({"title": "t", "mode": "command", "description": token_is("bobs-own 7812"),
+                   "credentials": ["ci-token"], "wait": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    assert!(v["result"].as_str().unwrap().contains("match=yes"), "{v}");
+    let d = decisions(&f, v["job_id"].as_str().unwrap(), 1).await;
+    assert!(d[0].contains("test grant: allow") && d[0].ends_with("-> ok"), "{d:?}");
+}
