@@ -9,7 +9,10 @@
 //! - [`ports`]: a free port for a peer that only takes fixed ports, and a start that tries new
 //!   ports when another test took one first (the `toolgate-cli` tests);
 //! - [`serve`]: a `serve --http` on a free port, its banner read (the `toolgate` binary's and
-//!   the `toolgate-conformance` binary's tests).
+//!   the `toolgate-conformance` binary's tests);
+//! - [`receiver`]: a loopback HTTP receiver that keeps every request and answers as told, for
+//!   what the product sends out: webhooks, a model provider, a guest's calls (the `toolgate` and
+//!   `toolgate-cli` tests).
 //!
 //! Harness pieces only one test binary uses stay in that binary's `support` module.
 
@@ -18,5 +21,6 @@
 pub mod approver;
 pub mod npm;
 pub mod ports;
+pub mod receiver;
 pub mod serve;
 pub mod wasm;
