@@ -15,9 +15,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
@@ -26,37 +26,13 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use toolgate_benchkit::server::{HttpServer as Server, Log};
 use toolgate_benchkit::summary::{self, Row};
 
 type Client = RunningService<RoleClient, ()>;
 
 fn toolgate() -> String {
     std::env::var("TOOLGATE_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_toolgate").to_owned())
-}
-
-/// A server process killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// User + system CPU time of the server so far.
-    fn cpu(&self) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
-        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-        let ticks: u64 = after.split_whitespace().skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum();
-        // The kernel's USER_HZ is 100 on Linux.
-        Duration::from_millis(ticks * 10)
-    }
 }
 
 /// The workspace's `toolgate.toml`: no rate limit or loop breaker (the run repeats one call),
@@ -83,23 +59,7 @@ fn admin(ws: &Path, args: &[&str]) -> String {
 
 /// `toolgate serve --http 127.0.0.1:0` in `ws`, once it prints its URL.
 fn serve(ws: &Path) -> Server {
-    let mut child = Command::new(toolgate())
-        .arg("--workspace")
-        .arg(ws)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start toolgate serve --http");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines().map_while(Result::ok);
-    let url = lines
-        .by_ref()
-        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("http://") && w.ends_with("/mcp")).map(str::to_owned))
-        .expect("toolgate printed its URL");
-    // Keep reading: the server must not write into a closed pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    Server { child, url }
+    Server::start(&toolgate(), ws, &[], Log::Drop)
 }
 
 async fn connect(url: &str, token: &str) -> Client {

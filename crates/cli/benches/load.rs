@@ -26,10 +26,9 @@
 mod raw;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +38,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use toolgate_benchkit::server::{HttpServer, Log};
 use toolgate_benchkit::summary::{Row, Target};
 
 /// The binary measured: the one cargo built with this bench, or `TOOLGATE_BENCH_BIN` (another
@@ -166,67 +166,24 @@ fn workspace() -> tempfile::TempDir {
     dir
 }
 
-/// A `toolgate serve --http 127.0.0.1:0`.
-struct Server {
-    child: Child,
-    url: String,
-    token: String,
+/// How long the HTTP server keeps a session without a request (`serve --session-idle`; 300 s
+/// by default): the misbehaving clients leave theirs without `DELETE`, and the descriptors are
+/// compared once these have ended.
+const SESSION_IDLE: Duration = Duration::from_secs(20);
+
+/// `toolgate serve --http 127.0.0.1:0` on `ws`, once it listens; its warnings go to our stderr.
+fn serve_http(ws: &Path) -> HttpServer {
+    let idle = SESSION_IDLE.as_secs().to_string();
+    HttpServer::start(&toolgate(), ws, &["--session-idle", &idle], Log::Forward)
 }
 
-impl Server {
-    fn start(ws: &Path) -> Server {
-        let mut child = Command::new(toolgate())
-            .arg("--workspace")
-            .arg(ws)
-            .args(["serve", "--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start toolgate serve --http");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
-        let url = lines
-            .by_ref()
-            .find_map(|l| {
-                l.split_whitespace().find(|w| w.starts_with("http://") && w.ends_with("/mcp")).map(str::to_owned)
-            })
-            .expect("toolgate printed its URL");
-        // Keep reading: the server must not write into a closed pipe. Its warnings go to ours.
-        std::thread::spawn(move || lines.for_each(|l| eprintln!("  server: {l}")));
-        let token = std::fs::read_to_string(ws.join(".toolgate/http-token")).unwrap().trim().to_owned();
-        Server { child, url, token }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn addr(&self) -> String {
-        self.url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned()
-    }
-
-    /// SIGTERM, as a service manager stops it; SIGKILL if it has not ended in 20 s.
-    fn stop(mut self) -> String {
-        let _ = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return format!("stopped on SIGTERM ({status})");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        "did not stop within 20 s of SIGTERM: killed".to_owned()
-    }
+/// The server's bearer token (a single-user server always has one).
+fn token(server: &HttpServer) -> String {
+    server.token.clone().expect("toolgate serve --http wrote its token")
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// How long a stopped server may take to end on SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// One look at a process in `/proc`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -290,13 +247,14 @@ async fn connect_stdio(ws: &Path) -> (Client, u32) {
 /// Where the HTTP clients connect: a generation number that changes when the server restarts.
 type Endpoint = Arc<Mutex<(u64, String, String)>>;
 
-/// A well-behaved client: the mix in turn until `deadline` or the count bound. Over HTTP, a
-/// transport error (the server was killed) is recorded and the client reconnects to the next
-/// server `endpoint` names.
+/// A well-behaved client: the mix in turn until `deadline` or the count bound; `client` stays
+/// open (the caller closes it). With an `endpoint` (HTTP), a transport error (the server was
+/// killed) is recorded and the client reconnects to the next server it names; without one, the
+/// client stops at its first transport error.
 async fn well_behaved(
     id: usize,
     phase: u32,
-    mut client: Client,
+    client: &mut Client,
     endpoint: Option<Endpoint>,
     deadline: Instant,
 ) -> Vec<Answer> {
@@ -330,7 +288,7 @@ async fn well_behaved(
                 if g != generation
                     && let Ok(c) = connect_http(&url, &token).await
                 {
-                    let _ = std::mem::replace(&mut client, c).cancel().await;
+                    let _ = std::mem::replace(client, c).cancel().await;
                     generation = g;
                     break;
                 }
@@ -338,7 +296,6 @@ async fn well_behaved(
             }
         }
     }
-    let _ = client.cancel().await;
     out
 }
 
@@ -448,15 +405,22 @@ fn report_probes(samples: &[(u64, Probe)], secs: u64, v: &mut Verdicts) -> f64 {
     growth
 }
 
-/// Descriptors and threads back to where they were before the clients, within 30 s (the
-/// runtime's idle blocking threads end after 10 s).
-fn settle(pids: &[u32], start: Probe, v: &mut Verdicts) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// Descriptors and threads back to where they were before the clients, within `grace` plus
+/// 30 s (the runtime's idle blocking threads end after 10 s; an SSE stream whose client went
+/// away is found out at its next keep-alive, every 15 s).
+fn settle(pids: &[u32], start: Probe, grace: Duration, v: &mut Verdicts) {
+    let deadline = Instant::now() + grace + Duration::from_secs(30);
     let began = Instant::now();
     let mut now = probe_all(pids).unwrap_or_default();
     while (now.fds != start.fds || now.threads != start.threads) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
         now = probe_all(pids).unwrap_or_default();
+    }
+    if now.fds != start.fds {
+        // What is left over, by kind, so a leak names itself.
+        for &pid in pids {
+            println!("  pid {pid}'s descriptors by kind: {:?}", fd_kinds(pid));
+        }
     }
     v.check(
         now.fds == start.fds && now.threads == start.threads,
@@ -469,6 +433,26 @@ fn settle(pids: &[u32], start: Probe, v: &mut Verdicts) {
             began.elapsed().as_secs_f64()
         ),
     );
+}
+
+/// A process's open descriptors by kind: `socket`, `pipe`, `anon_inode:[eventfd]`, ... or the
+/// file's name for files (`state.db-wal`).
+fn fd_kinds(pid: u32) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else { continue };
+        let target = target.to_string_lossy().into_owned();
+        let kind = if target.starts_with('/') {
+            Path::new(&target).file_name().map_or(target.clone(), |n| n.to_string_lossy().into_owned())
+        } else if target.starts_with("anon_inode:") {
+            target
+        } else {
+            // `socket:[12345]`, `pipe:[678]`: the kind without the inode.
+            target.split_once(":[").map_or(target.clone(), |(kind, _)| kind.to_owned())
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    kinds
 }
 
 /// One audit row, as `toolgate audit --json` prints it.
@@ -558,11 +542,12 @@ fn runtime() -> tokio::runtime::Runtime {
 fn http_phase(secs: u64, v: &mut Verdicts) {
     println!("## 1. Streamable HTTP: {HTTP_CLIENTS} clients and the misbehaving ones, one server, {secs} s\n");
     let ws = workspace();
-    let server = Server::start(ws.path());
+    let server = serve_http(ws.path());
+    let server_token = token(&server);
     let rt = runtime();
     // One call of each tool first (the lazily built parts), then the starting point.
     rt.block_on(async {
-        let c = connect_http(&server.url, &server.token).await.expect("connect");
+        let c = connect_http(&server.url, &server_token).await.expect("connect");
         for tool in MIX {
             let _ = c.call_tool(tool.request("zq0c0n0")).await;
         }
@@ -571,21 +556,27 @@ fn http_phase(secs: u64, v: &mut Verdicts) {
     std::thread::sleep(Duration::from_secs(1));
     let start = probe(server.pid()).expect("the server runs");
     let warm_rows = audit_rows(ws.path()).len();
-    println!("Load average before: {}. Server at start: {start:?}\n", loadavg());
+    println!(
+        "Load average before: {}. Server at start: {start:?}, descriptors by kind: {:?}\n",
+        loadavg(),
+        fd_kinds(server.pid())
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let probes = sampler(vec![server.pid()], stop.clone());
     let tally: raw::Tally = Default::default();
-    let aim = raw::Aim { addr: server.addr(), token: server.token.clone() };
+    let aim = raw::Aim { addr: server.addr().to_owned(), token: server_token.clone() };
     let bad = raw::spawn(aim, stop.clone(), tally.clone(), 100_000);
     let began = Instant::now();
     let deadline = began + Duration::from_secs(secs);
     let answers: Vec<Answer> = rt.block_on(async {
         let mut tasks = Vec::new();
         for id in 0..HTTP_CLIENTS {
-            let (url, token) = (server.url.clone(), server.token.clone());
+            let (url, token) = (server.url.clone(), server_token.clone());
             tasks.push(tokio::spawn(async move {
-                let c = connect_http(&url, &token).await.expect("connect");
-                well_behaved(id, 1, c, None, deadline).await
+                let mut c = connect_http(&url, &token).await.expect("connect");
+                let answers = well_behaved(id, 1, &mut c, None, deadline).await;
+                let _ = c.cancel().await;
+                answers
             }));
         }
         let mut all = Vec::new();
@@ -613,7 +604,8 @@ fn http_phase(secs: u64, v: &mut Verdicts) {
     v.check(findings == 0, format!("the misbehaving clients got only 4xx or JSON-RPC errors ({findings} otherwise)"));
     println!("### The server every 10 s\n");
     let growth = report_probes(&samples, secs, v);
-    settle(&[server.pid()], start, v);
+    // The sessions the misbehaving clients left behind end after the idle timeout.
+    settle(&[server.pid()], start, SESSION_IDLE, v);
     println!("\n### Audit ({warm_rows} rows of the warm-up calls, counted as calls made)\n");
     let mut answers = answers;
     answers.extend(MIX.iter().map(|&tool| Answer {
@@ -624,7 +616,7 @@ fn http_phase(secs: u64, v: &mut Verdicts) {
         outcome: Ok(()),
     }));
     let missing = report_audit(ws.path(), &answers, v);
-    println!("Server: {}\n", server.stop());
+    println!("Server: {}\n", server.stop(STOP_GRACE));
     Row::new(format!("load: {HTTP_CLIENTS} MCP clients over HTTP, calls/s ({secs} s)"), rate, "calls/s").emit();
     Row::new("load: well-behaved p99 beside misbehaving clients", p99.as_secs_f64() * 1e3, "ms").emit();
     Row::new("load: resident memory growth after warm-up", growth, "%").target(Target::AtMost(10.0)).emit();
@@ -655,34 +647,14 @@ fn stdio_phase(secs: u64, v: &mut Verdicts) {
     let probes = sampler(pids.clone(), stop.clone());
     let began = Instant::now();
     let deadline = began + Duration::from_secs(secs);
-    let calls_done = Arc::new(AtomicU64::new(0));
     let (answers, clients): (Vec<Answer>, Vec<Client>) = rt.block_on(async {
         let mut tasks = Vec::new();
-        for (id, (c, _)) in clients.into_iter().enumerate() {
-            let done = calls_done.clone();
+        for (id, (mut c, _)) in clients.into_iter().enumerate() {
             tasks.push(tokio::spawn(async move {
                 // The client stays open until the end: the servers' descriptors are compared
                 // while they still serve.
-                let peer = c.peer().clone();
-                let mut out = Vec::new();
-                for n in 0..MAX_CALLS_PER_CLIENT {
-                    if Instant::now() >= deadline {
-                        break;
-                    }
-                    let tool = MIX[(n as usize + id) % MIX.len()];
-                    let marker = format!("zq2c{id}n{n}");
-                    let start = Instant::now();
-                    let result = tokio::time::timeout(CALL_TIMEOUT, peer.call_tool(tool.request(&marker))).await;
-                    let at = Instant::now();
-                    let outcome = match result {
-                        Ok(Ok(r)) => tool.check(&marker, &r),
-                        Ok(Err(e)) => Err(format!("transport: {e}")),
-                        Err(_) => Err(format!("transport: no answer in {} s", CALL_TIMEOUT.as_secs())),
-                    };
-                    out.push(Answer { tool, marker, took: at - start, at, outcome });
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-                (out, c)
+                let answers = well_behaved(id, 2, &mut c, None, deadline).await;
+                (answers, c)
             }));
         }
         let mut all = Vec::new();
@@ -701,7 +673,7 @@ fn stdio_phase(secs: u64, v: &mut Verdicts) {
     let (rate, _) = report_calls(&answers, elapsed, v, false);
     println!("### The 16 servers every 10 s (summed)\n");
     report_probes(&samples, secs, v);
-    settle(&pids, start, v);
+    settle(&pids, start, Duration::ZERO, v);
     rt.block_on(async {
         for c in clients {
             let _ = c.cancel().await;
@@ -731,8 +703,8 @@ fn kill_phase(secs: u64, v: &mut Verdicts) {
         secs / 2
     );
     let ws = workspace();
-    let server = Server::start(ws.path());
-    let endpoint: Endpoint = Arc::new(Mutex::new((0, server.url.clone(), server.token.clone())));
+    let server = serve_http(ws.path());
+    let endpoint: Endpoint = Arc::new(Mutex::new((0, server.url.clone(), token(&server))));
     let rt = runtime();
     let began = Instant::now();
     let deadline = began + Duration::from_secs(secs);
@@ -741,8 +713,10 @@ fn kill_phase(secs: u64, v: &mut Verdicts) {
             let endpoint = endpoint.clone();
             rt.spawn(async move {
                 let (_, url, token) = endpoint.lock().unwrap().clone();
-                let c = connect_http(&url, &token).await.expect("connect");
-                well_behaved(id, 3, c, Some(endpoint), deadline).await
+                let mut c = connect_http(&url, &token).await.expect("connect");
+                let answers = well_behaved(id, 3, &mut c, Some(endpoint), deadline).await;
+                let _ = c.cancel().await;
+                answers
             })
         })
         .collect();
@@ -750,11 +724,10 @@ fn kill_phase(secs: u64, v: &mut Verdicts) {
     let mut server = server;
     let killed_at = Instant::now();
     let killed_pid = server.pid();
-    server.child.kill().expect("kill -9");
-    let _ = server.child.wait();
-    let restarted = Server::start(ws.path());
+    server.kill();
+    let restarted = serve_http(ws.path());
     println!("Killed pid {killed_pid}; restarted in {:.0} ms\n", killed_at.elapsed().as_secs_f64() * 1e3);
-    *endpoint.lock().unwrap() = (1, restarted.url.clone(), restarted.token.clone());
+    *endpoint.lock().unwrap() = (1, restarted.url.clone(), token(&restarted));
     let answers: Vec<Answer> = rt.block_on(async {
         let mut all = Vec::new();
         for t in tasks {
@@ -764,7 +737,7 @@ fn kill_phase(secs: u64, v: &mut Verdicts) {
     });
     let elapsed = began.elapsed().as_secs_f64();
     report_calls(&answers, elapsed, v, true);
-    println!("Server: {}\n", restarted.stop());
+    println!("Server: {}\n", restarted.stop(STOP_GRACE));
     // Answered calls (an answer the client read, right or refused) against the rows.
     let marker = regex::Regex::new(r"zq\d+c\d+n\d+").unwrap();
     let rows = audit_rows(ws.path());

@@ -288,11 +288,11 @@ fn loadavg() -> String {
 }
 
 /// Connects to `binary` serving a fresh workspace over stdio and over HTTP.
-async fn toolgate_pair(binary: &str) -> ([Client; 2], servers::Killed, [tempfile::TempDir; 2]) {
+async fn toolgate_pair(binary: &str) -> ([Client; 2], servers::HttpServer, [tempfile::TempDir; 2]) {
     let (ws_stdio, ws_http) = (workspace(), workspace());
     let stdio = connect_stdio(&servers::toolgate_stdio(binary, ws_stdio.path())).await;
-    let (process, url, token) = servers::toolgate_http(binary, ws_http.path());
-    let http = connect_http(&url, Some(&token)).await;
+    let process = servers::toolgate_http(binary, ws_http.path());
+    let http = connect_http(&process.url, process.token.as_deref()).await;
     ([stdio, http], process, [ws_stdio, ws_http])
 }
 
@@ -342,7 +342,8 @@ async fn echo_rmcp() {
 fn echo_python() {
     let (ws_stdio, ws_http) = (workspace(), workspace());
     let toolgate = servers::toolgate();
-    let (_tg, url, token) = servers::toolgate_http(&toolgate, ws_http.path());
+    let tg = servers::toolgate_http(&toolgate, ws_http.path());
+    let (url, token) = (tg.url.clone(), tg.token.clone().expect("the server's token"));
     let (_ev, ev_url) = servers::everything_http();
     let targets = [
         ("toolgate serve, stdio", Endpoint::Stdio(servers::toolgate_stdio(&toolgate, ws_stdio.path()))),

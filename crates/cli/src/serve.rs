@@ -35,6 +35,15 @@ pub(crate) struct Args {
     /// The largest HTTP request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024, requires = "http")]
     max_body_bytes: usize,
+    /// End an HTTP session (clients before 2026-07-28) after this many seconds without a
+    /// request: a client that left without ending its session leaves it behind.
+    #[arg(long, value_name = "SECS", default_value_t = toolgate_mcp::SESSION_IDLE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
+    session_idle: u64,
+    /// The most HTTP sessions kept at once; a new one beyond that ends the oldest.
+    #[arg(long, value_name = "N", default_value_t = toolgate_mcp::MAX_SESSIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
+    max_sessions: u64,
 }
 
 impl Args {
@@ -208,6 +217,8 @@ async fn serve<H: CallHandler>(
     http.allowed_hosts.extend(args.allow_hosts);
     http.allowed_origins = args.allow_origins;
     http.max_body_bytes = args.max_body_bytes;
+    http.session_idle = std::time::Duration::from_secs(args.session_idle);
+    http.max_sessions = usize::try_from(args.max_sessions).unwrap_or(usize::MAX);
     http.api = Some(api);
     http.mounts = mounts;
     match &token {
@@ -225,6 +236,8 @@ pub(crate) async fn run_default(global: &GlobalArgs) -> anyhow::Result<ExitCode>
         allow_hosts: Vec::new(),
         allow_origins: Vec::new(),
         max_body_bytes: 4 * 1024 * 1024,
+        session_idle: toolgate_mcp::SESSION_IDLE.as_secs(),
+        max_sessions: toolgate_mcp::MAX_SESSIONS as u64,
     };
     run(global, args).await
 }

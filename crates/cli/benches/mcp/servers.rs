@@ -1,9 +1,11 @@
 //! The servers measured, and where their peers are installed (`cargo xtask deps`).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub use toolgate_benchkit::server::HttpServer;
+use toolgate_benchkit::server::Log;
 
 /// The `toolgate` binary measured: the one cargo built with this bench, or another build named by
 /// `TOOLGATE_BENCH_BIN` (to measure an older build, or one under `strace`/`perf`).
@@ -84,30 +86,9 @@ pub fn filesystem_stdio(root: &Path) -> Vec<String> {
     vec![node().display().to_string(), filesystem().display().to_string(), root.display().to_string()]
 }
 
-/// Starts `toolgate serve --http 127.0.0.1:0`; returns the process, URL and token.
-pub fn toolgate_http(binary: &str, workspace: &Path) -> (Killed, String, String) {
-    let mut child = Command::new(binary)
-        .arg("--workspace")
-        .arg(workspace)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start toolgate serve --http");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut url = None;
-    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
-    for line in lines.by_ref() {
-        if let Some(u) = line.split_whitespace().find(|w| w.starts_with("http://") && w.ends_with("/mcp")) {
-            url = Some(u.to_owned());
-            break;
-        }
-    }
-    // Keep reading: the server must not write into a closed pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    let token = std::fs::read_to_string(workspace.join(".toolgate/http-token")).expect("token").trim().to_owned();
-    (Killed(child), url.expect("toolgate printed its URL"), token)
+/// Starts `toolgate serve --http 127.0.0.1:0` in `workspace`, once it listens.
+pub fn toolgate_http(binary: &str, workspace: &Path) -> HttpServer {
+    HttpServer::start(binary, workspace, &[], Log::Drop)
 }
 
 fn free_port() -> u16 {

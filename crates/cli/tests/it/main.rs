@@ -29,6 +29,7 @@ mod gateway_isolation;
 mod gateway_page;
 mod gateway_rules;
 mod gateway_upstream;
+mod http_sessions;
 mod jobs;
 mod kill;
 mod mcp_bridge;
