@@ -13,8 +13,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use toolgate_testkit::receiver::{Receiver, Response};
 
 use crate::support::npm::{node, peer};
 
@@ -34,6 +36,57 @@ impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// A Playwright script of `support/oidc` in headless Chromium against the gateway on `port`,
+/// signing in as `login`, with `env` besides; its screenshots are kept when
+/// `TOOLGATE_KEEP_SCREENSHOTS` is set. It talks to the test in lines over stdio.
+struct Chromium {
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    _process: Killed,
+}
+
+impl Chromium {
+    fn start(script: &str, port: u16, login: &str, env: &[(&str, &str)]) -> Chromium {
+        let screens = std::env::var_os("TOOLGATE_KEEP_SCREENSHOTS").map(|_| {
+            std::fs::create_dir_all("/tmp/toolgate-screens").unwrap();
+            "/tmp/toolgate-screens".to_owned()
+        });
+        let mut process = Command::new(node())
+            .arg(oidc_script(script))
+            .env("PLAYWRIGHT", peer("playwright-core/index.mjs"))
+            .env("GATEWAY", format!("http://127.0.0.1:{port}"))
+            .env("LOGIN", login)
+            .env("SCREENS", screens.unwrap_or_default())
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let input = process.stdin.take().unwrap();
+        let output = BufReader::new(process.stdout.take().unwrap());
+        Chromium { input, output, _process: Killed(process) }
+    }
+
+    /// The script's next line.
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        line
+    }
+
+    /// The script's next line, which must be JSON.
+    fn json(&mut self) -> serde_json::Value {
+        let line = self.line();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// Tells the script that the test has done its part.
+    fn go(&mut self) {
+        writeln!(self.input, "go").unwrap();
     }
 }
 
@@ -155,30 +208,51 @@ fn csrf_of(html: &str) -> String {
     html[at..at + 64].to_owned()
 }
 
-/// An MCP call over Streamable HTTP with `bearer`: initialize, initialized, tools/call; the
-/// call's response.
-fn mcp_call(port: u16, bearer: &str, tool: &str, args: serde_json::Value) -> (u16, String) {
+/// An MCP message POSTed over Streamable HTTP with `bearer`, in `session` once there is one:
+/// (status, head, body).
+fn mcp_post(port: u16, bearer: &str, session: Option<&str>, message: &str) -> (u16, String, String) {
     let auth = format!("Bearer {bearer}");
-    let common = [
+    let mut headers = vec![
         ("Authorization", auth.as_str()),
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
     ];
+    headers.extend(session.map(|id| ("Mcp-Session-Id", id)));
+    http(port, "POST", "/mcp", &headers, message)
+}
+
+/// An MCP session for `bearer` (initialize, initialized): its id, or the status and response of
+/// the initialize that failed.
+fn open_mcp_session(port: u16, bearer: &str) -> Result<String, (u16, String)> {
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let (status, head, body) = http(port, "POST", "/mcp", &common, init);
+    let (status, head, body) = mcp_post(port, bearer, None, init);
     if status != 200 {
-        return (status, format!("{head}\n{body}"));
+        return Err((status, format!("{head}\n{body}")));
     }
     let session = head
         .lines()
         .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()))
         .expect("a session id");
-    let mut with_session = common.to_vec();
-    with_session.push(("Mcp-Session-Id", session.as_str()));
-    http(port, "POST", "/mcp", &with_session, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    mcp_post(port, bearer, Some(&session), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    Ok(session)
+}
+
+/// An MCP session for `bearer` that must open: its id.
+fn mcp_session(port: u16, bearer: &str) -> String {
+    open_mcp_session(port, bearer)
+        .unwrap_or_else(|(status, response)| panic!("initialize answered {status}: {response}"))
+}
+
+/// An MCP call over Streamable HTTP with `bearer`: initialize, initialized, tools/call; the
+/// call's response (or the failed initialize's).
+fn mcp_call(port: u16, bearer: &str, tool: &str, args: serde_json::Value) -> (u16, String) {
+    let session = match open_mcp_session(port, bearer) {
+        Ok(session) => session,
+        Err(failed) => return failed,
+    };
     let call =
         serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":tool,"arguments":args}});
-    let (status, _, body) = http(port, "POST", "/mcp", &with_session, &call.to_string());
+    let (status, _, body) = mcp_post(port, bearer, Some(&session), &call.to_string());
     (status, body)
 }
 
@@ -192,26 +266,8 @@ fn the_page_signs_in_with_oidc_and_shows_a_live_inbox_in_chromium() {
     let bob = admin(ws.path(), &["key", "create", "--user", "bob"], "");
     let _gateway = gateway(ws.path(), port);
 
-    let screens = std::env::var_os("TOOLGATE_KEEP_SCREENSHOTS").map(|_| {
-        std::fs::create_dir_all("/tmp/toolgate-screens").unwrap();
-        "/tmp/toolgate-screens".to_owned()
-    });
-    let mut page = Command::new(node())
-        .arg(oidc_script("page.mjs"))
-        .env("PLAYWRIGHT", peer("playwright-core/index.mjs"))
-        .env("GATEWAY", format!("http://127.0.0.1:{port}"))
-        .env("LOGIN", "ann")
-        .env("SCREENS", screens.unwrap_or_default())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut input = page.stdin.take().unwrap();
-    let mut output = BufReader::new(page.stdout.take().unwrap());
-    let _page = Killed(page);
-    let mut line = String::new();
-    output.read_line(&mut line).unwrap();
+    let mut page = Chromium::start("page.mjs", port, "ann", &[]);
+    let line = page.line();
     assert_eq!(line.trim(), "ready", "the page did not come up signed in: {line}");
 
     // Bob's client writes an instruction file (that needs approval) with hostile content; the
@@ -219,10 +275,8 @@ fn the_page_signs_in_with_oidc_and_shows_a_live_inbox_in_chromium() {
     let call = std::thread::spawn(move || {
         mcp_call(port, &bob, "write", serde_json::json!({"path": "AGENTS.md", "content": XSS}))
     });
-    writeln!(input, "go").unwrap();
-    line.clear();
-    output.read_line(&mut line).unwrap();
-    let found: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    page.go();
+    let found = page.json();
     assert_eq!(found["errors"], serde_json::json!([]), "{found:#}");
     assert!(found["signin_url"].as_str().unwrap().ends_with("/signin"), "{found:#}");
     assert_eq!(found["empty_inbox"], true, "{found:#}");
@@ -728,65 +782,9 @@ fn read_until(stream: &mut TcpStream, seen: &mut String, want: &str, count: usiz
     true
 }
 
-/// A loopback webhook receiver answering 200: each request's body, as it comes.
-fn receiver() -> (u16, std::sync::mpsc::Receiver<String>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; length];
-            let _ = reader.read_exact(&mut body);
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
-        }
-    });
-    (port, rx)
-}
-
-/// An MCP session over Streamable HTTP for `bearer` (initialize, initialized): its id.
-fn mcp_session(port: u16, bearer: &str) -> String {
-    let auth = format!("Bearer {bearer}");
-    let common = [
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-    ];
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let (status, head, body) = http(port, "POST", "/mcp", &common, init);
-    assert_eq!(status, 200, "{head}\n{body}");
-    let session = head
-        .lines()
-        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()))
-        .expect("a session id");
-    let mut with_session = common.to_vec();
-    with_session.push(("Mcp-Session-Id", session.as_str()));
-    http(port, "POST", "/mcp", &with_session, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    session
-}
-
 /// `tools/list` in session `session`: the names listed.
 fn mcp_tools(port: u16, bearer: &str, session: &str) -> Vec<String> {
-    let auth = format!("Bearer {bearer}");
-    let headers = [
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("Mcp-Session-Id", session),
-    ];
-    let (_, _, body) = http(port, "POST", "/mcp", &headers, r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#);
+    let (_, _, body) = mcp_post(port, bearer, Some(session), r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#);
     let json =
         body.lines().find_map(|l| l.strip_prefix("data: ").filter(|d| d.contains("\"result\""))).unwrap_or(&body);
     let json: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"));
@@ -796,13 +794,14 @@ fn mcp_tools(port: u16, bearer: &str, session: &str) -> Vec<String> {
 #[test]
 fn access_requests_over_the_api_reach_the_requester_by_page_webhook_and_mcp() {
     let port = free_port();
-    let (hook_port, hooks) = receiver();
+    let hooks = Receiver::answering(Response::new(200));
     let ws = workspace(port, None);
     std::fs::write(
         ws.path().join("toolgate.toml"),
         format!(
             "[gateway]\nenabled = true\ndefault_tools = [\"echo\", \"request_access\"]\n\
-             notify_url = \"http://127.0.0.1:{hook_port}/hook\"\n"
+             notify_url = \"{}\"\n",
+            hooks.url("/hook")
         ),
     )
     .unwrap();
@@ -941,8 +940,7 @@ fn access_requests_over_the_api_reach_the_requester_by_page_webhook_and_mcp() {
     // the decision; his open page's event stream moves, and its requests table shows it.
     assert!(read_until(&mut notes, &mut heard, "notifications/tools/list_changed", 1), "no list_changed: {heard}");
     assert!(mcp_tools(port, &bob_key, &session).contains(&"time".to_owned()), "granted now");
-    let hook = hooks.recv_timeout(Duration::from_secs(20)).expect("the webhook was called");
-    let hook: serde_json::Value = serde_json::from_str(&hook).unwrap();
+    let hook = hooks.next(Duration::from_secs(20)).expect("the webhook was called").json();
     assert!(hook["event"] == "access_decided" && hook["request"]["id"] == id, "{hook}");
     assert_eq!(hook["request"]["status"], "approved", "{hook}");
     assert!(read_until(&mut page_events, &mut page_seen, "data: ", 2), "the page was not told: {page_seen}");
@@ -955,7 +953,7 @@ fn access_requests_over_the_api_reach_the_requester_by_page_webhook_and_mcp() {
     let (status, rejected) =
         api(port, "POST", &format!("/api/access/{ci_request}/reject"), &as_lee, r#"{"message":"use the runner"}"#);
     assert!(status == 200 && rejected["request"]["status"] == "rejected", "{rejected}");
-    let hook: serde_json::Value = serde_json::from_str(&hooks.recv_timeout(Duration::from_secs(20)).unwrap()).unwrap();
+    let hook = hooks.next(Duration::from_secs(20)).unwrap().json();
     assert_eq!(hook["request"]["status"], "rejected", "{hook}");
     let (_, theirs) = api(port, "GET", &format!("/api/access/{ci_request}"), &as_bob, "");
     assert_eq!(theirs["request"]["message"], "use the runner", "{theirs}");
@@ -1058,38 +1056,16 @@ fn a_requester_sees_the_decision_live_in_chromium() {
     let lee = admin(ws.path(), &["key", "create", "--user", "lee"], "");
     let _gateway = gateway(ws.path(), port);
 
-    let screens = std::env::var_os("TOOLGATE_KEEP_SCREENSHOTS").map(|_| {
-        std::fs::create_dir_all("/tmp/toolgate-screens").unwrap();
-        "/tmp/toolgate-screens".to_owned()
-    });
-    let mut page = Command::new(node())
-        .arg(oidc_script("requester.mjs"))
-        .env("PLAYWRIGHT", peer("playwright-core/index.mjs"))
-        .env("GATEWAY", format!("http://127.0.0.1:{port}"))
-        .env("LOGIN", "ann")
-        .env("REASON", XSS)
-        .env("SCREENS", screens.unwrap_or_default())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut input = page.stdin.take().unwrap();
-    let mut output = BufReader::new(page.stdout.take().unwrap());
-    let _page = Killed(page);
-    let mut line = String::new();
-    output.read_line(&mut line).unwrap();
-    let filed: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-    let id = filed["request"].as_i64().unwrap_or_else(|| panic!("no request filed: {line}"));
+    let mut page = Chromium::start("requester.mjs", port, "ann", &[("REASON", XSS)]);
+    let filed = page.json();
+    let id = filed["request"].as_i64().unwrap_or_else(|| panic!("no request filed: {filed}"));
 
     // Lee approves it over the API, from elsewhere: Ann's open page shows it without a reload.
     let auth = format!("Bearer {lee}");
     let (status, body) = api(port, "POST", &format!("/api/access/{id}/approve"), &[("Authorization", &auth)], "{}");
     assert_eq!(status, 200, "{body}");
-    writeln!(input, "go").unwrap();
-    line.clear();
-    output.read_line(&mut line).unwrap();
-    let found: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    page.go();
+    let found = page.json();
     assert_eq!(found["errors"], serde_json::json!([]), "{found:#}");
     assert_eq!(found["pending_before"], true, "{found:#}");
     assert_eq!(found["live"], true, "{found:#}");

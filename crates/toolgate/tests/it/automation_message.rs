@@ -7,90 +7,16 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate::config::Config;
 use toolgate::core::{CallContext, ToolError};
 use toolgate::store::{SecretStore, Store};
 use toolgate::{ApprovalAnswer, ApprovalRequest, Approver, Gate};
 use toolgate_automation::message::{ChannelConfig, ChannelKind};
-
-/// One request a receiver got.
-#[derive(Debug, Clone)]
-struct Got {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
-    }
-}
-
-type Log = Arc<Mutex<Vec<Got>>>;
-
-/// An HTTP/1.1 receiver on loopback, port 0: records each request, answers `(status, body)`.
-async fn receiver(answer: impl Fn(&Got) -> (u16, String) + Send + Sync + 'static) -> (SocketAddr, Log) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let log: Log = Arc::default();
-    let answer = Arc::new(answer);
-    let kept = log.clone();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let (answer, log) = (answer.clone(), kept.clone());
-            tokio::spawn(async move {
-                let mut raw = Vec::new();
-                let mut buf = [0u8; 8192];
-                let end = loop {
-                    if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => raw.extend_from_slice(&buf[..n]),
-                    }
-                };
-                let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-                let mut lines = head.lines();
-                let path = lines.next().unwrap_or("").split(' ').nth(1).unwrap_or("/").to_owned();
-                let headers: Vec<(String, String)> = lines
-                    .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())))
-                    .collect();
-                let len = headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                    .and_then(|(_, v)| v.parse::<usize>().ok())
-                    .unwrap_or(0);
-                let mut body = raw[end..].to_vec();
-                while body.len() < len {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => body.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let got = Got { path, headers, body };
-                let (status, reply) = answer(&got);
-                log.lock().unwrap().push(got);
-                let out = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                    reply.len()
-                );
-                let _ = s.write_all(out.as_bytes()).await;
-            });
-        }
-    });
-    (addr, log)
-}
+use toolgate_testkit::receiver::{Receiver, Response};
 
 #[derive(Debug)]
 struct Yes;
@@ -143,15 +69,17 @@ async fn call(gate: &Gate, params: Value) -> Result<toolgate::core::ToolOutput, 
 
 #[tokio::test]
 async fn webhook_slack_and_telegram_requests_follow_their_formats() {
-    let (addr, log) = receiver(|got| {
+    let server = Receiver::start(|got| {
         if got.path.starts_with("/bot") {
-            (200, r#"{"ok":true,"result":{"message_id":7,"chat":{"id":-100123},"date":1700000000,"text":"x"}}"#.into())
+            Response::text(
+                200,
+                r#"{"ok":true,"result":{"message_id":7,"chat":{"id":-100123},"date":1700000000,"text":"x"}}"#,
+            )
         } else {
-            (200, "ok".into())
+            Response::text(200, "ok")
         }
-    })
-    .await;
-    let base = format!("http://{addr}");
+    });
+    let base = server.url("");
     let dir = tempfile::tempdir().unwrap();
     let gate = gate(
         &dir,
@@ -186,7 +114,7 @@ async fn webhook_slack_and_telegram_requests_follow_their_formats() {
     call(&gate, json!({"to": "team:", "content": "deploy <!channel> & done"})).await.unwrap();
     call(&gate, json!({"to": "tg:-100123", "content": "build green"})).await.unwrap();
 
-    let got = log.lock().unwrap().clone();
+    let got = server.requests();
     assert_eq!(got.len(), 3, "{got:?}");
     // The webhook: JSON body, signed over "{timestamp}.{raw body}".
     let hook = &got[0];
@@ -217,7 +145,7 @@ async fn webhook_slack_and_telegram_requests_follow_their_formats() {
 
 #[tokio::test]
 async fn a_receiver_that_is_down_is_retried_then_the_message_is_kept_in_the_outbox() {
-    let (addr, log) = receiver(|_| (503, "down for maintenance".into())).await;
+    let server = Receiver::answering(Response::text(503, "down for maintenance"));
     // A port nobody listens on: connection refused.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -230,7 +158,7 @@ async fn a_receiver_that_is_down_is_retried_then_the_message_is_kept_in_the_outb
             (
                 "ops",
                 channel(ChannelKind::Webhook, |c| {
-                    c.url = Some(format!("http://{addr}/hook"));
+                    c.url = Some(server.url("/hook"));
                     c.secret = Some("ops-key".into());
                     c.retries = 2;
                 }),
@@ -247,13 +175,13 @@ async fn a_receiver_that_is_down_is_retried_then_the_message_is_kept_in_the_outb
         &[("ops-key", HMAC_KEY)],
     );
     let err = call(&gate, json!({"to": "ops:oncall", "content": "first"})).await.unwrap_err().to_string();
-    assert_eq!(log.lock().unwrap().len(), 3, "one try and two retries");
+    assert_eq!(server.requests().len(), 3, "one try and two retries");
     assert!(
         err.contains("not delivered after 3 tries") && err.contains("503") && err.contains("kept in the outbox"),
         "{err}"
     );
     let ids: Vec<String> =
-        log.lock().unwrap().iter().map(|g| g.header("x-toolgate-message-id").unwrap().to_owned()).collect();
+        server.requests().iter().map(|g| g.header("x-toolgate-message-id").unwrap().to_owned()).collect();
     assert!(ids.windows(2).all(|w| w[0] == w[1]), "every retry carries the same id: {ids:?}");
     let err = call(&gate, json!({"to": "gone:oncall", "content": "second"})).await.unwrap_err().to_string();
     assert!(err.contains("not delivered after 2 tries") && err.contains("connect"), "{err}");
@@ -271,14 +199,14 @@ async fn a_receiver_that_is_down_is_retried_then_the_message_is_kept_in_the_outb
 
 #[tokio::test]
 async fn unconfigured_channels_secrets_in_the_text_and_the_rate_limit_are_refused() {
-    let (addr, log) = receiver(|_| (200, "ok".into())).await;
+    let server = Receiver::answering(Response::text(200, "ok"));
     let dir = tempfile::tempdir().unwrap();
     let gate = gate(
         &dir,
         vec![(
             "ops",
             channel(ChannelKind::Webhook, |c| {
-                c.url = Some(format!("http://{addr}/hook"));
+                c.url = Some(server.url("/hook"));
                 c.secret = Some("ops-key".into());
                 c.rate_per_minute = 2;
             }),
@@ -302,13 +230,13 @@ async fn unconfigured_channels_secrets_in_the_text_and_the_rate_limit_are_refuse
     assert!(err.contains("not sent") && err.contains("credential"), "{err}");
     let err = call(&gate, json!({"to": "ops:x", "content": format!("key: {HMAC_KEY}")})).await.unwrap_err().to_string();
     assert!(err.contains("not sent"), "{err}");
-    assert!(log.lock().unwrap().is_empty(), "nothing reached the receiver");
+    assert!(server.requests().is_empty(), "nothing reached the receiver");
     // Two a minute, then a clear refusal.
     call(&gate, json!({"to": "ops:x", "content": "one"})).await.unwrap();
     call(&gate, json!({"to": "ops:x", "content": "two"})).await.unwrap();
     let err = call(&gate, json!({"to": "ops:x", "content": "three"})).await.unwrap_err().to_string();
     assert!(err.contains("at most 2 messages a minute"), "{err}");
-    assert_eq!(log.lock().unwrap().len(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 /// The venv's python with aiosmtpd (installed by `cargo xtask deps`).
@@ -520,17 +448,20 @@ async fn an_outbox_entry_is_resent_or_deleted_by_its_owner_only() {
     // A webhook receiver that is down (503) until `up` is set.
     let up = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = up.clone();
-    let (addr, log) = receiver(move |_| {
-        if flag.load(std::sync::atomic::Ordering::SeqCst) { (200, "ok".into()) } else { (503, "down".into()) }
-    })
-    .await;
+    let server = Receiver::start(move |_| {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            Response::text(200, "ok")
+        } else {
+            Response::text(503, "down")
+        }
+    });
     let dir = tempfile::tempdir().unwrap();
     let gate = gate(
         &dir,
         vec![(
             "ops",
             channel(ChannelKind::Webhook, |c| {
-                c.url = Some(format!("http://{addr}/hook"));
+                c.url = Some(server.url("/hook"));
                 c.secret = Some("ops-key".into());
                 c.retries = 0;
             }),
@@ -564,10 +495,10 @@ async fn an_outbox_entry_is_resent_or_deleted_by_its_owner_only() {
     assert!(missing.contains("`id` is required"), "{missing}");
 
     // Still down: the resend fails, the entry stays (same id, tries added up).
-    let tries_before = log.lock().unwrap().len();
+    let tries_before = server.requests().len();
     let err = call(&gate, json!({"action": "resend", "id": first})).await.unwrap_err().to_string();
     assert!(err.contains("kept in the outbox as") && err.contains(&first), "{err}");
-    assert_eq!(log.lock().unwrap().len(), tries_before + 1);
+    assert_eq!(server.requests().len(), tries_before + 1);
     let entry = toolgate::store::OutboxStore::outbox_list(&store, None, 10)
         .unwrap()
         .into_iter()
@@ -579,13 +510,13 @@ async fn an_outbox_entry_is_resent_or_deleted_by_its_owner_only() {
     up.store(true, std::sync::atomic::Ordering::SeqCst);
     let sent = call(&gate, json!({"action": "resend", "id": first})).await.unwrap();
     assert!(sent.text_content().contains("Sent to ops:oncall"), "{}", sent.text_content());
-    let last = log.lock().unwrap().last().cloned().unwrap();
+    let last = server.requests().last().cloned().unwrap();
     assert_eq!(last.header("x-toolgate-message-id"), Some(first.as_str()));
     assert_eq!(last.json()["content"], "first");
     // Deleting the other one drops it unsent; a second delete finds nothing.
-    let before = log.lock().unwrap().len();
+    let before = server.requests().len();
     call(&gate, json!({"action": "delete", "id": second})).await.unwrap();
-    assert_eq!(log.lock().unwrap().len(), before, "a delete sends nothing");
+    assert_eq!(server.requests().len(), before, "a delete sends nothing");
     assert!(toolgate::store::OutboxStore::outbox_list(&store, None, 10).unwrap().is_empty());
     let again = call(&gate, json!({"action": "delete", "id": second})).await.unwrap_err().to_string();
     assert!(again.contains("not found") || again.contains("no outbox entry"), "{again}");

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 use toolgate_testkit::approver;
+use toolgate_testkit::receiver::{Receiver, Response};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -875,35 +876,6 @@ async fn the_output_cap_holds_for_the_whole_result_not_each_block() {
     assert!(out.text_content().contains("190 more content block(s) omitted"), "{}", out.text_content());
 }
 
-/// A loopback receiver that answers every request with `status` and hands each body over.
-fn receiver(status: u16) -> (String, std::sync::mpsc::Receiver<String>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/approvals", listener.local_addr().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
-            let _ = write!(stream, "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-        }
-    });
-    (url, rx)
-}
-
 #[tokio::test]
 async fn approvers_are_notified_and_a_failed_notification_falls_back_to_deny() {
     use toolgate::approvals::{InboxSettings, PendingApprovals, WebhookNotifier};
@@ -915,11 +887,11 @@ async fn approvers_are_notified_and_a_failed_notification_falls_back_to_deny() {
     config.approval.timeout_secs = 1;
     let f = gate(config, |b| b.tool(deploy()).approver(pending.clone()));
     // A receiver that takes it: the entry, its secret redacted.
-    let (url, bodies) = receiver(204);
-    pending.set_notifier(Arc::new(WebhookNotifier::new(&url).unwrap()));
+    let taker = Receiver::answering(Response::new(204));
+    pending.set_notifier(Arc::new(WebhookNotifier::new(&taker.url("/approvals")).unwrap()));
     let err = f.call("deploy", json!({"token": "s3cret-token-value"})).await.unwrap_err();
     assert!(err.to_string().contains("waiting for approval 1"), "{err}");
-    let body = bodies.recv_timeout(Duration::from_secs(20)).expect("the receiver was notified");
+    let body = taker.next(Duration::from_secs(20)).expect("the receiver was notified").body_text();
     let sent: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(sent["event"], "approval_pending");
     assert_eq!(sent["approval"]["id"], 1);
@@ -927,8 +899,8 @@ async fn approvers_are_notified_and_a_failed_notification_falls_back_to_deny() {
     assert!(!body.contains("s3cret-token-value"), "the secret is never sent: {body}");
     // A receiver that fails: the failure is on the entry and in its history, and nobody
     // deciding within the fallback denies it.
-    let (url, _bodies) = receiver(500);
-    pending.set_notifier(Arc::new(WebhookNotifier::new(&url).unwrap()));
+    let failing = Receiver::answering(Response::new(500));
+    pending.set_notifier(Arc::new(WebhookNotifier::new(&failing.url("/approvals")).unwrap()));
     let err = f.call("deploy", json!({"token": "other"})).await.unwrap_err();
     assert!(err.to_string().contains("waiting for approval 2"), "{err}");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

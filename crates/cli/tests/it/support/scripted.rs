@@ -11,8 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpListener;
+use toolgate_testkit::receiver::{Receiver, Response};
 
 /// One scripted reply.
 #[derive(Debug, Clone)]
@@ -30,54 +29,40 @@ pub enum Reply {
 /// Answers one request body (the function of [`Scripted::by_request`]).
 pub type Respond = Arc<dyn Fn(Value) -> Pin<Box<dyn Future<Output = Reply> + Send>> + Send + Sync>;
 
-#[derive(Clone)]
-struct Responder(Respond);
-
-impl std::fmt::Debug for Responder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Responder")
-    }
-}
-
 /// The server.
 #[derive(Debug, Clone)]
 pub struct Scripted {
     pub url: String,
     replies: Arc<Mutex<VecDeque<Reply>>>,
-    requests: Arc<Mutex<Vec<Value>>>,
-    respond: Option<Responder>,
+    receiver: Arc<Receiver>,
 }
 
 impl Scripted {
     pub async fn start(replies: Vec<Reply>) -> Scripted {
-        Self::serve(replies, None).await
+        Self::serve(replies, None)
     }
 
     /// A server that answers every request with `respond(body)`, concurrently: the reply
     /// depends on the request (which agent's system prompt, its last message), not on the order.
     pub async fn by_request(respond: Respond) -> Scripted {
-        Self::serve(Vec::new(), Some(Responder(respond))).await
+        Self::serve(Vec::new(), Some(respond))
     }
 
-    async fn serve(replies: Vec<Reply>, respond: Option<Responder>) -> Scripted {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let s = Scripted {
-            url,
-            replies: Arc::new(Mutex::new(replies.into())),
-            requests: Arc::new(Mutex::new(Vec::new())),
-            respond,
-        };
-        let server = s.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                let server = server.clone();
-                tokio::spawn(async move {
-                    let _ = server.connection(sock).await;
-                });
-            }
+    /// Called inside the test's runtime: `respond`'s futures run on it (they may sleep on its
+    /// timers), each blocking only its own connection's thread.
+    fn serve(replies: Vec<Reply>, respond: Option<Respond>) -> Scripted {
+        let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let runtime = tokio::runtime::Handle::current();
+        let script = replies.clone();
+        let receiver = Receiver::start(move |request| {
+            let body = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            let reply = match &respond {
+                Some(respond) => runtime.block_on(respond(body)),
+                None => script.lock().unwrap().pop_front().unwrap_or_else(|| answer("(script exhausted)")),
+            };
+            render(reply)
         });
-        s
+        Scripted { url: receiver.url("/v1"), replies, receiver: Arc::new(receiver) }
     }
 
     /// Adds replies at the end of the script.
@@ -85,69 +70,32 @@ impl Scripted {
         self.replies.lock().unwrap().extend(replies);
     }
 
-    /// Every request body so far.
+    /// Every request body so far (`null` for one that is not JSON).
     pub fn requests(&self) -> Vec<Value> {
-        self.requests.lock().unwrap().clone()
-    }
-
-    async fn connection(&self, sock: tokio::net::TcpStream) -> std::io::Result<()> {
-        let mut reader = BufReader::new(sock);
-        loop {
-            let mut len = 0usize;
-            let mut line = String::new();
-            if reader.read_line(&mut line).await? == 0 {
-                return Ok(());
-            }
-            loop {
-                line.clear();
-                reader.read_line(&mut line).await?;
-                let l = line.trim_end();
-                if l.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = l.split_once(':')
-                    && k.eq_ignore_ascii_case("content-length")
-                {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            reader.read_exact(&mut body).await?;
-            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            self.requests.lock().unwrap().push(body.clone());
-            let reply = match &self.respond {
-                Some(Responder(f)) => f(body).await,
-                None => self.replies.lock().unwrap().pop_front().unwrap_or_else(|| answer("(script exhausted)")),
-            };
-            let out = render(reply).await;
-            reader.get_mut().write_all(&out).await?;
-        }
+        self.receiver.requests().iter().map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null)).collect()
     }
 }
 
-fn render(reply: Reply) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<u8>> + Send>> {
-    Box::pin(async move {
-        match reply {
-            Reply::Json(v) => response(200, "application/json", &v.to_string()),
-            Reply::Status(code) => response(code, "text/plain", "scripted failure"),
-            Reply::Delay(d, inner) => {
-                tokio::time::sleep(d).await;
-                render(*inner).await
-            }
-            Reply::Stream(chunks) => {
-                let mut body = String::new();
-                for c in chunks {
-                    body.push_str(&format!("data: {c}\n\n"));
-                }
-                body.push_str("data: [DONE]\n\n");
-                response(200, "text/event-stream", &body)
-            }
+/// The HTTP response for `reply`; the connection stays open for the client's next turn.
+fn render(reply: Reply) -> Response {
+    let response =
+        |code: u16, ty: &str, body: String| Response::new(code).header("content-type", ty).body(body).keep_alive();
+    match reply {
+        Reply::Json(v) => response(200, "application/json", v.to_string()),
+        Reply::Status(code) => response(code, "text/plain", "scripted failure".to_owned()),
+        Reply::Delay(d, inner) => {
+            std::thread::sleep(d);
+            render(*inner)
         }
-    })
-}
-
-fn response(code: u16, ty: &str, body: &str) -> Vec<u8> {
-    format!("HTTP/1.1 {code} X\r\ncontent-type: {ty}\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes()
+        Reply::Stream(chunks) => {
+            let mut body = String::new();
+            for c in chunks {
+                body.push_str(&format!("data: {c}\n\n"));
+            }
+            body.push_str("data: [DONE]\n\n");
+            response(200, "text/event-stream", body)
+        }
+    }
 }
 
 /// A final answer.

@@ -8,43 +8,17 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolgate_testkit::receiver::{Receiver, Response};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 const TOKEN: &str = "pX7wq2Lm9Rt4Vz8Nc3Kd";
 
 /// A forward proxy on loopback that answers every request itself, recording what it got
 /// (the request line names the host the guest asked for).
-async fn proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let log = Arc::clone(&seen);
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let log = Arc::clone(&log);
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                let mut buf = vec![0u8; 8192];
-                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&buf[..n]),
-                    }
-                }
-                log.lock().expect("lock").push(String::from_utf8_lossy(&got).into_owned());
-                let body = "items from api.example.com";
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
-    (port, seen)
+fn proxy() -> Receiver {
+    Receiver::answering(Response::text(200, "items from api.example.com"))
 }
 
 /// Copies the compiled components the other tests cached (`.cache/wasm/compiled`, same engine
@@ -95,7 +69,8 @@ fn toolgate_with(ws: &Path, user: Option<&Path>, args: &[&str], stdin: &str) -> 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn install_with_allow_http_then_call_reaches_the_server() {
-    let (port, seen) = proxy().await;
+    let proxy = proxy();
+    let port = proxy.port();
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path();
     std::fs::write(
@@ -145,7 +120,7 @@ async fn install_with_allow_http_then_call_reaches_the_server() {
     assert!(ok, "{out}");
     assert!(out.contains("items from api.example.com"), "{out}");
     assert!(!out.contains(TOKEN), "the credential reached the output: {out}");
-    let request = seen.lock().expect("lock").pop().expect("the request reached the server");
+    let request = proxy.next(Duration::ZERO).expect("the request reached the server").text();
     assert!(request.starts_with("GET http://api.example.com/v1/items?q=1 HTTP/1.1"), "{request}");
     assert!(request.contains(&format!("authorization: Bearer {TOKEN}")), "{request}");
 
@@ -153,7 +128,7 @@ async fn install_with_allow_http_then_call_reaches_the_server() {
     let (ok, out) = toolgate(ws, &["call", "wasm__fetcher", r#"{"url": "http://api.example.com/v2/items"}"#], "");
     assert!(!ok, "{out}");
     assert!(out.contains("path `/v2/items` is outside"), "{out}");
-    assert!(seen.lock().expect("lock").is_empty());
+    assert!(proxy.next(Duration::ZERO).is_none());
 
     // A capability file naming a private address is refused at install, flag or file.
     let (ok, out) =

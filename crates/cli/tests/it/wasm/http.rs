@@ -8,15 +8,16 @@
 //! that the fetcher's address rules hold even when an allowlist names a private address.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use toolgate::Gate;
 use toolgate::core::{Tool, ToolError};
 use toolgate::store::SecretStore;
 use toolgate::wasm::{Capabilities, RuntimeConfig, WasmRuntime, WasmTool};
+use toolgate_testkit::receiver::{Receiver, Response};
 
 /// The secret the host injects; no leak rule knows its shape, so only the injected-value
 /// redaction can hide it.
@@ -24,71 +25,25 @@ const TOKEN: &str = "zq8Xw3Lr9Tn2Vb6Ks4Hd";
 /// A credential shape the leak detector knows (a GitHub token).
 const GITHUB_TOKEN: &str = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5";
 
-/// What the server received: one entry per request (head and body).
-type Seen = Arc<Mutex<Vec<String>>>;
-
-/// A loopback HTTP/1.1 server. `/v1/echo` answers with what it received; `/v1/data` with a
-/// text and credential-bearing headers; `/v1/leak` with a body holding a token;
-/// `/v1/redirect` with a 302 to another host.
-async fn serve() -> (u16, Seen) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let seen: Seen = Arc::default();
-    let log = Arc::clone(&seen);
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let log = Arc::clone(&log);
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                let mut buf = vec![0u8; 65536];
-                let head_end = loop {
-                    if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&buf[..n]),
-                    }
-                };
-                let head = String::from_utf8_lossy(&got[..head_end]).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
-                while got.len() < head_end + length {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => got.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let request = String::from_utf8_lossy(&got).into_owned();
-                log.lock().expect("lock").push(request.clone());
-                let path = request.split(' ').nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_owned();
-                let (status, extra, body) = match path.as_str() {
-                    "/v1/echo" => ("200 OK", String::new(), request.clone()),
-                    "/v1/data" => (
-                        "200 OK",
-                        "set-cookie: sid=abc\r\nwww-authenticate: Bearer\r\nproxy-authenticate: Basic\r\nx-kept: yes\r\n"
-                            .to_owned(),
-                        "hello from the server".to_owned(),
-                    ),
-                    "/v1/big" => ("200 OK", String::new(), "x".repeat(5 << 20)),
-                    "/v1/leak" => ("200 OK", String::new(), format!("the key is {GITHUB_TOKEN}, keep it")),
-                    "/v1/redirect" => {
-                        ("302 Found", "location: https://elsewhere.example/\r\n".to_owned(), String::new())
-                    }
-                    _ => ("404 Not Found", String::new(), "no such page".to_owned()),
-                };
-                let resp = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-            });
+/// A loopback HTTP/1.1 server. `/v1/echo` answers with the request it received (head and
+/// body); `/v1/data` with a text and credential-bearing headers; `/v1/leak` with a body holding
+/// a token; `/v1/redirect` with a 302 to another host.
+fn serve() -> Receiver {
+    Receiver::start(|request| {
+        let path = request.path.split('?').next().unwrap_or("/");
+        match path {
+            "/v1/echo" => Response::text(200, request.text()),
+            "/v1/data" => Response::text(200, "hello from the server")
+                .header("set-cookie", "sid=abc")
+                .header("www-authenticate", "Bearer")
+                .header("proxy-authenticate", "Basic")
+                .header("x-kept", "yes"),
+            "/v1/big" => Response::text(200, "x".repeat(5 << 20)),
+            "/v1/leak" => Response::text(200, format!("the key is {GITHUB_TOKEN}, keep it")),
+            "/v1/redirect" => Response::text(302, "").header("location", "https://elsewhere.example/"),
+            _ => Response::text(404, "no such page"),
         }
-    });
-    (port, seen)
+    })
 }
 
 pub(crate) fn component() -> Vec<u8> {
@@ -166,7 +121,8 @@ async fn guest(tool: &WasmTool, params: Value) -> Result<Value, ToolError> {
 
 #[tokio::test]
 async fn an_allowed_get_returns_the_body_through_the_gate() {
-    let (port, seen) = serve().await;
+    let server = serve();
+    let port = server.port();
     let ws = workspace();
     let gate = gate(ws.path(), &[format!("127.0.0.1:{port}")]);
     let tool = tool(&gate, caps(true)).await;
@@ -193,12 +149,13 @@ async fn an_allowed_get_returns_the_body_through_the_gate() {
     let got = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/redirect")})).await.expect("3xx");
     assert_eq!(got["status"], 302);
     assert!(got["headers"].to_string().contains("https://elsewhere.example/"), "{got}");
-    assert_eq!(seen.lock().expect("lock").len(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
 async fn requests_outside_the_allowlist_reach_no_server() {
-    let (port, seen) = serve().await;
+    let server = serve();
+    let port = server.port();
     let ws = workspace();
     let gate = gate(ws.path(), &[format!("127.0.0.1:{port}")]);
     let tool = tool(&gate, caps(true)).await;
@@ -231,13 +188,13 @@ async fn requests_outside_the_allowlist_reach_no_server() {
         let text = err.to_string();
         assert!(text.contains(expect), "{params}: {text}");
     }
-    assert!(seen.lock().expect("lock").is_empty(), "a refused request reached the server");
+    assert!(server.requests().is_empty(), "a refused request reached the server");
 
     // https is required unless the capability allows http.
     let strict = tool_named(&gate, caps(false)).await;
     let err = guest(&strict, json!({"url": format!("{base}/v1/data")})).await.expect_err("plain http");
     assert!(err.to_string().contains("plain http"), "{err}");
-    assert!(seen.lock().expect("lock").is_empty());
+    assert!(server.requests().is_empty());
 }
 
 /// Like [`tool`], for a second tool in the same gate (its name would clash).
@@ -250,7 +207,8 @@ async fn tool_named(gate: &Arc<Gate>, caps: Capabilities) -> Arc<WasmTool> {
 
 #[tokio::test]
 async fn a_private_address_needs_allow_private_with_its_port() {
-    let (port, seen) = serve().await;
+    let server = serve();
+    let port = server.port();
     let ws = workspace();
     for allow in [vec![], vec![format!("127.0.0.1:{}", port.wrapping_add(1))]] {
         let gate = gate(ws.path(), &allow);
@@ -258,12 +216,13 @@ async fn a_private_address_needs_allow_private_with_its_port() {
         let err = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/data")})).await.expect_err("private");
         assert!(err.to_string().contains("allow_private") || err.to_string().contains("loopback"), "{err}");
     }
-    assert!(seen.lock().expect("lock").is_empty());
+    assert!(server.requests().is_empty());
 }
 
 #[tokio::test]
 async fn the_credential_reaches_the_server_and_never_the_guest() {
-    let (port, seen) = serve().await;
+    let server = serve();
+    let port = server.port();
     let ws = workspace();
     let gate = gate(ws.path(), &[format!("127.0.0.1:{port}")]);
     let tool = tool(&gate, caps(true)).await;
@@ -272,7 +231,7 @@ async fn the_credential_reaches_the_server_and_never_the_guest() {
     let got = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/echo"), "headers": {"X-Mine": "1"}}))
         .await
         .expect("echo");
-    let received = seen.lock().expect("lock").pop().expect("one request");
+    let received = server.next(Duration::ZERO).expect("one request").text();
     assert!(received.to_ascii_lowercase().contains(&format!("authorization: bearer {}", TOKEN.to_ascii_lowercase())));
     assert!(received.contains("x-mine: 1"), "{received}");
     let body = got["body"].as_str().expect("body");
@@ -293,10 +252,10 @@ async fn the_credential_reaches_the_server_and_never_the_guest() {
         .expect("delete");
     let bare = gate_at(other.path(), port);
     let tool = tool_named(&bare, caps(true)).await;
-    let before = seen.lock().expect("lock").len();
+    let before = server.requests().len();
     let err = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/echo")})).await.expect_err("no secret");
     assert!(err.to_string().contains("toolgate tools secret TG_TEST_TOKEN"), "{err}");
-    assert_eq!(seen.lock().expect("lock").len(), before);
+    assert_eq!(server.requests().len(), before);
 }
 
 fn gate_at(ws: &std::path::Path, port: u16) -> Arc<Gate> {
@@ -316,7 +275,8 @@ fn the_example_capability_file_is_valid() {
 
 #[tokio::test]
 async fn every_credential_location_is_injected_and_hidden() {
-    let (port, seen) = serve().await;
+    let server = serve();
+    let port = server.port();
     let ws = workspace();
     let gate = gate_at(ws.path(), port);
     let caps = caps_with(
@@ -329,7 +289,7 @@ async fn every_credential_location_is_injected_and_hidden() {
     );
     let tool = tool(&gate, caps).await;
     let got = guest(&tool, json!({"url": format!("http://127.0.0.1:{port}/v1/echo?q=1")})).await.expect("echo");
-    let received = seen.lock().expect("lock").pop().expect("one request");
+    let received = server.next(Duration::ZERO).expect("one request").text();
     // base64("bot:zq8Xw3Lr9Tn2Vb6Ks4Hd")
     assert!(received.contains("authorization: Basic Ym90OnpxOFh3M0xyOVRuMlZiNktzNEhk"), "{received}");
     assert!(received.contains(&format!("x-api-key: Key {TOKEN}")), "{received}");
@@ -348,7 +308,7 @@ async fn every_credential_location_is_injected_and_hidden() {
         let err = guest(&tool, params.clone()).await.expect_err("refused");
         assert!(err.to_string().contains("is set by the host"), "{params}: {err}");
     }
-    assert!(seen.lock().expect("lock").is_empty());
+    assert!(server.next(Duration::ZERO).is_none());
 
     // The response is bounded.
     let err = guest(&tool, json!({"url": format!("{base}/v1/big")})).await.expect_err("too large");
@@ -364,7 +324,8 @@ fn audit_rows(gate: &Gate, ws: &std::path::Path) -> Vec<toolgate::store::AuditRe
 
 #[tokio::test]
 async fn every_guest_request_leaves_an_audit_row() {
-    let (port, _seen) = serve().await;
+    let server = serve();
+    let port = server.port();
     let ws = workspace();
     let gate = gate_at(ws.path(), port);
     tool(&gate, caps(true)).await;
