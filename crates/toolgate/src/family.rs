@@ -372,11 +372,8 @@ impl Family for Automation {
     fn tasks(&self, s: &Services, shutdown: &CancellationToken) -> Vec<Task> {
         let Some(st) = &s.stores else { return Vec::new() };
         // Said once, when a server starts: a name that is no tool yet may be a bridged server's.
-        for name in crate::tasks::unknown_task_tools(&s.registry, &s.config.automation.task_tools) {
-            tracing::warn!(
-                "[automation] task_tools names `{name}`, which is no tool of this gate now (tools/list shows the names); \
-                 its calls run as tasks only once a tool of that name exists"
-            );
+        for warning in crate::tasks::unknown_task_tools_warnings(&s.registry, &s.config.automation.task_tools) {
+            tracing::warn!("{warning}");
         }
         let period = s.config.automation.jobs.lease();
         // A server runs its jobs and claims those the CLI left queued (`Jobs::serve`).

@@ -109,6 +109,30 @@ pub(crate) fn host(jobs: &Jobs, registry: &Arc<Registry>, tools: &[String]) -> O
 
 /// The names of `[automation] task_tools` that are no tool of the gate's now (a typo, or a tool
 /// an MCP server or a WASM install adds later), for a warning when the gate is built.
-pub(crate) fn unknown_task_tools(registry: &Registry, tools: &[String]) -> Vec<String> {
+fn unknown_task_tools(registry: &Registry, tools: &[String]) -> Vec<String> {
     tools.iter().filter(|t| registry.resolve(t).is_none_or(|found| found.tool.spec().name != **t)).cloned().collect()
+}
+
+/// One warning per name of `[automation] task_tools` that is no tool now, each with the tools
+/// the gate has, so a typo is seen against the names it could have been.
+pub(crate) fn unknown_task_tools_warnings(registry: &Registry, tools: &[String]) -> Vec<String> {
+    let unknown = unknown_task_tools(registry, tools);
+    if unknown.is_empty() {
+        return Vec::new();
+    }
+    let mut known: Vec<String> = registry.all().iter().map(|t| t.tool.spec().name.clone()).collect();
+    known.sort();
+    let known = known.join(", ");
+    unknown
+        .iter()
+        .map(|name| {
+            // The name comes from the operator's file, but it is shown quoted and cut all the same.
+            let shown: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
+            format!(
+                "[automation] task_tools names `{shown}`, which is no tool of this gate now; its calls run as \
+                 tasks only once a tool of that name exists (a bridged MCP server's, an installed WASM tool). \
+                 The tools now: {known}"
+            )
+        })
+        .collect()
 }

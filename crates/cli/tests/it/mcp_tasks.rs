@@ -282,6 +282,48 @@ async fn which_tools_run_as_tasks_is_a_setting() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_task_tool_that_is_no_tool_is_warned_with_the_tools_there_are() {
+    // A typo (`exce`) beside a real name: the server says which name is no tool and lists the
+    // tools it has; the real name still runs as a task, and the typo makes nothing a task.
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        "[approval]\nmode = \"never\"\n\n[automation]\ntask_tools = [\"exce\", \"echo\"]\n",
+    )
+    .unwrap();
+    let mut command = tokio::process::Command::new(TOOLGATE);
+    command.arg("--workspace").arg(ws.path()).arg("serve").env("XDG_CONFIG_HOME", ws.path().join(".xdg"));
+    command.env_remove("RUST_LOG").env_remove("TOOLGATE_LOG");
+    let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start toolgate serve");
+    let client = info(true).serve(transport).await.expect("MCP handshake over stdio");
+    assert!(declares_tasks(&client));
+    let id = match client.call_tool_once(request("echo", json!({"message": "still a task"}))).await.expect("echo") {
+        CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("echo is listed, so it is a task: {other:?}"),
+    };
+    assert!(result_of(&settle(&client, &id).await).to_string().contains("still a task"));
+    let plain = client.call_tool_once(request("exec", json!({"command": "echo plain"}))).await.expect("exec");
+    assert!(matches!(plain, CallToolResponse::Complete(_)), "exec is not listed (only `exce`): {plain:?}");
+    let _ = client.cancel().await;
+
+    // The server has ended (its stdin closed): its stderr is whole.
+    let mut log = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stderr.expect("stderr piped"), &mut log).await.unwrap();
+    let warning = log.lines().find(|l| l.contains("task_tools names `exce`")).unwrap_or_else(|| panic!("{log}"));
+    assert!(warning.contains("WARN") && warning.contains("no tool of this gate"), "{warning}");
+    let (_, known) = warning.split_once("The tools now: ").unwrap_or_else(|| panic!("{warning}"));
+    let known: Vec<&str> = known.trim().split(", ").collect();
+    for tool in ["echo", "exec", "create_job", "build_software"] {
+        assert!(known.contains(&tool), "{tool} is a tool here: {known:?}");
+    }
+    assert!(!known.contains(&"exce"), "{known:?}");
+    assert!(!log.contains("task_tools names `echo`"), "echo is a tool: {log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn per_user_gateway_workspaces_offer_tasks_kept_in_each_users_workspace() {
     let ws = toolgate_testkit::serve::workspace();
     std::fs::write(
