@@ -363,6 +363,7 @@ impl Family for Automation {
             inbound: Arc::new(inbound),
             events: s.events.clone(),
             detector: Arc::clone(&s.detector),
+            audit: Arc::clone(&s.audit),
         };
         vec![Mount::new("/hooks", RouteAuth::Own, Arc::new(hooks))]
     }
@@ -493,6 +494,27 @@ struct Hooks {
     inbound: Arc<toolgate_automation::message::inbound::Inbound>,
     events: crate::events::Events,
     detector: Arc<toolgate_guard::leak::LeakDetector>,
+    /// The gate's audit log: one row per verified inbound message (accepted, dropped, over the
+    /// rate).
+    audit: Arc<std::sync::OnceLock<Arc<dyn toolgate_store::AuditStore>>>,
+}
+
+/// The audit row of a verified inbound message: not a call (tool
+/// [`toolgate_automation::message::inbound::AUDIT_TOOL`]), in the session `inbound:CHANNEL`,
+/// with no user (the sender is none of the gate's users) and never the text.
+fn inbound_row(a: &toolgate_automation::message::inbound::InboundAudit) -> toolgate_store::AuditRecord {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    toolgate_store::AuditRecord {
+        id: format!("inbound-{}", toolgate_guard::random::hex_id(12)),
+        ts_ms: i64::try_from(now.as_millis()).unwrap_or(i64::MAX),
+        session: format!("inbound:{}", a.channel),
+        tool: toolgate_automation::message::inbound::AUDIT_TOOL.to_owned(),
+        params: serde_json::json!({"channel": a.channel, "sender": a.sender, "chars": a.chars}).to_string(),
+        decision: a.decision.clone(),
+        outcome: a.outcome.to_owned(),
+        subject: Some(a.subject()),
+        ..toolgate_store::AuditRecord::default()
+    }
 }
 
 impl HttpRoute for Hooks {
@@ -503,6 +525,7 @@ impl HttpRoute for Hooks {
         use toolgate_automation::routines::webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
         let routines = Arc::clone(&self.routines);
         let (inbound, events, detector) = (Arc::clone(&self.inbound), self.events.clone(), Arc::clone(&self.detector));
+        let audit = self.audit.get().cloned();
         Box::pin(async move {
             let header = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
             if req.uri.path().starts_with(toolgate_automation::message::inbound::PATH) {
@@ -517,7 +540,14 @@ impl HttpRoute for Hooks {
                         trace: Vec::new(),
                     });
                 }
-                return toolgate_mcp::reply::json(reply.status, &reply.body);
+                if let (Some(a), Some(log)) = (&reply.audit, &audit) {
+                    log.record(inbound_row(a));
+                }
+                let mut response = toolgate_mcp::reply::json(reply.status, &reply.body);
+                if let Some(secs) = reply.retry_after_secs {
+                    response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+                }
+                return response;
             }
             let (ts, sig) = (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER));
             let (status, body) =

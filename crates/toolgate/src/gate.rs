@@ -278,6 +278,7 @@ impl GateBuilder {
             bridge: Arc::downgrade(&mcp.handle()),
             wasm_failed: Arc::default(),
             wasm_host: Arc::default(),
+            audit: Arc::default(),
         };
         let registry = Arc::clone(&services.registry);
         // Every name any dialect gives a tool, and the next families', stays a built-in's.
@@ -313,6 +314,9 @@ impl GateBuilder {
             }
             _ => None,
         };
+        if let Some(log) = &audit {
+            let _ = services.audit.set(Arc::clone(log));
+        }
         timings.lap("audit writer");
         let config = self.config;
         let mut custom_names = Vec::new();

@@ -49,6 +49,9 @@ pub struct Services {
     /// The host services of the gate's WASM tools, once they were loaded (`tool_install` loads
     /// the components it installs with them).
     pub(crate) wasm_host: Arc<OnceLock<toolgate_wasm::Services>>,
+    /// The gate's audit log, once it is open (it opens after the families' tools are built):
+    /// what a family's HTTP routes record that is not a call (an inbound message).
+    pub(crate) audit: Arc<OnceLock<Arc<dyn toolgate_store::AuditStore>>>,
 }
 
 impl Services {

@@ -87,6 +87,10 @@ pub struct ChannelConfig {
     /// `secret_token` given to `setWebhook` (`telegram`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receive_secret: Option<String>,
+    /// Messages a minute this channel takes in at most (default 60): past it, a verified
+    /// message is refused with 429 and `Retry-After`, so the service delivers it again later.
+    #[serde(default = "default_receive_rate")]
+    pub receive_per_minute: u32,
     /// Whether a person approves each message (default: yes for every kind but `mcp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<bool>,
@@ -106,6 +110,9 @@ pub struct ChannelConfig {
 
 fn default_rate() -> u32 {
     20
+}
+fn default_receive_rate() -> u32 {
+    60
 }
 fn default_retries() -> u32 {
     3
@@ -133,6 +140,7 @@ impl ChannelConfig {
             addresses: Vec::new(),
             receive: false,
             receive_secret: None,
+            receive_per_minute: default_receive_rate(),
             approval: None,
             rate_per_minute: default_rate(),
             retries: default_retries(),

@@ -13,15 +13,19 @@
 //!   `X-Telegram-Bot-Api-Secret-Token` (compared in constant time), de-duplicated by
 //!   `update_id`; a `message` with `text` from a person, its sender `message.chat.id`.
 //!
-//! The channel's `addresses` (when set) are the only senders accepted. What is accepted
+//! The channel's `addresses` (when set) are the only senders accepted: another sender's message
+//! is dropped (acknowledged, so the service does not retry) with an audit row. A channel takes
+//! at most `receive_per_minute` verified messages a minute; past it, 429 with `Retry-After` (the
+//! services deliver again later) and an audit row. What is accepted
 //! becomes a [`Received`]: the facade publishes it as the gate's `message` event (subject
 //! `CHANNEL:sender`), which `event` routines with `event_channel = "message"` match. The text
 //! is hostile: size-capped, leak-redacted, injection markers neutralized, and wrapped in an
 //! untrusted boundary as web content is ([`Received::detail`]).
 //!
-//! Refusals: 401 for a missing, bad, stale or replayed proof (nothing published), 404 for a
-//! channel that does not receive, 413 for a body over [`MAX_BODY`], 400 for a verified body
-//! that is not the service's format. Email (IMAP) does not receive.
+//! Refusals: 401 for a missing, bad, stale or replayed proof (nothing published, nothing
+//! audited: a stranger must not be able to fill the audit log), 404 for a channel that does not
+//! receive, 413 for a body over [`MAX_BODY`], 400 for a verified body that is not the service's
+//! format, 429 over the channel's rate. Email (IMAP) does not receive.
 
 use std::sync::Arc;
 
@@ -33,6 +37,7 @@ use toolgate_guard::output::wrap_untrusted;
 use toolgate_store::RoutineStore;
 use toolgate_tools::custom::SecretSource;
 
+use super::rate::RateWindow;
 use super::{ChannelConfig, ChannelKind, Channels};
 use crate::routines::webhook::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::routines::{Clock, Routines};
@@ -57,6 +62,8 @@ pub const SLACK_TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
 pub const SLACK_RETRY_HEADER: &str = "x-slack-retry-num";
 /// The header Telegram sends the webhook's `secret_token` in.
 pub const TELEGRAM_SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+/// The tool name of an inbound message's audit row (an event, not a call).
+pub const AUDIT_TOOL: &str = "message_inbound";
 
 /// An accepted inbound message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +100,29 @@ impl Received {
     }
 }
 
+/// What the audit log keeps of a verified message: the channel, the sender and what became of
+/// it, never the text (hostile; the run's prompt has it, as data).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundAudit {
+    /// The channel's name.
+    pub channel: String,
+    /// Who sent it (as in the event's subject).
+    pub sender: String,
+    /// `ok` (published), `denied` (a sender outside `addresses`, dropped) or `rate_limited`.
+    pub outcome: &'static str,
+    /// What was decided and why, for the audit row's decision.
+    pub decision: String,
+    /// The text's length in characters.
+    pub chars: usize,
+}
+
+impl InboundAudit {
+    /// `CHANNEL:sender`, the row's subject.
+    pub fn subject(&self) -> String {
+        format!("{}:{}", self.channel, self.sender)
+    }
+}
+
 /// The answer to one request, and the message to publish when one was accepted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
@@ -101,20 +131,55 @@ pub struct Reply {
     /// The JSON body.
     pub body: Value,
     /// The accepted message, if any.
-    pub message: Option<Received>,
+    pub message: Option<Box<Received>>,
+    /// The audit row to write: a verified message accepted, dropped or over the rate.
+    pub audit: Option<Box<InboundAudit>>,
+    /// `Retry-After` (seconds) of a 429.
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Reply {
     fn error(status: u16, why: impl Into<String>) -> Reply {
-        Reply { status, body: json!({"error": why.into()}), message: None }
+        Reply { status, body: json!({"error": why.into()}), message: None, audit: None, retry_after_secs: None }
     }
     /// Acknowledged, nothing published (a bot's message, another event, a duplicate): the
     /// services take any 2xx as delivered and stop retrying.
     fn ignored(why: &str) -> Reply {
-        Reply { status: 200, body: json!({"ok": true, "ignored": why}), message: None }
+        Reply {
+            status: 200,
+            body: json!({"ok": true, "ignored": why}),
+            message: None,
+            audit: None,
+            retry_after_secs: None,
+        }
+    }
+    /// A message from a sender outside the channel's `addresses`: acknowledged (a retry would
+    /// be dropped again), not published, audited.
+    fn dropped(channel: &str, sender: &str, text: &str, why: &str) -> Reply {
+        let audit = InboundAudit {
+            channel: channel.to_owned(),
+            sender: clip(sender, 128),
+            outcome: "denied",
+            decision: format!("inbound message dropped: {why}"),
+            chars: text.chars().count(),
+        };
+        Reply { audit: Some(Box::new(audit)), ..Reply::ignored(why) }
     }
     fn accepted(message: Received) -> Reply {
-        Reply { status: 200, body: json!({"ok": true, "accepted": message.subject()}), message: Some(message) }
+        let audit = InboundAudit {
+            channel: message.channel.clone(),
+            sender: message.sender.clone(),
+            outcome: "ok",
+            decision: format!("inbound message accepted: published as the `message` event `{}`", message.subject()),
+            chars: message.text.chars().count(),
+        };
+        Reply {
+            status: 200,
+            body: json!({"ok": true, "accepted": message.subject()}),
+            message: Some(Box::new(message)),
+            audit: Some(Box::new(audit)),
+            retry_after_secs: None,
+        }
     }
 }
 
@@ -128,6 +193,8 @@ pub struct Inbound {
     seen: Arc<dyn RoutineStore>,
     clock: Arc<dyn Clock>,
     window_secs: i64,
+    /// The last minute's accepted messages per channel (`receive_per_minute`).
+    rate: RateWindow,
 }
 
 impl Inbound {
@@ -146,6 +213,7 @@ impl Inbound {
             seen: Arc::clone(&setup.store),
             clock: Arc::clone(&setup.clock),
             window_secs: setup.config.webhook_window_secs,
+            rate: RateWindow::default(),
         }
     }
 
@@ -216,6 +284,26 @@ impl Inbound {
         c.addresses.is_empty() || senders.iter().any(|s| c.addresses.iter().any(|a| a == s))
     }
 
+    /// Takes a slot of the channel's `receive_per_minute`, or refuses the message with 429 and
+    /// when to deliver it again. Checked before a message's id is remembered, so the service's
+    /// later delivery of it is not taken for a duplicate.
+    fn admit(&self, name: &str, c: &ChannelConfig, sender: &str, text: &str) -> Result<(), Reply> {
+        let per_minute = c.receive_per_minute;
+        self.rate.take(name, per_minute, self.now()).map_err(|wait| {
+            let why = format!(
+                "channel `{name}` receives at most {per_minute} messages a minute (receive_per_minute); deliver it again in {wait} s"
+            );
+            let audit = InboundAudit {
+                channel: name.to_owned(),
+                sender: clip(sender, 128),
+                outcome: "rate_limited",
+                decision: format!("inbound message refused: {why}"),
+                chars: text.chars().count(),
+            };
+            Reply { audit: Some(Box::new(audit)), retry_after_secs: Some(wait), ..Reply::error(429, why) }
+        })
+    }
+
     fn webhook(
         &self,
         name: &str,
@@ -246,8 +334,9 @@ impl Inbound {
             return Err(Reply::error(400, "`content` must be the message's text, not empty"));
         }
         if !Self::allowed(c, &[from]) {
-            return Ok(Reply::ignored("the sender is not one of the channel's addresses"));
+            return Ok(Reply::dropped(name, from, content, "the sender is not one of the channel's addresses"));
         }
+        self.admit(name, c, from, content)?;
         // A sender's retry of one message (same `id`, signed anew) is delivered once.
         if let Some(id) = parsed["id"].as_str()
             && !self.first_time(name, &format!("id:{}", clip(id, 128)), now + SEEN_MS)?
@@ -286,7 +375,7 @@ impl Inbound {
         match parsed["type"].as_str() {
             Some("url_verification") => {
                 let challenge = parsed["challenge"].as_str().unwrap_or_default();
-                return Ok(Reply { status: 200, body: json!({"challenge": clip(challenge, 256)}), message: None });
+                return Ok(Reply { body: json!({"challenge": clip(challenge, 256)}), ..Reply::ignored("") });
             }
             Some("event_callback") => {}
             _ => return Ok(Reply::ignored("not an event_callback")),
@@ -307,11 +396,12 @@ impl Inbound {
         }
         let conversation = event["channel"].as_str().unwrap_or_default();
         if !Self::allowed(c, &[user, conversation]) {
-            return Ok(Reply::ignored("the sender is not one of the channel's addresses"));
+            return Ok(Reply::dropped(name, user, text, "the sender is not one of the channel's addresses"));
         }
         let Some(event_id) = parsed["event_id"].as_str().filter(|e| slack_id_ok(e)) else {
             return Err(Reply::error(400, "an event_callback needs its `event_id`"));
         };
+        self.admit(name, c, user, text)?;
         if !self.first_time(name, &format!("event:{event_id}"), now + SEEN_MS)? {
             return Ok(Reply::ignored("duplicate: this event_id was already received (a Slack retry)"));
         }
@@ -352,8 +442,9 @@ impl Inbound {
         }
         let chat = chat.to_string();
         if !Self::allowed(c, &[&chat]) {
-            return Ok(Reply::ignored("the chat is not one of the channel's addresses"));
+            return Ok(Reply::dropped(name, &chat, text, "the chat is not one of the channel's addresses"));
         }
+        self.admit(name, c, &chat, text)?;
         if !self.first_time(name, &format!("update:{update_id}"), self.now() + SEEN_MS)? {
             return Ok(Reply::ignored("duplicate: this update_id was already received"));
         }
@@ -384,6 +475,9 @@ pub(crate) fn check(name: &str, c: &ChannelConfig) -> Result<(), String> {
             "[automation.channels.{name}]: email channels only send (receiving over IMAP is not supported); remove `receive`"
         )),
         ChannelKind::Mcp => Err(format!("[automation.channels.{name}]: mcp channels only send; remove `receive`")),
+        _ if c.receive_per_minute == 0 => {
+            Err(format!("[automation.channels.{name}] receive_per_minute must be at least 1"))
+        }
         _ => Ok(()),
     }
 }

@@ -17,8 +17,7 @@
 //! leaves the workspace; a failed try is retried with backoff, then the message is kept in the
 //! outbox (`toolgate_store::OutboxStore`) and the call fails saying so.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -36,9 +35,11 @@ mod config;
 mod email;
 mod http;
 pub mod inbound;
+mod rate;
 
 pub use config::{ChannelConfig, ChannelKind, Channels};
 pub use http::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
+use rate::RateWindow;
 
 const TOOL: &str = "message";
 /// The longest text sent (every adapter's services take less; Telegram 4096 characters).
@@ -94,8 +95,9 @@ pub struct MessageTool {
     /// Built on the first HTTP send: building it loads every root certificate (about 4 ms),
     /// which a process that never sends a message (one `toolgate call`) should not pay.
     client: std::sync::OnceLock<Result<reqwest::Client, String>>,
-    /// Send times in the last minute, per channel (the rate limit).
-    sent: Mutex<HashMap<String, VecDeque<Instant>>>,
+    /// Send times in the last minute, per channel (the rate limit), in ms since `epoch`.
+    sent: RateWindow,
+    epoch: Instant,
 }
 
 impl MessageTool {
@@ -139,7 +141,8 @@ impl MessageTool {
             outbox: setup.outbox.clone(),
             detector: Arc::clone(&setup.detector),
             client: std::sync::OnceLock::new(),
-            sent: Mutex::new(HashMap::new()),
+            sent: RateWindow::default(),
+            epoch: Instant::now(),
         }
     }
 
@@ -201,24 +204,13 @@ impl MessageTool {
 
     /// Takes a slot of the channel's rate limit, or says when one frees.
     fn take_slot(&self, channel: &str, per_minute: u32) -> Result<(), ToolError> {
-        let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
-        let times = sent.entry(channel.to_owned()).or_default();
-        let now = Instant::now();
-        while times.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60)) {
-            times.pop_front();
-        }
-        if times.len() >= per_minute as usize {
-            let wait = times
-                .front()
-                .map_or(Duration::ZERO, |t| Duration::from_secs(60).saturating_sub(now.duration_since(*t)));
-            return Err(ToolError::failed(format!(
-                "channel `{channel}` sends at most {per_minute} messages a minute (rate_per_minute); the next slot frees in {} s, \
-                 try again then",
-                wait.as_secs().max(1)
-            )));
-        }
-        times.push_back(now);
-        Ok(())
+        let now_ms = i64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.sent.take(channel, per_minute, now_ms).map_err(|wait_secs| {
+            ToolError::failed(format!(
+                "channel `{channel}` sends at most {per_minute} messages a minute (rate_per_minute); the next slot frees in {wait_secs} s, \
+                 try again then"
+            ))
+        })
     }
 
     /// One try on the channel's adapter.

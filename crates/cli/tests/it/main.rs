@@ -30,6 +30,7 @@ mod gateway_page;
 mod gateway_rules;
 mod gateway_upstream;
 mod http_sessions;
+mod inbound_routines;
 mod jobs;
 mod kill;
 mod mcp_bridge;
