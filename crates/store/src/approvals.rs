@@ -112,6 +112,10 @@ pub struct ApprovalRecord {
     pub message: Option<String>,
     /// The last failure to notify an approver, if any.
     pub notify_error: Option<String>,
+    /// Set when notifying failed: at this instant a still-pending entry is denied (seed 003's
+    /// fallback). Stored, so a restart of the server that armed it does not disarm it.
+    #[serde(default)]
+    pub fallback_ms: Option<i64>,
     /// When the decision was used by a run of the call (an approval runs one call once).
     pub used_ms: Option<i64>,
 }
@@ -195,16 +199,25 @@ pub trait ApprovalStore: Send + Sync + Debug {
     /// expiry; a pending entry past its expiry is marked expired instead.
     fn approval_decide(&self, id: i64, decision: &ApprovalDecision) -> Result<DecideOutcome, StoreError>;
 
-    /// Marks every pending entry whose expiry is at or before `now_ms` expired; returns them.
+    /// Marks every pending entry whose expiry is at or before `now_ms` expired, and denies every
+    /// one whose notification fallback is due (its message says nobody could be told); returns
+    /// them.
     fn approval_expire(&self, now_ms: i64) -> Result<Vec<ApprovalRecord>, StoreError>;
 
     /// Marks a decision (allowed or denied) used by a run of its call; `false` when it was
     /// used already or is not decided (a decision answers one run of its call).
     fn approval_use(&self, id: i64, now_ms: i64) -> Result<bool, StoreError>;
 
-    /// Records that notifying an approver failed (the entry stays pending); `false` when
-    /// there is no such entry.
-    fn approval_notify_failed(&self, id: i64, error: &str, now_ms: i64) -> Result<bool, StoreError>;
+    /// Records that notifying an approver failed (the entry stays pending) and, with
+    /// `fallback_ms`, when it is to be denied unless decided (an earlier instant already set
+    /// stands); `false` when there is no such entry.
+    fn approval_notify_failed(
+        &self,
+        id: i64,
+        error: &str,
+        now_ms: i64,
+        fallback_ms: Option<i64>,
+    ) -> Result<bool, StoreError>;
 
     /// Records a decision that was refused (too late, self-approval) in the entry's history.
     fn approval_refused(&self, id: i64, by: &str, reason: &str, now_ms: i64) -> Result<(), StoreError>;
@@ -227,7 +240,8 @@ pub trait ApprovalStore: Send + Sync + Debug {
 }
 
 const COLUMNS: &str = "id, call_id, user, agent, session, tool, server, subject, args_digest, shown, reason, \
-     policy_revision, batch, created_ms, expires_ms, status, decided_by, decided_ms, message, notify_error, used_ms";
+     policy_revision, batch, created_ms, expires_ms, status, decided_by, decided_ms, message, notify_error, used_ms, \
+     fallback_ms";
 
 fn record(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
     let shown: String = r.get(9)?;
@@ -255,6 +269,7 @@ fn record(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         message: r.get(18)?,
         notify_error: r.get(19)?,
         used_ms: r.get(20)?,
+        fallback_ms: r.get(21)?,
     })
 }
 
@@ -355,7 +370,8 @@ impl ApprovalStore for Store {
             let changed = tx
                 .execute(
                     "UPDATE approvals SET status = ?2, decided_by = ?3, decided_ms = ?4, message = ?5
-                     WHERE id = ?1 AND status = 'pending' AND expires_ms > ?4",
+                     WHERE id = ?1 AND status = 'pending' AND expires_ms > ?4
+                       AND (fallback_ms IS NULL OR fallback_ms > ?4)",
                     rusqlite::params![id, d.status.as_str(), d.by, d.at_ms, d.message],
                 )
                 .doing(DOING)?;
@@ -365,10 +381,17 @@ impl ApprovalStore for Store {
             } else {
                 match get(&tx, id).doing(DOING)? {
                     None => DecideOutcome::NotFound,
-                    Some(r) if r.status == ApprovalStatus::Pending => {
+                    Some(r) if r.status == ApprovalStatus::Pending && r.expires_ms <= d.at_ms => {
                         expire_one(&tx, id, d.at_ms).doing(DOING)?;
                         event(&tx, id, "refused", &d.by, d.at_ms, Some("decided after its expiry")).doing(DOING)?;
                         DecideOutcome::Expired(get(&tx, id).doing(DOING)?.ok_or(missing(DOING))?)
+                    }
+                    Some(r) if r.status == ApprovalStatus::Pending => {
+                        // Its notification fallback is due: denied as the sweep would have.
+                        deny_unnotified(&tx, id, d.at_ms).doing(DOING)?;
+                        let why = "decided after the notification fallback denied it";
+                        event(&tx, id, "refused", &d.by, d.at_ms, Some(why)).doing(DOING)?;
+                        DecideOutcome::AlreadyDecided(get(&tx, id).doing(DOING)?.ok_or(missing(DOING))?)
                     }
                     Some(r) => {
                         let why = format!("already {}", r.status);
@@ -386,15 +409,20 @@ impl ApprovalStore for Store {
         const DOING: &str = "expiring approvals";
         self.with(|conn| {
             let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate).doing(DOING)?;
-            let ids: Vec<i64> = {
-                let mut stmt = tx
-                    .prepare_cached("SELECT id FROM approvals WHERE status = 'pending' AND expires_ms <= ?1")
-                    .doing(DOING)?;
-                stmt.query_map([now_ms], |r| r.get(0)).doing(DOING)?.collect::<Result<_, _>>().doing(DOING)?
+            let due = |sql: &str| -> Result<Vec<i64>, StoreError> {
+                let mut stmt = tx.prepare_cached(sql).doing(DOING)?;
+                stmt.query_map([now_ms], |r| r.get(0)).doing(DOING)?.collect::<Result<_, _>>().doing(DOING)
             };
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
+            let expired = due("SELECT id FROM approvals WHERE status = 'pending' AND expires_ms <= ?1")?;
+            let fallen_back =
+                due("SELECT id FROM approvals WHERE status = 'pending' AND fallback_ms <= ?1 AND expires_ms > ?1")?;
+            let mut out = Vec::with_capacity(expired.len() + fallen_back.len());
+            for id in expired {
                 expire_one(&tx, id, now_ms).doing(DOING)?;
+                out.extend(get(&tx, id).doing(DOING)?);
+            }
+            for id in fallen_back {
+                deny_unnotified(&tx, id, now_ms).doing(DOING)?;
                 out.extend(get(&tx, id).doing(DOING)?);
             }
             tx.commit().doing(DOING)?;
@@ -421,12 +449,24 @@ impl ApprovalStore for Store {
         })
     }
 
-    fn approval_notify_failed(&self, id: i64, error: &str, now_ms: i64) -> Result<bool, StoreError> {
+    fn approval_notify_failed(
+        &self,
+        id: i64,
+        error: &str,
+        now_ms: i64,
+        fallback_ms: Option<i64>,
+    ) -> Result<bool, StoreError> {
         const DOING: &str = "recording a failed approval notification";
         self.with(|conn| {
             let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate).doing(DOING)?;
             let changed = tx
-                .execute("UPDATE approvals SET notify_error = ?2 WHERE id = ?1", rusqlite::params![id, error])
+                .execute(
+                    "UPDATE approvals SET notify_error = ?2,
+                         fallback_ms = CASE WHEN status = 'pending' THEN min(coalesce(fallback_ms, ?3), coalesce(?3, fallback_ms))
+                                            ELSE fallback_ms END
+                     WHERE id = ?1",
+                    rusqlite::params![id, error, fallback_ms],
+                )
                 .doing(DOING)?;
             if changed == 1 {
                 event(&tx, id, "notify_failed", "toolgate", now_ms, Some(error)).doing(DOING)?;
@@ -501,6 +541,21 @@ fn expire_one(conn: &rusqlite::Connection, id: i64, now_ms: i64) -> rusqlite::Re
         rusqlite::params![id, now_ms],
     )?;
     event(conn, id, "expired", "toolgate", now_ms, None)
+}
+
+/// Denies a pending entry whose notification failed and whose fallback is due.
+fn deny_unnotified(conn: &rusqlite::Connection, id: i64, now_ms: i64) -> rusqlite::Result<()> {
+    let changed = conn.execute(
+        "UPDATE approvals SET status = 'denied', decided_by = 'toolgate', decided_ms = ?2,
+             message = 'nobody could be notified (' || coalesce(notify_error, 'no notifier answered')
+                 || ') and nobody decided before the notification fallback'
+         WHERE id = ?1 AND status = 'pending'",
+        rusqlite::params![id, now_ms],
+    )?;
+    if changed == 1 {
+        event(conn, id, "denied", "toolgate", now_ms, Some("notification fallback"))?;
+    }
+    Ok(())
 }
 
 fn missing(doing: &'static str) -> StoreError {

@@ -390,6 +390,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     crate::revisions::MIGRATION,
     // The audit logs open now (`audit.rs`): a row left by a dead process marks a gap.
     "CREATE TABLE IF NOT EXISTS audit_writers (pid INTEGER NOT NULL, token TEXT, opened_ms INTEGER NOT NULL);",
+    // When an approval nobody could be notified of is denied (`approvals.rs`), kept in the
+    // row so a restarted server still applies it.
+    "ALTER TABLE approvals ADD COLUMN fallback_ms INTEGER;",
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

@@ -482,17 +482,7 @@ impl PendingApprovals {
     /// Marks overdue entries expired and tells subscribers.
     fn sweep(&self, now: i64) {
         let Some(store) = &self.store else { return };
-        match store.approval_expire(now) {
-            Ok(expired) => {
-                if !expired.is_empty() {
-                    self.decided.send_modify(|n| *n += 1);
-                }
-                for record in expired {
-                    let _ = self.events.send(InboxEvent { kind: "expired", approval: record });
-                }
-            }
-            Err(e) => tracing::warn!("cannot expire overdue approvals: {e}"),
-        }
+        sweep(store.as_ref(), &self.decided, &self.events, now);
     }
 
     /// The entry this call waits on: its own earlier one (a retry resumes), or a new one.
@@ -527,6 +517,7 @@ impl PendingApprovals {
             message: None,
             notify_error: None,
             used_ms: None,
+            fallback_ms: None,
         };
         record.id = store.approval_add(&record).map_err(|e| e.to_string())?;
         let _ = self.events.send(InboxEvent { kind: "new", approval: record.clone() });
@@ -535,7 +526,8 @@ impl PendingApprovals {
     }
 
     /// Notifies approvers in the background; a failure is recorded and audited on the entry,
-    /// and the fallback (deny after a while) is armed.
+    /// with the instant its fallback (deny unless decided) falls due: stored, so a restart
+    /// does not disarm it. This process sweeps at that instant, so a waiting call is answered.
     fn notify(&self, store: &Arc<dyn ApprovalStore>, record: &ApprovalRecord) {
         let Some(notifier) = self.notifier.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return };
         let (store, record, events) = (Arc::clone(store), record.clone(), self.events.clone());
@@ -544,25 +536,15 @@ impl PendingApprovals {
             let Err(error) = notifier.notify(&record).await else { return };
             let error: String = error.chars().take(500).collect();
             tracing::warn!(approval = record.id, "could not notify approvers: {error}");
-            let _ = store.approval_notify_failed(record.id, &error, now_ms());
+            let now = now_ms();
+            let due = fallback.map(|after| now.saturating_add(after.as_millis() as i64));
+            let _ = store.approval_notify_failed(record.id, &error, now, due);
             if let Ok(Some(now)) = store.approval_get(record.id) {
                 let _ = events.send(InboxEvent { kind: "notify_failed", approval: now });
             }
             let Some(after) = fallback else { return };
             tokio::time::sleep(after).await;
-            let denial = ApprovalDecision {
-                status: ApprovalStatus::Denied,
-                by: "toolgate".into(),
-                message: Some(format!(
-                    "nobody could be notified ({error}) and nobody decided within {} s",
-                    after.as_secs()
-                )),
-                at_ms: now_ms(),
-            };
-            if let Ok(DecideOutcome::Decided(record)) = store.approval_decide(record.id, &denial) {
-                decided.send_modify(|n| *n += 1);
-                let _ = events.send(InboxEvent { kind: "decided", approval: record });
-            }
+            sweep(store.as_ref(), &decided, &events, now_ms());
         });
     }
 
@@ -575,7 +557,7 @@ impl PendingApprovals {
             changes.borrow_and_update();
             match store.approval_get(id) {
                 Ok(Some(record)) if record.status != ApprovalStatus::Pending => return Some(record),
-                Ok(Some(record)) if record.expires_ms <= now_ms() => {
+                Ok(Some(record)) if record.expires_ms.min(record.fallback_ms.unwrap_or(i64::MAX)) <= now_ms() => {
                     self.sweep(now_ms());
                     return store.approval_get(id).ok().flatten().or(Some(record));
                 }
@@ -637,6 +619,23 @@ impl PendingApprovals {
 }
 
 /// What the API shows of an entry: every field, the parameters as they were shown.
+/// Expires the overdue entries of `store` and denies those whose notification fallback is due,
+/// telling waiting calls and the page's event stream.
+fn sweep(store: &dyn ApprovalStore, decided: &watch::Sender<u64>, events: &broadcast::Sender<InboxEvent>, now: i64) {
+    match store.approval_expire(now) {
+        Ok(changed) => {
+            if !changed.is_empty() {
+                decided.send_modify(|n| *n += 1);
+            }
+            for record in changed {
+                let kind = if record.status == ApprovalStatus::Expired { "expired" } else { "decided" };
+                let _ = events.send(InboxEvent { kind, approval: record });
+            }
+        }
+        Err(e) => tracing::warn!("cannot expire overdue approvals: {e}"),
+    }
+}
+
 fn view(r: &ApprovalRecord) -> Value {
     json!({
         "id": r.id,
@@ -657,6 +656,7 @@ fn view(r: &ApprovalRecord) -> Value {
         "decided_ms": r.decided_ms,
         "message": r.message,
         "notify_error": r.notify_error,
+        "fallback_ms": r.fallback_ms,
         "used_ms": r.used_ms,
     })
 }

@@ -408,3 +408,40 @@ fn no_self_approval_allow_always_and_a_failed_notification() {
     assert!(ok && out.contains("\"decided_by\":\"toolgate\"") && out.contains("notify_error"), "{out}");
     assert!(!server.ws.path().join("users/ann/AGENTS.md").exists());
 }
+
+/// Seed 003's fallback outlives the server that armed it: the webhook is down, the server
+/// restarts before the fallback is due, and the entry is still denied at its instant (the
+/// instant is stored on the entry, not kept in a timer of the process that died); the
+/// 2026-07-28 client's retry gets the denial.
+#[test]
+fn a_notification_fallback_armed_before_a_restart_still_denies() {
+    let config =
+        format!("wait_secs = 60\ntimeout_secs = 60\nnotify_url = {:?}\nnotify_fallback_secs = 3\n", closed_url());
+    let (ws, [ann, _bob, _lee]) = gateway(&config);
+    let server = HttpServer::start_in(TOOLGATE, ws, &[]);
+    let first = call(&server, "2026-07-28", &ann, "nobody was told\n", None);
+    let state = pointed_at_inbox(&first, 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cli(server.ws.path(), &["approvals", "show", "1"]).1.contains("\"notify_error\": \"") {
+        assert!(Instant::now() < deadline, "the failed notification was never recorded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let server = restart(server);
+    let ws = server.ws.path();
+    let (_, out) = cli(ws, &["approvals", "show", "1"]);
+    assert!(out.contains("pending") && out.contains("fallback_ms"), "not due yet:\n{out}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let out = loop {
+        let (ok, out) = cli(ws, &["approvals", "show", "1"]);
+        assert!(ok, "{out}");
+        if !out.contains("\"status\": \"pending\"") {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "the fallback never denied entry 1 after the restart:\n{out}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(out.contains("\"status\": \"denied\"") && out.contains("\"decided_by\": \"toolgate\""), "{out}");
+    let retried = call(&server, "2026-07-28", &ann, "nobody was told\n", Some(&state));
+    refused(&retried, "nobody could be notified");
+    assert!(!ws.join("users/ann/AGENTS.md").exists(), "the denied call never ran");
+}

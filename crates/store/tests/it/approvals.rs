@@ -30,6 +30,7 @@ fn entry(user: &str, tool: &str, digest: &str, created_ms: i64) -> ApprovalRecor
         message: None,
         notify_error: None,
         used_ms: None,
+        fallback_ms: None,
     }
 }
 
@@ -187,8 +188,8 @@ fn a_failed_notification_is_kept_with_the_pending_entry() {
     on_every_backend(|db| {
         let inbox = db.connect().approvals;
         let id = inbox.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
-        assert!(inbox.approval_notify_failed(id, "webhook: connection refused", 150).unwrap());
-        assert!(!inbox.approval_notify_failed(4_242, "x", 150).unwrap());
+        assert!(inbox.approval_notify_failed(id, "webhook: connection refused", 150, None).unwrap());
+        assert!(!inbox.approval_notify_failed(4_242, "x", 150, None).unwrap());
         let r = inbox.approval_get(id).unwrap().unwrap();
         assert_eq!(r.status, ApprovalStatus::Pending, "still in the inbox");
         assert_eq!(r.notify_error.as_deref(), Some("webhook: connection refused"));
@@ -197,6 +198,46 @@ fn a_failed_notification_is_kept_with_the_pending_entry() {
         assert_eq!(events[1].kind, "notify_failed");
         assert_eq!(events[1].detail.as_deref(), Some("webhook: connection refused"));
         assert_eq!((events[2].kind.as_str(), events[2].by.as_str()), ("refused", "ann"));
+    });
+}
+
+/// Seed 003's fallback: an entry nobody could be told of is denied at its stored instant, by
+/// whichever connection (a restarted server) sweeps or decides after it.
+#[test]
+fn an_entry_nobody_was_told_of_is_denied_when_its_fallback_falls_due() {
+    on_every_backend(|db| {
+        let id = db.connect().approvals.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
+        let inbox = db.connect().approvals;
+        assert!(inbox.approval_notify_failed(id, "webhook: HTTP 500", 150, Some(600)).unwrap());
+        assert!(inbox.approval_notify_failed(id, "webhook: HTTP 502", 160, Some(900)).unwrap());
+        assert_eq!(inbox.approval_get(id).unwrap().unwrap().fallback_ms, Some(600), "the earlier instant stands");
+        assert!(inbox.approval_expire(599).unwrap().is_empty(), "not due yet");
+        let other = db.connect().approvals.approval_add(&entry("ann", "exec", "d2", 100)).unwrap();
+        let swept = db.connect().approvals.approval_expire(600).unwrap();
+        assert_eq!(swept.iter().map(|r| r.id).collect::<Vec<_>>(), [id], "only the entry whose fallback is due");
+        let denied = &swept[0];
+        assert_eq!((denied.status, denied.decided_by.as_deref()), (ApprovalStatus::Denied, Some("toolgate")));
+        let message = denied.message.as_deref().unwrap_or_default();
+        assert!(message.contains("nobody could be notified (webhook: HTTP 502)"), "{message}");
+        assert_eq!(inbox.approval_get(other).unwrap().unwrap().status, ApprovalStatus::Pending);
+        assert!(inbox.approval_use(id, 700).unwrap(), "the denial answers the retried call");
+
+        // A person deciding after the fallback fell due, before any sweep: too late.
+        let late = inbox.approval_add(&entry("bob", "exec", "d3", 100)).unwrap();
+        inbox.approval_notify_failed(late, "webhook: timed out", 150, Some(500)).unwrap();
+        match inbox.approval_decide(late, &decision(ApprovalStatus::Allowed, "lee", 550)).unwrap() {
+            DecideOutcome::AlreadyDecided(r) => assert_eq!(r.status, ApprovalStatus::Denied),
+            other => panic!("a decision after the fallback must not win: {other:?}"),
+        }
+        // Before it falls due, a person's decision wins and the fallback does nothing.
+        let early = inbox.approval_add(&entry("bob", "exec", "d4", 100)).unwrap();
+        inbox.approval_notify_failed(early, "webhook: timed out", 150, Some(500)).unwrap();
+        assert!(matches!(
+            inbox.approval_decide(early, &decision(ApprovalStatus::Allowed, "lee", 400)).unwrap(),
+            DecideOutcome::Decided(_)
+        ));
+        assert!(inbox.approval_expire(800).unwrap().iter().all(|r| r.id != early));
+        assert_eq!(inbox.approval_get(early).unwrap().unwrap().status, ApprovalStatus::Allowed);
     });
 }
 
