@@ -19,6 +19,13 @@ pub trait ToolCaller: Send + Sync {
     /// Runs one call. `ctx.cancel` cancels it.
     async fn call(&self, ctx: &CallContext, name: &str, params: Value) -> Result<ToolOutput, ToolError>;
 
+    /// Whether [`ToolCaller::call`] waits for [`CallContext::turn`] before the tool runs (the
+    /// gate does, after its approval stage): then the runtime starts a turn's calls together,
+    /// so their approvals are asked together. Default: `false`, the calls are made one by one.
+    fn orders_turns(&self) -> bool {
+        false
+    }
+
     /// Records a call the runtime refused before it reached [`ToolCaller::call`] (arguments
     /// that are not a JSON object or too large, a tool the agent was not offered), so the audit
     /// log shows every call a model made. `arguments` is the model's raw text. Default: nothing.

@@ -52,6 +52,7 @@ mod runner;
 mod runtime;
 mod search;
 mod tools;
+mod turn_calls;
 
 pub use caller::ToolCaller;
 pub use config::{AgentConfig, AgentLink, AgentsConfig, AgentsDefaults, ProviderConfig, QualityGate, TeamConfig};

@@ -11,13 +11,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolgate_core::{CallContext, ToolError};
+use toolgate_core::{CallContext, ToolError, TurnSlot};
 use toolgate_store::{MessageRecord, SessionStore};
 
 use crate::caller::ToolCaller;
 use crate::config::Price;
 use crate::model::{Message, ModelClient, ModelRequest, ToolCall, ToolDef, Usage};
 use crate::runtime::Inbox;
+use crate::turn_calls::TurnCalls;
 use crate::{AgentError, now_ms};
 
 /// Largest arguments a tool call may carry (1 MiB); more is refused without parsing.
@@ -242,11 +243,13 @@ impl Drive<'_> {
                 out.status = RunStatus::Done;
                 break;
             }
-            // One turn's calls form a batch: approvals they wait for are shown together in the
-            // inbox and decided per call; a denied one is answered as an error and the turn goes on.
+            // One turn's calls form a batch: they start together, so the approvals they wait for
+            // are in the inbox at once and are decided per call (seed 004 §9); each runs when the
+            // one before it is answered. A denied one is answered as an error and the turn goes on.
             let batch = (reply.tool_calls.len() > 1).then(|| format!("{}#{}", self.session, out.iterations));
+            let mut turn = TurnCalls::new(self, &reply.tool_calls, &cancel, batch.as_deref());
             for (i, call) in reply.tool_calls.iter().enumerate() {
-                let (result, reached_gate) = self.call_tool(call, &cancel, batch.as_deref()).await;
+                let (result, reached_gate) = turn.answer(i).await;
                 out.tool_calls += u32::from(reached_gate);
                 let cancelled = matches!(result, Err(ToolError::Cancelled)) && cancel.is_cancelled();
                 loop_refusals = if is_loop_refusal(&result) { loop_refusals + 1 } else { 0 };
@@ -271,7 +274,10 @@ impl Drive<'_> {
                     false
                 };
                 if stop {
-                    // Answer the turn's other calls, so the stored transcript stays well-formed.
+                    // The later calls never get their turn; their answers keep the stored
+                    // transcript well-formed.
+                    turn.end();
+                    drop(turn);
                     for rest in &reply.tool_calls[i + 1..] {
                         self.answer(&mut messages, rest, Err(ToolError::failed("not run: the agent run ended")));
                     }
@@ -299,18 +305,21 @@ impl Drive<'_> {
         calls.iter().map(|c| ToolCall { arguments: self.caller.scrub(&self.ctx, &c.arguments), ..c.clone() }).collect()
     }
 
-    /// Checks a call and runs it through the gate; says whether it reached the gate.
-    async fn call_tool(
+    /// Checks a call and runs it through the gate; says whether it reached the gate. `turn`
+    /// is its place among the turn's calls, when they were started together.
+    pub(crate) async fn call_tool(
         &self,
         call: &ToolCall,
         cancel: &CancellationToken,
         batch: Option<&str>,
+        turn: Option<TurnSlot>,
     ) -> (Result<toolgate_core::ToolOutput, ToolError>, bool) {
         match self.check(call) {
             Ok(params) => {
                 let mut ctx = self.ctx.clone();
                 ctx.call_id = String::new();
                 ctx.batch = batch.map(str::to_owned);
+                ctx.turn = turn;
                 ctx.cancel = cancel.child_token();
                 let result = tokio::select! {
                     r = self.caller.call(&ctx, &call.name, params) => r,

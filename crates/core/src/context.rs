@@ -73,6 +73,11 @@ pub struct CallContext {
     /// a copy of its parent's, so it is held to the same grants, never more. Set by the
     /// gateway, never from a request; `None` outside a gateway.
     pub grants: Option<Arc<dyn CallGrants>>,
+    /// The call's place among its model turn's calls (the agent runtime sets it with
+    /// [`CallContext::batch`]): the gate waits for it after the approval stage, so a turn's
+    /// approvals are asked together and its calls still run in order. The gate clears it
+    /// before the tool runs, so the calls the tool makes (a sub-agent's) never wait on it.
+    pub turn: Option<crate::TurnSlot>,
 }
 
 /// A team gateway's grants on a caller, checked by the gate for each call ([`CallContext::grants`]).
@@ -118,6 +123,7 @@ impl CallContext {
             client: ClientChannel::default(),
             batch: None,
             grants: None,
+            turn: None,
         }
     }
 
@@ -146,6 +152,7 @@ impl CallContext {
         self.ancestors.push(parent);
         self.subagent_depth += 1;
         self.subagent_deny_exempt.clear();
+        self.turn = None;
         self
     }
 

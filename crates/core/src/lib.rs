@@ -55,6 +55,7 @@ mod registry;
 mod safety;
 mod spec;
 mod tool;
+mod turn;
 mod validate;
 
 pub use async_trait::async_trait;
@@ -69,4 +70,5 @@ pub use safety::{ApprovalRequirement, CallSafety, RateClass, Touches};
 pub use spec::{Annotations, OutputTrust, ToolSpec};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::Tool;
+pub use turn::{TurnOrder, TurnSlot};
 pub use validate::{Limits, ParamValidator};

@@ -46,6 +46,10 @@ impl ToolCaller for Gate {
         Gate::call(self, ctx, name, params).await
     }
 
+    fn orders_turns(&self) -> bool {
+        true
+    }
+
     fn refused(&self, ctx: &CallContext, name: &str, arguments: &str, error: &ToolError) {
         self.record_refused(ctx, name, arguments, error);
     }

@@ -747,7 +747,9 @@ impl Gate {
             return Err(ToolError::Denied { tool: spec.name.clone(), reason: reason.into_owned() });
         }
         self.rate.check(&ctx.identity.user, &ctx.identity.agent, &spec.name, safety.rate_class)?;
-        let _permit = self.limits.acquire(&ctx.identity.agent).await?;
+        // A call of a model turn takes its running slot once its turn comes (below): taken
+        // here, a later call waiting for its turn would hold the slot an earlier one needs.
+        let mut permit = if ctx.turn.is_none() { Some(self.limits.acquire(&ctx.identity.agent).await?) } else { None };
         match hooks::before(&self.hooks, ctx, &spec.name, &redacted).await {
             HookVerdict::Continue => {}
             HookVerdict::Block(message) => {
@@ -797,6 +799,15 @@ impl Gate {
             .inspect_err(|_| trace.extend(entry.get().map(|id| format!("approval {id}"))))?;
         trace.push(approval.to_owned());
         trace.extend(entry.get().map(|id| format!("approval {id}")));
+        // The turn's approvals were asked together; the calls run in the model's order.
+        if let Some(turn) = ctx.turn.take() {
+            tokio::select! {
+                waited = turn.wait(caller_cancel) => waited?,
+                () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            }
+            permit = Some(self.limits.acquire(&ctx.identity.agent).await?);
+        }
+        let _permit = permit;
         if let Some(log) = &self.audit {
             let read_only = spec.annotations.read_only || safety.read_only;
             let subject = safety.approval_subject.as_deref();

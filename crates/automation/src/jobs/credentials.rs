@@ -137,6 +137,10 @@ impl ToolCaller for CredentialCaller {
         }
     }
 
+    fn orders_turns(&self) -> bool {
+        self.inner.orders_turns()
+    }
+
     fn refused(&self, ctx: &CallContext, name: &str, arguments: &str, error: &ToolError) {
         self.inner.refused(ctx, name, arguments, error);
     }

@@ -263,11 +263,10 @@ async fn pending_entries(ws: &Path, n: usize) -> Vec<Value> {
 
 /// Seed 004 §9's batch through the binary: the model's one turn asks for two writes that each
 /// need approval (an agent run started over MCP on `toolgate serve --http`, the model a scripted
-/// server); both inbox entries carry the turn's batch; they are decided per call from the CLI
-/// (one approved, one denied), the approved one runs, and the turn goes on to the model's next
-/// request with both answers, without being restarted. The runner runs a turn's calls in
-/// order, so the second entry is made when the first is decided: they share a batch but are not
-/// pending at the same moment.
+/// server); both inbox entries are pending at once, with the turn's batch; they are decided per
+/// call from the CLI, the second first (approved) and then the first (denied); the second still
+/// runs only after the first is answered (the model's order), and the turn goes on to the
+/// model's next request with both answers, without being restarted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_of_one_turn_form_a_batch_decided_per_call() {
     use crate::support::scripted::{Scripted, answer, calls};
@@ -275,8 +274,8 @@ async fn calls_of_one_turn_form_a_batch_decided_per_call() {
 
     let model = Scripted::start(vec![
         calls(&[
-            ("write", json!({"path": "AGENTS.md", "content": "approved\n"})),
-            ("write", json!({"path": "CLAUDE.md", "content": "denied\n"})),
+            ("write", json!({"path": "AGENTS.md", "content": "denied\n"})),
+            ("write", json!({"path": "CLAUDE.md", "content": "approved\n"})),
         ]),
         answer("one written, one refused"),
     ])
@@ -300,15 +299,18 @@ async fn calls_of_one_turn_form_a_batch_decided_per_call() {
         .spawn()
         .unwrap();
 
-    let first = pending_entries(ws, 1).await;
-    assert_eq!(first[0]["shown"]["params"]["path"], "AGENTS.md", "{first:?}");
-    let batch = first[0]["batch"].as_str().expect("the turn's batch").to_owned();
-    let (ok, out) = cli(ws, &["approvals", "approve", &first[0]["id"].to_string(), "--as", "ops"]);
-    assert!(ok, "{out}");
-    let second = pending_entries(ws, 1).await;
-    let second = second.iter().find(|e| e["shown"]["params"]["path"] == "CLAUDE.md").expect("the second call waits");
+    // Both wait at once, before anyone decided anything.
+    let both = pending_entries(ws, 2).await;
+    let entry = |path: &str| both.iter().find(|e| e["shown"]["params"]["path"] == path).cloned().unwrap();
+    let (first, second) = (entry("AGENTS.md"), entry("CLAUDE.md"));
+    let batch = first["batch"].as_str().expect("the turn's batch").to_owned();
     assert_eq!(second["batch"], batch, "one turn, one batch");
-    let (ok, out) = cli(ws, &["approvals", "deny", &second["id"].to_string(), "-m", "not this one", "--as", "ops"]);
+    let (ok, out) = cli(ws, &["approvals", "approve", &second["id"].to_string(), "--as", "ops"]);
+    assert!(ok, "{out}");
+    // Approved, but its turn has not come: the first call is not answered yet.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!ws.join("CLAUDE.md").exists(), "the second call ran before the first was answered");
+    let (ok, out) = cli(ws, &["approvals", "deny", &first["id"].to_string(), "-m", "not this one", "--as", "ops"]);
     assert!(ok, "{out}");
 
     let out = run.wait_with_output().await.unwrap();
@@ -316,8 +318,8 @@ async fn calls_of_one_turn_form_a_batch_decided_per_call() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert!(report["text"].as_str().unwrap().contains("one written, one refused"), "{report}");
-    assert_eq!(std::fs::read_to_string(ws.join("AGENTS.md")).unwrap(), "approved\n");
-    assert!(!ws.join("CLAUDE.md").exists(), "the denied call did not run");
+    assert_eq!(std::fs::read_to_string(ws.join("CLAUDE.md")).unwrap(), "approved\n");
+    assert!(!ws.join("AGENTS.md").exists(), "the denied call did not run");
     // Two model requests: the turn was not restarted; its second carries both answers.
     let requests = model.requests();
     assert_eq!(requests.len(), 2, "{requests:?}");
@@ -329,8 +331,8 @@ async fn calls_of_one_turn_form_a_batch_decided_per_call() {
         .map(|m| m["content"].to_string())
         .collect();
     assert_eq!(tools.len(), 2, "{tools:?}");
-    assert!(tools[0].contains("AGENTS.md") && !tools[0].contains("not approved"), "{tools:?}");
-    assert!(tools[1].contains("not approved") && tools[1].contains("not this one"), "{tools:?}");
+    assert!(tools[0].contains("not approved") && tools[0].contains("not this one"), "{tools:?}");
+    assert!(tools[1].contains("CLAUDE.md") && !tools[1].contains("not approved"), "{tools:?}");
     let (ok, out) = cli(ws, &["approvals", "history", "--json"]);
     assert!(ok, "{out}");
     let rows: Vec<Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();

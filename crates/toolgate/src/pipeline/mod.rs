@@ -11,10 +11,12 @@
 //!  5 skill scope    a caller following a skill is held to its allowed-tools    skill_scope.rs
 //!  6 policy         argument rules on what the call touches (allow/ask/deny)   policy.rs
 //!  7 rate limits    per user and tool, per minute and per hour                 rate.rs
-//!  8 concurrency    per agent, in flight and queued                            limits.rs
+//!  8 concurrency    per agent, in flight and queued (a call of an agent's      limits.rs
+//!                   model turn takes its slot after 11, once its turn comes)
 //!  9 pre-hooks      configured commands and library hooks: allow/ask/deny      hooks.rs
 //! 10 inspect        tools that look before approval (installs)                 (the tool)
-//! 11 approval       a person, a grant, or the mode; the "started" audit row    approval.rs
+//! 11 approval       a person, a grant, or the mode; a turn's calls then wait   approval.rs
+//!                   for the ones before them (`TurnSlot`); the "started" row
 //! 12 cache          a read-only call's fresh result                            cache.rs
 //! 13 execute        deadline, cancellation, panic containment                  execute.rs
 //! 14 output         truncate, sanitize, redact, neutralize, wrap               output.rs
