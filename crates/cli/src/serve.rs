@@ -284,6 +284,10 @@ fn per_user_gates(
     if let Some(vault) = gate.mcp_vault() {
         users.set_upstream_vault(vault);
     }
+    // So are the users' "allow always" decisions: one grant store.
+    if let Some(stores) = gate.services().stores.as_ref() {
+        users.set_approval_grants(Arc::clone(&stores.grants));
+    }
     eprintln!("toolgate: each user works in a workspace of its own under {}", users.root().display());
     Ok(Some(Arc::new(users)))
 }

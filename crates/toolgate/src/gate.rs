@@ -120,6 +120,10 @@ pub struct GateBuilder {
     mcp_timings: Option<BridgeTimings>,
     /// In a team gateway's per-user gate: the user and the gateway's vault of upstream sign-ins.
     mcp_user: Option<(String, Arc<dyn SecretVault>)>,
+    /// In a team gateway's per-user gate: the gateway's grant store, where the approval
+    /// stage keeps this user's "allow always" decisions (one grant store, out of the user's
+    /// reach) instead of the workspace's own database.
+    approval_grants: Option<Arc<dyn toolgate_store::GrantStore>>,
     one_shot: bool,
 }
 
@@ -203,6 +207,13 @@ impl GateBuilder {
     /// `user` has not signed in to says so ([`toolgate_mcp::bridge::GatewayUser`]).
     pub fn gateway_user(mut self, user: impl Into<String>, vault: Arc<dyn SecretVault>) -> Self {
         self.mcp_user = Some((user.into(), vault));
+        self
+    }
+
+    /// Keeps the approval stage's "allow always" decisions in `grants` (a team gateway's grant
+    /// store) rather than in the workspace's state database.
+    pub fn approval_grants(mut self, grants: Arc<dyn toolgate_store::GrantStore>) -> Self {
+        self.approval_grants = Some(grants);
         self
     }
 
@@ -343,7 +354,7 @@ impl GateBuilder {
                 config.approval.mode,
                 std::time::Duration::from_secs(config.approval.timeout_secs),
                 self.approver,
-                services.stores.as_ref().map(|s| Arc::clone(&s.grants)),
+                self.approval_grants.or_else(|| services.stores.as_ref().map(|s| Arc::clone(&s.grants))),
             ),
             hooks: {
                 let mut hooks = CommandHook::compile(&config.hooks).map_err(GateError::Hooks)?;
@@ -447,6 +458,7 @@ impl Gate {
             audit: AuditTarget::Workspace,
             mcp_timings: None,
             mcp_user: None,
+            approval_grants: None,
             one_shot: false,
         }
     }

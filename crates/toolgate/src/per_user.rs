@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::{CallContext, ToolError, ToolOutput, ToolSpec};
 use toolgate_mcp::CallHandler;
 use toolgate_mcp::bridge::oauth::SecretVault;
+use toolgate_store::GrantStore;
 
 use crate::config::Config;
 use crate::{Approver, Gate};
@@ -39,6 +40,8 @@ struct Users {
     /// The gateway's vault of upstream sign-ins: each user's gate connects its bridged servers
     /// with that user's own (`docs/gateway.md`, "Upstream sign-ins").
     upstream: OnceLock<Arc<dyn SecretVault>>,
+    /// The gateway's grant store: each user's "allow always" decisions are kept there.
+    grants: OnceLock<Arc<dyn GrantStore>>,
 }
 
 impl PerUserGates {
@@ -53,8 +56,15 @@ impl PerUserGates {
         let root = root.into();
         private_dir(&root)?;
         let root = root.canonicalize()?;
-        let users =
-            Users { root, config, approver, gates: Mutex::new(HashMap::new()), shutdown, upstream: OnceLock::new() };
+        let users = Users {
+            root,
+            config,
+            approver,
+            gates: Mutex::new(HashMap::new()),
+            shutdown,
+            upstream: OnceLock::new(),
+            grants: OnceLock::new(),
+        };
         Ok(PerUserGates { users: Arc::new(users) })
     }
 
@@ -67,6 +77,14 @@ impl PerUserGates {
     /// tools can write, never hold them). Set once, before the first request.
     pub fn set_upstream_vault(&self, vault: Arc<dyn SecretVault>) {
         let _ = self.users.upstream.set(vault);
+    }
+
+    /// Keeps every user's "allow always" decisions in `grants` (the gateway's store: one grant
+    /// store, which the users' tools cannot reach); a user's decisions kept in their own
+    /// workspace database by an earlier version move there when their gate is first built. Set
+    /// once, before the first request.
+    pub fn set_approval_grants(&self, grants: Arc<dyn GrantStore>) {
+        let _ = self.users.grants.set(grants);
     }
 
     /// `user`'s gate, built (with its workspace) on first use.
@@ -97,8 +115,14 @@ impl Users {
         if let Some(vault) = self.upstream.get() {
             builder = builder.gateway_user(user, Arc::clone(vault));
         }
+        if let Some(grants) = self.grants.get() {
+            builder = builder.approval_grants(Arc::clone(grants));
+        }
         let gate =
             builder.build_shared().map_err(|e| ToolError::failed(format!("cannot open {user}'s workspace: {e}")))?;
+        if let Some(grants) = self.grants.get() {
+            move_approval_grants(user, &gate, grants.as_ref());
+        }
         // A user's routines fire and its jobs are swept like the gateway's own (the tasks end
         // with `shutdown`; their handles are not needed).
         drop(gate.start_tasks(&self.shutdown));
@@ -116,6 +140,26 @@ impl PerUserGates {
         let mut moved = ctx.clone();
         moved.workspace = gate.context().workspace;
         moved
+    }
+}
+
+/// Moves the "allow always" decisions an earlier version kept in `user`'s own workspace database
+/// into the gateway's store (each added there before it is removed here, so a failure loses
+/// none: the next start tries again).
+fn move_approval_grants(user: &str, gate: &Gate, gateway: &dyn GrantStore) {
+    let Some(stores) = gate.services().stores.as_ref() else { return };
+    let own = match stores.grants.grants() {
+        Ok(own) => own,
+        Err(e) => {
+            tracing::warn!("cannot read {user}'s \"allow always\" decisions to move them to the gateway: {e}");
+            return;
+        }
+    };
+    for grant in own {
+        let moved = gateway.grant_add(&grant).and_then(|()| stores.grants.grant_revoke(grant.id));
+        if let Err(e) = moved {
+            tracing::warn!("cannot move {user}'s \"allow always\" decision {} to the gateway: {e}", grant.id);
+        }
     }
 }
 
@@ -213,5 +257,54 @@ impl toolgate_mcp::TaskHost for PerUserTasks {
     async fn cancel(&self, ctx: &CallContext, id: &str) -> Result<toolgate_mcp::TaskState, toolgate_mcp::TaskError> {
         let (host, ctx) = self.host(ctx).ok_or_else(Self::unavailable)?;
         host.cancel(&ctx, id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use toolgate_store::{Grant, Store};
+
+    use super::*;
+
+    fn always(user: &str, subject: &str) -> Grant {
+        Grant {
+            id: 0,
+            user: user.into(),
+            agent: "main".into(),
+            tool: "exec".into(),
+            subject: format!("subject:{subject}"),
+            shown: subject.into(),
+            created_ms: 1,
+        }
+    }
+
+    /// One grant store: a user's "allow always" decisions live in the gateway's, and those an
+    /// earlier version kept in the user's own workspace database move there (the user's tools
+    /// can write their workspace; the gateway's database is out of their reach).
+    #[tokio::test]
+    async fn a_users_allow_always_decisions_move_to_the_gateways_store() {
+        let root = tempfile::tempdir().unwrap();
+        let own = root.path().join("ann/.toolgate");
+        std::fs::create_dir_all(&own).unwrap();
+        Store::open(&own.join("state.db")).unwrap().grant_add(&always("ann", "git status")).unwrap();
+        let gateway_dir = tempfile::tempdir().unwrap();
+        let gateway = Arc::new(Store::open(&gateway_dir.path().join("state.db")).unwrap());
+        let users = PerUserGates::new(root.path(), Config::default(), None, CancellationToken::new()).unwrap();
+        users.set_approval_grants(gateway.clone());
+
+        let gate = users.gate_for("ann").unwrap();
+        let moved = gateway.grants().unwrap();
+        assert_eq!(moved.len(), 1, "{moved:?}");
+        assert_eq!((moved[0].user.as_str(), moved[0].subject.as_str()), ("ann", "subject:git status"));
+        let left = gate.services().stores.as_ref().unwrap().grants.grants().unwrap();
+        assert!(left.is_empty(), "nothing stays in ann's own database: {left:?}");
+        // Built again (a restart): nothing moves twice.
+        drop(gate);
+        let again = PerUserGates::new(root.path(), Config::default(), None, CancellationToken::new()).unwrap();
+        again.set_approval_grants(gateway.clone());
+        again.gate_for("ann").unwrap();
+        assert_eq!(gateway.grants().unwrap().len(), 1);
     }
 }

@@ -379,10 +379,12 @@ fn no_self_approval_allow_always_and_a_failed_notification() {
     assert!(ok, "{out}");
     let ran = finish(waiting);
     assert_eq!(ran["is_error"], false, "{ran}");
-    // The grant is kept in ann's workspace database (its gate's approval stage writes it there),
-    // not in the gateway's: `toolgate approvals list` on the gateway shows none.
-    let (ok, grants) = cli(&ws.join("users/ann"), &["approvals", "list"]);
+    // The grant is kept in the gateway's grant store (one store, out of the users' tools'
+    // reach), not in ann's workspace database.
+    let (ok, grants) = cli(ws, &["approvals", "list"]);
     assert!(ok && grants.contains("write") && grants.contains("ann"), "{grants}");
+    let (ok, own) = cli(&ws.join("users/ann"), &["approvals", "list"]);
+    assert!(ok && !own.contains("write"), "{own}");
     // Standing approval: ann's identical call runs at once, and nothing new is pending. (The
     // file is removed first: rewriting it would need a `read` in the session.)
     std::fs::remove_file(ws.join("users/ann/AGENTS.md")).unwrap();
