@@ -246,7 +246,16 @@ impl GateBuilder {
         let stores = store.clone().map(Stores::sqlite);
         timings.lap("store open (+ migrations check)");
         // One embedder (a local model is loaded once, on first use) for memory and skill search.
-        let embedder = crate::memory::embedder(&self.config.memory);
+        // A single `toolgate call` waits for its query's vector: the budget (answer by words when
+        // the vector is late) is for a server's callers, who ask again.
+        let embedder = if self.one_shot {
+            crate::memory::embedder(&toolgate_tools::memory::MemoryConfig {
+                query_budget_ms: 0,
+                ..self.config.memory.clone()
+            })
+        } else {
+            crate::memory::embedder(&self.config.memory)
+        };
         let memory = crate::memory::open(&self.config, &workspace, state_db.as_deref(), embedder.clone())?;
         timings.lap("memory index + embedder");
         let vault = stores

@@ -585,6 +585,13 @@ fn memory_index_prints_progress_and_indexes_every_note() {
     assert!(!stderr.contains('\r'), "a progress bar in a pipe: {stderr}");
     let last = lines.last().unwrap();
     assert!(last.starts_with(&format!("memory index: all {} notes indexed by words and meaning", N + 1)), "{stderr}");
+    // A budget no real embedding meets: a server would answer by words, a single call waits
+    // for the query's vector (under load the default 25 ms was missed too).
+    let config = dir.path().join("toolgate.toml");
+    let with_budget = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("[memory.embeddings]", "[memory]\nquery_budget_ms = 1\n[memory.embeddings]");
+    std::fs::write(&config, with_budget).unwrap();
     let out = toolgate().args(["call", "memory_search", r#"{"query":"where does my sister stay?"}"#]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
