@@ -58,6 +58,7 @@ const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let shutdown = CancellationToken::new();
+    let started = std::time::Instant::now();
     // Installed before anything is started.
     let stopped_by = stop_on_signals(shutdown.clone())?;
     let workspace = global.workspace()?;
@@ -107,9 +108,14 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // The families' endpoints beside `/mcp` (with the approvals API), and their background
     // tasks, which end with the shutdown.
     let page = super::gateway_page::GatewayWiring::new(&gate, Arc::clone(&pending))?;
+    let ops_pending = Arc::clone(&pending);
     let api = Arc::new(Mounted::new(gate.routes(), Some(pending)));
-    // Only an HTTP server mounts them (the canvas writes files while none holds its pages).
-    let mounts = if args.http.is_some() { gate.mounts() } else { Vec::new() };
+    // Only an HTTP server mounts them (the canvas writes files while none holds its pages), with
+    // the probes and metrics a load balancer and an operator ask for (`ops.rs`).
+    let mounts = match args.http {
+        Some(_) => [gate.mounts(), toolgate::ops::mounts(&gate, ops_pending, started)].concat(),
+        None => Vec::new(),
+    };
     let users = per_user_gates(&gate, page.is_some(), &approver, &shutdown)?;
     let tasks = gate.start_tasks(&shutdown);
     // Over HTTP in gateway mode, each caller's grants limit what is listed and run.

@@ -111,6 +111,9 @@ pub enum RouteAuth {
     /// and CSRF tokens): the server checks only the Host allowlist (against DNS rebinding); the
     /// Origin allowlist does not apply, since a page posts to its own origin.
     Own,
+    /// As [`RouteAuth::Bearer`], and the caller must be an admin (a team gateway's admin key;
+    /// with the single-user bearer token, its holder is): what `/api/` asks (`/metrics`).
+    Admin,
 }
 
 /// An [`HttpRoute`] mounted at a path prefix.
@@ -363,6 +366,9 @@ async fn route<H: CallHandler>(
             // `/api/` decides on everyone's pending approvals: admins only.
             Ok(caller) if !caller.admin && req.uri().path().starts_with("/api/") => {
                 return plain(StatusCode::FORBIDDEN, "the approvals API needs an admin's key");
+            }
+            Ok(caller) if !caller.admin && mount.is_some_and(|m| m.auth == RouteAuth::Admin) => {
+                return plain(StatusCode::FORBIDDEN, "this endpoint needs a gateway admin's key");
             }
             // Read where each call's context is made (`session::apply`).
             Ok(caller) => drop(req.extensions_mut().insert(caller)),

@@ -685,6 +685,15 @@ impl Gate {
                 },
             ));
         }
+        // A name that resolved to no tool is the caller's text: one label for all of them.
+        let tool = if self.services.registry.resolve(&audited.tool).is_some_and(|t| t.tool.spec().name == audited.tool)
+        {
+            audited.tool.as_str()
+        } else {
+            crate::metrics::UNKNOWN_TOOL
+        };
+        let outcome = result.as_ref().map_or_else(ToolError::kind, |_| "ok");
+        crate::metrics::process().observe(tool, outcome, clock.elapsed());
         result
     }
 

@@ -53,6 +53,8 @@ pub mod gateway_family;
 pub mod granted;
 pub mod mcp;
 pub mod memory;
+pub mod metrics;
+pub mod ops;
 pub mod per_user;
 mod pipeline;
 pub mod reload;

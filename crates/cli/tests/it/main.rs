@@ -45,6 +45,7 @@ mod memory;
 mod message;
 mod message_inbound;
 mod openai_strict;
+mod ops;
 mod routines;
 mod signals;
 mod teams;
