@@ -26,8 +26,15 @@ const DEBIAN: &[(&str, &str)] = &[
     ("ffmpeg", "ffmpeg"),
 ];
 
+/// Debian's PostgreSQL server (the `toolgate-postgres` tests start throwaway clusters with its
+/// `initdb` and `pg_ctl`, which Debian keeps off PATH in `/usr/lib/postgresql/<version>/bin`).
+const POSTGRES_PACKAGE: &str = "postgresql";
+
 pub(crate) fn install() -> anyhow::Result<()> {
-    let missing: Vec<&str> = DEBIAN.iter().filter(|(cmd, _)| !have(cmd)).map(|(_, pkg)| *pkg).collect();
+    let mut missing: Vec<&str> = DEBIAN.iter().filter(|(cmd, _)| !have(cmd)).map(|(_, pkg)| *pkg).collect();
+    if !have_postgres_server() {
+        missing.push(POSTGRES_PACKAGE);
+    }
     if !missing.is_empty() {
         if have("apt-get") {
             apt_install(&missing);
@@ -48,6 +55,19 @@ pub(crate) fn install() -> anyhow::Result<()> {
         eprintln!("xtask: {e:#}; the agent runtime's real-model tests will fail until this works");
     }
     Ok(())
+}
+
+/// Whether `initdb` and `pg_ctl` are on PATH or in one of Debian's versioned folders.
+fn have_postgres_server() -> bool {
+    if have("initdb") && have("pg_ctl") {
+        return true;
+    }
+    std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|versions| {
+        versions.filter_map(Result::ok).any(|v| {
+            let bin = v.path().join("bin");
+            bin.join("initdb").is_file() && bin.join("pg_ctl").is_file()
+        })
+    })
 }
 
 fn apt_install(packages: &[&str]) {

@@ -13,6 +13,8 @@
 //! - [`receiver`]: a loopback HTTP receiver that keeps every request and answers as told, for
 //!   what the product sends out: webhooks, a model provider, a guest's calls (the `toolgate` and
 //!   `toolgate-cli` tests).
+//! - [`postgres`]: a throwaway PostgreSQL cluster on a Unix socket in a temporary folder (the
+//!   `toolgate-postgres` tests).
 //!
 //! Harness pieces only one test binary uses stay in that binary's `support` module.
 
@@ -21,6 +23,7 @@
 pub mod approver;
 pub mod npm;
 pub mod ports;
+pub mod postgres;
 pub mod receiver;
 pub mod serve;
 pub mod wasm;
