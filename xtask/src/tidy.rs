@@ -44,6 +44,7 @@ const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-browser", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox"]),
     ("toolgate-media", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox", "toolgate-tools"]),
     ("toolgate-gateway", &["toolgate-core", "toolgate-mcp", "toolgate-policy", "toolgate-store"]),
+    ("toolgate-postgres", &["toolgate-store"]),
     (
         "toolgate-extensions",
         &["toolgate-core", "toolgate-guard", "toolgate-mcp", "toolgate-store", "toolgate-tools", "toolgate-wasm"],

@@ -22,6 +22,16 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A query failed in another backend (PostgreSQL, `toolgate-postgres`), or the database
+    /// could not be reached.
+    #[error("state database error while {doing}: {source}")]
+    Backend {
+        /// What was being done.
+        doing: &'static str,
+        /// What the database or its client said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 pub(crate) trait Context<T> {

@@ -1,0 +1,57 @@
+//! toolgate's state in PostgreSQL, so that several `toolgate serve` nodes share one database:
+//! [`PgStore`] implements the per-area traits of `toolgate-store` on `tokio-postgres` with a
+//! `deadpool-postgres` pool, TLS by rustls. SQLite (`toolgate_store::Store`) stays the embedded
+//! default; this crate depends on `toolgate-store` for the traits and their types, never the
+//! other way round.
+//!
+//! | Area | Trait | Module |
+//! |---|---|---|
+//! | revision numbers of identities and grants | (in both traits below) | `migrations` (triggers) |
+//! | principals, memberships, API keys, page sessions | [`IdentityStore`] | `identity` |
+//! | grants and access requests | [`GrantStore`] | `grants` |
+//!
+//! The other areas (approvals, secrets, sessions, jobs, routines, memory, the audit log) are
+//! still SQLite-only.
+//!
+//! # Synchronous calls on an async client
+//!
+//! The store traits are synchronous, and toolgate calls them from inside tokio runtimes (the
+//! SQLite store runs its query inline). `tokio-postgres` is async, and blocking on a future
+//! from inside a runtime (`Handle::block_on`) panics. So a [`PgStore`] owns one thread of its
+//! own running a current-thread runtime that holds the pool (`bridge`): each trait method
+//! sends its work there as a task and waits for the answer on a std channel. The caller's
+//! thread blocks for the query's round trip, as it does for SQLite's query; the store's
+//! thread runs any number of queries at once (up to the pool's size), so callers on many
+//! threads are not serialized. The same method works from a plain thread, a multi-thread
+//! runtime's worker and a current-thread runtime. Dropping the last handle ends the thread.
+//!
+//! # Schema
+//!
+//! `migrations` lists PostgreSQL's own DDL, in versions like SQLite's list; [`PgStore::connect`]
+//! applies the missing ones in one transaction under a transaction-level advisory lock, so
+//! two nodes starting at once do not both migrate (the second waits, then finds nothing to
+//! do). A database newer than the build is refused.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use toolgate_postgres::PgStore;
+//! use toolgate_store::IdentityStore;
+//!
+//! let store = PgStore::connect("postgres://toolgate@db.internal/toolgate?sslmode=require").unwrap();
+//! println!("identity revision {}", store.identity_revision().unwrap());
+//! ```
+
+#![deny(missing_docs)]
+
+mod bridge;
+mod error;
+mod grants;
+mod identity;
+mod migrations;
+mod store;
+
+pub use migrations::SCHEMA_VERSION;
+pub use store::PgStore;
+#[doc(no_inline)]
+pub use toolgate_store::{GrantStore, IdentityStore, StoreError};

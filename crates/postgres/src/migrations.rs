@@ -1,0 +1,157 @@
+//! PostgreSQL's schema: its own DDL, in versions like SQLite's list (`toolgate-store`'s
+//! `db.rs`), for the areas this crate implements. New versions go at the END; a version, once
+//! released, never changes.
+//!
+//! Column names differ from SQLite's where SQLite's are reserved words here (`user` is
+//! `member` or `for_user`); types are PostgreSQL's own (`BOOLEAN`, `BIGINT`, `BYTEA`).
+
+use deadpool_postgres::Object;
+
+use crate::error::PgError;
+
+/// The schema version a database migrated by this build has: how many migrations it has.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+/// The key of the transaction-level advisory lock migrations run under (any fixed number
+/// that no other program on the database uses; these are the bytes of "tgschema").
+const MIGRATION_LOCK: i64 = 0x7467_7363_6865_6d61;
+
+/// The migrations, applied in order; `toolgate_schema.version` records how many ran.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: a team gateway's identities (`identity.rs`): users, groups and agents under one name
+    // space, group memberships, API keys kept as digests, and the page's sessions (digests of
+    // cookies).
+    "CREATE TABLE principals (
+        name TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('user', 'group', 'agent')),
+        owner TEXT,
+        admin BOOLEAN NOT NULL DEFAULT false,
+        disabled BOOLEAN NOT NULL DEFAULT false,
+        password TEXT,
+        created_ms BIGINT NOT NULL
+     );
+     CREATE TABLE memberships (
+        member TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        group_admin BOOLEAN NOT NULL DEFAULT false,
+        PRIMARY KEY (member, grp)
+     );
+     CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        principal TEXT NOT NULL,
+        digest BYTEA NOT NULL,
+        scope TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        created_by TEXT NOT NULL,
+        expires_ms BIGINT,
+        revoked_ms BIGINT,
+        last_used_ms BIGINT,
+        note TEXT NOT NULL
+     );
+     CREATE INDEX api_keys_principal ON api_keys (principal, created_ms);
+     CREATE TABLE page_sessions (
+        digest BYTEA PRIMARY KEY,
+        member TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        expires_ms BIGINT NOT NULL
+     );
+     CREATE INDEX page_sessions_expiry ON page_sessions (expires_ms);",
+    // 2: one grant store (`grants.rs`): a gateway's grants and the "allow always" decisions
+    // (`arg_subject` set), and access requests. Lists are JSON text, as in SQLite.
+    "CREATE TABLE grants (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        subject TEXT NOT NULL,
+        agent TEXT,
+        server TEXT,
+        tool_allow TEXT NOT NULL DEFAULT '[]',
+        tool_deny TEXT NOT NULL DEFAULT '[]',
+        enabled BOOLEAN NOT NULL DEFAULT true,
+        config_overrides TEXT NOT NULL DEFAULT '{}',
+        mode TEXT NOT NULL CHECK (mode IN ('allow', 'ask', 'deny')),
+        arg_subject TEXT,
+        arg_rule TEXT,
+        expires_ms BIGINT,
+        granted_by TEXT NOT NULL,
+        request BIGINT,
+        note TEXT NOT NULL DEFAULT '',
+        created_ms BIGINT NOT NULL
+     );
+     CREATE INDEX grants_subject ON grants (subject);
+     CREATE UNIQUE INDEX grants_always ON grants (subject, agent, tool_allow, arg_subject)
+        WHERE arg_subject IS NOT NULL;
+     CREATE TABLE access_requests (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        requester TEXT NOT NULL,
+        for_user TEXT NOT NULL,
+        server TEXT,
+        tool TEXT,
+        reason TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+        created_ms BIGINT NOT NULL,
+        decided_by TEXT,
+        decided_ms BIGINT,
+        message TEXT,
+        grant_id BIGINT
+     );
+     CREATE UNIQUE INDEX access_requests_pending
+        ON access_requests (requester, coalesce(server, ''), coalesce(tool, '')) WHERE status = 'pending';
+     CREATE INDEX access_requests_status ON access_requests (status, id);",
+    // 3: revisions of identities and grants, raised by triggers in the transaction of every
+    // change, whichever node or code path makes it (SQLite's `revisions.rs` keeps the same
+    // rows). Row triggers, as SQLite's: a statement that changes nothing raises nothing. A
+    // key's `last_used_ms` is not among the columns that raise it.
+    "CREATE TABLE revisions (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+     INSERT INTO revisions (name, value) VALUES ('identity', 1), ('grants', 1);
+     CREATE FUNCTION toolgate_raise_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE revisions SET value = value + 1 WHERE name = TG_ARGV[0];
+            RETURN NULL;
+        END
+     $$;
+     CREATE TRIGGER principals_revision AFTER INSERT OR UPDATE OR DELETE ON principals
+        FOR EACH ROW EXECUTE FUNCTION toolgate_raise_revision('identity');
+     CREATE TRIGGER memberships_revision AFTER INSERT OR UPDATE OR DELETE ON memberships
+        FOR EACH ROW EXECUTE FUNCTION toolgate_raise_revision('identity');
+     CREATE TRIGGER api_keys_revision
+        AFTER INSERT OR DELETE OR UPDATE OF id, principal, digest, scope, expires_ms, revoked_ms ON api_keys
+        FOR EACH ROW EXECUTE FUNCTION toolgate_raise_revision('identity');
+     CREATE TRIGGER grants_revision AFTER INSERT OR UPDATE OR DELETE ON grants
+        FOR EACH ROW EXECUTE FUNCTION toolgate_raise_revision('grants');",
+];
+
+/// Applies the migrations `client`'s database lacks, all in one transaction under the
+/// advisory lock: a second node starting at the same moment waits for the first to commit,
+/// then finds the schema current.
+pub(crate) async fn migrate(mut client: Object) -> Result<usize, PgError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS toolgate_schema (version BIGINT NOT NULL)").await?;
+    let version: Option<i64> = tx.query_one("SELECT max(version) FROM toolgate_schema", &[]).await?.try_get(0)?;
+    let version = usize::try_from(version.unwrap_or(0)).unwrap_or(usize::MAX);
+    if version > MIGRATIONS.len() {
+        return Err(PgError::Data(format!(
+            "the database's schema is version {version}, newer than this build's {}: upgrade toolgate on \
+             this node to the version the other nodes run",
+            MIGRATIONS.len()
+        )));
+    }
+    for sql in &MIGRATIONS[version..] {
+        tx.batch_execute(sql).await?;
+    }
+    if version < MIGRATIONS.len() {
+        tx.execute("DELETE FROM toolgate_schema", &[]).await?;
+        tx.execute("INSERT INTO toolgate_schema (version) VALUES ($1)", &[&(MIGRATIONS.len() as i64)]).await?;
+    }
+    tx.commit().await?;
+    Ok(MIGRATIONS.len())
+}
+
+/// The version recorded in the database (0 before the first migration).
+pub(crate) async fn version(client: Object) -> Result<usize, PgError> {
+    let exists: bool = client.query_one("SELECT to_regclass('toolgate_schema') IS NOT NULL", &[]).await?.try_get(0)?;
+    if !exists {
+        return Ok(0);
+    }
+    let version: Option<i64> = client.query_one("SELECT max(version) FROM toolgate_schema", &[]).await?.try_get(0)?;
+    Ok(usize::try_from(version.unwrap_or(0)).unwrap_or(0))
+}

@@ -1,0 +1,111 @@
+//! [`PgStore`]: a connection pool to one PostgreSQL database, behind the store traits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::Socket;
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres_rustls::MakeRustlsConnect;
+use toolgate_store::StoreError;
+
+use crate::bridge::Bridge;
+use crate::error::PgError;
+use crate::migrations;
+
+/// Connections a store keeps at most (each node's share of the server's `max_connections`).
+const POOL_SIZE: usize = 16;
+
+/// How long a call waits for a connection, and a new connection for the server, before it
+/// fails with an error saying so (instead of hanging while the database is down).
+const CONNECT_WAIT: Duration = Duration::from_secs(10);
+
+/// toolgate's state in one PostgreSQL database; cheap to clone (one pool, one thread).
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    bridge: Arc<Bridge>,
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, with
+    /// libpq's parameters such as `sslmode=require`; a host that is a path, percent-encoded, is
+    /// a Unix socket's folder) and brings its schema up to date.
+    pub fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+            PgError::Db(e).doing("reading the PostgreSQL URL (expected postgres://user@host/database)")
+        })?;
+        // As libpq: no TLS over a Unix socket (the kernel carries it; a socket path is no name
+        // a certificate could be checked against).
+        let hosts = config.get_hosts();
+        if !hosts.is_empty() && hosts.iter().all(|h| matches!(h, tokio_postgres::config::Host::Unix(_))) {
+            config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+        }
+        let tls = Tls(tokio_postgres_rustls::MakeRustlsConnect::new(tls_config()));
+        let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(CONNECT_WAIT))
+            .create_timeout(Some(CONNECT_WAIT))
+            .recycle_timeout(Some(CONNECT_WAIT))
+            .build()
+            .map_err(|e| PgError::Data(e.to_string()).doing("setting up the PostgreSQL pool"))?;
+        let bridge = Bridge::start(pool).map_err(|e| StoreError::Backend {
+            doing: "starting the PostgreSQL store's thread",
+            source: Box::new(e),
+        })?;
+        let store = PgStore { bridge: Arc::new(bridge) };
+        store.run("migrating the PostgreSQL schema", migrations::migrate)?;
+        Ok(store)
+    }
+
+    /// The schema version the database has ([`crate::SCHEMA_VERSION`] once connected).
+    pub fn schema_version(&self) -> Result<usize, StoreError> {
+        self.run("reading the schema version", migrations::version)
+    }
+
+    /// Runs `work` on the store's thread with a pooled connection; its error says what was
+    /// being done.
+    pub(crate) fn run<T, W, F>(&self, doing: &'static str, work: W) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        W: FnOnce(Object) -> F + Send + 'static,
+        F: Future<Output = Result<T, PgError>> + Send + 'static,
+    {
+        self.bridge.run(work).map_err(|e| e.doing(doing))
+    }
+}
+
+/// rustls for the pool's connections. tokio-postgres asks for a connector even for a Unix
+/// socket, whose name is empty, which rustls refuses as a server name: that connection never
+/// uses TLS (`connect` turns it off), so any valid name stands in.
+#[derive(Clone)]
+struct Tls(MakeRustlsConnect);
+
+impl MakeTlsConnect<Socket> for Tls {
+    type Stream = <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream;
+    type TlsConnect = <MakeRustlsConnect as MakeTlsConnect<Socket>>::TlsConnect;
+    type Error = <MakeRustlsConnect as MakeTlsConnect<Socket>>::Error;
+
+    fn make_tls_connect(&mut self, domain: &str) -> Result<Self::TlsConnect, Self::Error> {
+        let domain = if domain.is_empty() { "localhost" } else { domain };
+        <MakeRustlsConnect as MakeTlsConnect<Socket>>::make_tls_connect(&mut self.0, domain)
+    }
+}
+
+/// TLS for connections that ask for it (`sslmode=prefer`, the default, or `require`): the
+/// system's root certificates, rustls with ring (the provider the workspace's HTTP client uses).
+/// A connection over a Unix socket never uses TLS.
+fn tls_config() -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    // Certificates the system has but rustls cannot parse are skipped (as browsers do).
+    let found = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(found.certs);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions() {
+        Ok(builder) => builder.with_root_certificates(roots).with_no_client_auth(),
+        // ring's default provider supports the default versions; kept as a fallback rather
+        // than a panic.
+        Err(_) => rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth(),
+    }
+}
