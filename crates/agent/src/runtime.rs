@@ -488,6 +488,20 @@ impl Runtime {
         message: &str,
         events: Option<EventSink>,
     ) -> Result<RunOutcome, AgentError> {
+        self.send_under(session, message, events, None).await
+    }
+
+    /// [`Runtime::send`] with every call of the turn held to `grants` (a team gateway caller's,
+    /// [`CallContext::grants`]): the caller who continues a session, or the principal a
+    /// routine acts for. A session keeps no grants of its own across turns, so a turn started
+    /// on a gateway caller's behalf must be given theirs.
+    pub async fn send_under(
+        &self,
+        session: &str,
+        message: &str,
+        events: Option<EventSink>,
+        grants: Option<Arc<dyn toolgate_core::CallGrants>>,
+    ) -> Result<RunOutcome, AgentError> {
         // A route whose session is gone (the process died before starting it) is ignored.
         let routed = match self.store.handoff_route(session)? {
             Some(route) => self.store.session(&route.to_session)?,
@@ -500,7 +514,8 @@ impl Runtime {
         let record = record.ok_or_else(|| {
             AgentError::Invalid(format!("no session `{}`; list them with sessions_list", clip(session)))
         })?;
-        let outcome = self.continue_session(&record, message, self.shutdown.child_token(), events.clone()).await?;
+        let outcome =
+            self.continue_session(&record, message, self.shutdown.child_token(), events.clone(), grants).await?;
         Ok(self.follow_handoffs(outcome, events).await)
     }
 
@@ -544,6 +559,7 @@ impl Runtime {
         message: &str,
         cancel: CancellationToken,
         events: Option<EventSink>,
+        grants: Option<Arc<dyn toolgate_core::CallGrants>>,
     ) -> Result<RunOutcome, AgentError> {
         // One continuation of a session at a time in this process (`sessions_send`, a team
         // result for an idle lead, `toolgate agent send` may race): a second waits for the
@@ -566,6 +582,9 @@ impl Runtime {
         let caller = self.caller()?;
         let (mut ctx, only) = self.session_ctx(record)?;
         ctx.cancel = cancel;
+        if grants.is_some() {
+            ctx.grants = grants;
+        }
         let mut messages: Vec<Message> = self.store.session_messages(&record.id, 0)?.iter().map(from_record).collect();
         let user = Message::User { content: message.to_owned() };
         self.store.session_append(&record.id, &to_record(&user))?;

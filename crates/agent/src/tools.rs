@@ -226,7 +226,12 @@ impl Tool for AgentTool {
                             "session_id": to, "status": "queued",
                             "note": "the session is running: it reads your message before its next model turn; its answer is in sessions_history",
                         }))),
-                        Ok(None) => r.send(id, &message, None).await.map(|o| ToolOutput::text(o.for_model())),
+                        // Continued under the caller's grants (a gateway's), not the gate's base
+                        // context: a session is no way around them.
+                        Ok(None) => r
+                            .send_under(id, &message, None, ctx.grants.clone())
+                            .await
+                            .map(|o| ToolOutput::text(o.for_model())),
                         Err(e) => Err(e),
                     },
                     Err(e) => Err(e),

@@ -117,6 +117,14 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         None => Vec::new(),
     };
     let users = per_user_gates(&gate, page.is_some(), &approver, &shutdown)?;
+    // A gateway caller's routines fire under that caller's grants as they are at each fire,
+    // whether this process serves HTTP or not; set before the scheduler starts.
+    if let Some(grants) = gateway_grants(&gate) {
+        gate.hold_routines_to(Arc::new(toolgate::granted::PrincipalGrants::new(grants.clone())));
+        if let Some(users) = &users {
+            users.hold_routines_to(grants);
+        }
+    }
     let tasks = gate.start_tasks(&shutdown);
     // Over HTTP in gateway mode, each caller's grants limit what is listed and run.
     let http = args.http.is_some();
@@ -257,16 +265,19 @@ fn granted(
     handler: Arc<dyn toolgate::mcp::CallHandler>,
     http: bool,
 ) -> Arc<toolgate::granted::Granted> {
-    let config = &gate.services().config;
-    let grants = match (&gate.services().stores, config.gateway.enabled && http) {
-        (Some(stores), true) => Some(toolgate::gateway::Grants::new(
-            Arc::clone(&stores.grants),
-            Arc::clone(&stores.identity),
-            toolgate::gateway_family::default_tools(&config.gateway),
-        )),
-        _ => None,
-    };
+    let grants = if http { gateway_grants(gate) } else { None };
     Arc::new(toolgate::granted::Granted::new(handler, Arc::clone(gate), grants))
+}
+
+/// The team gateway's grants (its own database's), when `gate` is a gateway's.
+fn gateway_grants(gate: &Gate) -> Option<toolgate::gateway::Grants> {
+    let config = &gate.services().config;
+    let stores = gate.services().stores.as_ref().filter(|_| config.gateway.enabled)?;
+    Some(toolgate::gateway::Grants::new(
+        Arc::clone(&stores.grants),
+        Arc::clone(&stores.identity),
+        toolgate::gateway_family::default_tools(&config.gateway),
+    ))
 }
 
 /// With `[gateway] workspaces = "DIR"` (and an HTTP gateway), every user's calls run on

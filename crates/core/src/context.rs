@@ -96,6 +96,25 @@ pub trait CallGrants: Send + Sync + fmt::Debug {
     fn listed(&self, ctx: &CallContext, tools: Vec<crate::ToolSpec>) -> Vec<crate::ToolSpec>;
 }
 
+/// A team gateway principal's grants as they are NOW: what a run made later on a caller's
+/// behalf (a routine's fire, possibly after a restart) is held to, resolved each time it runs
+/// rather than kept from when it was made, so a revoked grant or a disabled user applies.
+/// Implemented by the facade over the gateway's grant store; the automation family holds it as
+/// a port and never depends on the gateway.
+pub trait PrincipalGrants: Send + Sync + fmt::Debug {
+    /// The grants of gateway user `user` acting as `agent`, read for every call made with them.
+    /// `Err` says why nothing may run for them (the principal no longer exists or is disabled,
+    /// or the grants cannot be read), for the person reading the run's history.
+    fn grants_of(&self, user: &str, agent: &str) -> Result<Arc<dyn CallGrants>, String>;
+
+    /// Whether every routine of this gate acts under its owner's grants, even one stored
+    /// without a principal (a per-user workspace, whose database its user's tools may reach,
+    /// holds nobody else's routines).
+    fn every_routine(&self) -> bool {
+        false
+    }
+}
+
 /// A call the grants let through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantedCall {

@@ -393,6 +393,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // When an approval nobody could be notified of is denied (`approvals.rs`), kept in the
     // row so a restarted server still applies it.
     "ALTER TABLE approvals ADD COLUMN fallback_ms INTEGER;",
+    // The gateway principal a routine acts for (`routines.rs`): its fires are held to that
+    // principal's grants as they are when it fires.
+    "ALTER TABLE routines ADD COLUMN grants_agent TEXT;",
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

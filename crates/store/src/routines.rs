@@ -37,6 +37,12 @@ pub struct StoredRoutine {
     pub created_ms: i64,
     /// When it was last changed.
     pub updated_ms: i64,
+    /// The team gateway principal it acts for, when a call under a gateway's grants made it
+    /// (or last changed it): the agent that call acted as (with `owner`, the user). Each fire
+    /// is held to that principal's grants as they are then. `None`: made outside a gateway's
+    /// grants (the local user, the CLI).
+    #[serde(default)]
+    pub grants_agent: Option<String>,
 }
 
 /// One fire of a routine: a claimed scheduled instant and what became of it.
@@ -144,7 +150,7 @@ pub trait RoutineStore: Send + Sync + Debug {
     fn webhook_seen(&self, routine: &str, key: &str, now_ms: i64, expires_ms: i64) -> Result<bool, StoreError>;
 }
 
-const COLUMNS: &str = "name, owner, spec, enabled, next_fire_ms, last_fire_ms, created_ms, updated_ms";
+const COLUMNS: &str = "name, owner, spec, enabled, next_fire_ms, last_fire_ms, created_ms, updated_ms, grants_agent";
 const FIRE_COLUMNS: &str = "routine, scheduled_ms, fired_ms, trigger, status, job_id, detail";
 const SET_FIRE: &str = "UPDATE routine_fires SET status = ?3, job_id = COALESCE(?4, job_id),
     detail = COALESCE(?5, detail) WHERE routine = ?1 AND scheduled_ms = ?2";
@@ -191,6 +197,7 @@ fn routine_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRoutine> {
         last_fire_ms: r.get(5)?,
         created_ms: r.get(6)?,
         updated_ms: r.get(7)?,
+        grants_agent: r.get(8)?,
     })
 }
 
@@ -210,7 +217,7 @@ impl RoutineStore for Store {
     fn routine_insert(&self, r: &StoredRoutine) -> Result<bool, StoreError> {
         self.with(|conn| {
             conn.execute(
-                &format!("INSERT OR IGNORE INTO routines ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+                &format!("INSERT OR IGNORE INTO routines ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
                 rusqlite::params![
                     r.name,
                     r.owner,
@@ -219,7 +226,8 @@ impl RoutineStore for Store {
                     r.next_fire_ms,
                     r.last_fire_ms,
                     r.created_ms,
-                    r.updated_ms
+                    r.updated_ms,
+                    r.grants_agent
                 ],
             )
             .map(|n| n > 0)
@@ -231,7 +239,7 @@ impl RoutineStore for Store {
         self.with(|conn| {
             conn.execute(
                 "UPDATE routines SET owner = ?2, spec = ?3, enabled = ?4, next_fire_ms = ?5, last_fire_ms = ?6,
-                 updated_ms = ?7 WHERE name = ?1",
+                 updated_ms = ?7, grants_agent = ?8 WHERE name = ?1",
                 rusqlite::params![
                     r.name,
                     r.owner,
@@ -239,7 +247,8 @@ impl RoutineStore for Store {
                     r.enabled,
                     r.next_fire_ms,
                     r.last_fire_ms,
-                    r.updated_ms
+                    r.updated_ms,
+                    r.grants_agent
                 ],
             )
             .map(|n| n > 0)

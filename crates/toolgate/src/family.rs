@@ -329,7 +329,9 @@ impl Family for Automation {
                     files,
                     sink,
                     model,
-                );
+                )
+                // A gateway caller's routine fires under its principal's grants as they are then.
+                .with_grants(Arc::clone(&s.routine_grants));
                 Routines::new(setup)
             });
             setup.routines = Some(Arc::clone(routines));

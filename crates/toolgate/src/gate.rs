@@ -299,6 +299,7 @@ impl GateBuilder {
             wasm_failed: Arc::default(),
             wasm_host: Arc::default(),
             audit: Arc::default(),
+            routine_grants: Arc::default(),
         };
         let registry = Arc::clone(&services.registry);
         // Every name any dialect gives a tool, and the next families', stays a built-in's.
@@ -523,6 +524,14 @@ impl Gate {
     /// `shutdown` is cancelled (a long-lived `toolgate serve` calls this once).
     pub fn start_tasks(&self, shutdown: &CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
         self.families.iter().flat_map(|f| f.tasks(&self.services, shutdown)).map(tokio::spawn).collect()
+    }
+
+    /// Holds this gate's routines to a team gateway's grants: a routine made by a caller under
+    /// grants fires only under its principal's grants as they are at that fire (none while
+    /// this is unset: such a routine's fires fail, saying why). Set once, before the gate's
+    /// tasks start.
+    pub fn hold_routines_to(&self, grants: Arc<dyn toolgate_core::PrincipalGrants>) {
+        let _ = self.services.routine_grants.set(grants);
     }
 
     /// The vault of bridged servers' OAuth sign-ins (the state database's encrypted secrets),

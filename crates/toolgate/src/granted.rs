@@ -343,6 +343,120 @@ impl toolgate_core::CallGrants for CallerGrants {
     }
 }
 
+/// The gateway's grants of a principal as they are now, for runs made later on its behalf (a
+/// routine's fires, `toolgate_automation`'s port): the principal is checked at each fire and
+/// again before each call the run makes (a user or agent disabled since, or a user gone, runs
+/// nothing), and the grants are read for every call, as a request's are.
+#[derive(Debug, Clone)]
+pub struct PrincipalGrants {
+    grants: Arc<CachedGrants>,
+    /// The one user whose runs this gate makes (a per-user workspace): a routine stored there
+    /// for anyone else runs nothing, whatever its row says.
+    only: Option<String>,
+}
+
+impl PrincipalGrants {
+    /// `grants` (the gateway's) for the runs of the gateway's own gate.
+    pub fn new(grants: Grants) -> Self {
+        PrincipalGrants { grants: Arc::new(CachedGrants::new(grants)), only: None }
+    }
+
+    /// `grants` for the runs of `user`'s own gate (a per-user workspace): every routine there is
+    /// held to `user`'s grants, even one whose row names no principal.
+    pub fn of_user(grants: Grants, user: &str) -> Self {
+        PrincipalGrants { grants: Arc::new(CachedGrants::new(grants)), only: Some(user.to_owned()) }
+    }
+
+    /// Why `user` acting as `agent` may make no call now, if so.
+    fn inactive(&self, user: &str, agent: &str) -> Option<String> {
+        if let Some(only) = &self.only
+            && only != user
+        {
+            return Some(format!("this workspace is `{only}`'s, and it runs nothing for anyone else"));
+        }
+        let identity = self.grants.grants().identity();
+        let get = |name: &str| identity.principal_get(name).map_err(|e| format!("cannot read `{name}`: {e}"));
+        let me = match get(user) {
+            Ok(Some(p)) => p,
+            Ok(None) => return Some(format!("`{user}` is no longer a principal of this gateway")),
+            Err(e) => return Some(e),
+        };
+        if me.disabled {
+            return Some(format!("`{user}` is disabled on this gateway"));
+        }
+        // An agent acting as its own user (a group's agent): its owning user must be enabled too.
+        if me.kind == PrincipalKind::Agent
+            && let Some(owner) = &me.owner
+        {
+            match get(owner) {
+                Ok(Some(o)) if o.kind == PrincipalKind::User && o.disabled => {
+                    return Some(format!("`{owner}`, who owns the agent `{user}`, is disabled on this gateway"));
+                }
+                Ok(_) => {}
+                Err(e) => return Some(e),
+            }
+        }
+        if agent != user {
+            match get(agent) {
+                Ok(Some(a)) if a.kind == PrincipalKind::Agent && a.disabled => {
+                    return Some(format!("the agent `{agent}` is disabled on this gateway"));
+                }
+                Ok(_) => {}
+                Err(e) => return Some(e),
+            }
+        }
+        None
+    }
+}
+
+impl toolgate_core::PrincipalGrants for PrincipalGrants {
+    fn grants_of(&self, user: &str, agent: &str) -> Result<Arc<dyn toolgate_core::CallGrants>, String> {
+        if let Some(why) = self.inactive(user, agent) {
+            return Err(why);
+        }
+        let caller = CallerGrants {
+            grants: Arc::clone(&self.grants),
+            user: user.to_owned(),
+            agent: agent.to_owned(),
+            admitted: std::sync::Mutex::new(None),
+        };
+        Ok(Arc::new(LaterGrants { caller, principals: Arc::new(self.clone()) }))
+    }
+
+    fn every_routine(&self) -> bool {
+        self.only.is_some()
+    }
+}
+
+/// A principal's grants for a run made later on its behalf: [`CallerGrants`], and before each
+/// call the principal checked again (a run that outlives a user's disabling stops there).
+#[derive(Debug)]
+struct LaterGrants {
+    caller: CallerGrants,
+    principals: Arc<PrincipalGrants>,
+}
+
+impl toolgate_core::CallGrants for LaterGrants {
+    fn check(
+        &self,
+        ctx: &CallContext,
+        spec: &ToolSpec,
+        touches: &toolgate_core::Touches,
+    ) -> Result<toolgate_core::GrantedCall, ToolError> {
+        if let Some(why) = self.principals.inactive(&self.caller.user, &self.caller.agent) {
+            return Err(ToolError::Denied { tool: spec.name.clone(), reason: format!("gateway grants: {why}") });
+        }
+        toolgate_core::CallGrants::check(&self.caller, ctx, spec, touches)
+    }
+
+    fn listed(&self, ctx: &CallContext, tools: Vec<ToolSpec>) -> Vec<ToolSpec> {
+        if self.principals.inactive(&self.caller.user, &self.caller.agent).is_some() {
+            return Vec::new();
+        }
+        toolgate_core::CallGrants::listed(&self.caller, ctx, tools)
+    }
+}
+
 /// MCP tasks started with the caller's grants in their context, so the gate checks them as it
 /// does a plain call's.
 struct TasksWithGrants {

@@ -42,6 +42,8 @@ struct Users {
     upstream: OnceLock<Arc<dyn SecretVault>>,
     /// The gateway's grant store: each user's "allow always" decisions are kept there.
     grants: OnceLock<Arc<dyn GrantStore>>,
+    /// The gateway's grants: each user's routines fire under that user's, as they are then.
+    routine_grants: OnceLock<toolgate_gateway::Grants>,
 }
 
 impl PerUserGates {
@@ -64,6 +66,7 @@ impl PerUserGates {
             shutdown,
             upstream: OnceLock::new(),
             grants: OnceLock::new(),
+            routine_grants: OnceLock::new(),
         };
         Ok(PerUserGates { users: Arc::new(users) })
     }
@@ -85,6 +88,13 @@ impl PerUserGates {
     /// once, before the first request.
     pub fn set_approval_grants(&self, grants: Arc<dyn GrantStore>) {
         let _ = self.users.grants.set(grants);
+    }
+
+    /// Holds every user's routines to `grants` (the gateway's): a routine in a user's workspace
+    /// fires only under that user's grants as they are then, whatever its row in the user's
+    /// own database says. Set once, before the first request.
+    pub fn hold_routines_to(&self, grants: toolgate_gateway::Grants) {
+        let _ = self.users.routine_grants.set(grants);
     }
 
     /// `user`'s gate, built (with its workspace) on first use.
@@ -122,6 +132,9 @@ impl Users {
             builder.build_shared().map_err(|e| ToolError::failed(format!("cannot open {user}'s workspace: {e}")))?;
         if let Some(grants) = self.grants.get() {
             move_approval_grants(user, &gate, grants.as_ref());
+        }
+        if let Some(grants) = self.routine_grants.get() {
+            gate.hold_routines_to(Arc::new(crate::granted::PrincipalGrants::of_user(grants.clone(), user)));
         }
         // A user's routines fire and its jobs are swept like the gateway's own (the tasks end
         // with `shutdown`; their handles are not needed).

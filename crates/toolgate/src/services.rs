@@ -52,6 +52,9 @@ pub struct Services {
     /// The gate's audit log, once it is open (it opens after the families' tools are built):
     /// what a family's HTTP routes record that is not a call (an inbound message).
     pub(crate) audit: Arc<OnceLock<Arc<dyn toolgate_store::AuditStore>>>,
+    /// The team gateway's grants for runs made later on a caller's behalf (routines), once a
+    /// gateway serves this gate ([`crate::Gate::hold_routines_to`]).
+    pub(crate) routine_grants: Arc<OnceLock<Arc<dyn toolgate_core::PrincipalGrants>>>,
 }
 
 impl Services {

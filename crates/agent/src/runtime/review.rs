@@ -98,7 +98,16 @@ impl Runtime {
                             Ok(Some(r)) => r,
                             _ => return outcome,
                         };
-                        match self.continue_session(&record, &ask, cancel.clone(), spec.events.clone()).await {
+                        match self
+                            .continue_session(
+                                &record,
+                                &ask,
+                                cancel.clone(),
+                                spec.events.clone(),
+                                parent_ctx.grants.clone(),
+                            )
+                            .await
+                        {
                             Ok(o) => outcome = o,
                             Err(e) => return failed(outcome, format!("the revision could not run: {e}")),
                         }

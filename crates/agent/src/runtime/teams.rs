@@ -259,7 +259,7 @@ impl Runtime {
                     continue;
                 }
                 rt.teams.continuing().insert(session.clone());
-                let outcome = rt.continue_session(&record, &text, rt.shutdown.child_token(), None).await;
+                let outcome = rt.continue_session(&record, &text, rt.shutdown.child_token(), None, None).await;
                 rt.teams.continuing().remove(&session);
                 let (turns, tokens) = match &outcome {
                     Ok(o) => (u64::from(o.iterations.max(1)), o.usage.input_tokens + o.usage.output_tokens),

@@ -12,7 +12,8 @@
 //! A routine that records an agent session (made by `cron add` from one) is no job: its prompt
 //! is appended to that session as a user message and the session runs on for one turn on the
 //! agent runtime ([`toolgate_agent::Runtime::send`]), so its tool calls go through the gate as
-//! the session's user, its owner; the fire records the turn's answer (`turn:ID`). A session
+//! the session's user, its owner (under the grants of the gateway principal the routine acts
+//! for, when it acts for one); the fire records the turn's answer (`turn:ID`). A session
 //! running in this process at that moment takes the prompt before its next model turn instead.
 
 use std::collections::HashSet;
@@ -126,9 +127,11 @@ impl JobsSink {
         let running = Running { turns: Arc::clone(&self.turns), id: id.clone() };
         let message = format!("[cron {}] {}", run.routine, run.prompt);
         let session = session.to_owned();
+        let grants = run.grants.clone();
         let done = Box::pin(async move {
             let _running = running;
-            // Running here now: the loop takes the message before its next model turn.
+            // Running here now: the loop takes the message before its next model turn (under the
+            // grants that run was started with).
             match rt.send_queued(&session, &message).await {
                 Ok(Some(to)) => {
                     return Ok(format!("queued into the running session `{to}`; its model reads it next turn"));
@@ -136,7 +139,7 @@ impl JobsSink {
                 Ok(None) => {}
                 Err(e) => return Err(e.to_string()),
             }
-            let outcome = rt.send(&session, &message, None).await.map_err(|e| e.to_string())?;
+            let outcome = rt.send_under(&session, &message, None, grants).await.map_err(|e| e.to_string())?;
             match outcome.status {
                 RunStatus::Done => Ok(outcome.answer),
                 _ => Err(outcome.for_model()),
@@ -151,7 +154,9 @@ impl JobsSink {
             user: run.owner.clone(),
             agent: "routine".into(),
             session: format!("routine:{}", run.routine),
-            grants: None,
+            // The principal's grants as they are at this fire (a gateway caller's routine):
+            // every call of the job is checked against them.
+            grants: run.grants.clone(),
         };
         let title = format!("routine {} ({})", run.routine, run.trigger);
         let origin = Some(format!("routine:{}", run.routine));

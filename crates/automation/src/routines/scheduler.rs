@@ -12,13 +12,13 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolgate_core::CallContext;
+use toolgate_core::{CallContext, CallGrants, PrincipalGrants};
 use toolgate_store::{RoutineFire, RoutineStore, SecretStore, StoreError, StoredRoutine};
 use toolgate_tools::fs::FsState;
 
@@ -67,7 +67,7 @@ impl Clock for ManualClock {
 }
 
 /// One run to start: what a fire hands the jobs engine.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct RoutineRun {
     /// The routine.
     pub routine: String,
@@ -89,6 +89,10 @@ pub struct RoutineRun {
     /// The fire's instant, Unix milliseconds: with `routine`, its unique key
     /// (`routine:NAME@MS` is the job's idempotency key).
     pub scheduled_ms: i64,
+    /// The team gateway grants of the principal the routine acts for, as they are at this
+    /// fire (read again for each call the run makes): every call of the run is checked against
+    /// them. `None`: the routine was made outside a gateway's grants.
+    pub grants: Option<Arc<dyn CallGrants>>,
 }
 
 impl RoutineRun {
@@ -247,6 +251,10 @@ pub struct RoutinesSetup {
     pub model_configured: bool,
     /// Limits and timings.
     pub config: RoutinesConfig,
+    /// The team gateway's grants, once a gateway serves this gate (set after the gate is
+    /// built): a routine made by a caller under grants fires only under its principal's
+    /// grants as they are then, and without this port it does not fire at all.
+    pub grants: Arc<OnceLock<Arc<dyn PrincipalGrants>>>,
 }
 
 impl RoutinesSetup {
@@ -268,7 +276,14 @@ impl RoutinesSetup {
             clock: Arc::new(SystemClock),
             model_configured,
             config: RoutinesConfig::default(),
+            grants: Arc::default(),
         }
+    }
+
+    /// With the slot the gateway's grants are put in ([`RoutinesSetup::grants`]).
+    pub fn with_grants(mut self, grants: Arc<OnceLock<Arc<dyn PrincipalGrants>>>) -> Self {
+        self.grants = grants;
+        self
     }
 
     /// With another clock.
@@ -440,6 +455,7 @@ impl Routines {
             last_fire_ms: None,
             created_ms: now,
             updated_ms: now,
+            grants_agent: grants_agent(ctx),
         };
         let mut shown = None;
         if spec.trigger == Trigger::Webhook {
@@ -546,6 +562,11 @@ impl Routines {
         r.enabled = enabled;
         r.spec = serde_json::to_value(&spec).map_err(|e| RoutineError::Store(e.to_string()))?;
         r.updated_ms = now;
+        // A change by a caller under grants makes the routine theirs to answer for: what runs
+        // now is what they wrote. A change without grants (the local user) keeps who it acts for.
+        if let Some(agent) = grants_agent(ctx) {
+            r.grants_agent = Some(agent);
+        }
         if !self.setup.store.routine_update(&r)? {
             return Err(RoutineError::NotFound(name.to_owned()));
         }
@@ -742,6 +763,17 @@ impl Routines {
         fire: &RoutineFire,
         detail: Option<&str>,
     ) -> (FireOutcome, RoutineFire, Option<TurnFuture>) {
+        let mut record = fire.clone();
+        let grants = match self.grants_for(r) {
+            Ok(grants) => grants,
+            Err(why) => {
+                tracing::warn!(routine = %r.name, owner = %r.owner, "routine fire refused: {why}");
+                record.status = "failed".into();
+                record.job_id = None;
+                record.detail = Some(clip(&why, 2_000));
+                return (FireOutcome::Failed(why), record, None);
+            }
+        };
         let run = RoutineRun {
             routine: r.name.clone(),
             owner: r.owner.clone(),
@@ -755,8 +787,8 @@ impl Routines {
             session: spec.session.clone(),
             trigger: fire.trigger.clone(),
             scheduled_ms: fire.scheduled_ms,
+            grants,
         };
-        let mut record = fire.clone();
         match self.setup.runner.start(run).await {
             Ok(started) => {
                 let (id, turn) = match started {
@@ -775,6 +807,37 @@ impl Routines {
                 (FireOutcome::Failed(why), record, None)
             }
         }
+    }
+
+    /// The gateway grants `r`'s run is held to, as they are now: those of the principal it was
+    /// made for (or, on a gate whose every routine is a gateway user's, its owner's), or why it
+    /// must not run at all (no gateway to read them from, the principal gone or disabled).
+    fn grants_for(&self, r: &StoredRoutine) -> Result<Option<Arc<dyn CallGrants>>, String> {
+        let port = self.setup.grants.get();
+        let agent = match (&r.grants_agent, port) {
+            (Some(agent), _) => agent.clone(),
+            (None, Some(port)) if port.every_routine() => "routine".to_owned(),
+            (None, _) => return Ok(None),
+        };
+        let Some(port) = port else {
+            return Err(format!(
+                "routine `{}` was made by the team gateway caller `{}` (agent `{}`) and runs only under their \
+                 grants, but no gateway serves this workspace to read them; run it from `toolgate serve --http` \
+                 with [gateway] enabled",
+                clip(&r.name, 80),
+                clip(&r.owner, 64),
+                clip(&agent, 64)
+            ));
+        };
+        port.grants_of(&r.owner, &agent).map(Some).map_err(|why| {
+            format!(
+                "routine `{}` acts for the gateway's `{}` (agent `{}`) under their grants, and nothing runs for \
+                 them now: {why}",
+                clip(&r.name, 80),
+                clip(&r.owner, 64),
+                clip(&agent, 64)
+            )
+        })
     }
 
     /// Runs a session turn in the background and records how it ended on its fire
@@ -1134,6 +1197,12 @@ impl Routines {
             FireOutcome::Failed(why) => (500, json!({"status": "failed", "error": why})),
         }
     }
+}
+
+/// The agent of the gateway principal a call under grants acts for (stored with a routine it
+/// makes or changes); `None` for a call outside a gateway's grants.
+fn grants_agent(ctx: &CallContext) -> Option<String> {
+    ctx.grants.as_ref().map(|_| ctx.identity.agent.clone())
 }
 
 /// The secrets-store name of a webhook routine's secret.

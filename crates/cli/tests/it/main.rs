@@ -27,6 +27,7 @@ mod gateway;
 mod gateway_cache;
 mod gateway_isolation;
 mod gateway_page;
+mod gateway_routines;
 mod gateway_rules;
 mod gateway_upstream;
 mod http_sessions;

@@ -17,7 +17,26 @@ fn routine(name: &str, next: Option<i64>) -> StoredRoutine {
         last_fire_ms: None,
         created_ms: 1,
         updated_ms: 1,
+        grants_agent: None,
     }
+}
+
+#[test]
+fn the_gateway_principal_a_routine_acts_for_is_kept_and_changed_with_it() {
+    on_every_backend(|db| {
+        let s = db.connect().routines;
+        let mut r = routine("g", Some(1_000));
+        r.grants_agent = Some("ann-ci".into());
+        assert!(s.routine_insert(&r).unwrap());
+        let read = s.routine_get("g").unwrap().unwrap();
+        assert_eq!(read.grants_agent.as_deref(), Some("ann-ci"));
+        assert_eq!(s.routines_due(5_000, 10).unwrap()[0].grants_agent.as_deref(), Some("ann-ci"));
+        r.grants_agent = Some("main".into());
+        assert!(s.routine_update(&r).unwrap());
+        assert_eq!(s.routine_list(Some("ann")).unwrap()[0].grants_agent.as_deref(), Some("main"));
+        assert!(s.routine_insert(&routine("local", None)).unwrap());
+        assert_eq!(s.routine_get("local").unwrap().unwrap().grants_agent, None, "made outside a gateway");
+    });
 }
 
 fn fire(name: &str, at: i64) -> RoutineFire {
