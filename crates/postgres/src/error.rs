@@ -31,3 +31,13 @@ impl PgError {
         matches!(self, PgError::Db(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION))
     }
 }
+
+/// An `INSERT`'s outcome as "added": `false` when the row's key exists already (the traits'
+/// "adds unless it exists"), any other failure as it is.
+pub(crate) fn added(inserted: Result<u64, tokio_postgres::Error>) -> Result<bool, PgError> {
+    match inserted.map_err(PgError::from) {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_unique_violation() => Ok(false),
+        Err(e) => Err(e),
+    }
+}

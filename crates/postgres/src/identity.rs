@@ -5,7 +5,7 @@ use tokio_postgres::Row;
 use toolgate_store::{ApiKeyRecord, IdentityStore, Membership, Principal, PrincipalKind, StoreError};
 
 use crate::PgStore;
-use crate::error::PgError;
+use crate::error::{PgError, added};
 
 const PRINCIPAL_COLUMNS: &str = "name, kind, owner, admin, disabled, password, created_ms";
 const KEY_COLUMNS: &str =
@@ -80,13 +80,8 @@ impl IdentityStore for PgStore {
                     sql.as_str(),
                     &[&p.name, &kind_text(p.kind), &p.owner, &p.admin, &p.disabled, &p.password, &p.created_ms],
                 )
-                .await
-                .map_err(PgError::from);
-            match inserted {
-                Ok(_) => Ok(true),
-                Err(e) if e.is_unique_violation() => Ok(false),
-                Err(e) => Err(e),
-            }
+                .await;
+            added(inserted)
         })
     }
 
@@ -181,13 +176,8 @@ impl IdentityStore for PgStore {
                         &k.note,
                     ],
                 )
-                .await
-                .map_err(PgError::from);
-            match inserted {
-                Ok(_) => Ok(true),
-                Err(e) if e.is_unique_violation() => Ok(false),
-                Err(e) => Err(e),
-            }
+                .await;
+            added(inserted)
         })
     }
 

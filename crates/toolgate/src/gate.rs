@@ -673,7 +673,7 @@ impl Gate {
         let mut trace: Vec<String> = Vec::with_capacity(6);
         // The policy revision the call is decided under, named last in its audit row.
         let revision = format!("policy revision {}", self.policy.revision());
-        let mut audited = Audited { tool: name.to_owned(), params: String::new(), called_as: None };
+        let mut audited = Audited { tool: name.to_owned(), resolved: false, params: String::new(), called_as: None };
         let result = self.run(&mut ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
         self.services.events.after_call(&ctx, &audited.tool, &trace, &result);
@@ -695,12 +695,7 @@ impl Gate {
             ));
         }
         // A name that resolved to no tool is the caller's text: one label for all of them.
-        let tool = if self.services.registry.resolve(&audited.tool).is_some_and(|t| t.tool.spec().name == audited.tool)
-        {
-            audited.tool.as_str()
-        } else {
-            crate::metrics::UNKNOWN_TOOL
-        };
+        let tool = if audited.resolved { audited.tool.as_str() } else { crate::metrics::UNKNOWN_TOOL };
         let outcome = result.as_ref().map_or_else(ToolError::kind, |_| "ok");
         crate::metrics::process().observe(tool, outcome, clock.elapsed());
         result
@@ -752,6 +747,7 @@ impl Gate {
             audited.called_as = Some(std::mem::take(&mut audited.tool));
         }
         audited.tool.clone_from(&spec.name);
+        audited.resolved = true;
         // A refusal names its rule in the trace too (the audit row, a job's decision event).
         self.policy.check_visible(spec, ctx).inspect_err(|e| trace.push(format!("policy: refused: {e}")))?;
         let mut params = params;
@@ -1008,6 +1004,8 @@ impl Gate {
 /// redacted, scrubbed and capped (empty when the audit log is off).
 struct Audited {
     tool: String,
+    /// Whether `tool` is a registered tool's name (not the caller's text): a metrics label.
+    resolved: bool,
     /// The name the caller used, when it is not the tool's (a dialect's or an alias).
     called_as: Option<String>,
     params: String,

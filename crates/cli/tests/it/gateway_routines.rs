@@ -4,101 +4,51 @@
 //! webhook routine, a grant revoked by `toolgate admin` in another process refuses the next
 //! fire, and a disabled user's routine runs nothing (the fire fails, saying why).
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::gateway::{Client, admin, grant_id};
 use crate::support::signed::{post as hook_post, python_hmac};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 
-fn admin(ws: &Path, args: &[&str]) -> String {
-    let out = Command::new(TOOLGATE).arg("--workspace").arg(ws).arg("admin").args(args).output().unwrap();
-    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-/// The id in `grant N: ...`.
-fn grant_id(added: &str) -> i64 {
-    added.strip_prefix("grant ").and_then(|r| r.split(':').next()).and_then(|n| n.parse().ok()).unwrap()
-}
-
-/// One MCP POST with `key` (and the session, once there is one): the whole HTTP answer.
-fn post(url: &str, key: &str, session: Option<&str>, body: &str) -> String {
-    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    let session = session.map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"));
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {key}\r\n{}\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        session.unwrap_or_default(),
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).unwrap();
-    out
-}
-
-/// An MCP session of one gateway user's key.
-struct Client<'a> {
-    url: &'a str,
-    key: String,
-    session: Option<String>,
-}
-
-impl<'a> Client<'a> {
-    fn connect(url: &'a str, key: &str) -> Client<'a> {
-        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-        let answer = post(url, key, None, init);
-        assert!(answer.starts_with("HTTP/1.1 200"), "initialize: {answer}");
-        let session = answer
-            .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("mcp-session-id:").map(|_| l[15..].trim().to_owned()));
-        let client = Client { url, key: key.to_owned(), session };
-        post(url, key, client.session.as_deref(), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        client
+/// `tool` called with `args` on `client`'s session: its structured result, or its error text
+/// as `{"error": ...}`.
+fn call(client: &Client<'_>, tool: &str, args: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args}});
+    let answer = client.send(&body.to_string());
+    let message: Value = answer
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: ").or(Some(l)))
+        .find_map(|l| serde_json::from_str::<Value>(l.trim()).ok().filter(|v| v.get("jsonrpc").is_some()))
+        .unwrap_or_else(|| panic!("{tool}: no JSON-RPC answer in {answer}"));
+    let result = &message["result"];
+    if result["isError"] == true {
+        return json!({"error": result["content"][0]["text"]});
     }
+    result.get("structuredContent").cloned().unwrap_or_else(|| {
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
+    })
+}
 
-    /// `tool` called with `args`: its structured result, or its error text as `{"error": ...}`.
-    fn call(&self, tool: &str, args: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                          "params": {"name": tool, "arguments": args}});
-        let answer = post(self.url, &self.key, self.session.as_deref(), &body.to_string());
-        let message: Value = answer
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: ").or(Some(l)))
-            .find_map(|l| serde_json::from_str::<Value>(l.trim()).ok().filter(|v| v.get("jsonrpc").is_some()))
-            .unwrap_or_else(|| panic!("{tool}: no JSON-RPC answer in {answer}"));
-        let result = &message["result"];
-        if result["isError"] == true {
-            return json!({"error": result["content"][0]["text"]});
+/// Polls `routine_history` of `name` until its newest run's job has ended; that run.
+fn ended_run(client: &Client<'_>, name: &str, runs: usize) -> Value {
+    let t = Instant::now();
+    loop {
+        let h = call(client, "routine_history", json!({"name": name, "limit": 20}));
+        let list = h["runs"].as_array().cloned().unwrap_or_default();
+        if list.len() == runs
+            && let Some(newest) = list.first()
+            && matches!(newest["job"]["state"].as_str(), Some("completed" | "failed"))
+        {
+            return newest.clone();
         }
-        result.get("structuredContent").cloned().unwrap_or_else(|| {
-            serde_json::from_str(result["content"][0]["text"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
-        })
-    }
-
-    /// Polls `routine_history` of `name` until its newest run's job has ended; that run.
-    fn ended_run(&self, name: &str, runs: usize) -> Value {
-        let t = Instant::now();
-        loop {
-            let h = self.call("routine_history", json!({"name": name, "limit": 20}));
-            let list = h["runs"].as_array().cloned().unwrap_or_default();
-            if list.len() == runs
-                && let Some(newest) = list.first()
-                && matches!(newest["job"]["state"].as_str(), Some("completed" | "failed"))
-            {
-                return newest.clone();
-            }
-            assert!(t.elapsed() < Duration::from_secs(30), "the routine's run never ended: {h}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        assert!(t.elapsed() < Duration::from_secs(30), "the routine's run never ended: {h}");
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -155,7 +105,8 @@ fn a_gateway_users_routine_fires_under_their_grants_as_they_are_at_each_fire() {
     // Bob's webhook routine calls exec: the routine is made, its fire runs nothing, and the
     // refusal is Bob's exec row, decided by the grants.
     let bob = Client::connect(&server.url, &bob_key);
-    let made = bob.call(
+    let made = call(
+        &bob,
         "routine_create",
         json!({"name": "bobs", "trigger_type": "webhook", "prompt": "p", "action_type": "tool", "tool": "exec",
                "params": {"command": "echo ran > bob.txt"}, "webhook_secret": secret}),
@@ -163,7 +114,7 @@ fn a_gateway_users_routine_fires_under_their_grants_as_they_are_at_each_fire() {
     assert!(made.get("error").is_none(), "{made}");
     let (status, reply) = deliver(&server.url, "bobs", secret, 1);
     assert_eq!(status, 202, "{reply}");
-    let run = bob.ended_run("bobs", 1);
+    let run = ended_run(&bob, "bobs", 1);
     assert_eq!(run["job"]["state"], "failed", "{run}");
     assert!(!ws.join("bob.txt").exists(), "Bob's routine ran exec without a grant for it");
     let rows = exec_rows(&ws, "bob");
@@ -171,26 +122,27 @@ fn a_gateway_users_routine_fires_under_their_grants_as_they_are_at_each_fire() {
     assert_eq!(rows[0]["outcome"], "denied", "{rows:?}");
     assert!(rows[0]["decision"].as_str().unwrap().contains("gateway grants: refused"), "{rows:?}");
     // By hand (`routine_run`) too.
-    let fired = bob.call("routine_run", json!({"name": "bobs"}));
+    let fired = call(&bob, "routine_run", json!({"name": "bobs"}));
     assert!(fired.get("error").is_none(), "{fired}");
-    assert_eq!(bob.ended_run("bobs", 2)["job"]["state"], "failed");
+    assert_eq!(ended_run(&bob, "bobs", 2)["job"]["state"], "failed");
     assert!(!ws.join("bob.txt").exists());
 
     // Ann's routine runs while her grant stands...
     let ann = Client::connect(&server.url, &ann_key);
-    let made = ann.call(
+    let made = call(
+        &ann,
         "routine_create",
         json!({"name": "anns", "trigger_type": "webhook", "prompt": "p", "action_type": "tool", "tool": "exec",
                "params": {"command": "echo ran >> ann.txt"}, "webhook_secret": secret}),
     );
     assert!(made.get("error").is_none(), "{made}");
     assert_eq!(deliver(&server.url, "anns", secret, 2).0, 202);
-    assert_eq!(ann.ended_run("anns", 1)["job"]["state"], "completed");
+    assert_eq!(ended_run(&ann, "anns", 1)["job"]["state"], "completed");
     assert_eq!(std::fs::read_to_string(ws.join("ann.txt")).unwrap(), "ran\n");
     // ...and not once it is revoked by another process: the next fire is refused.
     admin(&ws, &["grant", "revoke", &anns_exec.to_string()]);
     assert_eq!(deliver(&server.url, "anns", secret, 3).0, 202);
-    assert_eq!(ann.ended_run("anns", 2)["job"]["state"], "failed");
+    assert_eq!(ended_run(&ann, "anns", 2)["job"]["state"], "failed");
     assert_eq!(std::fs::read_to_string(ws.join("ann.txt")).unwrap(), "ran\n", "ran after the revoke");
     let rows = exec_rows(&ws, "ann");
     let refused: Vec<&Value> = rows.iter().filter(|r| r["outcome"] == "denied").collect();

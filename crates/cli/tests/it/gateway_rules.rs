@@ -9,21 +9,11 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::support::gateway::{admin, grant_id};
 use crate::support::python;
 use crate::support::scripted::{Scripted, answer, call};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
-
-fn admin(ws: &Path, args: &[&str]) -> String {
-    let out = Command::new(TOOLGATE).arg("--workspace").arg(ws).arg("admin").args(args).output().unwrap();
-    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-/// The id in `grant N: ...`.
-fn grant_id(added: &str) -> i64 {
-    added.strip_prefix("grant ").and_then(|r| r.split(':').next()).and_then(|n| n.parse().ok()).unwrap()
-}
 
 #[test]
 fn bad_rules_and_wildcard_requests_are_refused_at_the_door() {

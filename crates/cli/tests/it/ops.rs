@@ -10,6 +10,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 use toolgate_testkit::serve::HttpServer;
 
+use crate::support::gateway::admin;
 use crate::support::python;
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
@@ -80,11 +81,7 @@ fn probes_answer_anyone_and_metrics_count_the_calls_for_the_token_holder() {
 fn in_a_gateway_metrics_need_an_admins_key() {
     let ws = toolgate_testkit::serve::workspace();
     std::fs::write(ws.path().join("toolgate.toml"), "[gateway]\nenabled = true\n").unwrap();
-    let admin = |args: &[&str]| {
-        let out = Command::new(TOOLGATE).arg("--workspace").arg(ws.path()).arg("admin").args(args).output().unwrap();
-        assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let admin = |args: &[&str]| admin(ws.path(), args);
     admin(&["user", "add", "ann"]);
     admin(&["user", "add", "lee", "--admin"]);
     let (ann, lee) = (admin(&["key", "create", "--user", "ann"]), admin(&["key", "create", "--user", "lee"]));
