@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use toolgate::gateway::{Grants, Narrowing};
-use toolgate::store::{AccessRequest, AccessStatus, GrantMode, Store, ToolGrant};
+use toolgate::gateway::{GrantInput, Grants, Narrowing};
+use toolgate::store::{AccessRequest, AccessStatus, Store, ToolGrant};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum GrantCommand {
@@ -123,29 +123,26 @@ pub(crate) fn grant(db: &Path, command: GrantCommand) -> anyhow::Result<ExitCode
             note,
             disabled,
         } => {
-            let mode = GrantMode::parse(&mode).context("--mode is `allow`, `ask` or `deny`")?;
-            let config_overrides = match config_overrides {
-                Some(text) => {
-                    serde_json::from_str(&text).context("--server-config is a JSON object (`{\"org\": \"acme\"}`)")?
-                }
-                None => serde_json::json!({}),
+            let server_config = match config_overrides {
+                Some(text) => Some(
+                    serde_json::from_str(&text).context("--server-config is a JSON object (`{\"org\": \"acme\"}`)")?,
+                ),
+                None => None,
             };
-            let grant = ToolGrant {
-                id: 0,
-                subject,
+            // The page's form and `POST /api/grants` read their fields with the same code.
+            let input = GrantInput {
+                to: subject,
                 server,
-                tool_allow: tools,
-                tool_deny: deny,
-                enabled: !disabled,
-                config_overrides,
-                mode,
-                arg_rule,
-                expires_ms: expiry(expires.as_deref())?,
-                granted_by: super::admin::local_admin(),
-                request: None,
-                note: note.chars().take(200).collect(),
-                created_ms: super::admin::now_ms(),
+                tools,
+                deny_tools: deny,
+                mode: Some(mode),
+                args: arg_rule,
+                expires,
+                server_config,
+                note,
+                disabled,
             };
+            let grant = input.grant(&super::admin::local_admin(), super::admin::now_ms())?;
             let id = grants.add(&grant)?;
             outln!("grant {id}: {}", describe(&grant));
         }

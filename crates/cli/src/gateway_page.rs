@@ -1,8 +1,9 @@
 //! `toolgate serve --http` in gateway mode: `/mcp`'s authenticator (API keys, and the OIDC
 //! provider's access tokens when `[gateway.oidc]` is set), the web page at `/`, and RFC 9728
-//! protected-resource metadata (with OIDC only), `/api/access` (access requests as JSON). The
-//! page reads the gate's approvals queue and every workspace's audit log through
-//! [`PageSource`], which also posts each access decision to `notify_url` for the requester.
+//! protected-resource metadata (with OIDC only), `/api/access` (access requests as JSON) and
+//! `/api/grants` (an admin's grants). The page reads the gate's approvals queue and every
+//! workspace's audit log through [`PageSource`], which also posts each access decision to
+//! `notify_url` for the requester.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -103,7 +104,11 @@ impl GatewayWiring {
             Arc::new(GatewayAuthenticator::new(Arc::clone(&self.identity), oidc.clone()));
         let signin = Arc::new(SignIn::new(Arc::clone(&self.identity), oidc.clone()));
         let page = Page::new(signin, self.grants, self.data, public.starts_with("https://"));
-        let mut mounts = vec![page.mount(), page.api_mount(Arc::clone(&authenticator))];
+        let mut mounts = vec![
+            page.mount(),
+            page.api_mount(Arc::clone(&authenticator)),
+            page.grants_api_mount(Arc::clone(&authenticator)),
+        ];
         let mut resource_metadata = None;
         if let Some(oidc) = &oidc {
             mounts.push(toolgate::gateway::protected_resource_mount(&format!("{public}/mcp"), oidc.issuer()));

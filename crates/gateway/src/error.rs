@@ -43,6 +43,9 @@ pub enum GatewayError {
     /// A scope that cannot be used.
     #[error("bad key scope: {0}")]
     BadScope(String),
+    /// A grant that cannot be made as written (its words, patterns, rule or expiry).
+    #[error("bad grant: {0}")]
+    BadGrant(String),
     /// The OS's random generator failed.
     #[error("cannot make a random key: {0}")]
     Random(String),

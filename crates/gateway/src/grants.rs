@@ -52,7 +52,7 @@ pub fn check_pattern(pattern: &str) -> Result<(), GatewayError> {
     if ok {
         Ok(())
     } else {
-        Err(GatewayError::BadScope(format!(
+        Err(GatewayError::BadGrant(format!(
             "`{}` is not a tool name or pattern (1 to 128 of letters, digits, _ - . and *)",
             pattern.chars().take(80).collect::<String>().escape_debug()
         )))
@@ -67,7 +67,7 @@ pub fn check_server(name: &str) -> Result<(), GatewayError> {
     if ok {
         Ok(())
     } else {
-        Err(GatewayError::BadScope(format!(
+        Err(GatewayError::BadGrant(format!(
             "`{}` is not an MCP server name (1 to 32 of letters, digits, _ and -, no `__`)",
             name.chars().take(80).collect::<String>().escape_debug()
         )))
@@ -419,18 +419,18 @@ pub(crate) fn check(identity: &dyn IdentityStore, grant: &ToolGrant) -> Result<(
         check_server(server)?;
     }
     if grant.tool_allow.len() > MAX_PATTERNS || grant.tool_deny.len() > MAX_PATTERNS {
-        return Err(GatewayError::BadScope(format!("a grant names at most {MAX_PATTERNS} tools in each list")));
+        return Err(GatewayError::BadGrant(format!("a grant names at most {MAX_PATTERNS} tools in each list")));
     }
     for pattern in grant.tool_allow.iter().chain(&grant.tool_deny) {
         check_pattern(pattern)?;
     }
     if let Some(text) = &grant.arg_rule {
-        let rule = ArgumentRule::parse(text).map_err(GatewayError::BadScope)?;
+        let rule = ArgumentRule::parse(text).map_err(GatewayError::BadGrant)?;
         // A rule only narrows the grant's tools: one about none of the tools it names covers
         // nothing, which is a mistake to say now rather than a grant that silently gives nothing.
         let names: Vec<&str> = grant.tool_allow.iter().filter(|p| !p.contains('*')).map(String::as_str).collect();
         if !names.is_empty() && !names.iter().any(|n| rule.about(toolgate_policy::ToolRef::new(n, ""))) {
-            return Err(GatewayError::BadScope(format!(
+            return Err(GatewayError::BadGrant(format!(
                 "the argument rule `{}` is about none of the grant's tools ({}): a rule narrows the tools it \
                  names, e.g. `--tool exec --args 'exec(git *)'`",
                 rule.as_str(),
@@ -439,15 +439,15 @@ pub(crate) fn check(identity: &dyn IdentityStore, grant: &ToolGrant) -> Result<(
         }
     }
     if !(grant.config_overrides.is_object() || grant.config_overrides.is_null()) {
-        return Err(GatewayError::BadScope("config overrides are a JSON object of the server's settings".to_owned()));
+        return Err(GatewayError::BadGrant("config overrides are a JSON object of the server's settings".to_owned()));
     }
     if grant.config_overrides.as_object().is_some_and(|o| !o.is_empty()) && grant.server.is_none() {
-        return Err(GatewayError::BadScope(
+        return Err(GatewayError::BadGrant(
             "config overrides are for a grant on a bridged server (--server)".to_owned(),
         ));
     }
     if grant.expires_ms.is_some_and(|at| at <= now_ms()) {
-        return Err(GatewayError::BadScope("the expiry is in the past".to_owned()));
+        return Err(GatewayError::BadGrant("the expiry is in the past".to_owned()));
     }
     Ok(())
 }

@@ -9,6 +9,8 @@
 //!   requests (`request_access`, `toolgate admin access`); `toolgate::granted` limits what
 //!   `/mcp` lists and runs to the caller's grants; `changes`: each user's counter of grant
 //!   changes, which their MCP sessions watch to send `notifications/tools/list_changed`.
+//! - `grant_input`: a new grant as a person writes it (`toolgate admin grant add`'s flags, the
+//!   page's form, `POST /api/grants`), read by one piece of code for all three.
 //! - `cache`: keys' verifications and callers' compiled grants kept between requests, under
 //!   the store's revisions ([`CachedGrants`]).
 //! - `admin`: what `toolgate admin` does (users, groups, agents, keys), over the store's
@@ -25,6 +27,7 @@ mod admin;
 mod cache;
 mod changes;
 mod error;
+mod grant_input;
 mod grants;
 mod keys;
 mod names;
@@ -37,6 +40,7 @@ pub use admin::{Admin, NewKey};
 pub use cache::CachedGrants;
 pub use changes::grant_changes;
 pub use error::GatewayError;
+pub use grant_input::{GrantInput, duration_ms, split_list};
 pub use grants::{
     ADMIN_TOOL, Access, Decided, Grants, HOME_TOOLS, REQUEST_ACCESS, ToolRef, check_pattern, check_server,
 };

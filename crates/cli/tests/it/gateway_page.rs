@@ -1080,3 +1080,167 @@ fn a_requester_sees_the_decision_live_in_chromium() {
         "no script but the page's own: {found:#}"
     );
 }
+
+/// A gateway config with OIDC (when `issuer` is given) in which `time` needs a grant.
+fn grants_workspace(issuer: Option<&str>) -> tempfile::TempDir {
+    let ws = toolgate_testkit::serve::workspace();
+    let mut config = "[gateway]\nenabled = true\ndefault_tools = [\"echo\", \"request_access\"]\n".to_owned();
+    if let Some(issuer) = issuer {
+        config.push_str(&format!(
+            "[gateway.oidc]\nissuer = \"{issuer}\"\nclient_id = \"toolgate\"\nclient_secret_env = \"TG_OIDC_SECRET\"\n"
+        ));
+    }
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    ws
+}
+
+/// Every grant, as `toolgate admin grant list --json` prints them.
+fn grant_list(ws: &Path) -> Vec<serde_json::Value> {
+    admin(ws, &["grant", "list", "--json"], "").lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn an_admin_adds_a_grant_with_the_pages_form_in_chromium() {
+    let port = free_port();
+    let (_provider, issuer) = provider(port, 600);
+    let ws = grants_workspace(Some(&issuer));
+    admin(ws.path(), &["user", "add", "lee", "--admin"], "");
+    admin(ws.path(), &["user", "add", "ann"], "");
+    let ann = admin(ws.path(), &["key", "create", "--user", "ann"], "");
+    let _gateway = gateway(ws.path(), port);
+    let (_, body) = mcp_call(port, &ann, "time", serde_json::json!({"operation": "now"}));
+    assert!(body.contains("request_access"), "no grant yet: {body}");
+
+    let mut page = Chromium::start("grants.mjs", port, "lee", &[("USER", "ann"), ("HOSTILE", XSS)]);
+    let found = page.json();
+    assert_eq!(found["errors"], serde_json::json!([]), "{found:#}");
+    // The hostile pattern is refused with what is wrong, the form comes back with it as text
+    // (and the mode chosen), and nothing is stored.
+    assert!(found["bad_notice"].as_str().unwrap().contains("is not a tool name or pattern"), "{found:#}");
+    assert_eq!(found["bad_tools"], XSS, "{found:#}");
+    assert_eq!(found["bad_args"], format!("exec({XSS})"), "{found:#}");
+    assert_eq!(found["bad_mode"], "ask", "{found:#}");
+    assert_eq!(found["rows_after_bad"], found["rows_before"], "{found:#}");
+    assert_eq!(found["xss_ran"], false, "{found:#}");
+    assert_eq!(found["dialogs"], serde_json::json!([]), "{found:#}");
+    assert_eq!(found["csp"], serde_json::json!([]), "{found:#}");
+    assert_eq!(
+        found["scripts"],
+        serde_json::json!([format!("http://127.0.0.1:{port}/static/page.js")]),
+        "no script but the page's own: {found:#}"
+    );
+    // The good one is stored as granted by the signed-in admin, and applies to Ann's next call.
+    assert!(found["ok_notice"].as_str().unwrap().contains("added for ann"), "{found:#}");
+    assert_eq!(found["rows_after"].as_i64(), found["rows_before"].as_i64().map(|n| n + 1), "{found:#}");
+    let grants = grant_list(ws.path());
+    assert_eq!(grants.len(), 1, "only the good grant: {grants:?}");
+    let g = &grants[0];
+    assert!(g["subject"] == "ann" && g["tool_allow"] == serde_json::json!(["time"]), "{g}");
+    assert!(g["granted_by"] == "lee" && g["mode"] == "allow" && g["note"] == "added in Chromium", "{g}");
+    let (status, body) = mcp_call(port, &ann, "time", serde_json::json!({"operation": "now"}));
+    assert!(status == 200 && !body.contains("\"isError\":true"), "granted now: {body}");
+}
+
+#[test]
+fn grants_over_the_api_need_an_admin_and_the_csrf_token() {
+    let port = free_port();
+    let ws = grants_workspace(None);
+    admin(ws.path(), &["user", "add", "lee", "--admin"], "");
+    admin(ws.path(), &["user", "add", "bob"], "");
+    admin(ws.path(), &["agent", "add", "lee-bot", "--owner", "lee"], "");
+    admin(ws.path(), &["password", "set", "lee"], "correct horse battery staple\n");
+    admin(ws.path(), &["password", "set", "bob"], "bob's long passphrase\n");
+    let lee_key = admin(ws.path(), &["key", "create", "--user", "lee"], "");
+    let bob_key = admin(ws.path(), &["key", "create", "--user", "bob"], "");
+    let bot_key = admin(ws.path(), &["key", "create", "--user", "lee-bot"], "");
+    let _gateway = gateway(ws.path(), port);
+    let (as_lee, as_bob, as_bot) =
+        (format!("Bearer {lee_key}"), format!("Bearer {bob_key}"), format!("Bearer {bot_key}"));
+    let as_lee = [("Authorization", as_lee.as_str())];
+
+    // Bob's MCP client listens for notifications; `time` is not his yet.
+    let session = mcp_session(port, &bob_key);
+    assert!(!mcp_tools(port, &bob_key, &session).contains(&"time".to_owned()));
+    let mut notes = stream(
+        port,
+        "/mcp",
+        &[("Authorization", &as_bob), ("Accept", "text/event-stream"), ("Mcp-Session-Id", &session)],
+    );
+    let mut heard = String::new();
+
+    // Not an admin, an admin's agent, no credential: refused, nothing stored.
+    let wanted = r#"{"to": "bob", "tools": ["time"], "expires": "1h", "note": "release week"}"#;
+    for (who, auth) in [("bob", as_bob.as_str()), ("lee's agent", as_bot.as_str())] {
+        let (status, body) = api(port, "POST", "/api/grants", &[("Authorization", auth)], wanted);
+        assert!(status == 403 && body["error"].as_str().unwrap().contains("admins"), "{who}: {status} {body}");
+    }
+    let (status, _) = api(port, "POST", "/api/grants", &[], wanted);
+    assert_eq!(status, 401);
+    // With the page's cookie but without the session's CSRF token (another site's form).
+    let lee = Browser { port, cookie: password_signin(port, "lee", "correct horse battery staple").unwrap() };
+    let (status, body) = api(port, "POST", "/api/grants", &[("Cookie", &lee.cookie)], wanted);
+    assert!(status == 403 && body["error"].as_str().unwrap().contains("X-CSRF-Token"), "{body}");
+    // Bad fields: 400 with what is wrong, checked by the CLI's code.
+    for (bad, why) in [
+        (r#"{"to": "bob", "tools": ["<script>alert(1)</script>"]}"#, "not a tool name"),
+        (r#"{"to": "nobody", "tools": ["time"]}"#, "there is no"),
+        (r#"{"to": "bob", "tools": ["time"], "mode": "always"}"#, "`allow`, `ask` or `deny`"),
+        (r#"{"to": "bob", "tools": ["time"], "expires": "soon"}"#, "not a duration"),
+        (r#"{"to": "bob", "tools": ["exec"], "args": "exec(git *"}"#, "must end with"),
+        (r#"{"to": "bob", "tool": "time"}"#, "unknown field"),
+        ("[1]", "JSON object"),
+    ] {
+        let (status, body) = api(port, "POST", "/api/grants", &as_lee, bad);
+        assert!(status == 400 && body["error"].as_str().unwrap().contains(why), "{bad}: {status} {body}");
+    }
+    assert!(grant_list(ws.path()).is_empty(), "nothing stored");
+
+    // Lee's key: the grant is made, by lee, and reaches Bob's session at once.
+    let (status, body) = api(port, "POST", "/api/grants", &as_lee, wanted);
+    assert_eq!(status, 201, "{body}");
+    let grant = &body["grant"];
+    assert!(grant["id"].is_i64() && grant["granted_by"] == "lee" && grant["expires_ms"].is_i64(), "{body}");
+    assert!(read_until(&mut notes, &mut heard, "notifications/tools/list_changed", 1), "no list_changed: {heard}");
+    assert!(mcp_tools(port, &bob_key, &session).contains(&"time".to_owned()), "granted now");
+    let (status, body) = mcp_call(port, &bob_key, "time", serde_json::json!({"operation": "now"}));
+    assert!(status == 200 && !body.contains("\"isError\":true"), "{body}");
+    let id = grant["id"].as_i64().unwrap();
+
+    // With the cookie and the token: made. A hostile argument rule is refused or stays text.
+    let (_, page) = lee.get("/");
+    let csrf = csrf_of(&page);
+    let with_token = [("Cookie", lee.cookie.as_str()), ("X-CSRF-Token", csrf.as_str())];
+    let hostile = r#"{"to": "bob", "tools": ["exec"], "args": "exec(echo <img src=x onerror=alert(1)>)"}"#;
+    let (status, body) = api(port, "POST", "/api/grants", &with_token, hostile);
+    assert!(status == 201 || status == 400, "{status} {body}");
+    let (_, page) = lee.get("/");
+    assert!(!page.contains("<img src=x onerror"), "the rule stays text on the page");
+    if status == 201 {
+        assert!(page.contains("exec(echo &lt;img src=x onerror=alert(1)&gt;)"), "shown escaped");
+    }
+    let (status, listed) = api(port, "GET", "/api/grants", &as_lee, "");
+    assert!(status == 200 && listed["grants"].as_array().unwrap().iter().any(|g| g["id"] == id), "{listed}");
+    let (status, _) = api(port, "GET", "/api/grants", &[("Authorization", &as_bob)], "");
+    assert_eq!(status, 403);
+
+    // On the page: a bad pattern shows the error (escaped) and stores nothing; disable and
+    // enable apply to Bob's next call.
+    let before = grant_list(ws.path()).len();
+    let (status, html) = lee.post("/grants", &[("to", "bob"), ("tools", "<b>bold</b>"), ("args", "exec(\"><i>")]);
+    assert_eq!(status, 200);
+    assert!(notice(&html).contains("is not a tool name or pattern") && !html.contains("<b>bold"), "{}", notice(&html));
+    assert!(html.contains("value=\"&lt;b&gt;bold&lt;/b&gt;\"") && !html.contains("\"><i>"), "refilled, escaped");
+    assert_eq!(grant_list(ws.path()).len(), before, "nothing stored");
+    let bob = Browser { port, cookie: password_signin(port, "bob", "bob's long passphrase").unwrap() };
+    let (_, refused) = bob.post("/grants", &[("to", "bob"), ("tools", "exec")]);
+    assert!(notice(&refused).contains("only the gateway&#39;s admins"), "{}", notice(&refused));
+    assert_eq!(grant_list(ws.path()).len(), before, "a user adds no grant");
+    let (_, off) = lee.post(&format!("/grants/{id}/disable"), &[]);
+    assert!(notice(&off).contains(&format!("grant {id} disabled")), "{}", notice(&off));
+    let (_, body) = mcp_call(port, &bob_key, "time", serde_json::json!({"operation": "now"}));
+    assert!(body.contains("request_access"), "disabled: {body}");
+    let (_, on) = lee.post(&format!("/grants/{id}/enable"), &[]);
+    assert!(notice(&on).contains(&format!("grant {id} enabled")), "{}", notice(&on));
+    let (_, body) = mcp_call(port, &bob_key, "time", serde_json::json!({"operation": "now"}));
+    assert!(!body.contains("\"isError\":true"), "enabled again: {body}");
+}

@@ -14,6 +14,11 @@
 //!   grant is written in the same transaction; `tools` may only narrow what was asked.
 //! - `POST /api/access/{id}/reject` `{"message"?}`.
 //!
+//! - `GET /api/grants`: `{"grants": [...]}`, every grant; `POST /api/grants` `{"to", "server"?,
+//!   "tools"?, "deny_tools"?, "mode"?, "args"?, "expires"?, "note"?}`: a grant, read and checked
+//!   as `toolgate admin grant add` does, granted by the caller (201 `{"grant"}`). An admin's
+//!   only (`403` for anyone else); a bad field `400` with what is wrong.
+//!
 //! Who may decide is the grants' rule (an admin, or an admin of the requester's group; never
 //! the requester, never an agent).
 
@@ -26,7 +31,7 @@ use toolgate_store::{AccessRequest, AccessStatus};
 
 use super::{Inner, SESSION_COOKIE, audit, cookie};
 use crate::signin::same_text;
-use crate::{GatewayError, Narrowing, shown_request};
+use crate::{GatewayError, GrantInput, Narrowing, shown_request};
 
 /// Who sent an API request, as the decisions need it.
 struct Asker {
@@ -101,6 +106,9 @@ impl Inner {
             Ok(asker) => asker,
             Err((status, message)) => return error(status, message),
         };
+        if req.uri.path().starts_with("/api/grants") {
+            return self.grants_api(req, &asker);
+        }
         let rest = req.uri.path().strip_prefix("/api/access").unwrap_or_default().trim_end_matches('/');
         let body: Value = if req.body.is_empty() {
             json!({})
@@ -202,6 +210,49 @@ impl Inner {
                 }
             }
             _ => error(405, "use GET or POST"),
+        }
+    }
+
+    /// `/api/grants`: an admin's (never an agent's: agents are never admins) list and new
+    /// grants, read and checked by the same code as `toolgate admin grant add`.
+    fn grants_api(&self, req: &RouteRequest, asker: &Asker) -> Response<HttpBody> {
+        if !asker.admin {
+            return error(403, "only the gateway's admins may list or add grants; `request_access` asks for one");
+        }
+        let rest = req.uri.path().strip_prefix("/api/grants").unwrap_or_default().trim_end_matches('/');
+        match (req.method.as_str(), rest) {
+            ("GET", "") => match self.grants.list(None) {
+                Ok(all) => reply::json(200, &json!({"grants": all})),
+                Err(e) => refused(&e),
+            },
+            ("POST", "") => {
+                let input: GrantInput = match serde_json::from_slice(&req.body) {
+                    Ok(input) => input,
+                    Err(e) => {
+                        return error(
+                            400,
+                            format!(
+                                "the body must be a JSON object of a grant ({{\"to\", \"server\"?, \"tools\"?, \
+                                 \"deny_tools\"?, \"mode\"?, \"args\"?, \"expires\"?, \"note\"?}}): {e}"
+                            ),
+                        );
+                    }
+                };
+                let added = input
+                    .grant(&asker.by, crate::admin::now_ms())
+                    .and_then(|grant| self.grants.add(&grant))
+                    .and_then(|id| self.grants.store().tool_grant_get(id).map_err(GatewayError::from));
+                match added {
+                    Ok(Some(grant)) => {
+                        tracing::info!(grant = grant.id, by = %asker.by, subject = %grant.subject, "grant added over the API");
+                        reply::json(201, &json!({"grant": grant}))
+                    }
+                    // Revoked by someone else in the instant between.
+                    Ok(None) => error(409, "the grant was removed as it was added"),
+                    Err(e) => refused(&e),
+                }
+            }
+            _ => error(405, "use GET or POST /api/grants"),
         }
     }
 

@@ -9,7 +9,7 @@
 //! and names come from models and users. Every POST carries the session's CSRF token.
 //!
 //! - `render.rs`: the HTML; `assets.rs`: the CSS and the script; `audit.rs`: the audit filter
-//!   and the exports; `api.rs`: `/api/access`, the access requests as JSON.
+//!   and the exports; `api.rs`: `/api/access`, the access requests as JSON, and `/api/grants`.
 //!
 //! A user who is not an admin sees their own audit rows (the calls made as them, by them or
 //! their agents) and exports them; never anyone else's.
@@ -32,7 +32,7 @@ use toolgate_store::{AccessRequest, AccessStatus, AuditRecord, IdentityStore, Pr
 use sha2::Digest as _;
 
 use crate::signin::{Session, SignIn, random_token, same_text};
-use crate::{Admin, Grants, KeyScope, Narrowing};
+use crate::{Admin, GrantInput, Grants, KeyScope, Narrowing, split_list};
 use audit::AuditFilter;
 
 /// A tool call waiting for a person's decision, as the inbox shows it.
@@ -143,9 +143,15 @@ impl Page {
     pub fn api_mount(&self, authenticator: Arc<dyn Authenticator>) -> Mount {
         Mount::new("/api/access", RouteAuth::Own, Arc::new(AccessApi { page: self.clone(), authenticator }))
     }
+
+    /// `/api/grants` (`api.rs`), authenticated as [`Page::api_mount`] is: grants for scripts,
+    /// an admin's only.
+    pub fn grants_api_mount(&self, authenticator: Arc<dyn Authenticator>) -> Mount {
+        Mount::new("/api/grants", RouteAuth::Own, Arc::new(AccessApi { page: self.clone(), authenticator }))
+    }
 }
 
-/// The route of [`Page::api_mount`].
+/// The route of [`Page::api_mount`] and [`Page::grants_api_mount`].
 #[derive(Debug)]
 struct AccessApi {
     page: Page,
@@ -262,6 +268,7 @@ impl Inner {
                     | "/users"
                     | "/keys"
                     | "/access"
+                    | "/grants"
             ) || ["/keys/", "/users/", "/approvals/", "/access/", "/grants/"].iter().any(|p| path.starts_with(p));
         if !known {
             return reply::text(404, "no such page");
@@ -425,6 +432,8 @@ impl Inner {
                     Err(e) => back(Err(e.to_string())),
                 }
             }
+            "/grants" if !session.admin => refuse(),
+            "/grants" => self.add_grant(session, form),
             "/access" => {
                 let optional = |name: &str| Some(field(form, name).trim()).filter(|v| !v.is_empty());
                 back(
@@ -497,11 +506,16 @@ impl Inner {
                 if !session.admin {
                     return refuse();
                 }
-                if let Some(id) = path.strip_prefix("/grants/").and_then(|r| r.strip_suffix("/revoke")) {
+                if let Some(rest) = path.strip_prefix("/grants/") {
+                    let Some((id, action)) = rest.rsplit_once('/') else { return reply::text(404, "no such action") };
                     let Ok(id) = id.parse::<i64>() else { return back(Err(format!("`{id}` is not a grant number"))) };
-                    return back(
-                        self.grants.revoke(id).map(|()| format!("grant {id} revoked")).map_err(|e| e.to_string()),
-                    );
+                    let done = match action {
+                        "revoke" => self.grants.revoke(id).map(|()| format!("grant {id} revoked")),
+                        "enable" => self.grants.enable(id, true).map(|()| format!("grant {id} enabled")),
+                        "disable" => self.grants.enable(id, false).map(|()| format!("grant {id} disabled")),
+                        _ => return reply::text(404, "no such action"),
+                    };
+                    return back(done.map_err(|e| e.to_string()));
                 }
                 if let Some(rest) = path.strip_prefix("/users/") {
                     let (name, disabled) = match rest.rsplit_once('/') {
@@ -530,6 +544,39 @@ impl Inner {
                     return back(self.data.decide(id, decision, me));
                 }
                 reply::text(404, "no such action")
+            }
+        }
+    }
+
+    /// The grant form's POST (admins only): the words read and the grant checked as `toolgate
+    /// admin grant add` does ([`GrantInput`], [`Grants::add`]), granted by the signed-in admin.
+    /// A refusal shows the form again with what was typed and what is wrong; nothing is stored.
+    fn add_grant(&self, session: &Session, form: &[(String, String)]) -> Response<HttpBody> {
+        let optional = |name: &str| Some(field(form, name).to_owned()).filter(|v| !v.trim().is_empty());
+        let input = GrantInput {
+            to: field(form, "to").to_owned(),
+            server: optional("server"),
+            tools: split_list(field(form, "tools")),
+            deny_tools: split_list(field(form, "deny_tools")),
+            mode: optional("mode"),
+            args: optional("args"),
+            expires: optional("expires"),
+            server_config: None,
+            note: field(form, "note").to_owned(),
+            disabled: false,
+        };
+        let added = input
+            .grant(&session.user, crate::admin::now_ms())
+            .and_then(|grant| self.grants.add(&grant).map(|id| (id, grant)));
+        match added {
+            Ok((id, grant)) => {
+                tracing::info!(grant = id, by = %session.user, subject = %grant.subject, "grant added on the page");
+                self.dashboard(session, &[], Some(Ok(format!("grant {id} added for {}", grant.subject))))
+            }
+            Err(e) => {
+                let mut page = self.view(session, &[], Some(Err(e.to_string())));
+                page.grant_form = form.iter().filter(|(k, _)| k != "csrf").cloned().collect();
+                reply::html(200, render::dashboard(&page))
             }
         }
     }
@@ -632,6 +679,7 @@ impl Inner {
             filter,
             notice,
             new_key: None,
+            grant_form: Vec::new(),
             now_ms: crate::admin::now_ms(),
         }
     }

@@ -93,6 +93,8 @@ pub(crate) struct View {
     pub(crate) filter: AuditFilter,
     pub(crate) notice: Option<Result<String, String>>,
     pub(crate) new_key: Option<(String, String)>,
+    /// What the grant form had when it was refused (shown again, escaped, to be corrected).
+    pub(crate) grant_form: Vec<(String, String)>,
     pub(crate) now_ms: i64,
 }
 
@@ -114,6 +116,7 @@ impl View {
             filter: AuditFilter::default(),
             notice: None,
             new_key: None,
+            grant_form: Vec::new(),
             now_ms: crate::admin::now_ms(),
         }
     }
@@ -290,21 +293,57 @@ fn or_all(list: &[String]) -> String {
     if list.is_empty() { "all".to_owned() } else { list.join(", ") }
 }
 
+/// The admin's form for a new grant: the fields of `toolgate admin grant add`, refilled with
+/// what was typed when the grant was refused.
+fn grant_form(html: &mut String, v: &View) {
+    let typed = |name: &str| esc(v.grant_form.iter().find(|(k, _)| k == name).map_or("", |(_, value)| value.as_str()));
+    let mode = v.grant_form.iter().find(|(k, _)| k == "mode").map_or("allow", |(_, m)| m.as_str());
+    let options: String = ["allow", "ask", "deny"]
+        .iter()
+        .map(|m| format!("<option value=\"{m}\"{}>{m}</option>", if *m == mode { " selected" } else { "" }))
+        .collect();
+    let _ = write!(
+        html,
+        "<form method=\"post\" action=\"/grants\" class=\"row\" id=\"grant-form\">{csrf}\
+         <label>For<input name=\"to\" required placeholder=\"user, group or agent\" value=\"{to}\"></label>\
+         <label>Server<input name=\"server\" placeholder=\"toolgate's own\" value=\"{server}\"></label>\
+         <label>Tools<input name=\"tools\" placeholder=\"all, or exec, git_*\" value=\"{tools}\"></label>\
+         <label>Never<input name=\"deny_tools\" placeholder=\"delete_*\" value=\"{deny}\"></label>\
+         <label>Mode<select name=\"mode\">{options}</select></label>\
+         <label>Argument rule<input name=\"args\" placeholder=\"exec(git *)\" value=\"{args}\"></label>\
+         <label>Expires in<input name=\"expires\" placeholder=\"30d\" size=\"6\" value=\"{expires}\"></label>\
+         <label>Note<input name=\"note\" value=\"{note}\"></label>\
+         <button class=\"button primary\" type=\"submit\">Add grant</button></form>",
+        csrf = csrf_field(&v.csrf),
+        to = typed("to"),
+        server = typed("server"),
+        tools = typed("tools"),
+        deny = typed("deny_tools"),
+        args = typed("args"),
+        expires = typed("expires"),
+        note = typed("note"),
+    );
+}
+
 fn grants_section(html: &mut String, v: &View) {
     let title = if v.admin { "Grants" } else { "My grants" };
     let _ = write!(
         html,
         "<section class=\"card\" id=\"grants\"><h2>{title}</h2>\
          <p class=\"muted small\">toolgate's own tools need no grant unless <code>[gateway] default_tools</code> says so; \
-         a bridged server's tools always do. Grants are added with <code>toolgate admin grant add</code> or by approving a request.</p>"
+         a bridged server's tools always do. Grants are added here by an admin, with <code>toolgate admin grant add</code> \
+         or by approving a request.</p>"
     );
+    if v.admin {
+        grant_form(html, v);
+    }
     if v.grants.is_empty() {
         html.push_str("<p class=\"empty\">No grants.</p></section>");
         return;
     }
     html.push_str(
         "<table class=\"grid\"><thead><tr><th>#</th><th>For</th><th>Server</th><th>Tools</th><th>Denied</th><th>Mode</th>\
-         <th>Expires</th><th>By</th><th>State</th><th></th></tr></thead><tbody>",
+         <th>Argument rule</th><th>Expires</th><th>By</th><th>State</th><th></th></tr></thead><tbody>",
     );
     for g in &v.grants {
         let state = if !g.enabled {
@@ -314,25 +353,32 @@ fn grants_section(html: &mut String, v: &View) {
         } else {
             "active"
         };
-        let revoke = if v.admin {
+        let actions = if v.admin {
+            let (toggle, label) = if g.enabled { ("disable", "Disable") } else { ("enable", "Enable") };
             format!(
-                "<form method=\"post\" action=\"/grants/{}/revoke\">{}<button class=\"button danger small\">Revoke</button></form>",
-                g.id,
-                csrf_field(&v.csrf)
+                "<div class=\"decide\"><form method=\"post\" action=\"/grants/{id}/{toggle}\">{csrf}\
+                 <button class=\"button ghost small\">{label}</button></form>\
+                 <form method=\"post\" action=\"/grants/{id}/revoke\">{csrf}\
+                 <button class=\"button danger small\">Revoke</button></form></div>",
+                id = g.id,
+                csrf = csrf_field(&v.csrf)
             )
         } else {
             String::new()
         };
         let _ = write!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td>\
-             <td>{}</td><td><span class=\"pill {state}\">{state}</span></td><td>{revoke}</td></tr>",
+            "<tr id=\"grant-{}\"><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td>\
+             <td><code class=\"rule\">{}</code></td><td>{}</td><td>{}</td><td><span class=\"pill {state}\">{state}</span></td>\
+             <td>{actions}</td></tr>",
+            g.id,
             g.id,
             esc(&g.subject),
             esc(g.server.as_deref().unwrap_or("toolgate")),
             esc(&or_all(&g.tool_allow)),
             esc(&g.tool_deny.join(", ")),
             esc(g.mode.as_str()),
+            esc(g.arg_rule.as_deref().unwrap_or("")),
             esc(&when(g.expires_ms)),
             esc(&g.granted_by),
         );
@@ -520,6 +566,41 @@ mod tests {
         assert_eq!(esc("<script>\"x\"&'y'</script>"), "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;&lt;/script&gt;");
         assert_eq!(esc("a\u{0}b\u{1b}c"), "a\u{fffd}b\u{fffd}c");
         assert_eq!(url_segment("ab/../c\"><x"), "ab..cx");
+    }
+
+    #[test]
+    fn a_refused_grant_form_comes_back_escaped_and_a_hostile_rule_stays_text() {
+        let session = crate::signin::Session { user: "lee".into(), admin: true, csrf: "t".into(), expires_ms: 0 };
+        let mut view = View::empty(&session);
+        view.grant_form = vec![
+            ("to".into(), "ann".into()),
+            ("tools".into(), "<script>alert(1)</script>".into()),
+            ("args".into(), "exec(\" onerror=alert(1) x=\")".into()),
+            ("mode".into(), "ask".into()),
+        ];
+        view.grants = vec![toolgate_store::ToolGrant {
+            id: 3,
+            subject: "ann".into(),
+            server: None,
+            tool_allow: vec!["exec".into()],
+            tool_deny: Vec::new(),
+            enabled: false,
+            config_overrides: serde_json::json!({}),
+            mode: toolgate_store::GrantMode::Allow,
+            arg_rule: Some("exec(<img src=x onerror=alert(1)>)".into()),
+            expires_ms: None,
+            granted_by: "lee".into(),
+            request: None,
+            note: String::new(),
+            created_ms: 1,
+        }];
+        let mut html = String::new();
+        grants_section(&mut html, &view);
+        assert!(!html.contains("<script>") && !html.contains("<img") && !html.contains("\" onerror"), "{html}");
+        assert!(html.contains("value=\"&lt;script&gt;alert(1)&lt;/script&gt;\""), "refilled: {html}");
+        assert!(html.contains("<option value=\"ask\" selected>"), "{html}");
+        assert!(html.contains("/grants/3/enable") && html.contains("/grants/3/revoke"), "{html}");
+        assert!(html.contains("exec(&lt;img src=x onerror=alert(1)&gt;)"), "{html}");
     }
 
     #[test]
