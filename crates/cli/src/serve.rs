@@ -306,7 +306,16 @@ fn per_user_gates(
         users.set_approval_grants(Arc::clone(&stores.grants));
     }
     eprintln!("toolgate: each user works in a workspace of its own under {}", users.root().display());
-    Ok(Some(Arc::new(users)))
+    let users = Arc::new(users);
+    // A reload of the gateway's configuration (the watcher, `gateway reload`, `config_apply`)
+    // reaches every user's gate.
+    let follower = Arc::downgrade(&users);
+    gate.services().config_control.on_reload(move |config| {
+        if let Some(users) = follower.upgrade() {
+            users.reload(config);
+        }
+    });
+    Ok(Some(users))
 }
 
 fn print_gateway_banner(local: SocketAddr) {

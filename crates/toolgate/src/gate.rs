@@ -282,6 +282,7 @@ impl GateBuilder {
         let agents =
             crate::agent::build_runtime(&self.config, stores.as_ref().map(|s| Arc::clone(&s.sessions)), &workspace);
         timings.lap("agent runtime");
+        let config = Arc::new(self.config.clone());
         let services = Services {
             fetcher,
             runner,
@@ -291,7 +292,8 @@ impl GateBuilder {
             registry: Arc::new(Registry::new()),
             events: crate::events::Events::default(),
             workspace: workspace.clone(),
-            config: Arc::new(self.config.clone()),
+            config: Arc::clone(&config),
+            config_control: Arc::new(crate::reload::ConfigControl::new(config)),
             stores,
             embedder,
             memory,
@@ -488,8 +490,9 @@ impl Gate {
         &self.config
     }
 
-    /// The audit log, when the gate keeps one (WASM tools' HTTP requests add rows to it).
-    pub(crate) fn audit_log(&self) -> Option<&Arc<dyn AuditStore>> {
+    /// The audit log, when the gate keeps one (WASM tools' HTTP requests add rows to it, and
+    /// the gateway's page the access decisions whose requester could not be told).
+    pub fn audit_log(&self) -> Option<&Arc<dyn AuditStore>> {
         self.audit.as_ref()
     }
 

@@ -1,8 +1,9 @@
 //! The team gateway's family (group `gateway`, and `automation` for the `gateway` tool): with
 //! `[gateway] enabled`, `request_access` (`toolgate_gateway::RequestAccess`) and `gateway`, the
-//! administration tool of seed 000 §2: `status`, `config_get` (secrets redacted),
-//! `config_validate` and `config_apply` (a TOML patch of `toolgate.toml`, validated whole,
-//! approval always, applied by the configuration watcher's hot reload).
+//! administration tool of seed 000 §2: `status`, `config_get` (the configuration in force,
+//! secrets redacted), `config_validate` and `config_apply` (a TOML patch of `toolgate.toml`,
+//! validated whole, approval always, then reloaded) and `reload` (the files again, through
+//! [`crate::reload::ConfigControl`]).
 //!
 //! Only the gateway's own gate has them: a user's gate (`per_user.rs`) is built with `[gateway]
 //! enabled` off, and `toolgate_gateway::Granted` runs these two tools on the gateway's gate. The
@@ -43,7 +44,7 @@ impl Family for Gateway {
             grants: Arc::clone(&stores.grants),
             identity: Arc::clone(&stores.identity),
             workspace: s.workspace.clone(),
-            config: Arc::clone(&s.config),
+            control: Arc::clone(&s.config_control),
             started: Instant::now(),
         };
         Ok(vec![toolgate_gateway::RequestAccess::tool(grants), Arc::new(admin)])
@@ -62,11 +63,12 @@ fn admin_spec() -> ToolSpec {
          pending access requests), `config_get` (the configuration, secrets redacted), \
          `config_validate` (check a TOML `patch` of toolgate.toml without applying it), \
          `config_apply` (apply a TOML `patch` to toolgate.toml: always asks a person, refused whole \
-         when invalid, takes effect through hot reload).",
+         when invalid, then reloaded), `reload` (load the configuration files again and put them in \
+         force; says what changed, or why nothing did).",
         json!({
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["status", "config_get", "config_validate", "config_apply"]},
+                "action": {"type": "string", "enum": ["status", "config_get", "config_validate", "config_apply", "reload"]},
                 "patch": {"type": "string", "description": "TOML to merge into toolgate.toml", "maxLength": 65536}
             },
             "required": ["action"],
@@ -84,7 +86,7 @@ struct AdminTool {
     grants: Arc<dyn GrantStore>,
     identity: Arc<dyn IdentityStore>,
     workspace: std::path::PathBuf,
-    config: Arc<crate::config::Config>,
+    control: Arc<crate::reload::ConfigControl>,
     started: Instant,
 }
 
@@ -122,8 +124,21 @@ impl AdminTool {
         }))
     }
 
+    /// The file the server reads its configuration from (the workspace's `toolgate.toml` unless
+    /// it was started with `--config FILE`).
     fn config_file(&self) -> std::path::PathBuf {
-        self.workspace.join("toolgate.toml")
+        self.control.file().map_or_else(|| self.workspace.join("toolgate.toml"), std::path::Path::to_owned)
+    }
+
+    /// Loads the files again: what changed, or an error that says the old configuration stays.
+    fn reload(&self) -> Result<Value, String> {
+        let r = self.control.reload()?;
+        Ok(json!({
+            "tools": r.tools,
+            "removed_tools": r.removed,
+            "mcp_started": r.mcp_started,
+            "mcp_stopped": r.mcp_stopped,
+        }))
     }
 
     /// The workspace file with `patch` merged in, checked whole; the new text.
@@ -144,6 +159,24 @@ impl AdminTool {
             .map_err(|e| bad(format!("toolgate.toml with this patch is not valid, nothing was changed: {e}")))?;
         Ok(text)
     }
+}
+
+/// The sections of `patch` that a reload does not put in force (`reload.rs`: `[tools]`,
+/// `[mcp]`, `[gate] dialect` and the custom and skill tools do), as `[name]`.
+fn needs_restart(patch: &str) -> Vec<String> {
+    let Ok(table) = toml::from_str::<toml::Table>(patch) else { return Vec::new() };
+    let mut out = Vec::new();
+    for (key, value) in &table {
+        match key.as_str() {
+            "tools" | "mcp" => {}
+            "gate" => {
+                let keys = value.as_table().into_iter().flat_map(|t| t.keys());
+                out.extend(keys.filter(|k| *k != "dialect").map(|k| format!("[gate] {k}")));
+            }
+            other => out.push(format!("[{other}]")),
+        }
+    }
+    out
 }
 
 fn merge(base: &mut toml::Table, over: toml::Table) {
@@ -182,7 +215,8 @@ impl Tool for AdminTool {
 
     fn safety(&self, params: &Value) -> CallSafety {
         let action = params.get("action").and_then(Value::as_str).unwrap_or_default();
-        let mut safety = CallSafety { read_only: action != "config_apply", ..CallSafety::default() };
+        let read_only = matches!(action, "status" | "config_get" | "config_validate");
+        let mut safety = CallSafety { read_only, ..CallSafety::default() };
         if action == "config_apply" {
             safety.approval = ApprovalRequirement::Always;
             safety.approval_reason = Some("a change of the gateway's configuration".into());
@@ -205,7 +239,8 @@ impl Tool for AdminTool {
                 Ok(ToolOutput::text(status.to_string()).with_structured(status))
             }
             "config_get" => {
-                let mut config = serde_json::to_value(&*self.config).map_err(|e| ToolError::failed(e.to_string()))?;
+                let mut config =
+                    serde_json::to_value(&*self.control.current()).map_err(|e| ToolError::failed(e.to_string()))?;
                 redact(&mut config);
                 Ok(ToolOutput::text(config.to_string()).with_structured(json!({"config": config})))
             }
@@ -214,15 +249,37 @@ impl Tool for AdminTool {
                 Ok(ToolOutput::text("the patch is valid; `config_apply` applies it"))
             }
             "config_apply" => {
-                let text = self.patched(patch()?)?;
+                let patch = patch()?;
+                let text = self.patched(patch)?;
                 let path = self.config_file();
                 let tmp = path.with_extension("toml.tmp");
                 std::fs::write(&tmp, text)
                     .and_then(|()| std::fs::rename(&tmp, &path))
-                    .map_err(|e| ToolError::failed(format!("cannot write toolgate.toml: {e}")))?;
-                Ok(ToolOutput::text(
-                    "applied to toolgate.toml; the server reloads it (changes that need a restart are logged)",
-                ))
+                    .map_err(|e| ToolError::failed(format!("cannot write {}: {e}", path.display())))?;
+                let restart = needs_restart(patch);
+                let restart_note = if restart.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {} take effect at the next restart", restart.join(", "))
+                };
+                let (text, reloaded) = match self.reload() {
+                    Ok(r) => (format!("applied to {} and reloaded{restart_note}", path.display()), r),
+                    Err(e) => (
+                        format!(
+                            "written to {}, but not reloaded ({e}); the previous configuration stays in force",
+                            path.display()
+                        ),
+                        Value::Null,
+                    ),
+                };
+                Ok(ToolOutput::text(text.clone())
+                    .with_structured(json!({"applied": text, "reloaded": reloaded, "needs_restart": restart})))
+            }
+            "reload" => {
+                let reloaded = self.reload().map_err(|e| {
+                    ToolError::failed(format!("not reloaded, the previous configuration stays in force: {e}"))
+                })?;
+                Ok(ToolOutput::text(format!("reloaded: {reloaded}")).with_structured(reloaded))
             }
             other => Err(ToolError::invalid("gateway", "/action", format!("unknown action `{other}`"))),
         }
@@ -247,7 +304,7 @@ mod tests {
             grants: store.clone(),
             identity: store,
             workspace: dir.to_owned(),
-            config: Arc::new(crate::config::Config::default()),
+            control: Arc::new(crate::reload::ConfigControl::new(Arc::default())),
             started: Instant::now(),
         }
     }
@@ -285,9 +342,22 @@ mod tests {
         }
         assert_eq!(std::fs::read_to_string(dir.path().join("toolgate.toml")).unwrap(), "[gateway]\nenabled = true\n");
         let patch = json!({"action": "config_apply", "patch": "[gateway]\ndefault_tools = [\"echo\"]"});
-        t.execute(&lee, patch).await.unwrap();
+        let out = t.execute(&lee, patch).await.unwrap();
         let text = std::fs::read_to_string(dir.path().join("toolgate.toml")).unwrap();
         assert!(text.contains("enabled = true") && text.contains("default_tools"), "merged: {text}");
+        // A gate no server follows cannot reload: the answer says the file is written, not in force.
+        let out = out.structured.unwrap();
+        assert!(out["applied"].as_str().unwrap().contains("not reloaded"), "{out}");
+        assert_eq!(out["needs_restart"], json!(["[gateway]"]), "{out}");
+        let e = t.execute(&lee, json!({"action": "reload"})).await.unwrap_err();
+        assert!(e.to_string().contains("previous configuration stays"), "{e}");
+    }
+
+    #[test]
+    fn a_patch_names_what_a_reload_does_not_put_in_force() {
+        assert!(needs_restart("[tools]\ndeny = [\"x\"]\n[mcp.servers.a]\ncommand = \"a\"").is_empty());
+        assert_eq!(needs_restart("[gate]\ndialect = \"codex\"\nmax_output_bytes = 9"), ["[gate] max_output_bytes"]);
+        assert_eq!(needs_restart("[web]\nx = 1\n[approval]\nmode = \"never\""), ["[approval]", "[web]"]);
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub struct PerUserGates {
 #[derive(Debug)]
 struct Users {
     root: PathBuf,
-    config: Config,
+    /// The gateway's configuration in force ([`PerUserGates::reload`] replaces it).
+    config: std::sync::RwLock<Config>,
     approver: Option<Arc<dyn Approver>>,
     gates: Mutex<HashMap<String, Arc<Gate>>>,
     /// Ends every user gate's background tasks (its routine scheduler, event routines, job
@@ -60,7 +61,7 @@ impl PerUserGates {
         let root = root.canonicalize()?;
         let users = Users {
             root,
-            config,
+            config: std::sync::RwLock::new(config),
             approver,
             gates: Mutex::new(HashMap::new()),
             shutdown,
@@ -101,6 +102,31 @@ impl PerUserGates {
     pub fn gate_for(&self, user: &str) -> Result<Arc<Gate>, ToolError> {
         self.users.gate_for(user)
     }
+
+    /// Puts the gateway's reloaded `config` in force on every user's gate (and on the gates
+    /// made from now on), as [`Gate::reload`] does on the gateway's own. A gate that refuses it
+    /// keeps its configuration (logged; the gateway's own reload already checked the same).
+    pub fn reload(&self, config: &Config) {
+        *self.users.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config.clone();
+        let gates: Vec<(String, Arc<Gate>)> = {
+            let gates = self.users.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            gates.iter().map(|(user, gate)| (user.clone(), Arc::clone(gate))).collect()
+        };
+        let config = user_config(config);
+        for (user, gate) in gates {
+            if let Err(e) = gate.reload(&config) {
+                tracing::warn!("{user}'s gate keeps its configuration: {e}");
+            }
+        }
+    }
+}
+
+/// A user's gate is no gateway: the gateway's own tools (`request_access`, `gateway`) run on
+/// the gateway's gate, which keeps the grants (`gateway_family.rs`).
+fn user_config(gateway: &Config) -> Config {
+    let mut config = gateway.clone();
+    config.gateway.enabled = false;
+    config
 }
 
 impl Users {
@@ -114,10 +140,7 @@ impl Users {
         }
         let workspace = self.root.join(user);
         private_dir(&workspace).map_err(|e| ToolError::failed(format!("cannot make {user}'s workspace: {e}")))?;
-        // A user's gate is no gateway: the gateway's own tools (`request_access`, `gateway`)
-        // run on the gateway's gate, which keeps the grants (`gateway_family.rs`).
-        let mut config = self.config.clone();
-        config.gateway.enabled = false;
+        let config = user_config(&self.config.read().unwrap_or_else(std::sync::PoisonError::into_inner));
         let mut builder = Gate::builder(&workspace).config(config);
         if let Some(approver) = &self.approver {
             builder = builder.approver(Arc::clone(approver));
@@ -214,9 +237,11 @@ impl CallHandler for PerUserGates {
     /// MCP tasks in each user's own gate (its jobs, in its workspace's state database), unless
     /// `[automation] task_tools` is empty.
     fn tasks(&self) -> Option<Arc<dyn toolgate_mcp::TaskHost>> {
-        if self.users.config.automation.task_tools.is_empty() {
+        let config = self.users.config.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if config.automation.task_tools.is_empty() {
             return None;
         }
+        drop(config);
         Some(Arc::new(PerUserTasks { users: Arc::clone(&self.users) }))
     }
 

@@ -9,8 +9,15 @@
 //! and only then put in force; on an error the gate keeps what it had. Calls already running
 //! finish on the definitions they started with (they hold their tool), and the registry's
 //! change makes MCP clients get `notifications/tools/list_changed`.
+//!
+//! [`ConfigControl`] is the port a running gate's configuration is reached through: the
+//! configuration in force (what `gateway config_get` shows), the file `gateway config_apply`
+//! writes, and — once a server gives the gate its sources ([`Gate::follow_config`]) — a reload
+//! on demand (`gateway reload`) and the gates that follow this one's reloads (a team gateway's
+//! per-user gates).
 
-use std::sync::PoisonError;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use crate::config::Config;
 use crate::{Gate, GateError};
@@ -50,6 +57,89 @@ impl Gate {
         current.clone_from(&names);
         drop(current);
         let (mcp_stopped, mcp_started) = self.reload_mcp(&config.mcp);
+        self.services().config_control.put_in_force(config);
         Ok(Reloaded { tools: names, removed, mcp_stopped, mcp_started })
+    }
+
+    /// Gives the gate its configuration's sources: `load` reads every layer again, and `file`
+    /// is the one `gateway config_apply` writes (default: the workspace's `toolgate.toml`).
+    /// From then on [`Gate::reload_config`] works; the first call wins.
+    pub fn follow_config(self: &Arc<Self>, file: Option<&Path>, load: LoadConfig) {
+        let control = &self.services().config_control;
+        let gate = Arc::downgrade(self);
+        let file = file.map_or_else(|| self.workspace().join("toolgate.toml"), Path::to_owned);
+        let _ = control.source.set(Source { file, load, gate });
+    }
+
+    /// Loads the configuration again from the sources [`Gate::follow_config`] gave and puts it
+    /// in force; an error (a file that does not parse, a policy that does not compile) leaves
+    /// the gate as it was and says why.
+    pub fn reload_config(&self) -> Result<Reloaded, String> {
+        self.services().config_control.reload()
+    }
+}
+
+/// Loads the whole configuration again (every layer, as the gate was built from it).
+pub type LoadConfig = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
+/// A gate's configuration while it runs (see the module's documentation).
+pub struct ConfigControl {
+    current: RwLock<Arc<Config>>,
+    source: OnceLock<Source>,
+    followers: Mutex<Vec<Follower>>,
+}
+
+type Follower = Box<dyn Fn(&Config) + Send + Sync>;
+
+struct Source {
+    file: PathBuf,
+    load: LoadConfig,
+    /// Weak: the gate owns this control.
+    gate: Weak<Gate>,
+}
+
+impl std::fmt::Debug for ConfigControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigControl").field("file", &self.source.get().map(|s| &s.file)).finish_non_exhaustive()
+    }
+}
+
+impl ConfigControl {
+    pub(crate) fn new(config: Arc<Config>) -> ConfigControl {
+        ConfigControl { current: RwLock::new(config), source: OnceLock::new(), followers: Mutex::default() }
+    }
+
+    /// The configuration in force: the one the gate was built with, or the last reloaded.
+    pub fn current(&self) -> Arc<Config> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The file a configuration patch is written to, once the gate follows its sources.
+    pub fn file(&self) -> Option<&Path> {
+        self.source.get().map(|s| s.file.as_path())
+    }
+
+    /// Loads the sources again and puts the result in force (see [`Gate::reload_config`]).
+    pub fn reload(&self) -> Result<Reloaded, String> {
+        let source = self.source.get().ok_or(
+            "this gate was not given its configuration's files (`toolgate serve` gives them): \
+             restart it to apply a change",
+        )?;
+        let gate = source.gate.upgrade().ok_or("the gate is shutting down")?;
+        let config = (source.load)()?;
+        gate.reload(&config).map_err(|e| e.to_string())
+    }
+
+    /// Runs `follow` with every configuration put in force from now on (a team gateway's
+    /// per-user gates reload with the gateway's).
+    pub fn on_reload(&self, follow: impl Fn(&Config) + Send + Sync + 'static) {
+        self.followers.lock().unwrap_or_else(PoisonError::into_inner).push(Box::new(follow));
+    }
+
+    fn put_in_force(&self, config: &Config) {
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config.clone());
+        for follow in self.followers.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            follow(config);
+        }
     }
 }

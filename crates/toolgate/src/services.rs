@@ -55,6 +55,8 @@ pub struct Services {
     /// The team gateway's grants for runs made later on a caller's behalf (routines), once a
     /// gateway serves this gate ([`crate::Gate::hold_routines_to`]).
     pub(crate) routine_grants: Arc<OnceLock<Arc<dyn toolgate_core::PrincipalGrants>>>,
+    /// The configuration in force and how to reload it (`gateway config_get`, `reload`).
+    pub config_control: Arc<crate::reload::ConfigControl>,
 }
 
 impl Services {

@@ -19,8 +19,6 @@ use toolgate::Gate;
 use toolgate::config::ConfigSources;
 use toolgate::extensions::CUSTOM_TOOLS_STAMP;
 
-use crate::LoadConfig;
-
 /// How long a burst of events (one save is several) is gathered before reloading.
 const DEBOUNCE: Duration = Duration::from_millis(50);
 
@@ -86,12 +84,7 @@ fn changes(event: &Event) -> bool {
 
 /// Starts watching until `shutdown`: one task owns the watcher, reloads, and watches folders
 /// that appeared.
-pub(crate) fn watch(
-    gate: Arc<Gate>,
-    config_file: Option<&Path>,
-    load: LoadConfig,
-    shutdown: CancellationToken,
-) -> notify::Result<()> {
+pub(crate) fn watch(gate: Arc<Gate>, config_file: Option<&Path>, shutdown: CancellationToken) -> notify::Result<()> {
     let sources = Sources::of(config_file, gate.workspace());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let filter = sources.clone();
@@ -113,16 +106,15 @@ pub(crate) fn watch(
             }
             tokio::time::sleep(DEBOUNCE).await;
             while rx.try_recv().is_ok() {}
-            reload(&load, &gate);
+            reload(&gate);
             arm(&mut watcher, &sources, &mut armed);
         }
     });
     Ok(())
 }
 
-fn reload(load: &LoadConfig, gate: &Gate) {
-    let outcome = load().and_then(|config| gate.reload(&config).map_err(|e| e.to_string()));
-    match outcome {
+fn reload(gate: &Gate) {
+    match gate.reload_config() {
         Err(e) => tracing::warn!("configuration not reloaded, the previous one stays in force: {e}"),
         Ok(r) => {
             if r.removed.is_empty() {

@@ -38,16 +38,16 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use toolgate::Gate;
-use toolgate::config::Config;
 
 /// Loads the whole configuration again (every layer, as the gate was built from it); an error
 /// is logged and the gate keeps its configuration.
-pub type LoadConfig = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+pub use toolgate::reload::LoadConfig;
 
 /// Watches `gate`'s configuration sources (`config_file`: the file used instead of the
 /// workspace's `toolgate.toml`, if any) and, in local memory mode, its notes, until `shutdown`.
 /// Must run on a Tokio runtime. An error means the configuration cannot be watched (changes
-/// need a restart); the notes are then still watched when they can be.
+/// need a restart); the notes are then still watched when they can be. The gate follows `load`
+/// from then on ([`Gate::follow_config`]): `gateway reload` and `config_apply` use it too.
 pub fn watch(
     gate: &Arc<Gate>,
     config_file: Option<&Path>,
@@ -55,5 +55,6 @@ pub fn watch(
     shutdown: CancellationToken,
 ) -> Result<(), notify::Error> {
     memory::watch(gate, shutdown.clone());
-    config::watch(Arc::clone(gate), config_file, load, shutdown)
+    gate.follow_config(config_file, load);
+    config::watch(Arc::clone(gate), config_file, shutdown)
 }

@@ -259,7 +259,10 @@ impl Runtime {
                     continue;
                 }
                 rt.teams.continuing().insert(session.clone());
-                let outcome = rt.continue_session(&record, &text, rt.shutdown.child_token(), None, None).await;
+                // The lead's turn runs under the grants its caller had (a team gateway's user):
+                // a session keeps none across turns, the teams' lead context does.
+                let grants = rt.team_lead_grants(&teams);
+                let outcome = rt.continue_session(&record, &text, rt.shutdown.child_token(), None, grants).await;
                 rt.teams.continuing().remove(&session);
                 let (turns, tokens) = match &outcome {
                     Ok(o) => (u64::from(o.iterations.max(1)), o.usage.input_tokens + o.usage.output_tokens),
@@ -271,6 +274,14 @@ impl Runtime {
                 rt.team_charge(&teams, turns, tokens);
             }
         });
+    }
+
+    /// The grants the lead of `teams` called under ([`CallContext::grants`], set by a team
+    /// gateway), for a turn the runtime starts on its behalf. Each team's lead context is the
+    /// lead's last call on it; they share one session, and so one caller.
+    fn team_lead_grants(&self, teams: &[String]) -> Option<Arc<dyn toolgate_core::CallGrants>> {
+        let state = self.teams.state();
+        teams.iter().find_map(|team| state.get(team)?.lead_ctx.as_ref()?.grants.clone())
     }
 
     /// Whether the teams' results may continue the lead's session once more: counts it against

@@ -24,6 +24,7 @@ mod extension_tools;
 mod extensions;
 mod fs_processes;
 mod gateway;
+mod gateway_admin;
 mod gateway_cache;
 mod gateway_isolation;
 mod gateway_page;

@@ -661,3 +661,68 @@ async fn each_result_goes_to_the_session_that_posted_the_task() {
     assert!(to_a.contains("\"Task A\"") && !to_a.contains("\"Task B\""), "session A got: {to_a}");
     assert!(to_b.contains("\"Task B\"") && !to_b.contains("\"Task A\""), "session B got: {to_b}");
 }
+
+/// A team gateway's grants on the lead's caller (as the gateway attaches them): no `exec`.
+#[derive(Debug)]
+struct NoExec;
+
+impl toolgate::core::CallGrants for NoExec {
+    fn check(
+        &self,
+        _: &CallContext,
+        spec: &toolgate::core::ToolSpec,
+        _: &toolgate::core::Touches,
+    ) -> Result<toolgate::core::GrantedCall, toolgate::core::ToolError> {
+        if spec.name == "exec" {
+            return Err(toolgate::core::ToolError::Denied { tool: "exec".into(), reason: "no grant for exec".into() });
+        }
+        Ok(toolgate::core::GrantedCall { trace: "test grant: allow".into(), ask: None })
+    }
+
+    fn listed(&self, _: &CallContext, tools: Vec<toolgate::core::ToolSpec>) -> Vec<toolgate::core::ToolSpec> {
+        tools.into_iter().filter(|s| s.name != "exec").collect()
+    }
+}
+
+/// Team results that arrive after the lead's run ended continue its session in a turn the
+/// runtime starts: that turn is held to the grants the lead's caller had, as the first was (a
+/// gateway user without `exec` must not get it from a member's result).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lead_continued_with_results_keeps_its_callers_grants() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Scripted::by_request(respond(|req| {
+        let (role, content) = last(&req);
+        match who(&req).as_str() {
+            "lead" if role == "user" && content.contains("teammate:") => {
+                call("exec", json!({"command": "touch escaped"}))
+            }
+            "lead" if role == "user" => call("team_tasks", json!({"action": "create", "subject": "Count the files"})),
+            "lead" => answer(&format!("lead: {content}")),
+            _ if role == "user" => call("team_tasks", json!({"action": "claim"})),
+            _ if content.contains("\"claimed\"") => {
+                let id = claimed_id(&content);
+                call("team_tasks", json!({"action": "complete", "task_id": id, "result": "three files"}))
+            }
+            member => answer(&format!("{member}: done")),
+        }
+    }))
+    .await;
+    let mut config = config(&server.url, |t| t.members = vec!["w1".into()]);
+    config.approval.mode = toolgate::config::ApprovalMode::Never;
+    let gate = gate(dir.path(), config);
+    let rt = gate.agents().unwrap().clone();
+    let mut ctx = gate.context();
+    ctx.grants = Some(Arc::new(NoExec));
+    let out = rt.run(RunSpec::new("lead", "Count the files"), &ctx).await.unwrap();
+    let store = store(dir.path());
+    let refused = wait_for("the lead's continued turn to end", || {
+        let msgs = store.session_messages(&out.session, 0).unwrap();
+        let done = store.session(&out.session).unwrap()?.status != "running";
+        let tool = msgs.iter().rev().find(|m| m.role == "tool" && m.content.contains("exec"))?;
+        done.then(|| tool.content.clone())
+    })
+    .await;
+    // Hidden by the grants, so unknown to the lead (as in its first turn).
+    assert!(refused.contains("unknown tool `exec`"), "the continued turn is held to the grants: {refused}");
+    assert!(!dir.path().join("escaped").exists(), "exec ran in the continued turn");
+}
