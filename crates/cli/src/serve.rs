@@ -117,6 +117,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         None => Vec::new(),
     };
     let users = per_user_gates(&gate, page.is_some(), &approver, &shutdown)?;
+    // Grants written by another process (`toolgate admin grant ...`) reach connected MCP
+    // clients as `list_changed` within a second, like this process's own.
+    if let (Some(_), Some(stores)) = (&page, gate.services().stores.as_ref()) {
+        let (grants, identity, stop) =
+            (Arc::clone(&stores.grants), Arc::clone(&stores.identity), shutdown.clone().cancelled_owned());
+        tokio::spawn(toolgate::gateway::follow_store(grants, identity, GRANTS_POLL, stop));
+    }
     // A gateway caller's routines fire under that caller's grants as they are at each fire,
     // whether this process serves HTTP or not; set before the scheduler starts.
     if let Some(grants) = gateway_grants(&gate) {
@@ -317,6 +324,9 @@ fn per_user_gates(
     });
     Ok(Some(users))
 }
+
+/// How often a gateway reads the store's revisions for grants other processes wrote.
+const GRANTS_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn print_gateway_banner(local: SocketAddr) {
     eprintln!("toolgate: serving a team gateway at http://{local}/mcp");

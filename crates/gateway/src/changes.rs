@@ -3,13 +3,16 @@
 //! (an approved access request, a grant added, revoked, turned on or off), and send their
 //! client `notifications/tools/list_changed`, since what the user may list changed.
 //!
-//! The counters are the process's: a grant written by another process (`toolgate admin` on
-//! the same store) reaches clients on their next `tools/list`, not by a notification.
+//! The counters are the process's; a grant written by another process (`toolgate admin` on the
+//! same store, another node) is seen by [`follow_store`], which polls the store's revisions and
+//! tells every watching user when they moved.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::watch;
+use toolgate_store::{GrantStore, IdentityStore};
 
 /// Everyone's counter, by user name; entries nobody watches are dropped as others are made.
 fn counters() -> &'static Mutex<HashMap<String, watch::Sender<u64>>> {
@@ -35,6 +38,34 @@ pub(crate) fn granted(subject: Option<&str>, is_user: bool) {
             }
         }
         _ => all.values().for_each(|tx| tx.send_modify(|n| *n += 1)),
+    }
+}
+
+/// Until `stop`, reads the grants and identity revisions every `every` and, when either moved
+/// (a grant written, a user added to a group, by any process on this store), tells every
+/// watching user, who re-list. A change this process made was told already; telling again only
+/// makes a client list once more. An unreadable store is skipped until it reads again.
+pub async fn follow_store(
+    grants: Arc<dyn GrantStore>,
+    identity: Arc<dyn IdentityStore>,
+    every: Duration,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let read = || Some((grants.grants_revision().ok()?, identity.identity_revision().ok()?));
+    let mut seen = read();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        let now = read();
+        if now.is_some() && now != seen {
+            if seen.is_some() {
+                granted(None, false);
+            }
+            seen = now;
+        }
     }
 }
 

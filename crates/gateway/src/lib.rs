@@ -38,7 +38,7 @@ mod tokens;
 pub use access::{Narrowing, RequestAccess, shown as shown_request};
 pub use admin::{Admin, NewKey};
 pub use cache::CachedGrants;
-pub use changes::grant_changes;
+pub use changes::{follow_store, grant_changes};
 pub use error::GatewayError;
 pub use grant_input::{GrantInput, duration_ms, split_list};
 pub use grants::{

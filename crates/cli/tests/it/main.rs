@@ -26,6 +26,7 @@ mod fs_processes;
 mod gateway;
 mod gateway_admin;
 mod gateway_cache;
+mod gateway_changes;
 mod gateway_isolation;
 mod gateway_page;
 mod gateway_routines;

@@ -66,4 +66,38 @@ impl<'a> Client<'a> {
     pub fn send(&self, body: &str) -> String {
         post(self.url, &self.key, self.session.as_deref(), body)
     }
+
+    /// The session's stream of server messages (`GET /mcp`), open: read it for notifications.
+    pub fn listen(&self) -> std::net::TcpStream {
+        let addr = self.url.trim_start_matches("http://").trim_end_matches("/mcp");
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n\
+             Mcp-Session-Id: {}\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n",
+            self.key,
+            self.session.as_deref().unwrap_or_default()
+        )
+        .unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_millis(200))).unwrap();
+        stream
+    }
+}
+
+/// Reads `stream` until `want` was seen (true), it ends, or 20 s pass (false).
+pub fn heard(stream: &mut std::net::TcpStream, seen: &mut String, want: &str) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut buf = [0u8; 4096];
+    while !seen.contains(want) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    true
 }
