@@ -51,6 +51,10 @@ pub(crate) enum Command {
         /// sign-in is theirs alone and only their calls use it.
         #[arg(long, value_name = "USER")]
         user: Option<String>,
+        /// With `--user`, for a server with `user_key_header`: store the user's own key for it,
+        /// read from stdin (never from the command line; not shown as typed).
+        #[arg(long, requires = "user")]
+        key: bool,
     },
     /// Forget the OAuth tokens stored for a server.
     Logout {
@@ -132,7 +136,8 @@ pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result
         Command::List { json } => list(global, json),
         Command::Add(args) => add(global, *args),
         Command::Remove { name, user } => remove(global, &name, user),
-        Command::Login { name, no_browser, user } => login(global, &name, no_browser, user.as_deref()).await,
+        Command::Login { name, user: Some(user), key: true, .. } => store_key(global, &name, &user),
+        Command::Login { name, no_browser, user, .. } => login(global, &name, no_browser, user.as_deref()).await,
         Command::Logout { name, user } => logout(global, &name, user.as_deref()),
         Command::Tools { name, json } => tools(global, &name, json).await,
     }
@@ -149,13 +154,16 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
         }
         _ => Vec::new(),
     };
+    // A server with `user_key_header` lists the users who stored a key, another the users who
+    // signed in.
     let users_of = |name: &str, server: &ServerConfig| -> Option<Vec<&str>> {
-        (config.gateway.enabled && !server.shared).then(|| {
-            user_keys
-                .iter()
-                .filter_map(|k| oauth::parse_user_vault_key(k).filter(|(_, s)| *s == name).map(|(u, _)| u))
-                .collect()
-        })
+        let parse = if server.user_key_header.is_some() {
+            oauth::parse_user_key_vault_key
+        } else {
+            oauth::parse_user_vault_key
+        };
+        (config.gateway.enabled && !server.shared)
+            .then(|| user_keys.iter().filter_map(|k| parse(k).filter(|(_, s)| *s == name).map(|(u, _)| u)).collect())
     };
     if config.mcp.servers.is_empty() && !json {
         outln!("no MCP servers configured; add one with `toolgate mcp add NAME --url URL` or `-- COMMAND ARGS`");
@@ -171,7 +179,8 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
                 "prefix": server.tool_name(name, ""),
                 "signed_in": signed_in(name),
                 "shared": server.shared,
-                "users_signed_in": users_of(name, server),
+                "users_signed_in": users_of(name, server).filter(|_| server.user_key_header.is_none()),
+                "users_with_key": users_of(name, server).filter(|_| server.user_key_header.is_some()),
                 "sandbox": server.command.is_some().then(|| serde_json::json!({
                     "enabled": server.sandbox.enabled,
                     "read": server.sandbox.read,
@@ -184,6 +193,12 @@ fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
         } else {
             let state = if server.enabled { "" } else { "  (disabled)" };
             let oauth = match users_of(name, server) {
+                Some(users) if server.user_key_header.is_some() && users.is_empty() => {
+                    "  (per-user keys; nobody stored one)".to_owned()
+                }
+                Some(users) if server.user_key_header.is_some() => {
+                    format!("  (per-user keys; stored by: {})", users.join(", "))
+                }
                 Some(users) if users.is_empty() => "  (per user; nobody signed in)".to_owned(),
                 Some(users) => format!("  (per user; signed in: {})", users.join(", ")),
                 None if signed_in(name) => "  (signed in)".to_owned(),
@@ -368,6 +383,12 @@ async fn login(global: &GlobalArgs, name: &str, no_browser: bool, user: Option<&
     if server.url.is_none() {
         bail!("`{name}` is a stdio server; OAuth sign-in applies to servers reached by `url`");
     }
+    if server.user_key_header.is_some() {
+        bail!(
+            "[mcp.servers.{name}] takes each user's own key (`user_key_header`), not an OAuth sign-in: run \
+             `toolgate mcp login {name} --user USER --key` with the key on stdin"
+        );
+    }
     let db = global.workspace()?.join(".toolgate/state.db");
     let store: Arc<dyn SecretVault> = Arc::new(StoreVault::open(&db).context("cannot open the state database")?);
     let vault = signin_vault(&config, &db, name, &server, store, user)?;
@@ -417,22 +438,108 @@ fn open_browser(url: &str) -> bool {
 }
 
 fn logout(global: &GlobalArgs, name: &str, user: Option<&str>) -> anyhow::Result<ExitCode> {
+    let mut forgot_key = false;
     let forgot = match (existing_vault(global)?, user) {
         (Some(vault), Some(user)) => {
             let db = global.workspace()?.join(".toolgate/state.db");
             known_user(&db, user)?;
-            oauth::logout(name, &oauth::UserVault::new(Arc::new(vault), user))?
+            let mine = oauth::UserVault::new(Arc::new(vault), user);
+            forgot_key = mine.delete(&oauth::key_vault_key(name))?;
+            oauth::logout(name, &mine)?
         }
         (Some(vault), None) => oauth::logout(name, &vault)?,
         (None, _) => false,
     };
     let whose = user.map(|u| format!(" for {u}")).unwrap_or_default();
+    if forgot_key {
+        outln!("forgot the key of `{name}`{whose}; calls that sent it stop from the next one");
+    }
+    if forgot_key && !forgot {
+        return Ok(ExitCode::SUCCESS);
+    }
     if forgot {
         outln!("forgot the OAuth tokens of `{name}`{whose}; calls that used them stop from the next one");
     } else {
         outln!("no OAuth tokens were stored for `{name}`{whose}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The most bytes of a stored key.
+const MAX_KEY_BYTES: usize = 4096;
+
+/// `toolgate mcp login NAME --user USER --key`: stores USER's own key for a server with
+/// `user_key_header`, read from stdin, encrypted in the gateway's state database
+/// (`mcp.user.USER.key.NAME`). The key is never printed, logged or taken from the command line.
+fn store_key(global: &GlobalArgs, name: &str, user: &str) -> anyhow::Result<ExitCode> {
+    let config = global.load_config()?;
+    let server = configured(&config, name)?;
+    if !config.gateway.enabled {
+        bail!(
+            "`--key` stores a user's own key in a team gateway ([gateway] enabled = true); outside one, put the key in the server's `headers`"
+        );
+    }
+    if server.user_key_header.is_none() {
+        bail!(
+            "[mcp.servers.{name}] takes no per-user key: set `user_key_header = \"Authorization\"` (the header it \
+             goes in; and `user_key_prefix = \"Bearer \"` if the server wants one) in its entry first"
+        );
+    }
+    let db = global.workspace()?.join(".toolgate/state.db");
+    known_user(&db, user)?;
+    let key = read_key(name, user)?;
+    let store: Arc<dyn SecretVault> = Arc::new(StoreVault::open(&db).context("cannot open the state database")?);
+    oauth::UserVault::new(store, user).put(&oauth::key_vault_key(name), key.as_bytes())?;
+    outln!(
+        "stored {user}'s key for `{name}` (encrypted in {}); only {user}'s calls send it, from their next call",
+        db.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line of stdin, the key: not echoed on a terminal, checked to be something a header can
+/// carry. The error never quotes it.
+fn read_key(name: &str, user: &str) -> anyhow::Result<String> {
+    use std::io::IsTerminal;
+    let stdin = std::io::stdin();
+    let _quiet = if stdin.is_terminal() {
+        eprintln!("toolgate: paste {user}'s key for `{name}` and press Enter (it is not shown):");
+        Some(NoEcho::on(&stdin)?)
+    } else {
+        None
+    };
+    let mut line = String::new();
+    stdin.read_line(&mut line).context("cannot read the key from stdin")?;
+    let key = line.trim_end_matches(['\n', '\r']);
+    if key.is_empty() {
+        bail!("no key on stdin: give it as one line (`toolgate mcp login {name} --user {user} --key < key.txt`)");
+    }
+    if key.len() > MAX_KEY_BYTES || !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        bail!("the key is not one a header can carry: at most {MAX_KEY_BYTES} visible ASCII characters on one line");
+    }
+    Ok(key.to_owned())
+}
+
+/// A terminal's echo turned off until dropped (by `stty`, on the terminal that is stdin).
+struct NoEcho;
+
+impl NoEcho {
+    fn on(_stdin: &std::io::Stdin) -> anyhow::Result<NoEcho> {
+        let off = std::process::Command::new("stty").arg("-echo").stdin(std::process::Stdio::inherit()).status();
+        match off {
+            Ok(status) if status.success() => Ok(NoEcho),
+            _ => {
+                bail!("cannot turn the terminal's echo off (`stty -echo`); give the key on stdin from a file or a pipe")
+            }
+        }
+    }
+}
+
+impl Drop for NoEcho {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("stty").arg("echo").stdin(std::process::Stdio::inherit()).status();
+        eprintln!();
+    }
 }
 
 /// Where `toolgate mcp login NAME [--user USER]` keeps the sign-in: in a team gateway, a server

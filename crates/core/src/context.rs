@@ -94,6 +94,23 @@ pub trait CallGrants: Send + Sync + fmt::Debug {
     /// The tools of `tools` the grants give (an argument rule's tool counts as given: its
     /// calls are checked one by one): what a sub-agent is offered.
     fn listed(&self, ctx: &CallContext, tools: Vec<crate::ToolSpec>) -> Vec<crate::ToolSpec>;
+
+    /// The settings of a bridged server that the grants override for a call of its tool
+    /// `spec` (a grant's `config_overrides`), with the grant they come from; `None`: the
+    /// server's own. `Err` refuses the call (grants that conflict).
+    fn server_settings(&self, spec: &crate::ToolSpec) -> Result<Option<GrantSettings>, crate::ToolError> {
+        let _ = spec;
+        Ok(None)
+    }
+}
+
+/// A bridged server's settings as a caller's grant overrides them ([`CallGrants::server_settings`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantSettings {
+    /// The grant they come from.
+    pub grant: i64,
+    /// Its `config_overrides`: a JSON object of the server's settings.
+    pub settings: serde_json::Value,
 }
 
 /// A team gateway principal's grants as they are NOW: what a run made later on a caller's

@@ -433,8 +433,8 @@ fn search(workspace: &Path, params: &Value) -> Result<ToolOutput, ToolError> {
 /// What an install would write.
 #[derive(Debug)]
 enum Plan {
-    Server { name: String, server: ServerConfig, flags: Vec<String>, missing_env: Vec<String>, oauth: bool },
-    Wasm(wasm::WasmPlan),
+    Server { name: String, server: Box<ServerConfig>, flags: Vec<String>, missing_env: Vec<String>, oauth: bool },
+    Wasm(Box<wasm::WasmPlan>),
 }
 
 /// Why a plan cannot be made: refused for safety (before approval) or simply invalid.
@@ -526,7 +526,7 @@ fn plan(workspace: &Path, params: &Value, approval_never: bool) -> Result<Plan, 
         EntryKind::Wasm => {
             let replace = params.get("replace").and_then(Value::as_bool).unwrap_or(false);
             let path = entry.path.clone().unwrap_or_default();
-            wasm::plan(workspace, name, path, replace, approval_never).map(Plan::Wasm)
+            wasm::plan(workspace, name, path, replace, approval_never).map(|plan| Plan::Wasm(Box::new(plan)))
         }
         EntryKind::McpHttp => {
             let url = entry.url.clone().unwrap_or_default();
@@ -578,7 +578,7 @@ fn finish(
     if let Some(problem) = server.problem(&name) {
         return Err(invalid("", problem));
     }
-    Ok(Plan::Server { name, server, flags, missing_env, oauth: entry.auth == "oauth" })
+    Ok(Plan::Server { name, server: Box::new(server), flags, missing_env, oauth: entry.auth == "oauth" })
 }
 
 /// Refuses a command line that `exec`'s analysis blocks, that starts a shell, or that carries
@@ -808,7 +808,7 @@ impl ExtensionTool {
             return Err(changed_since_approval());
         }
         match plan {
-            Plan::Wasm(plan) => wasm::install(&self.shared, workspace, plan, replace).await,
+            Plan::Wasm(plan) => wasm::install(&self.shared, workspace, *plan, replace).await,
             Plan::Server { name, server, flags, missing_env, oauth } => {
                 let path = workspace.join(CONFIG_FILE);
                 let mut doc = config_edit::read_document(&path).map_err(edit_error)?;

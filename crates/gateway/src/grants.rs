@@ -256,6 +256,9 @@ pub struct Access {
     owner: Set,
     /// An agent's own grants, when it has any: they narrow the owner's.
     agent: Option<Set>,
+    /// The principal the owner's set is for (the user, or an agent's owner): its own grants
+    /// in `owner` are more specific than its groups'.
+    owner_name: String,
 }
 
 impl Access {
@@ -285,6 +288,39 @@ impl Access {
             (Some(Decided::Ask(id)), _) | (_, Some(Decided::Ask(id))) => Decided::Ask(id),
             (Some(_), Some(by)) => by,
         }
+    }
+
+    /// The settings of `tool`'s bridged server that this caller's grants override
+    /// (`config_overrides`), with the grant they come from; `None`: the server's own.
+    ///
+    /// They come from the most specific level whose grants giving the tool set any: the agent's
+    /// own grants, else its user's (or owner's) own, else the groups'. Two grants of that level
+    /// with different settings are a conflict: `Err` names them, and the call is refused (no
+    /// guess about which an admin meant).
+    pub fn server_settings(&self, tool: ToolRef<'_>) -> Result<Option<(i64, &serde_json::Value)>, String> {
+        if tool.server.is_none() {
+            return Ok(None);
+        }
+        let setting = |live: &&Live| {
+            Set::gives(live, tool, None) && live.grant.config_overrides.as_object().is_some_and(|o| !o.is_empty())
+        };
+        let agent = self.agent.iter().flat_map(|a| a.grants.iter()).filter(setting).collect::<Vec<_>>();
+        let (own, groups): (Vec<&Live>, Vec<&Live>) =
+            self.owner.grants.iter().filter(setting).partition(|l| l.grant.subject == self.owner_name);
+        let Some(level) = [agent, own, groups].into_iter().find(|level| !level.is_empty()) else { return Ok(None) };
+        let first = &level[0].grant;
+        if let Some(other) = level.iter().map(|l| &l.grant).find(|g| g.config_overrides != first.config_overrides) {
+            return Err(format!(
+                "grants {} (to `{}`) and {} (to `{}`) of this gateway set different settings of MCP server `{}` \
+                 for this call, and neither is more specific; ask an admin to keep one of them",
+                first.id,
+                first.subject,
+                other.id,
+                other.subject,
+                tool.server.unwrap_or_default()
+            ));
+        }
+        Ok(Some((first.id, &first.config_overrides)))
     }
 
     /// The argument rule of grant `id`, when it is one of this caller's and has one.
@@ -340,7 +376,7 @@ impl Grants {
         // A group's agent is its own user (`KeyAuthenticator`): its owner's grants are the
         // group's.
         let me = self.identity.principal_get(user)?;
-        let (owner_subjects, agent_name) = match me {
+        let (owner_subjects, agent_name): (Vec<String>, _) = match me {
             Some(p) if p.kind == PrincipalKind::Agent => {
                 (p.owner.as_deref().map(|o| self.with_groups(o)).transpose()?.unwrap_or_default(), Some(p.name))
             }
@@ -360,7 +396,8 @@ impl Grants {
             },
             None => None,
         };
-        Ok(Access { owner, agent })
+        let owner_name = owner_subjects.first().cloned().unwrap_or_default();
+        Ok(Access { owner, agent, owner_name })
     }
 
     /// Checks `grant` and adds it; returns its id. `by` is who grants it.
@@ -446,6 +483,9 @@ pub(crate) fn check(identity: &dyn IdentityStore, grant: &ToolGrant) -> Result<(
             "config overrides are for a grant on a bridged server (--server)".to_owned(),
         ));
     }
+    // Only settings that do not change which server it is (`toolgate_mcp::bridge::ServerOverrides`).
+    toolgate_mcp::bridge::ServerOverrides::parse(&grant.config_overrides)
+        .map_err(|e| GatewayError::BadGrant(format!("--server-config: {e}")))?;
     if grant.expires_ms.is_some_and(|at| at <= now_ms()) {
         return Err(GatewayError::BadGrant("the expiry is in the past".to_owned()));
     }
@@ -492,6 +532,38 @@ mod tests {
 
     const fn own(name: &str) -> ToolRef<'_> {
         ToolRef { server: None, name }
+    }
+
+    #[test]
+    fn server_settings_come_from_the_most_specific_grant_and_a_conflict_is_refused() {
+        let (_dir, grants) = setup(&[]);
+        let gh = |name| ToolRef { server: Some("github"), name };
+        let with = |subject: &str, settings: serde_json::Value| {
+            let mut g = grant(subject, Some("github"), &[], &[]);
+            g.config_overrides = settings;
+            grants.add(&g).unwrap()
+        };
+        assert_eq!(grants.access("ann", None).unwrap().server_settings(gh("x")), Ok(None));
+        let group = with("ops", serde_json::json!({"env": {"MODE": "ops"}}));
+        let ann = grants.access("ann", None).unwrap();
+        assert_eq!(ann.server_settings(gh("x")).unwrap().map(|(id, _)| id), Some(group), "the group's");
+        assert_eq!(ann.server_settings(own("read")), Ok(None), "toolgate's own tools have none");
+        let mine = with("ann", serde_json::json!({"env": {"MODE": "ann"}}));
+        let ann = grants.access("ann", None).unwrap();
+        assert_eq!(ann.server_settings(gh("x")).unwrap().map(|(id, _)| id), Some(mine), "the user's own wins");
+        let ci = with("ann-ci", serde_json::json!({"env": {"MODE": "ci"}}));
+        let agent = grants.access("ann", Some("ann-ci")).unwrap();
+        assert_eq!(agent.server_settings(gh("x")).unwrap().map(|(id, _)| id), Some(ci), "the agent's own wins");
+        let other = with("ann", serde_json::json!({"env": {"MODE": "other"}}));
+        let err = grants.access("ann", None).unwrap().server_settings(gh("x")).unwrap_err();
+        assert!(err.contains(&format!("grants {mine} (to `ann`) and {other} (to `ann`)")), "{err}");
+        assert!(grants.access("ann", Some("ann-ci")).unwrap().server_settings(gh("x")).is_ok(), "the agent's level");
+        let err = grants.add(&{
+            let mut g = grant("ann", Some("github"), &[], &[]);
+            g.config_overrides = serde_json::json!({"command": "/bin/sh"});
+            g
+        });
+        assert!(err.unwrap_err().to_string().contains("`command` cannot be overridden"));
     }
 
     #[test]

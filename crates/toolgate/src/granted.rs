@@ -332,6 +332,21 @@ impl toolgate_core::CallGrants for CallerGrants {
         }
     }
 
+    // Read from the cache (not the admitted grants, which the call's check has used): a grant
+    // changed since the check applies to the settings too.
+    fn server_settings(&self, spec: &ToolSpec) -> Result<Option<toolgate_core::GrantSettings>, ToolError> {
+        let access = self.grants.access(&self.user, Some(self.agent.as_str())).map_err(|e| {
+            tracing::error!("cannot read the grants of {}: {e}", self.user);
+            ToolError::failed("cannot read your grants now; retry")
+        })?;
+        match access.server_settings(ToolRef::of(&spec.name, &spec.group)) {
+            Ok(found) => {
+                Ok(found.map(|(grant, settings)| toolgate_core::GrantSettings { grant, settings: settings.clone() }))
+            }
+            Err(conflict) => Err(ToolError::Denied { tool: spec.name.clone(), reason: conflict }),
+        }
+    }
+
     fn listed(&self, ctx: &CallContext, tools: Vec<ToolSpec>) -> Vec<ToolSpec> {
         let Ok(access) = self.grants.access(&self.user, Some(self.agent.as_str())) else { return Vec::new() };
         let sub = ctx.subagent_depth > 0 || !ctx.ancestors.is_empty();
@@ -454,6 +469,10 @@ impl toolgate_core::CallGrants for LaterGrants {
             return Vec::new();
         }
         toolgate_core::CallGrants::listed(&self.caller, ctx, tools)
+    }
+
+    fn server_settings(&self, spec: &ToolSpec) -> Result<Option<toolgate_core::GrantSettings>, ToolError> {
+        toolgate_core::CallGrants::server_settings(&self.caller, spec)
     }
 }
 

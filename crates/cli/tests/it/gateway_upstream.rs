@@ -287,3 +287,140 @@ async fn without_per_user_workspaces_no_users_token_is_used() {
     let seen = upstream.get("/test/seen").await;
     assert!(!seen.to_string().contains("ann"), "ann's token was used by the gateway's shared gate: {seen}");
 }
+
+/// A fresh random key (hex), for the fixture to accept and the test to look for.
+fn random_key(label: &str) -> String {
+    let mut bytes = [0u8; 20];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut bytes).unwrap();
+    format!("{label}-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// `toolgate mcp login keyed --user USER --key` with `key` on stdin: its output.
+fn store_key(ws: &Path, user: &str, key: &str) -> std::process::Output {
+    let mut child = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["mcp", "login", "keyed", "--user", user, "--key"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), format!("{key}\n").as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Per-user static keys (`user_key_header`): each user stores their own key for a server that
+/// takes one, and that user's connection sends it; nobody else's key is ever used for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_calls_an_upstream_server_with_their_own_key() {
+    // reqwest is built with rustls but no default provider (see toolgate-mcp).
+    toolgate_mcp::bridge::oauth::install_crypto_provider();
+    let (ann_key, ann_second, bob_key) = (random_key("ann"), random_key("ann2"), random_key("bob"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_oauth/per_user_key_server.cjs");
+    let keys = format!("ann={ann_key},ann-second={ann_second},bob={bob_key}");
+    let fixture = Listening::start(1, &["per-user key fixture listening"], |ports| {
+        let mut command = Command::new(node());
+        command.arg(&script).env("NODE_MODULES", node_modules()).env("PORT", ports[0].to_string()).env("KEYS", &keys);
+        command
+    });
+    let base = format!("http://127.0.0.1:{}", fixture.ports[0]);
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        format!(
+            "[gateway]\nenabled = true\nworkspaces = \"users\"\n\n[mcp.servers.keyed]\nurl = \"{base}/mcp\"\n\
+             user_key_header = \"Authorization\"\nuser_key_prefix = \"Bearer \"\n"
+        ),
+    )
+    .unwrap();
+    for user in ["ann", "bob", "cy"] {
+        admin(ws.path(), &["user", "add", user]);
+        admin(ws.path(), &["grant", "add", "--to", user, "--server", "keyed"]);
+    }
+    let callers: Vec<String> =
+        ["ann", "bob", "cy"].iter().map(|user| admin(ws.path(), &["key", "create", "--user", user])).collect();
+    let (ann, bob, cy) = (&callers[0], &callers[1], &callers[2]);
+
+    // A key is read from stdin only, for a user that exists, and never printed.
+    let out = store_key(ws.path(), "ann", &ann_key);
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && printed.contains("stored ann's key for `keyed`"), "{printed}");
+    assert!(!printed.contains(&ann_key), "the key was printed: {printed}");
+    for (user, input, why) in [
+        ("nobody", "x", "there is no user `nobody`"),
+        ("bob", "", "no key on stdin"),
+        ("bob", "two\tparts", "not one a header can carry"),
+    ] {
+        let out = store_key(ws.path(), user, input);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(why), "{user} {input:?}: {err}");
+    }
+    let out = toolgate(ws.path(), &["mcp", "login", "keyed", "--key"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--user"), "{out:?}");
+    let listed = String::from_utf8_lossy(&toolgate(ws.path(), &["mcp", "list"]).stdout).into_owned();
+    assert!(listed.contains("(per-user keys; stored by: ann)") && !listed.contains(&ann_key), "{listed}");
+
+    let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
+    let url = server.url.clone();
+    let mut said = Vec::new();
+    let mut whoami = |key: &str| {
+        let (error, text) = tokio::task::block_in_place(|| call_tool(&url, key, "mcp__keyed__whoami"));
+        said.push(text.clone());
+        (error, text)
+    };
+
+    // Ann's call carries Ann's key, over a connection her key opened.
+    let (error, text) = whoami(ann);
+    assert!(!error && text.contains("key of ann; session opened by ann"), "{text}");
+    // Bob and Cy have none: told how to store theirs; nobody's key is sent for them.
+    for (key, user) in [(bob, "bob"), (cy, "cy")] {
+        let (error, text) = whoami(key);
+        assert!(
+            error && text.contains("needs your own key") && text.contains(&format!("--user {user} --key")),
+            "{user}: {text}"
+        );
+    }
+    // Bob stores his while the gateway serves: his next call sends it.
+    assert!(store_key(server.ws.path(), "bob", &bob_key).status.success());
+    let (error, text) = whoami(bob);
+    assert!(!error && text.contains("key of bob; session opened by bob"), "{text}");
+    // Ann replaces hers: her next call sends the new one, over a new connection.
+    assert!(store_key(server.ws.path(), "ann", &ann_second).status.success());
+    let (error, text) = whoami(ann);
+    assert!(!error && text.contains("key of ann-second; session opened by ann-second"), "{text}");
+    // Ann removes hers: her next call is refused; Bob's still works, as Bob.
+    let out = toolgate(server.ws.path(), &["mcp", "logout", "keyed", "--user", "ann"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("forgot the key of `keyed` for ann"), "{out:?}");
+    let (error, text) = whoami(ann);
+    assert!(error && text.contains("needs your own key") && text.contains("--user ann --key"), "{text}");
+    let (error, text) = whoami(bob);
+    assert!(!error && text.contains("key of bob; session opened by bob"), "{text}");
+
+    // The server never saw a key of someone else's, or an unknown one.
+    let seen: Value = reqwest::get(format!("{base}/test/seen")).await.unwrap().json().await.unwrap();
+    let seen: Vec<&str> = seen.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(seen.contains(&"ann") && seen.contains(&"bob") && seen.contains(&"ann-second"), "{seen:?}");
+    assert!(!seen.contains(&"unknown"), "{seen:?}");
+
+    // No key in what a caller saw, an audit row, or any file of the gateway's folder in clear
+    // (they are kept encrypted in its state database).
+    let users = server.ws.path().join("users");
+    for user in ["ann", "bob", "cy"] {
+        let out = toolgate(&users.join(user), &["audit", "--json", "--tail", "100"]);
+        said.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let out = toolgate(server.ws.path(), &["audit", "--json", "--tail", "200"]);
+    said.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    let mut all = Vec::new();
+    files(server.ws.path(), &mut all);
+    assert!(all.iter().any(|(p, _)| p.ends_with(".toolgate/state.db")), "the gateway's database was read");
+    for key in [&ann_key, &ann_second, &bob_key] {
+        for text in &said {
+            assert!(!text.contains(key.as_str()), "a key in what a caller saw: {text}");
+        }
+        for (path, bytes) in &all {
+            assert!(!bytes.windows(key.len()).any(|w| w == key.as_bytes()), "a key in {}", path.display());
+        }
+    }
+}

@@ -28,6 +28,7 @@ mod gateway_admin;
 mod gateway_cache;
 mod gateway_changes;
 mod gateway_isolation;
+mod gateway_overrides;
 mod gateway_page;
 mod gateway_routines;
 mod gateway_rules;

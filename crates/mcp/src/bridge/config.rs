@@ -60,6 +60,13 @@ pub struct ServerConfig {
     /// over a connection of their own with their own token, and a user without one is told to
     /// sign in, never given anyone else's. Outside a gateway it changes nothing.
     pub shared: bool,
+    /// HTTP, in a team gateway: the request header that carries each user's own key for this
+    /// server (`"Authorization"`, `"X-Api-Key"`), stored by `toolgate mcp login NAME --user USER
+    /// --key`. Each user's connection sends that user's key; a user without one is told to
+    /// store it, never given anyone else's.
+    pub user_key_header: Option<String>,
+    /// What comes before the key in that header (`"Bearer "`); default nothing.
+    pub user_key_prefix: Option<String>,
 }
 
 /// `[mcp.servers.NAME.sandbox]`: what a stdio server may read, write and reach. By default it
@@ -165,6 +172,8 @@ impl Default for ServerConfig {
             timeout_secs: None,
             sandbox: ServerSandbox::default(),
             shared: false,
+            user_key_header: None,
+            user_key_prefix: None,
         }
     }
 }
@@ -246,8 +255,44 @@ impl ServerConfig {
             _ if self.url.is_some() && self.sandbox != ServerSandbox::default() => Some(format!(
                 "[mcp.servers.{name}.sandbox] applies to `command` servers; an HTTP server runs elsewhere"
             )),
-            _ => self.sandbox.problem(name),
+            _ => self.user_key_problem(name).or_else(|| self.sandbox.problem(name)),
         }
+    }
+
+    /// What is wrong with `user_key_header` and `user_key_prefix`, if anything.
+    fn user_key_problem(&self, name: &str) -> Option<String> {
+        let Some(header) = &self.user_key_header else {
+            return self.user_key_prefix.is_some().then(|| {
+                format!("[mcp.servers.{name}] `user_key_prefix` goes with `user_key_header` (the header it is put in)")
+            });
+        };
+        let at = format!("[mcp.servers.{name}] `user_key_header`");
+        if self.command.is_some() {
+            return Some(format!("{at} applies to `url` servers (a stdio server gets no HTTP headers)"));
+        }
+        if http::HeaderName::try_from(header.as_str()).is_err() {
+            return Some(format!("{at}: `{}` is not an HTTP header name", header.escape_debug()));
+        }
+        if self.shared {
+            return Some(format!(
+                "{at} (each user's own key) and `shared = true` (one credential for every user) contradict; keep one"
+            ));
+        }
+        if self.oauth.is_some() {
+            return Some(format!(
+                "{at} (a key of each user's) and [mcp.servers.{name}.oauth] (OAuth sign-ins) contradict; keep one"
+            ));
+        }
+        if self.headers.keys().any(|h| h.eq_ignore_ascii_case(header)) {
+            return Some(format!("{at}: `headers` sets `{header}` too; keep one"));
+        }
+        let prefix = self.user_key_prefix.as_deref().unwrap_or_default();
+        if prefix.len() > 64 || !prefix.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+            return Some(format!(
+                "[mcp.servers.{name}] `user_key_prefix` is at most 64 visible ASCII characters and spaces (`Bearer `)"
+            ));
+        }
+        None
     }
 
     /// In a team gateway, what is wrong with this entry, if anything: a credential in `headers`
@@ -369,6 +414,36 @@ mod tests {
             keyed.shared = true;
             assert!(keyed.gateway_problem("gh").is_none(), "{name}: said explicitly");
         }
+    }
+
+    #[test]
+    fn a_user_key_header_is_checked() {
+        let s = ServerConfig {
+            url: Some("https://mcp.example.com/mcp".into()),
+            user_key_header: Some("Authorization".into()),
+            user_key_prefix: Some("Bearer ".into()),
+            ..Default::default()
+        };
+        assert!(s.problem("k").is_none() && s.gateway_problem("k").is_none());
+        let with = |edit: &dyn Fn(&mut ServerConfig)| {
+            let mut bad = s.clone();
+            edit(&mut bad);
+            bad.problem("k").unwrap_or_default()
+        };
+        assert!(with(&|b| b.shared = true).contains("`shared = true`"));
+        assert!(with(&|b| b.user_key_header = Some("Bad Header".into())).contains("not an HTTP header name"));
+        assert!(with(&|b| b.user_key_prefix = Some("Bearer\n".into())).contains("user_key_prefix"));
+        assert!(with(&|b| b.oauth = Some(OAuthConfig::default())).contains("contradict"));
+        assert!(
+            with(&|b| {
+                b.headers.insert("authorization".into(), "x".into());
+            })
+            .contains("`headers` sets")
+        );
+        assert!(with(&|b| b.user_key_header = None).contains("goes with `user_key_header`"));
+        let stdio =
+            ServerConfig { command: Some("srv".into()), user_key_header: Some("X-Key".into()), ..Default::default() };
+        assert!(stdio.problem("k").unwrap_or_default().contains("applies to `url` servers"));
     }
 
     #[test]

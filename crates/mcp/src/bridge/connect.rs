@@ -20,9 +20,9 @@ use toolgate_fetch::proxy::{self, ProxyLog};
 use toolgate_sandbox::{CommandSpec, RunningProcess, Sandbox};
 
 use super::client::BridgeClient;
-use super::link::{Containment, ServerLink, sign_in_message};
+use super::link::{Containment, ServerLink, key_fingerprint, sign_in_message};
 use super::mapping::clean_text;
-use super::oauth::{OAuthError, SecretVault, authorized_client, login_required_message};
+use super::oauth::{OAuthError, SecretVault, authorized_client, key_vault_key, login_required_message};
 use super::profile::{self, PROXY_PORT};
 use super::sse::{SseClientTransport, SseError, SseOptions};
 use super::{HttpTransport, expand_env};
@@ -83,6 +83,13 @@ pub(crate) enum ConnectError {
     /// The stored OAuth credentials could not be used.
     #[error(transparent)]
     OAuth(#[from] OAuthError),
+    /// A server that takes each user's own key (`user_key_header`), and the user has none
+    /// stored (or one a header cannot carry).
+    #[error("the user has no key stored for the server")]
+    NoUserKey,
+    /// The user's stored key could not be read (the vault's words, never the key).
+    #[error("the stored key could not be read: {0}")]
+    KeyUnreadable(String),
 }
 
 impl ConnectError {
@@ -93,13 +100,21 @@ impl ConnectError {
 
     /// What a model may read: the kind of failure in toolgate's own words, without the
     /// server's text (that goes to the log only).
-    pub(crate) fn summary(&self, server: &str, user: Option<&str>, gateway_gate: bool) -> String {
+    pub(crate) fn summary(&self, link: &ServerLink) -> String {
+        let (server, gateway_gate) = (link.name.as_str(), link.gateway_gate);
+        let user = link.signed_in_user.as_ref().map(|(user, _)| user.as_str());
         match self {
-            // A per-user server in a team gateway: the user signs in, nobody else's token helps.
-            ConnectError::Unauthorized | ConnectError::OAuth(OAuthError::LoginRequired { .. })
+            // A per-user server in a team gateway: the user signs in (or stores their key),
+            // nobody else's credential helps.
+            ConnectError::Unauthorized
+            | ConnectError::OAuth(OAuthError::LoginRequired { .. })
+            | ConnectError::NoUserKey
                 if let Some(user) = user =>
             {
-                sign_in_message(server, user)
+                sign_in_message(server, user, link.by_key())
+            }
+            ConnectError::KeyUnreadable(_) => {
+                "your stored key for it could not be read (details in toolgate's log); store it again".to_owned()
             }
             // The gateway's own gate, whose callers are many users: no one's token is used.
             ConnectError::Unauthorized if gateway_gate => format!(
@@ -276,6 +291,10 @@ pub(crate) async fn connect(link: &Arc<ServerLink>, env: &ConnectEnv) -> Result<
         return Err(ConnectError::Config(format!("[mcp.servers.{}] has neither `command` nor `url`", link.name)));
     };
     let mut headers = headers(link)?;
+    let keyed = user_key(link).await?;
+    if let Some((name, value)) = &keyed {
+        headers.insert(name.clone(), value.clone());
+    }
     let client = http_client()?;
     // A stored OAuth sign-in, when there is one; without it a 401 says to log in.
     let authorized = match &env.vault {
@@ -284,7 +303,7 @@ pub(crate) async fn connect(link: &Arc<ServerLink>, env: &ConnectEnv) -> Result<
             .map_err(|_| ConnectError::Timeout(env.timeout))??,
         None => None,
     };
-    link.with_token.store(authorized.is_some(), std::sync::atomic::Ordering::Release);
+    link.with_token.store(authorized.is_some() || keyed.is_some(), std::sync::atomic::Ordering::Release);
     match config.http_transport() {
         HttpTransport::Http => {
             let transport = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
@@ -363,7 +382,8 @@ async fn connect_stdio(
         let what = if program.exists() { "not an executable file" } else { "no such program" };
         return Err(spawn_error(std::io::Error::new(std::io::ErrorKind::NotFound, what)));
     }
-    let profile = profile::resolve(&link.name, config, workspace, &program, &cwd).map_err(ConnectError::Config)?;
+    let profile =
+        profile::resolve(&link.name, link.sandbox_config(), workspace, &program, &cwd).map_err(ConnectError::Config)?;
     let (stdin, stdout, stderr, mut guard): (BoxedWrite, BoxedRead, Option<BoxedRead>, ChildGuard) = match profile {
         Some(profile) => {
             for warning in &profile.warnings {
@@ -573,6 +593,40 @@ fn headers(link: &ServerLink) -> Result<HashMap<HeaderName, HeaderValue>, Connec
         out.insert(name, value);
     }
     Ok(out)
+}
+
+/// The header with the link's user's own key, for a server with `user_key_header` (`None`: the
+/// server takes none). Read from the user's view of the gateway's vault, so no one else's key can
+/// be read; the key is kept only in the (sensitive) header value, its fingerprint in the link.
+async fn user_key(link: &ServerLink) -> Result<Option<(HeaderName, HeaderValue)>, ConnectError> {
+    let Some(header) = &link.config.user_key_header else { return Ok(None) };
+    let name = &link.name;
+    let Some((_, vault)) = &link.signed_in_user else {
+        return Err(ConnectError::Config(if link.gateway_gate {
+            format!(
+                "[mcp.servers.{name}] takes each user's own key (`user_key_header`), which needs `[gateway] \
+                 workspaces` (each user's connections are made by the user's own gate)"
+            )
+        } else {
+            format!(
+                "[mcp.servers.{name}] `user_key_header` is for the users of a team gateway ([gateway] enabled, with \
+                 `workspaces`); outside one, put the key in `headers`"
+            )
+        }));
+    };
+    let header_name = HeaderName::try_from(header.as_str())
+        .map_err(|_| ConnectError::Config(format!("[mcp.servers.{name}] `user_key_header` is not a header name")))?;
+    let (vault, record) = (Arc::clone(vault), key_vault_key(name));
+    let stored = tokio::task::spawn_blocking(move || vault.get(&record))
+        .await
+        .map_err(|e| ConnectError::KeyUnreadable(format!("the vault task failed: {e}")))?
+        .map_err(|e| ConnectError::KeyUnreadable(e.0))?;
+    let Some(key) = stored else { return Err(ConnectError::NoUserKey) };
+    let prefix = link.config.user_key_prefix.as_deref().unwrap_or_default().as_bytes();
+    let mut value = HeaderValue::from_bytes(&[prefix, key.as_slice()].concat()).map_err(|_| ConnectError::NoUserKey)?;
+    value.set_sensitive(true);
+    *link.key_used.lock().unwrap_or_else(PoisonError::into_inner) = Some(key_fingerprint(&key));
+    Ok(Some((header_name, value)))
 }
 
 /// The HTTP client of bridged servers: rustls with the ring provider (installed as the process

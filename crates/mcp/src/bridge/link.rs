@@ -14,16 +14,44 @@ use toolgate_core::{ProgressSink, ToolError};
 use toolgate_sandbox::{DenialKind, Sandbox};
 
 use super::ServerConfig;
-use super::oauth::{SecretVault, is_logged_in};
+use super::oauth::{SecretVault, is_logged_in, key_vault_key};
 
-/// What a user of a team gateway is told when a per-user server has no sign-in of theirs.
-pub(crate) fn sign_in_message(server: &str, user: &str) -> String {
+/// What a user of a team gateway is told when a per-user server has no sign-in of theirs
+/// (`by_key`: no key of theirs, for a server with `user_key_header`).
+pub(crate) fn sign_in_message(server: &str, user: &str, by_key: bool) -> String {
+    if by_key {
+        return format!(
+            "MCP server `{server}` needs your own key (in this gateway each user gives it their own, and no one \
+             else's key is used for you), and you (`{user}`) have none it accepts: store yours with `toolgate mcp \
+             login {server} --user {user} --key` on the gateway's machine (it reads the key from stdin; or ask the \
+             gateway's admin to run it with you), then call again"
+        );
+    }
     format!(
         "MCP server `{server}` needs your own sign-in (in this gateway each user signs in to it for themself, and \
          no one else's sign-in is used for you), and you (`{user}`) have none it accepts: sign in with \
          `toolgate mcp login {server} --user {user}` on the gateway's machine (or ask the gateway's admin to run it \
          with you), then call again"
     )
+}
+
+/// A user's stored credential for a per-user link, beside the one its connection was opened with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    /// None is stored.
+    Missing,
+    /// One is stored: the connection's (for an OAuth sign-in, whatever it is now: rmcp refreshes it).
+    Same,
+    /// Another key is stored than the connection was opened with.
+    Replaced,
+}
+
+/// A key's fingerprint kept in memory, to notice a replaced key (not the key itself).
+pub(crate) fn key_fingerprint(key: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Progress notifications kept for calls that have not registered their token yet.
@@ -102,6 +130,14 @@ pub(crate) struct ServerLink {
     pub kick: Notify,
     /// Connection attempts finished so far (for a call that waits for one after a kick).
     attempts: watch::Sender<u64>,
+    /// The fingerprint of the user's key the current connection sends (`user_key_header`).
+    pub key_used: Mutex<Option<u64>>,
+    /// The server's own entry, when `config` has a grant's overrides merged in: the sandbox
+    /// is resolved from it (an override's `args` never widen what the server may read).
+    pub own_config: Option<ServerConfig>,
+    /// The connections of callers whose grants override this server's settings (none on such
+    /// a connection's own link).
+    pub variants: Option<super::variants::Variants>,
 }
 
 impl ServerLink {
@@ -123,7 +159,15 @@ impl ServerLink {
             with_token: std::sync::atomic::AtomicBool::new(false),
             kick: Notify::new(),
             attempts: watch::Sender::new(0),
+            key_used: Mutex::new(None),
+            own_config: None,
+            variants: None,
         }
+    }
+
+    /// The entry the server's sandbox is resolved from: its own, without a grant's overrides.
+    pub(crate) fn sandbox_config(&self) -> &ServerConfig {
+        self.own_config.as_ref().unwrap_or(&self.config)
     }
 
     /// This link for `user`'s own sign-in (a per-user server in a team gateway).
@@ -140,9 +184,32 @@ impl ServerLink {
     /// Whether the user of a per-user link has credentials stored now (`None`: not a per-user
     /// link, or the vault cannot say).
     pub(crate) async fn user_signed_in(&self) -> Option<bool> {
+        self.stored_credential().await.map(|stored| stored != Stored::Missing)
+    }
+
+    /// Whether this link's servers take a key of each user's (`user_key_header`) rather than an
+    /// OAuth sign-in.
+    pub(crate) fn by_key(&self) -> bool {
+        self.config.user_key_header.is_some()
+    }
+
+    /// The user's stored credential beside the current connection's (`None`: not a per-user
+    /// link, or the vault cannot say). One read of the vault.
+    pub(crate) async fn stored_credential(&self) -> Option<Stored> {
         let (_, vault) = self.signed_in_user.as_ref()?;
         let (vault, name) = (Arc::clone(vault), self.name.clone());
-        tokio::task::spawn_blocking(move || is_logged_in(&name, vault.as_ref()).ok()).await.ok().flatten()
+        if !self.by_key() {
+            let signed_in =
+                tokio::task::spawn_blocking(move || is_logged_in(&name, vault.as_ref()).ok()).await.ok().flatten()?;
+            return Some(if signed_in { Stored::Same } else { Stored::Missing });
+        }
+        let key = tokio::task::spawn_blocking(move || vault.get(&key_vault_key(&name)).ok()).await.ok().flatten()?;
+        let used = *self.key_used.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(match key {
+            None => Stored::Missing,
+            Some(key) if used.is_some_and(|used| used != key_fingerprint(&key)) => Stored::Replaced,
+            Some(_) => Stored::Same,
+        })
     }
 
     /// Asks the supervisor to connect again now and waits (at most `timeout`) for that attempt
@@ -159,7 +226,7 @@ impl ServerLink {
         let Some((user, _)) = &self.signed_in_user else { return false };
         match self.state() {
             LinkState::Retrying { error, .. } | LinkState::GaveUp { error, .. } => {
-                error == sign_in_message(&self.name, user)
+                error == sign_in_message(&self.name, user, self.by_key())
             }
             _ => false,
         }
@@ -168,7 +235,7 @@ impl ServerLink {
     /// The error of a call whose user has no usable sign-in of their own (a per-user server).
     pub(crate) fn sign_in_needed(&self) -> Option<ToolError> {
         let (user, _) = self.signed_in_user.as_ref()?;
-        Some(ToolError::failed(sign_in_message(&self.name, user)))
+        Some(ToolError::failed(sign_in_message(&self.name, user, self.by_key())))
     }
 
     /// Records the sandbox the server's current process runs in (`None`: unconfined or HTTP).
@@ -252,10 +319,9 @@ impl ServerLink {
         let _ = rx.wait_for(|done| *done).await;
     }
 
-    /// The live peer, or the error a call gets while there is none.
-    pub(crate) fn peer(&self) -> Result<Peer<RoleClient>, ToolError> {
-        // A reload took this server out of the configuration (or changed its entry): no new call
-        // reaches its old connection while that closes.
+    /// `Err` when a reload took this server out of the configuration (or changed its entry): no
+    /// new call reaches its old connections while they close.
+    pub(crate) fn peer_allowed(&self) -> Result<(), ToolError> {
         if self.removed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(ToolError::failed(format!(
                 "MCP server `{}` was removed or changed in toolgate.toml and is being stopped; if it is still \
@@ -263,6 +329,12 @@ impl ServerLink {
                 self.name
             )));
         }
+        Ok(())
+    }
+
+    /// The live peer, or the error a call gets while there is none.
+    pub(crate) fn peer(&self) -> Result<Peer<RoleClient>, ToolError> {
+        self.peer_allowed()?;
         match self.state() {
             LinkState::Ready(peer) if !peer.is_transport_closed() => Ok(peer),
             other => Err(self.unavailable(&other)),

@@ -12,6 +12,7 @@ use super::connect::ConnectEnv;
 use super::link::{LinkState, ServerLink};
 use super::oauth::{SecretVault, UserVault};
 use super::supervisor::{BridgeTimings, Supervisor};
+use super::variants::Variants;
 use super::{DEFAULT_PREFIX, McpConfig, ServerConfig};
 
 /// What the bridge needs besides the configuration.
@@ -209,8 +210,10 @@ impl Bridge {
             link = link.for_user(&user, mine);
         }
         link.gateway_gate = matches!(options.gateway, Some(GatewayUser::Gateway)) && !server.shared;
-        let link = Arc::new(link);
         let stop = self.shutdown.child_token();
+        let env = ConnectEnv { workspace: options.workspace.clone(), vault, timeout: options.timings.connect_timeout };
+        link.variants = Some(Variants::new(env.clone(), stop.clone(), options.gateway.is_some()));
+        let link = Arc::new(link);
         self.links.write().unwrap_or_else(PoisonError::into_inner).push((Arc::clone(&link), stop.clone()));
         let problem =
             server.problem(name).or_else(|| options.gateway.as_ref().and_then(|_| server.gateway_problem(name)));
@@ -232,7 +235,7 @@ impl Bridge {
         let supervisor = Supervisor {
             link,
             registry: Arc::clone(&self.registry),
-            env: ConnectEnv { workspace: options.workspace.clone(), vault, timeout: options.timings.connect_timeout },
+            env,
             timings: options.timings,
             shutdown: stop,
             registered: Default::default(),

@@ -20,6 +20,8 @@
 //! - `supervisor.rs`: one server's life (connect, sync tools, health, reconnect).
 //! - `manager.rs`: [`Bridge`], the public face.
 //! - `sse.rs`: a legacy HTTP+SSE client transport on rmcp's `Transport` trait.
+//! - `overrides.rs`: a gateway grant's `config_overrides` of a server, checked and merged.
+//! - `variants.rs`: the connections of callers whose grants override a server's settings.
 //! - `oauth.rs`: OAuth 2.1 + PKCE for HTTP servers, tokens kept in a [`SecretVault`](oauth::SecretVault).
 
 mod client;
@@ -29,14 +31,17 @@ mod link;
 mod manager;
 mod mapping;
 pub mod oauth;
+mod overrides;
 mod profile;
 pub mod sse;
 mod supervisor;
 mod tool;
+mod variants;
 
 pub use config::{
     DEFAULT_PREFIX, HttpTransport, McpConfig, OAuthConfig, ServerConfig, ServerNetwork, ServerSandbox, ToolFilter,
     expand_env, valid_server_name,
 };
 pub use manager::{Bridge, BridgeOptions, GatewayUser, ServerState, ServerStatus};
+pub use overrides::{OVERRIDABLE, ServerOverrides};
 pub use supervisor::BridgeTimings;

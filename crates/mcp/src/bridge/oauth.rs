@@ -38,8 +38,8 @@ use callback::{CALLBACK_PATH, Page, Redirect, printable};
 pub use client::{AuthorizedClient, login_required_message};
 use vault::VaultCredentialStore;
 pub use vault::{
-    SecretVault, USER_VAULT_PREFIX, UserVault, VAULT_PREFIX, VaultError, parse_user_vault_key, user_vault_key,
-    vault_key,
+    KEY_VAULT_PREFIX, SecretVault, USER_VAULT_PREFIX, UserVault, VAULT_PREFIX, VaultError, key_vault_key,
+    parse_user_key_vault_key, parse_user_vault_key, user_key_vault_key, user_vault_key, vault_key,
 };
 
 /// How long [`login`] waits for the browser by default.

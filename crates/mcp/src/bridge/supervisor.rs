@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::{Registry, RegistryError};
 
 use super::connect::{ConnectEnv, Connection, connect};
-use super::link::{LinkState, ServerLink};
+use super::link::{LinkState, ServerLink, Stored};
 use super::mapping::{BridgedSpec, Skip, bridged_spec};
 use super::tool::BridgedTool;
 
@@ -197,8 +197,7 @@ impl Supervisor {
             Ok(connection) => connection,
             Err(e) => {
                 tracing::error!(server = %name, "cannot connect to MCP server: {e}");
-                let user = self.link.signed_in_user.as_ref().map(|(user, _)| user.as_str());
-                let why = e.summary(&name, user, self.link.gateway_gate);
+                let why = e.summary(&self.link);
                 return Attempt::Failed { why, permanent: e.is_permanent() };
             }
         };
@@ -248,13 +247,15 @@ impl Supervisor {
                     return Ended::Lost("the server closed the connection (or its process ended)".to_owned());
                 }
                 () = self.link.kick.notified() => {
-                    // A kick left from before this connection, while its user is signed in.
-                    if self.link.user_signed_in().await == Some(true) {
+                    // A kick left from before this connection, while its user's credential is
+                    // the one it was opened with.
+                    if self.link.stored_credential().await == Some(Stored::Same) {
                         continue;
                     }
-                    // Its user signed out: this connection carries their token no longer.
+                    // Its user signed out or stored another key: this connection carries the
+                    // credential they use no longer.
                     connection.close().await;
-                    return Ended::Lost("its user's sign-in was removed".to_owned());
+                    return Ended::Lost("its user's sign-in or key was removed or replaced".to_owned());
                 }
                 () = self.link.list_changed.notified() => {
                     let refreshed = tokio::time::timeout(self.timings.connect_timeout, self.sync_tools(&peer)).await;

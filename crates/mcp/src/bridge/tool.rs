@@ -13,9 +13,10 @@ use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde_json::{Map, Value};
 use toolgate_core::{CallContext, CallSafety, Content, Tool, ToolError, ToolOutput, ToolSpec, Touches};
 
-use super::link::ServerLink;
+use super::link::{ServerLink, Stored};
 use super::mapping::{self, BridgedSpec, clean_text, remote_error, requirement};
 use super::oauth::login_required_message;
+use super::overrides::ServerOverrides;
 
 /// The longest per-call deadline `timeout_secs` may set (a day).
 const MAX_TIMEOUT_SECS: f64 = 86_400.0;
@@ -46,11 +47,11 @@ impl BridgedTool {
     }
 
     /// A failure of the request itself (not a tool error result).
-    fn request_error(&self, error: ServiceError) -> ToolError {
-        let server = &self.link.name;
+    fn request_error(&self, link: &ServerLink, error: ServiceError) -> ToolError {
+        let server = &link.name;
         // The token stopped working mid-session: the user signs in again, as themself.
         if error.to_string().contains(&login_required_message(server))
-            && let Some(error) = self.link.sign_in_needed()
+            && let Some(error) = link.sign_in_needed()
         {
             return error;
         }
@@ -75,13 +76,13 @@ impl BridgedTool {
     /// The result with what the sandbox blocked said at its end, by path or host and with the
     /// config line that allows it. It stays inside the server's own (untrusted) text: the
     /// evidence and the path come from the server's messages.
-    fn explained(&self, result: Result<ToolOutput, ToolError>) -> Result<ToolOutput, ToolError> {
+    fn explained(&self, link: &ServerLink, result: Result<ToolOutput, ToolError>) -> Result<ToolOutput, ToolError> {
         let text = match &result {
             Ok(output) => output.text_content(),
             Err(ToolError::ExternalService { message, .. }) => message.clone(),
             Err(_) => return result,
         };
-        let denials = self.link.explain_denials(&text);
+        let denials = link.explain_denials(&text);
         if denials.is_empty() {
             return result;
         }
@@ -122,24 +123,71 @@ impl Tool for BridgedTool {
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
+        // A team gateway caller whose grant overrides this server's settings: a connection of
+        // its own (docs/gateway.md, "Grants").
+        let settings = match &ctx.grants {
+            Some(grants) => grants.server_settings(&self.bridged.spec)?,
+            None => None,
+        };
+        let Some(settings) = settings else { return self.call(&self.link, ctx, params, None).await };
+        let server = &self.link.name;
+        let overrides = ServerOverrides::parse(&settings.settings).map_err(|e| {
+            ToolError::failed(format!(
+                "grant {} of this gateway sets settings of MCP server `{server}` toolgate refuses ({e}); ask an \
+                 admin to fix the grant",
+                settings.grant
+            ))
+        })?;
+        let deadline = overrides.timeout_secs.map(|s| Duration::from_secs_f64(s.min(MAX_TIMEOUT_SECS)));
+        if !overrides.needs_own_connection() {
+            return self.call(&self.link, ctx, params, deadline).await;
+        }
+        // A reload took the server out (or changed it): none of its connections takes calls.
+        self.link.peer_allowed()?;
+        let Some(variants) = &self.link.variants else {
+            return Err(ToolError::failed(format!(
+                "MCP server `{server}` cannot take a grant's settings here (a bug: its connections were set up \
+                 without them)"
+            )));
+        };
+        let link = variants.link(&self.link, &overrides, settings.grant).await?;
+        self.call(&link, ctx, params, deadline).await
+    }
+}
+
+impl BridgedTool {
+    /// The call over `link`'s connection (the server's plain one, or one with a grant's
+    /// settings), within `deadline` when the grant sets one.
+    async fn call(
+        &self,
+        link: &Arc<ServerLink>,
+        ctx: &CallContext,
+        params: Value,
+        deadline: Option<Duration>,
+    ) -> Result<ToolOutput, ToolError> {
         // A per-user server: a connection opened with its user's token serves only while that
         // user is signed in (a sign-out, from another process too, applies from the next call).
-        if self.link.with_token.load(std::sync::atomic::Ordering::Acquire)
-            && self.link.user_signed_in().await == Some(false)
-            && let Some(error) = self.link.sign_in_needed()
-        {
-            self.link.kick.notify_one();
-            return Err(error);
+        if link.with_token.load(std::sync::atomic::Ordering::Acquire) {
+            match link.stored_credential().await {
+                Some(Stored::Missing) if let Some(error) = link.sign_in_needed() => {
+                    link.kick.notify_one();
+                    return Err(error);
+                }
+                // Its user stored another key since it was opened: connect again with it (a
+                // connection with overrides has done so already, `Variants::link`).
+                Some(Stored::Replaced) => link.reconnect_now(SIGNED_IN_WAIT).await,
+                _ => {}
+            }
         }
-        let peer = match self.link.peer() {
+        let peer = match link.peer() {
             Ok(peer) => peer,
             // Down for want of its user's sign-in: connect now if they have signed in since.
-            Err(e) if self.link.needs_sign_in() => {
-                if self.link.user_signed_in().await != Some(true) {
-                    return Err(self.link.sign_in_needed().unwrap_or(e));
+            Err(e) if link.needs_sign_in() => {
+                if link.user_signed_in().await != Some(true) {
+                    return Err(link.sign_in_needed().unwrap_or(e));
                 }
-                self.link.reconnect_now(SIGNED_IN_WAIT).await;
-                self.link.peer()?
+                link.reconnect_now(SIGNED_IN_WAIT).await;
+                link.peer()?
             }
             Err(e) => return Err(e),
         };
@@ -154,32 +202,42 @@ impl Tool for BridgedTool {
         let handle = peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
-            .map_err(|e| self.request_error(e))?;
-        let _progress = self.link.route_progress(handle.progress_token.clone(), ctx.progress.clone());
+            .map_err(|e| self.request_error(link, e))?;
+        let _progress = link.route_progress(handle.progress_token.clone(), ctx.progress.clone());
         // From here on, a call that stops waiting (cancelled, timed out: the gate drops this
         // future) tells the server with `notifications/cancelled`.
         let mut abandon = AbandonGuard { peer: peer.clone(), id: Some(handle.id.clone()) };
+        let expired = async {
+            match deadline {
+                Some(after) => tokio::time::sleep(after).await,
+                None => std::future::pending().await,
+            }
+        };
         let response = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            () = expired => {
+                let after = deadline.unwrap_or_default();
+                return Err(ToolError::Timeout { tool: self.bridged.spec.name.clone(), after });
+            }
             response = handle.await_response() => response,
         };
         abandon.id = None;
         // Progress notifications that came before the result are handled in tasks of their own;
         // give them a turn so the last reports are not dropped with the route.
         tokio::task::yield_now().await;
-        match response.map_err(|e| self.request_error(e))? {
-            ServerResult::CallToolResult(result) => self.explained(mapping::result(&self.link.name, result)),
+        match response.map_err(|e| self.request_error(link, e))? {
+            ServerResult::CallToolResult(result) => self.explained(link, mapping::result(&link.name, result)),
             ServerResult::CreateTaskResult(_) | ServerResult::InputRequiredResult(_) => {
                 Err(ToolError::failed(format!(
                     "MCP server `{}` answered `{}` with a task or a request for input, which toolgate's bridge does \
                  not support",
-                    self.link.name, self.bridged.remote
+                    link.name, self.bridged.remote
                 )))
             }
             _ => Err(ToolError::failed(format!(
                 "MCP server `{}` answered `{}` with something that is not a tool result",
-                self.link.name, self.bridged.remote
+                link.name, self.bridged.remote
             ))),
         }
     }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 
+use crate::bridge::valid_server_name;
+
 /// The vault key prefix of OAuth credentials: `mcp.oauth.NAME`.
 pub const VAULT_PREFIX: &str = "mcp.oauth.";
 
@@ -25,7 +27,27 @@ pub fn user_vault_key(user: &str, name: &str) -> String {
 
 /// The (user, server) of a per-user key, `None` for any other key.
 pub fn parse_user_vault_key(key: &str) -> Option<(&str, &str)> {
-    key.strip_prefix(USER_VAULT_PREFIX)?.rsplit_once(".oauth.")
+    key.strip_prefix(USER_VAULT_PREFIX)?.rsplit_once(".oauth.").filter(|(_, server)| valid_server_name(server))
+}
+
+/// The vault key prefix of a server's key as a connection reads it (`mcp.key.NAME`): a
+/// [`UserVault`] keeps it as the user's own, `mcp.user.USER.key.NAME`.
+pub const KEY_VAULT_PREFIX: &str = "mcp.key.";
+
+/// The vault key of server `name`'s key (`mcp.key.NAME`, mapped to the user's own record by a
+/// [`UserVault`]).
+pub fn key_vault_key(name: &str) -> String {
+    format!("{KEY_VAULT_PREFIX}{name}")
+}
+
+/// The vault key of `user`'s own key for server `name` in a team gateway (`user_key_header`).
+pub fn user_key_vault_key(user: &str, name: &str) -> String {
+    format!("{USER_VAULT_PREFIX}{user}.key.{name}")
+}
+
+/// The (user, server) of a per-user key record, `None` for any other key.
+pub fn parse_user_key_vault_key(key: &str) -> Option<(&str, &str)> {
+    key.strip_prefix(USER_VAULT_PREFIX)?.rsplit_once(".key.").filter(|(_, server)| valid_server_name(server))
 }
 
 /// One user's view of a vault in a team gateway: server `NAME`'s credentials (`mcp.oauth.NAME`)
@@ -49,9 +71,12 @@ impl UserVault {
     }
 
     fn map(&self, key: &str) -> Result<String, VaultError> {
-        match key.strip_prefix(VAULT_PREFIX) {
-            Some(server) if !server.is_empty() => Ok(user_vault_key(&self.user, server)),
-            _ => Err(VaultError(format!("a user's vault keeps OAuth credentials only, not `{key}`"))),
+        if let Some(server) = key.strip_prefix(VAULT_PREFIX).filter(|s| !s.is_empty()) {
+            return Ok(user_vault_key(&self.user, server));
+        }
+        match key.strip_prefix(KEY_VAULT_PREFIX) {
+            Some(server) if !server.is_empty() => Ok(user_key_vault_key(&self.user, server)),
+            _ => Err(VaultError(format!("a user's vault keeps OAuth credentials and keys only, not `{key}`"))),
         }
     }
 }
@@ -175,7 +200,13 @@ pub(crate) mod tests {
         assert!(bob.get("mcp.oauth.gh").unwrap().is_none(), "bob sees nothing of ann's");
         assert_eq!(parse_user_vault_key("mcp.user.ann.x.oauth.gh"), Some(("ann.x", "gh")));
         assert_eq!(parse_user_vault_key("mcp.oauth.gh"), None);
-        assert!(ann.get("memory.key").is_err(), "only OAuth keys are mapped");
+        assert!(ann.get("memory.key").is_err(), "only OAuth credentials and keys are mapped");
+        ann.put("mcp.key.gh", b"k-ann").unwrap();
+        assert_eq!(vault.get("mcp.user.ann.x.key.gh").unwrap().as_deref(), Some(&b"k-ann"[..]));
+        assert!(bob.get("mcp.key.gh").unwrap().is_none(), "bob has no key of ann's");
+        assert_eq!(parse_user_key_vault_key("mcp.user.ann.x.key.gh"), Some(("ann.x", "gh")));
+        assert_eq!(parse_user_vault_key("mcp.user.ann.x.key.gh"), None);
+        assert_eq!(parse_user_key_vault_key("mcp.user.a.key.b.oauth.gh"), None, "an OAuth record of `a.key.b`");
         assert!(bob.delete("mcp.oauth.gh").map(|had| !had).unwrap());
         assert!(ann.delete("mcp.oauth.gh").unwrap());
     }
