@@ -198,7 +198,7 @@ fn grants_decide_what_each_caller_lists_and_calls() {
     for (args, why) in [
         (&["grant", "add", "--to", "nobody", "--tool", "read"][..], "there is no"),
         (&["grant", "add", "--to", "bob", "--tool", "<b>x</b>"][..], "not a tool name"),
-        (&["grant", "add", "--to", "bob", "--mode", "maybe"][..], "--mode"),
+        (&["grant", "add", "--to", "bob", "--mode", "maybe"][..], "mode is `allow`, `ask` or `deny`"),
         (&["grant", "add", "--to", "bob", "--server-config", "{\"a\":1}"][..], "bridged server"),
     ] {
         let out = Command::new(TOOLGATE).arg("--workspace").arg(ws.path()).arg("admin").args(args).output().unwrap();
