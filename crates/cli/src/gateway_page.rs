@@ -20,7 +20,7 @@ use toolgate::gateway::{
     Decision, GatewayAuthenticator, GatewayConfig, Grants, Oidc, Page, PageData, PendingCall, SignIn,
 };
 use toolgate::mcp::{ApiHandler, Authenticator, Caller};
-use toolgate::store::{AccessRequest, AuditRecord, IdentityStore, Store};
+use toolgate::store::{AccessRequest, AuditRecord, AuditStore, IdentityStore, Store};
 
 /// What gateway mode needs from the gate, gathered before the server binds its address.
 #[derive(Debug)]
@@ -65,10 +65,11 @@ impl GatewayWiring {
             }
             None => None,
         };
-        let data = Arc::new(PageSource { databases, users, pending, notify });
         // The page files requests and decides them as the `request_access` tool and `toolgate
         // admin access` do (the default tools do not matter here: nothing is checked).
         let grants = Grants::new(Arc::clone(&stores.grants), Arc::clone(&stores.identity), Vec::new());
+        let audit = gate.audit_log().cloned();
+        let data = Arc::new(PageSource { databases, users, pending, notify, grants: grants.clone(), audit });
         Ok(Some(GatewayWiring { identity: Arc::clone(&stores.identity), grants, config: config.gateway.clone(), data }))
     }
 
@@ -128,6 +129,10 @@ pub(crate) struct PageSource {
     pending: Arc<PendingApprovals>,
     /// Where access decisions are posted for their requesters.
     notify: Option<Arc<WebhookNotifier>>,
+    /// Where a failed post is recorded on its request.
+    grants: Grants,
+    /// The gateway's audit log (none when the gate keeps none), where such a failure is a row.
+    audit: Option<Arc<dyn AuditStore>>,
 }
 
 impl PageData for PageSource {
@@ -178,20 +183,30 @@ impl PageData for PageSource {
             .unwrap_or_default()
     }
 
-    // In the background: the decision stands whether or not the requester's channel answers;
-    // a failure is logged with the request's number (the requester still sees the decision
-    // on the page and with `request_access {"status": true}`).
+    // In the background: the decision stands whether or not the requester's channel answers.
+    // A failure is logged, stored on the request (the page, `/api/access` and `request_access
+    // {"status": true}` show it) and audited.
     fn access_decided(&self, request: &AccessRequest) {
         let Some(notify) = self.notify.clone() else { return };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let event =
             serde_json::json!({"event": "access_decided", "request": toolgate::gateway::shown_request(request)});
-        let id = request.id;
+        let (grants, audit, request) = (self.grants.clone(), self.audit.clone(), request.clone());
         runtime.spawn(async move {
-            if let Err(e) = notify.post(&event).await {
-                let e: String = e.chars().take(500).collect();
-                tracing::warn!(request = id, "could not tell the requester of access request {id}'s decision: {e}");
-            }
+            let Err(e) = notify.post(&event).await else { return };
+            let id = request.id;
+            let e: String = e.chars().take(500).collect();
+            tracing::warn!(request = id, "could not tell the requester of access request {id}'s decision: {e}");
+            // The store's write and the audit row off the async workers.
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Err(stored) = grants.notify_failed(id, &e) {
+                    tracing::error!(request = id, "could not record the failed notification on the request: {stored}");
+                }
+                if let Some(audit) = audit {
+                    audit.record(notify_failed_row(&request, &e));
+                }
+            })
+            .await;
         });
     }
 
@@ -213,5 +228,30 @@ impl PageData for PageSource {
             Some((_, answer)) => Err(answer["error"].as_str().unwrap_or("the approval was not decided").to_owned()),
             None => Err("the approvals API did not answer".to_owned()),
         }
+    }
+}
+
+/// The tool name of the audit row of a decision its requester could not be told of.
+const NOTIFY_FAILED_TOOL: &str = "access_notify";
+
+/// That row: the requester's user (so it is among their own rows on the page), the request
+/// and its decision, outcome `notify_failed` and why.
+fn notify_failed_row(request: &AccessRequest, error: &str) -> AuditRecord {
+    let now = crate::admin::now_ms();
+    let status = request.status.as_str();
+    let by = request.decided_by.as_deref().unwrap_or("someone");
+    AuditRecord {
+        id: format!("access-{}-notify-{now}", request.id),
+        ts_ms: now,
+        user: request.user.clone(),
+        agent: if request.requester == request.user { String::new() } else { request.requester.clone() },
+        session: "gateway".to_owned(),
+        tool: NOTIFY_FAILED_TOOL.to_owned(),
+        params: serde_json::json!({"request": request.id, "server": request.server, "tool": request.tool}).to_string(),
+        decision: format!("access request {} {status} by {by}; the requester's webhook failed", request.id),
+        outcome: "notify_failed".to_owned(),
+        error: Some(error.to_owned()),
+        subject: Some(format!("access request {}", request.id)),
+        ..AuditRecord::default()
     }
 }

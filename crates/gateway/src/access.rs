@@ -102,6 +102,8 @@ impl Grants {
             decided_ms: None,
             message: None,
             grant_id: None,
+            notify_error: None,
+            notify_failed_ms: None,
         };
         let (id, new) = self.store().access_request(&request)?;
         let stored = self.store().access_get(id)?.ok_or(GatewayError::NoRequest(id))?;
@@ -204,6 +206,18 @@ impl Grants {
         self.may_decide(by, &request)?;
         let by = by.unwrap_or("operator").to_owned();
         self.decide(AccessDecision { id, grant: None, by, at_ms: now_ms(), message: message.map(str::to_owned) })
+    }
+
+    /// Records that the requester of decided request `id` could not be told of the decision
+    /// (`error`: why their webhook failed, kept to 500 characters): kept on the request, so the
+    /// page, `/api/access` and `request_access {"status": true}` show it. The request as it
+    /// now stands.
+    pub fn notify_failed(&self, id: i64, error: &str) -> Result<AccessRequest, GatewayError> {
+        let error: String = error.chars().map(|c| if c.is_control() { ' ' } else { c }).take(500).collect();
+        if !self.store().access_notify_failed(id, &error, now_ms())? {
+            return Err(GatewayError::NoRequest(id));
+        }
+        self.store().access_get(id)?.ok_or(GatewayError::NoRequest(id))
     }
 
     fn pending(&self, id: i64) -> Result<AccessRequest, GatewayError> {
@@ -315,7 +329,18 @@ impl Tool for RequestAccess {
                 mine.iter()
                     .take(50)
                     .map(|r| {
-                        format!("#{} {} {}: {}", r.id, what(r), r.status.as_str(), r.message.as_deref().unwrap_or(""))
+                        let failed = r
+                            .notify_error
+                            .as_deref()
+                            .map(|e| format!(" (your webhook could not be told of this decision: {e})"))
+                            .unwrap_or_default();
+                        format!(
+                            "#{} {} {}: {}{failed}",
+                            r.id,
+                            what(r),
+                            r.status.as_str(),
+                            r.message.as_deref().unwrap_or("")
+                        )
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -356,6 +381,7 @@ pub fn shown(r: &AccessRequest) -> Value {
         "id": r.id, "user": r.user, "server": r.server, "tool": r.tool, "reason": r.reason,
         "status": r.status.as_str(), "created_ms": r.created_ms, "decided_by": r.decided_by,
         "decided_ms": r.decided_ms, "message": r.message, "grant": r.grant_id,
+        "notify_error": r.notify_error, "notify_failed_ms": r.notify_failed_ms,
     })
 }
 

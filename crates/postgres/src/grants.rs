@@ -16,8 +16,8 @@ use crate::identity::revision;
 
 const GRANT_COLUMNS: &str = "id, subject, server, tool_allow, tool_deny, enabled, config_overrides, mode, expires_ms, \
                              granted_by, request, note, created_ms, arg_rule";
-const ACCESS_COLUMNS: &str =
-    "id, requester, for_user, server, tool, reason, status, created_ms, decided_by, decided_ms, message, grant_id";
+const ACCESS_COLUMNS: &str = "id, requester, for_user, server, tool, reason, status, created_ms, decided_by, decided_ms, message, grant_id, \
+     notify_error, notify_failed_ms";
 
 /// How often filing an access request retries when the pending request it collided with was
 /// decided in between (each retry needs another decision to land in that instant).
@@ -73,6 +73,8 @@ fn access_row(r: &Row) -> Result<AccessRequest, PgError> {
         decided_ms: r.try_get(9)?,
         message: r.try_get(10)?,
         grant_id: r.try_get(11)?,
+        notify_error: r.try_get(12)?,
+        notify_failed_ms: r.try_get(13)?,
     })
 }
 
@@ -299,6 +301,20 @@ impl GrantStore for PgStore {
             let decided = get_access(&tx, d.id).await?;
             tx.commit().await?;
             Ok(decided)
+        })
+    }
+
+    fn access_notify_failed(&self, id: i64, error: &str, at_ms: i64) -> Result<bool, StoreError> {
+        let error = error.to_owned();
+        self.run("recording that a requester could not be told of a decision", move |c| async move {
+            let n = c
+                .execute(
+                    "UPDATE access_requests SET notify_error = $2, notify_failed_ms = $3
+                     WHERE id = $1 AND status <> 'pending'",
+                    &[&id, &error, &at_ms],
+                )
+                .await?;
+            Ok(n > 0)
         })
     }
 }

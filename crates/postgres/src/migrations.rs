@@ -117,6 +117,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         FOR EACH ROW EXECUTE FUNCTION toolgate_raise_revision('identity');
      CREATE TRIGGER grants_revision AFTER INSERT OR UPDATE OR DELETE ON grants
         FOR EACH ROW EXECUTE FUNCTION toolgate_raise_revision('grants');",
+    // 4: why the requester of a decided access request could not be told (their webhook
+    // failed), and when (SQLite's `grants::NOTIFY_MIGRATION`).
+    "ALTER TABLE access_requests ADD COLUMN notify_error TEXT, ADD COLUMN notify_failed_ms BIGINT;",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

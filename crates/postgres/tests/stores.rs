@@ -80,6 +80,7 @@ on_both!(
     tool_grants,
     access_requests_are_filed_once_and_decided_once,
     two_deciders_at_once_make_one_decision_and_one_grant,
+    a_failed_notification_is_kept_on_the_decided_request,
     hostile_text_is_kept_verbatim,
 );
 
@@ -135,6 +136,8 @@ fn request(requester: &str, tool: &str) -> AccessRequest {
         decided_ms: None,
         message: None,
         grant_id: None,
+        notify_error: None,
+        notify_failed_ms: None,
     }
 }
 
@@ -415,6 +418,32 @@ fn two_deciders_at_once_make_one_decision_and_one_grant(b: &Backend) {
         assert_eq!(outcomes[0].grant_id, Some(made[0].id));
     }
     assert_eq!(filer.tool_grants(None).unwrap().len(), ROUNDS);
+}
+
+/// A decided request's requester who could not be told: the failure is kept on the request (the
+/// latest one), read by every handle, and only on a decided request; a grant revision is not
+/// raised by it (nothing about anyone's grants changed).
+fn a_failed_notification_is_kept_on_the_decided_request(b: &Backend) {
+    let grants = b.handles().grants;
+    let (id, _) = grants.access_request(&request("ann", "time")).unwrap();
+    assert!(!grants.access_notify_failed(id, "pending still", 3).unwrap(), "not decided yet: nothing to tell");
+    assert!(!grants.access_notify_failed(9_999, "no such request", 3).unwrap());
+    let decided = grants.access_decide(&approve(id, "ann", "root")).unwrap().unwrap();
+    assert_eq!((decided.notify_error, decided.notify_failed_ms), (None, None), "nothing failed yet");
+    let revision = grants.grants_revision().unwrap();
+    let error = "webhook answered 500 Internal Server Error: <b>'; DROP TABLE x; --</b>";
+    assert!(grants.access_notify_failed(id, "connection refused", 4).unwrap());
+    assert!(grants.access_notify_failed(id, error, 5).unwrap());
+    let seen = b.handles().grants.access_get(id).unwrap().unwrap();
+    assert_eq!((seen.notify_error.as_deref(), seen.notify_failed_ms), (Some(error), Some(5)), "the latest, verbatim");
+    assert_eq!(seen.status, AccessStatus::Approved, "the decision stands");
+    let listed = grants.access_requests(None, Some(&["ann".to_owned()])).unwrap();
+    assert_eq!(listed[0].notify_error.as_deref(), Some(error));
+    assert_eq!(grants.grants_revision().unwrap(), revision, "no grant changed");
+    let (other, _) = grants.access_request(&request("ann", "read")).unwrap();
+    let rejected =
+        grants.access_decide(&AccessDecision { id: other, grant: None, by: "root".into(), at_ms: 6, message: None });
+    assert_eq!(rejected.unwrap().unwrap().notify_error, None, "another request keeps none");
 }
 
 /// Names and notes from people and models are data: quotes, SQL, NUL-free control text and

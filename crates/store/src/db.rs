@@ -396,6 +396,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // The gateway principal a routine acts for (`routines.rs`): its fires are held to that
     // principal's grants as they are when it fires.
     "ALTER TABLE routines ADD COLUMN grants_agent TEXT;",
+    // Why the requester of a decided access request could not be told (their webhook failed),
+    // and when (`grants.rs`): kept on the request, shown on the page and to `request_access`.
+    crate::grants::NOTIFY_MIGRATION,
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

@@ -69,6 +69,11 @@ pub(crate) const MIGRATION: &str = "CREATE TABLE IF NOT EXISTS grants (
 /// A grant's optional argument rule ([`ToolGrant::arg_rule`]).
 pub(crate) const ARG_RULE_MIGRATION: &str = "ALTER TABLE grants ADD COLUMN arg_rule TEXT;";
 
+/// Why the requester of a decided access request could not be told, and when
+/// ([`AccessRequest::notify_error`]).
+pub(crate) const NOTIFY_MIGRATION: &str = "ALTER TABLE access_requests ADD COLUMN notify_error TEXT;
+     ALTER TABLE access_requests ADD COLUMN notify_failed_ms INTEGER;";
+
 /// A standing approval: calls of `tool` by `agent` for `user` whose normalized subject equals
 /// `subject` run without asking.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,6 +225,12 @@ pub struct AccessRequest {
     pub message: Option<String>,
     /// The grant an approval made.
     pub grant_id: Option<i64>,
+    /// Why the requester could not be told of the decision (their webhook failed), when so.
+    #[serde(default)]
+    pub notify_error: Option<String>,
+    /// When that failure was recorded.
+    #[serde(default)]
+    pub notify_failed_ms: Option<i64>,
 }
 
 /// The decision on a pending access request.
@@ -293,12 +304,17 @@ pub trait GrantStore: Send + Sync + Debug {
     /// it then stands, or `None` when there is no such request; a request that was decided
     /// already comes back unchanged.
     fn access_decide(&self, decision: &AccessDecision) -> Result<Option<AccessRequest>, StoreError>;
+
+    /// Records on decided request `id` that its requester could not be told of the decision
+    /// (`error`, at `at_ms`); a later failure replaces an earlier one. `false` when there is no
+    /// such decided request.
+    fn access_notify_failed(&self, id: i64, error: &str, at_ms: i64) -> Result<bool, StoreError>;
 }
 
 const GRANT_COLUMNS: &str = "id, subject, server, tool_allow, tool_deny, enabled, config_overrides, mode, expires_ms, \
                              granted_by, request, note, created_ms, arg_rule";
-const ACCESS_COLUMNS: &str =
-    "id, requester, user, server, tool, reason, status, created_ms, decided_by, decided_ms, message, grant_id";
+const ACCESS_COLUMNS: &str = "id, requester, user, server, tool, reason, status, created_ms, decided_by, decided_ms, message, grant_id, \
+     notify_error, notify_failed_ms";
 
 fn conversion(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
@@ -350,6 +366,8 @@ fn access_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccessRequest> {
         decided_ms: r.get(9)?,
         message: r.get(10)?,
         grant_id: r.get(11)?,
+        notify_error: r.get(12)?,
+        notify_failed_ms: r.get(13)?,
     })
 }
 
@@ -578,6 +596,17 @@ impl GrantStore for Store {
             let decided = get_access(&tx, d.id).doing(DOING)?;
             tx.commit().doing(DOING)?;
             Ok(decided)
+        })
+    }
+
+    fn access_notify_failed(&self, id: i64, error: &str, at_ms: i64) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "UPDATE access_requests SET notify_error = ?2, notify_failed_ms = ?3 WHERE id = ?1 AND status <> 'pending'",
+                rusqlite::params![id, error, at_ms],
+            )
+            .map(|n| n > 0)
+            .doing("recording that a requester could not be told of a decision")
         })
     }
 }

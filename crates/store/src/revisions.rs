@@ -160,6 +160,8 @@ mod tests {
                 decided_ms: None,
                 message: None,
                 grant_id: None,
+                notify_error: None,
+                notify_failed_ms: None,
             })
             .unwrap();
         step("a request alone grants nothing", None);

@@ -1244,3 +1244,89 @@ fn grants_over_the_api_need_an_admin_and_the_csrf_token() {
     let (_, body) = mcp_call(port, &bob_key, "time", serde_json::json!({"operation": "now"}));
     assert!(!body.contains("\"isError\":true"), "enabled again: {body}");
 }
+
+#[test]
+fn a_requesters_webhook_that_fails_is_kept_on_the_request_shown_and_audited() {
+    let port = free_port();
+    // The webhook fails for decisions on `time` (500) and answers the others.
+    let hooks = Receiver::start(|req| Response::new(if req.json()["request"]["tool"] == "time" { 500 } else { 200 }));
+    let ws = grants_workspace(None);
+    let config = std::fs::read_to_string(ws.path().join("toolgate.toml")).unwrap();
+    std::fs::write(ws.path().join("toolgate.toml"), format!("{config}notify_url = \"{}\"\n", hooks.url("/hook")))
+        .unwrap();
+    admin(ws.path(), &["user", "add", "lee", "--admin"], "");
+    admin(ws.path(), &["user", "add", "ann"], "");
+    admin(ws.path(), &["password", "set", "lee"], "correct horse battery staple\n");
+    admin(ws.path(), &["password", "set", "ann"], "ann's long passphrase\n");
+    let lee_key = admin(ws.path(), &["key", "create", "--user", "lee"], "");
+    let ann_key = admin(ws.path(), &["key", "create", "--user", "ann"], "");
+    let _gateway = gateway(ws.path(), port);
+    let (as_lee, as_ann) = (format!("Bearer {lee_key}"), format!("Bearer {ann_key}"));
+
+    // Ann asks for `time` (her reason hostile) and `read`; Lee approves both.
+    let mut ids = Vec::new();
+    for tool in ["time", "read"] {
+        let asked = serde_json::json!({"tool": tool, "reason": XSS}).to_string();
+        let (status, filed) = api(port, "POST", "/api/access", &[("Authorization", &as_ann)], &asked);
+        assert_eq!(status, 201, "{filed}");
+        let id = filed["request"]["id"].as_i64().unwrap();
+        let (status, body) =
+            api(port, "POST", &format!("/api/access/{id}/approve"), &[("Authorization", &as_lee)], "{}");
+        assert_eq!(status, 200, "{body}");
+        ids.push(id);
+    }
+    let (failed, told) = (ids[0], ids[1]);
+    let mut heard: Vec<serde_json::Value> =
+        (0..2).map(|_| hooks.next(Duration::from_secs(20)).expect("the webhook was called").json()).collect();
+    heard.sort_by_key(|h| h["request"]["id"].as_i64());
+    assert!(heard[0]["request"]["id"] == failed && heard[1]["request"]["id"] == told, "{heard:?}");
+
+    // The failure is kept on the request (written after the webhook answered: read until it is).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let request = loop {
+        let (_, body) = api(port, "GET", &format!("/api/access/{failed}"), &[("Authorization", &as_ann)], "");
+        if !body["request"]["notify_error"].is_null() || Instant::now() > deadline {
+            break body["request"].clone();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let error = request["notify_error"].as_str().unwrap_or_else(|| panic!("no failure stored: {request}"));
+    assert!(error.contains("500"), "{request}");
+    assert!(request["notify_failed_ms"].is_i64() && request["status"] == "approved", "the decision stands: {request}");
+    let (_, ok) = api(port, "GET", &format!("/api/access/{told}"), &[("Authorization", &as_ann)], "");
+    assert!(ok["request"]["notify_error"].is_null(), "a webhook that answered leaves no error: {ok}");
+
+    // `request_access {"status": true}` tells Ann's client.
+    let (status, body) = mcp_call(port, &ann_key, "request_access", serde_json::json!({"status": true}));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("could not be told of this decision") && body.contains("notify_error"), "{body}");
+
+    // Her page and Lee's show it beside the request; the other request shows none.
+    for (who, password) in [("ann", "ann's long passphrase"), ("lee", "correct horse battery staple")] {
+        let page = Browser { port, cookie: password_signin(port, who, password).unwrap() };
+        let (status, rows) = page.get("/requests");
+        assert_eq!(status, 200);
+        assert!(rows.contains(&format!("id=\"request-{failed}-notify\"")), "{who}: {rows}");
+        assert!(rows.contains("the requester's webhook failed") && rows.contains("HTTP 500"), "{who}: {rows}");
+        assert!(!rows.contains(&format!("id=\"request-{told}-notify\"")), "{who}: {rows}");
+        assert!(!rows.contains("<script>window"), "{who}: the reason stays text");
+    }
+
+    // One audit row of the gateway's log: Ann's, the request, outcome notify_failed.
+    let lee = Browser { port, cookie: password_signin(port, "lee", "correct horse battery staple").unwrap() };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let rows: Vec<serde_json::Value> = loop {
+        let (status, jsonl) = lee.get("/audit.jsonl?tool=access_notify");
+        assert_eq!(status, 200);
+        let rows: Vec<serde_json::Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        if !rows.is_empty() || Instant::now() > deadline {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert!(row["user"] == "ann" && row["outcome"] == "notify_failed", "{row}");
+    assert!(row["error"].as_str().unwrap().contains("500"), "{row}");
+    assert!(row["decision"].as_str().unwrap().contains(&format!("access request {failed} approved by lee")), "{row}");
+}

@@ -740,7 +740,11 @@ impl Inner {
                     let requests = grants
                         .requests(None, (!admin).then_some(user.as_str()))
                         .map(|all| {
-                            all.iter().map(|r| format!("{}:{}", r.id, r.status.as_str())).collect::<Vec<_>>().join(",")
+                            // A failed notification shows too: the requester may not know yet.
+                            let row = |r: &AccessRequest| {
+                                format!("{}:{}:{}", r.id, r.status.as_str(), r.notify_failed_ms.unwrap_or(0))
+                            };
+                            all.iter().map(row).collect::<Vec<_>>().join(",")
                         })
                         .unwrap_or_default();
                     let requests = format!("{:x}", sha2::Sha256::digest(requests.as_bytes()));

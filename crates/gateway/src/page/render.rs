@@ -434,7 +434,22 @@ pub(crate) fn access_rows(v: &View) -> String {
         } else {
             let by = r.decided_by.as_deref().map(|b| format!("by {b}")).unwrap_or_default();
             let said = r.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
-            format!("<span class=\"muted small\">{}</span>", esc(&format!("{by}{said}")))
+            // The requester's webhook failed: they may not know yet (seen here and audited).
+            let failed = r
+                .notify_error
+                .as_deref()
+                .map(|e| {
+                    format!(
+                        " <span class=\"pill bad\" id=\"request-{}-notify\" title=\"{}\">not told</span> \
+                         <span class=\"muted small\">the requester's webhook failed {}: {}</span>",
+                        r.id,
+                        esc(e),
+                        esc(&when(r.notify_failed_ms)),
+                        clip(e, 160)
+                    )
+                })
+                .unwrap_or_default();
+            format!("<span class=\"muted small\">{}</span>{failed}", esc(&format!("{by}{said}")))
         };
         let _ = write!(
             html,

@@ -90,6 +90,8 @@ fn request(requester: &str, tool: &str) -> AccessRequest {
         decided_ms: None,
         message: None,
         grant_id: None,
+        notify_error: None,
+        notify_failed_ms: None,
     }
 }
 
