@@ -29,6 +29,9 @@ pub(crate) struct GatewayWiring {
     grants: Grants,
     config: GatewayConfig,
     data: Arc<PageSource>,
+    /// Users' own sign-ins to bridged servers, from the page (with per-user workspaces only:
+    /// without them no user's credential is used).
+    upstream: Option<Arc<dyn toolgate::gateway::UpstreamSignIns>>,
 }
 
 /// How `serve` authenticates and what it mounts, once its address is known.
@@ -70,7 +73,21 @@ impl GatewayWiring {
         let grants = Grants::new(Arc::clone(&stores.grants), Arc::clone(&stores.identity), Vec::new());
         let audit = gate.audit_log().cloned();
         let data = Arc::new(PageSource { databases, users, pending, notify, grants: grants.clone(), audit });
-        Ok(Some(GatewayWiring { identity: Arc::clone(&stores.identity), grants, config: config.gateway.clone(), data }))
+        let upstream = match (&config.gateway.workspaces, gate.mcp_vault()) {
+            (Some(_), Some(vault)) => {
+                let signins =
+                    super::upstream_signin::PageSignIns::new(Arc::clone(&gate.services().config_control), vault);
+                Some(Arc::new(signins) as Arc<dyn toolgate::gateway::UpstreamSignIns>)
+            }
+            _ => None,
+        };
+        Ok(Some(GatewayWiring {
+            identity: Arc::clone(&stores.identity),
+            grants,
+            config: config.gateway.clone(),
+            data,
+            upstream,
+        }))
     }
 
     /// Discovers the OIDC provider (when configured) and builds the authenticator and mounts
@@ -105,6 +122,9 @@ impl GatewayWiring {
             Arc::new(GatewayAuthenticator::new(Arc::clone(&self.identity), oidc.clone()));
         let signin = Arc::new(SignIn::new(Arc::clone(&self.identity), oidc.clone()));
         let page = Page::new(signin, self.grants, self.data, public.starts_with("https://"));
+        if let Some(upstream) = self.upstream {
+            page.sign_in_upstream(upstream, &public);
+        }
         let mut mounts = vec![
             page.mount(),
             page.api_mount(Arc::clone(&authenticator)),

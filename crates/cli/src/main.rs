@@ -28,6 +28,7 @@ mod serve;
 mod terminal;
 mod timings;
 mod tools;
+mod upstream_signin;
 mod wasm;
 
 use std::path::PathBuf;

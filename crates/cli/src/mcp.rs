@@ -514,10 +514,19 @@ fn read_key(name: &str, user: &str) -> anyhow::Result<String> {
     if key.is_empty() {
         bail!("no key on stdin: give it as one line (`toolgate mcp login {name} --user {user} --key < key.txt`)");
     }
-    if key.len() > MAX_KEY_BYTES || !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
-        bail!("the key is not one a header can carry: at most {MAX_KEY_BYTES} visible ASCII characters on one line");
-    }
+    check_key(key).map_err(|e| anyhow::anyhow!(e))?;
     Ok(key.to_owned())
+}
+
+/// Whether `key` is one a header can carry; the error never quotes it (the page's key form
+/// checks with this too).
+pub(crate) fn check_key(key: &str) -> Result<(), String> {
+    if key.len() > MAX_KEY_BYTES || !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return Err(format!(
+            "the key is not one a header can carry: at most {MAX_KEY_BYTES} visible ASCII characters on one line"
+        ));
+    }
+    Ok(())
 }
 
 /// A terminal's echo turned off until dropped (by `stty`, on the terminal that is stdin).

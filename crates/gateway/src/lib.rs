@@ -46,7 +46,9 @@ pub use grants::{
 };
 pub use keys::{KeyAuthenticator, KeyScope, KeyText};
 pub use names::check_name;
-pub use page::{Decision, Page, PageData, PendingCall, protected_resource_mount};
+pub use page::{
+    Decision, Page, PageData, PendingCall, UpstreamKind, UpstreamServer, UpstreamSignIns, protected_resource_mount,
+};
 pub use signin::{MIN_PASSWORD, Oidc, OidcConfig, SignIn, hash_password, set_password};
 pub use tokens::GatewayAuthenticator;
 

@@ -34,13 +34,13 @@ fn admin(ws: &Path, args: &[&str]) -> String {
 }
 
 /// The fixture on its loopback port, killed on drop.
-struct Upstream {
+pub(crate) struct Upstream {
     _process: Listening,
     port: u16,
 }
 
 impl Upstream {
-    fn start() -> Upstream {
+    pub(crate) fn start() -> Upstream {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_oauth/per_user_server.cjs");
         let process = Listening::start(1, &["per-user fixture listening"], |ports| {
             let mut command = Command::new(node());
@@ -51,7 +51,7 @@ impl Upstream {
         Upstream { _process: process, port }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://localhost:{}{path}", self.port)
     }
 
@@ -106,12 +106,12 @@ impl Upstream {
 }
 
 /// One call of `per`'s `whoami` through the official MCP Python SDK with `key`: (is_error, text).
-fn call(url: &str, key: &str) -> (bool, String) {
+pub(crate) fn call(url: &str, key: &str) -> (bool, String) {
     call_tool(url, key, "mcp__per__whoami")
 }
 
 /// One call of `tool` through the official MCP Python SDK with `key`: (is_error, text).
-fn call_tool(url: &str, key: &str, tool: &str) -> (bool, String) {
+pub(crate) fn call_tool(url: &str, key: &str, tool: &str) -> (bool, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/gateway_call.py");
     let out = Command::new(python::sdk_python()).arg(script).args([url, key, tool]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -289,7 +289,7 @@ async fn without_per_user_workspaces_no_users_token_is_used() {
 }
 
 /// A fresh random key (hex), for the fixture to accept and the test to look for.
-fn random_key(label: &str) -> String {
+pub(crate) fn random_key(label: &str) -> String {
     let mut bytes = [0u8; 20];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut bytes).unwrap();
     format!("{label}-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())

@@ -33,6 +33,7 @@ mod gateway_page;
 mod gateway_routines;
 mod gateway_rules;
 mod gateway_upstream;
+mod gateway_upstream_page;
 mod http_sessions;
 mod inbound_routines;
 mod jobs;

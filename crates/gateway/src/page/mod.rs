@@ -18,6 +18,9 @@ mod api;
 mod assets;
 mod audit;
 mod render;
+mod upstream;
+
+pub use upstream::{UpstreamKind, UpstreamServer, UpstreamSignIns};
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -99,6 +102,8 @@ struct Inner {
     data: Arc<dyn PageData>,
     /// `Secure` cookies (the gateway is reached over https).
     secure: bool,
+    /// Users' sign-ins to bridged servers ([`Page::sign_in_upstream`]), when there are any.
+    upstream: std::sync::OnceLock<upstream::Upstream>,
 }
 
 /// `/.well-known/oauth-protected-resource` (RFC 9728), naming the OIDC provider as the
@@ -130,7 +135,15 @@ impl Page {
     /// the gateway is served over https (cookies get `Secure`).
     pub fn new(signin: Arc<SignIn>, grants: Grants, data: Arc<dyn PageData>, secure: bool) -> Self {
         let identity = Arc::clone(grants.identity());
-        Page(Arc::new(Inner { signin, identity, grants, data, secure }))
+        Page(Arc::new(Inner { signin, identity, grants, data, secure, upstream: std::sync::OnceLock::new() }))
+    }
+
+    /// Lets each user sign in to the bridged servers `signins` lists from the page, the
+    /// authorization servers sending the browser back to `public` + `/upstream/callback`
+    /// (`public`: the gateway's URL as people reach it). The first call wins.
+    pub fn sign_in_upstream(&self, signins: Arc<dyn UpstreamSignIns>, public: &str) {
+        let callback = format!("{}{}", public.trim_end_matches('/'), upstream::CALLBACK);
+        let _ = self.0.upstream.set(upstream::Upstream { signins, callback });
     }
 
     /// The page at `/` (everything the other mounts, `/mcp` and `/api/` do not serve).
@@ -256,20 +269,21 @@ impl Inner {
             ("GET", "/signin/callback") => return self.callback(&req).await,
             _ => {}
         }
-        let known =
-            matches!(
-                path.as_str(),
-                "/" | "/audit.jsonl"
-                    | "/audit.csv"
-                    | "/inbox"
-                    | "/events"
-                    | "/requests"
-                    | "/signout"
-                    | "/users"
-                    | "/keys"
-                    | "/access"
-                    | "/grants"
-            ) || ["/keys/", "/users/", "/approvals/", "/access/", "/grants/"].iter().any(|p| path.starts_with(p));
+        let known = matches!(
+            path.as_str(),
+            "/" | "/audit.jsonl"
+                | "/audit.csv"
+                | "/inbox"
+                | "/events"
+                | "/requests"
+                | "/signout"
+                | "/users"
+                | "/keys"
+                | "/access"
+                | "/grants"
+        ) || ["/keys/", "/users/", "/approvals/", "/access/", "/grants/", "/upstream/"]
+            .iter()
+            .any(|p| path.starts_with(p));
         if !known {
             return reply::text(404, "no such page");
         }
@@ -285,9 +299,15 @@ impl Inner {
             if !same_text(field(&form, "csrf"), &session.csrf) {
                 return reply::text(403, "the form's CSRF token is missing or wrong; reload the page and try again");
             }
+            if let Some(rest) = path.strip_prefix("/upstream/") {
+                return self.upstream_post(rest, &form, &session).await;
+            }
             return self.post(&path, &form, &token, &session);
         }
         let query = fields(req.uri.query().unwrap_or_default().as_bytes());
+        if path == upstream::CALLBACK {
+            return self.upstream_callback(&query, &session).await;
+        }
         // The approvals inbox is for admins; the audit views show a user their own rows.
         if !session.admin && path == "/inbox" {
             return reply::text(403, "this page is for the gateway's admins");
@@ -680,6 +700,7 @@ impl Inner {
             notice,
             new_key: None,
             grant_form: Vec::new(),
+            upstream: self.upstream.get().map(|u| u.signins.servers(&session.user)).unwrap_or_default(),
             now_ms: crate::admin::now_ms(),
         }
     }

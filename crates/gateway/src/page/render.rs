@@ -95,6 +95,8 @@ pub(crate) struct View {
     pub(crate) new_key: Option<(String, String)>,
     /// What the grant form had when it was refused (shown again, escaped, to be corrected).
     pub(crate) grant_form: Vec<(String, String)>,
+    /// The bridged servers the user signs in to for themself.
+    pub(crate) upstream: Vec<super::UpstreamServer>,
     pub(crate) now_ms: i64,
 }
 
@@ -117,12 +119,13 @@ impl View {
             notice: None,
             new_key: None,
             grant_form: Vec::new(),
+            upstream: Vec::new(),
             now_ms: crate::admin::now_ms(),
         }
     }
 }
 
-fn csrf_field(csrf: &str) -> String {
+pub(crate) fn csrf_field(csrf: &str) -> String {
     format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(csrf))
 }
 
@@ -183,6 +186,7 @@ pub(crate) fn dashboard(v: &View) -> String {
     grants_section(&mut html, v);
     audit_section(&mut html, v);
     keys_section(&mut html, v);
+    super::upstream::section(&mut html, &v.upstream, &v.csrf);
     if v.admin {
         users_section(&mut html, v);
     }
@@ -223,7 +227,7 @@ pub(crate) fn inbox(pending: &[PendingCall], csrf: &str) -> String {
 }
 
 /// A path segment: only characters that need no escaping in a URL.
-fn url_segment(text: &str) -> String {
+pub(crate) fn url_segment(text: &str) -> String {
     text.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect()
 }
 

@@ -22,16 +22,16 @@ pub(crate) fn sign_in_message(server: &str, user: &str, by_key: bool) -> String 
     if by_key {
         return format!(
             "MCP server `{server}` needs your own key (in this gateway each user gives it their own, and no one \
-             else's key is used for you), and you (`{user}`) have none it accepts: store yours with `toolgate mcp \
-             login {server} --user {user} --key` on the gateway's machine (it reads the key from stdin; or ask the \
-             gateway's admin to run it with you), then call again"
+             else's key is used for you), and you (`{user}`) have none it accepts: paste yours under \"My upstream \
+             sign-ins\" on the gateway's page, or store it with `toolgate mcp login {server} --user {user} --key` on \
+             the gateway's machine (it reads the key from stdin), then call again"
         );
     }
     format!(
         "MCP server `{server}` needs your own sign-in (in this gateway each user signs in to it for themself, and \
-         no one else's sign-in is used for you), and you (`{user}`) have none it accepts: sign in with \
-         `toolgate mcp login {server} --user {user}` on the gateway's machine (or ask the gateway's admin to run it \
-         with you), then call again"
+         no one else's sign-in is used for you), and you (`{user}`) have none it accepts: sign in under \"My \
+         upstream sign-ins\" on the gateway's page, or with `toolgate mcp login {server} --user {user}` on the \
+         gateway's machine (or ask the gateway's admin to run it with you), then call again"
     )
 }
 

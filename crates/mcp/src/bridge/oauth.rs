@@ -230,6 +230,60 @@ pub async fn login_with(
     options: LoginOptions,
     on_url: impl FnOnce(&str) + Send,
 ) -> Result<LoginOutcome, OAuthError> {
+    let settings = server.oauth.clone().unwrap_or_default();
+    let port = settings.redirect_port.unwrap_or(0);
+    let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(|source| OAuthError::Listen {
+        server: name.to_owned(),
+        port,
+        source,
+    })?;
+    let bound =
+        listener.local_addr().map_err(|source| OAuthError::Listen { server: name.to_owned(), port, source })?.port();
+    let redirect_uri = format!("http://127.0.0.1:{bound}{CALLBACK_PATH}");
+    let pending = begin_login(name, server, vault, &redirect_uri).await?;
+
+    on_url(pending.authorization_url());
+
+    let deadline = Instant::now() + options.timeout;
+    let (code, issuer, stream) = match callback::wait(&listener, pending.state(), deadline).await {
+        Some(Redirect::Code { code, issuer, stream }) => (code, issuer, stream),
+        Some(Redirect::Refused { error }) => return Err(OAuthError::Refused { server: name.to_owned(), error }),
+        None => return Err(OAuthError::Timeout { server: name.to_owned(), timeout: options.timeout }),
+    };
+    drop(listener);
+    let outcome = pending.finish(&code, issuer.as_deref()).await;
+    callback::finish(stream, if outcome.is_ok() { Page::Done } else { Page::Failed }).await;
+    outcome
+}
+
+/// A sign-in begun by [`begin_login`]: the browser is to be sent to
+/// [`PendingLogin::authorization_url`], and the redirect's `code` handed to
+/// [`PendingLogin::finish`] (a team gateway's page takes the redirect on its own callback URL).
+pub struct PendingLogin {
+    name: String,
+    session: AuthorizationSession,
+    store: VaultCredentialStore,
+    auth_url: String,
+    state: String,
+    registration: Registration,
+    metadata_url: Option<String>,
+}
+
+impl std::fmt::Debug for PendingLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingLogin").field("server", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// Discovers server `name`'s authorization server, registers the client for `redirect_uri`
+/// when needed, and prepares the authorization URL (PKCE S256, a fresh `state`). The
+/// credentials [`PendingLogin::finish`] gets are stored in `vault`.
+pub async fn begin_login(
+    name: &str,
+    server: &ServerConfig,
+    vault: Arc<dyn SecretVault>,
+    redirect_uri: &str,
+) -> Result<PendingLogin, OAuthError> {
     let url = server_url(name, server)?;
     let settings = server.oauth.clone().unwrap_or_default();
     let client_secret = settings
@@ -264,17 +318,7 @@ pub async fn login_with(
         .unwrap_or(false);
     manager.set_metadata(resolution.metadata);
 
-    let port = settings.redirect_port.unwrap_or(0);
-    let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(|source| OAuthError::Listen {
-        server: name.to_owned(),
-        port,
-        source,
-    })?;
-    let bound =
-        listener.local_addr().map_err(|source| OAuthError::Listen { server: name.to_owned(), port, source })?.port();
-    let redirect_uri = format!("http://127.0.0.1:{bound}{CALLBACK_PATH}");
-
-    let mut request = AuthorizationRequest::new(redirect_uri).with_client_name(CLIENT_NAME);
+    let mut request = AuthorizationRequest::new(redirect_uri.to_owned()).with_client_name(CLIENT_NAME);
     if !settings.scopes.is_empty() {
         request = request.with_scopes(settings.scopes.iter().cloned());
     }
@@ -317,47 +361,72 @@ pub async fn login_with(
     let state = parsed.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()).ok_or_else(|| {
         OAuthError::Discovery { server: name.to_owned(), detail: "the authorization URL carries no `state`".into() }
     })?;
-
-    on_url(&auth_url);
-
-    let deadline = Instant::now() + options.timeout;
-    let (code, issuer, stream) = match callback::wait(&listener, &state, deadline).await {
-        Some(Redirect::Code { code, issuer, stream }) => (code, issuer, stream),
-        Some(Redirect::Refused { error }) => return Err(OAuthError::Refused { server: name.to_owned(), error }),
-        None => return Err(OAuthError::Timeout { server: name.to_owned(), timeout: options.timeout }),
-    };
-    drop(listener);
-
-    let exchanged = session.handle_callback_with_issuer(&code, &state, issuer.as_deref()).await;
-    callback::finish(stream, if exchanged.is_ok() { Page::Done } else { Page::Failed }).await;
-    let token = exchanged.map_err(|e| match e {
-        AuthError::CredentialStoreError(detail) => OAuthError::Vault { server: name.to_owned(), detail },
-        e => OAuthError::Exchange { server: name.to_owned(), detail: describe(&e) },
-    })?;
-
-    // Read back what was stored, so a vault that silently drops writes is caught here.
-    let stored = store
-        .load_credentials()
-        .await
-        .map_err(|e| OAuthError::Vault { server: name.to_owned(), detail: describe(&e) })?
-        .ok_or_else(|| OAuthError::Vault {
-            server: name.to_owned(),
-            detail: "the credentials were not stored".into(),
-        })?;
-    // Read through serde: rmcp does not re-export oauth2's `TokenResponse` trait.
-    let token = serde_json::to_value(&token).unwrap_or_default();
-    Ok(LoginOutcome {
-        registration: if stored.client_id == settings.client_metadata_url.clone().unwrap_or_default() {
-            Registration::MetadataDocument
-        } else {
-            registration
-        },
-        client_id: stored.client_id,
-        scopes: stored.granted_scopes,
-        expires_in: token.get("expires_in").and_then(|v| v.as_u64()).map(Duration::from_secs),
-        refreshable: token.get("refresh_token").is_some_and(|v| !v.is_null()),
+    Ok(PendingLogin {
+        name: name.to_owned(),
+        session,
+        store,
+        auth_url,
+        state,
+        registration,
+        metadata_url: settings.client_metadata_url,
     })
 }
+
+impl PendingLogin {
+    /// Where the person's browser signs in (checked: https, or http on a loopback address).
+    pub fn authorization_url(&self) -> &str {
+        &self.auth_url
+    }
+
+    /// The `state` the redirect must carry back (compare it before calling [`Self::finish`]).
+    pub fn state(&self) -> &str {
+        &self.state
+    }
+
+    /// The server this sign-in is for.
+    pub fn server(&self) -> &str {
+        &self.name
+    }
+
+    /// Exchanges the redirect's `code` (with the PKCE verifier; `issuer`: the redirect's `iss`,
+    /// RFC 9207, when it had one) and stores the credentials; reads them back, so a vault that
+    /// drops writes is caught here.
+    pub async fn finish(self, code: &str, issuer: Option<&str>) -> Result<LoginOutcome, OAuthError> {
+        let name = self.name;
+        let token = self.session.handle_callback_with_issuer(code, &self.state, issuer).await.map_err(|e| match e {
+            AuthError::CredentialStoreError(detail) => OAuthError::Vault { server: name.clone(), detail },
+            e => OAuthError::Exchange { server: name.clone(), detail: describe(&e) },
+        })?;
+        let stored = self
+            .store
+            .load_credentials()
+            .await
+            .map_err(|e| OAuthError::Vault { server: name.clone(), detail: describe(&e) })?
+            .ok_or_else(|| OAuthError::Vault {
+                server: name.clone(),
+                detail: "the credentials were not stored".into(),
+            })?;
+        // Read through serde: rmcp does not re-export oauth2's `TokenResponse` trait.
+        let token = serde_json::to_value(&token).unwrap_or_default();
+        Ok(LoginOutcome {
+            registration: if stored.client_id == self.metadata_url.unwrap_or_default() {
+                Registration::MetadataDocument
+            } else {
+                self.registration
+            },
+            client_id: stored.client_id,
+            scopes: stored.granted_scopes,
+            expires_in: token.get("expires_in").and_then(|v| v.as_u64()).map(Duration::from_secs),
+            refreshable: token.get("refresh_token").is_some_and(|v| !v.is_null()),
+        })
+    }
+}
+
+/// A page keeps a [`PendingLogin`] between the request that starts a sign-in and its redirect.
+const _: fn() = || {
+    fn kept_across_requests<T: Send + 'static>() {}
+    kept_across_requests::<PendingLogin>();
+};
 
 /// An HTTP client for server `name` that uses the credentials [`login`] stored, or `None` when
 /// there are none. Hand it to `StreamableHttpClientTransport::with_client`.

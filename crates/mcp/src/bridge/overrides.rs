@@ -140,6 +140,17 @@ impl ServerOverrides {
         key.to_string()
     }
 
+    /// Why these `args` cannot be appended to `server`'s, if they cannot: an entry with a
+    /// command and no arguments of its own would take the first appended one as what to run
+    /// (`npx PACKAGE`, `python SCRIPT`), so a grant's arguments would choose another program.
+    pub fn args_problem(&self, server: &ServerConfig) -> Option<String> {
+        (!self.args.is_empty() && server.command.is_some() && server.args.is_empty()).then(|| {
+            "its `args` would be the program's first arguments (its entry has none), which can choose what it \
+             runs; give the entry the arguments that start the server, then a grant may add to them"
+                .to_owned()
+        })
+    }
+
     /// `server` with these overrides merged in.
     pub fn apply(&self, server: &ServerConfig) -> ServerConfig {
         let mut merged = server.clone();
@@ -279,6 +290,21 @@ mod tests {
         assert!(ServerOverrides::parse(&json!({"timeout_secs": -1})).is_err());
         assert!(ServerOverrides::parse(&json!({"timeout_secs": 1e9})).is_err());
         assert!(ServerOverrides::parse(&json!(["env"])).is_err());
+    }
+
+    #[test]
+    fn arguments_are_never_the_first_ones_of_the_entrys_program() {
+        let o = ServerOverrides::parse(&json!({"args": ["evil-package"]})).unwrap();
+        let bare = ServerConfig { command: Some("npx".into()), ..Default::default() };
+        assert!(o.args_problem(&bare).is_some_and(|p| p.contains("first arguments")));
+        let started = ServerConfig { args: vec!["-y".into(), "@scope/server".into()], ..bare };
+        assert!(o.args_problem(&started).is_none());
+        assert!(
+            ServerOverrides::parse(&json!({"env": {"MODE": "a"}}))
+                .unwrap()
+                .args_problem(&ServerConfig { command: Some("npx".into()), ..Default::default() })
+                .is_none()
+        );
     }
 
     #[test]

@@ -69,7 +69,10 @@ impl Variants {
             )));
         }
         let config = overrides.apply(&base.config);
-        let problem = config.problem(name).or_else(|| self.in_gateway.then(|| config.gateway_problem(name)).flatten());
+        let problem = overrides
+            .args_problem(&base.config)
+            .or_else(|| config.problem(name))
+            .or_else(|| self.in_gateway.then(|| config.gateway_problem(name)).flatten());
         if let Some(problem) = problem {
             return Err(ToolError::failed(format!(
                 "grant {grant} of this gateway gives your calls settings of MCP server `{name}` it cannot run with: \
