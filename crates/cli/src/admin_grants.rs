@@ -189,6 +189,16 @@ fn describe(g: &ToolGrant) -> String {
 
 pub(crate) fn access(db: &Path, command: AccessCommand) -> anyhow::Result<ExitCode> {
     let grants = open(db)?;
+    // A decision is audited in the gateway's log, as one made on the page is.
+    let grants = match &command {
+        AccessCommand::List { .. } => grants,
+        _ => {
+            let store = Arc::new(Store::open(db).context("cannot open the state database")?);
+            let audit = toolgate::store::AuditLog::direct(store, toolgate::store::AuditOptions::default())
+                .context("cannot open the audit log")?;
+            grants.audited_in(Arc::new(audit))
+        }
+    };
     match command {
         AccessCommand::List { all, json } => {
             let status = (!all).then_some(AccessStatus::Pending);

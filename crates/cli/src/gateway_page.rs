@@ -70,8 +70,11 @@ impl GatewayWiring {
         };
         // The page files requests and decides them as the `request_access` tool and `toolgate
         // admin access` do (the default tools do not matter here: nothing is checked).
-        let grants = Grants::new(Arc::clone(&stores.grants), Arc::clone(&stores.identity), Vec::new());
         let audit = gate.audit_log().cloned();
+        let mut grants = Grants::new(Arc::clone(&stores.grants), Arc::clone(&stores.identity), Vec::new());
+        if let Some(audit) = &audit {
+            grants = grants.audited_in(Arc::clone(audit));
+        }
         let data = Arc::new(PageSource { databases, users, pending, notify, grants: grants.clone(), audit });
         let upstream = match (&config.gateway.workspaces, gate.mcp_vault()) {
             (Some(_), Some(vault)) => {

@@ -238,7 +238,37 @@ impl Grants {
         if decided.status == AccessStatus::Approved {
             self.changed(&decided.user);
         }
+        if let Some(audit) = self.audit() {
+            audit.record(decision_row(&decided));
+        }
         Ok(decided)
+    }
+}
+
+/// The tool name of an access decision's audit row.
+pub const ACCESS_DECIDED_TOOL: &str = "access_decide";
+
+/// The audit row of decided `request`: on its requester's user (among their own rows on the
+/// page), outcome `approved` or `rejected`, who decided and the grant it made.
+fn decision_row(request: &AccessRequest) -> toolgate_store::AuditRecord {
+    let at = request.decided_ms.unwrap_or_else(now_ms);
+    let by = request.decided_by.as_deref().unwrap_or("someone");
+    let made = request.grant_id.map(|g| format!(", grant {g}")).unwrap_or_default();
+    toolgate_store::AuditRecord {
+        id: format!("access-{}-decided-{at}", request.id),
+        ts_ms: at,
+        user: request.user.clone(),
+        agent: if request.requester == request.user { String::new() } else { request.requester.clone() },
+        session: "gateway".to_owned(),
+        tool: ACCESS_DECIDED_TOOL.to_owned(),
+        params:
+            json!({"request": request.id, "server": request.server, "tool": request.tool, "reason": request.reason})
+                .to_string(),
+        decision: format!("access request {} {} by {by}{made}", request.id, request.status.as_str()),
+        outcome: request.status.as_str().to_owned(),
+        error: request.message.clone().filter(|_| request.status == AccessStatus::Rejected),
+        subject: Some(format!("access request {}", request.id)),
+        ..toolgate_store::AuditRecord::default()
     }
 }
 

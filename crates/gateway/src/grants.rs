@@ -336,13 +336,27 @@ pub struct Grants {
     grants: Arc<dyn GrantStore>,
     identity: Arc<dyn IdentityStore>,
     default: Vec<String>,
+    /// Where access-request decisions are audited ([`Grants::audited_in`]).
+    audit: Option<Arc<dyn toolgate_store::AuditStore>>,
 }
 
 impl Grants {
     /// Grants from `grants`, principals from `identity`; `default` is `[gateway]
     /// default_tools`.
     pub fn new(grants: Arc<dyn GrantStore>, identity: Arc<dyn IdentityStore>, default: Vec<String>) -> Self {
-        Grants { grants, identity, default }
+        Grants { grants, identity, default, audit: None }
+    }
+
+    /// These grants, with every access-request decision they make written to `audit` (the
+    /// gateway's audit log): who decided what, and the grant it made.
+    #[must_use]
+    pub fn audited_in(mut self, audit: Arc<dyn toolgate_store::AuditStore>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    pub(crate) fn audit(&self) -> Option<&Arc<dyn toolgate_store::AuditStore>> {
+        self.audit.as_ref()
     }
 
     /// The store of grants and requests.

@@ -1329,4 +1329,19 @@ fn a_requesters_webhook_that_fails_is_kept_on_the_request_shown_and_audited() {
     assert!(row["user"] == "ann" && row["outcome"] == "notify_failed", "{row}");
     assert!(row["error"].as_str().unwrap().contains("500"), "{row}");
     assert!(row["decision"].as_str().unwrap().contains(&format!("access request {failed} approved by lee")), "{row}");
+
+    // Each decision is a row of its own, on Ann, naming who decided and the grant it made; the
+    // hostile reason is in its parameters, never run on the page.
+    let (status, jsonl) = lee.get("/audit.jsonl?tool=access_decide");
+    assert_eq!(status, 200);
+    let decided: Vec<serde_json::Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(decided.len(), 2, "{decided:?}");
+    for id in [failed, told] {
+        let row = decided.iter().find(|r| r["subject"] == format!("access request {id}")).expect("a decision row");
+        assert!(row["user"] == "ann" && row["outcome"] == "approved", "{row}");
+        let text = row["decision"].as_str().unwrap();
+        assert!(text.starts_with(&format!("access request {id} approved by lee, grant ")), "{row}");
+    }
+    let (_, page) = lee.get("/?tool=access_decide");
+    assert!(page.contains("access_decide") && !page.contains("<script>window"), "shown, escaped");
 }
