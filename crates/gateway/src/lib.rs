@@ -79,4 +79,8 @@ pub struct GatewayConfig {
     /// is posted as JSON (`{"event": "access_decided", "request": ...}`), to tell the requester
     /// (a chat or mail relay); unset: `[approval] notify_url`, if any.
     pub notify_url: Option<String>,
+    /// `[gateway.policy.USER]`: a user's own tool policy (the keys of `[tools]`: `profile`,
+    /// `allow`, `deny`, `ask`, ...), in place of the gateway's `[tools]` policy on that user's
+    /// gate (per-user workspaces). Grants still decide what the user may call within it.
+    pub policy: std::collections::BTreeMap<String, toolgate_policy::PolicyConfig>,
 }

@@ -112,19 +112,23 @@ impl PerUserGates {
             let gates = self.users.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             gates.iter().map(|(user, gate)| (user.clone(), Arc::clone(gate))).collect()
         };
-        let config = user_config(config);
         for (user, gate) in gates {
-            if let Err(e) = gate.reload(&config) {
+            if let Err(e) = gate.reload(&user_config(config, &user)) {
                 tracing::warn!("{user}'s gate keeps its configuration: {e}");
             }
         }
     }
 }
 
-/// A user's gate is no gateway: the gateway's own tools (`request_access`, `gateway`) run on
-/// the gateway's gate, which keeps the grants (`gateway_family.rs`).
-fn user_config(gateway: &Config) -> Config {
+/// `user`'s gate's configuration: the gateway's, with the user's own tool policy
+/// (`[gateway.policy.USER]`) in place of `[tools]`'s when there is one. A user's gate is no
+/// gateway: the gateway's own tools (`request_access`, `gateway`) run on the gateway's gate,
+/// which keeps the grants (`gateway_family.rs`).
+fn user_config(gateway: &Config, user: &str) -> Config {
     let mut config = gateway.clone();
+    if let Some(policy) = gateway.gateway.policy.get(user) {
+        config.tools.policy = policy.clone();
+    }
     config.gateway.enabled = false;
     config
 }
@@ -140,7 +144,7 @@ impl Users {
         }
         let workspace = self.root.join(user);
         private_dir(&workspace).map_err(|e| ToolError::failed(format!("cannot make {user}'s workspace: {e}")))?;
-        let config = user_config(&self.config.read().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let config = user_config(&self.config.read().unwrap_or_else(std::sync::PoisonError::into_inner), user);
         let mut builder = Gate::builder(&workspace).config(config);
         if let Some(approver) = &self.approver {
             builder = builder.approver(Arc::clone(approver));

@@ -103,3 +103,26 @@ fn admin_approve(ws: &std::path::Path, id: i64) {
         .unwrap();
     assert!(out.status.success(), "approve: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `[gateway.policy.USER]` gives one user a tool policy of their own on their gate (issue 28
+/// item 2, "its own ... policy profile"): Ann's is `minimal`, Bob keeps the gateway's.
+#[test]
+fn a_user_can_have_a_policy_profile_of_their_own() {
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(
+        ws.path().join("toolgate.toml"),
+        "[gateway]\nenabled = true\nworkspaces = \"users\"\n\n[gateway.policy.ann]\nprofile = \"minimal\"\n\
+         deny = [\"echo\"]\n",
+    )
+    .unwrap();
+    admin(ws.path(), &["user", "add", "ann"]);
+    admin(ws.path(), &["user", "add", "bob"]);
+    let (ann_key, bob_key) =
+        (admin(ws.path(), &["key", "create", "--user", "ann"]), admin(ws.path(), &["key", "create", "--user", "bob"]));
+    let server = toolgate_testkit::serve::HttpServer::start_in(TOOLGATE, ws, &[]);
+    let (ann, bob) = (Client::connect(&server.url, &ann_key), Client::connect(&server.url, &bob_key));
+    assert!(lists(&ann, "session_status") && !lists(&ann, "exec") && !lists(&ann, "echo"), "ann's own profile");
+    assert!(lists(&bob, "exec") && lists(&bob, "echo"), "bob has the gateway's policy");
+    let refused = call(&ann, "exec", r#"{"command":"true"}"#);
+    assert!(!refused.contains(r#""isError":false"#), "{refused}");
+}
