@@ -26,11 +26,11 @@ fn a_grant_written_by_another_process_is_announced_to_connected_clients() {
     let mut seen = String::new();
 
     let added = grant_id(&admin(ws, &["grant", "add", "--to", "ann", "--tool", "time"]));
-    assert!(heard(&mut stream, &mut seen, "notifications/tools/list_changed"), "not told of the grant: {seen}");
+    assert!(heard(&mut stream, &mut seen, "notifications/tools/list_changed", 1), "not told of the grant: {seen}");
     assert!(lists_time(&ann), "the new grant is listed");
 
     seen.clear();
     admin(ws, &["grant", "revoke", &added.to_string()]);
-    assert!(heard(&mut stream, &mut seen, "notifications/tools/list_changed"), "not told of the revocation: {seen}");
+    assert!(heard(&mut stream, &mut seen, "notifications/tools/list_changed", 1), "not told of the revocation: {seen}");
     assert!(!lists_time(&ann), "revoked");
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use toolgate_testkit::receiver::{Receiver, Response};
 
+use crate::support::gateway::{admin_with_input as admin, heard as read_until};
 use crate::support::npm::{node, peer};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
@@ -115,23 +116,6 @@ fn provider(port: u16, ttl: u32) -> (Killed, String) {
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let issuer = serde_json::from_str::<serde_json::Value>(&line).unwrap()["issuer"].as_str().unwrap().to_owned();
     (Killed(child), issuer)
-}
-
-fn admin(ws: &Path, args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new(TOOLGATE)
-        .arg("--workspace")
-        .arg(ws)
-        .arg("admin")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 /// `toolgate serve --http 127.0.0.1:PORT` on `ws`, once its banner is out.
@@ -761,25 +745,6 @@ fn stream(port: u16, path: &str, headers: &[(&str, &str)]) -> TcpStream {
     stream.write_all(req.as_bytes()).unwrap();
     stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     stream
-}
-
-/// Reads `stream` until what was read (`seen`, kept across calls) has `count` times `want`,
-/// within 20 s.
-fn read_until(stream: &mut TcpStream, seen: &mut String, want: &str, count: usize) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut buf = [0u8; 4096];
-    while seen.matches(want).count() < count {
-        if Instant::now() > deadline {
-            return false;
-        }
-        match stream.read(&mut buf) {
-            Ok(0) => return false,
-            Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(e) => panic!("{e}"),
-        }
-    }
-    true
 }
 
 /// `tools/list` in session `session`: the names listed.

@@ -8,7 +8,7 @@
 //! key (`user_key_header`) gets the key Ann pastes in the page's form, sent by her calls only.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use reqwest::redirect::Policy;
 
@@ -16,25 +16,9 @@ use toolgate_testkit::ports::Listening;
 
 use crate::gateway_upstream::{Upstream, call, call_tool, random_key};
 use crate::mcp_oauth::{node, node_modules};
+use crate::support::gateway::admin_with_input as admin;
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
-
-fn admin(ws: &Path, args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new(TOOLGATE)
-        .arg("--workspace")
-        .arg(ws)
-        .arg("admin")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 /// A browser of one person: the page's cookies, no redirect followed by itself.
 struct Browser {

@@ -10,7 +10,23 @@ const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 
 /// `toolgate --workspace WS admin ARGS`, which must succeed: its stdout, trimmed.
 pub fn admin(ws: &Path, args: &[&str]) -> String {
-    let out = Command::new(TOOLGATE).arg("--workspace").arg(ws).arg("admin").args(args).output().unwrap();
+    admin_with_input(ws, args, "")
+}
+
+/// [`admin`] with `stdin` as its input (`admin password set NAME` reads the password there).
+pub fn admin_with_input(ws: &Path, args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .arg("admin")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
@@ -84,11 +100,12 @@ impl<'a> Client<'a> {
     }
 }
 
-/// Reads `stream` until `want` was seen (true), it ends, or 20 s pass (false).
-pub fn heard(stream: &mut std::net::TcpStream, seen: &mut String, want: &str) -> bool {
+/// Reads `stream` until `want` was seen `count` times in all (true), it ends, or 20 s pass
+/// (false).
+pub fn heard(stream: &mut std::net::TcpStream, seen: &mut String, want: &str, count: usize) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let mut buf = [0u8; 4096];
-    while !seen.contains(want) {
+    while seen.matches(want).count() < count {
         if std::time::Instant::now() > deadline {
             return false;
         }
