@@ -20,7 +20,7 @@ use toolgate::gateway::{
     Decision, GatewayAuthenticator, GatewayConfig, Grants, Oidc, Page, PageData, PendingCall, SignIn,
 };
 use toolgate::mcp::{ApiHandler, Authenticator, Caller};
-use toolgate::store::{AccessRequest, AuditRecord, AuditStore, IdentityStore, Store};
+use toolgate::store::{AccessRequest, AuditRecord, IdentityStore, Store};
 
 /// What gateway mode needs from the gate, gathered before the server binds its address.
 #[derive(Debug)]
@@ -75,7 +75,7 @@ impl GatewayWiring {
         if let Some(audit) = &audit {
             grants = grants.audited_in(Arc::clone(audit));
         }
-        let data = Arc::new(PageSource { databases, users, pending, notify, grants: grants.clone(), audit });
+        let data = Arc::new(PageSource { databases, users, pending, notify, grants: grants.clone() });
         let upstream = match (&config.gateway.workspaces, gate.mcp_vault()) {
             (Some(_), Some(vault)) => {
                 let signins =
@@ -152,10 +152,8 @@ pub(crate) struct PageSource {
     pending: Arc<PendingApprovals>,
     /// Where access decisions are posted for their requesters.
     notify: Option<Arc<WebhookNotifier>>,
-    /// Where a failed post is recorded on its request.
+    /// Where a failed post is recorded on its request (and audited, in the gateway's log).
     grants: Grants,
-    /// The gateway's audit log (none when the gate keeps none), where such a failure is a row.
-    audit: Option<Arc<dyn AuditStore>>,
 }
 
 impl PageData for PageSource {
@@ -214,19 +212,16 @@ impl PageData for PageSource {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let event =
             serde_json::json!({"event": "access_decided", "request": toolgate::gateway::shown_request(request)});
-        let (grants, audit, request) = (self.grants.clone(), self.audit.clone(), request.clone());
+        let (grants, request) = (self.grants.clone(), request.clone());
         runtime.spawn(async move {
             let Err(e) = notify.post(&event).await else { return };
             let id = request.id;
             let e: String = e.chars().take(500).collect();
             tracing::warn!(request = id, "could not tell the requester of access request {id}'s decision: {e}");
-            // The store's write and the audit row off the async workers.
+            // The store's write and its audit row (these grants are audited) off the async workers.
             let _ = tokio::task::spawn_blocking(move || {
                 if let Err(stored) = grants.notify_failed(id, &e) {
                     tracing::error!(request = id, "could not record the failed notification on the request: {stored}");
-                }
-                if let Some(audit) = audit {
-                    audit.record(notify_failed_row(&request, &e));
                 }
             })
             .await;
@@ -251,30 +246,5 @@ impl PageData for PageSource {
             Some((_, answer)) => Err(answer["error"].as_str().unwrap_or("the approval was not decided").to_owned()),
             None => Err("the approvals API did not answer".to_owned()),
         }
-    }
-}
-
-/// The tool name of the audit row of a decision its requester could not be told of.
-const NOTIFY_FAILED_TOOL: &str = "access_notify";
-
-/// That row: the requester's user (so it is among their own rows on the page), the request
-/// and its decision, outcome `notify_failed` and why.
-fn notify_failed_row(request: &AccessRequest, error: &str) -> AuditRecord {
-    let now = crate::admin::now_ms();
-    let status = request.status.as_str();
-    let by = request.decided_by.as_deref().unwrap_or("someone");
-    AuditRecord {
-        id: format!("access-{}-notify-{now}", request.id),
-        ts_ms: now,
-        user: request.user.clone(),
-        agent: if request.requester == request.user { String::new() } else { request.requester.clone() },
-        session: "gateway".to_owned(),
-        tool: NOTIFY_FAILED_TOOL.to_owned(),
-        params: serde_json::json!({"request": request.id, "server": request.server, "tool": request.tool}).to_string(),
-        decision: format!("access request {} {status} by {by}; the requester's webhook failed", request.id),
-        outcome: "notify_failed".to_owned(),
-        error: Some(error.to_owned()),
-        subject: Some(format!("access request {}", request.id)),
-        ..AuditRecord::default()
     }
 }

@@ -214,10 +214,18 @@ impl Grants {
     /// now stands.
     pub fn notify_failed(&self, id: i64, error: &str) -> Result<AccessRequest, GatewayError> {
         let error: String = error.chars().map(|c| if c.is_control() { ' ' } else { c }).take(500).collect();
-        if !self.store().access_notify_failed(id, &error, now_ms())? {
+        let at = now_ms();
+        if !self.store().access_notify_failed(id, &error, at)? {
             return Err(GatewayError::NoRequest(id));
         }
-        self.store().access_get(id)?.ok_or(GatewayError::NoRequest(id))
+        let request = self.store().access_get(id)?.ok_or(GatewayError::NoRequest(id))?;
+        if let Some(audit) = self.audit() {
+            let by = request.decided_by.as_deref().unwrap_or("someone");
+            let decision =
+                format!("access request {id} {} by {by}; the requester's webhook failed", request.status.as_str());
+            audit.record(request_row(&request, NOTIFY_FAILED_TOOL, at, "notify_failed", decision, Some(error)));
+        }
+        Ok(request)
     }
 
     fn pending(&self, id: i64) -> Result<AccessRequest, GatewayError> {
@@ -239,7 +247,12 @@ impl Grants {
             self.changed(&decided.user);
         }
         if let Some(audit) = self.audit() {
-            audit.record(decision_row(&decided));
+            let by = decided.decided_by.as_deref().unwrap_or("someone");
+            let made = decided.grant_id.map(|g| format!(", grant {g}")).unwrap_or_default();
+            let decision = format!("access request {} {} by {by}{made}", decided.id, decided.status.as_str());
+            let why = decided.message.clone().filter(|_| decided.status == AccessStatus::Rejected);
+            let at = decided.decided_ms.unwrap_or_else(now_ms);
+            audit.record(request_row(&decided, ACCESS_DECIDED_TOOL, at, decided.status.as_str(), decision, why));
         }
         Ok(decided)
     }
@@ -248,25 +261,32 @@ impl Grants {
 /// The tool name of an access decision's audit row.
 pub const ACCESS_DECIDED_TOOL: &str = "access_decide";
 
-/// The audit row of decided `request`: on its requester's user (among their own rows on the
-/// page), outcome `approved` or `rejected`, who decided and the grant it made.
-fn decision_row(request: &AccessRequest) -> toolgate_store::AuditRecord {
-    let at = request.decided_ms.unwrap_or_else(now_ms);
-    let by = request.decided_by.as_deref().unwrap_or("someone");
-    let made = request.grant_id.map(|g| format!(", grant {g}")).unwrap_or_default();
+/// The tool name of the row of a decision its requester could not be told of.
+pub const NOTIFY_FAILED_TOOL: &str = "access_notify";
+
+/// An audit row about `request` (`tool`: its decision, or a failed notification of it): on
+/// its requester's user, so it is among their own rows on the page too.
+fn request_row(
+    request: &AccessRequest,
+    tool: &str,
+    at: i64,
+    outcome: &str,
+    decision: String,
+    error: Option<String>,
+) -> toolgate_store::AuditRecord {
     toolgate_store::AuditRecord {
-        id: format!("access-{}-decided-{at}", request.id),
+        id: format!("access-{}-{tool}-{at}", request.id),
         ts_ms: at,
         user: request.user.clone(),
         agent: if request.requester == request.user { String::new() } else { request.requester.clone() },
         session: "gateway".to_owned(),
-        tool: ACCESS_DECIDED_TOOL.to_owned(),
+        tool: tool.to_owned(),
         params:
             json!({"request": request.id, "server": request.server, "tool": request.tool, "reason": request.reason})
                 .to_string(),
-        decision: format!("access request {} {} by {by}{made}", request.id, request.status.as_str()),
-        outcome: request.status.as_str().to_owned(),
-        error: request.message.clone().filter(|_| request.status == AccessStatus::Rejected),
+        decision,
+        outcome: outcome.to_owned(),
+        error,
         subject: Some(format!("access request {}", request.id)),
         ..toolgate_store::AuditRecord::default()
     }
