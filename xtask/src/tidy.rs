@@ -65,6 +65,7 @@ const EDGES: &[(&str, &[&str])] = &[
             "toolgate-mcp",
             "toolgate-media",
             "toolgate-policy",
+            "toolgate-postgres",
             "toolgate-sandbox",
             "toolgate-store",
             "toolgate-tools",

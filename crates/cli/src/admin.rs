@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use toolgate::gateway::{Admin, KeyScope};
-use toolgate::store::{IdentityStore, PrincipalKind, Store};
+use toolgate::store::{IdentityStore, PrincipalKind};
 
 use super::GlobalArgs;
 
@@ -121,12 +121,12 @@ pub(crate) enum KeyCommand {
 }
 
 pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
-    let db = global.workspace()?.join(".toolgate/state.db");
-    let store: Arc<dyn IdentityStore> = Arc::new(Store::open(&db).context("cannot open the state database")?);
+    let (db, stores) = global.state()?;
+    let store: Arc<dyn IdentityStore> = Arc::clone(&stores.identity);
     let admin = Admin::new(Arc::clone(&store));
     match command {
-        Command::Grant(c) => return super::admin_grants::grant(&db, c),
-        Command::Access(c) => return super::admin_grants::access(&db, c),
+        Command::Grant(c) => return super::admin_grants::grant(&stores, c),
+        Command::Access(c) => return super::admin_grants::access(&db, &stores, c),
         Command::Password(PasswordCommand::Set { name }) => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 eprintln!("toolgate: type the new password for {name} and press Enter (it is shown as typed):");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use toolgate::gateway::{GrantInput, Grants, Narrowing};
-use toolgate::store::{AccessRequest, AccessStatus, Store, ToolGrant};
+use toolgate::store::{AccessRequest, AccessStatus, Store, Stores, ToolGrant};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum GrantCommand {
@@ -98,18 +98,17 @@ pub(crate) enum AccessCommand {
     },
 }
 
-fn open(db: &Path) -> anyhow::Result<Grants> {
-    let store = Arc::new(Store::open(db).context("cannot open the state database")?);
+fn open(stores: &Stores) -> Grants {
     // `default_tools` plays no part in administration.
-    Ok(Grants::new(store.clone(), store, Vec::new()))
+    Grants::new(Arc::clone(&stores.grants), Arc::clone(&stores.identity), Vec::new())
 }
 
 fn expiry(expires: Option<&str>) -> anyhow::Result<Option<i64>> {
     expires.map(|e| super::admin::duration_ms(e).map(|ms| super::admin::now_ms().saturating_add(ms))).transpose()
 }
 
-pub(crate) fn grant(db: &Path, command: GrantCommand) -> anyhow::Result<ExitCode> {
-    let grants = open(db)?;
+pub(crate) fn grant(stores: &Stores, command: GrantCommand) -> anyhow::Result<ExitCode> {
+    let grants = open(stores);
     match command {
         GrantCommand::Add {
             subject,
@@ -187,8 +186,8 @@ fn describe(g: &ToolGrant) -> String {
     format!("{} {} {what}{deny}{rule}", g.mode.as_str(), g.subject)
 }
 
-pub(crate) fn access(db: &Path, command: AccessCommand) -> anyhow::Result<ExitCode> {
-    let grants = open(db)?;
+pub(crate) fn access(db: &Path, stores: &Stores, command: AccessCommand) -> anyhow::Result<ExitCode> {
+    let grants = open(stores);
     // A decision is audited in the gateway's log, as one made on the page is.
     let grants = match &command {
         AccessCommand::List { .. } => grants,

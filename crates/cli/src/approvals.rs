@@ -4,12 +4,9 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
-use toolgate::store::Store;
-
 use super::GlobalArgs;
 use toolgate::approvals::{Decision, PendingApprovals};
-use toolgate::store::{ApprovalFilter, ApprovalRecord, ApprovalStatus, GrantStore};
+use toolgate::store::{ApprovalFilter, ApprovalRecord, ApprovalStatus};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
@@ -84,8 +81,8 @@ pub(crate) enum Command {
 }
 
 pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
-    let db = global.workspace()?.join(".toolgate/state.db");
-    let store = Store::open(&db).context("cannot open the state database")?;
+    let (db, stores) = global.state()?;
+    let store = &stores.grants;
     match command {
         Command::List { json } => {
             let grants = store.grants()?;
@@ -117,7 +114,7 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
 /// The inbox's commands, on the same database the server uses.
 fn inbox(global: &GlobalArgs, db: &std::path::Path, command: Command) -> anyhow::Result<ExitCode> {
     let config = global.load_config()?;
-    let inbox = PendingApprovals::open(db, &config.approval).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let inbox = PendingApprovals::open(db, &config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let by = |by: Option<String>| by.unwrap_or_else(|| config.identity.user.clone());
     let decide = |id: i64, decision: Decision, by: String, message: Option<String>| match inbox
         .decide(id, decision, &by, message)

@@ -225,6 +225,16 @@ impl GlobalArgs {
         Ok(sources.load(self.config.as_deref())?)
     }
 
+    /// The workspace's state database (`.toolgate/state.db`) and its areas, the shared ones in
+    /// PostgreSQL with `[store] url` (`toolgate::state`): what the admin commands change, on
+    /// the same database the server uses.
+    pub(crate) fn state(&self) -> anyhow::Result<(PathBuf, toolgate::store::Stores)> {
+        let db = self.workspace()?.join(".toolgate/state.db");
+        let stores =
+            toolgate::state::open(&self.load_config()?.store, &db).context("cannot open the state database")?;
+        Ok((db, stores))
+    }
+
     /// A gate over the workspace with the loaded config, its agent runtime bound. `approver`:
     /// ask on this terminal.
     pub(crate) fn gate(&self, approver: bool) -> anyhow::Result<std::sync::Arc<Gate>> {

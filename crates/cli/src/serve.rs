@@ -68,7 +68,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // Over HTTP the inbox is durable (the state database): entries outlive a restart and
     // another process (`toolgate approvals approve`) can decide them.
     let pending = match args.http {
-        Some(_) => PendingApprovals::open(&workspace.join(".toolgate/state.db"), &config.approval)
+        Some(_) => PendingApprovals::open(&workspace.join(".toolgate/state.db"), &config)
             .map_err(|e| anyhow::anyhow!("{e}"))?,
         None => PendingApprovals::new(),
     };

@@ -148,13 +148,17 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
     /// A session began (protocol eras with `initialize`): from now on, tell this client when the
     /// tool list changes, until its transport closes.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let Some(mut changes) = self.handler.tool_changes() else { return };
-        changes.mark_unchanged();
+        // The whole list's changes (a bridged server reconnected), when the handler has one
+        // list: a per-user gateway has none of its own, only its callers' grants.
+        let mut changes = self.handler.tool_changes();
         // The caller's own changes (a grant of theirs), when the server knows its callers.
         let caller = context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<crate::Caller>());
         let mut mine = caller.and_then(|c| self.handler.caller_changes(c));
-        if let Some(mine) = &mut mine {
-            mine.mark_unchanged();
+        if changes.is_none() && mine.is_none() {
+            return;
+        }
+        for receiver in changes.iter_mut().chain(mine.iter_mut()) {
+            receiver.mark_unchanged();
         }
         let peer = context.peer;
         tokio::spawn(async move {
@@ -165,14 +169,22 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
                         None => std::future::pending().await,
                     }
                 };
+                let all = async {
+                    match &mut changes {
+                        Some(changes) => changes.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
-                    changed = changes.changed() => {
-                        if changed.is_err() {
+                    open = all => {
+                        if !open {
                             return;
                         }
                         // A reconnecting server swaps many tools at once: one notification.
                         tokio::time::sleep(LIST_CHANGED_DEBOUNCE).await;
-                        changes.mark_unchanged();
+                        if let Some(changes) = &mut changes {
+                            changes.mark_unchanged();
+                        }
                         if peer.notify_tool_list_changed().await.is_err() {
                             return;
                         }

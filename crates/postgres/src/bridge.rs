@@ -39,6 +39,14 @@ impl Bridge {
         Ok(Bridge { jobs: Some(jobs), thread: Some(thread) })
     }
 
+    /// Starts `task` on the store's thread and returns at once: work that lasts as long as the
+    /// store (a `LISTEN` connection), ended with the thread.
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> Result<(), PgError> {
+        let job: Job = Box::new(move |_pool: Pool| Box::pin(task));
+        let jobs = self.jobs.as_ref().ok_or(PgError::Stopped)?;
+        jobs.send(job).map_err(|_| PgError::Stopped)
+    }
+
     /// Runs `work` with a pooled connection on the store's thread and waits for its result.
     /// Safe to call from any thread, inside a runtime or not (it never blocks on a future
     /// itself, only on a std channel).

@@ -9,9 +9,11 @@
 //! | revision numbers of identities and grants | (in both traits below) | `migrations` (triggers) |
 //! | principals, memberships, API keys, page sessions | [`IdentityStore`] | `identity` |
 //! | grants and access requests | [`GrantStore`] | `grants` |
+//! | the approvals inbox and its history | [`ApprovalStore`] | `approvals` |
 //!
-//! The other areas (approvals, secrets, sessions, jobs, routines, memory, the audit log) are
-//! still SQLite-only.
+//! The other areas (secrets, sessions, jobs, routines, memory, the audit log) are still
+//! SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
+//! database (`toolgate::store`).
 //!
 //! # Synchronous calls on an async client
 //!
@@ -44,14 +46,16 @@
 
 #![deny(missing_docs)]
 
+mod approvals;
 mod bridge;
 mod error;
 mod grants;
 mod identity;
+mod listen;
 mod migrations;
 mod store;
 
 pub use migrations::SCHEMA_VERSION;
 pub use store::PgStore;
 #[doc(no_inline)]
-pub use toolgate_store::{GrantStore, IdentityStore, StoreError};
+pub use toolgate_store::{ApprovalStore, GrantStore, IdentityStore, StoreError};

@@ -120,6 +120,54 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 4: why the requester of a decided access request could not be told (their webhook
     // failed), and when (SQLite's `grants::NOTIFY_MIGRATION`).
     "ALTER TABLE access_requests ADD COLUMN notify_error TEXT, ADD COLUMN notify_failed_ms BIGINT;",
+    // 5: the approvals inbox (`approvals.rs`): calls waiting for a person, decided once on
+    // whichever node the person uses, and each change an event (SQLite's `approvals` and
+    // `approval_events`, `user` and `by` renamed). A decision, expiry or denial notifies
+    // `toolgate_approvals` at commit, so the nodes' waiting calls look at once (`listen.rs`).
+    "CREATE TABLE approvals (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        call_id TEXT NOT NULL,
+        for_user TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        server TEXT,
+        subject TEXT NOT NULL,
+        args_digest TEXT NOT NULL,
+        shown TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        policy_revision TEXT NOT NULL,
+        batch TEXT,
+        created_ms BIGINT NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        status TEXT NOT NULL
+            CHECK (status IN ('pending', 'allowed', 'allowed_always', 'denied', 'expired')),
+        decided_by TEXT,
+        decided_ms BIGINT,
+        message TEXT,
+        notify_error TEXT,
+        used_ms BIGINT,
+        fallback_ms BIGINT
+     );
+     CREATE INDEX approvals_pending ON approvals (status, expires_ms);
+     CREATE INDEX approvals_call ON approvals (for_user, agent, tool, args_digest);
+     CREATE TABLE approval_events (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        approval BIGINT NOT NULL REFERENCES approvals (id),
+        kind TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        detail TEXT
+     );
+     CREATE INDEX approval_events_of ON approval_events (approval, seq);
+     CREATE FUNCTION toolgate_approval_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify('toolgate_approvals', NEW.id::text);
+            RETURN NULL;
+        END
+     $$;
+     CREATE TRIGGER approvals_changed AFTER UPDATE OF status ON approvals
+        FOR EACH ROW EXECUTE FUNCTION toolgate_approval_changed();",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -24,6 +24,21 @@ const CONNECT_WAIT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct PgStore {
     bridge: Arc<Bridge>,
+    /// How to open a connection of its own, outside the pool (`LISTEN`, `listen.rs`).
+    connect: Arc<Connect>,
+}
+
+/// What opening a connection takes: the parsed URL and the TLS connector.
+pub(crate) struct Connect {
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) tls: Tls,
+}
+
+impl std::fmt::Debug for Connect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the URL's password.
+        f.debug_struct("Connect").field("hosts", &self.config.get_hosts()).finish_non_exhaustive()
+    }
 }
 
 impl PgStore {
@@ -41,6 +56,7 @@ impl PgStore {
             config.ssl_mode(tokio_postgres::config::SslMode::Disable);
         }
         let tls = Tls(tokio_postgres_rustls::MakeRustlsConnect::new(tls_config()));
+        let connect = Arc::new(Connect { config: config.clone(), tls: tls.clone() });
         let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
@@ -54,7 +70,7 @@ impl PgStore {
             doing: "starting the PostgreSQL store's thread",
             source: Box::new(e),
         })?;
-        let store = PgStore { bridge: Arc::new(bridge) };
+        let store = PgStore { bridge: Arc::new(bridge), connect };
         store.run("migrating the PostgreSQL schema", migrations::migrate)?;
         Ok(store)
     }
@@ -62,6 +78,14 @@ impl PgStore {
     /// The schema version the database has ([`crate::SCHEMA_VERSION`] once connected).
     pub fn schema_version(&self) -> Result<usize, StoreError> {
         self.run("reading the schema version", migrations::version)
+    }
+
+    /// Starts `task` on the store's thread, with what it needs to open a connection of its own.
+    pub(crate) fn spawn<F>(&self, task: impl FnOnce(Arc<Connect>) -> F) -> Result<(), StoreError>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.bridge.spawn(task(Arc::clone(&self.connect))).map_err(|e| e.doing("starting a background task"))
     }
 
     /// Runs `work` on the store's thread with a pooled connection; its error says what was
@@ -80,7 +104,7 @@ impl PgStore {
 /// socket, whose name is empty, which rustls refuses as a server name: that connection never
 /// uses TLS (`connect` turns it off), so any valid name stands in.
 #[derive(Clone)]
-struct Tls(MakeRustlsConnect);
+pub(crate) struct Tls(MakeRustlsConnect);
 
 impl MakeTlsConnect<Socket> for Tls {
     type Stream = <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream;

@@ -1,11 +1,15 @@
 //! What only the PostgreSQL backend has: migrations under an advisory lock, synchronous calls
-//! from inside tokio runtimes, and clear errors for a bad or unreachable database.
+//! from inside tokio runtimes, `LISTEN` for other nodes' decisions, and clear errors for a bad
+//! or unreachable database.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::{Arc, Barrier};
 
-use toolgate_postgres::{IdentityStore, PgStore, SCHEMA_VERSION};
-use toolgate_store::{Principal, PrincipalKind};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use toolgate_postgres::{ApprovalStore, IdentityStore, PgStore, SCHEMA_VERSION};
+use toolgate_store::{ApprovalDecision, ApprovalRecord, ApprovalStatus, Principal, PrincipalKind};
 use toolgate_testkit::postgres::Cluster;
 
 fn cluster() -> Cluster {
@@ -107,4 +111,49 @@ fn a_newer_schema_is_refused() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = PgStore::connect(&url).unwrap_err().to_string();
     assert!(err.contains("newer than this build") && err.contains("upgrade toolgate"), "{err}");
+}
+
+/// A call waiting on node A learns at once that node B decided its entry: A's watcher is woken
+/// by B's decision (a trigger's `NOTIFY`, A's `LISTEN`), not only by A's next look.
+#[test]
+fn a_decision_on_another_node_wakes_the_watchers() {
+    let cluster = cluster();
+    let url = cluster.database().unwrap();
+    let (a, b) = (PgStore::connect(&url).unwrap(), PgStore::connect(&url).unwrap());
+    let (woken, wakes) = mpsc::channel();
+    assert!(a.approval_watch(Box::new(move || {
+        let _ = woken.send(());
+    })));
+    // Bounds on liveness, not speed: a wake that never comes fails after them.
+    let bound = Duration::from_secs(20);
+    wakes.recv_timeout(bound).expect("woken once subscribed, to look again");
+    let entry = ApprovalRecord {
+        id: 0,
+        call_id: "c1".into(),
+        user: "ann".into(),
+        agent: "main".into(),
+        session: "s1".into(),
+        tool: "write".into(),
+        server: None,
+        subject: "AGENTS.md".into(),
+        args_digest: "d1".into(),
+        shown: serde_json::json!({}),
+        reason: "asks".into(),
+        policy_revision: "r1".into(),
+        batch: None,
+        created_ms: 1,
+        expires_ms: i64::MAX,
+        status: ApprovalStatus::Pending,
+        decided_by: None,
+        decided_ms: None,
+        message: None,
+        notify_error: None,
+        used_ms: None,
+        fallback_ms: None,
+    };
+    let id = b.approval_add(&entry).unwrap();
+    let decision = ApprovalDecision { status: ApprovalStatus::Allowed, by: "lee".into(), message: None, at_ms: 2 };
+    b.approval_decide(id, &decision).unwrap();
+    wakes.recv_timeout(bound).expect("woken by the other node's decision");
+    assert_eq!(a.approval_get(id).unwrap().unwrap().status, ApprovalStatus::Allowed);
 }

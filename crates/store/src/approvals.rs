@@ -44,7 +44,8 @@ impl ApprovalStatus {
         }
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    /// The status a stored word names (`None` for a word this build does not know).
+    pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "pending" => ApprovalStatus::Pending,
             "allowed" => ApprovalStatus::Allowed,
@@ -237,6 +238,15 @@ pub trait ApprovalStore: Send + Sync + Debug {
 
     /// An entry's history, oldest first.
     fn approval_events(&self, id: i64) -> Result<Vec<ApprovalEvent>, StoreError>;
+
+    /// Has `wake` called soon after an entry changes in another process or node, when the
+    /// backend can tell (PostgreSQL's `LISTEN`); `false` when it cannot, and waiters find
+    /// other processes' decisions by reading the entry again. Lossy either way: a waiter still
+    /// reads its entry now and then, and a call to `wake` says only "look again".
+    fn approval_watch(&self, wake: Box<dyn Fn() + Send + Sync>) -> bool {
+        drop(wake);
+        false
+    }
 }
 
 const COLUMNS: &str = "id, call_id, user, agent, session, tool, server, subject, args_digest, shown, reason, \

@@ -254,13 +254,16 @@ impl PendingApprovals {
         Self::make(Some(store), settings, sealer)
     }
 
-    /// The durable inbox in the state database `db` (`.toolgate/state.db`), as `[approval]`
-    /// sets it up: its entries, history and `requestState` keys are in the database, and new
-    /// entries are posted to `notify_url` when one is set.
-    pub fn open(db: &std::path::Path, config: &crate::config::ApprovalConfig) -> Result<Arc<Self>, String> {
+    /// The durable inbox in the workspace's state `db` (`.toolgate/state.db`, or the shared
+    /// database of `[store] url`, `crate::state`), as `[approval]` sets it up: its entries,
+    /// history and `requestState` keys are in the database, and new entries are posted to
+    /// `notify_url` when one is set.
+    pub fn open(db: &std::path::Path, config: &crate::config::Config) -> Result<Arc<Self>, String> {
+        let stores =
+            crate::state::open(&config.store, db).map_err(|e| format!("cannot open the approvals inbox: {e}"))?;
+        let config = &config.approval;
         let settings = InboxSettings::from_config(config)?;
-        let store = Arc::new(Store::open(db).map_err(|e| format!("cannot open the approvals inbox: {e}"))?);
-        let inbox = Self::durable(store.clone(), store, settings);
+        let inbox = Self::durable(stores.approvals, stores.secrets, settings);
         if let Some(url) = &config.notify_url {
             inbox.set_notifier(Arc::new(WebhookNotifier::new(url)?));
         }
@@ -272,11 +275,18 @@ impl PendingApprovals {
         settings: InboxSettings,
         sealer: Option<request_state::Sealer>,
     ) -> Arc<Self> {
+        let decided = watch::channel(0).0;
+        // A decision made on another node wakes the calls waiting here at once (PostgreSQL);
+        // else they find it at their next look (`InboxSettings::poll`).
+        if let Some(store) = &store {
+            let wake = decided.clone();
+            store.approval_watch(Box::new(move || wake.send_modify(|n| *n += 1)));
+        }
         Arc::new(PendingApprovals {
             sealer,
             store,
             settings,
-            decided: watch::channel(0).0,
+            decided,
             events: broadcast::channel(256).0,
             notifier: Mutex::new(None),
         })

@@ -74,6 +74,19 @@ pub struct Config {
     pub media: toolgate_media::MediaConfig,
     /// The browser family: the canvas's scripts and public address (`docs/browser.md`).
     pub browser: toolgate_browser::BrowserSettings,
+    /// Where shared state lives: a PostgreSQL database for several nodes (`docs/gateway.md`).
+    pub store: StoreConfig,
+}
+
+/// `[store]`: with `url`, the state that several `toolgate serve` nodes share (users, keys,
+/// grants, access requests, the approvals inbox) is kept in that PostgreSQL database; the rest
+/// stays in each workspace's `.toolgate/state.db`. Without it, everything is in that file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://user:password@host:port/database` (libpq's parameters, such as
+    /// `sslmode=require`); a password is better given in `TOOLGATE__STORE__URL` than in a file.
+    pub url: Option<String>,
 }
 
 impl Config {

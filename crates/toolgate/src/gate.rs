@@ -16,7 +16,7 @@ use toolgate_guard::leak::LeakDetector;
 use toolgate_mcp::bridge::GatewayUser;
 use toolgate_mcp::bridge::oauth::SecretVault;
 use toolgate_policy::ToolRef;
-use toolgate_store::{AuditLog, AuditStore, Store, StoreError, Stores};
+use toolgate_store::{AuditLog, AuditStore, Store, StoreError};
 
 use crate::bridge::{BridgeTimings, McpBridge};
 use crate::config::Config;
@@ -243,7 +243,8 @@ impl GateBuilder {
         let state_db = self.audit.db(&workspace);
         // Every area of the state database, one trait object each (SQLite, embedded).
         let store = state_db.as_deref().map(Store::open).transpose()?.map(Arc::new);
-        let stores = store.clone().map(Stores::sqlite);
+        // The areas several nodes share are in PostgreSQL with `[store] url`.
+        let stores = store.clone().map(|s| crate::state::with_shared(&self.config.store, s)).transpose()?;
         timings.lap("store open (+ migrations check)");
         // One embedder (a local model is loaded once, on first use) for memory and skill search.
         // A single `toolgate call` waits for its query's vector: the budget (answer by words when

@@ -59,6 +59,7 @@ pub mod per_user;
 mod pipeline;
 pub mod reload;
 mod services;
+pub mod state;
 mod tasks;
 pub mod wasm;
 

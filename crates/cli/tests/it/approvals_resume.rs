@@ -48,7 +48,7 @@ fn gateway(extra: &str) -> (tempfile::TempDir, [String; 3]) {
 }
 
 /// Starts the client: `mode` is `2026-07-28` or `legacy`; `state` makes the call a retry.
-fn start(server: &HttpServer, mode: &str, key: &str, content: &str, state: Option<&str>) -> Child {
+pub(crate) fn start(server: &HttpServer, mode: &str, key: &str, content: &str, state: Option<&str>) -> Child {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/approvals_request_state.py");
     Command::new(python::sdk_python())
         .arg(script)
@@ -61,7 +61,7 @@ fn start(server: &HttpServer, mode: &str, key: &str, content: &str, state: Optio
 }
 
 /// The client's report (the JSON on its last line).
-fn finish(child: Child) -> Value {
+pub(crate) fn finish(child: Child) -> Value {
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "the client failed:\n{stdout}\n{stderr}");
@@ -92,7 +92,7 @@ fn refused(report: &Value, why: &str) {
 }
 
 /// `GET`/`POST` on the server's `/api/` with `key`: the status and the JSON body.
-fn api(server: &HttpServer, method: &str, path: &str, key: &str, body: &str) -> (u16, Value) {
+pub(crate) fn api(server: &HttpServer, method: &str, path: &str, key: &str, body: &str) -> (u16, Value) {
     use std::io::{Read, Write};
     let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp");
     let mut stream = std::net::TcpStream::connect(addr).unwrap();

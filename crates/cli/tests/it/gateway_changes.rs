@@ -13,8 +13,20 @@ fn lists_time(client: &Client<'_>) -> bool {
 
 #[test]
 fn a_grant_written_by_another_process_is_announced_to_connected_clients() {
+    announced_with("");
+}
+
+/// The same with a workspace per user, where the handler has no tool list of its own (only
+/// each caller's), which once meant no session was told anything.
+#[test]
+fn with_per_user_workspaces_too() {
+    announced_with("workspaces = \"users\"\n");
+}
+
+fn announced_with(gateway: &str) {
     let ws = toolgate_testkit::serve::workspace();
-    std::fs::write(ws.path().join("toolgate.toml"), "[gateway]\nenabled = true\ndefault_tools = [\"echo\"]\n").unwrap();
+    let config = format!("[gateway]\nenabled = true\ndefault_tools = [\"echo\"]\n{gateway}");
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
     admin(ws.path(), &["user", "add", "ann"]);
     admin(ws.path(), &["user", "add", "bob"]);
     let ann_key = admin(ws.path(), &["key", "create", "--user", "ann"]);

@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 
 use toolgate_store::{ApprovalDecision, ApprovalFilter, ApprovalRecord, ApprovalStatus, DecideOutcome};
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 fn entry(user: &str, tool: &str, digest: &str, created_ms: i64) -> ApprovalRecord {
     ApprovalRecord {
@@ -40,7 +40,7 @@ fn decision(status: ApprovalStatus, by: &str, at_ms: i64) -> ApprovalDecision {
 
 #[test]
 fn an_entry_reads_back_whole_and_lists_by_filter() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Approvals, |db| {
         let inbox = db.connect().approvals;
         let a = inbox.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
         let b = inbox.approval_add(&entry("bob", "write", "d2", 200)).unwrap();
@@ -68,7 +68,7 @@ fn an_entry_reads_back_whole_and_lists_by_filter() {
 
 #[test]
 fn the_first_decision_wins_and_later_ones_are_refused_in_the_history() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Approvals, |db| {
         let inbox = db.connect().approvals;
         let id = inbox.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
         let DecideOutcome::Decided(first) =
@@ -98,7 +98,7 @@ fn the_first_decision_wins_and_later_ones_are_refused_in_the_history() {
 
 #[test]
 fn two_connections_deciding_at_once_make_exactly_one_decision() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Approvals, |db| {
         let id = db.connect().approvals.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
         for round in 0..5 {
             let id = if round == 0 {
@@ -132,7 +132,7 @@ fn two_connections_deciding_at_once_make_exactly_one_decision() {
 
 #[test]
 fn a_decision_after_the_expiry_is_refused_and_expires_the_entry() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Approvals, |db| {
         let inbox = db.connect().approvals;
         let id = inbox.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
         // expires_ms = 1_100: a decision at that instant is too late.
@@ -155,7 +155,7 @@ fn a_decision_after_the_expiry_is_refused_and_expires_the_entry() {
 
 #[test]
 fn an_approval_runs_its_call_once_and_a_retry_finds_only_its_own_entry() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Approvals, |db| {
         let inbox = db.connect().approvals;
         let id = inbox.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
         let find = |user: &str, digest: &str, rev: &str, now| {
@@ -185,7 +185,7 @@ fn an_approval_runs_its_call_once_and_a_retry_finds_only_its_own_entry() {
 
 #[test]
 fn a_failed_notification_is_kept_with_the_pending_entry() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Approvals, |db| {
         let inbox = db.connect().approvals;
         let id = inbox.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
         assert!(inbox.approval_notify_failed(id, "webhook: connection refused", 150, None).unwrap());
@@ -205,7 +205,7 @@ fn a_failed_notification_is_kept_with_the_pending_entry() {
 /// whichever connection (a restarted server) sweeps or decides after it.
 #[test]
 fn an_entry_nobody_was_told_of_is_denied_when_its_fallback_falls_due() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Approvals, |db| {
         let id = db.connect().approvals.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
         let inbox = db.connect().approvals;
         assert!(inbox.approval_notify_failed(id, "webhook: HTTP 500", 150, Some(600)).unwrap());
@@ -243,7 +243,7 @@ fn an_entry_nobody_was_told_of_is_denied_when_its_fallback_falls_due() {
 
 #[test]
 fn entries_outlive_the_connection_that_made_them() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Approvals, |db| {
         let id = db.connect().approvals.approval_add(&entry("ann", "exec", "d1", 100)).unwrap();
         let later = db.connect().approvals;
         assert_eq!(later.approval_get(id).unwrap().unwrap().status, ApprovalStatus::Pending);

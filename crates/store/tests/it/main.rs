@@ -1,9 +1,11 @@
 //! The store's contract, checked on every backend through the area traits only.
 //!
-//! Each test runs its checks on a fresh, empty database of every backend [`backends`] lists
-//! (SQLite today). A new backend adds one [`Database`] and one line there, and every test here
-//! runs against it; a new area adds its trait's checks as a module here. What only one backend
-//! has (SQLite's key file, its rows poked with SQL) is tested beside that backend's code.
+//! Each test runs its checks on a fresh, empty database of every backend [`backends`] lists:
+//! SQLite, and PostgreSQL (`toolgate-postgres` on a throwaway cluster) for the areas it keeps
+//! so far ([`Area`]; a test of an area names it with [`on_every_backend_of`]). A new backend adds
+//! one [`Database`] and one line there, and every test here runs against it; a new area adds its
+//! trait's checks as a module here. What only one backend has (SQLite's key file, its rows poked
+//! with SQL) is tested beside that backend's code.
 #![allow(clippy::unwrap_used)]
 
 mod approvals;
@@ -30,7 +32,9 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use toolgate_postgres::PgStore;
 use toolgate_store::{AuditLog, AuditStore, Store, Stores};
+use toolgate_testkit::postgres::Cluster;
 
 /// A fresh, empty database of one backend.
 pub(crate) trait Database {
@@ -40,20 +44,39 @@ pub(crate) trait Database {
     fn audit(&self) -> Arc<dyn AuditStore>;
 }
 
+/// An area of the store whose test runs on the backends that keep it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Area {
+    /// The approvals inbox.
+    Approvals,
+    /// Any area that only SQLite keeps so far.
+    Other,
+}
+
 /// A backend under test.
 struct Backend {
     name: &'static str,
     fresh: fn() -> Box<dyn Database>,
+    keeps: fn(Area) -> bool,
 }
 
 /// Every backend the tests run on.
 fn backends() -> Vec<Backend> {
-    vec![Backend { name: "sqlite", fresh: Sqlite::fresh }]
+    vec![
+        Backend { name: "sqlite", fresh: Sqlite::fresh, keeps: |_| true },
+        Backend { name: "postgres", fresh: Postgres::fresh, keeps: |area| area == Area::Approvals },
+    ]
 }
 
-/// Runs `check` on a fresh database of every backend; a failure says which backend failed.
+/// Runs `check` on a fresh database of every backend that keeps every area; a failure says
+/// which backend failed.
 pub(crate) fn on_every_backend(check: impl Fn(&dyn Database)) {
-    for backend in backends() {
+    on_every_backend_of(Area::Other, check);
+}
+
+/// Runs `check` on a fresh database of every backend that keeps `area`.
+pub(crate) fn on_every_backend_of(area: Area, check: impl Fn(&dyn Database)) {
+    for backend in backends().into_iter().filter(|b| (b.keeps)(area)) {
         let db = (backend.fresh)();
         if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| check(&*db))) {
             eprintln!("(the failure above is on the {} backend)", backend.name);
@@ -83,5 +106,33 @@ impl Database for Sqlite {
 
     fn audit(&self) -> Arc<dyn AuditStore> {
         Arc::new(AuditLog::open(&self.path).unwrap())
+    }
+}
+
+/// PostgreSQL: a database on a throwaway cluster for the areas it keeps, as a node configured
+/// with `[store] url` has them; the rest (and the audit log) in a SQLite file beside it.
+struct Postgres {
+    url: String,
+    local: Box<dyn Database>,
+    /// Dropped last: stops the server.
+    _cluster: Cluster,
+}
+
+impl Postgres {
+    fn fresh() -> Box<dyn Database> {
+        let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+        let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+        Box::new(Postgres { url, local: Sqlite::fresh(), _cluster: cluster })
+    }
+}
+
+impl Database for Postgres {
+    fn connect(&self) -> Stores {
+        let shared = Arc::new(PgStore::connect(&self.url).unwrap_or_else(|e| panic!("{e}")));
+        Stores { approvals: shared.clone(), grants: shared.clone(), identity: shared, ..self.local.connect() }
+    }
+
+    fn audit(&self) -> Arc<dyn AuditStore> {
+        self.local.audit()
     }
 }

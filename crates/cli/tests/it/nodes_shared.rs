@@ -1,0 +1,112 @@
+//! Two `toolgate serve` nodes on one PostgreSQL database (issue 29, `[store] url`): each node
+//! has a workspace folder of its own (its own SQLite file for what stays local), so whatever
+//! one node sees of the other's users, keys, grants and approvals came through PostgreSQL, a
+//! throwaway cluster of the tests' own (`toolgate_testkit::postgres`).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use toolgate_testkit::postgres::Cluster;
+use toolgate_testkit::serve::HttpServer;
+
+use crate::approvals_resume::{api, finish, start};
+use crate::support::gateway::{Client, admin, heard};
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+/// A gateway workspace whose shared state is in the database at `url`.
+fn node(url: &str) -> tempfile::TempDir {
+    let ws = toolgate_testkit::serve::workspace();
+    let config = format!(
+        "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"write\"]\n\n[approval]\nwait_secs = 60\ntimeout_secs = 60\n\n\
+         [store]\nurl = \"{url}\"\n"
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    ws
+}
+
+/// The pending approvals node `server` lists to `key`, once there is one (30 s at most).
+fn pending_on(server: &HttpServer, key: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = api(server, "GET", "/api/approvals", key, "");
+        assert_eq!(status, 200, "{body}");
+        if let Some(first) = body["pending"].as_array().and_then(|p| p.first()) {
+            return first.clone();
+        }
+        assert!(Instant::now() < deadline, "nothing pending on the other node: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn lists_time(client: &Client<'_>) -> bool {
+    client.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#).contains(r#""name":"time""#)
+}
+
+#[test]
+fn two_nodes_share_users_keys_grants_and_approvals() {
+    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (node(&url), node(&url));
+    // People and keys made with node A's admin command are node B's too.
+    admin(a.path(), &["user", "add", "ann"]);
+    admin(a.path(), &["user", "add", "lee", "--admin"]);
+    let ann = admin(a.path(), &["key", "create", "--user", "ann"]);
+    let lee = admin(a.path(), &["key", "create", "--user", "lee"]);
+    assert!(admin(b.path(), &["user", "list"]).contains("ann"), "B reads A's users");
+    let a = HttpServer::start_in(TOOLGATE, a, &[]);
+    let b = HttpServer::start_in(TOOLGATE, b, &[]);
+
+    // A call waiting on node A is decided on node B, and resumes on A, once.
+    let waiting = start(&a, "legacy", &ann, "decided on the other node\n", None);
+    let entry = pending_on(&b, &lee);
+    assert_eq!(entry["tool"], "write", "{entry}");
+    assert_eq!(entry["identity"]["user"], "ann", "{entry}");
+    let path = format!("/api/approvals/{}", entry["id"]);
+    let (status, body) = api(&b, "POST", &path, &lee, r#"{"decision": "allow_once"}"#);
+    assert_eq!(status, 200, "{body}");
+    let report = finish(waiting);
+    assert_eq!((report["kind"].as_str(), report["is_error"].as_bool()), (Some("result"), Some(false)), "{report}");
+    let written = std::fs::read_to_string(a.ws.path().join("users/ann/AGENTS.md")).unwrap();
+    assert_eq!(written, "decided on the other node\n");
+    assert!(!b.ws.path().join("users/ann/AGENTS.md").exists(), "the call ran on the node it was made to");
+    // The same decision made again on A is refused: it was B's, and it is used.
+    let (status, body) = api(&a, "POST", &path, &lee, r#"{"decision": "deny"}"#);
+    assert_eq!(status, 409, "{body}");
+
+    // A grant made on node B reaches a session open on node A (A reads the grants' revision
+    // from the database every second) without a restart.
+    let client = Client::connect(&a.url, &ann);
+    assert!(!lists_time(&client), "time needs a grant");
+    let mut stream = client.listen();
+    let mut seen = String::new();
+    admin(b.ws.path(), &["grant", "add", "--to", "ann", "--tool", "time"]);
+    assert!(heard(&mut stream, &mut seen, "notifications/tools/list_changed", 1), "A not told of B's grant: {seen}");
+    assert!(lists_time(&client), "B's grant applies on A");
+    drop((a, b));
+    drop(cluster);
+}
+
+/// A `[store] url` that names no PostgreSQL database, or one that cannot be reached, stops a
+/// command at once with what was wrong.
+#[test]
+fn a_bad_store_url_is_a_clear_error() {
+    let ws = toolgate_testkit::serve::workspace();
+    let config = |url: &str| std::fs::write(ws.path().join("toolgate.toml"), format!("[store]\nurl = \"{url}\"\n"));
+    let list_users = |ws: &Path| {
+        std::process::Command::new(TOOLGATE)
+            .arg("--workspace")
+            .arg(ws)
+            .args(["admin", "user", "list"])
+            .output()
+            .unwrap()
+    };
+    config("mysql://db/toolgate").unwrap();
+    let out = list_users(ws.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("expected a PostgreSQL URL"), "{err}");
+    config("postgres://nobody@%2Fnonexistent%2Fsocket/toolgate").unwrap();
+    let out = list_users(ws.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("PostgreSQL"), "{err}");
+}

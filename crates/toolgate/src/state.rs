@@ -1,0 +1,55 @@
+//! Where toolgate's state lives: each workspace's `.toolgate/state.db` (SQLite, embedded), and,
+//! with `[store] url`, a PostgreSQL database that several `toolgate serve` nodes share for the
+//! areas `toolgate-postgres` keeps (identities, grants and access requests, the approvals
+//! inbox). Everything that opens the state — the gate, `serve`'s inbox, the admin commands —
+//! opens it here, so a node and its operator's commands never see two different inboxes.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use toolgate_postgres::PgStore;
+use toolgate_store::{Store, StoreError, Stores};
+
+use crate::config::StoreConfig;
+
+/// The state of one workspace: its SQLite file, with the shared areas in PostgreSQL when
+/// `config.url` is set. Connecting checks (and brings up to date) the database's schema.
+pub fn open(config: &StoreConfig, db: &Path) -> Result<Stores, StoreError> {
+    with_shared(config, Arc::new(Store::open(db)?))
+}
+
+/// The areas of `local` (a workspace's open state database), the shared ones in PostgreSQL
+/// when `config.url` is set.
+pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, StoreError> {
+    let local = Stores::sqlite(local);
+    match &config.url {
+        None => Ok(local),
+        Some(url) => {
+            let shared = Arc::new(shared(url)?);
+            Ok(Stores { approvals: shared.clone(), grants: shared.clone(), identity: shared, ..local })
+        }
+    }
+}
+
+/// One pool per database in a process: a gateway builds a gate per user, and each would
+/// otherwise open connections of its own to the same database.
+fn shared(url: &str) -> Result<PgStore, StoreError> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(StoreError::Backend {
+            doing: "reading `[store] url`",
+            source: "expected a PostgreSQL URL, postgres://user@host/database (leave `url` out to keep \
+                     everything in .toolgate/state.db)"
+                .into(),
+        });
+    }
+    static POOLS: Mutex<Option<HashMap<String, PgStore>>> = Mutex::new(None);
+    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    let pools = pools.get_or_insert_with(HashMap::new);
+    if let Some(store) = pools.get(url) {
+        return Ok(store.clone());
+    }
+    let store = PgStore::connect(url)?;
+    pools.insert(url.to_owned(), store.clone());
+    Ok(store)
+}
