@@ -10,9 +10,9 @@
 //! | principals, memberships, API keys, page sessions | [`IdentityStore`] | `identity` |
 //! | grants and access requests | [`GrantStore`] | `grants` |
 //! | the approvals inbox and its history | [`ApprovalStore`] | `approvals` |
+//! | secrets, sealed under the nodes' shared key | [`SecretStore`] | `secrets` |
 //!
-//! The other areas (secrets, sessions, jobs, routines, memory, the audit log) are still
-//! SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
+//! The other areas (sessions, jobs, routines, memory, the audit log) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
 //! database (`toolgate::store`).
 //!
 //! # Synchronous calls on an async client
@@ -53,9 +53,10 @@ mod grants;
 mod identity;
 mod listen;
 mod migrations;
+mod secrets;
 mod store;
 
 pub use migrations::SCHEMA_VERSION;
 pub use store::PgStore;
 #[doc(no_inline)]
-pub use toolgate_store::{ApprovalStore, GrantStore, IdentityStore, StoreError};
+pub use toolgate_store::{ApprovalStore, GrantStore, IdentityStore, SecretStore, StoreError};

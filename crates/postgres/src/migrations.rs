@@ -168,6 +168,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
      $$;
      CREATE TRIGGER approvals_changed AFTER UPDATE OF status ON approvals
         FOR EACH ROW EXECUTE FUNCTION toolgate_approval_changed();",
+    // 6: secrets every node reads (`secrets.rs`): sealed values, the key never stored here.
+    "CREATE TABLE secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL, updated_ms BIGINT NOT NULL);",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

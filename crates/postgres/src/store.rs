@@ -7,7 +7,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::Socket;
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres_rustls::MakeRustlsConnect;
-use toolgate_store::StoreError;
+use toolgate_store::{SecretCipher, SecretError, StoreError};
 
 use crate::bridge::Bridge;
 use crate::error::PgError;
@@ -26,6 +26,8 @@ pub struct PgStore {
     bridge: Arc<Bridge>,
     /// How to open a connection of its own, outside the pool (`LISTEN`, `listen.rs`).
     connect: Arc<Connect>,
+    /// The key secrets are sealed with (`secrets.rs`); none: secrets are refused.
+    cipher: Option<Arc<SecretCipher>>,
 }
 
 /// What opening a connection takes: the parsed URL and the TLS connector.
@@ -70,9 +72,25 @@ impl PgStore {
             doing: "starting the PostgreSQL store's thread",
             source: Box::new(e),
         })?;
-        let store = PgStore { bridge: Arc::new(bridge), connect };
+        let store = PgStore { bridge: Arc::new(bridge), connect, cipher: None };
         store.run("migrating the PostgreSQL schema", migrations::migrate)?;
         Ok(store)
+    }
+
+    /// This store with secrets sealed by `cipher`: the same key on every node
+    /// (`TOOLGATE_SECRET_KEY`), so each reads what another stored.
+    pub fn with_secret_cipher(mut self, cipher: SecretCipher) -> PgStore {
+        self.cipher = Some(Arc::new(cipher));
+        self
+    }
+
+    /// Whether this store keeps secrets (it was given their key).
+    pub fn keeps_secrets(&self) -> bool {
+        self.cipher.is_some()
+    }
+
+    pub(crate) fn cipher(&self) -> Result<&SecretCipher, SecretError> {
+        self.cipher.as_deref().ok_or(SecretError::NoSharedKey)
     }
 
     /// The schema version the database has ([`crate::SCHEMA_VERSION`] once connected).

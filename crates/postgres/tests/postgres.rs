@@ -157,3 +157,23 @@ fn a_decision_on_another_node_wakes_the_watchers() {
     wakes.recv_timeout(bound).expect("woken by the other node's decision");
     assert_eq!(a.approval_get(id).unwrap().unwrap().status, ApprovalStatus::Allowed);
 }
+
+/// Secrets are sealed under the key every node is given: another node with the same key reads
+/// them, a node with another key is told the key differs, and a node given no key refuses to
+/// keep any (never a key stored beside them in the database).
+#[test]
+fn secrets_need_the_key_every_node_shares() {
+    use toolgate_store::{SecretCipher, SecretError, SecretStore};
+    let cluster = cluster();
+    let url = cluster.database().unwrap();
+    let keyed = |hex: &str| PgStore::connect(&url).unwrap().with_secret_cipher(SecretCipher::from_hex(hex).unwrap());
+    let (a, b, other) = (keyed(&"11".repeat(32)), keyed(&"11".repeat(32)), keyed(&"22".repeat(32)));
+    a.secret_put("mcp.oauth.github/ann", b"token").unwrap();
+    assert_eq!(b.secret_get("mcp.oauth.github/ann").unwrap().as_deref(), Some(&b"token"[..]));
+    assert!(matches!(other.secret_get("mcp.oauth.github/ann"), Err(SecretError::Decrypt { .. })));
+    let keyless = PgStore::connect(&url).unwrap();
+    let err = keyless.secret_put("x", b"y").unwrap_err();
+    assert!(matches!(err, SecretError::NoSharedKey), "{err}");
+    assert!(err.to_string().contains("TOOLGATE_SECRET_KEY"), "{err}");
+    assert!(matches!(SecretCipher::from_hex("not hex"), Err(SecretError::BadEnvKey)));
+}

@@ -81,7 +81,7 @@ pub use jobs::{JOB_INTERRUPTED, JobEvent, JobFilter, JobRecord, JobStore};
 pub use locks::{LockOwner, LockStore, PathLock};
 pub use outbox::{OutboxEntry, OutboxStore};
 pub use routines::{RoutineFire, RoutineStore, StoredRoutine};
-pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretError, SecretStore};
+pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretCipher, SecretError, SecretStore};
 pub use sessions::{
     HandoffRoute, MessageRecord, SessionFilter, SessionRecord, SessionStore, TaskFilter, TaskOrder, TeamMessage,
     TeamTask,

@@ -62,6 +62,11 @@ pub enum SecretError {
     /// The operating system gave no random numbers for a nonce or key.
     #[error("the operating system's random number generator failed: {0}")]
     Random(String),
+    /// A database that several nodes share holds secrets only under a key they all have.
+    #[error(
+        "secrets in a database that several nodes share need {SECRET_KEY_ENV}: the same 64 hex characters on every node (make one with `openssl rand -hex 32`)"
+    )]
+    NoSharedKey,
 }
 
 /// A 256-bit key. Its `Debug` never shows the bytes.
@@ -108,6 +113,61 @@ fn random(buf: &mut [u8]) -> Result<(), SecretError> {
     getrandom::fill(buf).map_err(|e| SecretError::Random(e.to_string()))
 }
 
+/// How a secret is sealed at rest, by every backend: AES-256-GCM under one key, a fresh nonce
+/// per value, the secret's name as associated data; the value kept is `nonce || ciphertext`.
+#[derive(Debug)]
+pub struct SecretCipher {
+    key: SecretKey,
+    /// Where the key came from, for the error that says it changed (`None`: the environment).
+    key_file: Option<PathBuf>,
+}
+
+impl SecretCipher {
+    /// A cipher with the key given as 64 hex characters (`TOOLGATE_SECRET_KEY`'s form).
+    pub fn from_hex(hex: &str) -> Result<SecretCipher, SecretError> {
+        let key = SecretKey::from_hex(hex).ok_or(SecretError::BadEnvKey)?;
+        Ok(SecretCipher { key, key_file: None })
+    }
+
+    /// `TOOLGATE_SECRET_KEY`'s cipher when the variable is set (an error when it is not a key).
+    pub fn from_env() -> Result<Option<SecretCipher>, SecretError> {
+        std::env::var(SECRET_KEY_ENV).ok().map(|hex| Self::from_hex(&hex)).transpose()
+    }
+
+    /// Encrypts `plaintext` to be kept under `name`.
+    pub fn seal(&self, name: &str, plaintext: &[u8]) -> Result<Vec<u8>, SecretError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        random(&mut nonce)?;
+        let sealed = self
+            .key
+            .cipher()
+            .encrypt(Nonce::from_slice(&nonce), Payload { msg: plaintext, aad: name.as_bytes() })
+            // Only fails for inputs over 64 GiB; say so rather than panic.
+            .map_err(|_| SecretError::Random("AES-GCM refused to encrypt the value (too large?)".into()))?;
+        let mut blob = Vec::with_capacity(NONCE_LEN + sealed.len());
+        blob.extend_from_slice(&nonce);
+        blob.extend_from_slice(&sealed);
+        Ok(blob)
+    }
+
+    /// Decrypts `blob`, kept under `name`: [`SecretError::Decrypt`] when the key differs, the
+    /// value was altered, or it was moved from another name.
+    pub fn open(&self, name: &str, blob: &[u8]) -> Result<Vec<u8>, SecretError> {
+        let decrypt_err = || SecretError::Decrypt {
+            name: name.to_owned(),
+            key_file: self.key_file.clone().unwrap_or_else(|| PathBuf::from(format!("(none: {SECRET_KEY_ENV})"))),
+        };
+        if blob.len() < NONCE_LEN {
+            return Err(decrypt_err());
+        }
+        let (nonce, sealed) = blob.split_at(NONCE_LEN);
+        self.key
+            .cipher()
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: sealed, aad: name.as_bytes() })
+            .map_err(|_| decrypt_err())
+    }
+}
+
 /// Named secrets, encrypted at rest. Values are bytes; names are plain text (listed without
 /// decrypting anything).
 pub trait SecretStore: Send + Sync + Debug {
@@ -136,24 +196,16 @@ impl Store {
         }
     }
 
-    fn secret_key(&self) -> Result<SecretKey, SecretError> {
-        resolve_key(std::env::var(SECRET_KEY_ENV).ok(), &self.secret_key_path())
+    fn secret_cipher(&self) -> Result<SecretCipher, SecretError> {
+        let key_file = self.secret_key_path();
+        let key = resolve_key(std::env::var(SECRET_KEY_ENV).ok(), &key_file)?;
+        Ok(SecretCipher { key, key_file: Some(key_file) })
     }
 }
 
 impl SecretStore for Store {
     fn secret_put(&self, name: &str, plaintext: &[u8]) -> Result<(), SecretError> {
-        let key = self.secret_key()?;
-        let mut nonce = [0u8; NONCE_LEN];
-        random(&mut nonce)?;
-        let sealed = key
-            .cipher()
-            .encrypt(Nonce::from_slice(&nonce), Payload { msg: plaintext, aad: name.as_bytes() })
-            // Only fails for inputs over 64 GiB; say so rather than panic.
-            .map_err(|_| SecretError::Random("AES-GCM refused to encrypt the value (too large?)".into()))?;
-        let mut blob = Vec::with_capacity(NONCE_LEN + sealed.len());
-        blob.extend_from_slice(&nonce);
-        blob.extend_from_slice(&sealed);
+        let blob = self.secret_cipher()?.seal(name, plaintext)?;
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -180,16 +232,7 @@ impl SecretStore for Store {
                 .doing("reading a secret")
         })?;
         let Some(blob) = blob else { return Ok(None) };
-        let key = self.secret_key()?;
-        let decrypt_err = || SecretError::Decrypt { name: name.to_owned(), key_file: self.secret_key_path() };
-        if blob.len() < NONCE_LEN {
-            return Err(decrypt_err());
-        }
-        let (nonce, sealed) = blob.split_at(NONCE_LEN);
-        key.cipher()
-            .decrypt(Nonce::from_slice(nonce), Payload { msg: sealed, aad: name.as_bytes() })
-            .map(Some)
-            .map_err(|_| decrypt_err())
+        self.secret_cipher()?.open(name, &blob).map(Some)
     }
 
     fn secret_delete(&self, name: &str) -> Result<bool, SecretError> {

@@ -51,8 +51,19 @@ impl HttpServer {
 
     /// [`HttpServer::start`] on a workspace the test prepared (its config, its users).
     pub fn start_in(binary: impl AsRef<Path>, ws: tempfile::TempDir, extra: &[&str]) -> HttpServer {
+        Self::start_with_env(binary, ws, extra, &[])
+    }
+
+    /// [`HttpServer::start_in`] with `env` added to the server's environment.
+    pub fn start_with_env(
+        binary: impl AsRef<Path>,
+        ws: tempfile::TempDir,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> HttpServer {
         let binary = binary.as_ref();
         let mut child = Command::new(binary)
+            .envs(env.iter().copied())
             .arg("--workspace")
             .arg(ws.path())
             .args(["serve", "--http", "127.0.0.1:0"])

@@ -1,7 +1,7 @@
 //! Where toolgate's state lives: each workspace's `.toolgate/state.db` (SQLite, embedded), and,
 //! with `[store] url`, a PostgreSQL database that several `toolgate serve` nodes share for the
 //! areas `toolgate-postgres` keeps (identities, grants and access requests, the approvals
-//! inbox). Everything that opens the state — the gate, `serve`'s inbox, the admin commands —
+//! inbox, and secrets when `TOOLGATE_SECRET_KEY` gives every node their key). Everything that opens the state — the gate, `serve`'s inbox, the admin commands —
 //! opens it here, so a node and its operator's commands never see two different inboxes.
 
 use std::collections::HashMap;
@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use toolgate_postgres::PgStore;
-use toolgate_store::{Store, StoreError, Stores};
+use toolgate_store::{SECRET_KEY_ENV, SecretCipher, SecretStore, Store, StoreError, Stores};
 
 use crate::config::StoreConfig;
 
@@ -27,7 +27,10 @@ pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, St
         None => Ok(local),
         Some(url) => {
             let shared = Arc::new(shared(url)?);
-            Ok(Stores { approvals: shared.clone(), grants: shared.clone(), identity: shared, ..local })
+            // Secrets are sealed with a key: shared only when every node can have it.
+            let secrets: Arc<dyn SecretStore> =
+                if shared.keeps_secrets() { shared.clone() } else { Arc::clone(&local.secrets) };
+            Ok(Stores { approvals: shared.clone(), grants: shared.clone(), identity: shared, secrets, ..local })
         }
     }
 }
@@ -50,6 +53,20 @@ fn shared(url: &str) -> Result<PgStore, StoreError> {
         return Ok(store.clone());
     }
     let store = PgStore::connect(url)?;
+    let store = match SecretCipher::from_env() {
+        Ok(Some(cipher)) => store.with_secret_cipher(cipher),
+        Ok(None) => {
+            tracing::warn!(
+                "secrets (upstream sign-ins, the key that seals requestStates) stay in each node's \
+                 .toolgate/state.db: set {SECRET_KEY_ENV} to the same key on every node to share them"
+            );
+            store
+        }
+        Err(e) => {
+            tracing::warn!("secrets stay in each node's .toolgate/state.db: {e}");
+            store
+        }
+    };
     pools.insert(url.to_owned(), store.clone());
     Ok(store)
 }

@@ -69,12 +69,12 @@ pub(crate) fn finish(child: Child) -> Value {
         .unwrap_or_else(|e| panic!("no report ({e}):\n{stdout}\n{stderr}"))
 }
 
-fn call(server: &HttpServer, mode: &str, key: &str, content: &str, state: Option<&str>) -> Value {
+pub(crate) fn call(server: &HttpServer, mode: &str, key: &str, content: &str, state: Option<&str>) -> Value {
     finish(start(server, mode, key, content, state))
 }
 
 /// A 2026-07-28 call's first answer: the URL elicitation for entry `id`; its `requestState`.
-fn pointed_at_inbox(report: &Value, id: i64) -> String {
+pub(crate) fn pointed_at_inbox(report: &Value, id: i64) -> String {
     assert_eq!(report["kind"], "input_required", "{report}");
     assert_eq!(report["mode"], "url", "{report}");
     assert_eq!(report["url"], format!("https://gate.example/approvals/{id}"), "{report}");

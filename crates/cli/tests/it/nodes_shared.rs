@@ -9,17 +9,20 @@ use std::time::{Duration, Instant};
 use toolgate_testkit::postgres::Cluster;
 use toolgate_testkit::serve::HttpServer;
 
-use crate::approvals_resume::{api, finish, start};
+use crate::approvals_resume::{api, call, finish, pointed_at_inbox, start};
 use crate::support::gateway::{Client, admin, heard};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+/// The key every node is given for the secrets they share (`TOOLGATE_SECRET_KEY`).
+const SHARED_KEY: &str = "7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a";
 
 /// A gateway workspace whose shared state is in the database at `url`.
 fn node(url: &str) -> tempfile::TempDir {
     let ws = toolgate_testkit::serve::workspace();
     let config = format!(
-        "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"write\"]\n\n[approval]\nwait_secs = 60\ntimeout_secs = 60\n\n\
-         [store]\nurl = \"{url}\"\n"
+        "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"write\"]\n\n[approval]\nwait_secs = 60\ntimeout_secs = 60\n\
+         inbox_url = \"https://gate.example/approvals/{{id}}\"\n\n[store]\nurl = \"{url}\"\n"
     );
     std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
     ws
@@ -83,6 +86,36 @@ fn two_nodes_share_users_keys_grants_and_approvals() {
     admin(b.ws.path(), &["grant", "add", "--to", "ann", "--tool", "time"]);
     assert!(heard(&mut stream, &mut seen, "notifications/tools/list_changed", 1), "A not told of B's grant: {seen}");
     assert!(lists_time(&client), "B's grant applies on A");
+    drop((a, b));
+    drop(cluster);
+}
+
+/// A 2026-07-28 client (stateless: any node may answer any request) is pointed at the inbox by
+/// node A with a sealed `requestState`; the decision is made on node B, and the retry, sent to
+/// B by the load balancer, resumes there: B opens a state A sealed, because the key ring is in
+/// the shared database under the key both nodes are given.
+#[test]
+fn a_stateless_client_resumes_on_the_other_node() {
+    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (node(&url), node(&url));
+    admin(a.path(), &["user", "add", "ann"]);
+    admin(a.path(), &["user", "add", "lee", "--admin"]);
+    let ann = admin(a.path(), &["key", "create", "--user", "ann"]);
+    let lee = admin(a.path(), &["key", "create", "--user", "lee"]);
+    let env = [("TOOLGATE_SECRET_KEY", SHARED_KEY)];
+    let a = HttpServer::start_with_env(TOOLGATE, a, &[], &env);
+    let b = HttpServer::start_with_env(TOOLGATE, b, &[], &env);
+
+    let state = pointed_at_inbox(&call(&a, "2026-07-28", &ann, "resumed on B\n", None), 1);
+    let (status, body) = api(&b, "POST", "/api/approvals/1", &lee, r#"{"decision": "allow_once"}"#);
+    assert_eq!(status, 200, "{body}");
+    let resumed = call(&b, "2026-07-28", &ann, "resumed on B\n", Some(&state));
+    assert_eq!((resumed["kind"].as_str(), resumed["is_error"].as_bool()), (Some("result"), Some(false)), "{resumed}");
+    assert_eq!(std::fs::read_to_string(b.ws.path().join("users/ann/AGENTS.md")).unwrap(), "resumed on B\n");
+    // Used once, on whichever node: the same state sent to A asks anew (entry 2), runs nothing.
+    pointed_at_inbox(&call(&a, "2026-07-28", &ann, "resumed on B\n", Some(&state)), 2);
+    assert!(!a.ws.path().join("users/ann/AGENTS.md").exists());
     drop((a, b));
     drop(cluster);
 }

@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use toolgate_postgres::PgStore;
-use toolgate_store::{AuditLog, AuditStore, Store, Stores};
+use toolgate_store::{AuditLog, AuditStore, SecretCipher, Store, Stores};
 use toolgate_testkit::postgres::Cluster;
 
 /// A fresh, empty database of one backend.
@@ -49,6 +49,8 @@ pub(crate) trait Database {
 pub(crate) enum Area {
     /// The approvals inbox.
     Approvals,
+    /// Secrets.
+    Secrets,
     /// Any area that only SQLite keeps so far.
     Other,
 }
@@ -64,7 +66,11 @@ struct Backend {
 fn backends() -> Vec<Backend> {
     vec![
         Backend { name: "sqlite", fresh: Sqlite::fresh, keeps: |_| true },
-        Backend { name: "postgres", fresh: Postgres::fresh, keeps: |area| area == Area::Approvals },
+        Backend {
+            name: "postgres",
+            fresh: Postgres::fresh,
+            keeps: |area| matches!(area, Area::Approvals | Area::Secrets),
+        },
     ]
 }
 
@@ -128,8 +134,16 @@ impl Postgres {
 
 impl Database for Postgres {
     fn connect(&self) -> Stores {
-        let shared = Arc::new(PgStore::connect(&self.url).unwrap_or_else(|e| panic!("{e}")));
-        Stores { approvals: shared.clone(), grants: shared.clone(), identity: shared, ..self.local.connect() }
+        // Every node is given the same key (`TOOLGATE_SECRET_KEY`); a fixed one here.
+        let cipher = SecretCipher::from_hex(&"5e".repeat(32)).unwrap();
+        let shared = Arc::new(PgStore::connect(&self.url).unwrap_or_else(|e| panic!("{e}")).with_secret_cipher(cipher));
+        Stores {
+            approvals: shared.clone(),
+            grants: shared.clone(),
+            secrets: shared.clone(),
+            identity: shared,
+            ..self.local.connect()
+        }
     }
 
     fn audit(&self) -> Arc<dyn AuditStore> {

@@ -3,12 +3,12 @@
 
 use toolgate_store::SECRET_KEY_ENV;
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 #[test]
 fn secrets_round_trip_are_replaced_listed_and_deleted() {
     assert!(std::env::var_os(SECRET_KEY_ENV).is_none(), "unset {SECRET_KEY_ENV} to run these tests");
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Secrets, |db| {
         let secrets = db.connect().secrets;
         assert_eq!(secrets.secret_get("mcp.oauth.github").unwrap(), None);
         secrets.secret_put("mcp.oauth.github", b"tok-1").unwrap();
@@ -29,7 +29,7 @@ fn secrets_round_trip_are_replaced_listed_and_deleted() {
 
 #[test]
 fn a_prefix_is_literal() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Secrets, |db| {
         let secrets = db.connect().secrets;
         for name in ["a%b", "a_b", "axb", "A%b"] {
             secrets.secret_put(name, b"x").unwrap();
@@ -42,7 +42,7 @@ fn a_prefix_is_literal() {
 
 #[test]
 fn another_connection_reads_the_same_secrets() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Secrets, |db| {
         db.connect().secrets.secret_put("custom/token", b"s3cr3t").unwrap();
         let later = db.connect().secrets;
         assert_eq!(later.secret_get("custom/token").unwrap().as_deref(), Some(&b"s3cr3t"[..]));
