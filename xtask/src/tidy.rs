@@ -45,6 +45,7 @@ const EDGES: &[(&str, &[&str])] = &[
     ("toolgate-media", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox", "toolgate-tools"]),
     ("toolgate-gateway", &["toolgate-core", "toolgate-mcp", "toolgate-policy", "toolgate-store"]),
     ("toolgate-postgres", &["toolgate-store"]),
+    ("toolgate-nodes", &["toolgate-core", "toolgate-mcp", "toolgate-store"]),
     (
         "toolgate-extensions",
         &["toolgate-core", "toolgate-guard", "toolgate-mcp", "toolgate-store", "toolgate-tools", "toolgate-wasm"],
@@ -64,6 +65,7 @@ const EDGES: &[(&str, &[&str])] = &[
             "toolgate-guard",
             "toolgate-mcp",
             "toolgate-media",
+            "toolgate-nodes",
             "toolgate-policy",
             "toolgate-postgres",
             "toolgate-sandbox",

@@ -22,6 +22,7 @@ mod logging;
 mod mcp;
 mod memory;
 mod models;
+mod nodes;
 mod policy;
 mod sandbox;
 mod serve;
@@ -99,6 +100,9 @@ enum Command {
     /// List or install the embedding models of memory search.
     #[command(subcommand)]
     Models(models::Command),
+    /// Pair with other `toolgate serve` nodes, which the `nodes` tool runs tools on.
+    #[command(subcommand)]
+    Nodes(nodes::Command),
     /// Index the workspace's memory notes now, with a progress bar.
     #[command(subcommand)]
     Memory(memory::Command),
@@ -153,6 +157,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             Some(Command::Agent(command)) => agent::run(&cli.global, command).await,
             Some(Command::Sandbox(command)) => sandbox::run(&cli.global, command),
             Some(Command::Approvals(command)) => approvals::run(&cli.global, command),
+            Some(Command::Nodes(command)) => nodes::run(&cli.global, command),
             Some(Command::Mcp(command)) => mcp::run(&cli.global, command).await,
             Some(Command::Models(command)) => models::run(&cli.global, command).await,
             Some(Command::Memory(command)) => memory::run(&cli.global, command),

@@ -46,6 +46,7 @@ pub(crate) const BUILTIN_GROUPS: &[&str] = &[
     "mcp",
     "extensions",
     "media",
+    "nodes",
 ];
 
 /// The canonical name for `name` (`bash`, `Bash` → `exec`; `Read` → `read`), or `name` itself.

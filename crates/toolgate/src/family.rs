@@ -124,7 +124,29 @@ pub(crate) fn builtin() -> Vec<Arc<dyn Family>> {
         Arc::new(Browser::default()),
         Arc::new(Media),
         Arc::new(crate::gateway_family::Gateway),
+        Arc::new(Nodes),
     ]
+}
+
+/// `nodes` (`toolgate_nodes`): on a team gateway, or once a node is paired
+/// (`toolgate nodes add`); a single-user workspace without pairings does not list it.
+#[derive(Debug)]
+struct Nodes;
+
+impl Family for Nodes {
+    fn name(&self) -> &'static str {
+        "nodes"
+    }
+
+    fn tools(&self, s: &Services) -> Result<Vec<Arc<dyn Tool>>, GateError> {
+        let Some(stores) = &s.stores else { return Ok(Vec::new()) };
+        let pairings = toolgate_nodes::Pairings::new(Arc::clone(&stores.secrets));
+        let paired = stores.secrets.secret_keys(toolgate_nodes::PAIRING_PREFIX).is_ok_and(|names| !names.is_empty());
+        if !(s.config.gateway.enabled || paired) {
+            return Ok(Vec::new());
+        }
+        Ok(vec![Arc::new(toolgate_nodes::NodesTool::new(pairings))])
+    }
 }
 
 /// `echo`, `time`, `json` (`toolgate_tools::basic`).

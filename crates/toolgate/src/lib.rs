@@ -75,6 +75,7 @@ pub use toolgate_dialect as dialect;
 pub use toolgate_extensions::vault as mcp_vault;
 pub use toolgate_gateway as gateway;
 pub use toolgate_guard as guard;
+pub use toolgate_nodes as nodes;
 pub use toolgate_policy as policy;
 pub use toolgate_store as store;
 pub use toolgate_tools as tools;

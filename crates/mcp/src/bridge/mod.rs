@@ -22,6 +22,7 @@
 //! - `sse.rs`: a legacy HTTP+SSE client transport on rmcp's `Transport` trait.
 //! - `overrides.rs`: a gateway grant's `config_overrides` of a server, checked and merged.
 //! - `variants.rs`: the connections of callers whose grants override a server's settings.
+//! - `remote.rs`: [`RemoteServer`], one request to another server outside the registry (`nodes`).
 //! - `oauth.rs`: OAuth 2.1 + PKCE for HTTP servers, tokens kept in a [`SecretVault`](oauth::SecretVault).
 
 mod client;
@@ -33,6 +34,7 @@ mod mapping;
 pub mod oauth;
 mod overrides;
 mod profile;
+mod remote;
 pub mod sse;
 mod supervisor;
 mod tool;
@@ -44,4 +46,5 @@ pub use config::{
 };
 pub use manager::{Bridge, BridgeOptions, GatewayUser, ServerState, ServerStatus};
 pub use overrides::{OVERRIDABLE, ServerOverrides};
+pub use remote::{RemoteServer, RemoteStatus};
 pub use supervisor::BridgeTimings;
