@@ -78,17 +78,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         }
     };
     super::timings::lap("output");
-    // The audit rows are committed (direct log, flushed by `shutdown`) and the output written:
-    // tearing the gate down now (every structure freed, each SQLite connection's closing
-    // checkpoint with its fsync, after which the next call starts a new WAL and syncs it) only
-    // costs this process ms before it exits. Unless the call started a process or built a
-    // sandbox, whose drop stops or removes something, the gate is left to the process's exit;
-    // SQLite reads the WAL it leaves, as after any exit without a close.
-    if gate.services().runner.is_unused() {
-        std::mem::forget(gate);
-    } else {
-        drop(gate);
-    }
+    drop(gate);
     super::timings::lap("gate drop (audit threads end)");
     Ok(code)
 }
