@@ -23,27 +23,70 @@ const DFA_MIN: usize = 64 * 1024;
 
 /// A compiled keyword set.
 ///
-/// Two automata for one set: a contiguous NFA, built at once (about a tenth of the DFA's build
-/// time), walks short texts, which is what a command-line call or a tool result mostly is; the
+/// Two automata for one set: a contiguous NFA, built on the first text over [`DIRECT_MAX`]
+/// (about a tenth of the DFA's build time), walks short texts, which is what a command-line call or a tool result mostly is; the
 /// DFA, whose step is one table load, is built on the first long text (building it was most
 /// of what the leak detector cost a short-lived `toolgate call`).
 #[derive(Debug, Clone)]
 pub(crate) struct Keywords {
     patterns: Vec<Vec<u8>>,
-    nfa: nfa::contiguous::NFA,
+    /// Built on the first text longer than [`DIRECT_MAX`]: building it was most of what the
+    /// leak detector cost a `toolgate call` whose texts are all short.
+    nfa: OnceLock<nfa::contiguous::NFA>,
     /// `None` inside when the DFA would be too large (thousands of long secret values).
     dfa: OnceLock<Option<dfa::DFA>>,
+    /// The patterns by their first byte (lower-cased), for [`Keywords::find_direct`].
+    by_first: Vec<Vec<usize>>,
+    /// Some pattern is empty: only the automaton reports its (empty) matches.
+    has_empty: bool,
 }
 
+/// Texts up to this long are searched pattern by pattern until the NFA is built: a handful
+/// of comparisons per byte, and no automaton to build.
+const DIRECT_MAX: usize = 256;
+
 impl Keywords {
-    /// Builds the automaton for lower-cased `patterns`, matched ASCII case-insensitively.
+    /// Keeps lower-cased `patterns`, matched ASCII case-insensitively; the automata are built
+    /// on first use.
     pub(crate) fn new(patterns: &[Vec<u8>]) -> Keywords {
-        let nfa = nfa::contiguous::Builder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(patterns)
-            .expect("the keyword automaton builds: keywords are literals");
-        Keywords { patterns: patterns.to_vec(), nfa, dfa: OnceLock::new() }
+        let mut by_first = vec![Vec::new(); 256];
+        for (i, p) in patterns.iter().enumerate() {
+            if let Some(&b) = p.first() {
+                by_first[usize::from(b.to_ascii_lowercase())].push(i);
+            }
+        }
+        Keywords {
+            patterns: patterns.to_vec(),
+            nfa: OnceLock::new(),
+            dfa: OnceLock::new(),
+            by_first,
+            has_empty: patterns.iter().any(Vec::is_empty),
+        }
+    }
+
+    fn nfa(&self) -> &nfa::contiguous::NFA {
+        self.nfa.get_or_init(|| {
+            nfa::contiguous::Builder::new()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .build(&self.patterns)
+                .expect("the keyword automaton builds: keywords are literals")
+        })
+    }
+
+    /// What [`Keywords::find_all`] finds, by comparing each pattern that starts with the byte
+    /// at each position: cheaper than building an automaton for a short text.
+    fn find_direct(&self, hay: &[u8]) -> Vec<(usize, usize, usize)> {
+        let mut hits = Vec::new();
+        for (s, &b) in hay.iter().enumerate() {
+            for &i in &self.by_first[usize::from(b.to_ascii_lowercase())] {
+                let p = &self.patterns[i];
+                if hay.get(s..s + p.len()).is_some_and(|w| w.eq_ignore_ascii_case(p)) {
+                    hits.push((i, s, s + p.len()));
+                }
+            }
+        }
+        hits
     }
 
     fn dfa(&self) -> Option<&dfa::DFA> {
@@ -61,9 +104,12 @@ impl Keywords {
     /// Every keyword occurrence as `(pattern, start, end)`, in no particular order (callers
     /// sort what they derive from the hits).
     pub(crate) fn find_all(&self, hay: &[u8]) -> Vec<(usize, usize, usize)> {
+        if hay.len() <= DIRECT_MAX && !self.has_empty && self.nfa.get().is_none() {
+            return self.find_direct(hay);
+        }
         match (hay.len() >= DFA_MIN).then(|| self.dfa()).flatten() {
             Some(a) => walk(a, hay),
-            None => walk(&self.nfa, hay),
+            None => walk(self.nfa(), hay),
         }
     }
 }
@@ -137,8 +183,9 @@ mod tests {
             ["key", "token", "ghp_", "ke", "y=", "-----begin"].iter().map(|p| p.as_bytes().to_vec()).collect();
         let k = Keywords::new(&patterns);
         let unit = "a KEY=token; ghp_x -----BEGIN key";
-        // Up to 2,500 repetitions (82 KB): past DFA_MIN, so both automata are walked.
-        for reps in [0, 1, 3, 200, 1000, 2500] {
+        // Up to 2,500 repetitions (82 KB): past DFA_MIN, so both automata are walked; the
+        // first texts (up to DIRECT_MAX) are searched directly, before the NFA exists.
+        for reps in [0, 1, 3, 7, 200, 1000, 2500] {
             for extra in ["", "k", "ke", "key"] {
                 let text = format!("{}{extra}", unit.repeat(reps));
                 let mut got = k.find_all(text.as_bytes());
@@ -151,7 +198,23 @@ mod tests {
                     .collect();
                 want.sort_unstable_by_key(|h| (h.1, h.0));
                 assert_eq!(got, want, "reps {reps} extra {extra:?}");
+                let mut direct = k.find_direct(text.as_bytes());
+                direct.sort_unstable_by_key(|h| (h.1, h.0));
+                assert_eq!(direct, want, "direct search, reps {reps} extra {extra:?}");
             }
         }
+    }
+
+    #[test]
+    fn short_texts_are_searched_without_building_the_automaton() {
+        let patterns: Vec<Vec<u8>> = ["ghp_", "key", "k"].iter().map(|p| p.as_bytes().to_vec()).collect();
+        let k = Keywords::new(&patterns);
+        let mut got = k.find_all(b"GHP_abc KEY");
+        got.sort_unstable_by_key(|h| (h.1, h.0));
+        assert_eq!(got, vec![(0, 0, 4), (1, 8, 11), (2, 8, 9)]);
+        assert!(k.nfa.get().is_none(), "a short text built the NFA");
+        assert!(k.find_all("x".repeat(DIRECT_MAX + 1).as_bytes()).is_empty());
+        assert!(k.nfa.get().is_some(), "a long text did not build the NFA");
+        assert_eq!(k.find_all(b"key").len(), 2, "a short text after the NFA is built");
     }
 }
