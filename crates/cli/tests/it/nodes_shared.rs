@@ -86,8 +86,14 @@ fn two_nodes_share_users_keys_grants_and_approvals() {
     admin(b.ws.path(), &["grant", "add", "--to", "ann", "--tool", "time"]);
     assert!(heard(&mut stream, &mut seen, "notifications/tools/list_changed", 1), "A not told of B's grant: {seen}");
     assert!(lists_time(&client), "B's grant applies on A");
-    drop((a, b));
+
+    // The database goes away: each node says it is not ready, so a load balancer takes it out.
+    assert_eq!(api(&a, "GET", "/readyz", "", "").0, 200);
     drop(cluster);
+    for node in [&a, &b] {
+        let (status, _) = api(node, "GET", "/readyz", "", "");
+        assert_eq!(status, 503, "a node without its database is not ready");
+    }
 }
 
 /// A 2026-07-28 client (stateless: any node may answer any request) is pointed at the inbox by
