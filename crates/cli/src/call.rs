@@ -78,7 +78,25 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         }
     };
     super::timings::lap("output");
-    drop(gate);
+    // The audit rows are committed (direct log, flushed by `shutdown`) and the output written:
+    // tearing the gate down now (every structure freed, each SQLite connection's closing
+    // checkpoint with its fsync, after which the next call starts a new WAL and syncs it) only
+    // costs this process ms before it exits. Unless the call may have started something whose
+    // drop stops or removes it (a process or sandbox of the runner, Chromium, a bridged MCP
+    // server, a WASM tool), the gate is left to the process's exit; SQLite reads the WAL it
+    // leaves, as after any exit without a close.
+    if leaves_nothing_to_stop(&gate, &ctx, &args.tool) {
+        std::mem::forget(gate);
+    } else {
+        drop(gate);
+    }
     super::timings::lap("gate drop (audit threads end)");
     Ok(code)
+}
+
+/// Whether a one-shot call of `tool` left nothing that the gate's drop stops or removes.
+fn leaves_nothing_to_stop(gate: &toolgate::Gate, ctx: &toolgate::core::CallContext, tool: &str) -> bool {
+    let Some(spec) = gate.visible_tool(ctx, tool) else { return false };
+    let name = spec.name.to_ascii_lowercase();
+    gate.services().runner.is_unused() && !name.starts_with("browser") && !name.contains("__")
 }

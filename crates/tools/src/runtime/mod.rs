@@ -202,6 +202,12 @@ impl ProcessRunner {
     pub fn config(&self) -> &RuntimeConfig {
         &self.0.config
     }
+
+    /// Whether it never started a process nor built a sandbox: its drop would then stop and
+    /// remove nothing (a one-shot `toolgate call` skips the gate's drop only then).
+    pub fn is_unused(&self) -> bool {
+        self.0.table.is_empty() && self.0.sandboxes.is_empty()
+    }
 }
 
 /// `exec`, `process` and `execute_code` on `runner`.

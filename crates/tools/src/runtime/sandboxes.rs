@@ -25,6 +25,11 @@ impl Sandboxes {
         Sandboxes { config, built: Mutex::new(HashMap::new()) }
     }
 
+    /// Whether no sandbox was built yet (none holds a folder to remove on drop).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.built.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+
     /// The sandbox for `workspace`, built on first use.
     pub(crate) fn get(&self, workspace: &Path) -> Result<Arc<Sandbox>, ToolError> {
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());

@@ -369,6 +369,11 @@ impl ProcessTable {
         self.lock().iter().filter(|e| e.workspace == workspace && e.user == user).cloned().collect()
     }
 
+    /// Whether no process was ever started (nothing for the drop to stop or clean up).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     /// Whether `id` names a process that still runs (its log must not be pruned).
     pub(crate) fn is_live(&self, id: &str) -> bool {
         self.lock().iter().any(|e| e.id == id && e.exit().is_none())
