@@ -7,30 +7,14 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::toolgate_with_input as toolgate;
 use toolgate_testkit::receiver::{Receiver, Response};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 const KEY: &str = "whk-51d0c3e9a7f2b864";
-
-/// Runs `toolgate ARGS` in `ws` with `stdin`; (success, stdout + stderr).
-fn toolgate(ws: &Path, args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = Command::new(TOOLGATE)
-        .arg("--workspace")
-        .arg(ws)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
-}
 
 /// HMAC-SHA256 of `data`, hex, computed by openssl (independent of the sender's code).
 fn hmac(key: &str, data: &[u8]) -> String {

@@ -6,29 +6,14 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use toolgate_testkit::serve::HttpServer;
 
 use crate::support::gateway::admin;
+use crate::support::toolgate_with_input as toolgate;
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
-
-fn toolgate(ws: &Path, args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = Command::new(TOOLGATE)
-        .arg("--workspace")
-        .arg(ws)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
-}
 
 fn nodes(ws: &Path, params: &str) -> (bool, String) {
     toolgate(ws, &["call", "nodes", params], "")
