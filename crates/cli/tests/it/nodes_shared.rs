@@ -46,19 +46,26 @@ fn lists_time(client: &Client<'_>) -> bool {
     client.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#).contains(r#""name":"time""#)
 }
 
-#[test]
-fn two_nodes_share_users_keys_grants_and_approvals() {
+/// Two nodes on one fresh cluster, serving with `env`, after ann and lee (an admin) were added
+/// with node A's admin command: the cluster, the nodes, ann's and lee's keys.
+fn two_nodes(env: &[(&str, &str)]) -> (Cluster, HttpServer, HttpServer, String, String) {
     let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
     let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
     let (a, b) = (node(&url), node(&url));
-    // People and keys made with node A's admin command are node B's too.
     admin(a.path(), &["user", "add", "ann"]);
     admin(a.path(), &["user", "add", "lee", "--admin"]);
     let ann = admin(a.path(), &["key", "create", "--user", "ann"]);
     let lee = admin(a.path(), &["key", "create", "--user", "lee"]);
+    // People made with node A's admin command are node B's too.
     assert!(admin(b.path(), &["user", "list"]).contains("ann"), "B reads A's users");
-    let a = HttpServer::start_in(TOOLGATE, a, &[]);
-    let b = HttpServer::start_in(TOOLGATE, b, &[]);
+    let a = HttpServer::start_with_env(TOOLGATE, a, &[], env);
+    let b = HttpServer::start_with_env(TOOLGATE, b, &[], env);
+    (cluster, a, b, ann, lee)
+}
+
+#[test]
+fn two_nodes_share_users_keys_grants_and_approvals() {
+    let (cluster, a, b, ann, lee) = two_nodes(&[]);
 
     // A call waiting on node A is decided on node B, and resumes on A, once.
     let waiting = start(&a, "legacy", &ann, "decided on the other node\n", None);
@@ -102,16 +109,7 @@ fn two_nodes_share_users_keys_grants_and_approvals() {
 /// the shared database under the key both nodes are given.
 #[test]
 fn a_stateless_client_resumes_on_the_other_node() {
-    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
-    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
-    let (a, b) = (node(&url), node(&url));
-    admin(a.path(), &["user", "add", "ann"]);
-    admin(a.path(), &["user", "add", "lee", "--admin"]);
-    let ann = admin(a.path(), &["key", "create", "--user", "ann"]);
-    let lee = admin(a.path(), &["key", "create", "--user", "lee"]);
-    let env = [("TOOLGATE_SECRET_KEY", SHARED_KEY)];
-    let a = HttpServer::start_with_env(TOOLGATE, a, &[], &env);
-    let b = HttpServer::start_with_env(TOOLGATE, b, &[], &env);
+    let (cluster, a, b, ann, lee) = two_nodes(&[("TOOLGATE_SECRET_KEY", SHARED_KEY)]);
 
     let state = pointed_at_inbox(&call(&a, "2026-07-28", &ann, "resumed on B\n", None), 1);
     let (status, body) = api(&b, "POST", "/api/approvals/1", &lee, r#"{"decision": "allow_once"}"#);
