@@ -123,13 +123,17 @@ impl PerUserGates {
 /// `user`'s gate's configuration: the gateway's, with the user's own tool policy
 /// (`[gateway.policy.USER]`) in place of `[tools]`'s when there is one. A user's gate is no
 /// gateway: the gateway's own tools (`request_access`, `gateway`) run on the gateway's gate,
-/// which keeps the grants (`gateway_family.rs`).
+/// which keeps the grants (`gateway_family.rs`). Nor does it open the gateway's shared
+/// database (`[store] url`): its state is the user's own workspace's, out of other users'
+/// reach (secrets above all), and what it shares with the gateway (the approvals inbox, the
+/// "allow always" grants, upstream sign-ins) is handed to it by the gateway.
 fn user_config(gateway: &Config, user: &str) -> Config {
     let mut config = gateway.clone();
     if let Some(policy) = gateway.gateway.policy.get(user) {
         config.tools.policy = policy.clone();
     }
     config.gateway.enabled = false;
+    config.store = crate::config::StoreConfig::default();
     config
 }
 
@@ -309,6 +313,16 @@ mod tests {
     use toolgate_store::{Grant, Store};
 
     use super::*;
+
+    #[test]
+    fn a_users_gate_is_no_gateway_and_keeps_its_state_in_its_own_workspace() {
+        let mut gateway = Config::default();
+        gateway.gateway.enabled = true;
+        gateway.store.url = Some("postgres://toolgate@db/toolgate".into());
+        let user = user_config(&gateway, "ann");
+        assert!(!user.gateway.enabled);
+        assert_eq!(user.store.url, None, "users' secrets must not share one namespace in the gateway's database");
+    }
 
     fn always(user: &str, subject: &str) -> Grant {
         Grant {
