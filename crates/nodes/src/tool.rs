@@ -18,19 +18,12 @@ const DEADLINE: Duration = Duration::from_secs(30);
 pub struct NodesTool {
     spec: ToolSpec,
     pairings: Pairings,
-    deadline: Duration,
 }
 
 impl NodesTool {
     /// The tool over `pairings`.
     pub fn new(pairings: Pairings) -> NodesTool {
-        NodesTool { spec: spec(), pairings, deadline: DEADLINE }
-    }
-
-    /// The same with another deadline per node.
-    pub fn with_deadline(mut self, deadline: Duration) -> NodesTool {
-        self.deadline = deadline;
-        self
+        NodesTool { spec: spec(), pairings }
     }
 
     fn pairing(&self, params: &Value) -> Result<Pairing, ToolError> {
@@ -47,7 +40,7 @@ impl NodesTool {
     }
 
     fn remote(&self, pairing: &Pairing) -> Result<RemoteServer, ToolError> {
-        RemoteServer::new(&pairing.name, &pairing.url, Some(&pairing.key), self.deadline)
+        RemoteServer::new(&pairing.name, &pairing.url, Some(&pairing.key), DEADLINE)
     }
 
     async fn status(&self, pairing: &Pairing) -> Value {
@@ -100,7 +93,7 @@ impl Tool for NodesTool {
             read_only: matches!(action, "list" | "status"),
             rate_class: RateClass::Http,
             // The node's deadline, with room for this gate's own stages.
-            timeout: Some(self.deadline + Duration::from_secs(5)),
+            timeout: Some(DEADLINE + Duration::from_secs(5)),
             ..CallSafety::default()
         }
     }

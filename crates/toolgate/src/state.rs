@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use toolgate_postgres::PgStore;
 use toolgate_store::{SECRET_KEY_ENV, SecretCipher, SecretStore, Store, StoreError, Stores};
@@ -46,9 +46,8 @@ fn shared(url: &str) -> Result<PgStore, StoreError> {
                 .into(),
         });
     }
-    static POOLS: Mutex<Option<HashMap<String, PgStore>>> = Mutex::new(None);
+    static POOLS: LazyLock<Mutex<HashMap<String, PgStore>>> = LazyLock::new(Mutex::default);
     let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
-    let pools = pools.get_or_insert_with(HashMap::new);
     if let Some(store) = pools.get(url) {
         return Ok(store.clone());
     }
