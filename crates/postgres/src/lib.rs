@@ -11,8 +11,10 @@
 //! | grants and access requests | [`GrantStore`] | `grants` |
 //! | the approvals inbox and its history | [`ApprovalStore`] | `approvals` |
 //! | secrets, sealed under the nodes' shared key | [`SecretStore`] | `secrets` |
+//! | background jobs, their events and leases, the live job runners | [`JobStore`] | `jobs` |
+//! | routines, their fires, the scheduler lease, webhook signatures seen | [`RoutineStore`] | `routines` |
 //!
-//! The other areas (sessions, jobs, routines, memory, the audit log) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
+//! The other areas (sessions, memory, the audit log) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
 //! database (`toolgate::store`).
 //!
 //! # Synchronous calls on an async client
@@ -51,12 +53,16 @@ mod bridge;
 mod error;
 mod grants;
 mod identity;
+mod jobs;
 mod listen;
 mod migrations;
+mod routines;
 mod secrets;
 mod store;
 
 pub use migrations::SCHEMA_VERSION;
 pub use store::PgStore;
 #[doc(no_inline)]
-pub use toolgate_store::{ApprovalStore, GrantStore, IdentityStore, SecretStore, StoreError};
+pub use toolgate_store::{
+    ApprovalStore, GrantStore, IdentityStore, JobStore, RoutineStore, SecretStore, StoreError,
+};

@@ -170,6 +170,75 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         FOR EACH ROW EXECUTE FUNCTION toolgate_approval_changed();",
     // 6: secrets every node reads (`secrets.rs`): sealed values, the key never stored here.
     "CREATE TABLE secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL, updated_ms BIGINT NOT NULL);",
+    // 7: jobs and routines every node sees (`jobs.rs`, `routines.rs`): jobs with their leases
+    // and event logs, the live job runners, routines with one row per fire keyed by (routine,
+    // scheduled instant), the scheduler lease, and webhook signatures already accepted. Ids and
+    // names sort bytewise (`COLLATE "C"`), as SQLite's do, whatever the database's locale.
+    "CREATE TABLE jobs (
+        id TEXT COLLATE \"C\" PRIMARY KEY,
+        member TEXT NOT NULL,
+        session TEXT NOT NULL,
+        title TEXT NOT NULL,
+        description TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        project_dir TEXT NOT NULL,
+        credentials TEXT NOT NULL,
+        origin TEXT,
+        state TEXT NOT NULL,
+        result TEXT,
+        error TEXT,
+        agent_session TEXT,
+        created_ms BIGINT NOT NULL,
+        started_ms BIGINT,
+        finished_ms BIGINT,
+        lease_owner TEXT,
+        lease_until_ms BIGINT,
+        spec TEXT NOT NULL DEFAULT '{}'
+     );
+     CREATE INDEX jobs_member ON jobs (member, created_ms);
+     CREATE INDEX jobs_lease ON jobs (state, lease_until_ms);
+     CREATE INDEX jobs_unclaimed ON jobs (created_ms, id) WHERE state = 'queued' AND lease_owner IS NULL;
+     CREATE TABLE job_events (
+        job TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (job, seq)
+     );
+     CREATE TABLE job_runners (runner TEXT COLLATE \"C\" PRIMARY KEY, until_ms BIGINT NOT NULL);
+     CREATE TABLE routines (
+        name TEXT COLLATE \"C\" PRIMARY KEY,
+        owner TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        enabled BOOLEAN NOT NULL,
+        next_fire_ms BIGINT,
+        last_fire_ms BIGINT,
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        grants_agent TEXT
+     );
+     CREATE INDEX routines_due ON routines (next_fire_ms) WHERE enabled;
+     CREATE TABLE routine_fires (
+        routine TEXT COLLATE \"C\" NOT NULL,
+        scheduled_ms BIGINT NOT NULL,
+        fired_ms BIGINT NOT NULL,
+        trigger_kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        job_id TEXT,
+        detail TEXT,
+        PRIMARY KEY (routine, scheduled_ms)
+     );
+     CREATE INDEX routine_fires_fired ON routine_fires (fired_ms);
+     CREATE INDEX routine_fires_status ON routine_fires (status, fired_ms);
+     CREATE TABLE scheduler_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_ms BIGINT NOT NULL);
+     CREATE TABLE webhook_seen (
+        routine TEXT NOT NULL,
+        key TEXT NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        PRIMARY KEY (routine, key)
+     );
+     CREATE INDEX webhook_seen_expiry ON webhook_seen (expires_ms);",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -4,7 +4,7 @@ use std::sync::{Arc, Barrier};
 
 use toolgate_store::{JOB_INTERRUPTED, JobFilter, JobRecord};
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 fn job(id: &str, user: &str, owner: &str, created_ms: i64) -> JobRecord {
     JobRecord {
@@ -25,7 +25,7 @@ fn job(id: &str, user: &str, owner: &str, created_ms: i64) -> JobRecord {
 
 #[test]
 fn a_job_moves_forward_only_and_keeps_its_fields() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Jobs, |db| {
         let s = db.connect().jobs;
         s.job_create(&job("a1", "ann", "p1", 100)).unwrap();
         let got = s.job("a1").unwrap().unwrap();
@@ -49,7 +49,7 @@ fn a_job_moves_forward_only_and_keeps_its_fields() {
 
 #[test]
 fn a_cancelled_queued_job_never_starts() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Jobs, |db| {
         let s = db.connect().jobs;
         s.job_create(&job("c1", "ann", "p1", 100)).unwrap();
         assert!(s.job_finish("c1", "cancelled", None, Some("cancelled by ann"), 150).unwrap());
@@ -60,7 +60,7 @@ fn a_cancelled_queued_job_never_starts() {
 
 #[test]
 fn prefixes_lists_and_filters() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Jobs, |db| {
         let s = db.connect().jobs;
         s.job_create(&job("abcd-1", "ann", "p", 1)).unwrap();
         s.job_create(&job("abcd-2", "ann", "p", 2)).unwrap();
@@ -83,7 +83,7 @@ fn prefixes_lists_and_filters() {
 
 #[test]
 fn a_lapsed_lease_ends_the_job_as_interrupted_once_and_a_renewed_one_lives() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Jobs, |db| {
         let (a, b) = (db.connect().jobs, db.connect().jobs);
         a.job_create(&job("dead", "ann", "p-dead", 100)).unwrap();
         a.job_create(&job("live", "ann", "p-live", 100)).unwrap();
@@ -110,7 +110,7 @@ fn a_lapsed_lease_ends_the_job_as_interrupted_once_and_a_renewed_one_lives() {
 
 #[test]
 fn events_page_forward_and_from_the_end() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Jobs, |db| {
         let s = db.connect().jobs;
         s.job_create(&job("e", "ann", "p", 1)).unwrap();
         for i in 0..10 {
@@ -126,7 +126,7 @@ fn events_page_forward_and_from_the_end() {
 
 #[test]
 fn two_processes_racing_to_end_a_job_end_it_once() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Jobs, |db| {
         let s = db.connect().jobs;
         s.job_create(&job("r", "ann", "p", 1)).unwrap();
         s.job_start("r", "p", 2).unwrap();
@@ -162,7 +162,7 @@ fn unclaimed(id: &str, created_ms: i64) -> JobRecord {
 
 #[test]
 fn an_unclaimed_job_waits_unswept_and_racing_servers_claim_it_once() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Jobs, |db| {
         let s = db.connect().jobs;
         s.job_create(&unclaimed("u1", 100)).unwrap();
         s.job_create(&unclaimed("u2", 200)).unwrap();
@@ -208,7 +208,7 @@ fn an_unclaimed_job_waits_unswept_and_racing_servers_claim_it_once() {
 
 #[test]
 fn job_runners_announce_themselves_until_their_record_lapses() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Jobs, |db| {
         let (a, b) = (db.connect().jobs, db.connect().jobs);
         assert!(a.jobs_runners(0).unwrap().is_empty());
         a.jobs_runner_beat("srv-a", 1_000, 0).unwrap();
@@ -219,5 +219,64 @@ fn job_runners_announce_themselves_until_their_record_lapses() {
         assert_eq!(b.jobs_runners(1_600).unwrap(), ["srv-a", "srv-b"]);
         b.jobs_runner_gone("srv-b").unwrap();
         assert_eq!(b.jobs_runners(1_600).unwrap(), ["srv-a"]);
+    });
+}
+
+#[test]
+fn nodes_sweeping_at_once_end_each_dead_job_once_with_one_event() {
+    on_every_backend_of(Area::Jobs, |db| {
+        let s = db.connect().jobs;
+        for i in 0..6 {
+            s.job_create(&job(&format!("d{i}"), "ann", "p-dead", 100)).unwrap();
+        }
+        s.job_start("d0", "p-dead", 150).unwrap();
+        // Four processes (nodes) find the lapsed leases at the same moment.
+        let barrier = Arc::new(Barrier::new(4));
+        let swept: Vec<Vec<String>> = (0..4)
+            .map(|_| {
+                let (conn, barrier) = (db.connect().jobs, barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    conn.jobs_interrupt_expired(2_000).unwrap()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        let mut all: Vec<String> = swept.iter().flatten().cloned().collect();
+        all.sort();
+        assert_eq!(all, ["d0", "d1", "d2", "d3", "d4", "d5"], "each once: {swept:?}");
+        for i in 0..6 {
+            let events = s.job_events(&format!("d{i}"), 0, 100).unwrap();
+            let ends = events.iter().filter(|e| e.text.starts_with("failed: interrupted")).count();
+            assert_eq!(ends, 1, "{events:?}");
+            let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+            assert_eq!(seqs, (1..=events.len() as i64).collect::<Vec<_>>());
+        }
+        // Never queued again: no process can claim or start it.
+        assert!(s.jobs_claim("p-new", 2_100, 9_000, 10).unwrap().is_empty());
+        assert!(!s.job_start("d1", "p-dead", 2_100).unwrap());
+    });
+}
+
+#[test]
+fn events_written_at_once_by_several_processes_get_distinct_numbers() {
+    on_every_backend_of(Area::Jobs, |db| {
+        db.connect().jobs.job_create(&job("busy", "ann", "p", 1)).unwrap();
+        let barrier = Arc::new(Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let (conn, barrier) = (db.connect().jobs, barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    (0..10).map(|i| conn.job_event("busy", "output", &format!("{t}-{i}"), 10).unwrap()).count()
+                })
+            })
+            .collect();
+        let written: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        let events = db.connect().jobs.job_events("busy", 0, 1_000).unwrap();
+        assert_eq!(events.len(), written + 1, "the creation's event and every one written");
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=41).collect::<Vec<i64>>());
     });
 }

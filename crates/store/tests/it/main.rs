@@ -51,6 +51,10 @@ pub(crate) enum Area {
     Approvals,
     /// Secrets.
     Secrets,
+    /// Background jobs, their events and leases.
+    Jobs,
+    /// Routines, their fires, the scheduler lease and webhook signatures.
+    Routines,
     /// Any area that only SQLite keeps so far.
     Other,
 }
@@ -69,7 +73,7 @@ fn backends() -> Vec<Backend> {
         Backend {
             name: "postgres",
             fresh: Postgres::fresh,
-            keeps: |area| matches!(area, Area::Approvals | Area::Secrets),
+            keeps: |area| matches!(area, Area::Approvals | Area::Secrets | Area::Jobs | Area::Routines),
         },
     ]
 }
@@ -141,6 +145,8 @@ impl Database for Postgres {
             approvals: shared.clone(),
             grants: shared.clone(),
             secrets: shared.clone(),
+            jobs: shared.clone(),
+            routines: shared.clone(),
             identity: shared,
             ..self.local.connect()
         }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 
 use toolgate_store::{RoutineFire, StoredRoutine};
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 fn routine(name: &str, next: Option<i64>) -> StoredRoutine {
     StoredRoutine {
@@ -23,7 +23,7 @@ fn routine(name: &str, next: Option<i64>) -> StoredRoutine {
 
 #[test]
 fn the_gateway_principal_a_routine_acts_for_is_kept_and_changed_with_it() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Routines, |db| {
         let s = db.connect().routines;
         let mut r = routine("g", Some(1_000));
         r.grants_agent = Some("ann-ci".into());
@@ -53,7 +53,7 @@ fn fire(name: &str, at: i64) -> RoutineFire {
 
 #[test]
 fn routines_are_created_once_listed_without_advancing_and_deleted() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Routines, |db| {
         let s = db.connect().routines;
         assert!(s.routine_insert(&routine("a", Some(1_000))).unwrap());
         assert!(!s.routine_insert(&routine("a", Some(5))).unwrap(), "a second insert of one name is refused");
@@ -78,7 +78,7 @@ fn routines_are_created_once_listed_without_advancing_and_deleted() {
 
 #[test]
 fn a_fire_is_claimed_once_and_advances_next_fire() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Routines, |db| {
         let s = db.connect().routines;
         s.routine_insert(&routine("r", Some(60_000))).unwrap();
         assert_eq!(s.routines_due(59_999, 10).unwrap().len(), 0);
@@ -103,7 +103,7 @@ fn a_fire_is_claimed_once_and_advances_next_fire() {
 
 #[test]
 fn two_connections_racing_for_one_fire_claim_it_once() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Routines, |db| {
         db.connect().routines.routine_insert(&routine("race", Some(1_000))).unwrap();
         let barrier = Arc::new(Barrier::new(8));
         let handles: Vec<_> = (0..8)
@@ -124,7 +124,7 @@ fn two_connections_racing_for_one_fire_claim_it_once() {
 
 #[test]
 fn the_scheduler_lease_has_one_holder_until_it_expires() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Routines, |db| {
         let (a, b) = (db.connect().routines, db.connect().routines);
         assert!(a.scheduler_lease("ws", "A", 0, 1_000).unwrap());
         assert!(!b.scheduler_lease("ws", "B", 500, 1_000).unwrap());
@@ -139,7 +139,7 @@ fn the_scheduler_lease_has_one_holder_until_it_expires() {
 
 #[test]
 fn a_webhook_signature_is_accepted_once_until_it_expires() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Routines, |db| {
         let s = db.connect().routines;
         assert!(s.webhook_seen("hook", "sig1", 0, 300_000).unwrap());
         assert!(!s.webhook_seen("hook", "sig1", 1_000, 301_000).unwrap(), "a replay");
@@ -150,7 +150,7 @@ fn a_webhook_signature_is_accepted_once_until_it_expires() {
 
 #[test]
 fn a_batch_of_fires_is_claimed_in_one_transaction_each_on_its_own_terms() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Routines, |db| {
         let s = db.connect().routines;
         for name in ["a", "b", "c", "d"] {
             s.routine_insert(&routine(name, Some(60_000))).unwrap();
@@ -208,7 +208,7 @@ fn a_batch_of_fires_is_claimed_in_one_transaction_each_on_its_own_terms() {
 
 #[test]
 fn two_connections_racing_with_batches_claim_each_fire_once() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Routines, |db| {
         let names: Vec<String> = (0..50).map(|i| format!("r{i}")).collect();
         for n in &names {
             db.connect().routines.routine_insert(&routine(n, Some(1_000))).unwrap();
@@ -230,5 +230,44 @@ fn two_connections_racing_with_batches_claim_each_fire_once() {
             assert_eq!(results.iter().filter(|r| r[i]).count(), 1, "{} claimed once", names[i]);
         }
         assert_eq!(db.connect().routines.routine_fires_since(0).unwrap(), 50);
+    });
+}
+
+#[test]
+fn schedulers_racing_for_a_free_or_expired_lease_get_one_holder() {
+    on_every_backend_of(Area::Routines, |db| {
+        for (round, now) in [(0, 0), (1, 5_000)] {
+            // Round 0: nobody holds it; round 1: round 0's holder let it expire.
+            let barrier = Arc::new(Barrier::new(8));
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let (s, barrier) = (db.connect().routines, Arc::clone(&barrier));
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        s.scheduler_lease("ws", &format!("node-{round}-{i}"), now, 1_000).unwrap()
+                    })
+                })
+                .collect();
+            let won = handles.into_iter().map(|h| h.join().unwrap()).filter(|w| *w).count();
+            assert_eq!(won, 1, "round {round}");
+        }
+    });
+}
+
+#[test]
+fn one_webhook_request_reaching_several_nodes_at_once_is_accepted_once() {
+    on_every_backend_of(Area::Routines, |db| {
+        let barrier = Arc::new(Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let (s, barrier) = (db.connect().routines, Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    s.webhook_seen("hook", "sig", 1_000, 301_000).unwrap()
+                })
+            })
+            .collect();
+        let accepted = handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count();
+        assert_eq!(accepted, 1);
     });
 }
