@@ -1,11 +1,13 @@
 //! `toolgate audit [--tail N] [--json]`: the latest calls, including those still running
 //! ("started") and those a dead toolgate never completed ("interrupted"); `toolgate audit
-//! verify`: checks the log's hash chain and names the first broken row (`docs/audit.md`).
+//! verify`: checks the log's hash chain and names the first broken row (`docs/audit.md`). With
+//! `[store] url`, both read the workspace's log in the shared database, every node's calls.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
-use toolgate::store::{GAP, INTERRUPTED, STARTED, Store};
+use toolgate::state::PgAuditLog;
+use toolgate::store::{AuditRecord, AuditStore, ChainReport, GAP, INTERRUPTED, STARTED, Store, StoreError};
 
 use super::GlobalArgs;
 
@@ -33,22 +35,72 @@ enum Command {
     },
 }
 
+/// Where the workspace's log is: its state database, or the shared PostgreSQL database with
+/// `[store] url` (`toolgate::state::shared_audit_reader`).
+enum Log {
+    Local(Store),
+    Shared(PgAuditLog),
+}
+
+impl Log {
+    /// The workspace's log; `None` when it has none yet (no state database, no shared store).
+    fn open(global: &GlobalArgs, db: &std::path::Path) -> anyhow::Result<Option<Log>> {
+        let store = global.load_config()?.store;
+        if let Some(shared) = toolgate::state::shared_audit_reader(&store, &global.workspace()?)
+            .context("cannot open the audit log in the shared database ([store] url)")?
+        {
+            return Ok(Some(Log::Shared(shared)));
+        }
+        if !db.exists() {
+            return Ok(None);
+        }
+        Ok(Some(Log::Local(Store::open(db).context("cannot open the audit log")?)))
+    }
+
+    fn close_interrupted_calls(&self) -> Result<usize, StoreError> {
+        match self {
+            Log::Local(store) => store.close_interrupted_calls(),
+            Log::Shared(log) => log.close_interrupted_calls(),
+        }
+    }
+
+    fn tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        match self {
+            Log::Local(store) => store.audit_tail(n),
+            Log::Shared(log) => log.audit_tail(n),
+        }
+    }
+
+    fn verify(&self) -> Result<ChainReport, StoreError> {
+        match self {
+            Log::Local(store) => store.verify_audit_chain(),
+            Log::Shared(log) => log.verify_chain(),
+        }
+    }
+}
+
 pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let db = global.workspace()?.join(".toolgate/state.db");
+    let log = Log::open(global, &db)?;
     if let Some(Command::Verify { json }) = args.command {
-        return verify(&db, json);
+        let Some(log) = log else {
+            anyhow::bail!(
+                "no audit log at {}: nothing to verify (run toolgate in this workspace first, or pass --workspace)",
+                db.display()
+            );
+        };
+        return verify(&log, json);
     }
-    if !db.exists() {
+    let Some(store) = log else {
         outln!("no calls recorded yet in {} (run `toolgate call echo '{{\"message\":\"hi\"}}'` first)", db.display());
         return Ok(ExitCode::SUCCESS);
-    }
-    let store = Store::open(&db).context("cannot open the audit log")?;
+    };
     // Calls left "started" by a toolgate that died (kill -9, crash) show as "interrupted", and
     // a "gap" row marks where its log ends (records of its last few ms may be missing).
     if let Err(e) = store.close_interrupted_calls() {
         tracing::warn!("could not close interrupted calls in the audit log: {e}");
     }
-    for r in store.audit_tail(args.tail)? {
+    for r in store.tail(args.tail)? {
         if args.json {
             outln!("{}", serde_json::to_string(&r)?);
         } else {
@@ -80,15 +132,8 @@ pub(crate) fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn verify(db: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
-    if !db.exists() {
-        anyhow::bail!(
-            "no audit log at {}: nothing to verify (run toolgate in this workspace first, or pass --workspace)",
-            db.display()
-        );
-    }
-    let store = Store::open(db).context("cannot open the audit log")?;
-    let report = store.verify_audit_chain().context("cannot read the audit log's chain")?;
+fn verify(log: &Log, json: bool) -> anyhow::Result<ExitCode> {
+    let report = log.verify().context("cannot read the audit log's chain")?;
     if json {
         outln!("{}", serde_json::to_string(&report)?);
     } else {

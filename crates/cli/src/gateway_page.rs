@@ -20,7 +20,7 @@ use toolgate::gateway::{
     Decision, GatewayAuthenticator, GatewayConfig, Grants, Oidc, Page, PageData, PendingCall, SignIn,
 };
 use toolgate::mcp::{ApiHandler, Authenticator, Caller};
-use toolgate::store::{AccessRequest, AuditRecord, IdentityStore, Store};
+use toolgate::store::{AccessRequest, AuditRecord, AuditStore, IdentityStore, Store};
 
 /// What gateway mode needs from the gate, gathered before the server binds its address.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ impl GatewayWiring {
             "[gateway] enabled needs the state database, which holds the users and keys; \
              it could not be opened (see the messages above)",
         )?;
-        let databases = vec![gate.workspace().join(".toolgate/state.db")];
+        let workspaces = vec![gate.workspace().to_owned()];
         let users = config.gateway.workspaces.as_ref().map(|dir| gate.workspace().join(dir));
         // Requesters are told of decisions where approvers are told of calls, unless the
         // gateway names a place of its own.
@@ -75,7 +75,9 @@ impl GatewayWiring {
         if let Some(audit) = &audit {
             grants = grants.audited_in(Arc::clone(audit));
         }
-        let data = Arc::new(PageSource { databases, users, pending, notify, grants: grants.clone() });
+        // With `[store] url` the calls are in the shared log (every node's, per workspace).
+        let shared = config.store.url.is_some().then(|| config.store.clone());
+        let data = Arc::new(PageSource { workspaces, users, shared, pending, notify, grants: grants.clone() });
         let upstream = match (&config.gateway.workspaces, gate.mcp_vault()) {
             (Some(_), Some(vault)) => {
                 let signins =
@@ -147,8 +149,11 @@ impl GatewayWiring {
 /// when users have workspaces of their own).
 #[derive(Debug)]
 pub(crate) struct PageSource {
-    databases: Vec<PathBuf>,
+    /// The gateway's workspace (the per-user ones are found under `users`).
+    workspaces: Vec<PathBuf>,
     users: Option<PathBuf>,
+    /// `[store]` when it names a shared database: the logs are read there, not from the files.
+    shared: Option<toolgate::config::StoreConfig>,
     pending: Arc<PendingApprovals>,
     /// Where access decisions are posted for their requesters.
     notify: Option<Arc<WebhookNotifier>>,
@@ -158,16 +163,25 @@ pub(crate) struct PageSource {
 
 impl PageData for PageSource {
     fn audit(&self, limit: usize) -> Result<Vec<AuditRecord>, String> {
-        let mut paths = self.databases.clone();
+        let mut workspaces = self.workspaces.clone();
         if let Some(root) = &self.users
             && let Ok(entries) = std::fs::read_dir(root)
         {
-            paths.extend(entries.flatten().map(|e| e.path().join(".toolgate/state.db")));
+            workspaces.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
         }
         let mut rows = Vec::new();
-        for path in paths.iter().filter(|p| p.is_file()) {
-            let store = Store::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            rows.extend(store.audit_tail(limit).map_err(|e| format!("{}: {e}", path.display()))?);
+        for ws in &workspaces {
+            let failed = |e: toolgate::store::StoreError| format!("{}: {e}", ws.display());
+            if let Some(store) = &self.shared {
+                if let Some(log) = toolgate::state::shared_audit_reader(store, ws).map_err(failed)? {
+                    rows.extend(log.audit_tail(limit).map_err(failed)?);
+                }
+                continue;
+            }
+            let path = ws.join(".toolgate/state.db");
+            if path.is_file() {
+                rows.extend(Store::open(&path).and_then(|s| s.audit_tail(limit)).map_err(failed)?);
+            }
         }
         rows.sort_by_key(|r| std::cmp::Reverse(r.ts_ms));
         rows.truncate(limit);

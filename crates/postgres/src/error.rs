@@ -26,6 +26,28 @@ impl PgError {
         StoreError::Backend { doing, source: Box::new(self) }
     }
 
+    /// Whether the failure is the connection's, not the statement's (the database is down,
+    /// restarting, out of connections, or the connection broke; a serialization failure): the
+    /// same work may succeed when tried again.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            PgError::Pool(_) => true,
+            PgError::Data(_) | PgError::Stopped => false,
+            PgError::Db(e) if e.is_closed() => true,
+            PgError::Db(e) => match e.code() {
+                // No SQLSTATE: an I/O error or a closed connection, not a refusal.
+                None => true,
+                Some(code) => {
+                    let code = code.code();
+                    // 08: connection exception; 57P01-57P03: the server is shutting down or
+                    // starting; 53300: too many connections; 40001/40P01: serialization
+                    // failure, deadlock.
+                    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01")
+                }
+            },
+        }
+    }
+
     /// Whether PostgreSQL refused a row for a unique key it would duplicate.
     pub(crate) fn is_unique_violation(&self) -> bool {
         matches!(self, PgError::Db(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION))

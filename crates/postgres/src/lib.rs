@@ -13,8 +13,9 @@
 //! | secrets, sealed under the nodes' shared key | [`SecretStore`] | `secrets` |
 //! | background jobs, their events and leases, the live job runners | [`JobStore`] | `jobs` |
 //! | routines, their fires, the scheduler lease, webhook signatures seen | [`RoutineStore`] | `routines` |
+//! | the audit log, one hash chain per workspace, written with `COPY` | `AuditStore` ([`PgAuditLog`]) | `audit` |
 //!
-//! The other areas (sessions, memory, the audit log) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
+//! The other areas (sessions, memory) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
 //! database (`toolgate::store`).
 //!
 //! # Synchronous calls on an async client
@@ -49,6 +50,7 @@
 #![deny(missing_docs)]
 
 mod approvals;
+mod audit;
 mod bridge;
 mod error;
 mod grants;
@@ -60,6 +62,7 @@ mod routines;
 mod secrets;
 mod store;
 
+pub use audit::PgAuditLog;
 pub use migrations::SCHEMA_VERSION;
 pub use store::PgStore;
 #[doc(no_inline)]

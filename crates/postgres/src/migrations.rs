@@ -239,6 +239,53 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (routine, key)
      );
      CREATE INDEX webhook_seen_expiry ON webhook_seen (expires_ms);",
+    // 8: the audit log (`audit.rs`): one hash chain per workspace (`audit_chains`), rows keyed
+    // by workspace and call id, written by `COPY`; `audit_writers` holds each open log's
+    // heartbeat (the database's clock), so any node can tell a log whose node died.
+    "CREATE TABLE audit (
+        pos BIGINT GENERATED ALWAYS AS IDENTITY,
+        workspace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        member TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        provider TEXT,
+        tool TEXT NOT NULL,
+        params TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        error TEXT,
+        duration_us BIGINT NOT NULL,
+        output_bytes BIGINT NOT NULL,
+        subject TEXT,
+        detail TEXT,
+        called_as TEXT,
+        writer TEXT,
+        seq BIGINT,
+        prev_hash TEXT,
+        hash TEXT,
+        PRIMARY KEY (workspace, id),
+        UNIQUE (workspace, seq)
+     );
+     CREATE INDEX audit_recent ON audit (workspace, ts_ms, pos);
+     CREATE INDEX audit_running ON audit (workspace, writer) WHERE outcome = 'started';
+     CREATE INDEX audit_by_member ON audit (workspace, member, ts_ms);
+     CREATE TABLE audit_chains (
+        workspace TEXT PRIMARY KEY,
+        start_seq BIGINT NOT NULL,
+        start_hash TEXT NOT NULL,
+        head_seq BIGINT NOT NULL,
+        head_hash TEXT NOT NULL
+     );
+     CREATE TABLE audit_writers (
+        writer TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        node TEXT NOT NULL,
+        pid BIGINT NOT NULL,
+        opened_ms BIGINT NOT NULL,
+        beat_ms BIGINT NOT NULL
+     );",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

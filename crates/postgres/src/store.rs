@@ -116,6 +116,17 @@ impl PgStore {
     {
         self.bridge.run(work).map_err(|e| e.doing(doing))
     }
+
+    /// [`PgStore::run`], keeping the error as it is (for a caller that retries what is
+    /// [transient](PgError::is_transient)).
+    pub(crate) fn try_run<T, W, F>(&self, work: W) -> Result<T, PgError>
+    where
+        T: Send + 'static,
+        W: FnOnce(Object) -> F + Send + 'static,
+        F: Future<Output = Result<T, PgError>> + Send + 'static,
+    {
+        self.bridge.run(work)
+    }
 }
 
 /// rustls for the pool's connections. tokio-postgres asks for a connector even for a Unix

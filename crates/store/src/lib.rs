@@ -67,6 +67,7 @@ mod stores;
 pub use approvals::{
     ApprovalDecision, ApprovalEvent, ApprovalFilter, ApprovalRecord, ApprovalStatus, ApprovalStore, DecideOutcome,
 };
+pub use audit::chain;
 pub use audit::{
     AuditLog, AuditOptions, AuditRecord, AuditStore, Broken, ChainEnds, ChainReport, GAP, GAP_EVENT, GENESIS,
     INTERRUPTED, PRUNE_EVENT, Pruned, STARTED, SessionCalls, SessionQuery, TEXT_EVENT,

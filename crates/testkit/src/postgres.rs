@@ -128,7 +128,25 @@ impl Cluster {
         ))
     }
 
-    fn start_server(&self) -> Result<(), String> {
+    /// Stops the server (`pg_ctl stop -m fast`: open connections are cut, as in a restart),
+    /// keeping its files: [`Cluster::start_server`] starts it again on the same socket.
+    pub fn stop_server(&self) -> Result<(), String> {
+        let status = self
+            .server_command("pg_ctl")
+            .args(["-D", &path_text(&self.data_dir()), "-m", "fast", "-w", "-t", "60", "stop"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run pg_ctl: {e}"))?;
+        if status.success() {
+            return Ok(());
+        }
+        Err(format!("pg_ctl stop failed ({status}); the server's log:\n{}", self.log()))
+    }
+
+    /// Starts the server (again, after [`Cluster::stop_server`]) and waits until it answers.
+    pub fn start_server(&self) -> Result<(), String> {
         // No TCP (`listen_addresses` empty): only the socket in this folder, which nobody else
         // knows. `-l` sends the server's output to a file and every stream of pg_ctl is null:
         // a pipe inherited by the server would never close and the test would hang on it.

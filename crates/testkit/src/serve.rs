@@ -26,7 +26,8 @@ pub struct HttpServer {
     pub token: Option<String>,
     /// What the server printed on stderr up to its banner's end.
     pub banner: String,
-    /// The workspace served.
+    /// The workspace served (an empty folder of its own for a node started
+    /// [beside](HttpServer::start_beside) another).
     pub ws: tempfile::TempDir,
 }
 
@@ -61,11 +62,29 @@ impl HttpServer {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> HttpServer {
-        let binary = binary.as_ref();
+        let workspace = ws.path().to_owned();
+        Self::spawn(binary.as_ref(), ws, &workspace, extra, env)
+    }
+
+    /// A second node on `other`'s workspace, as nodes behind one load balancer share a
+    /// filesystem: its `ws` is an empty folder of its own (kept for the struct), the workspace
+    /// it serves is `other.ws`.
+    pub fn start_beside(binary: impl AsRef<Path>, other: &HttpServer, env: &[(&str, &str)]) -> HttpServer {
+        let scratch = tempfile::tempdir().expect("temp dir");
+        Self::spawn(binary.as_ref(), scratch, other.ws.path(), &[], env)
+    }
+
+    fn spawn(
+        binary: &Path,
+        ws: tempfile::TempDir,
+        workspace: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> HttpServer {
         let mut child = Command::new(binary)
             .envs(env.iter().copied())
             .arg("--workspace")
-            .arg(ws.path())
+            .arg(workspace)
             .args(["serve", "--http", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
@@ -98,7 +117,7 @@ impl HttpServer {
             .find(|w| w.starts_with("http://") && w.ends_with("/mcp"))
             .unwrap_or_else(|| panic!("no URL in the banner:\n{banner}"))
             .to_owned();
-        let token = std::fs::read_to_string(ws.path().join(".toolgate/http-token")).ok().map(|t| t.trim().to_owned());
+        let token = std::fs::read_to_string(workspace.join(".toolgate/http-token")).ok().map(|t| t.trim().to_owned());
         HttpServer { child, url, token, banner, ws }
     }
 }

@@ -87,6 +87,11 @@ pub struct StoreConfig {
     /// `postgres://user:password@host:port/database` (libpq's parameters, such as
     /// `sslmode=require`); a password is better given in `TOOLGATE__STORE__URL` than in a file.
     pub url: Option<String>,
+    /// Set by the gateway for its per-user gates, never read from a file: the user's audit log
+    /// goes to this shared database (the team's calls in one place, every node's) while the
+    /// rest of the user's state stays in the user's workspace.
+    #[serde(skip)]
+    pub audit_url: Option<String>,
 }
 
 impl Config {

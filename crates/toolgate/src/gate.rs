@@ -330,11 +330,16 @@ impl GateBuilder {
             (Some(db), true) => {
                 let retention_days = Some(self.config.audit.retention_days).filter(|d| *d > 0);
                 let options = toolgate_store::AuditOptions { retention_days };
-                let log = match store {
-                    Some(store) if self.one_shot => AuditLog::direct(store, options)?,
-                    _ => AuditLog::open_with(db, options)?,
-                };
-                Some(Arc::new(log) as Arc<dyn AuditStore>)
+                // With `[store] url`, every node appends to the workspace's chain in PostgreSQL.
+                let log: Arc<dyn AuditStore> =
+                    match crate::state::shared_audit_log(&self.config.store, &workspace, options)? {
+                        Some(shared) => Arc::new(shared),
+                        None => match store {
+                            Some(store) if self.one_shot => Arc::new(AuditLog::direct(store, options)?),
+                            _ => Arc::new(AuditLog::open_with(db, options)?),
+                        },
+                    };
+                Some(log)
             }
             _ => None,
         };

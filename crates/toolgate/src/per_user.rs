@@ -133,7 +133,8 @@ fn user_config(gateway: &Config, user: &str) -> Config {
         config.tools.policy = policy.clone();
     }
     config.gateway.enabled = false;
-    config.store = crate::config::StoreConfig::default();
+    // The user's state stays in the user's workspace; the audit log is the team's.
+    config.store = crate::config::StoreConfig { url: None, audit_url: gateway.store.url.clone() };
     config
 }
 
@@ -322,6 +323,7 @@ mod tests {
         let user = user_config(&gateway, "ann");
         assert!(!user.gateway.enabled);
         assert_eq!(user.store.url, None, "users' secrets must not share one namespace in the gateway's database");
+        assert_eq!(user.store.audit_url, gateway.store.url, "the user's calls go to the team's audit log");
     }
 
     fn always(user: &str, subject: &str) -> Grant {

@@ -1,15 +1,16 @@
 //! Where toolgate's state lives: each workspace's `.toolgate/state.db` (SQLite, embedded), and,
 //! with `[store] url`, a PostgreSQL database that several `toolgate serve` nodes share for the
 //! areas `toolgate-postgres` keeps (identities, grants and access requests, the approvals
-//! inbox, and secrets when `TOOLGATE_SECRET_KEY` gives every node their key). Everything that opens the state — the gate, `serve`'s inbox, the admin commands —
+//! inbox, secrets when `TOOLGATE_SECRET_KEY` gives every node their key, and the audit log). Everything that opens the state — the gate, `serve`'s inbox, the admin commands —
 //! opens it here, so a node and its operator's commands never see two different inboxes.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
+pub use toolgate_postgres::PgAuditLog;
 use toolgate_postgres::PgStore;
-use toolgate_store::{SECRET_KEY_ENV, SecretCipher, SecretStore, Store, StoreError, Stores};
+use toolgate_store::{AuditOptions, SECRET_KEY_ENV, SecretCipher, SecretStore, Store, StoreError, Stores};
 
 use crate::config::StoreConfig;
 
@@ -33,6 +34,25 @@ pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, St
             Ok(Stores { approvals: shared.clone(), grants: shared.clone(), identity: shared, secrets, ..local })
         }
     }
+}
+
+/// The audit log of `workspace` (its canonical path: the name every node gives it on the shared
+/// filesystem) in the shared database when `config.url` is set: every node's calls in one hash
+/// chain per workspace (a gateway's per-user gates too: `audit_url`). `None`: the log stays in
+/// the workspace's `.toolgate/state.db`.
+pub fn shared_audit_log(
+    config: &StoreConfig,
+    workspace: &Path,
+    options: AuditOptions,
+) -> Result<Option<PgAuditLog>, StoreError> {
+    let Some(url) = config.url.as_ref().or(config.audit_url.as_ref()) else { return Ok(None) };
+    PgAuditLog::open(&shared(url)?, &workspace.to_string_lossy(), options).map(Some)
+}
+
+/// [`shared_audit_log`] for reading only (`toolgate audit`): no writer.
+pub fn shared_audit_reader(config: &StoreConfig, workspace: &Path) -> Result<Option<PgAuditLog>, StoreError> {
+    let Some(url) = config.url.as_ref().or(config.audit_url.as_ref()) else { return Ok(None) };
+    PgAuditLog::reader(&shared(url)?, &workspace.to_string_lossy()).map(Some)
 }
 
 /// One pool per database in a process: a gateway builds a gate per user, and each would

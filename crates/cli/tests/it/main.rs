@@ -49,6 +49,7 @@ mod media;
 mod memory;
 mod message;
 mod message_inbound;
+mod nodes_audit;
 mod nodes_paired;
 mod nodes_shared;
 mod openai_strict;

@@ -1,0 +1,110 @@
+//! The audit log of two `toolgate serve` nodes on one PostgreSQL database and one workspace
+//! folder (issue 29: the nodes behind a load balancer share the filesystem and the database):
+//! both append to the workspace's one hash chain, and a database restarted under a load of
+//! calls loses no row of a call that was answered.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use toolgate_testkit::postgres::Cluster;
+use toolgate_testkit::serve::HttpServer;
+
+use crate::support::gateway::{Client, admin};
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+
+fn echo(client: &Client<'_>, id: usize, message: &str) -> String {
+    client.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"{message}"}}}}}}"#
+    ))
+}
+
+fn answered(reply: &str) -> bool {
+    reply.starts_with("HTTP/1.1 200") && reply.contains(r#""isError":false"#)
+}
+
+/// `toolgate audit` (or `audit verify`) on `ws`: reads the shared log, both nodes' calls.
+fn audit(ws: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(TOOLGATE).arg("--workspace").arg(ws).arg("audit").args(args).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn two_nodes_keep_one_audit_chain_through_a_database_restart() {
+    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let ws = toolgate_testkit::serve::workspace();
+    let config = format!("[gateway]\nenabled = true\ndefault_tools = [\"echo\"]\n\n[store]\nurl = \"{url}\"\n");
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    admin(ws.path(), &["user", "add", "ann"]);
+    let key = admin(ws.path(), &["key", "create", "--user", "ann"]);
+    let a = HttpServer::start_in(TOOLGATE, ws, &[]);
+    let b = HttpServer::start_beside(TOOLGATE, &a, &[]);
+    let (on_a, on_b) = (Client::connect(&a.url, &key), Client::connect(&b.url, &key));
+    for i in 0..10 {
+        let client = if i % 2 == 0 { &on_a } else { &on_b };
+        let reply = echo(client, 10 + i, &format!("before-{i}"));
+        assert!(answered(&reply), "{reply}");
+    }
+
+    // A load on both nodes while the database stops and starts again: every call that was
+    // answered has its row afterwards.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load: Vec<_> = [a.url.clone(), b.url.clone()]
+        .into_iter()
+        .enumerate()
+        .map(|(node, url)| {
+            let (stop, key) = (Arc::clone(&stop), key.clone());
+            std::thread::spawn(move || {
+                let client = Client::connect(&url, &key);
+                let mut answered_ids = Vec::new();
+                let mut i = 0;
+                while !stop.load(Ordering::Acquire) {
+                    let message = format!("load-{node}-{i}");
+                    if answered(&echo(&client, 100 + i, &message)) {
+                        answered_ids.push(message);
+                    }
+                    i += 1;
+                }
+                answered_ids
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.stop_server().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.start_server().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Release);
+    let answered_calls: Vec<String> = load.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    assert!(answered_calls.len() > 20, "the load ran: {answered_calls:?}");
+    eprintln!("{} calls answered across the restart", answered_calls.len());
+    // Each node writes what it queued while the database was away once it is back.
+    let workspace = a.ws.path().to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let missing = loop {
+        let (ok, tail) = audit(&workspace, &["--json", "--tail", "100000"]);
+        assert!(ok, "{tail}");
+        let rows: Vec<serde_json::Value> =
+            tail.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+        let params: Vec<&str> = rows.iter().filter_map(|r| r["params"].as_str()).collect();
+        let has = |m: &str| params.iter().any(|p| p.contains(&format!("\"{m}\"")));
+        let before: Vec<String> = (0..10).map(|i| format!("before-{i}")).collect();
+        let missing: Vec<String> = before.iter().chain(&answered_calls).filter(|m| !has(m)).cloned().collect();
+        if missing.is_empty() || std::time::Instant::now() > deadline {
+            break missing;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(missing.is_empty(), "answered calls without an audit row: {missing:?}");
+    let (intact, report) = audit(&workspace, &["verify"]);
+    assert!(intact && report.contains("audit chain intact"), "{report}");
+    assert_eq!(local_rows(&workspace), 0, "no row went to the workspace's own file");
+    drop((a, b));
+}
+
+/// Rows in the workspace's own SQLite log (none when the shared one is used).
+fn local_rows(ws: &std::path::Path) -> u64 {
+    toolgate::store::Store::open(&ws.join(".toolgate/state.db")).unwrap().audit_count().unwrap()
+}
