@@ -347,10 +347,10 @@ impl ApprovalStore for PgStore {
     }
 
     fn approval_watch(&self, wake: Box<dyn Fn() + Send + Sync>) -> bool {
-        // The trigger of migration 5 notifies the channel when an entry's status changes.
-        self.spawn(|connect| crate::listen::listen(connect, "toolgate_approvals", wake))
-            .inspect_err(|e| tracing::warn!("approvals decided on other nodes are seen by polling only: {e}"))
-            .is_ok()
+        // The trigger of migration 5 notifies `toolgate_approvals` when an entry's status
+        // changes; the store's `LISTEN` connection (`listen.rs`) hears it.
+        self.watch_approvals(wake);
+        true
     }
 
     fn approval_events(&self, id: i64) -> Result<Vec<ApprovalEvent>, StoreError> {

@@ -12,7 +12,6 @@ use toolgate_store::{
 
 use crate::PgStore;
 use crate::error::PgError;
-use crate::identity::revision;
 
 const GRANT_COLUMNS: &str = "id, subject, server, tool_allow, tool_deny, enabled, config_overrides, mode, expires_ms, \
                              granted_by, request, note, created_ms, arg_rule";
@@ -113,12 +112,12 @@ async fn get_access(c: &impl GenericClient, id: i64) -> Result<Option<AccessRequ
 
 impl GrantStore for PgStore {
     fn grants_revision(&self) -> Result<i64, StoreError> {
-        self.run("reading a revision", |c| async move { revision(&c, "grants").await })
+        self.revision("grants")
     }
 
     fn grant_add(&self, grant: &Grant) -> Result<(), StoreError> {
         let g = grant.clone();
-        self.run("saving an approval grant", move |c| async move {
+        self.run_changing("saving an approval grant", move |c| async move {
             // A second grant of the same (user, agent, tool, subject) meets `grants_always`.
             c.execute(
                 "INSERT INTO grants (subject, agent, tool_allow, mode, arg_subject, granted_by, note, created_ms)
@@ -174,14 +173,14 @@ impl GrantStore for PgStore {
     }
 
     fn grant_revoke(&self, id: i64) -> Result<bool, StoreError> {
-        self.run("revoking a grant", move |c| async move {
+        self.run_changing("revoking a grant", move |c| async move {
             Ok(c.execute("DELETE FROM grants WHERE id = $1", &[&id]).await? > 0)
         })
     }
 
     fn tool_grant_add(&self, grant: &ToolGrant) -> Result<i64, StoreError> {
         let g = grant.clone();
-        self.run("adding a grant", move |c| async move { insert_tool_grant(&c, &g).await })
+        self.run_changing("adding a grant", move |c| async move { insert_tool_grant(&c, &g).await })
     }
 
     fn tool_grant_get(&self, id: i64) -> Result<Option<ToolGrant>, StoreError> {
@@ -208,7 +207,7 @@ impl GrantStore for PgStore {
     }
 
     fn tool_grant_enable(&self, id: i64, enabled: bool) -> Result<bool, StoreError> {
-        self.run("turning a grant on or off", move |c| async move {
+        self.run_changing("turning a grant on or off", move |c| async move {
             let n = c
                 .execute("UPDATE grants SET enabled = $2 WHERE id = $1 AND arg_subject IS NULL", &[&id, &enabled])
                 .await?;
@@ -276,7 +275,7 @@ impl GrantStore for PgStore {
 
     fn access_decide(&self, decision: &AccessDecision) -> Result<Option<AccessRequest>, StoreError> {
         let d = decision.clone();
-        self.run("deciding an access request", move |mut c| async move {
+        self.run_changing("deciding an access request", move |mut c| async move {
             let tx = c.transaction().await?;
             let status = if d.grant.is_some() { AccessStatus::Approved } else { AccessStatus::Rejected };
             // First, and only if still pending: a concurrent decider blocks on this row until

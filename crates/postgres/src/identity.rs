@@ -60,20 +60,14 @@ fn key_row(r: &Row) -> Result<ApiKeyRecord, PgError> {
     })
 }
 
-/// A revision's value (`identity` or `grants`), raised by the schema's triggers.
-pub(crate) async fn revision(client: &deadpool_postgres::Object, name: &'static str) -> Result<i64, PgError> {
-    let stmt = client.prepare_cached("SELECT value FROM revisions WHERE name = $1").await?;
-    Ok(client.query_one(&stmt, &[&name]).await?.try_get(0)?)
-}
-
 impl IdentityStore for PgStore {
     fn identity_revision(&self) -> Result<i64, StoreError> {
-        self.run("reading a revision", |c| async move { revision(&c, "identity").await })
+        self.revision("identity")
     }
 
     fn principal_add(&self, principal: &Principal) -> Result<bool, StoreError> {
         let p = principal.clone();
-        self.run("adding a principal", move |c| async move {
+        self.run_changing("adding a principal", move |c| async move {
             let sql = format!("INSERT INTO principals ({PRINCIPAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
             let inserted = c
                 .execute(
@@ -107,7 +101,7 @@ impl IdentityStore for PgStore {
 
     fn principal_update(&self, principal: &Principal) -> Result<bool, StoreError> {
         let p = principal.clone();
-        self.run("updating a principal", move |c| async move {
+        self.run_changing("updating a principal", move |c| async move {
             let n = c
                 .execute(
                     "UPDATE principals SET admin = $2, disabled = $3, password = $4 WHERE name = $1",
@@ -120,7 +114,7 @@ impl IdentityStore for PgStore {
 
     fn membership_set(&self, membership: &Membership) -> Result<bool, StoreError> {
         let m = membership.clone();
-        self.run("adding a group member", move |c| async move {
+        self.run_changing("adding a group member", move |c| async move {
             // Both ends must exist with the right kinds, checked in the statement itself.
             let n = c
                 .execute(
@@ -138,7 +132,7 @@ impl IdentityStore for PgStore {
 
     fn membership_remove(&self, user: &str, group: &str) -> Result<bool, StoreError> {
         let (user, group) = (user.to_owned(), group.to_owned());
-        self.run("removing a group member", move |c| async move {
+        self.run_changing("removing a group member", move |c| async move {
             Ok(c.execute("DELETE FROM memberships WHERE member = $1 AND grp = $2", &[&user, &group]).await? > 0)
         })
     }
@@ -158,7 +152,7 @@ impl IdentityStore for PgStore {
 
     fn key_add(&self, key: &ApiKeyRecord) -> Result<bool, StoreError> {
         let k = key.clone();
-        self.run("adding an API key", move |c| async move {
+        self.run_changing("adding an API key", move |c| async move {
             let sql = format!("INSERT INTO api_keys ({KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)");
             let inserted = c
                 .execute(
@@ -204,7 +198,7 @@ impl IdentityStore for PgStore {
 
     fn key_revoke(&self, id: &str, now_ms: i64) -> Result<bool, StoreError> {
         let id = id.to_owned();
-        self.run("revoking an API key", move |c| async move {
+        self.run_changing("revoking an API key", move |c| async move {
             let n = c
                 .execute("UPDATE api_keys SET revoked_ms = $2 WHERE id = $1 AND revoked_ms IS NULL", &[&id, &now_ms])
                 .await?;

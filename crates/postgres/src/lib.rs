@@ -6,7 +6,7 @@
 //!
 //! | Area | Trait | Module |
 //! |---|---|---|
-//! | revision numbers of identities and grants | (in both traits below) | `migrations` (triggers) |
+//! | revision numbers of identities and grants, kept in memory while `LISTEN` hears every change | (in both traits below) | `migrations` (triggers), `revisions`, `listen` |
 //! | principals, memberships, API keys, page sessions | [`IdentityStore`] | `identity` |
 //! | grants and access requests | [`GrantStore`] | `grants` |
 //! | the approvals inbox and its history | [`ApprovalStore`] | `approvals` |
@@ -58,11 +58,13 @@ mod identity;
 mod jobs;
 mod listen;
 mod migrations;
+mod revisions;
 mod routines;
 mod secrets;
 mod store;
 
 pub use audit::PgAuditLog;
+pub use listen::LISTEN_APPLICATION_NAME;
 pub use migrations::SCHEMA_VERSION;
 pub use store::PgStore;
 #[doc(no_inline)]

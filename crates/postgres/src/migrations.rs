@@ -286,6 +286,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         opened_ms BIGINT NOT NULL,
         beat_ms BIGINT NOT NULL
      );",
+    // 9: a raised revision also notifies `toolgate_revisions` with `name:value` at commit, so
+    // every node keeps the revisions in memory instead of reading them on each call
+    // (`revisions.rs`).
+    "CREATE OR REPLACE FUNCTION toolgate_raise_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            raised BIGINT;
+        BEGIN
+            UPDATE revisions SET value = value + 1 WHERE name = TG_ARGV[0] RETURNING value INTO raised;
+            PERFORM pg_notify('toolgate_revisions', TG_ARGV[0] || ':' || raised);
+            RETURN NULL;
+        END
+     $$;",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -11,7 +11,8 @@ use toolgate_store::{SecretCipher, SecretError, StoreError};
 
 use crate::bridge::Bridge;
 use crate::error::PgError;
-use crate::migrations;
+use crate::listen::{self, Heard};
+use crate::{migrations, revisions};
 
 /// Connections a store keeps at most (each node's share of the server's `max_connections`).
 const POOL_SIZE: usize = 16;
@@ -28,6 +29,8 @@ pub struct PgStore {
     connect: Arc<Connect>,
     /// The key secrets are sealed with (`secrets.rs`); none: secrets are refused.
     cipher: Option<Arc<SecretCipher>>,
+    /// What the `LISTEN` connection hears: revisions kept in memory, approvals' watchers.
+    heard: Arc<Heard>,
 }
 
 /// What opening a connection takes: the parsed URL and the TLS connector.
@@ -72,8 +75,10 @@ impl PgStore {
             doing: "starting the PostgreSQL store's thread",
             source: Box::new(e),
         })?;
-        let store = PgStore { bridge: Arc::new(bridge), connect, cipher: None };
+        let store = PgStore { bridge: Arc::new(bridge), connect, cipher: None, heard: Arc::default() };
         store.run("migrating the PostgreSQL schema", migrations::migrate)?;
+        let heard = Arc::clone(&store.heard);
+        store.spawn(|connect| listen::listen(connect, heard))?;
         Ok(store)
     }
 
@@ -96,6 +101,62 @@ impl PgStore {
     /// The schema version the database has ([`crate::SCHEMA_VERSION`] once connected).
     pub fn schema_version(&self) -> Result<usize, StoreError> {
         self.run("reading the schema version", migrations::version)
+    }
+
+    /// Whether this store answers revision reads from memory (its `LISTEN` connection is up
+    /// and read every revision since it connected; `revisions.rs`), rather than the database.
+    pub fn revisions_in_step(&self) -> bool {
+        self.heard.revisions.in_step()
+    }
+
+    /// How many revision reads the database answered (rather than memory) since this store
+    /// connected.
+    pub fn revision_queries(&self) -> u64 {
+        self.heard.revisions.queries()
+    }
+
+    /// A revision's value (`identity` or `grants`): from memory when it is in step, else from
+    /// the database, and a read of the database made while the listener is subscribed puts
+    /// memory back in step (`revisions.rs`).
+    pub(crate) fn revision(&self, name: &'static str) -> Result<i64, StoreError> {
+        let kept = &self.heard.revisions;
+        if let Some(value) = kept.cached(name) {
+            return Ok(value);
+        }
+        // Both before the read (`revisions.rs`).
+        let (epoch, subscribed) = (kept.epoch(), kept.subscribed());
+        kept.counted_query();
+        let read = self.run("reading the revisions", |c| async move { revisions::read_all(&c).await })?;
+        let value = *read.get(name).ok_or_else(|| {
+            PgError::Data(format!("the database has no `{name}` revision row: was its schema changed by hand?"))
+                .doing("reading the revisions")
+        })?;
+        kept.raise_all(&read);
+        if subscribed {
+            kept.primed(epoch);
+        }
+        Ok(value)
+    }
+
+    /// [`PgStore::run`] for a write that may raise a revision: once it has committed, memory
+    /// stops answering, so the next read on this node sees the write (even before its
+    /// notification arrives) and primes memory again.
+    pub(crate) fn run_changing<T, W, F>(&self, doing: &'static str, work: W) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        W: FnOnce(Object) -> F + Send + 'static,
+        F: Future<Output = Result<T, PgError>> + Send + 'static,
+    {
+        let done = self.run(doing, work);
+        // Also after an error: the write may have committed before its answer was lost.
+        self.heard.revisions.out_of_step();
+        done
+    }
+
+    /// Calls `wake` on every approval decided on any node, and after each reconnection of the
+    /// `LISTEN` connection.
+    pub(crate) fn watch_approvals(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        self.heard.watch_approvals(wake);
     }
 
     /// Starts `task` on the store's thread, with what it needs to open a connection of its own.

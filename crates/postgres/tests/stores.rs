@@ -23,6 +23,9 @@ struct Handles {
 /// A database under test and a way to open more handles on it (another process, another node).
 struct Backend {
     open: Box<dyn Fn() -> Handles + Send + Sync>,
+    /// The (identity, grants) revisions as the database has them now, read by no handle (a
+    /// PostgreSQL handle keeps them in memory, where other nodes' changes arrive by `NOTIFY`).
+    revisions: Box<dyn Fn() -> (i64, i64) + Send + Sync>,
     /// The temporary folder or the cluster: dropped last.
     _keep: Box<dyn Send + Sync>,
 }
@@ -36,21 +39,42 @@ impl Backend {
 fn sqlite() -> Backend {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
+    let own = Store::open(&path).unwrap();
+    let revisions = move || (own.identity_revision().unwrap(), own.grants_revision().unwrap());
     let open = move || {
         let store = Arc::new(Store::open(&path).unwrap());
         Handles { identity: store.clone(), grants: store }
     };
-    Backend { open: Box::new(open), _keep: Box::new(dir) }
+    Backend { open: Box::new(open), revisions: Box::new(revisions), _keep: Box::new(dir) }
 }
 
 fn postgres() -> Backend {
     let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
     let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+    });
+    let revisions = move || {
+        runtime.block_on(async {
+            let row = client
+                .query_one(
+                    "SELECT max(value) FILTER (WHERE name = 'identity'), max(value) FILTER (WHERE name = 'grants')
+                     FROM revisions",
+                    &[],
+                )
+                .await
+                .unwrap();
+            (row.get(0), row.get(1))
+        })
+    };
     let open = move || {
         let store = Arc::new(PgStore::connect(&url).unwrap_or_else(|e| panic!("{e}")));
         Handles { identity: store.clone(), grants: store }
     };
-    Backend { open: Box::new(open), _keep: Box::new(cluster) }
+    Backend { open: Box::new(open), revisions: Box::new(revisions), _keep: Box::new(cluster) }
 }
 
 macro_rules! on_both {
@@ -145,23 +169,31 @@ fn approve(id: i64, subject: &str, by: &str) -> AccessDecision {
     AccessDecision { id, grant: Some(tool_grant(subject)), by: by.into(), at_ms: 2, message: Some("ok".into()) }
 }
 
-/// Every kind of change raises its revision by one, as another handle (another process or
-/// node) sees it; a key's use and a no-op raise nothing.
+/// Every kind of change raises its revision by one, as the database has it; the writer's own
+/// handle sees it at once and another handle (another process or node) soon (on PostgreSQL,
+/// when the notification arrives); a key's use and a no-op raise nothing.
 fn every_change_raises_its_revision_and_a_keys_use_does_not(b: &Backend) {
     let writer = b.handles();
     let reader = b.handles();
-    let now = || (reader.identity.identity_revision().unwrap(), reader.grants.grants_revision().unwrap());
-    let mut last = now();
+    let of = |h: &Handles| (h.identity.identity_revision().unwrap(), h.grants.grants_revision().unwrap());
+    let mut last = (b.revisions)();
     // `Some(true)`: the identity revision moved by one; `Some(false)`: the grants'; `None`:
     // neither.
     let mut step = |what: &str, identity: Option<bool>| {
-        let seen = now();
+        let seen = (b.revisions)();
         let expected = match identity {
             Some(true) => (last.0 + 1, last.1),
             Some(false) => (last.0, last.1 + 1),
             None => last,
         };
         assert_eq!(seen, expected, "{what}");
+        assert_eq!(of(&writer), seen, "{what}: the writer's own handle");
+        // A bound on liveness, not speed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while of(&reader) != seen {
+            assert!(std::time::Instant::now() < deadline, "{what}: another handle never saw {seen:?}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         last = seen;
     };
     let (ids, grants) = (&writer.identity, &writer.grants);

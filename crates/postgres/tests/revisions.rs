@@ -1,0 +1,207 @@
+//! The revisions of identities and grants kept in memory on each node (`revisions.rs`): other
+//! nodes' changes arrive by notification, this node's own show at once, and a lost `LISTEN`
+//! connection sends reads to the database until it is back and has read them again.
+//!
+//! Whether a read was answered from memory is told by `PgStore::revision_queries` (the reads
+//! the database answered), not by the server's statistics, which it reports late.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use toolgate_postgres::{GrantStore, IdentityStore, LISTEN_APPLICATION_NAME, PgStore};
+use toolgate_store::{ApiKeyRecord, GrantMode, Principal, PrincipalKind, ToolGrant};
+use toolgate_testkit::postgres::Cluster;
+
+fn cluster() -> Cluster {
+    Cluster::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn user(name: &str) -> Principal {
+    Principal {
+        name: name.into(),
+        kind: PrincipalKind::User,
+        owner: None,
+        admin: false,
+        disabled: false,
+        password: None,
+        created_ms: 1,
+    }
+}
+
+fn key(id: &str, principal: &str) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: id.into(),
+        principal: principal.into(),
+        digest: [7; 32],
+        scope: serde_json::json!({}),
+        created_ms: 1,
+        created_by: "root".into(),
+        expires_ms: None,
+        revoked_ms: None,
+        last_used_ms: None,
+        note: String::new(),
+    }
+}
+
+fn grant(subject: &str) -> ToolGrant {
+    ToolGrant {
+        id: 0,
+        subject: subject.into(),
+        server: None,
+        tool_allow: vec!["read".into()],
+        tool_deny: vec![],
+        enabled: true,
+        config_overrides: serde_json::json!({}),
+        mode: GrantMode::Allow,
+        arg_rule: None,
+        expires_ms: None,
+        granted_by: "root".into(),
+        request: None,
+        note: String::new(),
+        created_ms: 1,
+    }
+}
+
+/// Waits for `done`: a bound on liveness (what never happens fails after it), not on speed.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within a minute");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn in_step(store: &PgStore) {
+    wait_until("the store's LISTEN connection is up and primed", || store.revisions_in_step());
+}
+
+/// SQL on a connection of the test's own (as an operator with psql would).
+struct Sql {
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+}
+
+impl Sql {
+    fn connect(url: &str) -> Sql {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let client = runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(connection);
+            client
+        });
+        Sql { runtime, client }
+    }
+
+    fn number(&self, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> i64 {
+        self.runtime.block_on(async { self.client.query_one(sql, params).await.unwrap().get(0) })
+    }
+
+    fn run(&self, sql: &str) {
+        self.runtime.block_on(async { self.client.batch_execute(sql).await.unwrap() });
+    }
+}
+
+/// A change made on node B reaches node A's memory by notification: A's reads follow without
+/// asking the database, before and after.
+#[test]
+fn another_nodes_changes_arrive_by_notification() {
+    let cluster = cluster();
+    let url = cluster.database().unwrap();
+    let (a, b) = (PgStore::connect(&url).unwrap(), PgStore::connect(&url).unwrap());
+    in_step(&a);
+    let asked = a.revision_queries();
+    let (identity, grants) = (a.identity_revision().unwrap(), a.grants_revision().unwrap());
+    for _ in 0..100 {
+        assert_eq!(a.identity_revision().unwrap(), identity);
+    }
+    assert_eq!(a.revision_queries(), asked, "in step, reads are answered from memory");
+
+    assert!(b.principal_add(&user("ann")).unwrap());
+    assert!(b.key_add(&key("k1", "ann")).unwrap());
+    b.tool_grant_add(&grant("ann")).unwrap();
+    let (b_identity, b_grants) = (b.identity_revision().unwrap(), b.grants_revision().unwrap());
+    assert!(b_identity >= identity + 2 && b_grants > grants, "B's own reads see its writes");
+    wait_until("A hears B's changes", || {
+        a.identity_revision().unwrap() == b_identity && a.grants_revision().unwrap() == b_grants
+    });
+    assert!(b.key_revoke("k1", 5).unwrap());
+    let revoked = b.identity_revision().unwrap();
+    wait_until("A hears B's revocation", || a.identity_revision().unwrap() == revoked);
+    assert_eq!(a.revision_queries(), asked, "A never asked the database: the notifications raised memory");
+}
+
+/// This node's own write shows in its next read at once, before the notification could be
+/// relied on: the read goes to the database, and the one after is from memory again.
+#[test]
+fn own_writes_show_at_once() {
+    let cluster = cluster();
+    let a = PgStore::connect(&cluster.database().unwrap()).unwrap();
+    in_step(&a);
+    assert!(a.principal_add(&user("ann")).unwrap());
+    assert!(a.key_add(&key("k1", "ann")).unwrap());
+    let (identity, grants) = (a.identity_revision().unwrap(), a.grants_revision().unwrap());
+    let asked = a.revision_queries();
+
+    assert!(a.key_revoke("k1", 5).unwrap());
+    assert!(a.identity_revision().unwrap() > identity, "a revoked key changes the identity revision at once");
+    assert_eq!(a.revision_queries(), asked + 1, "the read after a write asks the database");
+    let revoked = a.identity_revision().unwrap();
+    assert_eq!(a.revision_queries(), asked + 1, "and puts memory back in step");
+
+    let id = a.tool_grant_add(&grant("ann")).unwrap();
+    let added = a.grants_revision().unwrap();
+    assert!(added > grants);
+    assert!(a.grant_revoke(id).unwrap());
+    assert!(a.grants_revision().unwrap() > added, "a removed grant changes the grants revision at once");
+    assert_eq!(a.identity_revision().unwrap(), revoked);
+    assert_eq!(a.revision_queries(), asked + 3);
+}
+
+/// The `LISTEN` connection is cut, and cannot come back while the database refuses new
+/// connections: reads go to the database and see a change made meanwhile; a change made while
+/// nobody reads is found when the connection is back (it reads every revision again), and
+/// notifications flow again after it.
+#[test]
+fn a_lost_listen_connection_falls_back_to_the_database_and_resyncs() {
+    let cluster = cluster();
+    let url = cluster.database().unwrap();
+    let (a, b) = (PgStore::connect(&url).unwrap(), PgStore::connect(&url).unwrap());
+    in_step(&a);
+    in_step(&b);
+    // From another database: PostgreSQL refuses to close the one a session is in.
+    let sql = Sql::connect(&cluster.url());
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let database = config.get_dbname().unwrap().to_owned();
+    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS false"));
+    let cut = sql.number(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND datname = $2",
+        &[&LISTEN_APPLICATION_NAME, &database],
+    );
+    assert_eq!(cut, 2, "one listening connection per store");
+    wait_until("A notices its connection is gone", || !a.revisions_in_step());
+
+    // The pools keep the connections they have, so both stores still reach the database.
+    let before = a.identity_revision().unwrap();
+    let asked = a.revision_queries();
+    assert!(b.principal_add(&user("ann")).unwrap());
+    let changed = b.identity_revision().unwrap();
+    assert!(changed > before);
+    assert_eq!(a.identity_revision().unwrap(), changed, "out of step, A reads the database");
+    assert_eq!(a.identity_revision().unwrap(), changed);
+    assert_eq!(a.revision_queries(), asked + 2, "every read asks the database while the connection is down");
+    assert!(!a.revisions_in_step(), "a read of the database does not prime without a subscription");
+
+    // Made while A is not listening and reads nothing: only the resync can find it.
+    assert!(b.principal_add(&user("bob")).unwrap());
+    let unheard = b.identity_revision().unwrap();
+    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true"));
+    in_step(&a);
+    let asked = a.revision_queries();
+    assert_eq!(a.identity_revision().unwrap(), unheard, "primed on reconnecting, with the change made meanwhile");
+    assert_eq!(a.revision_queries(), asked, "from memory");
+
+    b.tool_grant_add(&grant("bob")).unwrap();
+    let granted = b.grants_revision().unwrap();
+    wait_until("A hears B's grant after reconnecting", || a.grants_revision().unwrap() == granted);
+    assert_eq!(a.revision_queries(), asked, "notifications raise memory again");
+}
