@@ -33,6 +33,17 @@ pub(crate) enum Command {
     /// Local sign-in passwords for the gateway's page (argon2id; one machine, no OIDC needed).
     #[command(subcommand)]
     Password(PasswordCommand),
+    /// Move this node's state into the PostgreSQL database several nodes will share: users,
+    /// keys, grants, secrets, routines and the audit log with its hash chain (docs/gateway.md,
+    /// "Moving a node's state"). The target must be a database no node has used yet.
+    Migrate {
+        /// `sqlite:PATH`: a workspace folder, or its `.toolgate/state.db`.
+        #[arg(long)]
+        from: String,
+        /// `postgres://user@host/database` (the `[store] url` the nodes will use).
+        #[arg(long)]
+        to: String,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -121,10 +132,15 @@ pub(crate) enum KeyCommand {
 }
 
 pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
+    // Before the state is opened: the workspace's own `[store]` is not the target yet.
+    if let Command::Migrate { from, to } = &command {
+        return migrate(from, to);
+    }
     let (db, stores) = global.state()?;
     let store: Arc<dyn IdentityStore> = Arc::clone(&stores.identity);
     let admin = Admin::new(Arc::clone(&store));
     match command {
+        Command::Migrate { from, to } => return migrate(&from, &to),
         Command::Grant(c) => return super::admin_grants::grant(&stores, c),
         Command::Access(c) => return super::admin_grants::access(&db, &stores, c),
         Command::Password(PasswordCommand::Set { name }) => {
@@ -255,4 +271,27 @@ pub(crate) fn duration_ms(text: &str) -> anyhow::Result<i64> {
         _ => bail!("`{text}` is not a duration: the unit is d, h, m or s (`30d`, `12h`, `90m`)"),
     };
     n.checked_mul(unit_ms).context("that duration is too long")
+}
+
+/// `toolgate admin migrate --from sqlite:PATH --to postgres://...`.
+fn migrate(from: &str, to: &str) -> anyhow::Result<ExitCode> {
+    let Some(path) = from.strip_prefix("sqlite:") else {
+        bail!("--from {from:?}: expected sqlite:PATH (a workspace folder, or its .toolgate/state.db)");
+    };
+    let path = std::fs::canonicalize(path).with_context(|| format!("--from: {path} does not exist"))?;
+    let (db, workspace) = if path.is_dir() {
+        (path.join(".toolgate/state.db"), path)
+    } else {
+        // `WS/.toolgate/state.db`: the workspace is two folders up.
+        let workspace = path.parent().and_then(std::path::Path::parent).map(std::path::Path::to_path_buf);
+        (path.clone(), workspace.with_context(|| format!("--from: {} is not in a workspace", path.display()))?)
+    };
+    let moved = toolgate::migrate::to_postgres(&db, &workspace, to)?;
+    outln!("moved {moved} from {} into the shared database", db.display());
+    outln!(
+        "now give every node `[store] url` for that database (and {} if secrets were moved), with the workspace at {}",
+        toolgate::store::SECRET_KEY_ENV,
+        workspace.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -148,6 +148,64 @@ impl PgAuditLog {
         Ok(PgAuditLog { store: store.clone(), workspace, writer: None, timing })
     }
 
+    /// Copies a whole log (another store's, [`toolgate_store::Store::audit_export`]) into this
+    /// workspace's, which must be empty: the rows with their chain columns as they are and the
+    /// chain's ends, in one transaction (all or nothing), so the copy verifies and ends at the
+    /// same head hash. Returns how many rows were copied.
+    pub fn import(&self, ends: &ChainEnds, rows: Vec<ChainRow>) -> Result<u64, StoreError> {
+        let (ws, ends) = (Arc::clone(&self.workspace), ends.clone());
+        self.store.run("copying the audit log", move |mut client| async move {
+            let tx = client.transaction().await?;
+            let here = chain_ends(&tx, &ws, true).await?;
+            let held: i64 =
+                tx.query_one("SELECT count(*) FROM audit WHERE workspace = $1", &[&&*ws]).await?.try_get(0)?;
+            if held > 0 || here.head_seq != 0 {
+                return Err(PgError::Data(format!(
+                    "the shared audit log of {ws} already has {held} rows: the copy goes into an empty log only"
+                )));
+            }
+            let sink = tx.copy_in(COPY_IN).await?;
+            let copy = BinaryCopyInWriter::new(sink, &COPY_TYPES);
+            tokio::pin!(copy);
+            let writer: Option<&str> = None;
+            for ChainRow { seq, prev_hash, hash, record: r } in &rows {
+                let values: [&(dyn ToSql + Sync); 21] = [
+                    &&*ws,
+                    &r.id,
+                    &r.ts_ms,
+                    &r.user,
+                    &r.agent,
+                    &r.session,
+                    &r.provider,
+                    &r.tool,
+                    &r.params,
+                    &r.decision,
+                    &r.outcome,
+                    &r.error,
+                    &r.duration_us,
+                    &r.output_bytes,
+                    &r.subject,
+                    &r.detail,
+                    &r.called_as,
+                    &writer,
+                    seq,
+                    prev_hash,
+                    hash,
+                ];
+                copy.as_mut().write(&values).await?;
+            }
+            let copied = copy.finish().await?;
+            tx.execute(
+                "UPDATE audit_chains SET start_seq = $2, start_hash = $3, head_seq = $4, head_hash = $5
+                 WHERE workspace = $1",
+                &[&&*ws, &ends.start_seq, &ends.start_hash, &ends.head_seq, &ends.head_hash],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(copied)
+        })
+    }
+
     /// The workspace this log keeps.
     pub fn workspace(&self) -> &str {
         &self.workspace

@@ -571,6 +571,35 @@ impl Store {
         })
     }
 
+    /// Every row of the log as stored, to move it to another store (`toolgate admin migrate`):
+    /// the chain's ends, then the chained rows in chain order, then the completed rows outside
+    /// the chain (added by hand) and the calls still running, each with its chain columns as
+    /// they are (so the copy verifies, and ends at the same head hash, as the original).
+    pub fn audit_export(&self) -> Result<(ChainEnds, Vec<chain::ChainRow>), StoreError> {
+        self.with(|conn| {
+            let tx = conn.unchecked_transaction().doing("reading the audit log")?;
+            let ends = chain_ends(&tx).doing("reading the audit log")?;
+            let rows = tx
+                .prepare(&format!(
+                    "SELECT seq, prev_hash, hash, {RECORD_COLUMNS} FROM audit
+                     ORDER BY seq IS NULL, seq, ts_ms, rowid"
+                ))
+                .doing("reading the audit log")?
+                .query_map([], |r| {
+                    Ok(chain::ChainRow {
+                        seq: r.get(0)?,
+                        prev_hash: r.get(1)?,
+                        hash: r.get(2)?,
+                        record: record_from_row(r, 3)?,
+                    })
+                })
+                .doing("reading the audit log")?
+                .collect::<Result<Vec<_>, _>>()
+                .doing("reading the audit log")?;
+            Ok((ends, rows))
+        })
+    }
+
     /// See [`AuditStore::prune_audit`].
     pub fn prune_audit(&self, older_than_ms: i64) -> Result<Option<Pruned>, StoreError> {
         self.with(|conn| prune(conn, older_than_ms).doing("pruning the audit log"))

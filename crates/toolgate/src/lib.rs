@@ -54,6 +54,7 @@ pub mod granted;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;
+pub mod migrate;
 pub mod ops;
 pub mod per_user;
 mod pipeline;

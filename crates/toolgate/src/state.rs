@@ -57,7 +57,7 @@ pub fn shared_audit_reader(config: &StoreConfig, workspace: &Path) -> Result<Opt
 
 /// One pool per database in a process: a gateway builds a gate per user, and each would
 /// otherwise open connections of its own to the same database.
-fn shared(url: &str) -> Result<PgStore, StoreError> {
+pub(crate) fn shared(url: &str) -> Result<PgStore, StoreError> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(StoreError::Backend {
             doing: "reading `[store] url`",

@@ -1,7 +1,8 @@
 //! The audit log of two `toolgate serve` nodes on one PostgreSQL database and one workspace
 //! folder (issue 29: the nodes behind a load balancer share the filesystem and the database):
 //! both append to the workspace's one hash chain, and a database restarted under a load of
-//! calls loses no row of a call that was answered.
+//! calls loses no row of a call that was answered. A legacy session sent to the node that did
+//! not open it gets the specification's 404, after which a client opens a new one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +11,7 @@ use std::time::Duration;
 use toolgate_testkit::postgres::Cluster;
 use toolgate_testkit::serve::HttpServer;
 
-use crate::support::gateway::{Client, admin};
+use crate::support::gateway::{Client, admin, post};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -42,6 +43,21 @@ fn two_nodes_keep_one_audit_chain_through_a_database_restart() {
     let a = HttpServer::start_in(TOOLGATE, ws, &[]);
     let b = HttpServer::start_beside(TOOLGATE, &a, &[]);
     let (on_a, on_b) = (Client::connect(&a.url, &key), Client::connect(&b.url, &key));
+    // A client before 2026-07-28 keeps a session with the node that opened it; sent to the
+    // other node (a load balancer without affinity), it is answered 404, the specification's
+    // "session gone", and the client starts a new session there.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let opened = post(&a.url, &key, None, init);
+    let session = opened
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()))
+        .unwrap_or_else(|| panic!("no session from A: {opened}"));
+    let elsewhere = post(&b.url, &key, Some(&session), r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert!(elsewhere.starts_with("HTTP/1.1 404"), "{elsewhere}");
+    assert!(
+        post(&a.url, &key, Some(&session), r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+            .starts_with("HTTP/1.1 200")
+    );
     for i in 0..10 {
         let client = if i % 2 == 0 { &on_a } else { &on_b };
         let reply = echo(client, 10 + i, &format!("before-{i}"));
