@@ -68,6 +68,4 @@ pub use listen::LISTEN_APPLICATION_NAME;
 pub use migrations::SCHEMA_VERSION;
 pub use store::PgStore;
 #[doc(no_inline)]
-pub use toolgate_store::{
-    ApprovalStore, GrantStore, IdentityStore, JobStore, RoutineStore, SecretStore, StoreError,
-};
+pub use toolgate_store::{ApprovalStore, GrantStore, IdentityStore, JobStore, RoutineStore, SecretStore, StoreError};

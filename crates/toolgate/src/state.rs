@@ -21,7 +21,9 @@ pub fn open(config: &StoreConfig, db: &Path) -> Result<Stores, StoreError> {
 }
 
 /// The areas of `local` (a workspace's open state database), the shared ones in PostgreSQL
-/// when `config.url` is set.
+/// when `config.url` is set. Jobs and routines are shared too: every node's scheduler competes
+/// for one lease, so one node at a time fires the routines, and a job runs on the node that
+/// created or claimed it while every node reads, waits on and cancels it.
 pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, StoreError> {
     let local = Stores::sqlite(local);
     match &config.url {
@@ -31,7 +33,15 @@ pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, St
             // Secrets are sealed with a key: shared only when every node can have it.
             let secrets: Arc<dyn SecretStore> =
                 if shared.keeps_secrets() { shared.clone() } else { Arc::clone(&local.secrets) };
-            Ok(Stores { approvals: shared.clone(), grants: shared.clone(), identity: shared, secrets, ..local })
+            Ok(Stores {
+                approvals: shared.clone(),
+                grants: shared.clone(),
+                jobs: shared.clone(),
+                routines: shared.clone(),
+                identity: shared,
+                secrets,
+                ..local
+            })
         }
     }
 }

@@ -1,11 +1,12 @@
 //! Two `toolgate serve` nodes on one PostgreSQL database (issue 29, `[store] url`): each node
 //! has a workspace folder of its own (its own SQLite file for what stays local), so whatever
-//! one node sees of the other's users, keys, grants and approvals came through PostgreSQL, a
+//! one node sees of the other's users, keys, grants, approvals and routines came through PostgreSQL, a
 //! throwaway cluster of the tests' own (`toolgate_testkit::postgres`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
 use toolgate_testkit::postgres::Cluster;
 use toolgate_testkit::serve::HttpServer;
 
@@ -146,4 +147,108 @@ fn a_bad_store_url_is_a_clear_error() {
     let out = list_users(ws.path());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("PostgreSQL"), "{err}");
+}
+
+/// A node of its own workspace whose calls never ask (a routine's command writes a marker file
+/// there, in the sandbox), with jobs and routines in the database at `url`.
+fn scheduling_node(url: &str) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!("[approval]\nmode = \"never\"\n\n[store]\nurl = \"{url}\"\n");
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    ws
+}
+
+/// `toolgate call TOOL PARAMS` in `ws` (a process of its own, reading the shared database).
+fn call_in(ws: &Path, tool: &str, params: Value) -> Value {
+    let out = std::process::Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["call", tool, &params.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "toolgate call {tool}: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.get("structured").cloned().unwrap_or(v)
+}
+
+/// Polls `routine_history` of `name` (read from the shared database through `ws`) until at
+/// least `runs` fires are there and the newest one's job has ended (deadline `secs`).
+fn fires_ended(ws: &Path, name: &str, runs: usize, secs: u64) -> Vec<Value> {
+    let ended = |r: &Value| matches!(r["job"]["state"].as_str(), Some("completed" | "failed" | "cancelled"));
+    let t = Instant::now();
+    loop {
+        let h = call_in(ws, "routine_history", json!({"name": name, "limit": 200}));
+        let list = h["runs"].as_array().cloned().unwrap_or_default();
+        if list.len() >= runs && list.first().is_some_and(ended) {
+            return list;
+        }
+        assert!(t.elapsed() < Duration::from_secs(secs), "never {runs} ended fires: {h}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// How many fires node `ws` ran (its marker file's lines).
+fn ran_on(ws: &Path) -> usize {
+    std::fs::read_to_string(ws.join("fires.txt")).map(|t| t.lines().count()).unwrap_or(0)
+}
+
+/// When node `ws` last ran a fire (its marker file's last change), if ever.
+fn last_ran(ws: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(ws.join("fires.txt")).and_then(|m| m.modified()).ok()
+}
+
+/// Kills `server` (SIGKILL: its scheduler lease is not released) and keeps its workspace.
+fn kill_keeping_workspace(mut server: HttpServer) -> tempfile::TempDir {
+    let ws = std::mem::replace(&mut server.ws, tempfile::tempdir().unwrap());
+    drop(server);
+    ws
+}
+
+/// A cron routine with two nodes up fires once per minute, on one node (the scheduler lease's
+/// holder); when that node is killed, the other takes the lease once it lapses and the next
+/// minutes fire there: none lost, none run twice, on either node.
+#[test]
+fn a_routine_fires_once_per_minute_across_two_nodes_and_after_its_leader_is_killed() {
+    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (scheduling_node(&url), scheduling_node(&url));
+    // Made by a command in A's workspace: B's node reads it from the database.
+    call_in(
+        a.path(),
+        "routine_create",
+        json!({"name": "minutely", "trigger_type": "cron", "schedule": "* * * * *", "timezone": "UTC",
+               "prompt": "append a line", "action_type": "tool", "tool": "exec",
+               "params": {"command": "echo fired >> fires.txt"}}),
+    );
+    let listed = call_in(b.path(), "routine_list", json!({}));
+    assert!(listed.to_string().contains("minutely"), "B lists A's routine: {listed}");
+    let (a, b) = (HttpServer::start_in(TOOLGATE, a, &[]), HttpServer::start_in(TOOLGATE, b, &[]));
+    let (a_ws, b_ws) = (a.ws.path().to_owned(), b.ws.path().to_owned());
+
+    // Two minutes with both nodes up.
+    let before = fires_ended(&b_ws, "minutely", 2, 180);
+    let (on_a, on_b) = (ran_on(&a_ws), ran_on(&b_ws));
+    assert_eq!(on_a + on_b, before.len(), "each fire ran once, on one node: A {on_a}, B {on_b}: {before:?}");
+
+    // The node that fired the last minute (its marker written last) holds the lease: killed,
+    // the other fires the next minutes.
+    let (survivor, _killed_ws) =
+        if last_ran(&a_ws) > last_ran(&b_ws) { (b, kill_keeping_workspace(a)) } else { (a, kill_keeping_workspace(b)) };
+    let survivor_before = ran_on(survivor.ws.path());
+    let after = fires_ended(survivor.ws.path(), "minutely", before.len() + 1, 150);
+    let survivor_ran = ran_on(survivor.ws.path()) - survivor_before;
+    assert!(survivor_ran >= 1, "the surviving node fired nothing after the leader died: {after:?}");
+
+    let mut minutes: Vec<i64> = after.iter().map(|r| r["scheduled_ms"].as_i64().unwrap()).collect();
+    minutes.sort();
+    for w in minutes.windows(2) {
+        assert_eq!(w[1] - w[0], 60_000, "a minute lost or fired twice: {after:?}");
+    }
+    for r in &after {
+        assert_eq!((r["status"].as_str(), r["job"]["state"].as_str()), (Some("started"), Some("completed")), "{r}");
+    }
+    // Every fire's command ran exactly once, on one node or the other.
+    assert_eq!(ran_on(&a_ws) + ran_on(&b_ws), after.len(), "{after:?}");
+    drop(survivor);
+    drop(cluster);
 }
