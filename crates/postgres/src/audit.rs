@@ -101,6 +101,8 @@ struct Writer {
     thread: Option<JoinHandle<()>>,
     /// A flush is queued: the writer does not linger.
     flush_queued: Arc<AtomicBool>,
+    /// Records sent and not yet written (or given up).
+    queued: Arc<AtomicU64>,
 }
 
 impl PgAuditLog {
@@ -120,7 +122,9 @@ impl PgAuditLog {
         let mut log = PgAuditLog::reader_timed(store, workspace, timing)?;
         let (tx, rx) = sync_channel(QUEUE);
         let flush_queued = Arc::new(AtomicBool::new(false));
+        let queued = Arc::new(AtomicU64::new(0));
         let task = WriteTask {
+            queued: Arc::clone(&queued),
             store: store.clone(),
             workspace: Arc::clone(&log.workspace),
             id: writer_id(),
@@ -132,7 +136,7 @@ impl PgAuditLog {
             .name("toolgate-audit-pg".into())
             .spawn(move || task.run(rx))
             .map_err(|e| StoreError::Backend { doing: "starting the audit writer", source: Box::new(e) })?;
-        log.writer = Some(Writer { tx: Some(tx), thread: Some(thread), flush_queued });
+        log.writer = Some(Writer { tx: Some(tx), thread: Some(thread), flush_queued, queued });
         Ok(log)
     }
 
@@ -233,6 +237,9 @@ fn off_the_runtime<T>(wait: impl FnOnce() -> T) -> T {
 
 impl AuditStore for PgAuditLog {
     fn record(&self, record: AuditRecord) {
+        if let Some(writer) = &self.writer {
+            writer.queued.fetch_add(1, Ordering::Relaxed);
+        }
         if !self.send(Message::Record(Box::new(record))) {
             tracing::error!("audit: the log's writer has stopped; a record was not written");
         }
@@ -348,6 +355,10 @@ impl AuditStore for PgAuditLog {
             Some(e) => Err(e),
             None => Ok(report),
         }
+    }
+
+    fn queued(&self) -> Option<u64> {
+        self.writer.as_ref().map(|w| w.queued.load(Ordering::Relaxed))
     }
 
     fn prune_audit(&self, older_than_ms: i64) -> Result<Option<Pruned>, StoreError> {
@@ -489,6 +500,7 @@ struct WriteTask {
     timing: Timing,
     options: AuditOptions,
     flush_queued: Arc<AtomicBool>,
+    queued: Arc<AtomicU64>,
 }
 
 impl WriteTask {
@@ -536,6 +548,7 @@ impl WriteTask {
             }
             if !batch.is_empty() {
                 self.write(&batch, &mut registered);
+                self.queued.fetch_sub(batch.len() as u64, Ordering::Relaxed);
                 batch.clear();
                 last_beat = Instant::now();
             }

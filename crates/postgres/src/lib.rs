@@ -66,6 +66,6 @@ mod store;
 pub use audit::PgAuditLog;
 pub use listen::LISTEN_APPLICATION_NAME;
 pub use migrations::SCHEMA_VERSION;
-pub use store::PgStore;
+pub use store::{PgStore, PoolUse};
 #[doc(no_inline)]
 pub use toolgate_store::{ApprovalStore, GrantStore, IdentityStore, JobStore, RoutineStore, SecretStore, StoreError};

@@ -31,6 +31,21 @@ pub struct PgStore {
     cipher: Option<Arc<SecretCipher>>,
     /// What the `LISTEN` connection hears: revisions kept in memory, approvals' watchers.
     heard: Arc<Heard>,
+    /// The pool the store's thread uses, for its figures only ([`PgStore::pool_use`]).
+    pool: Pool,
+}
+
+/// How a store's pool is used at one moment (`/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUse {
+    /// Connections open, in use or idle.
+    pub open: usize,
+    /// Open connections idle in the pool.
+    pub idle: usize,
+    /// Callers waiting for a connection (every one is in use and the pool is at its maximum).
+    pub waiting: usize,
+    /// The most connections the pool opens.
+    pub max: usize,
 }
 
 /// What opening a connection takes: the parsed URL and the TLS connector.
@@ -71,11 +86,11 @@ impl PgStore {
             .recycle_timeout(Some(CONNECT_WAIT))
             .build()
             .map_err(|e| PgError::Data(e.to_string()).doing("setting up the PostgreSQL pool"))?;
-        let bridge = Bridge::start(pool).map_err(|e| StoreError::Backend {
+        let bridge = Bridge::start(pool.clone()).map_err(|e| StoreError::Backend {
             doing: "starting the PostgreSQL store's thread",
             source: Box::new(e),
         })?;
-        let store = PgStore { bridge: Arc::new(bridge), connect, cipher: None, heard: Arc::default() };
+        let store = PgStore { bridge: Arc::new(bridge), connect, cipher: None, heard: Arc::default(), pool };
         store.run("migrating the PostgreSQL schema", migrations::migrate)?;
         let heard = Arc::clone(&store.heard);
         store.spawn(|connect| listen::listen(connect, heard))?;
@@ -87,6 +102,12 @@ impl PgStore {
     pub fn with_secret_cipher(mut self, cipher: SecretCipher) -> PgStore {
         self.cipher = Some(Arc::new(cipher));
         self
+    }
+
+    /// How the pool is used now.
+    pub fn pool_use(&self) -> PoolUse {
+        let status = self.pool.status();
+        PoolUse { open: status.size, idle: status.available, waiting: status.waiting, max: status.max_size }
     }
 
     /// Whether this store keeps secrets (it was given their key).

@@ -116,6 +116,12 @@ pub trait AuditStore: Send + Sync + Debug {
     /// started at or after `older_than_ms`, and appends a [`PRUNE_EVENT`] row saying what was
     /// deleted and the hash the chain now starts from. `None` when nothing was due.
     fn prune_audit(&self, older_than_ms: i64) -> Result<Option<Pruned>, StoreError>;
+
+    /// Records queued and not yet written, when the log counts them (`/metrics`): a number that
+    /// grows while the database is away.
+    fn queued(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The tool name of an audit event for redacted model text or an agent-to-agent message: not a

@@ -19,7 +19,7 @@ pub fn mounts(gate: &Arc<Gate>, pending: Arc<PendingApprovals>, started: Instant
         // Probes come from a load balancer without credentials; they say nothing but up or not.
         Mount::new("/healthz", RouteAuth::Own, Arc::new(Health)),
         Mount::new("/readyz", RouteAuth::Own, Arc::new(Ready { gate: Arc::clone(gate) })),
-        Mount::new("/metrics", RouteAuth::Admin, Arc::new(Metrics { pending, started })),
+        Mount::new("/metrics", RouteAuth::Admin, Arc::new(Metrics { gate: Arc::clone(gate), pending, started })),
     ]
 }
 
@@ -53,6 +53,7 @@ impl HttpRoute for Ready {
 
 #[derive(Debug)]
 struct Metrics {
+    gate: Arc<Gate>,
     pending: Arc<PendingApprovals>,
     started: Instant,
 }
@@ -65,6 +66,32 @@ impl HttpRoute for Metrics {
             text.push_str("# HELP toolgate_pending_approvals Tool calls waiting in the approvals inbox.\n");
             text.push_str("# TYPE toolgate_pending_approvals gauge\n");
             text.push_str(&format!("toolgate_pending_approvals {}\n", pending.len()));
+        }
+        if let Some(queued) = self.gate.audit_log().and_then(|log| log.queued()) {
+            text.push_str("# HELP toolgate_audit_queued Audit records queued and not yet written (grows while the database is away).\n");
+            text.push_str("# TYPE toolgate_audit_queued gauge\n");
+            text.push_str(&format!("toolgate_audit_queued {queued}\n"));
+        }
+        if let Some(shared) = crate::state::shared_status(&self.gate.config().store) {
+            let pool = shared.pool;
+            text.push_str(
+                "# HELP toolgate_store_connections Connections of this node's pool to the shared database, by state.\n",
+            );
+            text.push_str("# TYPE toolgate_store_connections gauge\n");
+            text.push_str(&format!(
+                "toolgate_store_connections{{state=\"in_use\"}} {}\n",
+                pool.open.saturating_sub(pool.idle)
+            ));
+            text.push_str(&format!("toolgate_store_connections{{state=\"idle\"}} {}\n", pool.idle));
+            text.push_str("# HELP toolgate_store_connections_max The most connections the pool opens.\n");
+            text.push_str("# TYPE toolgate_store_connections_max gauge\n");
+            text.push_str(&format!("toolgate_store_connections_max {}\n", pool.max));
+            text.push_str("# HELP toolgate_store_waiting Calls waiting for a connection to the shared database.\n");
+            text.push_str("# TYPE toolgate_store_waiting gauge\n");
+            text.push_str(&format!("toolgate_store_waiting {}\n", pool.waiting));
+            text.push_str("# HELP toolgate_store_in_step 1 while other nodes' changes arrive by NOTIFY; 0 while each call reads them.\n");
+            text.push_str("# TYPE toolgate_store_in_step gauge\n");
+            text.push_str(&format!("toolgate_store_in_step {}\n", u8::from(shared.in_step)));
         }
         text.push_str("# HELP toolgate_uptime_seconds Time since this server started.\n");
         text.push_str("# TYPE toolgate_uptime_seconds gauge\n");

@@ -65,6 +65,26 @@ pub fn shared_audit_reader(config: &StoreConfig, workspace: &Path) -> Result<Opt
     PgAuditLog::reader(&shared(url)?, &workspace.to_string_lossy()).map(Some)
 }
 
+/// How this process's connection to the shared database is doing (`/metrics`), when
+/// `config.url` names one it has opened.
+pub fn shared_status(config: &StoreConfig) -> Option<SharedStatus> {
+    let pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    let store = pools.get(config.url.as_ref().or(config.audit_url.as_ref())?)?;
+    Some(SharedStatus { pool: store.pool_use(), in_step: store.revisions_in_step() })
+}
+
+/// See [`shared_status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedStatus {
+    /// The pool's connections.
+    pub pool: toolgate_postgres::PoolUse,
+    /// Whether changes other nodes make reach this one by `NOTIFY` (the `LISTEN` connection is
+    /// up and read everything since it connected); otherwise each call reads them.
+    pub in_step: bool,
+}
+
+static POOLS: LazyLock<Mutex<HashMap<String, PgStore>>> = LazyLock::new(Mutex::default);
+
 /// One pool per database in a process: a gateway builds a gate per user, and each would
 /// otherwise open connections of its own to the same database.
 pub(crate) fn shared(url: &str) -> Result<PgStore, StoreError> {
@@ -76,7 +96,6 @@ pub(crate) fn shared(url: &str) -> Result<PgStore, StoreError> {
                 .into(),
         });
     }
-    static POOLS: LazyLock<Mutex<HashMap<String, PgStore>>> = LazyLock::new(Mutex::default);
     let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(store) = pools.get(url) {
         return Ok(store.clone());

@@ -40,6 +40,8 @@ fn two_nodes_keep_one_audit_chain_through_a_database_restart() {
     std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
     admin(ws.path(), &["user", "add", "ann"]);
     let key = admin(ws.path(), &["key", "create", "--user", "ann"]);
+    admin(ws.path(), &["user", "add", "lee", "--admin"]);
+    let lee = admin(ws.path(), &["key", "create", "--user", "lee"]);
     let a = HttpServer::start_in(TOOLGATE, ws, &[]);
     let b = HttpServer::start_beside(TOOLGATE, &a, &[]);
     let (on_a, on_b) = (Client::connect(&a.url, &key), Client::connect(&b.url, &key));
@@ -117,10 +119,37 @@ fn two_nodes_keep_one_audit_chain_through_a_database_restart() {
     let (intact, report) = audit(&workspace, &["verify"]);
     assert!(intact && report.contains("audit chain intact"), "{report}");
     assert_eq!(local_rows(&workspace), 0, "no row went to the workspace's own file");
+    // The node's link to the shared database, as an operator scrapes it.
+    let scrape = || metrics(&a, &lee);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut text = scrape();
+    while !(text.contains("toolgate_store_in_step 1\n") && text.contains("toolgate_audit_queued 0\n")) {
+        assert!(std::time::Instant::now() < deadline, "the node is not back in step: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+        text = scrape();
+    }
+    assert!(text.contains("toolgate_store_connections_max 16\n"), "{text}");
+    assert!(text.contains("toolgate_store_connections{state=\"idle\"}"), "{text}");
     drop((a, b));
 }
 
 /// Rows in the workspace's own SQLite log (none when the shared one is used).
 fn local_rows(ws: &std::path::Path) -> u64 {
     toolgate::store::Store::open(&ws.join(".toolgate/state.db")).unwrap().audit_count().unwrap()
+}
+
+/// `GET /metrics` with `key`: the body of a 200.
+fn metrics(server: &HttpServer, key: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {key}\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
 }
