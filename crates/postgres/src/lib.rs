@@ -14,6 +14,9 @@
 //! | background jobs, their events and leases, the live job runners | [`JobStore`] | `jobs` |
 //! | routines, their fires, the scheduler lease, webhook signatures seen | [`RoutineStore`] | `routines` |
 //! | the audit log, one hash chain per workspace, written with `COPY` | `AuditStore` ([`PgAuditLog`]) | `audit` |
+//! | path locks (`lock_paths`), one take at a time per workspace across nodes | [`LockStore`] | `locks` |
+//! | custom tools added with `toolgate tools add` | [`CustomToolStore`] | `custom_tools` |
+//! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `outbox` |
 //!
 //! The other areas (sessions, memory) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
 //! database (`toolgate::store`).
@@ -52,12 +55,15 @@
 mod approvals;
 mod audit;
 mod bridge;
+mod custom_tools;
 mod error;
 mod grants;
 mod identity;
 mod jobs;
 mod listen;
+mod locks;
 mod migrations;
+mod outbox;
 mod revisions;
 mod routines;
 mod secrets;
@@ -68,4 +74,7 @@ pub use listen::LISTEN_APPLICATION_NAME;
 pub use migrations::SCHEMA_VERSION;
 pub use store::{PgStore, PoolUse};
 #[doc(no_inline)]
-pub use toolgate_store::{ApprovalStore, GrantStore, IdentityStore, JobStore, RoutineStore, SecretStore, StoreError};
+pub use toolgate_store::{
+    ApprovalStore, CustomToolStore, GrantStore, IdentityStore, JobStore, LockStore, OutboxStore, RoutineStore,
+    SecretStore, StoreError,
+};

@@ -297,7 +297,39 @@ pub(crate) const MIGRATIONS: &[&str] = &[
             PERFORM pg_notify('toolgate_revisions', TG_ARGV[0] || ':' || raised);
             RETURN NULL;
         END
-     $$;",
+     $$;",    // 10: path locks, custom tools and the message outbox, kept by every node (`locks.rs`,
+    // `custom_tools.rs`, `outbox.rs`; SQLite's `path_locks`, `custom_tools`, `message_outbox`,
+    // `user` renamed). `seq` orders locks taken in the same millisecond as they were taken.
+    "CREATE TABLE path_locks (
+        token TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        member TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        globs TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        seq BIGINT GENERATED ALWAYS AS IDENTITY
+     );
+     CREATE INDEX path_locks_workspace ON path_locks (workspace, expires_ms);
+     CREATE INDEX path_locks_expiry ON path_locks (expires_ms);
+     CREATE TABLE custom_tools (
+        name TEXT PRIMARY KEY,
+        definition TEXT NOT NULL,
+        updated_ms BIGINT NOT NULL
+     );
+     CREATE TABLE message_outbox (
+        id TEXT PRIMARY KEY,
+        for_user TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        address TEXT NOT NULL,
+        subject TEXT,
+        content TEXT NOT NULL,
+        attempts BIGINT NOT NULL,
+        last_error TEXT NOT NULL,
+        created_ms BIGINT NOT NULL
+     );
+     CREATE INDEX message_outbox_user ON message_outbox (for_user, created_ms);",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

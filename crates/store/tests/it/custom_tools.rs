@@ -1,10 +1,10 @@
 //! [`CustomToolStore`]: stored custom tool definitions.
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 #[test]
 fn definitions_are_put_replaced_listed_by_name_and_deleted() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::CustomTools, |db| {
         let tools = db.connect().custom_tools;
         tools.custom_tool_put("b", "{\"v\":1}").unwrap();
         tools.custom_tool_put("a", "{}").unwrap();
@@ -23,7 +23,7 @@ fn definitions_are_put_replaced_listed_by_name_and_deleted() {
 
 #[test]
 fn definitions_outlive_the_connection_that_stored_them() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::CustomTools, |db| {
         db.connect().custom_tools.custom_tool_put("hello", "{\"command\":\"echo hi\"}").unwrap();
         let later = db.connect().custom_tools;
         assert_eq!(later.custom_tool_get("hello").unwrap().unwrap().definition, "{\"command\":\"echo hi\"}");

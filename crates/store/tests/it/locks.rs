@@ -4,7 +4,7 @@ use std::sync::{Arc, Barrier};
 
 use toolgate_store::{LockOwner, LockStore, PathLock};
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 fn owner(session: &str) -> LockOwner {
     LockOwner { user: "ann".into(), agent: "main".into(), session: session.into() }
@@ -32,7 +32,7 @@ fn take(store: &dyn LockStore, lock: &PathLock, now_ms: i64) -> Option<PathLock>
 
 #[test]
 fn a_clashing_lock_of_another_owner_is_refused_with_the_holder_and_nothing_is_written() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Locks, |db| {
         let locks = db.connect().locks;
         let a = lock("a", "/w", "s1", &["src/**", "Cargo.toml"], 10_000);
         assert_eq!(take(&*locks, &a, 1_000), None, "taken");
@@ -52,7 +52,7 @@ fn a_clashing_lock_of_another_owner_is_refused_with_the_holder_and_nothing_is_wr
 
 #[test]
 fn the_predicate_sees_only_live_locks_of_other_owners_in_the_same_workspace() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Locks, |db| {
         let locks = db.connect().locks;
         assert_eq!(take(&*locks, &lock("mine", "/w", "s1", &["x"], 10_000), 1_000), None);
         assert_eq!(take(&*locks, &lock("elsewhere", "/other", "s2", &["x"], 10_000), 1_000), None);
@@ -82,7 +82,7 @@ fn the_predicate_sees_only_live_locks_of_other_owners_in_the_same_workspace() {
 
 #[test]
 fn only_the_owner_releases_a_live_lock_by_its_token() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Locks, |db| {
         let locks = db.connect().locks;
         assert_eq!(take(&*locks, &lock("a", "/w", "s1", &["src/**"], 10_000), 1_000), None);
         assert!(!locks.lock_release("a", &owner("s2"), 1_000).unwrap(), "another session");
@@ -101,7 +101,7 @@ fn only_the_owner_releases_a_live_lock_by_its_token() {
 
 #[test]
 fn an_expired_lock_vanishes_for_everyone_and_is_swept() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Locks, |db| {
         let locks = db.connect().locks;
         let a = lock("a", "/w", "s1", &["src/**"], 2_000);
         assert_eq!(take(&*locks, &a, 1_000), None);
@@ -121,7 +121,7 @@ fn an_expired_lock_vanishes_for_everyone_and_is_swept() {
 
 #[test]
 fn locks_are_seen_by_another_connection_as_by_another_process() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Locks, |db| {
         let (first, second) = (db.connect().locks, db.connect().locks);
         let a = lock("a", "/w", "s1", &["src/**"], 10_000);
         assert_eq!(take(&*first, &a, 1_000), None);
@@ -135,7 +135,7 @@ fn locks_are_seen_by_another_connection_as_by_another_process() {
 
 #[test]
 fn of_connections_racing_for_one_lock_exactly_one_wins() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Locks, |db| {
         const RACERS: usize = 8;
         for round in 0..5 {
             let barrier = Arc::new(Barrier::new(RACERS));
@@ -157,5 +157,50 @@ fn of_connections_racing_for_one_lock_exactly_one_wins() {
             assert_eq!(live.len(), 1, "round {round}: {live:?}");
             assert!(db.connect().locks.lock_release(&live[0].token, &live[0].owner, 1_000 + round).unwrap());
         }
+    });
+}
+
+#[test]
+fn racers_on_overlapping_paths_get_one_lock_while_disjoint_takes_all_succeed() {
+    on_every_backend_of(Area::Locks, |db| {
+        const RACERS: usize = 6;
+        let barrier = Arc::new(Barrier::new(2 * RACERS));
+        let threads: Vec<_> = (0..2 * RACERS)
+            .map(|i| {
+                // Each racer its own connection, as each node has.
+                let locks = db.connect().locks;
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    // The first half clash pairwise on `shared` in /w (each also names a path of
+                    // its own); the second half take disjoint paths in /v at the same moment.
+                    let (workspace, globs) = if i < RACERS {
+                        ("/w", vec!["shared".to_owned(), format!("own-{i}")])
+                    } else {
+                        ("/v", vec![format!("own-{i}")])
+                    };
+                    let mine = PathLock {
+                        token: format!("t{i}"),
+                        workspace: workspace.into(),
+                        owner: owner(&format!("s{i}")),
+                        globs,
+                        created_ms: 100,
+                        expires_ms: 10_000,
+                    };
+                    barrier.wait();
+                    (i, locks.lock_take(&mine, 1_000, &same_glob(&mine)).unwrap())
+                })
+            })
+            .collect();
+        let outcomes: Vec<(usize, Option<PathLock>)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let held = db.connect().locks.locks_live("/w", 1_000).unwrap();
+        assert_eq!(held.len(), 1, "exactly one of the clashing racers holds /w: {held:?}");
+        for (i, refused) in outcomes.iter().filter(|(i, _)| *i < RACERS) {
+            match refused {
+                None => assert_eq!(held[0].token, format!("t{i}"), "a winner that is not the holder"),
+                Some(by) => assert_eq!(*by, held[0], "racer {i} is refused by the holder"),
+            }
+        }
+        assert!(outcomes.iter().filter(|(i, _)| *i >= RACERS).all(|(_, r)| r.is_none()), "{outcomes:?}");
+        assert_eq!(db.connect().locks.locks_live("/v", 1_000).unwrap().len(), RACERS);
     });
 }

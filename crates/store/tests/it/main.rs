@@ -55,6 +55,12 @@ pub(crate) enum Area {
     Jobs,
     /// Routines, their fires, the scheduler lease and webhook signatures.
     Routines,
+    /// Path locks (`lock_paths`).
+    Locks,
+    /// Stored custom tools.
+    CustomTools,
+    /// The message outbox.
+    Outbox,
     /// Any area that only SQLite keeps so far.
     Other,
 }
@@ -73,7 +79,18 @@ fn backends() -> Vec<Backend> {
         Backend {
             name: "postgres",
             fresh: Postgres::fresh,
-            keeps: |area| matches!(area, Area::Approvals | Area::Secrets | Area::Jobs | Area::Routines),
+            keeps: |area| {
+                matches!(
+                    area,
+                    Area::Approvals
+                        | Area::Secrets
+                        | Area::Jobs
+                        | Area::Routines
+                        | Area::Locks
+                        | Area::CustomTools
+                        | Area::Outbox
+                )
+            },
         },
     ]
 }
@@ -147,6 +164,9 @@ impl Database for Postgres {
             secrets: shared.clone(),
             jobs: shared.clone(),
             routines: shared.clone(),
+            locks: shared.clone(),
+            custom_tools: shared.clone(),
+            outbox: shared.clone(),
             identity: shared,
             ..self.local.connect()
         }

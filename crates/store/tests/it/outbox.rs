@@ -2,7 +2,7 @@
 
 use toolgate_store::OutboxEntry;
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 fn entry(id: &str, user: &str, created_ms: i64) -> OutboxEntry {
     OutboxEntry {
@@ -20,7 +20,7 @@ fn entry(id: &str, user: &str, created_ms: i64) -> OutboxEntry {
 
 #[test]
 fn entries_are_kept_listed_newest_first_by_user_and_deleted() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Outbox, |db| {
         let outbox = db.connect().outbox;
         outbox.outbox_put(&entry("a", "alice", 1)).unwrap();
         outbox.outbox_put(&entry("b", "bob", 2)).unwrap();
