@@ -297,7 +297,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
             PERFORM pg_notify('toolgate_revisions', TG_ARGV[0] || ':' || raised);
             RETURN NULL;
         END
-     $$;",    // 10: path locks, custom tools and the message outbox, kept by every node (`locks.rs`,
+     $$;",
+    // 10: path locks, custom tools and the message outbox, kept by every node (`locks.rs`,
     // `custom_tools.rs`, `outbox.rs`; SQLite's `path_locks`, `custom_tools`, `message_outbox`,
     // `user` renamed). `seq` orders locks taken in the same millisecond as they were taken.
     "CREATE TABLE path_locks (
