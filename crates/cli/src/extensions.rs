@@ -1,5 +1,6 @@
 //! `toolgate tools add|remove|secret|custom`: custom shell-template tools kept in the store
-//! (`.toolgate/state.db`), beside those in `[[tools.custom]]`.
+//! (`.toolgate/state.db`, or the shared database with `[store] url`), beside those in
+//! `[[tools.custom]]`.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -7,11 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use toolgate::extensions::{SECRET_PREFIX, add_custom_tool};
-use toolgate::store::Store;
 use toolgate::tools::custom::valid_secret_name;
 
 use super::GlobalArgs;
-use toolgate::store::{CustomToolStore, SecretStore};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
@@ -41,12 +40,14 @@ pub(crate) enum Command {
 }
 
 pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
-    let db = global.workspace()?.join(".toolgate/state.db");
-    let store = Store::open(&db).context("cannot open the state database")?;
+    // The areas the server reads: with `[store] url`, custom tools (and, with the shared key,
+    // secrets) are in the shared database every node loads them from.
+    let (_, stores) = global.state()?;
+    let (store, secrets) = (&*stores.custom_tools, &*stores.secrets);
     match command {
         Command::Add { file } => {
             let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let def = add_custom_tool(&store, &text).with_context(|| format!("{} was not added", file.display()))?;
+            let def = add_custom_tool(store, &text).with_context(|| format!("{} was not added", file.display()))?;
             // Build the whole gate once, so a name clash with a built-in or a config tool
             // is found now rather than when the server starts.
             if let Err(e) = global.gate(false) {
@@ -58,7 +59,7 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
             let missing: Vec<&str> = def
                 .env
                 .values()
-                .filter(|s| matches!(store.secret_get(&format!("{SECRET_PREFIX}{s}")), Ok(None)))
+                .filter(|s| matches!(secrets.secret_get(&format!("{SECRET_PREFIX}{s}")), Ok(None)))
                 .map(String::as_str)
                 .collect();
             if !missing.is_empty() {
@@ -86,7 +87,7 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
             }
             let key = format!("{SECRET_PREFIX}{name}");
             if delete {
-                store.secret_delete(&key)?;
+                secrets.secret_delete(&key)?;
                 outln!("removed secret `{name}`");
                 return Ok(ExitCode::SUCCESS);
             }
@@ -96,7 +97,7 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
             if value.is_empty() || value.contains('\0') {
                 bail!("the secret is empty or contains a NUL byte; pipe its value on standard input");
             }
-            store.secret_put(&key, value.as_bytes())?;
+            secrets.secret_put(&key, value.as_bytes())?;
             outln!("stored secret `{name}` ({} bytes, encrypted)", value.len());
         }
     }

@@ -24,6 +24,7 @@ pub fn open(config: &StoreConfig, db: &Path) -> Result<Stores, StoreError> {
 /// when `config.url` is set. Jobs and routines are shared too: every node's scheduler competes
 /// for one lease, so one node at a time fires the routines, and a job runs on the node that
 /// created or claimed it while every node reads, waits on and cancels it.
+/// Path locks, stored custom tools and the message outbox are shared as well.
 pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, StoreError> {
     let local = Stores::sqlite(local);
     match &config.url {
@@ -38,6 +39,10 @@ pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, St
                 grants: shared.clone(),
                 jobs: shared.clone(),
                 routines: shared.clone(),
+                // Every node mounts the same workspaces: a path lock must stop the other nodes.
+                locks: shared.clone(),
+                custom_tools: shared.clone(),
+                outbox: shared.clone(),
                 identity: shared,
                 secrets,
                 ..local
