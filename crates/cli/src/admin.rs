@@ -34,8 +34,9 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Password(PasswordCommand),
     /// Move this node's state into the PostgreSQL database several nodes will share: users,
-    /// keys, grants, secrets, routines and the audit log with its hash chain (docs/gateway.md,
-    /// "Moving a node's state"). The target must be a database no node has used yet.
+    /// keys, grants, secrets, routines, custom tools, the outbox and the audit log with its hash
+    /// chain (docs/gateway.md, "Moving a node's state"). The target must be a database no node
+    /// has used yet.
     Migrate {
         /// `sqlite:PATH`: a workspace folder, or its `.toolgate/state.db`.
         #[arg(long)]

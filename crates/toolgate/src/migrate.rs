@@ -4,11 +4,13 @@
 //!
 //! What moves: users, groups, agents and memberships; API keys (their digests: the keys people
 //! hold keep working); "allow always" grants and tool grants; secrets (opened with the node's
-//! own key, sealed again under `TOOLGATE_SECRET_KEY`, which every node is given); routines; and
-//! the audit log, row for row with its hash chain, so `toolgate audit verify` on the shared log
-//! ends at the same head hash. What stays: the approvals inbox (a pending call belongs to the
-//! process that waits for it), access requests, jobs (their output is on the node's disk), and
-//! the areas that are still SQLite-only (agent sessions, memory, custom tools, locks).
+//! own key, sealed again under `TOOLGATE_SECRET_KEY`, which every node is given); routines;
+//! custom tools added with `toolgate tools add`; undelivered messages (the outbox); and the audit
+//! log, row for row with its hash chain, so `toolgate audit verify` on the shared log ends at the
+//! same head hash. What stays: the approvals inbox (a pending call belongs to the process that
+//! waits for it), access requests, jobs (their output is on the node's disk), path locks (held by
+//! the processes that run on the node, gone when they expire), and the areas that are still
+//! SQLite-only (agent sessions, memory).
 //!
 //! The target must hold no state yet (a database the nodes have not used): a second run, or a
 //! run into a database in use, is refused before anything is written.
@@ -17,7 +19,8 @@ use std::fmt;
 use std::path::Path;
 
 use toolgate_store::{
-    AuditStore, GrantStore, IdentityStore, PrincipalKind, RoutineStore, SECRET_KEY_ENV, SecretStore, Store,
+    AuditStore, CustomToolStore, GrantStore, IdentityStore, OutboxStore, PrincipalKind, RoutineStore, SECRET_KEY_ENV,
+    SecretStore, Store,
 };
 
 use crate::state::PgAuditLog;
@@ -39,6 +42,10 @@ pub struct Moved {
     pub secrets: usize,
     /// Routines.
     pub routines: usize,
+    /// Custom tools added with `toolgate tools add`.
+    pub custom_tools: usize,
+    /// Messages in the outbox (sends that failed).
+    pub undelivered: usize,
     /// Audit rows.
     pub audit_rows: u64,
 }
@@ -48,7 +55,7 @@ impl fmt::Display for Moved {
         write!(
             f,
             "{} principals, {} memberships, {} API keys, {} \"allow always\" grants, {} tool grants, {} secrets, \
-             {} routines, {} audit rows",
+             {} routines, {} custom tools, {} undelivered messages, {} audit rows",
             self.principals,
             self.memberships,
             self.keys,
@@ -56,6 +63,8 @@ impl fmt::Display for Moved {
             self.tool_grants,
             self.secrets,
             self.routines,
+            self.custom_tools,
+            self.undelivered,
             self.audit_rows
         )
     }
@@ -149,6 +158,16 @@ pub fn to_postgres(db: &Path, workspace: &Path, url: &str) -> Result<Moved, Migr
     for routine in source.routine_list(None).map_err(failed("reading the routines"))? {
         target.routine_insert(&routine).map_err(failed(format!("adding routine {}", routine.name)))?;
         moved.routines += 1;
+    }
+    for tool in source.custom_tools().map_err(failed("reading the custom tools"))? {
+        target
+            .custom_tool_put(&tool.name, &tool.definition)
+            .map_err(failed(format!("adding custom tool {}", tool.name)))?;
+        moved.custom_tools += 1;
+    }
+    for entry in source.outbox_list(None, usize::MAX).map_err(failed("reading the outbox"))? {
+        target.outbox_put(&entry).map_err(failed(format!("keeping message {} in the outbox", entry.id)))?;
+        moved.undelivered += 1;
     }
     moved.audit_rows = log.import(&ends, rows).map_err(failed("copying the audit log"))?;
     Ok(moved)

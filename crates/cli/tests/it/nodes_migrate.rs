@@ -49,12 +49,18 @@ fn a_nodes_state_moves_into_the_shared_database_and_is_served_from_there() {
     }
     let before = verified(ws.path());
     assert_eq!(before["rows"], 3, "{before}");
+    let local = toolgate::store::Store::open(&ws.path().join(".toolgate/state.db")).unwrap();
+    let def = r#"{"name": "count_lines", "description": "Count lines.", "command": "wc -l < {{.path}}",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}"#;
+    toolgate::extensions::add_custom_tool(&local, def).unwrap();
+    drop(local);
 
     let from = format!("sqlite:{}", ws.path().display());
     let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &url]);
     assert!(ok, "{out}{err}");
     assert!(out.contains("2 principals, 1 memberships"), "ann and her group: {out}");
     assert!(out.contains("1 API keys") && out.contains("1 tool grants") && out.contains("3 audit rows"), "{out}");
+    assert!(out.contains("1 custom tools"), "{out}");
 
     // The node now keeps its state in the shared database.
     std::fs::write(ws.path().join("toolgate.toml"), format!("{gateway}\n[store]\nurl = \"{url}\"\n")).unwrap();
@@ -64,6 +70,8 @@ fn a_nodes_state_moves_into_the_shared_database_and_is_served_from_there() {
     let (_, tail, _) = toolgate(ws.path(), &["audit", "--json"]);
     assert!(["one", "two", "three"].iter().all(|m| tail.contains(&format!(r#"\"message\":\"{m}\""#))), "{tail}");
     assert!(admin(ws.path(), &["user", "list"]).contains("ann"));
+    let (ok, tools, err) = toolgate(ws.path(), &["tools", "custom"]);
+    assert!(ok && tools.contains("count_lines"), "the custom tool is read from the shared database: {tools}{err}");
 
     // A second move into the same database is refused before anything is written.
     let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &url]);
