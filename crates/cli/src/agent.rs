@@ -4,13 +4,11 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde_json::json;
 use toolgate::agent::{Event, RunSpec};
-use toolgate::store::{SessionFilter, Store};
+use toolgate::store::{SessionFilter, SessionStore};
 
 use super::GlobalArgs;
-use toolgate::store::SessionStore;
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
@@ -121,9 +119,9 @@ pub(crate) async fn run(global: &GlobalArgs, command: Command) -> anyhow::Result
     }
 }
 
-fn open_store(global: &GlobalArgs) -> anyhow::Result<Store> {
-    let db = global.workspace()?.join(".toolgate/state.db");
-    Store::open(&db).with_context(|| format!("cannot open {}", db.display()))
+/// The workspace's agent sessions: its state database, or the shared one with `[store] url`.
+fn open_store(global: &GlobalArgs) -> anyhow::Result<Arc<dyn SessionStore>> {
+    Ok(global.state()?.1.sessions)
 }
 
 /// A new run, or the next message of a conversation.
@@ -183,10 +181,12 @@ async fn run_agent(global: &GlobalArgs, turn: Turn, as_json: bool) -> anyhow::Re
     // The decisions, from the audit log: every call of this session and of the sessions it
     // started (sub-agents, delegations, reviewers) or was handed from.
     let store = open_store(global).ok();
-    let family = store.as_ref().map(|s| family(s, &outcome.session)).unwrap_or_default();
-    let audited: Vec<_> = store
-        .as_ref()
-        .and_then(|s| s.audit_tail(10_000).ok())
+    let family = store.as_ref().map(|s| family(s.as_ref(), &outcome.session)).unwrap_or_default();
+    let db = global.workspace()?.join(".toolgate/state.db");
+    let audited: Vec<_> = super::audit::Log::open(global, &db)
+        .ok()
+        .flatten()
+        .and_then(|log| log.tail(10_000).ok())
         .unwrap_or_default()
         .into_iter()
         .filter(|r| family.contains(&r.session))
@@ -220,7 +220,7 @@ async fn run_agent(global: &GlobalArgs, turn: Turn, as_json: bool) -> anyhow::Re
 }
 
 /// `session`, the sessions above it (a handoff's origin) and every session below those.
-fn family(store: &Store, session: &str) -> std::collections::HashSet<String> {
+fn family(store: &dyn SessionStore, session: &str) -> std::collections::HashSet<String> {
     let mut root = session.to_owned();
     for _ in 0..32 {
         match store.session(&root) {

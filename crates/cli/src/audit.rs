@@ -37,14 +37,14 @@ enum Command {
 
 /// Where the workspace's log is: its state database, or the shared PostgreSQL database with
 /// `[store] url` (`toolgate::state::shared_audit_reader`).
-enum Log {
+pub(crate) enum Log {
     Local(Store),
     Shared(PgAuditLog),
 }
 
 impl Log {
     /// The workspace's log; `None` when it has none yet (no state database, no shared store).
-    fn open(global: &GlobalArgs, db: &std::path::Path) -> anyhow::Result<Option<Log>> {
+    pub(crate) fn open(global: &GlobalArgs, db: &std::path::Path) -> anyhow::Result<Option<Log>> {
         let store = global.load_config()?.store;
         if let Some(shared) = toolgate::state::shared_audit_reader(&store, &global.workspace()?)
             .context("cannot open the audit log in the shared database ([store] url)")?
@@ -64,7 +64,7 @@ impl Log {
         }
     }
 
-    fn tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
+    pub(crate) fn tail(&self, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
         match self {
             Log::Local(store) => store.audit_tail(n),
             Log::Shared(log) => log.audit_tail(n),

@@ -17,8 +17,9 @@
 //! | path locks (`lock_paths`), one take at a time per workspace across nodes | [`LockStore`] | `locks` |
 //! | custom tools added with `toolgate tools add` | [`CustomToolStore`] | `custom_tools` |
 //! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `outbox` |
+//! | agent sessions and messages, team boards and mailboxes, handoff routes | [`SessionStore`] | `sessions` |
 //!
-//! The other areas (sessions, memory) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
+//! The other areas (memory, the embedding cache) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
 //! database (`toolgate::store`).
 //!
 //! # Synchronous calls on an async client
@@ -67,6 +68,7 @@ mod outbox;
 mod revisions;
 mod routines;
 mod secrets;
+mod sessions;
 mod store;
 
 pub use audit::PgAuditLog;
@@ -76,5 +78,5 @@ pub use store::{PgStore, PoolUse};
 #[doc(no_inline)]
 pub use toolgate_store::{
     ApprovalStore, CustomToolStore, GrantStore, IdentityStore, JobStore, LockStore, OutboxStore, RoutineStore,
-    SecretStore, StoreError,
+    SecretStore, SessionStore, StoreError,
 };

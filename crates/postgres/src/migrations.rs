@@ -331,6 +331,92 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         created_ms BIGINT NOT NULL
      );
      CREATE INDEX message_outbox_user ON message_outbox (for_user, created_ms);",
+    // 11: agent sessions, their messages, team task boards, team messages and handoff routes
+    // (`sessions.rs`). A session records the host and process running it (only that host can
+    // tell whether it still runs); team tasks are searched with PostgreSQL's own text search.
+    "CREATE TABLE agent_sessions (
+        pos BIGINT GENERATED ALWAYS AS IDENTITY,
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        member TEXT NOT NULL,
+        parent TEXT,
+        kind TEXT NOT NULL,
+        label TEXT,
+        status TEXT NOT NULL,
+        depth BIGINT NOT NULL DEFAULT 0,
+        task TEXT NOT NULL,
+        result TEXT,
+        error TEXT,
+        input_tokens BIGINT NOT NULL DEFAULT 0,
+        output_tokens BIGINT NOT NULL DEFAULT 0,
+        cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        only_tools TEXT,
+        writer_node TEXT,
+        writer_pid BIGINT,
+        writer_token TEXT
+     );
+     CREATE INDEX agent_sessions_parent ON agent_sessions (parent);
+     CREATE INDEX agent_sessions_created ON agent_sessions (created_ms);
+     CREATE INDEX agent_sessions_running ON agent_sessions (writer_node) WHERE status = 'running';
+     CREATE TABLE agent_messages (
+        session TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        tool_calls TEXT,
+        tool_call_id TEXT,
+        tool_name TEXT,
+        is_error BOOLEAN NOT NULL DEFAULT false,
+        ts_ms BIGINT NOT NULL,
+        PRIMARY KEY (session, seq)
+     );
+     CREATE TABLE team_tasks (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        team TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        description TEXT NOT NULL,
+        priority BIGINT NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        owner TEXT,
+        blocked_by JSONB NOT NULL DEFAULT '[]',
+        result TEXT,
+        created_ms BIGINT NOT NULL,
+        claimed_ms BIGINT,
+        lease_until_ms BIGINT,
+        claim_session TEXT,
+        posted_session TEXT,
+        posted_user TEXT
+     );
+     CREATE INDEX team_tasks_team ON team_tasks (team, status);
+     CREATE INDEX team_tasks_text ON team_tasks
+        USING gin (to_tsvector('english', subject || ' ' || description || ' ' || COALESCE(result, '')));
+     CREATE TABLE team_messages (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        team TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        recipient TEXT,
+        content TEXT NOT NULL,
+        ts_ms BIGINT NOT NULL
+     );
+     CREATE INDEX team_messages_team ON team_messages (team, id);
+     CREATE TABLE team_message_reads (
+        team TEXT NOT NULL,
+        reader TEXT NOT NULL,
+        last_id BIGINT NOT NULL,
+        PRIMARY KEY (team, reader)
+     );
+     CREATE TABLE handoff_routes (
+        conversation TEXT PRIMARY KEY,
+        member TEXT NOT NULL,
+        from_agent TEXT NOT NULL,
+        to_agent TEXT NOT NULL,
+        to_session TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        created_ms BIGINT NOT NULL
+     );
+     CREATE INDEX handoff_routes_to ON handoff_routes (to_session);",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -9,8 +9,8 @@
 //! log, row for row with its hash chain, so `toolgate audit verify` on the shared log ends at the
 //! same head hash. What stays: the approvals inbox (a pending call belongs to the process that
 //! waits for it), access requests, jobs (their output is on the node's disk), path locks (held by
-//! the processes that run on the node, gone when they expire), and the areas that are still
-//! SQLite-only (agent sessions, memory).
+//! the processes that run on the node, gone when they expire), agent sessions and team boards
+//! (not moved yet), and memory (still SQLite-only).
 //!
 //! The target must hold no state yet (a database the nodes have not used): a second run, or a
 //! run into a database in use, is refused before anything is written.

@@ -1,8 +1,9 @@
 //! Where toolgate's state lives: each workspace's `.toolgate/state.db` (SQLite, embedded), and,
 //! with `[store] url`, a PostgreSQL database that several `toolgate serve` nodes share for the
-//! areas `toolgate-postgres` keeps (identities, grants and access requests, the approvals
-//! inbox, secrets when `TOOLGATE_SECRET_KEY` gives every node their key, and the audit log). Everything that opens the state — the gate, `serve`'s inbox, the admin commands —
-//! opens it here, so a node and its operator's commands never see two different inboxes.
+//! areas `toolgate-postgres` keeps (every area but memory and the embedding cache; secrets only
+//! when `TOOLGATE_SECRET_KEY` gives every node their key). Everything that opens the state (the
+//! gate, `serve`'s inbox, the admin commands) opens it here, so a node and its operator's
+//! commands never see two different inboxes.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,6 +40,7 @@ pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, St
                 grants: shared.clone(),
                 jobs: shared.clone(),
                 routines: shared.clone(),
+                sessions: shared.clone(),
                 // Every node mounts the same workspaces: a path lock must stop the other nodes.
                 locks: shared.clone(),
                 custom_tools: shared.clone(),

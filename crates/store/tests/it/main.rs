@@ -61,6 +61,8 @@ pub(crate) enum Area {
     CustomTools,
     /// The message outbox.
     Outbox,
+    /// Agent sessions and their messages, team boards and mailboxes, handoff routes.
+    Sessions,
     /// Any area that only SQLite keeps so far.
     Other,
 }
@@ -89,6 +91,7 @@ fn backends() -> Vec<Backend> {
                         | Area::Locks
                         | Area::CustomTools
                         | Area::Outbox
+                        | Area::Sessions
                 )
             },
         },
@@ -167,6 +170,7 @@ impl Database for Postgres {
             locks: shared.clone(),
             custom_tools: shared.clone(),
             outbox: shared.clone(),
+            sessions: shared.clone(),
             identity: shared,
             ..self.local.connect()
         }

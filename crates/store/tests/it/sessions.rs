@@ -5,7 +5,7 @@
 
 use toolgate_store::{HandoffRoute, MessageRecord, SessionFilter, SessionRecord};
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 fn session(id: &str, created_ms: i64) -> SessionRecord {
     SessionRecord {
@@ -26,7 +26,7 @@ fn message(role: &str, ts_ms: i64) -> MessageRecord {
 
 #[test]
 fn a_session_keeps_its_messages_usage_and_outcome() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let s = SessionRecord { label: Some("first".into()), depth: 1, ..session("s1", 10) };
         store.session_create(&s).unwrap();
@@ -72,7 +72,7 @@ fn a_session_keeps_its_messages_usage_and_outcome() {
 
 #[test]
 fn a_turn_is_appended_with_its_usage_at_once() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         store.session_create(&session("s1", 10)).unwrap();
         assert_eq!(store.session_append("s1", &message("user", 11)).unwrap(), 1);
@@ -126,7 +126,7 @@ fn a_turn_is_appended_with_its_usage_at_once() {
 
 #[test]
 fn a_session_keeps_the_tools_its_run_was_limited_to() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let limited = SessionRecord { only_tools: Some(vec!["read".into(), "write".into()]), ..session("s1", 10) };
         store.session_create(&limited).unwrap();
@@ -145,7 +145,7 @@ fn a_session_keeps_the_tools_its_run_was_limited_to() {
 
 #[test]
 fn sessions_are_filtered_and_listed_newest_first() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         store.session_create(&session("s1", 10)).unwrap();
         store
@@ -173,7 +173,7 @@ fn sessions_are_filtered_and_listed_newest_first() {
 
 #[test]
 fn finished_idle_sessions_are_archived_and_live_ones_are_not_orphans() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         store.session_create(&session("s1", 10)).unwrap();
         store.session_create(&session("s2", 11)).unwrap();
@@ -191,7 +191,7 @@ fn finished_idle_sessions_are_archived_and_live_ones_are_not_orphans() {
 
 #[test]
 fn a_handoff_route_is_set_replaced_found_both_ways_and_cleared() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let route = HandoffRoute {
             conversation: "s1".into(),
@@ -212,5 +212,31 @@ fn a_handoff_route_is_set_replaced_found_both_ways_and_cleared() {
         assert!(store.handoff_clear("s1").unwrap());
         assert!(store.handoff_route("s1").unwrap().is_none());
         assert!(!store.handoff_clear("s1").unwrap());
+    });
+}
+
+/// Nodes (connections of their own) appending to one session at once: every message gets its
+/// own number, 1 to N, none lost or doubled.
+#[test]
+fn appenders_on_several_connections_never_share_a_number() {
+    on_every_backend_of(Area::Sessions, |db| {
+        db.connect().sessions.session_create(&session("shared", 1)).unwrap();
+        let appenders: Vec<_> = (0..4)
+            .map(|node| {
+                let store = db.connect().sessions;
+                std::thread::spawn(move || {
+                    let seqs: Vec<i64> = (0..20)
+                        .map(|i| store.session_append("shared", &message("user", node * 100 + i)).unwrap())
+                        .collect();
+                    seqs.len()
+                })
+            })
+            .collect();
+        let appended: usize = appenders.into_iter().map(|t| t.join().unwrap()).sum();
+        let store = db.connect().sessions;
+        let seqs: Vec<i64> = store.session_messages("shared", 0).unwrap().iter().map(|m| m.seq).collect();
+        assert_eq!(appended, 80);
+        assert_eq!(seqs, (1..=80).collect::<Vec<_>>());
+        assert_eq!(store.session("shared").unwrap().unwrap().message_count, 80);
     });
 }

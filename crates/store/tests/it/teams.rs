@@ -3,7 +3,7 @@
 
 use toolgate_store::{SessionStore, TaskFilter, TaskOrder, TeamMessage, TeamTask};
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 fn task(subject: &str, priority: i64, blocked_by: Vec<i64>) -> TeamTask {
     TeamTask {
@@ -33,7 +33,7 @@ fn status(store: &dyn SessionStore, id: i64) -> String {
 
 #[test]
 fn team_tasks_are_claimed_once_and_completing_one_unblocks_others() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let a = store.team_task_create(&task("a", 0, vec![])).unwrap();
         let b = store.team_task_create(&task("b", 0, vec![a.id])).unwrap();
@@ -81,7 +81,7 @@ fn team_tasks_are_claimed_once_and_completing_one_unblocks_others() {
 
 #[test]
 fn claiming_without_an_id_takes_the_next_pending_task() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         assert!(store.team_task_claim("t", None, "x", "session of x", 1, 2).unwrap().is_none(), "nothing to claim");
         let low = store.team_task_create(&task("low", 0, vec![])).unwrap();
@@ -96,7 +96,7 @@ fn claiming_without_an_id_takes_the_next_pending_task() {
 
 #[test]
 fn a_task_waits_for_every_task_it_is_blocked_by() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let a = store.team_task_create(&task("a", 0, vec![])).unwrap();
         let b = store.team_task_create(&task("b", 0, vec![])).unwrap();
@@ -115,7 +115,7 @@ fn a_task_waits_for_every_task_it_is_blocked_by() {
 
 #[test]
 fn team_tasks_are_filtered_and_ordered() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         for (i, (subject, priority)) in [("low", 0), ("high", 5), ("low too", 0), ("mid", 2)].into_iter().enumerate() {
             store.team_task_create(&TeamTask { created_ms: 10 + i as i64, ..task(subject, priority, vec![]) }).unwrap();
@@ -136,7 +136,7 @@ fn team_tasks_are_filtered_and_ordered() {
 
 #[test]
 fn search_is_full_text_over_subject_description_and_result_and_takes_words_literally() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let mk = |subject: &str, description: &str| {
             store.team_task_create(&TeamTask { description: description.into(), ..task(subject, 0, vec![]) }).unwrap()
@@ -189,7 +189,7 @@ fn search_is_full_text_over_subject_description_and_result_and_takes_words_liter
 
 #[test]
 fn a_lapsed_lease_puts_the_task_back_and_renewing_keeps_it() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let a = store.team_task_create(&task("a", 0, vec![])).unwrap();
         let b = store.team_task_create(&task("b", 0, vec![])).unwrap();
@@ -226,7 +226,7 @@ fn a_lapsed_lease_puts_the_task_back_and_renewing_keeps_it() {
 /// lapsed claim can be taken at once by a claim, without a sweeper.
 #[test]
 fn leases_are_renewed_by_the_claiming_session_and_a_lapsed_claim_can_be_taken() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let one = store.team_task_create(&task("one", 5, vec![])).unwrap();
         let two = store.team_task_create(&task("two", 0, vec![])).unwrap();
@@ -284,7 +284,7 @@ fn send(store: &dyn SessionStore, from: &str, to: Option<&str>, content: &str) -
 
 #[test]
 fn reading_the_mailbox_returns_unread_messages_once() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         let unread = |reader: &str| -> Vec<String> {
             store.team_messages_unread("t", reader, 0).unwrap().into_iter().map(|m| m.content).collect()
@@ -317,7 +317,7 @@ fn reading_the_mailbox_returns_unread_messages_once() {
 
 #[test]
 fn concurrent_readers_of_one_member_never_get_a_message_twice() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         for i in 0..200 {
             send(&*store, "lead", if i % 2 == 0 { None } else { Some("w") }, &format!("m{i}"));
@@ -350,7 +350,7 @@ fn concurrent_readers_of_one_member_never_get_a_message_twice() {
 
 #[test]
 fn history_pages_forward_and_keeps_the_newest() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::Sessions, |db| {
         let store = db.connect().sessions;
         send(&*store, "x", None, "hi all");
         for i in 0..250 {
