@@ -32,8 +32,8 @@ use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 use toolgate_store::chain::{self, ChainRow};
 use toolgate_store::{
-    AuditOptions, AuditRecord, AuditStore, ChainEnds, ChainReport, GAP, GAP_EVENT, GENESIS, INTERRUPTED, PRUNE_EVENT,
-    Pruned, STARTED, SessionCalls, SessionQuery, StoreError, TEXT_EVENT,
+    AuditOptions, AuditRecord, AuditStore, ChainEnds, ChainReport, GAP, GAP_EVENT, GENESIS, INTERRUPTED, Pruned,
+    STARTED, SessionCalls, SessionQuery, StoreError, TEXT_EVENT,
 };
 
 use crate::PgStore;
@@ -171,32 +171,8 @@ impl PgAuditLog {
             let sink = tx.copy_in(COPY_IN).await?;
             let copy = BinaryCopyInWriter::new(sink, &COPY_TYPES);
             tokio::pin!(copy);
-            let writer: Option<&str> = None;
-            for ChainRow { seq, prev_hash, hash, record: r } in &rows {
-                let values: [&(dyn ToSql + Sync); 21] = [
-                    &&*ws,
-                    &r.id,
-                    &r.ts_ms,
-                    &r.user,
-                    &r.agent,
-                    &r.session,
-                    &r.provider,
-                    &r.tool,
-                    &r.params,
-                    &r.decision,
-                    &r.outcome,
-                    &r.error,
-                    &r.duration_us,
-                    &r.output_bytes,
-                    &r.subject,
-                    &r.detail,
-                    &r.called_as,
-                    &writer,
-                    seq,
-                    prev_hash,
-                    hash,
-                ];
-                copy.as_mut().write(&values).await?;
+            for ChainRow { seq, prev_hash, hash, record } in &rows {
+                copy_row(copy.as_mut(), &ws, record, None, (*seq, prev_hash.as_deref(), hash.as_deref())).await?;
             }
             let copied = copy.finish().await?;
             tx.execute(
@@ -778,6 +754,42 @@ const COPY_IN: &str = "COPY audit (workspace, id, ts_ms, member, agent, session,
                        outcome, error, duration_us, output_bytes, subject, detail, called_as, writer, seq, prev_hash, \
                        hash) FROM STDIN BINARY";
 
+/// Sends one row of `ws` to a `COPY` ([`COPY_IN`]'s columns): the record, the log that wrote it,
+/// and its place in the chain (none while it is running).
+async fn copy_row(
+    copy: std::pin::Pin<&mut BinaryCopyInWriter>,
+    ws: &str,
+    r: &AuditRecord,
+    writer: Option<&str>,
+    (seq, prev, hash): (Option<i64>, Option<&str>, Option<&str>),
+) -> Result<(), PgError> {
+    let values: [&(dyn ToSql + Sync); 21] = [
+        &ws,
+        &r.id,
+        &r.ts_ms,
+        &r.user,
+        &r.agent,
+        &r.session,
+        &r.provider,
+        &r.tool,
+        &r.params,
+        &r.decision,
+        &r.outcome,
+        &r.error,
+        &r.duration_us,
+        &r.output_bytes,
+        &r.subject,
+        &r.detail,
+        &r.called_as,
+        &writer,
+        &seq,
+        &prev,
+        &hash,
+    ];
+    copy.write(&values).await?;
+    Ok(())
+}
+
 /// Writes one batch in one transaction (see [`AuditStore::record`] for what a record with the
 /// id of a "started" row does). `retry`: the batch may have been committed already by an
 /// attempt whose answer was lost, so rows found written are the batch's own, not duplicates.
@@ -857,34 +869,11 @@ async fn write_batch(
         let copy = BinaryCopyInWriter::new(sink, &COPY_TYPES);
         tokio::pin!(copy);
         for Row { record: r, link } in &rows {
-            let (seq, prev, hash) = match link {
+            let link = match link {
                 Some((seq, prev, hash)) => (Some(*seq), Some(prev.as_str()), Some(hash.as_str())),
                 None => (None, None, None),
             };
-            let values: [&(dyn ToSql + Sync); 21] = [
-                &ws,
-                &r.id,
-                &r.ts_ms,
-                &r.user,
-                &r.agent,
-                &r.session,
-                &r.provider,
-                &r.tool,
-                &r.params,
-                &r.decision,
-                &r.outcome,
-                &r.error,
-                &r.duration_us,
-                &r.output_bytes,
-                &r.subject,
-                &r.detail,
-                &r.called_as,
-                &writer,
-                &seq,
-                &prev,
-                &hash,
-            ];
-            copy.as_mut().write(&values).await?;
+            copy_row(copy.as_mut(), ws, r, Some(writer), link).await?;
         }
         copy.finish().await?;
     }
@@ -1067,25 +1056,7 @@ async fn prune(client: &mut Object, ws: &str, older_than_ms: i64) -> Result<Opti
         start_seq: ends.start_seq,
         start_hash: ends.start_hash.clone(),
     };
-    let now = now_ms();
-    let record = AuditRecord {
-        id: format!("audit-prune-{now}-{through}"),
-        ts_ms: now,
-        user: "toolgate".into(),
-        agent: "retention".into(),
-        tool: PRUNE_EVENT.into(),
-        params: serde_json::to_string(&pruned).map_err(|e| PgError::Data(e.to_string()))?,
-        decision: "retention".into(),
-        outcome: "ok".into(),
-        detail: Some(format!(
-            "deleted {rows} rows (chain positions {}..{through}) older than the retention period; the chain now \
-             starts at {} after hash {}",
-            through + 1 - rows as i64,
-            ends.start_seq,
-            ends.start_hash
-        )),
-        ..AuditRecord::default()
-    };
+    let record = pruned.record(now_ms());
     link(&tx, ws, &mut ends, &record, false).await?;
     set_head(&tx, ws, &ends).await?;
     tx.commit().await?;

@@ -4,9 +4,11 @@
 //!
 //! Where the values in memory come from, and why they are exact enough:
 //! - **Other nodes' changes**: the revision trigger notifies `toolgate_revisions` with
-//!   `name:value` at commit, and the listener (`listen.rs`) raises the value with `fetch_max`
-//!   (revisions only grow, so a late or repeated notification never lowers one). A key revoked
-//!   on node B stops working on node A when the notification arrives: milliseconds.
+//!   `name:value` at commit; the listener (`listen.rs`) takes it as a hint only and puts memory
+//!   out of step, so the next read asks the table (whose values only grow, kept with
+//!   `fetch_max`) and primes again. A key revoked on node B stops working on node A when the
+//!   notification arrives: milliseconds. (The payload's value is not trusted: see
+//!   [`Revisions::notified`].)
 //! - **Notifications are lossy**, so memory answers only while it is *in step*: the listener
 //!   is subscribed and every revision was read after its `LISTEN` (primed). Losing the
 //!   connection (or its heartbeat going unanswered, `listen.rs`) ends that at once, and until
@@ -76,13 +78,16 @@ impl Revisions {
         }
     }
 
-    /// Applies a notification's payload (`name:value`); anything else is ignored with a warning
-    /// (the values then wait for the next read or priming).
+    /// A notification says a revision changed: memory leaves step, and the next read asks the
+    /// table (and primes again). Its value is not taken: anyone who may `NOTIFY` on the
+    /// database could send a huge one, which `fetch_max` would keep, so that no later change
+    /// moved the revision and the gateway's caches of revoked keys and grants stayed valid until
+    /// a restart. The cost is one read per change per node.
     pub(crate) fn notified(&self, payload: &str) {
-        match payload.split_once(':').and_then(|(name, value)| Some((name, value.parse::<i64>().ok()?))) {
-            Some((name, value)) => self.raise(name, value),
-            None => tracing::warn!("PostgreSQL {CHANNEL}: ignoring a notification that is not `name:value`"),
+        if payload.split_once(':').and_then(|(name, _)| slot(name)).is_none() {
+            tracing::debug!("PostgreSQL {CHANNEL}: a notification that names no known revision; reading them anyway");
         }
+        self.out_of_step();
     }
 
     /// The epoch a priming starts from: read it before reading the table.
@@ -150,16 +155,20 @@ mod tests {
     }
 
     #[test]
-    fn values_only_grow_and_bad_payloads_change_nothing() {
+    fn values_only_grow_and_any_notification_sends_reads_to_the_table() {
         let r = Revisions::default();
+        r.raise("grants", 7);
+        r.raise("grants", 5);
         assert!(r.primed(r.epoch()));
-        r.notified("grants:7");
-        r.notified("grants:5");
-        for bad in ["grants", "grants:", "grants:x", ":7", "other:9", "grants:7:1", ""] {
-            r.notified(bad);
-        }
-        assert_eq!(r.cached("grants"), Some(7));
-        assert_eq!(r.cached("identity"), Some(0));
+        assert_eq!(r.cached("grants"), Some(7), "a revision never goes back");
         assert_eq!(r.cached("other"), None, "only the revisions kept are answered from memory");
+        // A forged value is never taken: every notification, well formed or not, only puts
+        // memory out of step until the next read of the table primes it.
+        for payload in ["identity:9223372036854775000", "grants", "other:9", ""] {
+            r.notified(payload);
+            assert_eq!(r.cached("identity"), None, "{payload:?}");
+            assert!(r.primed(r.epoch()), "the next read primes again");
+        }
+        assert_eq!(r.cached("identity"), Some(0), "the forged value was not kept");
     }
 }

@@ -150,6 +150,7 @@ fn retention_prunes_one_workspace_and_the_chain_still_checks_out() {
     assert_eq!(rows.last().unwrap().tool, PRUNE_EVENT);
     let report = team.verify_chain().unwrap();
     assert!(report.ok(), "{report:?}");
+    other.flush();
     assert_eq!(other.audit_count().unwrap(), 10);
     assert!(other.verify_chain().unwrap().ok());
 }

@@ -918,25 +918,7 @@ fn prune(conn: &Connection, older_than_ms: i64) -> rusqlite::Result<Option<Prune
             start_seq: ends.start_seq,
             start_hash: ends.start_hash.clone(),
         };
-        let now = now_ms();
-        let record = AuditRecord {
-            id: format!("audit-prune-{now}-{through}"),
-            ts_ms: now,
-            user: "toolgate".into(),
-            agent: "retention".into(),
-            tool: PRUNE_EVENT.into(),
-            params: serde_json::to_string(&pruned).unwrap_or_default(),
-            decision: "retention".into(),
-            outcome: "ok".into(),
-            detail: Some(format!(
-                "deleted {rows} rows (chain positions {}..{through}) older than the retention period; the chain now \
-                 starts at {} after hash {}",
-                through + 1 - rows as i64,
-                ends.start_seq,
-                ends.start_hash
-            )),
-            ..AuditRecord::default()
-        };
+        let record = pruned.record(now_ms());
         let writer = Writer::this_process();
         conn.execute(
             &format!("INSERT INTO audit ({RECORD_COLUMNS}, writer_pid, writer_token) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"),

@@ -103,6 +103,30 @@ pub struct Pruned {
     pub start_hash: String,
 }
 
+impl Pruned {
+    /// The row retention appends to say what it deleted ([`PRUNE_EVENT`], at `now_ms`): the
+    /// same on every backend, so a chain verifies wherever it is kept.
+    pub fn record(&self, now_ms: i64) -> AuditRecord {
+        let Pruned { rows, through_seq: through, start_seq, start_hash, .. } = self;
+        AuditRecord {
+            id: format!("audit-prune-{now_ms}-{through}"),
+            ts_ms: now_ms,
+            user: "toolgate".into(),
+            agent: "retention".into(),
+            tool: PRUNE_EVENT.into(),
+            params: serde_json::to_string(self).unwrap_or_default(),
+            decision: "retention".into(),
+            outcome: "ok".into(),
+            detail: Some(format!(
+                "deleted {rows} rows (chain positions {}..{through}) older than the retention period; the chain now \
+                 starts at {start_seq} after hash {start_hash}",
+                through + 1 - *rows as i64,
+            )),
+            ..AuditRecord::default()
+        }
+    }
+}
+
 /// The first row that does not check out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Broken {
