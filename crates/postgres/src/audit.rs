@@ -120,6 +120,8 @@ impl PgAuditLog {
         timing: Timing,
     ) -> Result<PgAuditLog, StoreError> {
         let mut log = PgAuditLog::reader_timed(store, workspace, timing)?;
+        let ws = Arc::clone(&log.workspace);
+        store.run("opening the audit log", move |client| async move { ensure_chain(&client, &ws).await })?;
         let (tx, rx) = sync_channel(QUEUE);
         let flush_queued = Arc::new(AtomicBool::new(false));
         let queued = Arc::new(AtomicU64::new(0));
@@ -146,10 +148,7 @@ impl PgAuditLog {
     }
 
     fn reader_timed(store: &PgStore, workspace: &str, timing: Timing) -> Result<PgAuditLog, StoreError> {
-        let workspace: Arc<str> = Arc::from(workspace);
-        let ws = Arc::clone(&workspace);
-        store.run("opening the audit log", move |client| async move { ensure_chain(&client, &ws).await })?;
-        Ok(PgAuditLog { store: store.clone(), workspace, writer: None, timing })
+        Ok(PgAuditLog { store: store.clone(), workspace: Arc::from(workspace), writer: None, timing })
     }
 
     /// Copies a whole log (another store's, [`toolgate_store::Store::audit_export`]) into this
@@ -642,14 +641,18 @@ fn writer_id() -> Arc<str> {
     Arc::from(format!("{}:{}:{nanos:x}:{n}", node_name(), std::process::id()))
 }
 
-/// This machine's name, as the rows of a node that died name it.
-fn node_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown-host".to_owned())
+/// This machine's name (read once), as the rows of a node that died name it and as a running
+/// agent session records its host (`sessions.rs`).
+pub(crate) fn node_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| "unknown-host".to_owned())
+    })
 }
 
 fn now_ms() -> i64 {
@@ -684,7 +687,8 @@ async fn ensure_chain(client: &impl deadpool_postgres::GenericClient, ws: &str) 
     Ok(())
 }
 
-/// `ws`'s chain ends; `lock`: held for the transaction `client` is in (appenders take turns).
+/// `ws`'s chain ends; `lock`: held for the transaction `client` is in (appenders take turns),
+/// the row made first if the workspace has none.
 async fn chain_ends(
     client: &impl deadpool_postgres::GenericClient,
     ws: &str,
@@ -697,6 +701,10 @@ async fn chain_ends(
     };
     let row = match client.query_opt(sql, &[&ws]).await? {
         Some(row) => row,
+        // A reader of a workspace nobody wrote to sees an empty chain, and writes nothing.
+        None if !lock => {
+            return Ok(ChainEnds { start_seq: 1, start_hash: GENESIS.into(), head_seq: 0, head_hash: GENESIS.into() });
+        }
         None => {
             ensure_chain(client, ws).await?;
             client.query_one(sql, &[&ws]).await?
@@ -750,21 +758,25 @@ const COPY_TYPES: [Type; 21] = [
     Type::TEXT,
     Type::TEXT,
 ];
-const COPY_IN: &str = "COPY audit (workspace, id, ts_ms, member, agent, session, provider, tool, params, decision, \
-                       outcome, error, duration_us, output_bytes, subject, detail, called_as, writer, seq, prev_hash, \
-                       hash) FROM STDIN BINARY";
+/// Every column of a row as written, in [`row_values`]' order.
+macro_rules! row_columns {
+    () => {
+        "workspace, id, ts_ms, member, agent, session, provider, tool, params, decision, outcome, error, \
+         duration_us, output_bytes, subject, detail, called_as, writer, seq, prev_hash, hash"
+    };
+}
+const COPY_IN: &str = concat!("COPY audit (", row_columns!(), ") FROM STDIN BINARY");
 
-/// Sends one row of `ws` to a `COPY` ([`COPY_IN`]'s columns): the record, the log that wrote it,
+/// The values of one row of `ws`, in `row_columns!`' order: the record, the log that wrote it,
 /// and its place in the chain (none while it is running).
-async fn copy_row(
-    copy: std::pin::Pin<&mut BinaryCopyInWriter>,
-    ws: &str,
-    r: &AuditRecord,
-    writer: Option<&str>,
-    (seq, prev, hash): (Option<i64>, Option<&str>, Option<&str>),
-) -> Result<(), PgError> {
-    let values: [&(dyn ToSql + Sync); 21] = [
-        &ws,
+fn row_values<'a>(
+    ws: &'a &'a str,
+    r: &'a AuditRecord,
+    writer: &'a Option<&'a str>,
+    (seq, prev, hash): &'a (Option<i64>, Option<&'a str>, Option<&'a str>),
+) -> [&'a (dyn ToSql + Sync); 21] {
+    [
+        ws,
         &r.id,
         &r.ts_ms,
         &r.user,
@@ -781,12 +793,22 @@ async fn copy_row(
         &r.subject,
         &r.detail,
         &r.called_as,
-        &writer,
-        &seq,
-        &prev,
-        &hash,
-    ];
-    copy.write(&values).await?;
+        writer,
+        seq,
+        prev,
+        hash,
+    ]
+}
+
+/// Sends one row to a `COPY` ([`COPY_IN`]); see [`row_values`].
+async fn copy_row(
+    copy: std::pin::Pin<&mut BinaryCopyInWriter>,
+    ws: &str,
+    r: &AuditRecord,
+    writer: Option<&str>,
+    link: (Option<i64>, Option<&str>, Option<&str>),
+) -> Result<(), PgError> {
+    copy.write(&row_values(&ws, r, &writer, &link)).await?;
     Ok(())
 }
 
@@ -982,33 +1004,14 @@ async fn link(
         )
         .await?;
     } else {
+        let link = (Some(seq), Some(head.head_hash.as_str()), Some(hash.as_str()));
         tx.execute(
-            &format!(
-                "INSERT INTO audit ({RECORD_COLUMNS}, workspace, seq, prev_hash, hash)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+            concat!(
+                "INSERT INTO audit (",
+                row_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
             ),
-            &[
-                &r.id,
-                &r.ts_ms,
-                &r.user,
-                &r.agent,
-                &r.session,
-                &r.provider,
-                &r.tool,
-                &r.params,
-                &r.decision,
-                &r.outcome,
-                &r.error,
-                &r.duration_us,
-                &r.output_bytes,
-                &r.subject,
-                &r.detail,
-                &r.called_as,
-                &ws,
-                &seq,
-                &head.head_hash,
-                &hash,
-            ],
+            &row_values(&ws, r, &None, &link),
         )
         .await?;
     }

@@ -17,6 +17,7 @@ use toolgate_store::{
 };
 
 use crate::PgStore;
+use crate::audit::node_name;
 use crate::error::PgError;
 
 #[path = "../../sandbox/src/process_token.rs"]
@@ -131,11 +132,6 @@ fn rows<T>(rows: &[Row], read: fn(&Row) -> Result<T, PgError>) -> Result<Vec<T>,
     rows.iter().map(read).collect()
 }
 
-/// This machine's name, as `agent_sessions.writer_node` records it.
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_default()
-}
-
 impl SessionStore for PgStore {
     fn session_create(&self, s: &SessionRecord) -> Result<(), StoreError> {
         let s = s.clone();
@@ -160,7 +156,7 @@ impl SessionStore for PgStore {
                         &s.task,
                         &s.created_ms,
                         &tools,
-                        &host(),
+                        &node_name(),
                         &i64::from(pid),
                         &token,
                     ],
@@ -329,7 +325,7 @@ impl SessionStore for PgStore {
     /// from here, so its sessions wait for a toolgate on that host to start.
     fn sessions_fail_orphans(&self, now_ms: i64) -> Result<usize, StoreError> {
         self.run("closing orphaned agent sessions", move |client| async move {
-            let here = host();
+            let here = node_name();
             let writers = client
                 .query(
                     "SELECT DISTINCT writer_pid, writer_token FROM agent_sessions
