@@ -18,6 +18,7 @@
 //! | custom tools added with `toolgate tools add` | [`CustomToolStore`] | `custom_tools` |
 //! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `outbox` |
 //! | agent sessions and messages, team boards and mailboxes, handoff routes | [`SessionStore`] | `sessions` |
+//! | which node holds each background process | [`ProcessStore`] | `processes` |
 //!
 //! The other areas (memory, the embedding cache) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
 //! database (`toolgate::store`).
@@ -65,6 +66,7 @@ mod listen;
 mod locks;
 mod migrations;
 mod outbox;
+mod processes;
 mod revisions;
 mod routines;
 mod secrets;
@@ -77,6 +79,6 @@ pub use migrations::SCHEMA_VERSION;
 pub use store::{PgStore, PoolUse};
 #[doc(no_inline)]
 pub use toolgate_store::{
-    ApprovalStore, CustomToolStore, GrantStore, IdentityStore, JobStore, LockStore, OutboxStore, RoutineStore,
-    SecretStore, SessionStore, StoreError,
+    ApprovalStore, CustomToolStore, GrantStore, IdentityStore, JobStore, LockStore, OutboxStore, ProcessStore,
+    RoutineStore, SecretStore, SessionStore, StoreError,
 };

@@ -417,6 +417,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         created_ms BIGINT NOT NULL
      );
      CREATE INDEX handoff_routes_to ON handoff_routes (to_session);",
+    // 12: which node holds each background process (`processes.rs`; SQLite's
+    // `background_processes`, `user` renamed), for a `process` call that reaches another node.
+    "CREATE TABLE background_processes (
+        id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        for_user TEXT NOT NULL,
+        node TEXT NOT NULL,
+        node_url TEXT,
+        command TEXT NOT NULL,
+        started_ms BIGINT NOT NULL
+     );
+     CREATE INDEX background_processes_owner ON background_processes (workspace, for_user);
+     CREATE INDEX background_processes_node ON background_processes (node);",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -399,6 +399,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // Why the requester of a decided access request could not be told (their webhook failed),
     // and when (`grants.rs`): kept on the request, shown on the page and to `request_access`.
     crate::grants::NOTIFY_MIGRATION,
+    // Which node holds each background process (`processes.rs`), for calls that reach
+    // another node.
+    crate::processes::MIGRATION,
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

@@ -13,6 +13,7 @@
 //! | background jobs, their event logs and leases | [`JobStore`] | `jobs` |
 //! | routines, their fires, the scheduler lease, seen webhook signatures | [`RoutineStore`] | `routines` |
 //! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `message_outbox` |
+//! | which node holds each background process | [`ProcessStore`] | `processes` |
 //! | agent memory | [`memory::MemoryStore`] | [`memory`] |
 //!
 //! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
@@ -55,6 +56,7 @@ mod jobs;
 mod locks;
 pub mod memory;
 mod outbox;
+mod processes;
 // The sandbox's process token, the same file (this crate must not depend on toolgate-sandbox).
 #[path = "../../sandbox/src/process_token.rs"]
 mod process_token;
@@ -81,6 +83,7 @@ pub use identity::{ApiKeyRecord, IdentityStore, Membership, Principal, Principal
 pub use jobs::{JOB_INTERRUPTED, JobEvent, JobFilter, JobRecord, JobStore};
 pub use locks::{LockOwner, LockStore, PathLock};
 pub use outbox::{OutboxEntry, OutboxStore};
+pub use processes::{ProcessOwner, ProcessStore};
 pub use routines::{RoutineFire, RoutineStore, StoredRoutine};
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretCipher, SecretError, SecretStore};
 pub use sessions::{

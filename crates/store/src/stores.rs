@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::OutboxStore;
+use crate::{OutboxStore, ProcessStore};
 use crate::{
     ApprovalStore, CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LockStore, RoutineStore,
     SecretStore, SessionStore, Store,
@@ -36,6 +36,8 @@ pub struct Stores {
     pub routines: Arc<dyn RoutineStore>,
     /// Users, groups, agents and API keys (`toolgate-gateway`).
     pub identity: Arc<dyn IdentityStore>,
+    /// Which node holds each background process (`process`).
+    pub processes: Arc<dyn ProcessStore>,
 }
 
 impl Stores {
@@ -52,6 +54,7 @@ impl Stores {
             jobs: store.clone(),
             routines: store.clone(),
             identity: store.clone(),
+            processes: store.clone(),
             locks: store,
         }
     }

@@ -45,6 +45,8 @@ pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, St
                 locks: shared.clone(),
                 custom_tools: shared.clone(),
                 outbox: shared.clone(),
+                // A call about a background process may reach a node that does not run it.
+                processes: shared.clone(),
                 identity: shared,
                 secrets,
                 ..local

@@ -18,6 +18,7 @@ mod identity;
 mod jobs;
 mod locks;
 mod outbox;
+mod processes;
 mod routines;
 mod secrets;
 mod sessions;
@@ -63,6 +64,8 @@ pub(crate) enum Area {
     Outbox,
     /// Agent sessions and their messages, team boards and mailboxes, handoff routes.
     Sessions,
+    /// Which node holds each background process.
+    Processes,
     /// Any area that only SQLite keeps so far.
     Other,
 }
@@ -92,6 +95,7 @@ fn backends() -> Vec<Backend> {
                         | Area::CustomTools
                         | Area::Outbox
                         | Area::Sessions
+                        | Area::Processes
                 )
             },
         },
@@ -171,6 +175,7 @@ impl Database for Postgres {
             custom_tools: shared.clone(),
             outbox: shared.clone(),
             sessions: shared.clone(),
+            processes: shared.clone(),
             identity: shared,
             ..self.local.connect()
         }
