@@ -17,6 +17,28 @@ pub(crate) struct Args {
     /// Print the whole result (content blocks and structured output) as JSON.
     #[arg(long)]
     json: bool,
+    /// The session the call belongs to (letters, digits, `.`, `_`, `-`; at most 64): runs that
+    /// name the same session share its locks, so one run can release what another took.
+    /// Omitted, each run is a session of its own.
+    #[arg(long)]
+    session: Option<String>,
+}
+
+/// The session of this run: the one named, else one no other run has (`cli-<pid>-<start>`),
+/// so a path lock taken by one run binds the next instead of being shared with it.
+fn session_of(named: Option<&str>) -> anyhow::Result<String> {
+    let Some(name) = named else {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        return Ok(format!("cli-{}-{:x}", std::process::id(), now.as_micros()));
+    };
+    let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 || !name.chars().all(fine) {
+        anyhow::bail!(
+            "--session `{}` is not a session name: use 1 to 64 letters, digits, `.`, `_` or `-` (for example --session fix-login)",
+            name.escape_debug()
+        );
+    }
+    Ok(name.to_owned())
 }
 
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
@@ -29,6 +51,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         }
         Some(s) => s.to_owned(),
     };
+    let session = session_of(args.session.as_deref())?;
     let params: Value = serde_json::from_str(&raw).map_err(|e| {
         anyhow::anyhow!("the parameters are not valid JSON: {e}; pass an object such as '{{\"message\": \"hi\"}}'")
     })?;
@@ -46,7 +69,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // its server's first connection attempt.
     gate.start_mcp();
     super::timings::lap("mcp start");
-    let ctx = gate.context();
+    let mut ctx = gate.context();
+    ctx.identity.session = session;
     let result = gate.call(&ctx, &args.tool, params).await;
     super::timings::lap("the call");
     gate.shutdown();
@@ -99,4 +123,21 @@ fn leaves_nothing_to_stop(gate: &toolgate::Gate, ctx: &toolgate::core::CallConte
     let Some(spec) = gate.visible_tool(ctx, tool) else { return false };
     let name = spec.name.to_ascii_lowercase();
     gate.services().runner.is_unused() && !name.starts_with("browser") && !name.contains("__")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_of;
+
+    #[test]
+    fn each_run_is_its_own_session_unless_it_names_one() {
+        let mine = session_of(None).unwrap();
+        assert!(mine.starts_with(&format!("cli-{}-", std::process::id())), "{mine}");
+        assert_ne!(mine, "default", "never the gate's shared session");
+        assert_eq!(session_of(Some("fix-login_2.b")).unwrap(), "fix-login_2.b");
+        for bad in ["", "a b", "../x", "x\n`y`", &"s".repeat(65)] {
+            let e = session_of(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("is not a session name") && e.contains("--session fix-login"), "{bad:?}: {e}");
+        }
+    }
 }

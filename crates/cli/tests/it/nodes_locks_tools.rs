@@ -93,3 +93,61 @@ fn a_custom_tool_added_on_one_node_is_listed_and_runs_on_another() {
     let (ok, text) = run(a.path(), &["tools", "custom"]);
     assert!(ok && !text.contains("count_lines"), "removed on B, gone on A: {text}");
 }
+
+/// The token in `lock_paths`'s answer ("... Token: tg-lock-... (pass it ...").
+fn token(text: &str) -> String {
+    let after = text.split("Token: ").nth(1).unwrap_or_else(|| panic!("no token in: {text}"));
+    after.split_whitespace().next().unwrap_or_default().to_owned()
+}
+
+/// `toolgate call TOOL PARAMS` with `extra` arguments (a `--session`).
+fn call(ws: &Path, tool: &str, params: serde_json::Value, extra: &[&str]) -> (bool, String) {
+    let params = params.to_string();
+    let mut args = vec!["call", tool, params.as_str()];
+    args.extend_from_slice(extra);
+    run(ws, &args)
+}
+
+/// Two one-shot `toolgate call` runs are two holders: a lock one took binds the other, on the
+/// workspace's SQLite file and on PostgreSQL; runs naming one `--session` share their locks.
+#[test]
+fn a_lock_taken_by_one_toolgate_call_binds_the_next_run_unless_they_name_one_session() {
+    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let sqlite = tempfile::tempdir().unwrap();
+    std::fs::write(sqlite.path().join("toolgate.toml"), "[approval]\nmode = \"never\"\n").unwrap();
+    for (backend, ws) in [("sqlite", sqlite), ("postgres", workspace(&url))] {
+        let ws = ws.path();
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        let (ok, text) = call(ws, "lock_paths", json!({"globs": ["src/**"], "ttl_ms": 600_000}), &[]);
+        assert!(ok, "{backend}: {text}");
+        let first = token(&text);
+
+        // A second run, same user and agent, no session named: another holder.
+        let (ok, why) = call(ws, "write", json!({"path": "src/new.rs", "content": "x\n"}), &[]);
+        assert!(!ok && why.contains("`src/new.rs` is locked by agent `main`"), "{backend}: {why}");
+        assert!(why.contains("session `cli-"), "{backend}: names the first run: {why}");
+        assert!(!ws.join("src/new.rs").exists(), "{backend}: nothing written");
+        let (ok, why) = call(ws, "lock_paths", json!({"globs": ["src/db/**"]}), &[]);
+        assert!(!ok && why.contains("conflicts with a lock held by another agent"), "{backend}: {why}");
+        let (ok, out) = call(ws, "unlock_paths", json!({"tokens": [first]}), &[]);
+        assert!(ok && out.contains("Released 0 locks"), "{backend}: another run's token: {out}");
+
+        // Runs that name one session share its lock, and another session is bound by it.
+        let session = ["--session", "fix-docs"];
+        let (ok, text) = call(ws, "lock_paths", json!({"globs": ["docs/**"], "ttl_ms": 600_000}), &session);
+        assert!(ok, "{backend}: {text}");
+        let docs = token(&text);
+        let (ok, out) = call(ws, "write", json!({"path": "docs/a.md", "content": "a\n"}), &session);
+        assert!(ok, "{backend}: the session's own lock: {out}");
+        let (ok, why) = call(ws, "write", json!({"path": "docs/b.md", "content": "b\n"}), &["--session", "other"]);
+        assert!(!ok && why.contains("session `fix-docs`"), "{backend}: {why}");
+        let (ok, out) = call(ws, "unlock_paths", json!({"tokens": [docs]}), &session);
+        assert!(ok && out.contains("Released 1 lock."), "{backend}: {out}");
+        let (ok, out) = call(ws, "write", json!({"path": "docs/b.md", "content": "b\n"}), &["--session", "other"]);
+        assert!(ok, "{backend}: released: {out}");
+
+        let (ok, why) = call(ws, "echo", json!({"message": "hi"}), &["--session", "../x y"]);
+        assert!(!ok && why.contains("is not a session name"), "{backend}: {why}");
+    }
+}
