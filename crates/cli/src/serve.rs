@@ -140,10 +140,14 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
         // A team gateway with per-user workspaces: each key's user is served by the gate on
         // its own workspace; this workspace's gate keeps the users, keys and approvals.
         Some(users) => {
-            serve(granted(&gate, users, http), &workspace, args, api, mounts, page, shutdown.clone()).await?;
+            let config = Arc::clone(&gate.services().config);
+            serve(granted(&gate, users, http), &workspace, args, api, mounts, page, config, shutdown.clone()).await?;
             gate.shutdown();
         }
-        None => serve(whole, &workspace, args, api, mounts, page, shutdown.clone()).await?,
+        None => {
+            let config = Arc::clone(&gate.services().config);
+            serve(whole, &workspace, args, api, mounts, page, config, shutdown.clone()).await?;
+        }
     }
     shutdown.cancel();
     for task in tasks {
@@ -195,6 +199,8 @@ fn exit_code(stopped_by: &OnceLock<i32>) -> ExitCode {
 }
 
 /// Serves `handler` over stdio or HTTP until the client leaves or `shutdown` (a signal).
+// The pieces `run` built, each its own; bundling them would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn serve<H: CallHandler>(
     handler: Arc<H>,
     workspace: &Path,
@@ -202,6 +208,7 @@ async fn serve<H: CallHandler>(
     api: Arc<Mounted>,
     mounts: Vec<toolgate::family::Mount>,
     gateway: Option<super::gateway_page::GatewayWiring>,
+    node_config: Arc<toolgate::config::Config>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let Some(addr) = args.http else {
@@ -210,6 +217,8 @@ async fn serve<H: CallHandler>(
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr().context("cannot read the listening address")?;
+    // Its background processes are recorded under this node's name and URL.
+    toolgate::node::announce(&node_config, local);
     // A team gateway knows its callers by their API keys (or its OIDC provider's tokens): it
     // makes no shared token, and serves its page at `/`.
     let mut mounts = mounts;

@@ -76,6 +76,8 @@ pub struct Config {
     pub browser: toolgate_browser::BrowserSettings,
     /// Where shared state lives: a PostgreSQL database for several nodes (`docs/gateway.md`).
     pub store: StoreConfig,
+    /// This node's name and address among several nodes on one store (`docs/gateway.md`).
+    pub node: NodeConfig,
 }
 
 /// `[store]`: with `url`, the state that several `toolgate serve` nodes share (users, keys,
@@ -92,6 +94,19 @@ pub struct StoreConfig {
     /// rest of the user's state stays in the user's workspace.
     #[serde(skip)]
     pub audit_url: Option<String>,
+}
+
+/// `[node]`: this `toolgate serve` among several on one shared store. What is local to a node
+/// (its background processes) is recorded with its name and URL, so a call about it reaching
+/// another node is told where it runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Unique among the nodes; default: the host name and the port it listens on.
+    pub name: Option<String>,
+    /// Where the other nodes and the callers reach this node's MCP endpoint
+    /// (`https://node-a.internal:8080/mcp`); default: the address it listens on.
+    pub url: Option<String>,
 }
 
 impl Config {

@@ -196,6 +196,15 @@ impl Family for Runtime {
         // A toolgate killed with SIGKILL leaves its sandbox's temporary folder: remove those
         // of dead processes (one read of the temporary directory).
         toolgate_tools::runtime::Sandbox::sweep_stale_temp_dirs();
+        // With a shared store (a per-user gate's is its audit log's), each background process
+        // is recorded with the node that runs it: a `process` call reaching another node is
+        // told where it runs.
+        if let Some(url) = s.config.store.url.as_ref().or(s.config.store.audit_url.as_ref()) {
+            match crate::state::shared(url) {
+                Ok(store) => s.runner.share_across_nodes(Arc::new(store)),
+                Err(e) => tracing::warn!("background processes are not recorded in the shared store: {e}"),
+            }
+        }
         Ok(toolgate_tools::runtime::tools(&s.runner))
     }
 }

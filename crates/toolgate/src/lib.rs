@@ -55,6 +55,7 @@ pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod migrate;
+pub mod node;
 pub mod ops;
 pub mod per_user;
 mod pipeline;

@@ -252,3 +252,85 @@ fn a_routine_fires_once_per_minute_across_two_nodes_and_after_its_leader_is_kill
     drop(survivor);
     drop(cluster);
 }
+
+/// A gateway workspace whose users run commands (`exec`, `process`) without being asked, with
+/// its shared state in the database at `url`: the one workspace both nodes serve, as nodes
+/// behind a load balancer mount one filesystem.
+fn commands_node(url: &str) -> tempfile::TempDir {
+    let ws = toolgate_testkit::serve::workspace();
+    let config = format!(
+        "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"exec\", \"process\"]\n\n\
+         [approval]\nmode = \"never\"\n\n[store]\nurl = \"{url}\"\n"
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    ws
+}
+
+/// One `tools/call` of `tool` with `key` on `server`: whether it is an error, and its text.
+fn tool_call(server: &HttpServer, key: &str, tool: &str, arguments: Value) -> (bool, String) {
+    let client = Client::connect(&server.url, key);
+    let request =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+    let answer = client.send(&request.to_string());
+    // The body is JSON or an event stream: the line that holds the JSON-RPC answer.
+    let message = answer
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l.strip_prefix("data: ").unwrap_or(l)).ok())
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to {tool}: {answer}"));
+    let result = &message["result"];
+    let text = result["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
+    (result["isError"].as_bool().unwrap_or(false), text)
+}
+
+/// A background process started by ann through node A, polled through node B: B answers that
+/// it runs on A, with A's URL, while A is up, and that A is down once it is killed; bob, asking
+/// B about ann's process id, hears what an unknown id gets. The process's log is in the shared
+/// workspace, so `log` reads it through B.
+#[test]
+fn a_background_process_started_on_one_node_is_named_by_the_other() {
+    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let ws = commands_node(&url);
+    admin(ws.path(), &["user", "add", "ann"]);
+    admin(ws.path(), &["user", "add", "bob"]);
+    let ann = admin(ws.path(), &["key", "create", "--user", "ann"]);
+    let bob = admin(ws.path(), &["key", "create", "--user", "bob"]);
+    let a = HttpServer::start_with_env(TOOLGATE, ws, &[], &[]);
+    let b = HttpServer::start_beside(TOOLGATE, &a, &[]);
+
+    let (failed, started) =
+        tool_call(&a, &ann, "exec", json!({"command": "echo ready; sleep 120", "background": true}));
+    assert!(!failed, "{started}");
+    let id = started.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find(|w| w.starts_with("tg-proc-"));
+    let id = id.unwrap_or_else(|| panic!("no process id in {started}")).to_owned();
+
+    // On A it runs; through B the answer names A and its URL, and says A answers.
+    let (failed, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "id": id, "wait": 5}));
+    assert!(!failed && on_a.contains("running"), "{on_a}");
+    let (failed, on_b) = tool_call(&b, &ann, "process", json!({"action": "poll", "id": id}));
+    assert!(failed, "{on_b}");
+    assert!(on_b.contains(&a.url) && on_b.contains("That node answers"), "B names A: {on_b}");
+    let (_, listed) = tool_call(&b, &ann, "process", json!({"action": "list"}));
+    assert!(
+        listed.contains(&format!("on node {}", on_b.split('`').nth(1).unwrap())) && listed.contains(&a.url),
+        "{listed}"
+    );
+    let (failed, log) = tool_call(&b, &ann, "process", json!({"action": "log", "id": id}));
+    assert!(!failed && log.contains("ready"), "the log is on the shared filesystem: {log}");
+
+    // Bob, on B, with ann's id: the same "not found" as an id nobody had, no node, no URL.
+    let (_, unknown) =
+        tool_call(&b, &bob, "process", json!({"action": "poll", "id": "tg-proc-0123456789abcdef0123-abcd"}));
+    let (failed, bobs) = tool_call(&b, &bob, "process", json!({"action": "kill", "id": id}));
+    assert!(failed && bobs.contains("not found") && !bobs.contains(&a.url), "{bobs}");
+    assert_eq!(bobs.replace(&id, "ID"), unknown.replace("tg-proc-0123456789abcdef0123-abcd", "ID"));
+
+    // A dies: B says the node that holds the process is down, at once.
+    let a_url = a.url.clone();
+    let _ws = kill_keeping_workspace(a);
+    let (failed, down) = tool_call(&b, &ann, "process", json!({"action": "poll", "id": id}));
+    assert!(failed && down.contains(&a_url) && down.contains("down or unreachable"), "{down}");
+    drop(b);
+    drop(cluster);
+}

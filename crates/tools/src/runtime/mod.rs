@@ -31,6 +31,7 @@
 //! - `config`: [`RuntimeConfig`]; `sandboxes`: the per-workspace sandbox cache.
 //! - `classify`: command analysis to [`toolgate_core::CallSafety`]; `render`: the result text.
 //! - `run`: one foreground run, the logs; `table`: the background process table.
+//! - `owners`: which node holds each background process, with several nodes on one store.
 //! - `exec`, `process`, `execute_code`: one module per tool.
 //!
 //! # Example
@@ -48,6 +49,7 @@ mod classify;
 mod config;
 mod exec;
 mod execute_code;
+mod owners;
 mod process;
 mod render;
 mod run;
@@ -62,6 +64,7 @@ use toolgate_core::{Tool, ToolError};
 pub use config::{Interpreters, RuntimeConfig, SandboxConfig};
 pub use exec::ExecTool;
 pub use execute_code::ExecuteCodeTool;
+pub use owners::{PROBE_WITHIN, ThisNode, serve_as_node, this_node};
 pub use process::ProcessTool;
 // Custom tools (`crate::custom`) analyze and launch their commands exactly like `exec`.
 pub(crate) use classify::ShellCheck;
@@ -207,6 +210,13 @@ impl ProcessRunner {
     /// remove nothing (a one-shot `toolgate call` skips the gate's drop only then).
     pub fn is_unused(&self) -> bool {
         self.0.table.is_empty() && self.0.sandboxes.is_empty()
+    }
+
+    /// Records every background process it starts in `store`, with this node
+    /// ([`serve_as_node`]), so a `process` call about it that reaches another node of the same
+    /// store names the node that holds it (once; later calls are ignored).
+    pub fn share_across_nodes(&self, store: std::sync::Arc<dyn toolgate_store::ProcessStore>) {
+        self.0.table.owners.set_store(store);
     }
 }
 

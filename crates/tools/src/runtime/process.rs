@@ -84,9 +84,20 @@ impl ProcessTool {
         ProcessTool { spec, runtime }
     }
 
-    fn entry(&self, ctx: &CallContext, params: &Value) -> Result<Arc<Entry>, ToolError> {
+    /// The caller's process `id` on this node; for one that another node of a shared store holds,
+    /// an error naming that node.
+    async fn entry(&self, ctx: &CallContext, params: &Value) -> Result<Arc<Entry>, ToolError> {
         let id = required_id(params)?;
-        self.runtime.table.get(id, &ctx.workspace, &ctx.identity.user).ok_or_else(|| not_found(id))
+        if let Some(entry) = self.runtime.table.get(id, &ctx.workspace, &ctx.identity.user) {
+            return Ok(entry);
+        }
+        if !valid_id(id) {
+            return Err(not_found(id));
+        }
+        match self.runtime.table.owners.held_elsewhere(id, &ctx.workspace, &ctx.identity.user).await {
+            Some(elsewhere) => Err(elsewhere),
+            None => Err(not_found(id)),
+        }
     }
 }
 
@@ -145,7 +156,7 @@ impl Tool for ProcessTool {
 
     async fn inspect(&self, ctx: &CallContext, params: &Value) -> Result<Vec<String>, ToolError> {
         // Only `write` asks for this: the same check `execute` makes, made before approval.
-        self.entry(ctx, params)?;
+        self.entry(ctx, params).await?;
         Ok(Vec::new())
     }
 
@@ -170,7 +181,8 @@ impl Tool for ProcessTool {
 impl ProcessTool {
     fn list(&self, ctx: &CallContext) -> ToolOutput {
         let entries = self.runtime.table.list(&ctx.workspace, &ctx.identity.user);
-        if entries.is_empty() {
+        let elsewhere = self.runtime.table.owners.elsewhere(&ctx.workspace, &ctx.identity.user);
+        if entries.is_empty() && elsewhere.is_empty() {
             return ToolOutput::text("no background processes in this workspace").with_meta(json!({ "processes": [] }));
         }
         let mut text = String::new();
@@ -195,11 +207,31 @@ impl ProcessTool {
                 "log": rel_log(&e.id),
             }));
         }
+        // What other nodes of a shared store run for this caller: only that node can poll them.
+        if !elsewhere.is_empty() {
+            text.push_str(&format!("{} on other nodes (call them there; `log` works here too):\n", elsewhere.len()));
+        }
+        for p in &elsewhere {
+            let command: String = p.command.chars().take(120).collect();
+            let command = command.replace('\n', " ");
+            let node = match &p.node_url {
+                Some(url) => format!("{} ({url})", p.node),
+                None => p.node.clone(),
+            };
+            text.push_str(&format!("{}  on node {node}  {command}\n", p.id));
+            rows.push(json!({
+                "id": p.id,
+                "node": p.node,
+                "node_url": p.node_url,
+                "command": p.command,
+                "log": rel_log(&p.id),
+            }));
+        }
         ToolOutput::text(text).with_meta(json!({ "processes": rows }))
     }
 
     async fn poll(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let entry = self.entry(ctx, params)?;
+        let entry = self.entry(ctx, params).await?;
         let wait = Duration::from_secs(opt_u64(NAME, params, "wait")?.unwrap_or(0).min(MAX_POLL_WAIT));
         let deadline = Instant::now() + wait;
         let mut collected = String::new();
@@ -267,7 +299,7 @@ impl ProcessTool {
     }
 
     async fn write(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let entry = self.entry(ctx, params)?;
+        let entry = self.entry(ctx, params).await?;
         let input = params.get("input").and_then(Value::as_str).unwrap_or_default();
         let close = params.get("close_stdin").and_then(Value::as_bool).unwrap_or(false);
         if input.is_empty() && !close {
@@ -288,7 +320,7 @@ impl ProcessTool {
     }
 
     async fn signal(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let entry = self.entry(ctx, params)?;
+        let entry = self.entry(ctx, params).await?;
         let name = params.get("signal").and_then(Value::as_str).unwrap_or("TERM");
         let bare = name.trim_start_matches("SIG").to_ascii_uppercase();
         let Some((canonical, number)) = SIGNALS.iter().find(|(n, _)| *n == bare) else {
@@ -305,7 +337,7 @@ impl ProcessTool {
     }
 
     async fn kill(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let entry = self.entry(ctx, params)?;
+        let entry = self.entry(ctx, params).await?;
         let already = entry.exit().is_some();
         entry.stop(StoppedBy::Kill).await?;
         let out = entry.poll().await.map(|(out, _)| out).unwrap_or_default();

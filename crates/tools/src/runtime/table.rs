@@ -17,6 +17,8 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use toolgate_core::{CancellationToken, ToolError};
 use toolgate_sandbox::{ExitStatusKind, KILL_GRACE, RunningProcess, Sandbox, SandboxError};
 
+use super::owners::Owners;
+
 /// How often a watchdog checks whether its process exited.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
@@ -291,11 +293,18 @@ pub(crate) struct ProcessTable {
     max_live: usize,
     /// Cancelled when the table drops: stops the watchdogs.
     shutdown: CancellationToken,
+    /// Where the other nodes of a shared store learn which node holds each process.
+    pub(crate) owners: Owners,
 }
 
 impl ProcessTable {
     pub(crate) fn new(max_live: usize) -> Self {
-        ProcessTable { entries: Mutex::new(Vec::new()), max_live, shutdown: CancellationToken::new() }
+        ProcessTable {
+            entries: Mutex::new(Vec::new()),
+            max_live,
+            shutdown: CancellationToken::new(),
+            owners: Owners::default(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Entry>>> {
@@ -341,16 +350,23 @@ impl ProcessTable {
             .filter(|(_, e)| e.workspace == entry.workspace && e.exit().is_some())
             .map(|(i, _)| i)
             .collect();
+        let mut forgotten = Vec::new();
         if finished.len() >= KEEP_FINISHED {
-            let drop: HashSet<usize> = finished[..=finished.len() - KEEP_FINISHED].iter().copied().collect();
+            let pruned: HashSet<usize> = finished[..=finished.len() - KEEP_FINISHED].iter().copied().collect();
+            forgotten = pruned.iter().map(|&i| entries[i].id.clone()).collect();
             let mut i = 0;
             entries.retain(|_| {
                 i += 1;
-                !drop.contains(&(i - 1))
+                !pruned.contains(&(i - 1))
             });
         }
         entries.push(Arc::clone(&entry));
         tokio::spawn(watch(Arc::clone(&entry), self.shutdown.clone()));
+        drop(entries);
+        // Recorded before `exec` returns the id, so a call about it reaching another node at
+        // once finds it.
+        self.owners.record(&entry.id, &entry.workspace, &entry.user, &entry.command);
+        self.owners.forget(forgotten.iter().map(String::as_str));
         Ok(entry)
     }
 
@@ -405,6 +421,7 @@ impl Drop for ProcessTable {
     fn drop(&mut self) {
         self.shutdown.cancel();
         let entries = std::mem::take(&mut *self.lock());
+        self.owners.forget(entries.iter().map(|e| e.id.as_str()));
         let mut held = Vec::new();
         for e in &entries {
             if e.exit().is_some() {

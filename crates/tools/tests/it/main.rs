@@ -8,6 +8,7 @@ mod fs_shared;
 mod fs_support;
 mod fs_tools;
 mod runtime_attacks;
+mod runtime_nodes;
 mod runtime_support;
 mod runtime_tools;
 mod web;

@@ -1,0 +1,213 @@
+//! Which node holds each background process, when several `toolgate serve` nodes share one
+//! store (`[store] url`).
+//!
+//! A background process runs on the node that started it: its pipes, its process group and its
+//! sandbox cannot move. So every process a serving node starts is recorded in the store
+//! ([`ProcessStore`]) with the node's name and URL, the workspace and the user, and removed when
+//! the node forgets it (pruned from its table, or the table dropped). A `process` call that
+//! reaches a node which does not hold the id reads the record: the caller's own process on
+//! another node gets an answer naming that node, its URL and whether it answers now (a TCP
+//! connection within [`PROBE_WITHIN`]); anyone else's id, or an unknown one, is "not found",
+//! exactly as on one node. Calls are not forwarded to the owner yet.
+//!
+//! The node is this process ([`serve_as_node`], set once by `toolgate serve` when it listens);
+//! a runner records nothing until then, nor without a store ([`Owners::set_store`]).
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use toolgate_core::ToolError;
+use toolgate_store::{ProcessOwner, ProcessStore};
+
+/// How long the answer about a process on another node waits to learn whether that node answers.
+pub const PROBE_WITHIN: Duration = Duration::from_secs(2);
+
+/// This process as a node of a shared store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThisNode {
+    /// Its name, unique among the nodes (`[node] name`).
+    pub name: String,
+    /// Where it answers MCP, as the other nodes and clients reach it (`[node] url`).
+    pub url: Option<String>,
+}
+
+static THIS_NODE: OnceLock<ThisNode> = OnceLock::new();
+
+/// Makes this process the node `node`: from now on its background processes are recorded in
+/// the store of every runner that has one. Once per process; returns whether this call set it.
+pub fn serve_as_node(node: ThisNode) -> bool {
+    THIS_NODE.set(node).is_ok()
+}
+
+/// This process as a node, once `toolgate serve` said so.
+pub fn this_node() -> Option<&'static ThisNode> {
+    THIS_NODE.get()
+}
+
+/// The store of a runner's process records.
+#[derive(Debug, Default)]
+pub(crate) struct Owners {
+    store: OnceLock<Arc<dyn ProcessStore>>,
+}
+
+/// The key a workspace is recorded under: its canonical path, as every node mounts it.
+fn workspace_key(workspace: &Path) -> String {
+    workspace.to_string_lossy().into_owned()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Owners {
+    /// Records processes in `store` from now on (once; later calls are ignored).
+    pub(crate) fn set_store(&self, store: Arc<dyn ProcessStore>) {
+        let _ = self.store.set(store);
+    }
+
+    /// The store and this node, when both are set.
+    fn shared(&self) -> Option<(&Arc<dyn ProcessStore>, &'static ThisNode)> {
+        Some((self.store.get()?, this_node()?))
+    }
+
+    /// Records a process this node just started. A failure is logged: the process still works
+    /// here, only the other nodes cannot name its node.
+    pub(crate) fn record(&self, id: &str, workspace: &Path, user: &str, command: &str) {
+        let Some((store, node)) = self.shared() else { return };
+        let row = ProcessOwner {
+            id: id.to_owned(),
+            workspace: workspace_key(workspace),
+            user: user.to_owned(),
+            node: node.name.clone(),
+            node_url: node.url.clone(),
+            command: command.chars().take(500).collect(),
+            started_ms: now_ms(),
+        };
+        if let Err(e) = store.process_record(&row) {
+            tracing::warn!("background process {id} is not recorded in the shared store: {e}");
+        }
+    }
+
+    /// Removes the records of processes this node forgot.
+    pub(crate) fn forget<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
+        let Some((store, node)) = self.shared() else { return };
+        for id in ids {
+            if let Err(e) = store.process_forget(id, &node.name) {
+                tracing::warn!("background process {id} is still recorded in the shared store: {e}");
+            }
+        }
+    }
+
+    /// The processes of `user` in `workspace` that other nodes hold.
+    pub(crate) fn elsewhere(&self, workspace: &Path, user: &str) -> Vec<ProcessOwner> {
+        let Some((store, node)) = self.shared() else { return Vec::new() };
+        match store.processes_of(&workspace_key(workspace), user) {
+            Ok(rows) => rows.into_iter().filter(|p| p.node != node.name).collect(),
+            Err(e) => {
+                tracing::warn!("cannot list the other nodes' background processes: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Why `id`, which this node does not hold, cannot be answered here: the caller's process
+    /// on another node names that node; anything else is `None` (the caller says "not found").
+    pub(crate) async fn held_elsewhere(&self, id: &str, workspace: &Path, user: &str) -> Option<ToolError> {
+        let (store, node) = self.shared()?;
+        let owner = match store.process_owner(id) {
+            Ok(owner) => owner?,
+            Err(e) => {
+                return Some(ToolError::failed(format!(
+                    "background process `{id}` is not on this node (`{}`), and the shared store that says \
+                     which node holds it did not answer: {e}",
+                    node.name
+                )));
+            }
+        };
+        // Another user's process, or another workspace's, stays invisible: the same answer as
+        // an id that never existed. This node's own record of a process it no longer holds is
+        // stale (its table forgot it).
+        if owner.user != user || owner.workspace != workspace_key(workspace) || owner.node == node.name {
+            return None;
+        }
+        Some(ToolError::failed(on_other_node(&owner, &node.name).await))
+    }
+}
+
+/// The answer for a call about `owner`'s process reaching the node `here`.
+async fn on_other_node(owner: &ProcessOwner, here: &str) -> String {
+    let id = &owner.id;
+    let Some(url) = owner.node_url.as_deref() else {
+        return format!(
+            "process {id} runs on node `{}`, not on this node (`{here}`): a background process stays on the node \
+             that started it, and that node gave no URL (`[node] url`). Send the call to that node; its output \
+             so far can be read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}",
+            owner.node
+        );
+    };
+    match probe(url).await {
+        Ok(()) => format!(
+            "process {id} runs on node `{}` ({url}), not on this node (`{here}`): a background process stays on \
+             the node that started it, and calls about it are not forwarded between nodes. That node answers: \
+             send this call to {url}. Its output so far can be read from any node with {{\"action\": \"log\", \
+             \"id\": \"{id}\"}}",
+            owner.node
+        ),
+        Err(why) => format!(
+            "process {id} runs on node `{}` ({url}), which is down or unreachable ({why}): a background process \
+             stays on the node that started it, so it can only be polled, written to or stopped there once that \
+             node is back. Its output so far can be read from any node with {{\"action\": \"log\", \"id\": \
+             \"{id}\"}}",
+            owner.node
+        ),
+    }
+}
+
+/// Whether the node at `url` takes a TCP connection within [`PROBE_WITHIN`].
+async fn probe(url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("its URL does not parse: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("its URL is not http(s): {}", parsed.scheme()));
+    }
+    let host = parsed.host_str().ok_or("its URL names no host")?.trim_start_matches('[').trim_end_matches(']');
+    let port = parsed.port_or_known_default().ok_or("its URL names no port")?;
+    let target = format!("{host}:{port}");
+    let host = host.to_owned();
+    // A plain connect on a blocking thread (the name may need resolving), bounded as a whole.
+    let connect = tokio::task::spawn_blocking(move || {
+        use std::net::ToSocketAddrs;
+        let addrs = (host.as_str(), port).to_socket_addrs()?;
+        let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "the name resolves to no address");
+        for addr in addrs {
+            match std::net::TcpStream::connect_timeout(&addr, PROBE_WITHIN) {
+                Ok(_) => return Ok(()),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    });
+    match tokio::time::timeout(PROBE_WITHIN, connect).await {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(format!("connecting to {target}: {e}")),
+        Ok(Err(e)) => Err(format!("connecting to {target}: {e}")),
+        Err(_) => Err(format!("no connection to {target} within {} s", PROBE_WITHIN.as_secs())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_node_that_does_not_listen_is_down_and_one_that_listens_answers() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert_eq!(probe(&format!("http://127.0.0.1:{port}/mcp")).await, Ok(()));
+        drop(listener);
+        let down = probe(&format!("http://127.0.0.1:{port}/mcp")).await.unwrap_err();
+        assert!(down.contains(&format!("127.0.0.1:{port}")), "{down}");
+        assert!(probe("file:///etc/passwd").await.unwrap_err().contains("not http(s)"));
+        assert!(probe("not a url").await.unwrap_err().contains("does not parse"));
+    }
+}
