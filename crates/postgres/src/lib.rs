@@ -19,9 +19,8 @@
 //! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `outbox` |
 //! | agent sessions and messages, team boards and mailboxes, handoff routes | [`SessionStore`] | `sessions` |
 //! | which node holds each background process | [`ProcessStore`] | `processes` |
-//!
-//! The other areas (memory, the embedding cache) are still SQLite-only: a node configured with `[store] url` keeps them in its workspace's state
-//! database (`toolgate::store`).
+//! | cached embeddings (`skill_search`), one table for every workspace | [`EmbeddingCache`] | `embedding_cache` |
+//! | the memory index of a workspace: notes, chunks in PostgreSQL's own text search, vectors (ranked in process; pgvector is not used yet) | `IndexBackend` ([`PgStore::memory_index`]) | `memory` |
 //!
 //! # Synchronous calls on an async client
 //!
@@ -58,12 +57,14 @@ mod approvals;
 mod audit;
 mod bridge;
 mod custom_tools;
+mod embedding_cache;
 mod error;
 mod grants;
 mod identity;
 mod jobs;
 mod listen;
 mod locks;
+mod memory;
 mod migrations;
 mod outbox;
 mod processes;
@@ -79,6 +80,6 @@ pub use migrations::SCHEMA_VERSION;
 pub use store::{PgStore, PoolUse};
 #[doc(no_inline)]
 pub use toolgate_store::{
-    ApprovalStore, CustomToolStore, GrantStore, IdentityStore, JobStore, LockStore, OutboxStore, ProcessStore,
-    RoutineStore, SecretStore, SessionStore, StoreError,
+    ApprovalStore, CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LockStore, OutboxStore,
+    ProcessStore, RoutineStore, SecretStore, SessionStore, StoreError,
 };

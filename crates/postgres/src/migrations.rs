@@ -430,6 +430,55 @@ pub(crate) const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX background_processes_owner ON background_processes (workspace, for_user);
      CREATE INDEX background_processes_node ON background_processes (node);",
+    // 13: memory (`memory.rs`): notes, chunks and vectors per workspace, as SQLite's
+    // `memory_docs`, `memory_chunks` and `memory_vectors`; a chunk's words in a `tsvector` for
+    // PostgreSQL's own text search; one change counter per workspace (`memory_generations`, as
+    // SQLite's `memory_meta`); and the embedding cache (`embedding_cache.rs`), as SQLite's.
+    "CREATE TABLE memory_docs (
+        workspace TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        path TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        mtime_ns BIGINT NOT NULL,
+        size BIGINT NOT NULL,
+        content TEXT,
+        updated_ms BIGINT NOT NULL,
+        PRIMARY KEY (workspace, scope, path)
+     );
+     CREATE TABLE memory_chunks (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        path TEXT NOT NULL,
+        start_line BIGINT NOT NULL,
+        end_line BIGINT NOT NULL,
+        heading TEXT NOT NULL,
+        text TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        words TSVECTOR NOT NULL
+     );
+     CREATE INDEX memory_chunks_doc ON memory_chunks (workspace, scope, path);
+     CREATE INDEX memory_chunks_words ON memory_chunks USING gin (words);
+     CREATE TABLE memory_vectors (
+        chunk_id BIGINT PRIMARY KEY REFERENCES memory_chunks (id) ON DELETE CASCADE,
+        workspace TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        model TEXT NOT NULL,
+        vec BYTEA NOT NULL
+     );
+     CREATE INDEX memory_vectors_model ON memory_vectors (workspace, scope, model);
+     CREATE TABLE memory_generations (
+        workspace TEXT PRIMARY KEY,
+        generation BIGINT NOT NULL
+     );
+     CREATE TABLE embedding_cache (
+        model TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        vec BYTEA NOT NULL,
+        used_ms BIGINT NOT NULL,
+        PRIMARY KEY (model, hash)
+     );
+     CREATE INDEX embedding_cache_used ON embedding_cache (used_ms);",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -1,6 +1,7 @@
 //! Vectors of short texts (skills' names and descriptions) by model and the text's sha256, so a
 //! new process finds them instead of running the model again: the [`EmbeddingCache`] trait and
-//! its SQLite implementation on [`Store`] (table `embedding_cache`, migration 12 in `db.rs`).
+//! its SQLite implementation on [`Store`] (table `embedding_cache`, migration 12 in `db.rs`;
+//! `toolgate-postgres` has PostgreSQL's).
 //! Entries unused for 30 days are dropped when the cache is written.
 
 use std::collections::HashMap;

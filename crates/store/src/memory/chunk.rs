@@ -9,15 +9,22 @@ const MAX_OVERLAP_CHARS: usize = MAX_CHARS / 4;
 
 /// A piece of a note.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Chunk {
+pub struct Chunk {
     /// First line, 1-based.
-    pub(crate) start_line: usize,
+    pub start_line: usize,
     /// Last line, 1-based, inclusive.
-    pub(crate) end_line: usize,
+    pub end_line: usize,
     /// The chunk's text (its lines joined by `\n`).
-    pub(crate) text: String,
+    pub text: String,
     /// The headings above the chunk (`Project > Deadlines`), for context when embedding.
-    pub(crate) heading: String,
+    pub heading: String,
+}
+
+impl Chunk {
+    /// The sha256 of its text, hex: an unchanged chunk of an edited note keeps its vector.
+    pub fn hash(&self) -> String {
+        super::index::sha256_hex(self.text.as_bytes())
+    }
 }
 
 /// A run of lines: (first index, last index exclusive).

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use super::backend::{DocState, DocUpdate};
 use super::chunk::chunk;
-use super::index::{DocState, DocUpdate, MemoryIndex, is_corrupt, sha256_hex};
+use super::index::{MemoryIndex, is_corrupt, sha256_hex};
 use super::{
     Embedder, Entry, MemoryError, MemoryStore, Scope, SearchOptions, SearchResults, WriteMode, Written, paths, search,
 };

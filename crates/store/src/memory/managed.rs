@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::index::{DocState, MemoryIndex, is_corrupt, sha256_hex};
+use super::backend::{DocState, DocUpdate};
+use super::index::{MemoryIndex, is_corrupt, sha256_hex};
 use super::local::{fill_vectors, index_note};
 use super::{
     Embedder, Entry, MemoryError, MemoryStore, Scope, SearchOptions, SearchResults, WriteMode, Written, paths, search,
@@ -93,7 +94,7 @@ impl ManagedMemory {
         let created = self.index.doc_content(&scope, name)?.is_none();
         let hash = content.map_or_else(|| "deleted".to_owned(), |c| sha256_hex(c.as_bytes()));
         let state = DocState { hash, mtime_ns: 0, size: len as i64 };
-        let update = super::index::DocUpdate { path: name, state, content, chunks: &[], vectors: None };
+        let update = DocUpdate { path: name, state, content, chunks: &[], vectors: None };
         self.index.replace(&scope, &update, &Default::default(), None)?;
         Ok(created)
     }

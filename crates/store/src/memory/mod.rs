@@ -6,10 +6,13 @@
 //! - [`ManagedMemory`]: many users; notes are rows of the state database per (user, agent) with
 //!   the agent's global notes as the fallback, and the context files (`SOUL.md`, `USER.md`, ...)
 //!   per user and agent beside them.
-//! - `index`: the SQL (chunks, FTS5, vectors per model id, note hashes); `chunk`: splitting notes;
-//!   `paths`: which paths are memory; `rank`: vector scans, query-vector cache and rank fusion
-//!   (shared with `skill_search`); `vector`: sqlite-vec registration.
+//! - `index`: [`MemoryIndex`], an index on one [`IndexBackend`] (`backend`) with the vectors and
+//!   query vectors kept in memory; `sqlite`: SQLite's backend (chunks, FTS5, vectors per model
+//!   id, note hashes; `toolgate-postgres` has PostgreSQL's); `chunk`: splitting notes; `paths`:
+//!   which paths are memory; `rank`: vector scans, query-vector cache and rank fusion (shared
+//!   with `skill_search`); `vector`: sqlite-vec registration.
 
+mod backend;
 mod chunk;
 mod index;
 mod local;
@@ -17,18 +20,22 @@ mod managed;
 pub mod paths;
 pub mod rank;
 mod search;
+mod sqlite;
 mod vector;
 
 use std::fmt::Debug;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use index::{IndexHealth, MemoryIndex};
-pub(crate) use index::{SCHEMA, sha256_hex};
+pub use backend::{Chunk, ChunkRow, DocState, DocUpdate, IndexBackend, IndexHealth};
+pub use index::MemoryIndex;
+pub(crate) use index::sha256_hex;
+pub(crate) use sqlite::SCHEMA;
 // Team task search quotes a model's query the same way (`sessions.rs`).
 pub use local::{IndexProgress, LocalMemory, SyncReport};
 pub use managed::{ManagedMemory, Stored};
 pub(crate) use search::fts_expression;
+pub use search::query_terms;
 pub(crate) use vector::to_blob as vector_blob;
 
 use crate::StoreError;

@@ -18,9 +18,9 @@ pub(crate) const MAX_QUERY_CHARS: usize = 4_000;
 /// Longest snippet, in characters.
 const SNIPPET_CHARS: usize = 240;
 
-/// The user's query as an FTS5 expression: each word quoted (so no character of the query is
-/// FTS5 syntax) and OR-combined for recall. `None` when the query has no word characters.
-pub(crate) fn fts_expression(query: &str) -> Option<String> {
+/// The words of a query for full-text search: lowercase runs of letters and digits, each once,
+/// at most 64 (no character of them is any engine's query syntax).
+pub fn query_terms(query: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for word in query.split(|c: char| !c.is_alphanumeric()) {
         if word.is_empty() {
@@ -34,6 +34,13 @@ pub(crate) fn fts_expression(query: &str) -> Option<String> {
             break;
         }
     }
+    terms
+}
+
+/// The user's query as an FTS5 expression: each word quoted (so no character of the query is
+/// FTS5 syntax) and OR-combined for recall. `None` when the query has no word characters.
+pub(crate) fn fts_expression(query: &str) -> Option<String> {
+    let terms = query_terms(query);
     (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
 }
 
@@ -55,10 +62,8 @@ pub(crate) fn run(
     } else {
         query.to_owned()
     };
-    let fts = || match fts_expression(&query) {
-        Some(expr) => index.fts(scopes, &expr, CANDIDATES),
-        None => Ok(Vec::new()),
-    };
+    let terms = query_terms(&query);
+    let fts = || if terms.is_empty() { Ok(Vec::new()) } else { index.fts(scopes, &terms, CANDIDATES) };
     // Embedding the query is most of a search: it runs on another thread while full text runs
     // here, and full text waits for it at most the embedder's budget (unless the query's vector
     // is cached, the embedder just failed, or there is none). A late vector still lands in the

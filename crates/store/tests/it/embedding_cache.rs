@@ -2,11 +2,11 @@
 
 use toolgate_store::embedding_key;
 
-use crate::on_every_backend;
+use crate::{Area, on_every_backend_of};
 
 #[test]
 fn vectors_round_trip_per_model() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::EmbeddingCache, |db| {
         let cache = db.connect().embeddings;
         let (a, b) = (embedding_key("a skill"), embedding_key("b skill"));
         cache.cache_embeddings("m", &[(a.clone(), vec![1.0, -2.5]), (b.clone(), vec![3.0, 4.0])], &[]).unwrap();
@@ -21,7 +21,7 @@ fn vectors_round_trip_per_model() {
 
 #[test]
 fn a_vector_is_replaced_and_used_keys_may_be_absent() {
-    on_every_backend(|db| {
+    on_every_backend_of(Area::EmbeddingCache, |db| {
         let cache = db.connect().embeddings;
         let a = embedding_key("a skill");
         cache.cache_embeddings("m", &[(a.clone(), vec![1.0])], &[]).unwrap();

@@ -24,16 +24,17 @@ mod secrets;
 mod sessions;
 mod teams;
 
-// Beside the contract, in the same binary: local memory through the public API, and what the
-// SQLite backend's encryption writes to disk.
+// Memory through the public API (local notes in real files, managed notes in the store) on
+// every backend, and what the SQLite backend's encryption writes to disk.
 mod memory;
 mod sqlite_secrets;
 
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use toolgate_postgres::PgStore;
+use toolgate_store::memory::MemoryIndex;
 use toolgate_store::{AuditLog, AuditStore, SecretCipher, Store, Stores};
 use toolgate_testkit::postgres::Cluster;
 
@@ -43,6 +44,8 @@ pub(crate) trait Database {
     fn connect(&self) -> Stores;
     /// A new audit log over it, with a writer of its own.
     fn audit(&self) -> Arc<dyn AuditStore>;
+    /// A new handle on the memory index of `workspace` (a folder), as a node opens it.
+    fn memory(&self, workspace: &Path) -> MemoryIndex;
 }
 
 /// An area of the store whose test runs on the backends that keep it.
@@ -66,6 +69,10 @@ pub(crate) enum Area {
     Sessions,
     /// Which node holds each background process.
     Processes,
+    /// The memory index: notes, chunks, full text and vectors.
+    Memory,
+    /// Cached embeddings (`skill_search`).
+    EmbeddingCache,
     /// Any area that only SQLite keeps so far.
     Other,
 }
@@ -95,6 +102,8 @@ fn backends() -> Vec<Backend> {
                         | Area::CustomTools
                         | Area::Outbox
                         | Area::Sessions
+                        | Area::Memory
+                        | Area::EmbeddingCache
                         | Area::Processes
                 )
             },
@@ -141,10 +150,15 @@ impl Database for Sqlite {
     fn audit(&self) -> Arc<dyn AuditStore> {
         Arc::new(AuditLog::open(&self.path).unwrap())
     }
+
+    /// In the workspace's own state database, where a node keeps it.
+    fn memory(&self, workspace: &Path) -> MemoryIndex {
+        MemoryIndex::open(Some(&workspace.join(".toolgate/state.db"))).unwrap()
+    }
 }
 
 /// PostgreSQL: a database on a throwaway cluster for the areas it keeps, as a node configured
-/// with `[store] url` has them; the rest (and the audit log) in a SQLite file beside it.
+/// with `[store] url` has them; the audit log of these tests in a SQLite file beside it.
 struct Postgres {
     url: String,
     local: Box<dyn Database>,
@@ -175,13 +189,18 @@ impl Database for Postgres {
             custom_tools: shared.clone(),
             outbox: shared.clone(),
             sessions: shared.clone(),
+            embeddings: shared.clone(),
             processes: shared.clone(),
             identity: shared,
-            ..self.local.connect()
         }
     }
 
     fn audit(&self) -> Arc<dyn AuditStore> {
         self.local.audit()
+    }
+
+    /// Keyed by the workspace's path, on a connection of its own (another node).
+    fn memory(&self, workspace: &Path) -> MemoryIndex {
+        PgStore::connect(&self.url).unwrap_or_else(|e| panic!("{e}")).memory_index(&workspace.to_string_lossy())
     }
 }
