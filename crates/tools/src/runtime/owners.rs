@@ -14,10 +14,11 @@
 //! a runner records nothing until then, nor without a store ([`Owners::set_store`]).
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use toolgate_core::ToolError;
+use toolgate_guard::leak::LeakDetector;
 use toolgate_store::{ProcessOwner, ProcessStore};
 
 /// How long the answer about a process on another node waits to learn whether that node answers.
@@ -56,6 +57,16 @@ fn workspace_key(workspace: &Path) -> String {
     workspace.to_string_lossy().into_owned()
 }
 
+/// The command as the shared store keeps it: cut, with secrets redacted as the audit log's
+/// parameters are (every node's operators read the database; the user who ran it sees it in
+/// `list` on the other nodes).
+fn shown_command(command: &str) -> String {
+    static DETECTOR: LazyLock<LeakDetector> = LazyLock::new(LeakDetector::new);
+    let cut: String = command.chars().take(500).collect();
+    let redacted = DETECTOR.redact(&cut);
+    if redacted.blocked { "[command withheld: it holds a secret]".to_owned() } else { redacted.text }
+}
+
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
@@ -81,7 +92,7 @@ impl Owners {
             user: user.to_owned(),
             node: node.name.clone(),
             node_url: node.url.clone(),
-            command: command.chars().take(500).collect(),
+            command: shown_command(command),
             started_ms: now_ms(),
         };
         if let Err(e) = store.process_record(&row) {
@@ -209,5 +220,12 @@ mod tests {
         assert!(down.contains(&format!("127.0.0.1:{port}")), "{down}");
         assert!(probe("file:///etc/passwd").await.unwrap_err().contains("not http(s)"));
         assert!(probe("not a url").await.unwrap_err().contains("does not parse"));
+    }
+
+    #[test]
+    fn a_command_is_kept_with_its_secrets_redacted() {
+        let kept = shown_command("GITHUB_TOKEN=ghp_FAKEaB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY ./deploy.sh");
+        assert_eq!(kept, "GITHUB_TOKEN=[REDACTED:github-pat-classic] ./deploy.sh");
+        assert_eq!(shown_command(&"x".repeat(2000)).len(), 500);
     }
 }
