@@ -62,6 +62,8 @@ pub struct AutomationConfig {
     pub channels: message::Channels,
     /// Background jobs (`[automation.jobs]`).
     pub jobs: jobs::JobsConfig,
+    /// The routine scheduler (`[automation.routines]`).
+    pub routines: routines::RoutinesSettings,
     /// The tools an MCP client that accepts tasks gets back as a task (a one-call job), by the
     /// names `tools/list` shows; default [`jobs::DEFAULT_TASK_TOOLS`]. Empty: every call is
     /// answered in place and the server declares no tasks.
@@ -73,6 +75,7 @@ impl Default for AutomationConfig {
         AutomationConfig {
             channels: message::Channels::default(),
             jobs: jobs::JobsConfig::default(),
+            routines: routines::RoutinesSettings::default(),
             task_tools: jobs::DEFAULT_TASK_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
         }
     }

@@ -361,6 +361,7 @@ impl Family for Automation {
                     sink,
                     model,
                 )
+                .with_config(s.config.automation.routines.config())
                 // A gateway caller's routine fires under its principal's grants as they are then.
                 .with_grants(Arc::clone(&s.routine_grants));
                 Routines::new(setup)

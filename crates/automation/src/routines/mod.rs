@@ -14,6 +14,7 @@
 //! - `spec`: the definition and its checks (triggers, actions, context paths, prompt paths).
 //! - `scheduler`: [`Routines`], the service: create/update/list, fire (overlap, cooldown, the
 //!   global cap), the scheduler's tick and loop (lease, catch-up).
+//! - `settings`: [`RoutinesSettings`], `[automation.routines]` (the scheduler lease).
 //! - `triggers`: event matching.
 //! - `webhook`: HMAC-SHA256 signatures, timestamps and replays.
 //! - `jobs_sink`: [`JobsSink`], runs as jobs of the jobs engine, or as turns of the agent
@@ -23,6 +24,7 @@
 mod jobs_sink;
 pub mod schedule;
 mod scheduler;
+mod settings;
 pub mod spec;
 mod tools;
 pub mod triggers;
@@ -37,6 +39,7 @@ pub use scheduler::{
     Clock, FireOutcome, ManualClock, RoutineError, RoutineRun, Routines, RoutinesConfig, RoutinesSetup, RunSink,
     Started, SystemClock, TickReport, TurnFuture,
 };
+pub use settings::{MAX_LEASE_SECS, MIN_LEASE_SECS, RoutinesSettings};
 pub use spec::{ActionType, CatchUp, RoutineSpec, Trigger};
 pub use triggers::Event;
 

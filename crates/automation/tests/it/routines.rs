@@ -14,7 +14,7 @@ use toolgate_automation::routines::schedule::{format_in, parse_zone};
 use toolgate_automation::routines::webhook::sign;
 use toolgate_automation::routines::{
     ActionType, CatchUp, Clock, Event, FireOutcome, ManualClock, RoutineError, RoutineRun, RoutineSpec, Routines,
-    RoutinesConfig, RoutinesSetup, RunSink, Started, SystemClock, Trigger,
+    RoutinesConfig, RoutinesSettings, RoutinesSetup, RunSink, Started, SystemClock, Trigger,
 };
 use toolgate_core::CallContext;
 use toolgate_store::{Store, Stores};
@@ -570,4 +570,22 @@ async fn a_batch_of_due_routines_keeps_the_cap_and_each_routines_own_checks() {
     for (r, _) in w.routines.list("local").unwrap() {
         assert_eq!(format_in(r.next_fire_ms.unwrap(), NY), "2026-06-01T12:10:00-04:00", "{}", r.name);
     }
+}
+
+#[tokio::test]
+async fn the_configured_lease_decides_when_another_scheduler_takes_over() {
+    // `[automation.routines] lease_secs = 30`, read as the gate reads it.
+    let settings: RoutinesSettings = serde_json::from_str(r#"{"lease_secs": 30}"#).unwrap();
+    let w = world_with(settings.config(), true);
+    let b = another(&w.ws(), &w.stores, &w.clock, &w.sink, settings.config(), true);
+    let start = 1_000_000;
+    w.clock.set(start);
+    assert!(w.routines.tick().await.leader, "the first to ask leads");
+    // The leader stops ticking (killed). 15 s on, past the default 10 s, its lease still holds.
+    w.clock.set(start + 15_000);
+    assert!(!b.tick().await.leader, "a 30 s lease is live after 15 s");
+    w.clock.set(start + 29_999);
+    assert!(!b.tick().await.leader, "and until its last millisecond");
+    w.clock.set(start + 30_000);
+    assert!(b.tick().await.leader, "lapsed at 30 s: the other takes over");
 }
