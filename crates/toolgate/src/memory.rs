@@ -25,7 +25,9 @@ pub(crate) struct Memory {
 }
 
 /// The memory store for `workspace`, or `None` when `[memory] enabled = false`. The index lives
-/// in `state_db` (in memory when the gate keeps no state on disk); `embedder` is
+/// in `state_db` (in memory when the gate keeps no state on disk), or with `[store] url` in the
+/// shared PostgreSQL database under the workspace's path, so every node reads and searches the
+/// same notes (`toolgate-postgres`'s `memory.rs`); `embedder` is
 /// [`embedder`]`(&config.memory)`. `config.agents` gives each agent's type, which decides its
 /// context-file routing in managed mode.
 pub(crate) fn open(
@@ -38,7 +40,12 @@ pub(crate) fn open(
     if !memory.enabled {
         return Ok(None);
     }
-    let index = MemoryIndex::open(state_db).map_err(|e| GateError::Memory(e.to_string()))?;
+    let index = match (&config.store.url, state_db) {
+        (Some(url), Some(_)) => crate::state::shared(url)
+            .map_err(|e| GateError::Memory(e.to_string()))?
+            .memory_index(&workspace.to_string_lossy()),
+        _ => MemoryIndex::open(state_db).map_err(|e| GateError::Memory(e.to_string()))?,
+    };
     Ok(Some(match memory.mode {
         MemoryMode::Local => {
             let local = LocalMemory::new(workspace, index, embedder)

@@ -10,7 +10,8 @@
 //! same head hash. What stays: the approvals inbox (a pending call belongs to the process that
 //! waits for it), access requests, jobs (their output is on the node's disk), path locks (held by
 //! the processes that run on the node, gone when they expire), agent sessions and team boards
-//! (not moved yet), and memory (still SQLite-only).
+//! (not moved yet), and memory (not moved yet: with `[store] url` local notes are indexed again
+//! from their files, and managed notes stay in the SQLite file).
 //!
 //! The target must hold no state yet (a database the nodes have not used): a second run, or a
 //! run into a database in use, is refused before anything is written.

@@ -1,9 +1,9 @@
 //! Where toolgate's state lives: each workspace's `.toolgate/state.db` (SQLite, embedded), and,
 //! with `[store] url`, a PostgreSQL database that several `toolgate serve` nodes share for the
-//! areas `toolgate-postgres` keeps (every area but memory and the embedding cache; secrets only
-//! when `TOOLGATE_SECRET_KEY` gives every node their key). Everything that opens the state (the
-//! gate, `serve`'s inbox, the admin commands) opens it here, so a node and its operator's
-//! commands never see two different inboxes.
+//! areas `toolgate-postgres` keeps (every area, the memory index too, opened by `memory.rs`;
+//! secrets only when `TOOLGATE_SECRET_KEY` gives every node their key). Everything that opens
+//! the state (the gate, `serve`'s inbox, the admin commands) opens it here, so a node and its
+//! operator's commands never see two different inboxes.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -45,11 +45,12 @@ pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, St
                 locks: shared.clone(),
                 custom_tools: shared.clone(),
                 outbox: shared.clone(),
+                // Vectors by model and text hash: one text's vector serves every node.
+                embeddings: shared.clone(),
                 // A call about a background process may reach a node that does not run it.
                 processes: shared.clone(),
                 identity: shared,
                 secrets,
-                ..local
             })
         }
     }
