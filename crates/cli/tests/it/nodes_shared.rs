@@ -334,3 +334,38 @@ fn a_background_process_started_on_one_node_is_named_by_the_other() {
     drop(b);
     drop(cluster);
 }
+
+/// A managed note ann writes through node A is found by `memory_search` and read through node B:
+/// the memory index is in the shared database (the workspace's own SQLite index holds no note).
+#[test]
+fn a_managed_note_written_on_one_node_is_found_on_the_other() {
+    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let ws = toolgate_testkit::serve::workspace();
+    let config = format!(
+        "[gateway]\nenabled = true\ndefault_tools = [\"memory_write\", \"memory_search\", \"memory_read\"]\n\n\
+         [approval]\nmode = \"never\"\n\n[memory]\nmode = \"managed\"\n\n[memory.embeddings]\nprovider = \"none\"\n\n\
+         [store]\nurl = \"{url}\"\n"
+    );
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    admin(ws.path(), &["user", "add", "ann"]);
+    admin(ws.path(), &["user", "add", "bob"]);
+    let ann = admin(ws.path(), &["key", "create", "--user", "ann"]);
+    let bob = admin(ws.path(), &["key", "create", "--user", "bob"]);
+    let a = HttpServer::start_with_env(TOOLGATE, ws, &[], &[]);
+    let b = HttpServer::start_beside(TOOLGATE, &a, &[]);
+
+    let note = json!({"target": "memory/trip.md", "content": "The flight to Lisbon launches at nine."});
+    let (failed, wrote) = tool_call(&a, &ann, "memory_write", note);
+    assert!(!failed, "{wrote}");
+    let (failed, found) = tool_call(&b, &ann, "memory_search", json!({"query": "when does the Lisbon flight launch?"}));
+    assert!(!failed && found.contains("memory/trip.md"), "B finds A's note: {found}");
+    let (failed, read) = tool_call(&b, &ann, "memory_read", json!({"path": "memory/trip.md"}));
+    assert!(!failed && read.contains("launches at nine"), "{read}");
+    let (_, bobs) = tool_call(&b, &bob, "memory_search", json!({"query": "Lisbon flight"}));
+    assert!(!bobs.contains("memory/trip.md"), "another user's notes stay theirs: {bobs}");
+    let local = toolgate::store::memory::MemoryIndex::open(Some(&a.ws.path().join(".toolgate/state.db"))).unwrap();
+    assert_eq!(local.health().unwrap().notes, 0, "the note is in PostgreSQL, not the workspace's file");
+    drop((a, b));
+    drop(cluster);
+}
