@@ -62,6 +62,7 @@ mod error;
 mod grants;
 mod identity;
 mod jobs;
+mod lag;
 mod listen;
 mod locks;
 mod memory;

@@ -11,14 +11,19 @@
 //! revision reads at once and the watchers are woken. A connection can also die silently (a
 //! network cut that sends no reset): a heartbeat query finds it within [`HEARTBEAT`] +
 //! [`HEARTBEAT_WAIT`], the longest a silently lost notification can keep memory behind.
+//!
+//! With each heartbeat (and once subscribed) a probe goes out on a third channel and is timed
+//! until it comes back: how late notifications arrive (`lag.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use deadpool_postgres::Pool;
 use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
 
+use crate::lag::{self, NotifyLag};
 use crate::revisions::{self, Revisions};
 use crate::store::Connect;
 
@@ -44,6 +49,8 @@ type Wake = Box<dyn Fn() + Send + Sync>;
 #[derive(Default)]
 pub(crate) struct Heard {
     pub(crate) revisions: Revisions,
+    /// How late notifications arrive, by this store's probes.
+    pub(crate) lag: NotifyLag,
     watchers: Mutex<Vec<Wake>>,
 }
 
@@ -83,6 +90,7 @@ impl Heard {
     }
 
     fn lost(&self) {
+        self.lag.forget();
         self.revisions.set_subscribed(false);
         self.revisions.out_of_step();
         self.wake_watchers();
@@ -97,8 +105,24 @@ enum Event {
     Lost(String),
 }
 
-/// Listens for as long as the store's thread runs.
-pub(crate) async fn listen(connect: Arc<Connect>, heard: Arc<Heard>) {
+/// Sends a probe on [`lag::CHANNEL`] from a pooled connection (another server session than the
+/// listening one); a failure only means no figure this time.
+async fn probe(pool: &Pool, lag: &NotifyLag) {
+    let sent = async {
+        let client = pool.get().await.map_err(|e| e.to_string())?;
+        // Timed from here: waiting for a pooled connection is not the notification's delay.
+        let payload = lag.probe();
+        client.execute("SELECT pg_notify($1, $2)", &[&lag::CHANNEL, &payload]).await.map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(HEARTBEAT_WAIT, sent).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::debug!("PostgreSQL LISTEN: cannot send a lag probe: {e}"),
+        Err(_) => tracing::debug!("PostgreSQL LISTEN: a lag probe was not sent within {HEARTBEAT_WAIT:?}"),
+    }
+}
+
+/// Listens for as long as the store's thread runs; `pool` sends the lag probes.
+pub(crate) async fn listen(connect: Arc<Connect>, pool: Pool, heard: Arc<Heard>) {
     let mut config = connect.config.clone();
     config.application_name(LISTEN_APPLICATION_NAME);
     loop {
@@ -110,9 +134,16 @@ pub(crate) async fn listen(connect: Arc<Connect>, heard: Arc<Heard>) {
                 // The connection carries both the client's statements and the notifications:
                 // it is driven here while the statements run in a task of their own.
                 let (events, mut reported) = mpsc::unbounded_channel();
+                let (pool, probed) = (pool.clone(), Arc::clone(&heard));
                 let statements = tokio::spawn(async move {
                     let primed = async {
-                        client.batch_execute(&format!("LISTEN {APPROVALS}; LISTEN {}", revisions::CHANNEL)).await?;
+                        client
+                            .batch_execute(&format!(
+                                "LISTEN {APPROVALS}; LISTEN {}; LISTEN {}",
+                                revisions::CHANNEL,
+                                lag::CHANNEL
+                            ))
+                            .await?;
                         revisions::read_all(&client).await
                     };
                     match primed.await {
@@ -125,6 +156,7 @@ pub(crate) async fn listen(connect: Arc<Connect>, heard: Arc<Heard>) {
                         }
                     }
                     loop {
+                        probe(&pool, &probed.lag).await;
                         tokio::time::sleep(HEARTBEAT).await;
                         let lost = match tokio::time::timeout(HEARTBEAT_WAIT, client.simple_query("SELECT 1")).await {
                             Ok(Ok(_)) => continue,
@@ -141,6 +173,7 @@ pub(crate) async fn listen(connect: Arc<Connect>, heard: Arc<Heard>) {
                             Some(Ok(AsyncMessage::Notification(n))) => match n.channel() {
                                 APPROVALS => heard.wake_watchers(),
                                 revisions::CHANNEL => heard.revisions.notified(n.payload()),
+                                lag::CHANNEL => heard.lag.heard(n.payload()),
                                 _ => {}
                             },
                             Some(Ok(_)) => {}

@@ -92,8 +92,8 @@ impl PgStore {
         })?;
         let store = PgStore { bridge: Arc::new(bridge), connect, cipher: None, heard: Arc::default(), pool };
         store.run("migrating the PostgreSQL schema", migrations::migrate)?;
-        let heard = Arc::clone(&store.heard);
-        store.spawn(|connect| listen::listen(connect, heard))?;
+        let (heard, pool) = (Arc::clone(&store.heard), store.pool.clone());
+        store.spawn(|connect| listen::listen(connect, pool, heard))?;
         Ok(store)
     }
 
@@ -128,6 +128,12 @@ impl PgStore {
     /// and read every revision since it connected; `revisions.rs`), rather than the database.
     pub fn revisions_in_step(&self) -> bool {
         self.heard.revisions.in_step()
+    }
+
+    /// How long this node's latest probe notification took to come back on its `LISTEN`
+    /// connection (`lag.rs`); `None` until one has since the connection was made.
+    pub fn notify_lag(&self) -> Option<std::time::Duration> {
+        self.heard.lag.last()
     }
 
     /// How many revision reads the database answered (rather than memory) since this store

@@ -243,3 +243,35 @@ fn a_lost_listen_connection_falls_back_to_the_database_and_resyncs() {
     assert_eq!(a.grants_revision().unwrap(), granted);
     assert_eq!(a.revision_queries(), asked, "notifications arrive again, and memory is back in step");
 }
+
+/// How late notifications arrive (`/metrics`' NOTIFY lag): each store's own probe comes back
+/// and is timed, beside the other node's probes and payloads forged on the channel; a lost
+/// `LISTEN` connection has no figure until a probe comes back on the next.
+#[test]
+fn each_store_times_its_own_probe_notifications() {
+    let cluster = cluster();
+    let url = cluster.database().unwrap();
+    let (a, b) = (PgStore::connect(&url).unwrap(), PgStore::connect(&url).unwrap());
+    let strangers = Sql::connect(&url);
+    for forged in ["garbage", "1-2-3:0", ":", "x:18446744073709551615", "\u{1b}[2J"] {
+        strangers.run(&format!("NOTIFY toolgate_lag, '{forged}'"));
+    }
+    wait_until("A's first probe comes back", || a.notify_lag().is_some());
+    wait_until("B's first probe comes back", || b.notify_lag().is_some());
+    assert!(a.notify_lag().unwrap() > Duration::ZERO, "{:?}", a.notify_lag());
+    in_step(&a);
+
+    let sql = Sql::connect(&cluster.url());
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let database = config.get_dbname().unwrap().to_owned();
+    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS false"));
+    let cut = sql.number(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND datname = $2",
+        &[&LISTEN_APPLICATION_NAME, &database],
+    );
+    assert_eq!(cut, 2, "one listening connection per store");
+    wait_until("A notices its connection is gone", || !a.revisions_in_step());
+    assert_eq!(a.notify_lag(), None, "no figure without a LISTEN connection");
+    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true"));
+    wait_until("A's probe comes back on the new connection", || a.notify_lag().is_some());
+}

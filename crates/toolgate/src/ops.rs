@@ -92,6 +92,11 @@ impl HttpRoute for Metrics {
             text.push_str("# HELP toolgate_store_in_step 1 while other nodes' changes arrive by NOTIFY; 0 while each call reads them.\n");
             text.push_str("# TYPE toolgate_store_in_step gauge\n");
             text.push_str(&format!("toolgate_store_in_step {}\n", u8::from(shared.in_step)));
+            if let Some(lag) = shared.notify_lag {
+                text.push_str("# HELP toolgate_store_notify_lag_seconds How long this node's latest probe NOTIFY took to reach its LISTEN connection (sent every 5 s).\n");
+                text.push_str("# TYPE toolgate_store_notify_lag_seconds gauge\n");
+                text.push_str(&format!("toolgate_store_notify_lag_seconds {}\n", lag.as_secs_f64()));
+            }
         }
         text.push_str("# HELP toolgate_uptime_seconds Time since this server started.\n");
         text.push_str("# TYPE toolgate_uptime_seconds gauge\n");

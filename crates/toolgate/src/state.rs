@@ -80,7 +80,7 @@ pub fn shared_audit_reader(config: &StoreConfig, workspace: &Path) -> Result<Opt
 pub fn shared_status(config: &StoreConfig) -> Option<SharedStatus> {
     let pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
     let store = pools.get(config.url.as_ref().or(config.audit_url.as_ref())?)?;
-    Some(SharedStatus { pool: store.pool_use(), in_step: store.revisions_in_step() })
+    Some(SharedStatus { pool: store.pool_use(), in_step: store.revisions_in_step(), notify_lag: store.notify_lag() })
 }
 
 /// See [`shared_status`].
@@ -91,6 +91,9 @@ pub struct SharedStatus {
     /// Whether changes other nodes make reach this one by `NOTIFY` (the `LISTEN` connection is
     /// up and read everything since it connected); otherwise each call reads them.
     pub in_step: bool,
+    /// How long this node's latest probe notification took to reach its `LISTEN` connection;
+    /// `None` until one has since that connection was made.
+    pub notify_lag: Option<std::time::Duration>,
 }
 
 static POOLS: LazyLock<Mutex<HashMap<String, PgStore>>> = LazyLock::new(Mutex::default);

@@ -96,3 +96,31 @@ fn in_a_gateway_metrics_need_an_admins_key() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("# TYPE toolgate_calls_total counter"), "{body}");
 }
+
+/// On PostgreSQL (`[store] url`) a node reports how late notifications reach it: its own probe
+/// `NOTIFY`, timed until its `LISTEN` connection hears it (issue 29 item 6, "NOTIFY lag").
+#[test]
+fn a_node_on_postgresql_reports_its_notify_lag() {
+    let cluster = toolgate_testkit::postgres::Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(ws.path().join("toolgate.toml"), format!("[store]\nurl = \"{url}\"\n")).unwrap();
+    let server = HttpServer::start_in(TOOLGATE, ws, &[]);
+    let token = server.token.clone().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (lag, body) = loop {
+        let (status, body) = get(&server, "/metrics", Some(&token));
+        assert_eq!(status, 200, "{body}");
+        let lag =
+            lines(&body).iter().find_map(|l| l.strip_prefix("toolgate_store_notify_lag_seconds ")?.parse::<f64>().ok());
+        if let Some(lag) = lag {
+            break (lag, body);
+        }
+        assert!(std::time::Instant::now() < deadline, "no NOTIFY lag within a minute: {body}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(lag > 0.0 && lag.is_finite(), "{lag}");
+    assert!(lines(&body).contains(&"# TYPE toolgate_store_notify_lag_seconds gauge"), "{body}");
+    drop(server);
+    drop(cluster);
+}
