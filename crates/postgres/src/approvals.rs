@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use toolgate_store::{
     ApprovalDecision, ApprovalEvent, ApprovalFilter, ApprovalRecord, ApprovalStatus, ApprovalStore, DecideOutcome,
-    StoreError,
+    Grant, StoreError,
 };
 
 use crate::PgStore;
@@ -188,7 +188,8 @@ impl ApprovalStore for PgStore {
 
     fn approval_decide(&self, id: i64, decision: &ApprovalDecision) -> Result<DecideOutcome, StoreError> {
         let d = decision.clone();
-        self.run("deciding an approval", move |mut c| async move {
+        // Changing: an "allow always" writes its grant, which raises the grants revision.
+        self.run_changing("deciding an approval", move |mut c| async move {
             let tx = c.transaction().await?;
             // First, and only if still pending and in time: a concurrent decider on any node
             // blocks on this row until the first commits, then matches nothing.
@@ -202,7 +203,13 @@ impl ApprovalStore for PgStore {
                 .await?;
             let outcome = if moved == 1 {
                 event(&tx, id, d.status.as_str(), &d.by, d.at_ms, d.message.as_deref()).await?;
-                DecideOutcome::Decided(get_changed(&tx, id).await?)
+                let decided = get_changed(&tx, id).await?;
+                // "Allow always" is the grant as much as the decision: both or neither, even
+                // when the call that asked is gone (its node died) and never comes to write it.
+                if decided.status == ApprovalStatus::AllowedAlways {
+                    crate::grants::insert_approval_grant(&tx, &Grant::of_approval(&decided, d.at_ms)).await?;
+                }
+                DecideOutcome::Decided(decided)
             } else {
                 // Locked, so a sweep on another node cannot move it between the look and the change.
                 let sql = format!("SELECT {COLUMNS} FROM approvals WHERE id = $1 FOR UPDATE");

@@ -22,6 +22,20 @@ const ACCESS_COLUMNS: &str = "id, requester, for_user, server, tool, reason, sta
 /// decided in between (each retry needs another decision to land in that instant).
 const FILE_ATTEMPTS: usize = 3;
 
+/// Inserts a standing approval unless the same one is there (the decision writes it, and the
+/// call that uses the decision again).
+pub(crate) async fn insert_approval_grant(c: &impl GenericClient, g: &Grant) -> Result<(), PgError> {
+    // A second grant of the same (user, agent, tool, subject) meets `grants_always`.
+    c.execute(
+        "INSERT INTO grants (subject, agent, tool_allow, mode, arg_subject, granted_by, note, created_ms)
+         VALUES ($1, $2, $3, 'allow', $4, $1, $5, $6)
+         ON CONFLICT DO NOTHING",
+        &[&g.user, &g.agent, &json_list(std::slice::from_ref(&g.tool)), &g.subject, &g.shown, &g.created_ms],
+    )
+    .await?;
+    Ok(())
+}
+
 fn json_list(list: &[String]) -> String {
     serde_json::to_string(list).unwrap_or_else(|_| "[]".to_owned())
 }
@@ -117,17 +131,7 @@ impl GrantStore for PgStore {
 
     fn grant_add(&self, grant: &Grant) -> Result<(), StoreError> {
         let g = grant.clone();
-        self.run_changing("saving an approval grant", move |c| async move {
-            // A second grant of the same (user, agent, tool, subject) meets `grants_always`.
-            c.execute(
-                "INSERT INTO grants (subject, agent, tool_allow, mode, arg_subject, granted_by, note, created_ms)
-                 VALUES ($1, $2, $3, 'allow', $4, $1, $5, $6)
-                 ON CONFLICT DO NOTHING",
-                &[&g.user, &g.agent, &json_list(std::slice::from_ref(&g.tool)), &g.subject, &g.shown, &g.created_ms],
-            )
-            .await?;
-            Ok(())
-        })
+        self.run_changing("saving an approval grant", move |c| async move { insert_approval_grant(&c, &g).await })
     }
 
     fn grant_exists(&self, user: &str, agent: &str, tool: &str, subject: &str) -> Result<bool, StoreError> {

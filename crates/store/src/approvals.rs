@@ -387,7 +387,14 @@ impl ApprovalStore for Store {
                 .doing(DOING)?;
             let outcome = if changed == 1 {
                 event(&tx, id, d.status.as_str(), &d.by, d.at_ms, d.message.as_deref()).doing(DOING)?;
-                DecideOutcome::Decided(get(&tx, id).doing(DOING)?.ok_or(missing(DOING))?)
+                let decided = get(&tx, id).doing(DOING)?.ok_or(missing(DOING))?;
+                // "Allow always" is the grant as much as the decision: both or neither, even
+                // when the call that asked is gone and never comes to write it.
+                if decided.status == ApprovalStatus::AllowedAlways {
+                    crate::grants::insert_approval_grant(&tx, &crate::Grant::of_approval(&decided, d.at_ms))
+                        .doing(DOING)?;
+                }
+                DecideOutcome::Decided(decided)
             } else {
                 match get(&tx, id).doing(DOING)? {
                     None => DecideOutcome::NotFound,

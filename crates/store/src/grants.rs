@@ -95,6 +95,50 @@ pub struct Grant {
     pub created_ms: i64,
 }
 
+/// The `subject` of the standing approval an "allow always" writes: the call's normalized
+/// subject, or for a tool without one the SHA-256 (hex) of its exact parameters (`args_digest`,
+/// so a grant for one token never approves another, and no secret reaches the table).
+pub fn approval_grant_subject(subject: Option<&str>, args_digest: &str) -> String {
+    match subject.filter(|s| !s.is_empty()) {
+        Some(s) => format!("subject:{s}"),
+        None => format!("params-sha256:{args_digest}"),
+    }
+}
+
+impl Grant {
+    /// The standing approval an "allow always" decision of `record` makes, granted at `at_ms`.
+    pub fn of_approval(record: &crate::ApprovalRecord, at_ms: i64) -> Grant {
+        let shown = if record.subject.is_empty() { record.shown["params"].to_string() } else { record.subject.clone() };
+        Grant {
+            id: 0,
+            user: record.user.clone(),
+            agent: record.agent.clone(),
+            tool: record.tool.clone(),
+            subject: approval_grant_subject(Some(&record.subject), &record.args_digest),
+            shown,
+            created_ms: at_ms,
+        }
+    }
+}
+
+/// Inserts `grant` unless the same one is there (a standing approval is written by the decision
+/// and again by the call that uses it).
+pub(crate) fn insert_approval_grant(conn: &rusqlite::Connection, grant: &Grant) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT OR IGNORE INTO grants (subject, agent, tool_allow, mode, arg_subject, granted_by, note, created_ms)
+         VALUES (?1, ?2, ?3, 'allow', ?4, ?1, ?5, ?6)",
+        rusqlite::params![
+            grant.user,
+            grant.agent,
+            json_list(std::slice::from_ref(&grant.tool)),
+            grant.subject,
+            grant.shown,
+            grant.created_ms
+        ],
+    )
+    .map(drop)
+}
+
 /// What a [`ToolGrant`] does to the calls it covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -408,22 +452,7 @@ impl GrantStore for Store {
     }
 
     fn grant_add(&self, grant: &Grant) -> Result<(), StoreError> {
-        self.with(|conn| {
-            conn.execute(
-                "INSERT OR IGNORE INTO grants (subject, agent, tool_allow, mode, arg_subject, granted_by, note, created_ms)
-                 VALUES (?1, ?2, ?3, 'allow', ?4, ?1, ?5, ?6)",
-                rusqlite::params![
-                    grant.user,
-                    grant.agent,
-                    json_list(std::slice::from_ref(&grant.tool)),
-                    grant.subject,
-                    grant.shown,
-                    grant.created_ms
-                ],
-            )
-            .map(drop)
-            .doing("saving an approval grant")
-        })
+        self.with(|conn| insert_approval_grant(conn, grant).doing("saving an approval grant"))
     }
 
     fn grant_exists(&self, user: &str, agent: &str, tool: &str, subject: &str) -> Result<bool, StoreError> {

@@ -78,7 +78,9 @@ pub use custom_tools::{CustomToolStore, StoredCustomTool};
 pub use db::{SCHEMA_VERSION, Store, audit_chain_version, create_at_version};
 pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
-pub use grants::{AccessDecision, AccessRequest, AccessStatus, Grant, GrantMode, GrantStore, ToolGrant};
+pub use grants::{
+    AccessDecision, AccessRequest, AccessStatus, Grant, GrantMode, GrantStore, ToolGrant, approval_grant_subject,
+};
 pub use identity::{ApiKeyRecord, IdentityStore, Membership, Principal, PrincipalKind};
 pub use jobs::{JOB_INTERRUPTED, JobEvent, JobFilter, JobRecord, JobStore};
 pub use locks::{LockOwner, LockStore, PathLock};

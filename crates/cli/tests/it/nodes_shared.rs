@@ -253,6 +253,69 @@ fn a_routine_fires_once_per_minute_across_two_nodes_and_after_its_leader_is_kill
     drop(cluster);
 }
 
+/// `toolgate approvals list --json` on `ws`: the standing approvals ("allow always" grants).
+fn standing_approvals(ws: &Path) -> Vec<Value> {
+    let out = std::process::Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["approvals", "list", "--json"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    stdout.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A node killed in the middle of an approval (issue 29, "Bad input"): the call waiting on A
+/// fails for its client when A dies (SIGKILL) and nothing runs. "Allow always" decided on B
+/// afterwards is accepted whole: the decision and its standing grant, though no call is left to
+/// use it; a second decision is refused. The client retrying on B runs once, there, under the
+/// grant, and nothing is left waiting.
+#[test]
+fn a_node_killed_while_its_call_waits_for_approval_leaves_nothing_half_done() {
+    let (cluster, a, b, ann, lee) = two_nodes(&[]);
+    let waiting = start(&a, "legacy", &ann, "after A died\n", None);
+    let entry = pending_on(&b, &lee);
+    let path = format!("/api/approvals/{}", entry["id"]);
+    let a_ws = kill_keeping_workspace(a);
+
+    // The client is told, by its transport or an error result; never a success.
+    let out = waiting.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Option<Value> = stdout.lines().last().and_then(|l| serde_json::from_str(l).ok());
+    assert!(
+        !out.status.success() || report.as_ref().is_some_and(|r| r["is_error"] == true),
+        "the client of a killed node saw: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!a_ws.path().join("users/ann/AGENTS.md").exists(), "nothing ran on A");
+
+    // Decided on B after A died: accepted, entry and grant whole, nothing run by the decision.
+    assert!(standing_approvals(b.ws.path()).is_empty());
+    let (status, body) = api(&b, "POST", &path, &lee, r#"{"decision": "allow_always"}"#);
+    assert_eq!(status, 200, "{body}");
+    let (_, shown) = api(&b, "GET", &path, &lee, "");
+    assert_eq!(shown["approval"]["status"], "allowed_always", "{shown}");
+    assert!(shown["approval"]["used_ms"].is_null(), "no call has used it: {shown}");
+    let grants = standing_approvals(b.ws.path());
+    assert_eq!(grants.len(), 1, "the grant was made with the decision: {grants:?}");
+    assert_eq!((grants[0]["user"].as_str(), grants[0]["tool"].as_str()), (Some("ann"), Some("write")), "{grants:?}");
+    assert!(!b.ws.path().join("users/ann/AGENTS.md").exists(), "a decision runs nothing by itself");
+    let (status, body) = api(&b, "POST", &path, &lee, r#"{"decision": "deny"}"#);
+    assert_eq!(status, 409, "the first decision stands: {body}");
+
+    // The client retries on B: the standing approval covers it, so the call runs there, once.
+    let report = call(&b, "legacy", &ann, "after A died\n", None);
+    assert_eq!((report["kind"].as_str(), report["is_error"].as_bool()), (Some("result"), Some(false)), "{report}");
+    assert_eq!(std::fs::read_to_string(b.ws.path().join("users/ann/AGENTS.md")).unwrap(), "after A died\n");
+    assert_eq!(standing_approvals(b.ws.path()).len(), 1, "still the one grant");
+    let (_, pending) = api(&b, "GET", "/api/approvals", &lee, "");
+    assert_eq!(pending["pending"], json!([]), "nothing left waiting: {pending}");
+    drop((a_ws, b));
+    drop(cluster);
+}
+
 /// A gateway workspace whose users run commands (`exec`, `process`) without being asked, with
 /// its shared state in the database at `url`: the one workspace both nodes serve, as nodes
 /// behind a load balancer mount one filesystem.

@@ -253,3 +253,50 @@ fn entries_outlive_the_connection_that_made_them() {
         ));
     });
 }
+
+/// "Allow always" writes its standing grant in the decision's own transaction: the grant holds
+/// even when the call that asked is gone (its node killed) and never comes to write it; a
+/// refused decision, "allow once" and "deny" grant nothing.
+#[test]
+fn allow_always_is_granted_with_the_decision_itself() {
+    on_every_backend_of(Area::Approvals, |db| {
+        let stores = db.connect();
+        let (inbox, grants) = (&stores.approvals, &stores.grants);
+        // The gate stores the normalized subject as it is (`exec`'s unwrapped commands).
+        let subject = |mut e: ApprovalRecord, subject: &str| {
+            e.subject = subject.into();
+            e
+        };
+        let with_subject = inbox.approval_add(&subject(entry("ann", "exec", "d1", 100), "rm -rf build")).unwrap();
+        let no_subject = inbox.approval_add(&subject(entry("ann", "write", "d2", 100), "")).unwrap();
+        let once = inbox.approval_add(&subject(entry("bob", "exec", "d3", 100), "rm -rf build")).unwrap();
+        let revision = grants.grants_revision().unwrap();
+
+        for id in [with_subject, no_subject] {
+            let decided = inbox.approval_decide(id, &decision(ApprovalStatus::AllowedAlways, "lee", 150)).unwrap();
+            assert!(matches!(decided, DecideOutcome::Decided(_)), "{decided:?}");
+        }
+        inbox.approval_decide(once, &decision(ApprovalStatus::Allowed, "lee", 150)).unwrap();
+        // Too late: the entry is decided already, and nothing more is granted.
+        let again = inbox.approval_decide(once, &decision(ApprovalStatus::AllowedAlways, "lee", 160)).unwrap();
+        assert!(matches!(again, DecideOutcome::AlreadyDecided(_)), "{again:?}");
+
+        assert!(grants.grant_exists("ann", "main", "exec", "subject:rm -rf build").unwrap());
+        assert!(grants.grant_exists("ann", "main", "write", "params-sha256:d2").unwrap(), "no subject: the arguments");
+        assert!(
+            !grants.grant_exists("bob", "main", "exec", "subject:rm -rf build").unwrap(),
+            "allow once grants nothing"
+        );
+        assert_eq!(grants.grants().unwrap().len(), 2);
+        assert!(grants.grants_revision().unwrap() > revision, "the grants revision moved with the decision");
+        // The call that uses the decision writes the same grant again: still one.
+        let of_call = toolgate_store::Grant::of_approval(&inbox.approval_get(with_subject).unwrap().unwrap(), 170);
+        grants.grant_add(&of_call).unwrap();
+        assert_eq!(grants.grants().unwrap().len(), 2);
+        assert_eq!(
+            toolgate_store::approval_grant_subject(None, "d2"),
+            "params-sha256:d2",
+            "the rule the gate checks with"
+        );
+    });
+}

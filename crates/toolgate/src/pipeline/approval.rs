@@ -156,7 +156,7 @@ impl ApprovalStage {
             request.identity.user.clone(),
             request.identity.agent.clone(),
             request.tool.clone(),
-            grant_subject(request.subject.as_deref(), params),
+            toolgate_store::approval_grant_subject(request.subject.as_deref(), &request.digest),
         );
         if requirement == ApprovalRequirement::UnlessAutoApproved && self.granted(&key) {
             return Ok("approval: allowed always earlier");
@@ -234,18 +234,4 @@ impl ApprovalStage {
 /// The SHA-256 (hex) of the exact parameters (`serde_json` writes object keys in order).
 fn params_digest(params: &Value) -> String {
     Sha256::digest(params.to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// What a grant covers: the tool's normalized subject (for `exec`, the unwrapped commands), or
-/// else exactly these parameters, secrets included (a grant for one token must not approve
-/// another), stored as a SHA-256 so no secret reaches the database.
-fn grant_subject(subject: Option<&str>, params: &Value) -> String {
-    match subject {
-        Some(s) => format!("subject:{s}"),
-        None => {
-            let digest = Sha256::digest(params.to_string().as_bytes());
-            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-            format!("params-sha256:{hex}")
-        }
-    }
 }
