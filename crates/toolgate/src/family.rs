@@ -201,7 +201,16 @@ impl Family for Runtime {
         // told where it runs.
         if let Some(url) = s.config.store.url.as_ref().or(s.config.store.audit_url.as_ref()) {
             match crate::state::shared(url) {
-                Ok(store) => s.runner.share_across_nodes(Arc::new(store)),
+                Ok(store) => {
+                    // A team gateway's callers (a per-user gate is one's: it has the gateway's
+                    // database for its audit log) are users with keys: the call goes to the
+                    // owning node as its caller.
+                    if s.config.gateway.enabled || s.config.store.audit_url.is_some() {
+                        let identity = Arc::new(store.clone());
+                        s.runner.forward_with(Arc::new(crate::node::McpForwarder::new(identity)));
+                    }
+                    s.runner.share_across_nodes(Arc::new(store));
+                }
                 Err(e) => tracing::warn!("background processes are not recorded in the shared store: {e}"),
             }
         }

@@ -5,8 +5,9 @@
 
 use std::net::SocketAddr;
 
-use toolgate_store::ProcessStore;
-use toolgate_tools::runtime::{ThisNode, serve_as_node};
+use toolgate_core::ToolOutput;
+use toolgate_store::{ProcessOwner, ProcessStore};
+use toolgate_tools::runtime::{ProcessForwarder, ThisNode, serve_as_node};
 
 use crate::config::Config;
 
@@ -20,8 +21,14 @@ pub fn this_node(config: &Config, local: SocketAddr) -> ThisNode {
         let host = host.trim();
         format!("{}:{}", if host.is_empty() { "localhost" } else { host }, local.port())
     });
-    let url = config.node.url.clone().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| format!("http://{local}/mcp"));
-    ThisNode { name, url: Some(url) }
+    // An unspecified address (0.0.0.0) names no machine: another node would reach itself.
+    let url = config
+        .node
+        .url
+        .clone()
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| (!local.ip().is_unspecified()).then(|| format!("http://{local}/mcp")));
+    ThisNode { name, url }
 }
 
 /// Makes this process the node [`this_node`] describes, and, with a shared store, drops the
@@ -29,6 +36,13 @@ pub fn this_node(config: &Config, local: SocketAddr) -> ThisNode {
 /// is logged: calls still work, only the stale records stay until the next start.
 pub fn announce(config: &Config, local: SocketAddr) -> ThisNode {
     let node = this_node(config, local);
+    if node.url.is_none() && config.store.url.is_some() {
+        tracing::warn!(
+            "node {}: set `[node] url` to the address other nodes reach this one at: a call about one of its \
+             background processes that reaches another node cannot be sent here",
+            node.name
+        );
+    }
     if !serve_as_node(node.clone()) {
         return node;
     }
@@ -42,4 +56,147 @@ pub fn announce(config: &Config, local: SocketAddr) -> ThisNode {
         }
     }
     node
+}
+
+/// How long a forwarded key lives at most: a `poll` may wait 60 s, and the key is revoked as
+/// soon as the answer is in.
+const FORWARD_KEY_SECS: i64 = 150;
+
+/// The node link for `process` calls ([`toolgate_tools::runtime::ProcessForwarder`]): the call
+/// goes to the owning node's `/mcp` as the caller, with an API key made for this one call: the
+/// caller's own user, limited to the `process` tool, expiring in [`FORWARD_KEY_SECS`] and revoked
+/// once the answer is in. So the owner's gate runs it as that user, under that user's grants,
+/// policy, approvals and audit log, never as a node or an admin; and the store both nodes share
+/// (where the key is kept, as a digest) is the only trust between them.
+#[derive(Debug)]
+pub struct McpForwarder {
+    identity: std::sync::Arc<dyn toolgate_store::IdentityStore>,
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl McpForwarder {
+    /// A forwarder that makes its keys in `identity` (the shared database's).
+    pub fn new(identity: std::sync::Arc<dyn toolgate_store::IdentityStore>) -> Self {
+        McpForwarder { identity, client: std::sync::OnceLock::new() }
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, String> {
+        self.client
+            .get_or_init(|| {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::Client::builder()
+                    .no_proxy()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(std::time::Duration::from_secs(5))
+                    .timeout(std::time::Duration::from_secs(90))
+                    .build()
+                    .map_err(|e| format!("cannot build the node link's HTTP client: {e}"))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// One JSON-RPC message to `url` (with the session, once there is one): the answer's
+    /// headers and the message with `id`, if any.
+    async fn post(
+        &self,
+        url: &str,
+        key: &str,
+        session: Option<&str>,
+        body: &serde_json::Value,
+    ) -> Result<(reqwest::header::HeaderMap, Option<serde_json::Value>), String> {
+        let mut request = self
+            .client()?
+            .post(url)
+            .bearer_auth(key)
+            .header("Accept", "application/json, text/event-stream")
+            .json(body);
+        if let Some(session) = session {
+            request = request.header("Mcp-Session-Id", session).header("Mcp-Protocol-Version", PROTOCOL);
+        }
+        let answer = request.send().await.map_err(|e| format!("no answer: {e}"))?;
+        let status = answer.status();
+        let headers = answer.headers().clone();
+        // An answer is small (a page of output): the gate caps what a tool returns.
+        let text = answer.text().await.map_err(|e| format!("the answer broke off: {e}"))?;
+        if !status.is_success() {
+            let cut: String = text.chars().take(300).collect();
+            return Err(format!("it answered {status}: {cut}"));
+        }
+        let Some(id) = body.get("id") else { return Ok((headers, None)) };
+        // JSON, or an event stream whose data lines hold the messages.
+        let message = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.strip_prefix("data:").unwrap_or(l).trim()).ok())
+            .find(|m| m.get("id") == Some(id));
+        Ok((headers, message))
+    }
+
+    /// The call on the node at `url` with `key`: initialize, the call, the session closed.
+    async fn call(&self, url: &str, key: &str, params: &serde_json::Value) -> Result<ToolOutput, String> {
+        let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "toolgate-node-link", "version": env!("CARGO_PKG_VERSION")}}});
+        let (headers, _) = self.post(url, key, None, &init).await?;
+        let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.post(url, key, session.as_deref(), &initialized).await?;
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "process", "arguments": params}});
+        let (_, message) = self.post(url, key, session.as_deref(), &call).await?;
+        if let (Some(session), Ok(client)) = (&session, self.client()) {
+            let _ = client.delete(url).bearer_auth(key).header("Mcp-Session-Id", session).send().await;
+        }
+        let message = message.ok_or("it sent no answer to the call")?;
+        if let Some(error) = message.get("error") {
+            return Err(format!("it refused the call: {}", error["message"].as_str().unwrap_or("no message")));
+        }
+        let result = &message["result"];
+        let text: Vec<&str> =
+            result["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
+        let text = text.join("\n");
+        if result["isError"].as_bool().unwrap_or(false) {
+            return Err(text);
+        }
+        let mut out = ToolOutput::text(text);
+        if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+            out = out.with_structured(structured.clone());
+        }
+        Ok(out)
+    }
+}
+
+/// The MCP revision the node link speaks.
+const PROTOCOL: &str = "2025-06-18";
+
+#[toolgate_core::async_trait]
+impl ProcessForwarder for McpForwarder {
+    async fn forward(
+        &self,
+        owner: &ProcessOwner,
+        user: &str,
+        params: &serde_json::Value,
+    ) -> Result<ToolOutput, String> {
+        let url = owner.node_url.as_deref().ok_or("that node gave no URL")?;
+        let here = toolgate_tools::runtime::this_node().map_or("?", |n| n.name.as_str());
+        let admin = toolgate_gateway::Admin::new(std::sync::Arc::clone(&self.identity));
+        let scope = toolgate_gateway::KeyScope { tools: vec!["process".to_owned()], sources: Vec::new() };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let note = format!("one `process` call forwarded by node {here} to node {}", owner.node);
+        let key = admin
+            .key_create(user, &scope, Some(now + FORWARD_KEY_SECS * 1000), &note, &format!("node:{here}"))
+            .map_err(|e| format!("cannot make the key that carries the call as `{user}`: {e}"))?;
+        // Marked, so the node it reaches never sends it on (`VIA`).
+        let mut params = params.clone();
+        if let Some(map) = params.as_object_mut() {
+            map.insert(toolgate_tools::runtime::VIA.to_owned(), serde_json::Value::String(here.to_owned()));
+        }
+        let answer = self.call(url, key.text.reveal(), &params).await;
+        if let Err(e) = admin.key_revoke(&key.record.id) {
+            tracing::warn!("the key of a forwarded call stays until it expires (in {FORWARD_KEY_SECS} s): {e}");
+        }
+        answer
+    }
 }

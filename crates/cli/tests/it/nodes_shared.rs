@@ -346,12 +346,12 @@ fn tool_call(server: &HttpServer, key: &str, tool: &str, arguments: Value) -> (b
     (result["isError"].as_bool().unwrap_or(false), text)
 }
 
-/// A background process started by ann through node A, polled through node B: B answers that
-/// it runs on A, with A's URL, while A is up, and that A is down once it is killed; bob, asking
-/// B about ann's process id, hears what an unknown id gets. The process's log is in the shared
-/// workspace, so `log` reads it through B.
+/// A background process started by ann through node A, polled, listed, read and killed through
+/// node B: B sends each call to A as ann (a key of hers made for the call, limited to `process`,
+/// revoked once answered), so A's gate runs it and A's answer comes back; bob, asking B about
+/// ann's process id, hears what an unknown id gets; once A is killed, B says A is down.
 #[test]
-fn a_background_process_started_on_one_node_is_named_by_the_other() {
+fn a_background_process_started_on_one_node_is_reached_through_the_other() {
     let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
     let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
     let ws = commands_node(&url);
@@ -368,26 +368,38 @@ fn a_background_process_started_on_one_node_is_named_by_the_other() {
     let id = started.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find(|w| w.starts_with("tg-proc-"));
     let id = id.unwrap_or_else(|| panic!("no process id in {started}")).to_owned();
 
-    // On A it runs; through B the answer names A and its URL, and says A answers.
-    let (failed, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "id": id, "wait": 5}));
-    assert!(!failed && on_a.contains("running"), "{on_a}");
-    let (failed, on_b) = tool_call(&b, &ann, "process", json!({"action": "poll", "id": id}));
-    assert!(failed, "{on_b}");
-    assert!(on_b.contains(&a.url) && on_b.contains("That node answers"), "B names A: {on_b}");
+    // Polled through B: the output comes from the process on A, and is A's to hand out once.
+    let (failed, on_b) = tool_call(&b, &ann, "process", json!({"action": "poll", "id": id, "wait": 10}));
+    assert!(!failed && on_b.contains("running") && on_b.contains("ready"), "B forwards to A: {on_b}");
+    let (failed, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "id": id}));
+    assert!(!failed && on_a.contains("no new output"), "the poll through B took it from A: {on_a}");
     let (_, listed) = tool_call(&b, &ann, "process", json!({"action": "list"}));
-    assert!(
-        listed.contains(&format!("on node {}", on_b.split('`').nth(1).unwrap())) && listed.contains(&a.url),
-        "{listed}"
-    );
+    assert!(listed.contains(&id) && listed.contains(&a.url), "B lists it on A: {listed}");
     let (failed, log) = tool_call(&b, &ann, "process", json!({"action": "log", "id": id}));
     assert!(!failed && log.contains("ready"), "the log is on the shared filesystem: {log}");
 
-    // Bob, on B, with ann's id: the same "not found" as an id nobody had, no node, no URL.
+    // Bob, on B, with ann's id: the same "not found" as an id nobody had, no node, no URL, and
+    // nothing sent to A.
     let (_, unknown) =
         tool_call(&b, &bob, "process", json!({"action": "poll", "id": "tg-proc-0123456789abcdef0123-abcd"}));
     let (failed, bobs) = tool_call(&b, &bob, "process", json!({"action": "kill", "id": id}));
     assert!(failed && bobs.contains("not found") && !bobs.contains(&a.url), "{bobs}");
     assert_eq!(bobs.replace(&id, "ID"), unknown.replace("tg-proc-0123456789abcdef0123-abcd", "ID"));
+
+    // Killed through B, on A.
+    let (failed, killed) = tool_call(&b, &ann, "process", json!({"action": "kill", "id": id}));
+    assert!(!failed && killed.contains("killed"), "{killed}");
+    let (_, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "id": id}));
+    assert!(on_a.contains("killed"), "{on_a}");
+    // Each forwarded call was ann's own, limited to `process`, and none is left working.
+    let keys = admin(a.ws.path(), &["key", "list", "--user", "ann", "--json"]);
+    let keys: Vec<Value> = keys.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let forwarded: Vec<&Value> =
+        keys.iter().filter(|k| k["note"].as_str().unwrap_or("").contains("forwarded")).collect();
+    assert_eq!(forwarded.len(), 2, "the poll and the kill (list and log are answered on B): {keys:?}");
+    for k in &forwarded {
+        assert_eq!((k["state"].as_str(), &k["scope"]["tools"]), (Some("revoked"), &json!(["process"])), "{k}");
+    }
 
     // A dies: B says the node that holds the process is down, at once.
     let a_url = a.url.clone();

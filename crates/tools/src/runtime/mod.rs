@@ -64,7 +64,7 @@ use toolgate_core::{Tool, ToolError};
 pub use config::{Interpreters, RuntimeConfig, SandboxConfig};
 pub use exec::ExecTool;
 pub use execute_code::ExecuteCodeTool;
-pub use owners::{PROBE_WITHIN, ThisNode, serve_as_node, this_node};
+pub use owners::{PROBE_WITHIN, ProcessForwarder, ThisNode, VIA, serve_as_node, this_node};
 pub use process::ProcessTool;
 // Custom tools (`crate::custom`) analyze and launch their commands exactly like `exec`.
 pub(crate) use classify::ShellCheck;
@@ -217,6 +217,12 @@ impl ProcessRunner {
     /// store names the node that holds it (once; later calls are ignored).
     pub fn share_across_nodes(&self, store: std::sync::Arc<dyn toolgate_store::ProcessStore>) {
         self.0.table.owners.set_store(store);
+    }
+
+    /// Sends a `process` call about a process another node holds to that node with
+    /// `forwarder` (once; without one, the call is answered with where the process runs).
+    pub fn forward_with(&self, forwarder: std::sync::Arc<dyn ProcessForwarder>) {
+        self.0.table.owners.set_forwarder(forwarder);
     }
 }
 

@@ -17,7 +17,8 @@ use std::path::Path;
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use toolgate_core::ToolError;
+use serde_json::Value;
+use toolgate_core::{ToolError, ToolOutput};
 use toolgate_guard::leak::LeakDetector;
 use toolgate_store::{ProcessOwner, ProcessStore};
 
@@ -46,10 +47,26 @@ pub fn this_node() -> Option<&'static ThisNode> {
     THIS_NODE.get()
 }
 
+/// The parameter the node link adds to a call it forwards: the forwarding node's name. A call
+/// that has it is never forwarded again.
+pub const VIA: &str = "via";
+
+/// Sends a `process` call to the node that holds the process, as the caller, through that
+/// node's own gate (its policy, approvals and audit log apply there). Implemented where the
+/// node link lives (`toolgate`'s `node`); without one, a call reaching the wrong node is
+/// answered with where the process runs.
+#[toolgate_core::async_trait]
+pub trait ProcessForwarder: Send + Sync + std::fmt::Debug {
+    /// Makes the call `params` of the `process` tool on `owner`'s node as `user`; its answer,
+    /// or why it could not be made.
+    async fn forward(&self, owner: &ProcessOwner, user: &str, params: &Value) -> Result<ToolOutput, String>;
+}
+
 /// The store of a runner's process records.
 #[derive(Debug, Default)]
 pub(crate) struct Owners {
     store: OnceLock<Arc<dyn ProcessStore>>,
+    forwarder: OnceLock<Arc<dyn ProcessForwarder>>,
 }
 
 /// The key a workspace is recorded under: its canonical path, as every node mounts it.
@@ -75,6 +92,11 @@ impl Owners {
     /// Records processes in `store` from now on (once; later calls are ignored).
     pub(crate) fn set_store(&self, store: Arc<dyn ProcessStore>) {
         let _ = self.store.set(store);
+    }
+
+    /// Forwards calls about processes other nodes hold with `forwarder` (once).
+    pub(crate) fn set_forwarder(&self, forwarder: Arc<dyn ProcessForwarder>) {
+        let _ = self.forwarder.set(forwarder);
     }
 
     /// The store and this node, when both are set.
@@ -122,57 +144,103 @@ impl Owners {
         }
     }
 
-    /// Why `id`, which this node does not hold, cannot be answered here: the caller's process
-    /// on another node names that node; anything else is `None` (the caller says "not found").
-    pub(crate) async fn held_elsewhere(&self, id: &str, workspace: &Path, user: &str) -> Option<ToolError> {
+    /// The caller's process `id` that another node holds, from the store's record; `None` when
+    /// there is none (or it is another user's or workspace's, which stays invisible: the same
+    /// answer as an id that never existed; or this node's own stale record of a process its
+    /// table forgot). An error when the store does not answer.
+    pub(crate) fn owner_elsewhere(
+        &self,
+        id: &str,
+        workspace: &Path,
+        user: &str,
+    ) -> Option<Result<ProcessOwner, ToolError>> {
         let (store, node) = self.shared()?;
         let owner = match store.process_owner(id) {
             Ok(owner) => owner?,
             Err(e) => {
-                return Some(ToolError::failed(format!(
+                return Some(Err(ToolError::failed(format!(
                     "background process `{id}` is not on this node (`{}`), and the shared store that says \
                      which node holds it did not answer: {e}",
                     node.name
-                )));
+                ))));
             }
         };
-        // Another user's process, or another workspace's, stays invisible: the same answer as
-        // an id that never existed. This node's own record of a process it no longer holds is
-        // stale (its table forgot it).
         if owner.user != user || owner.workspace != workspace_key(workspace) || owner.node == node.name {
             return None;
         }
-        Some(ToolError::failed(on_other_node(&owner, &node.name).await))
+        Some(Ok(owner))
+    }
+
+    /// The call `params` about `owner`'s process, which reached this node: forwarded to the
+    /// owner when it answers and a forwarder is set; else an error naming the owner, its URL
+    /// and whether it answers.
+    pub(crate) async fn answer(
+        &self,
+        owner: &ProcessOwner,
+        user: &str,
+        params: &Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let here = this_node().map_or("", |n| n.name.as_str());
+        let Some(url) = owner.node_url.as_deref() else {
+            return Err(ToolError::failed(no_url(owner, here)));
+        };
+        if let Err(why) = probe(url).await {
+            return Err(ToolError::failed(down(owner, url, &why)));
+        }
+        let Some(forwarder) = self.forwarder.get() else {
+            return Err(ToolError::failed(up(owner, url, here)));
+        };
+        // Sent here by another node's link, yet not here: that node's record or URL leads to the
+        // wrong node. Never sent on (two nodes whose URLs point at each other would pass it
+        // back and forth).
+        if let Some(via) = params.get(VIA).and_then(Value::as_str) {
+            return Err(ToolError::failed(format!(
+                "process {} runs on node `{}` ({url}), but node `{via}` sent this call here, to node `{here}`, \
+                 which does not hold it; a call is forwarded once only. Check each node's `[node] url`",
+                owner.id, owner.node
+            )));
+        }
+        match forwarder.forward(owner, user, params).await {
+            Ok(out) => Ok(out),
+            Err(why) => Err(ToolError::failed(format!(
+                "process {} runs on node `{}` ({url}); the call was sent there and failed: {why}",
+                owner.id, owner.node
+            ))),
+        }
     }
 }
 
-/// The answer for a call about `owner`'s process reaching the node `here`.
-async fn on_other_node(owner: &ProcessOwner, here: &str) -> String {
+/// A process whose node gave no URL.
+fn no_url(owner: &ProcessOwner, here: &str) -> String {
     let id = &owner.id;
-    let Some(url) = owner.node_url.as_deref() else {
-        return format!(
-            "process {id} runs on node `{}`, not on this node (`{here}`): a background process stays on the node \
-             that started it, and that node gave no URL (`[node] url`). Send the call to that node; its output \
-             so far can be read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}",
-            owner.node
-        );
-    };
-    match probe(url).await {
-        Ok(()) => format!(
-            "process {id} runs on node `{}` ({url}), not on this node (`{here}`): a background process stays on \
-             the node that started it, and calls about it are not forwarded between nodes. That node answers: \
-             send this call to {url}. Its output so far can be read from any node with {{\"action\": \"log\", \
-             \"id\": \"{id}\"}}",
-            owner.node
-        ),
-        Err(why) => format!(
-            "process {id} runs on node `{}` ({url}), which is down or unreachable ({why}): a background process \
-             stays on the node that started it, so it can only be polled, written to or stopped there once that \
-             node is back. Its output so far can be read from any node with {{\"action\": \"log\", \"id\": \
-             \"{id}\"}}",
-            owner.node
-        ),
-    }
+    format!(
+        "process {id} runs on node `{}`, not on this node (`{here}`): a background process stays on the node that \
+         started it, and that node gave no URL (`[node] url`). Send the call to that node; its output so far can be \
+         read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}",
+        owner.node
+    )
+}
+
+/// A process whose node answers, with no forwarder to send the call there.
+fn up(owner: &ProcessOwner, url: &str, here: &str) -> String {
+    let id = &owner.id;
+    format!(
+        "process {id} runs on node `{}` ({url}), not on this node (`{here}`): a background process stays on the \
+         node that started it, and this node does not forward calls. That node answers: send this call to {url}. \
+         Its output so far can be read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}",
+        owner.node
+    )
+}
+
+/// A process whose node does not answer.
+fn down(owner: &ProcessOwner, url: &str, why: &str) -> String {
+    let id = &owner.id;
+    format!(
+        "process {id} runs on node `{}` ({url}), which is down or unreachable ({why}): a background process stays \
+         on the node that started it, so it can only be polled, written to or stopped there once that node is \
+         back. Its output so far can be read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}",
+        owner.node
+    )
 }
 
 /// Whether the node at `url` takes a TCP connection within [`PROBE_WITHIN`].

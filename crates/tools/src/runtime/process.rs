@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_core::{Annotations, ApprovalRequirement, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
 use toolgate_sandbox::CapturedOutput;
+use toolgate_store::ProcessOwner;
 
 use super::Runtime;
 use super::exec::opt_u64;
@@ -73,7 +74,8 @@ impl ProcessTool {
                     "limit": { "type": "integer", "minimum": 1, "maximum": MAX_LOG_LINES, "description": format!("log: lines to return (default {DEFAULT_LOG_LINES}).") },
                     "input": { "type": "string", "maxLength": MAX_WRITE_BYTES, "description": "write: text for its stdin." },
                     "close_stdin": { "type": "boolean", "description": "write: close stdin after the input (end of file)." },
-                    "signal": { "type": "string", "enum": signals, "description": "signal: which signal to send to the process group." }
+                    "signal": { "type": "string", "enum": signals, "description": "signal: which signal to send to the process group." },
+                    "via": { "type": "string", "maxLength": 200, "description": "Set by another toolgate node that forwarded this call (leave it out)." }
                 },
                 "required": ["action"],
                 "additionalProperties": false
@@ -84,20 +86,19 @@ impl ProcessTool {
         ProcessTool { spec, runtime }
     }
 
-    /// The caller's process `id` on this node; for one that another node of a shared store holds,
-    /// an error naming that node.
-    async fn entry(&self, ctx: &CallContext, params: &Value) -> Result<Arc<Entry>, ToolError> {
+    fn entry(&self, ctx: &CallContext, params: &Value) -> Result<Arc<Entry>, ToolError> {
         let id = required_id(params)?;
-        if let Some(entry) = self.runtime.table.get(id, &ctx.workspace, &ctx.identity.user) {
-            return Ok(entry);
+        self.runtime.table.get(id, &ctx.workspace, &ctx.identity.user).ok_or_else(|| not_found(id))
+    }
+
+    /// The caller's process `id` when another node of a shared store holds it and this one
+    /// does not.
+    fn held_elsewhere(&self, ctx: &CallContext, params: &Value) -> Option<Result<ProcessOwner, ToolError>> {
+        let id = params.get("id").and_then(Value::as_str).filter(|id| valid_id(id))?;
+        if self.runtime.table.get(id, &ctx.workspace, &ctx.identity.user).is_some() {
+            return None;
         }
-        if !valid_id(id) {
-            return Err(not_found(id));
-        }
-        match self.runtime.table.owners.held_elsewhere(id, &ctx.workspace, &ctx.identity.user).await {
-            Some(elsewhere) => Err(elsewhere),
-            None => Err(not_found(id)),
-        }
+        self.runtime.table.owners.owner_elsewhere(id, &ctx.workspace, &ctx.identity.user)
     }
 }
 
@@ -155,13 +156,24 @@ impl Tool for ProcessTool {
     }
 
     async fn inspect(&self, ctx: &CallContext, params: &Value) -> Result<Vec<String>, ToolError> {
-        // Only `write` asks for this: the same check `execute` makes, made before approval.
-        self.entry(ctx, params).await?;
+        // Only `write` asks for this: the same check `execute` makes, made before approval. A
+        // process of the caller's on another node is checked again by that node's gate.
+        if let Some(owner) = self.held_elsewhere(ctx, params) {
+            owner?;
+            return Ok(Vec::new());
+        }
+        self.entry(ctx, params)?;
         Ok(Vec::new())
     }
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
         let action = params.get("action").and_then(Value::as_str).unwrap_or_default();
+        // The caller's process on another node: the call goes there (or says where it runs).
+        if matches!(action, "poll" | "write" | "signal" | "kill")
+            && let Some(owner) = self.held_elsewhere(ctx, &params)
+        {
+            return self.runtime.table.owners.answer(&owner?, &ctx.identity.user, &params).await;
+        }
         match action {
             "list" => Ok(self.list(ctx)),
             "poll" => self.poll(ctx, &params).await,
@@ -231,7 +243,7 @@ impl ProcessTool {
     }
 
     async fn poll(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let entry = self.entry(ctx, params).await?;
+        let entry = self.entry(ctx, params)?;
         let wait = Duration::from_secs(opt_u64(NAME, params, "wait")?.unwrap_or(0).min(MAX_POLL_WAIT));
         let deadline = Instant::now() + wait;
         let mut collected = String::new();
@@ -299,7 +311,7 @@ impl ProcessTool {
     }
 
     async fn write(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let entry = self.entry(ctx, params).await?;
+        let entry = self.entry(ctx, params)?;
         let input = params.get("input").and_then(Value::as_str).unwrap_or_default();
         let close = params.get("close_stdin").and_then(Value::as_bool).unwrap_or(false);
         if input.is_empty() && !close {
@@ -320,7 +332,7 @@ impl ProcessTool {
     }
 
     async fn signal(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let entry = self.entry(ctx, params).await?;
+        let entry = self.entry(ctx, params)?;
         let name = params.get("signal").and_then(Value::as_str).unwrap_or("TERM");
         let bare = name.trim_start_matches("SIG").to_ascii_uppercase();
         let Some((canonical, number)) = SIGNALS.iter().find(|(n, _)| *n == bare) else {
@@ -337,7 +349,7 @@ impl ProcessTool {
     }
 
     async fn kill(&self, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let entry = self.entry(ctx, params).await?;
+        let entry = self.entry(ctx, params)?;
         let already = entry.exit().is_some();
         entry.stop(StoppedBy::Kill).await?;
         let out = entry.poll().await.map(|(out, _)| out).unwrap_or_default();

@@ -5,12 +5,14 @@
 //! The store is a real SQLite file (the same trait PostgreSQL implements); this test process is
 //! node `b`, and node `a`'s processes are the records node `a` would have written.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use toolgate_core::{CallContext, Tool, ToolError};
+use toolgate_core::{CallContext, Tool, ToolError, ToolOutput};
 use toolgate_store::{ProcessOwner, ProcessStore, Store};
-use toolgate_tools::runtime::{ProcessRunner, RuntimeConfig, ThisNode, serve_as_node, this_node, tools};
+use toolgate_tools::runtime::{
+    ProcessForwarder, ProcessRunner, RuntimeConfig, ThisNode, serve_as_node, this_node, tools,
+};
 
 const B_URL: &str = "http://b.internal:8080/mcp";
 
@@ -90,9 +92,59 @@ async fn a_process_is_recorded_with_its_node_and_a_call_about_another_nodes_name
         let e = process_tool(&tools).execute(&ctx, params).await.unwrap_err().to_string();
         assert!(e.contains("node `a`"), "{e}");
     }
+    // A write to it is not refused before its approval here (the owner's gate checks it), and
+    // gets the same answer.
     let write = json!({ "action": "write", "id": "tg-proc-on-a", "input": "x\n" });
-    let e = process_tool(&tools).inspect(&ctx, &write).await.unwrap_err().to_string();
+    assert!(process_tool(&tools).inspect(&ctx, &write).await.is_ok());
+    let e = process_tool(&tools).execute(&ctx, write).await.unwrap_err().to_string();
     assert!(e.contains("node `a`"), "{e}");
+}
+
+/// The node link, as the runner sees it: each call it is handed, answered as the owning node.
+#[derive(Debug, Default)]
+struct Link(Mutex<Vec<(String, String, Value)>>);
+
+#[toolgate_core::async_trait]
+impl ProcessForwarder for Link {
+    async fn forward(&self, owner: &ProcessOwner, user: &str, params: &Value) -> Result<ToolOutput, String> {
+        self.0.lock().unwrap().push((owner.node.clone(), user.to_owned(), params.clone()));
+        Ok(ToolOutput::text(format!("node {} answers {}", owner.node, params["action"])))
+    }
+}
+
+#[tokio::test]
+async fn a_call_about_the_callers_process_on_a_node_that_answers_goes_there_and_no_other() {
+    as_node_b();
+    let ws = tempfile::tempdir().unwrap();
+    let workspace = ws.path().canonicalize().unwrap();
+    let key = workspace.to_string_lossy().into_owned();
+    let store: Arc<dyn ProcessStore> = Arc::new(Store::open(&workspace.join(".toolgate/state.db")).unwrap());
+    let runner = ProcessRunner::new(RuntimeConfig::default()).unwrap();
+    runner.share_across_nodes(Arc::clone(&store));
+    let link = Arc::new(Link::default());
+    runner.forward_with(link.clone());
+    let tools = tools(&runner);
+    let ctx = CallContext::new(workspace.clone());
+    let user = ctx.identity.user.clone();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = Some(format!("http://{}/mcp", listener.local_addr().unwrap()));
+    store.process_record(&on_a("tg-proc-anns", &key, &user, url.clone())).unwrap();
+    store.process_record(&on_a("tg-proc-bobs", &key, "bob", url)).unwrap();
+
+    let params = json!({ "action": "poll", "id": "tg-proc-anns", "wait": 3 });
+    let out = process_tool(&tools).execute(&ctx, params.clone()).await.unwrap();
+    assert_eq!(out.text_content(), "node a answers \"poll\"");
+    assert_eq!(link.0.lock().unwrap().clone(), [("a".to_owned(), user.clone(), params)]);
+    // A call another node's link sent here is not sent on (URLs pointing at each other would
+    // pass it back and forth), nor is another user's process, nor a call to a node that is down.
+    let again = json!({ "action": "poll", "id": "tg-proc-anns", "via": "c" });
+    let e = process_tool(&tools).execute(&ctx, again).await.unwrap_err().to_string();
+    assert!(e.contains("node `c` sent this call here") && e.contains("forwarded once only"), "{e}");
+    assert!(matches!(poll(&tools, &ctx, "tg-proc-bobs").await, ToolError::NotFound { .. }));
+    drop(listener);
+    let down = poll(&tools, &ctx, "tg-proc-anns").await.to_string();
+    assert!(down.contains("down or unreachable"), "{down}");
+    assert_eq!(link.0.lock().unwrap().len(), 1);
 }
 
 #[tokio::test]
