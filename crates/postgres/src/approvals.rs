@@ -63,6 +63,33 @@ async fn get_changed(c: &impl GenericClient, id: i64) -> Result<ApprovalRecord, 
     get(c, id).await?.ok_or_else(|| PgError::Data(format!("approval {id} vanished in its own transaction")))
 }
 
+/// Marks used the "allow always" entries of (`user`, `agent`, `tool`) whose standing grant, of
+/// subject `grant_subject`, is being revoked: an identical call afterwards asks a person again
+/// instead of resuming from one of them and writing the grant back.
+pub(crate) async fn spend_allowed_always(
+    c: &impl GenericClient,
+    user: &str,
+    agent: &str,
+    tool: &str,
+    grant_subject: &str,
+) -> Result<(), PgError> {
+    let Some((subject, digest)) = toolgate_store::approvals_of_grant_subject(grant_subject) else { return Ok(()) };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let spent = c
+        .query(
+            "UPDATE approvals SET used_ms = $6
+             WHERE for_user = $1 AND agent = $2 AND tool = $3 AND subject = $4
+               AND ($5::text IS NULL OR args_digest = $5) AND status = 'allowed_always' AND used_ms IS NULL
+             RETURNING id",
+            &[&user, &agent, &tool, &subject, &digest, &now],
+        )
+        .await?;
+    for row in spent {
+        event(c, row.try_get(0)?, "used", "toolgate", now, Some("its standing grant was revoked")).await?;
+    }
+    Ok(())
+}
+
 async fn event(
     c: &impl GenericClient,
     id: i64,

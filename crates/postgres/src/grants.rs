@@ -177,8 +177,27 @@ impl GrantStore for PgStore {
     }
 
     fn grant_revoke(&self, id: i64) -> Result<bool, StoreError> {
-        self.run_changing("revoking a grant", move |c| async move {
-            Ok(c.execute("DELETE FROM grants WHERE id = $1", &[&id]).await? > 0)
+        self.run_changing("revoking a grant", move |mut c| async move {
+            let tx = c.transaction().await?;
+            let standing = tx
+                .query_opt(
+                    "SELECT subject, agent, tool_allow, arg_subject FROM grants
+                     WHERE id = $1 AND arg_subject IS NOT NULL FOR UPDATE",
+                    &[&id],
+                )
+                .await?;
+            if let Some(row) = standing {
+                let (user, agent, tools, subject): (String, Option<String>, String, String) =
+                    (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?);
+                let tools: Vec<String> = serde_json::from_str(&tools).unwrap_or_default();
+                for tool in tools.iter().filter(|_| agent.is_some()) {
+                    let agent = agent.as_deref().unwrap_or_default();
+                    crate::approvals::spend_allowed_always(&tx, &user, agent, tool, &subject).await?;
+                }
+            }
+            let removed = tx.execute("DELETE FROM grants WHERE id = $1", &[&id]).await? > 0;
+            tx.commit().await?;
+            Ok(removed)
         })
     }
 

@@ -300,6 +300,32 @@ fn event(
         .map(drop)
 }
 
+/// Marks used the "allow always" entries of (`user`, `agent`, `tool`) whose standing grant, of
+/// subject `grant_subject`, is being revoked: an identical call afterwards asks a person again
+/// instead of resuming from one of them and writing the grant back.
+pub(crate) fn spend_allowed_always(
+    conn: &rusqlite::Connection,
+    user: &str,
+    agent: &str,
+    tool: &str,
+    grant_subject: &str,
+) -> rusqlite::Result<()> {
+    let Some((subject, digest)) = crate::grants::approvals_of_grant_subject(grant_subject) else { return Ok(()) };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let ids: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT id FROM approvals WHERE user = ?1 AND agent = ?2 AND tool = ?3 AND subject = ?4
+               AND (?5 IS NULL OR args_digest = ?5) AND status = 'allowed_always' AND used_ms IS NULL",
+        )?
+        .query_map(rusqlite::params![user, agent, tool, subject, digest], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in ids {
+        conn.execute("UPDATE approvals SET used_ms = ?2 WHERE id = ?1", rusqlite::params![id, now])?;
+        event(conn, id, "used", "toolgate", now, Some("its standing grant was revoked"))?;
+    }
+    Ok(())
+}
+
 impl ApprovalStore for Store {
     fn approval_add(&self, r: &ApprovalRecord) -> Result<i64, StoreError> {
         self.with(|conn| {

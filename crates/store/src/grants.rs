@@ -105,6 +105,16 @@ pub fn approval_grant_subject(subject: Option<&str>, args_digest: &str) -> Strin
     }
 }
 
+/// What the "allow always" entries a standing approval was made from record, by its `subject`
+/// ([`approval_grant_subject`]): their subject, and for a tool without one their argument
+/// digest. `None` for a subject no approval makes.
+pub fn approvals_of_grant_subject(grant_subject: &str) -> Option<(String, Option<String>)> {
+    if let Some(subject) = grant_subject.strip_prefix("subject:") {
+        return Some((subject.to_owned(), None));
+    }
+    grant_subject.strip_prefix("params-sha256:").map(|digest| (String::new(), Some(digest.to_owned())))
+}
+
 impl Grant {
     /// The standing approval an "allow always" decision of `record` makes, granted at `at_ms`.
     pub fn of_approval(record: &crate::ApprovalRecord, at_ms: i64) -> Grant {
@@ -495,8 +505,28 @@ impl GrantStore for Store {
     }
 
     fn grant_revoke(&self, id: i64) -> Result<bool, StoreError> {
+        const DOING: &str = "revoking a grant";
         self.with(|conn| {
-            conn.execute("DELETE FROM grants WHERE id = ?1", [id]).map(|n| n > 0).doing("revoking a grant")
+            let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate).doing(DOING)?;
+            let standing = tx
+                .query_row(
+                    "SELECT subject, agent, tool_allow, arg_subject FROM grants WHERE id = ?1 AND arg_subject IS NOT NULL",
+                    [id],
+                    |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+                    },
+                )
+                .optional()
+                .doing(DOING)?;
+            if let Some((user, Some(agent), tools, subject)) = standing {
+                let tools: Vec<String> = serde_json::from_str(&tools).unwrap_or_default();
+                for tool in &tools {
+                    crate::approvals::spend_allowed_always(&tx, &user, &agent, tool, &subject).doing(DOING)?;
+                }
+            }
+            let removed = tx.execute("DELETE FROM grants WHERE id = ?1", [id]).doing(DOING)? > 0;
+            tx.commit().doing(DOING)?;
+            Ok(removed)
         })
     }
 

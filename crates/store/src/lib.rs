@@ -80,6 +80,7 @@ pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
 pub use grants::{
     AccessDecision, AccessRequest, AccessStatus, Grant, GrantMode, GrantStore, ToolGrant, approval_grant_subject,
+    approvals_of_grant_subject,
 };
 pub use identity::{ApiKeyRecord, IdentityStore, Membership, Principal, PrincipalKind};
 pub use jobs::{JOB_INTERRUPTED, JobEvent, JobFilter, JobRecord, JobStore};

@@ -293,6 +293,18 @@ fn allow_always_is_granted_with_the_decision_itself() {
         let of_call = toolgate_store::Grant::of_approval(&inbox.approval_get(with_subject).unwrap().unwrap(), 170);
         grants.grant_add(&of_call).unwrap();
         assert_eq!(grants.grants().unwrap().len(), 2);
+
+        // Revoking the standing approval spends the entries it was decided in: an identical
+        // call then asks a person again, rather than resuming from one and granting it back.
+        let find = |tool: &str, digest: &str| inbox.approval_find("ann", "main", tool, digest, "rev1", 200).unwrap();
+        assert!(find("exec", "d1").is_some(), "decided and not yet used: a retry would resume from it");
+        let exec = grants.grants().unwrap().into_iter().find(|g| g.tool == "exec").unwrap();
+        assert!(grants.grant_revoke(exec.id).unwrap());
+        assert_eq!(find("exec", "d1"), None, "spent with its grant");
+        let events = inbox.approval_events(with_subject).unwrap();
+        assert_eq!(events.last().map(|e| e.kind.as_str()), Some("used"), "{events:?}");
+        assert!(find("write", "d2").is_some(), "another standing approval's entry is left alone");
+        assert!(grants.grant_exists("ann", "main", "write", "params-sha256:d2").unwrap());
         assert_eq!(
             toolgate_store::approval_grant_subject(None, "d2"),
             "params-sha256:d2",
