@@ -204,7 +204,7 @@ impl IndexBackend for PgMemoryIndex {
         update: &DocUpdate<'_>,
         reuse: &HashMap<String, Vec<u8>>,
         reuse_model: Option<&str>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         // PostgreSQL's text cannot hold NUL: a note kept in its row is refused with why; a chunk
         // of a file (a copy, for snippets) has it as a space.
         if update.content.is_some_and(|c| c.contains('\0')) {
@@ -238,9 +238,27 @@ impl IndexBackend for PgMemoryIndex {
             .collect();
         let (scope, path, state) = (scope.to_owned(), update.path.to_owned(), update.state.clone());
         let content = update.content.map(str::to_owned);
+        let expected = update.unless_changed_from.map(|e| e.map(str::to_owned));
         self.run("indexing a note", move |mut c, ws| async move {
             let tx = c.transaction().await?;
+            // First: changes to the workspace's index take turns, so the text read is the one
+            // replaced.
             bump(&tx, &ws).await?;
+            if let Some(expected) = expected {
+                let row = tx
+                    .query_opt(
+                        "SELECT content FROM memory_docs WHERE workspace = $1 AND scope = $2 AND path = $3",
+                        &[&&*ws, &scope, &path],
+                    )
+                    .await?;
+                let now: Option<String> = match row {
+                    Some(r) => r.try_get(0)?,
+                    None => None,
+                };
+                if now != expected {
+                    return Ok(false);
+                }
+            }
             tx.execute(
                 "INSERT INTO memory_docs (workspace, scope, path, hash, mtime_ns, size, content, updated_ms)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -288,7 +306,7 @@ impl IndexBackend for PgMemoryIndex {
                 }
             }
             tx.commit().await?;
-            Ok(())
+            Ok(true)
         })
     }
 

@@ -51,6 +51,9 @@ pub struct DocUpdate<'a> {
     pub chunks: &'a [Chunk],
     /// Vectors for the chunks (same order), with the model id.
     pub vectors: Option<(&'a str, Vec<Vec<f32>>)>,
+    /// Only if the note's stored text is still this (`Some(None)`: there is none): a managed
+    /// note's read-modify-write, which another process or node may have raced. `None`: always.
+    pub unless_changed_from: Option<Option<&'a str>>,
 }
 
 /// What [`super::MemoryIndex::health`] found.
@@ -93,14 +96,15 @@ pub trait IndexBackend: Send + Sync + Debug {
     fn cached_vectors(&self, scope: &str, path: &str, model: &str) -> Result<HashMap<String, Vec<u8>>, StoreError>;
 
     /// Replaces a note's row, chunks and vectors in one transaction. Chunks with no vector in
-    /// `update` take the blob `reuse` has for their hash, under `reuse_model`.
+    /// `update` take the blob `reuse` has for their hash, under `reuse_model`. Returns `false`,
+    /// changing nothing, when `update.unless_changed_from` is set and the stored text differs.
     fn replace(
         &self,
         scope: &str,
         update: &DocUpdate<'_>,
         reuse: &HashMap<String, Vec<u8>>,
         reuse_model: Option<&str>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
 
     /// Removes a note, its chunks and their vectors.
     fn remove(&self, scope: &str, path: &str) -> Result<(), StoreError>;

@@ -122,7 +122,7 @@ impl MemoryIndex {
         update: &DocUpdate<'_>,
         reuse: &HashMap<String, Vec<u8>>,
         reuse_model: Option<&str>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         self.backend.replace(scope, update, reuse, reuse_model)
     }
 

@@ -385,7 +385,7 @@ impl LocalMemory {
         }
         let text = String::from_utf8(bytes).map_err(|_| MemoryError::NotText { path: rel.to_owned() })?;
         if defer {
-            index_chunks(&self.index, self.embedder.as_deref(), SCOPE, rel, &text, state, None, None, false)?;
+            index_chunks(&self.index, self.embedder.as_deref(), SCOPE, rel, &text, state, None, None, None, false)?;
         } else {
             self.index_text(rel, &text, state, None)?;
         }
@@ -736,7 +736,24 @@ pub(super) fn index_note(
     content: Option<&str>,
     notes: Option<&mut Vec<String>>,
 ) -> Result<usize, MemoryError> {
-    index_chunks(index, embedder, scope, rel, text, state, content, notes, true)
+    let unconditional = None;
+    Ok(index_chunks(index, embedder, scope, rel, text, state, content, unconditional, notes, true)?.unwrap_or(0))
+}
+
+/// [`index_note`] for a managed note's read-modify-write: only if its stored text is still
+/// `old` (`None`: there is none); `Ok(None)` when another writer changed it first.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn index_note_unless_changed(
+    index: &MemoryIndex,
+    embedder: Option<&dyn Embedder>,
+    scope: &str,
+    rel: &str,
+    text: &str,
+    state: DocState,
+    old: Option<&str>,
+    notes: Option<&mut Vec<String>>,
+) -> Result<Option<usize>, MemoryError> {
+    index_chunks(index, embedder, scope, rel, text, state, Some(text), Some(old), notes, true)
 }
 
 /// [`index_note`]; with `embed_now` false the words are indexed and unchanged chunks keep their
@@ -750,9 +767,10 @@ fn index_chunks(
     text: &str,
     state: DocState,
     content: Option<&str>,
+    unless_changed_from: Option<Option<&str>>,
     notes: Option<&mut Vec<String>>,
     embed_now: bool,
-) -> Result<usize, MemoryError> {
+) -> Result<Option<usize>, MemoryError> {
     let chunks = chunk(text);
     let mut vectors = None;
     let mut reuse = HashMap::new();
@@ -775,9 +793,8 @@ fn index_chunks(
             }
         }
     }
-    let update = DocUpdate { path: rel, state, content, chunks: &chunks, vectors };
-    index.replace(scope, &update, &reuse, reuse_model)?;
-    Ok(chunks.len())
+    let update = DocUpdate { path: rel, state, content, chunks: &chunks, vectors, unless_changed_from };
+    Ok(index.replace(scope, &update, &reuse, reuse_model)?.then_some(chunks.len()))
 }
 
 /// What [`fill_vectors`] did: chunks embedded, and the embedding error that stopped it (a

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::backend::{DocState, DocUpdate};
 use super::index::{MemoryIndex, is_corrupt, sha256_hex};
-use super::local::{fill_vectors, index_note};
+use super::local::{fill_vectors, index_note, index_note_unless_changed};
 use super::{
     Embedder, Entry, MemoryError, MemoryStore, Scope, SearchOptions, SearchResults, WriteMode, Written, paths, search,
 };
@@ -22,6 +22,9 @@ pub enum Stored {
     /// Deleted on purpose (`BOOTSTRAP.md` written empty): no fallback to a template.
     Deleted,
 }
+
+/// Most times a write reads the note again because another writer changed it meanwhile.
+const MAX_WRITE_ATTEMPTS: usize = 16;
 
 /// Notes and context files of many users and agents, in the state database.
 #[derive(Debug)]
@@ -94,7 +97,7 @@ impl ManagedMemory {
         let created = self.index.doc_content(&scope, name)?.is_none();
         let hash = content.map_or_else(|| "deleted".to_owned(), |c| sha256_hex(c.as_bytes()));
         let state = DocState { hash, mtime_ns: 0, size: len as i64 };
-        let update = DocUpdate { path: name, state, content, chunks: &[], vectors: None };
+        let update = DocUpdate { path: name, state, content, chunks: &[], vectors: None, unless_changed_from: None };
         self.index.replace(&scope, &update, &Default::default(), None)?;
         Ok(created)
     }
@@ -154,36 +157,45 @@ impl MemoryStore for ManagedMemory {
         let rel = paths::normalize_note(path)?;
         let own = note_scope(&scope.agent, &scope.user);
         let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
-        // Appending starts from the user's own note: the agent's global note is a shared default
-        // the user's note shadows, not something a user's write changes.
-        let old = self.index.doc_content(&own, &rel)?.flatten();
-        let created = old.is_none();
-        let new = match (mode, old) {
-            (WriteMode::Append, Some(old)) if !old.is_empty() => {
-                let sep = if old.ends_with('\n') { "" } else { "\n" };
-                format!("{old}{sep}{content}")
+        // Another process or node may write the note between the read and the write: the write
+        // happens only if the note is still what was read, else it is read again.
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            // Appending starts from the user's own note: the agent's global note is a shared
+            // default the user's note shadows, not something a user's write changes.
+            let old = self.index.doc_content(&own, &rel)?.flatten();
+            let created = old.is_none();
+            let new = match (mode, old.as_deref()) {
+                (WriteMode::Append, Some(old)) if !old.is_empty() => {
+                    let sep = if old.ends_with('\n') { "" } else { "\n" };
+                    format!("{old}{sep}{content}")
+                }
+                _ => content.to_owned(),
+            };
+            let new = if new.ends_with('\n') || new.is_empty() { new } else { format!("{new}\n") };
+            if new.len() as u64 > self.max_note_bytes {
+                return Err(MemoryError::TooLarge { path: rel, bytes: new.len() as u64, max: self.max_note_bytes });
             }
-            _ => content.to_owned(),
-        };
-        let new = if new.ends_with('\n') || new.is_empty() { new } else { format!("{new}\n") };
-        if new.len() as u64 > self.max_note_bytes {
-            return Err(MemoryError::TooLarge { path: rel, bytes: new.len() as u64, max: self.max_note_bytes });
+            let state = DocState { hash: sha256_hex(new.as_bytes()), mtime_ns: 0, size: new.len() as i64 };
+            let mut notes = Vec::new();
+            let chunks = self.with_repair((&own, &own), || {
+                index_note_unless_changed(
+                    &self.index,
+                    self.embedder.as_deref(),
+                    &own,
+                    &rel,
+                    &new,
+                    state.clone(),
+                    old.as_deref(),
+                    Some(&mut notes),
+                )
+            })?;
+            if let Some(chunks) = chunks {
+                return Ok(Written { path: rel, created, bytes: new.len(), chunks, notes });
+            }
         }
-        let state = DocState { hash: sha256_hex(new.as_bytes()), mtime_ns: 0, size: new.len() as i64 };
-        let mut notes = Vec::new();
-        let chunks = self.with_repair((&own, &own), || {
-            index_note(
-                &self.index,
-                self.embedder.as_deref(),
-                &own,
-                &rel,
-                &new,
-                state.clone(),
-                Some(&new),
-                Some(&mut notes),
-            )
-        })?;
-        Ok(Written { path: rel, created, bytes: new.len(), chunks, notes })
+        Err(MemoryError::Invalid(format!(
+            "`{rel}` kept changing while it was written (other writers at the same moment); write it again"
+        )))
     }
 
     fn tree(&self, scope: &Scope, dir: &str, depth: usize) -> Result<Vec<Entry>, MemoryError> {

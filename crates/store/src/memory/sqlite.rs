@@ -183,9 +183,30 @@ impl IndexBackend for SqliteIndex {
         update: &DocUpdate<'_>,
         reuse: &HashMap<String, Vec<u8>>,
         reuse_model: Option<&str>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction().doing("indexing a note")?;
+        let tx = match update.unless_changed_from {
+            // Took the write lock first: the text read is the one replaced.
+            Some(expected) => {
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .doing("indexing a note")?;
+                let now: Option<String> = tx
+                    .query_row(
+                        "SELECT content FROM memory_docs WHERE scope = ?1 AND path = ?2",
+                        params![scope, update.path],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .doing("indexing a note")?
+                    .flatten();
+                if now.as_deref() != expected {
+                    return Ok(false);
+                }
+                tx
+            }
+            None => conn.transaction().doing("indexing a note")?,
+        };
         tx.execute("DELETE FROM memory_chunks WHERE scope = ?1 AND path = ?2", params![scope, update.path])
             .doing("indexing a note")?;
         tx.execute(
@@ -237,7 +258,8 @@ impl IndexBackend for SqliteIndex {
             }
         }
         tx.execute(BUMP, []).doing("indexing a note")?;
-        tx.commit().doing("indexing a note")
+        tx.commit().doing("indexing a note")?;
+        Ok(true)
     }
 
     /// Removes a note from the index.

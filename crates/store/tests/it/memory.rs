@@ -489,3 +489,35 @@ fn a_nul_character_never_breaks_the_index() {
         assert_eq!(m.search(&s, "zeta", &SearchOptions::default()).unwrap().hits.len(), 1);
     });
 }
+
+/// Two nodes appending to one managed note at the same moment lose no entry: a write replaces
+/// the note only if it is still what the writer read, and reads it again otherwise.
+#[test]
+fn appends_through_two_nodes_at_once_lose_nothing() {
+    on_every_index(|db, dir| {
+        let nodes =
+            [Arc::new(ManagedMemory::new(db.memory(dir), None)), Arc::new(ManagedMemory::new(db.memory(dir), None))];
+        let s = Scope { user: "ann".into(), agent: "helper".into() };
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let node = Arc::clone(&nodes[i % 2]);
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for j in 0..10 {
+                        node.write(&s, "memory/log.md", &format!("entry-{i}-{j}"), WriteMode::Append).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let text = nodes[1].read(&s, "memory/log.md").unwrap();
+        assert_eq!(text.lines().count(), 40, "{text}");
+        for i in 0..4 {
+            for j in 0..10 {
+                assert!(text.contains(&format!("entry-{i}-{j}\n")), "entry-{i}-{j} lost: {text}");
+            }
+        }
+    });
+}
