@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use crate::{OutboxStore, ProcessStore};
 use crate::{
     ApprovalStore, CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LockStore, RoutineStore,
     SecretStore, SessionStore, Store,
 };
+use crate::{OutboxStore, ProcessStore};
 
 /// The state of one database, one trait object per area, for the code that wires families
 /// together (the gate): each family takes the areas it uses, never the backend's type. The audit
