@@ -24,7 +24,18 @@ pub enum Stored {
 }
 
 /// Most times a write reads the note again because another writer changed it meanwhile.
-const MAX_WRITE_ATTEMPTS: usize = 16;
+const MAX_WRITE_ATTEMPTS: usize = 32;
+
+/// Waits a random while before a write's next attempt, longer after each lost race (up to
+/// 64 ms): without it two writers that keep meeting can keep meeting, and the same one loses
+/// each time.
+fn back_off(attempt: usize) {
+    let mut byte = [0u8; 2];
+    let _ = getrandom::fill(&mut byte);
+    let cap_ms = 1u64 << attempt.min(6);
+    let wait_us = u64::from(u16::from_le_bytes(byte)) % (cap_ms * 1000);
+    std::thread::sleep(std::time::Duration::from_micros(wait_us));
+}
 
 /// Notes and context files of many users and agents, in the state database.
 #[derive(Debug)]
@@ -159,7 +170,10 @@ impl MemoryStore for ManagedMemory {
         let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
         // Another process or node may write the note between the read and the write: the write
         // happens only if the note is still what was read, else it is read again.
-        for _ in 0..MAX_WRITE_ATTEMPTS {
+        for attempt in 0..MAX_WRITE_ATTEMPTS {
+            if attempt > 0 {
+                back_off(attempt);
+            }
             // Appending starts from the user's own note: the agent's global note is a shared
             // default the user's note shadows, not something a user's write changes.
             let old = self.index.doc_content(&own, &rel)?.flatten();
