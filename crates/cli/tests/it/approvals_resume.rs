@@ -420,7 +420,9 @@ fn no_self_approval_allow_always_and_a_failed_notification() {
 #[test]
 fn a_notification_fallback_armed_before_a_restart_still_denies() {
     let config =
-        format!("wait_secs = 60\ntimeout_secs = 60\nnotify_url = {:?}\nnotify_fallback_secs = 3\n", closed_url());
+        // 8 s: the restart below must end before the fallback is due, also on a loaded machine
+        // (with 3 s, a slow restart once found the entry already denied).
+        format!("wait_secs = 60\ntimeout_secs = 60\nnotify_url = {:?}\nnotify_fallback_secs = 8\n", closed_url());
     let (ws, [ann, _bob, _lee]) = gateway(&config);
     let server = HttpServer::start_in(TOOLGATE, ws, &[]);
     let first = call(&server, "2026-07-28", &ann, "nobody was told\n", None);
