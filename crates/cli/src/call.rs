@@ -17,20 +17,17 @@ pub(crate) struct Args {
     /// Print the whole result (content blocks and structured output) as JSON.
     #[arg(long)]
     json: bool,
-    /// The session the call belongs to (letters, digits, `.`, `_`, `-`; at most 64): runs that
-    /// name the same session share its locks, so one run can release what another took.
-    /// Omitted, each run is a session of its own.
+    /// The session the call belongs to (letters, digits, `.`, `_`, `-`; at most 64). Runs that
+    /// name no session share the workspace's `default` one (its canvas, its locks, its jobs), as
+    /// a person at one terminal would; agents that take turns on a workspace each name their own,
+    /// so that a lock one of them takes binds the others.
     #[arg(long)]
     session: Option<String>,
 }
 
-/// The session of this run: the one named, else one no other run has (`cli-<pid>-<start>`),
-/// so a path lock taken by one run binds the next instead of being shared with it.
-fn session_of(named: Option<&str>) -> anyhow::Result<String> {
-    let Some(name) = named else {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        return Ok(format!("cli-{}-{:x}", std::process::id(), now.as_micros()));
-    };
+/// The session `--session` names, checked; `None` when none is named.
+fn session_of(named: Option<&str>) -> anyhow::Result<Option<String>> {
+    let Some(name) = named else { return Ok(None) };
     let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     if name.is_empty() || name.len() > 64 || !name.chars().all(fine) {
         anyhow::bail!(
@@ -38,7 +35,7 @@ fn session_of(named: Option<&str>) -> anyhow::Result<String> {
             name.escape_debug()
         );
     }
-    Ok(name.to_owned())
+    Ok(Some(name.to_owned()))
 }
 
 pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
@@ -70,7 +67,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     gate.start_mcp();
     super::timings::lap("mcp start");
     let mut ctx = gate.context();
-    ctx.identity.session = session;
+    if let Some(session) = session {
+        ctx.identity.session = session;
+    }
     let result = gate.call(&ctx, &args.tool, params).await;
     super::timings::lap("the call");
     gate.shutdown();
@@ -130,11 +129,9 @@ mod tests {
     use super::session_of;
 
     #[test]
-    fn each_run_is_its_own_session_unless_it_names_one() {
-        let mine = session_of(None).unwrap();
-        assert!(mine.starts_with(&format!("cli-{}-", std::process::id())), "{mine}");
-        assert_ne!(mine, "default", "never the gate's shared session");
-        assert_eq!(session_of(Some("fix-login_2.b")).unwrap(), "fix-login_2.b");
+    fn a_named_session_is_checked_and_none_keeps_the_default() {
+        assert_eq!(session_of(None).unwrap(), None);
+        assert_eq!(session_of(Some("fix-login_2.b")).unwrap().as_deref(), Some("fix-login_2.b"));
         for bad in ["", "a b", "../x", "x\n`y`", &"s".repeat(65)] {
             let e = session_of(Some(bad)).unwrap_err().to_string();
             assert!(e.contains("is not a session name") && e.contains("--session fix-login"), "{bad:?}: {e}");

@@ -108,43 +108,50 @@ fn call(ws: &Path, tool: &str, params: serde_json::Value, extra: &[&str]) -> (bo
     run(ws, &args)
 }
 
-/// Two one-shot `toolgate call` runs are two holders: a lock one took binds the other, on the
-/// workspace's SQLite file and on PostgreSQL; runs naming one `--session` share their locks.
+/// Runs that name different sessions (agents taking turns on one workspace) are different
+/// holders: a lock one took binds the other, on the workspace's SQLite file and on PostgreSQL.
+/// Runs that name one session, or none (the workspace's `default`, as a person at a terminal),
+/// share their locks.
 #[test]
-fn a_lock_taken_by_one_toolgate_call_binds_the_next_run_unless_they_name_one_session() {
+fn a_lock_taken_in_one_session_binds_toolgate_call_runs_of_another() {
     let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
     let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
     let sqlite = tempfile::tempdir().unwrap();
     std::fs::write(sqlite.path().join("toolgate.toml"), "[approval]\nmode = \"never\"\n").unwrap();
+    let (a, b) = (["--session", "agent-a"], ["--session", "agent-b"]);
     for (backend, ws) in [("sqlite", sqlite), ("postgres", workspace(&url))] {
         let ws = ws.path();
         std::fs::create_dir_all(ws.join("src")).unwrap();
-        let (ok, text) = call(ws, "lock_paths", json!({"globs": ["src/**"], "ttl_ms": 600_000}), &[]);
+        let (ok, text) = call(ws, "lock_paths", json!({"globs": ["src/**"], "ttl_ms": 600_000}), &a);
         assert!(ok, "{backend}: {text}");
         let first = token(&text);
 
-        // A second run, same user and agent, no session named: another holder.
-        let (ok, why) = call(ws, "write", json!({"path": "src/new.rs", "content": "x\n"}), &[]);
+        // Another session, same user and agent: another holder.
+        let (ok, why) = call(ws, "write", json!({"path": "src/new.rs", "content": "x\n"}), &b);
         assert!(!ok && why.contains("`src/new.rs` is locked by agent `main`"), "{backend}: {why}");
-        assert!(why.contains("session `cli-"), "{backend}: names the first run: {why}");
+        assert!(why.contains("session `agent-a`"), "{backend}: names the holder: {why}");
         assert!(!ws.join("src/new.rs").exists(), "{backend}: nothing written");
-        let (ok, why) = call(ws, "lock_paths", json!({"globs": ["src/db/**"]}), &[]);
+        let (ok, why) = call(ws, "lock_paths", json!({"globs": ["src/db/**"]}), &b);
         assert!(!ok && why.contains("conflicts with a lock held by another agent"), "{backend}: {why}");
-        let (ok, out) = call(ws, "unlock_paths", json!({"tokens": [first]}), &[]);
-        assert!(ok && out.contains("Released 0 locks"), "{backend}: another run's token: {out}");
+        let (ok, out) = call(ws, "unlock_paths", json!({"tokens": [first]}), &b);
+        assert!(ok && out.contains("Released 0 locks"), "{backend}: another session's token: {out}");
+        // The holder's own later runs write and release.
+        let (ok, out) = call(ws, "write", json!({"path": "src/new.rs", "content": "x\n"}), &a);
+        assert!(ok, "{backend}: the session's own lock: {out}");
+        let (ok, out) = call(ws, "unlock_paths", json!({"tokens": [first]}), &a);
+        assert!(ok && out.contains("Released 1 lock."), "{backend}: {out}");
 
-        // Runs that name one session share its lock, and another session is bound by it.
-        let session = ["--session", "fix-docs"];
-        let (ok, text) = call(ws, "lock_paths", json!({"globs": ["docs/**"], "ttl_ms": 600_000}), &session);
+        // Runs that name no session share the default one, which binds a named session.
+        let (ok, text) = call(ws, "lock_paths", json!({"globs": ["docs/**"], "ttl_ms": 600_000}), &[]);
         assert!(ok, "{backend}: {text}");
         let docs = token(&text);
-        let (ok, out) = call(ws, "write", json!({"path": "docs/a.md", "content": "a\n"}), &session);
-        assert!(ok, "{backend}: the session's own lock: {out}");
-        let (ok, why) = call(ws, "write", json!({"path": "docs/b.md", "content": "b\n"}), &["--session", "other"]);
-        assert!(!ok && why.contains("session `fix-docs`"), "{backend}: {why}");
-        let (ok, out) = call(ws, "unlock_paths", json!({"tokens": [docs]}), &session);
+        let (ok, out) = call(ws, "write", json!({"path": "docs/a.md", "content": "a\n"}), &[]);
+        assert!(ok, "{backend}: the default session's own lock: {out}");
+        let (ok, why) = call(ws, "write", json!({"path": "docs/b.md", "content": "b\n"}), &b);
+        assert!(!ok && why.contains("session `default`"), "{backend}: {why}");
+        let (ok, out) = call(ws, "unlock_paths", json!({"tokens": [docs]}), &[]);
         assert!(ok && out.contains("Released 1 lock."), "{backend}: {out}");
-        let (ok, out) = call(ws, "write", json!({"path": "docs/b.md", "content": "b\n"}), &["--session", "other"]);
+        let (ok, out) = call(ws, "write", json!({"path": "docs/b.md", "content": "b\n"}), &b);
         assert!(ok, "{backend}: released: {out}");
 
         let (ok, why) = call(ws, "echo", json!({"message": "hi"}), &["--session", "../x y"]);
