@@ -22,6 +22,27 @@ fn as_node_b() {
     assert_eq!(this_node().unwrap().name, "b");
 }
 
+/// Node `b` on a fresh workspace, its runner recording its processes in the workspace's SQLite
+/// store (the one the other nodes would share).
+struct NodeB {
+    _ws: tempfile::TempDir,
+    /// The workspace as the records key it (its canonical path).
+    key: String,
+    store: Arc<dyn ProcessStore>,
+    runner: ProcessRunner,
+    ctx: CallContext,
+}
+
+fn node_b() -> NodeB {
+    as_node_b();
+    let ws = tempfile::tempdir().unwrap();
+    let workspace = ws.path().canonicalize().unwrap();
+    let store: Arc<dyn ProcessStore> = Arc::new(Store::open(&workspace.join(".toolgate/state.db")).unwrap());
+    let runner = ProcessRunner::new(RuntimeConfig::default()).unwrap();
+    runner.share_across_nodes(Arc::clone(&store));
+    NodeB { key: workspace.to_string_lossy().into_owned(), ctx: CallContext::new(workspace), _ws: ws, store, runner }
+}
+
 fn process_tool(tools: &[Arc<dyn Tool>]) -> &Arc<dyn Tool> {
     tools.iter().find(|t| t.spec().name == "process").unwrap()
 }
@@ -46,15 +67,8 @@ async fn poll(tools: &[Arc<dyn Tool>], ctx: &CallContext, id: &str) -> ToolError
 
 #[tokio::test]
 async fn a_process_is_recorded_with_its_node_and_a_call_about_another_nodes_names_it() {
-    as_node_b();
-    let ws = tempfile::tempdir().unwrap();
-    let workspace = ws.path().canonicalize().unwrap();
-    let key = workspace.to_string_lossy().into_owned();
-    let store: Arc<dyn ProcessStore> = Arc::new(Store::open(&workspace.join(".toolgate/state.db")).unwrap());
-    let runner = ProcessRunner::new(RuntimeConfig::default()).unwrap();
-    runner.share_across_nodes(Arc::clone(&store));
+    let NodeB { _ws, key, store, runner, ctx } = node_b();
     let tools = tools(&runner);
-    let ctx = CallContext::new(workspace.clone());
     let user = ctx.identity.user.clone();
 
     // Started here: recorded with this node, the workspace and the user before the id returns.
@@ -114,17 +128,10 @@ impl ProcessForwarder for Link {
 
 #[tokio::test]
 async fn a_call_about_the_callers_process_on_a_node_that_answers_goes_there_and_no_other() {
-    as_node_b();
-    let ws = tempfile::tempdir().unwrap();
-    let workspace = ws.path().canonicalize().unwrap();
-    let key = workspace.to_string_lossy().into_owned();
-    let store: Arc<dyn ProcessStore> = Arc::new(Store::open(&workspace.join(".toolgate/state.db")).unwrap());
-    let runner = ProcessRunner::new(RuntimeConfig::default()).unwrap();
-    runner.share_across_nodes(Arc::clone(&store));
+    let NodeB { _ws, key, store, runner, ctx } = node_b();
     let link = Arc::new(Link::default());
     runner.forward_with(link.clone());
     let tools = tools(&runner);
-    let ctx = CallContext::new(workspace.clone());
     let user = ctx.identity.user.clone();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = Some(format!("http://{}/mcp", listener.local_addr().unwrap()));
@@ -149,15 +156,8 @@ async fn a_call_about_the_callers_process_on_a_node_that_answers_goes_there_and_
 
 #[tokio::test]
 async fn another_users_or_workspaces_process_on_another_node_stays_not_found() {
-    as_node_b();
-    let ws = tempfile::tempdir().unwrap();
-    let workspace = ws.path().canonicalize().unwrap();
-    let key = workspace.to_string_lossy().into_owned();
-    let store: Arc<dyn ProcessStore> = Arc::new(Store::open(&workspace.join(".toolgate/state.db")).unwrap());
-    let runner = ProcessRunner::new(RuntimeConfig::default()).unwrap();
-    runner.share_across_nodes(Arc::clone(&store));
+    let NodeB { _ws, key, store, runner, ctx } = node_b();
     let tools = tools(&runner);
-    let ctx = CallContext::new(workspace.clone());
     let url = Some("http://127.0.0.1:9/mcp".to_owned());
     store.process_record(&on_a("tg-proc-bobs", &key, "bob", url.clone())).unwrap();
     store.process_record(&on_a("tg-proc-elsewhere", "/srv/other", &ctx.identity.user, url)).unwrap();
@@ -180,14 +180,8 @@ async fn another_users_or_workspaces_process_on_another_node_stays_not_found() {
 
 #[tokio::test]
 async fn a_process_is_forgotten_when_its_node_forgets_it() {
-    as_node_b();
-    let ws = tempfile::tempdir().unwrap();
-    let workspace = ws.path().canonicalize().unwrap();
-    let store: Arc<dyn ProcessStore> = Arc::new(Store::open(&workspace.join(".toolgate/state.db")).unwrap());
-    let runner = ProcessRunner::new(RuntimeConfig::default()).unwrap();
-    runner.share_across_nodes(Arc::clone(&store));
+    let NodeB { _ws, store, runner, ctx, .. } = node_b();
     let tools = tools(&runner);
-    let ctx = CallContext::new(workspace.clone());
     let exec = tools.iter().find(|t| t.spec().name == "exec").unwrap();
     let out = exec.execute(&ctx, json!({ "command": "sleep 30", "background": true })).await.unwrap();
     let id = out.meta.as_ref().and_then(|m| m["id"].as_str()).unwrap().to_owned();
