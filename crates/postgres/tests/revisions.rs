@@ -192,6 +192,35 @@ fn own_writes_show_at_once() {
     assert_eq!(a.identity_revision().unwrap(), revoked);
 }
 
+/// A database closed to new connections, whose stores' `LISTEN` connections were cut.
+struct Closed {
+    sql: Sql,
+    database: String,
+}
+
+impl Closed {
+    /// Lets connections in again.
+    fn reopen(&self) {
+        self.sql.run(&format!("ALTER DATABASE \"{}\" ALLOW_CONNECTIONS true", self.database));
+    }
+}
+
+/// Closes the database of `url` to new connections and cuts the `LISTEN` connection of each of
+/// the two stores on it (from another database: PostgreSQL refuses to close the one a session
+/// is in); the pools keep the connections they have.
+fn cut_listening_connections(cluster: &Cluster, url: &str) -> Closed {
+    let sql = Sql::connect(&cluster.url());
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let database = config.get_dbname().unwrap().to_owned();
+    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS false"));
+    let cut = sql.number(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND datname = $2",
+        &[&LISTEN_APPLICATION_NAME, &database],
+    );
+    assert_eq!(cut, 2, "one listening connection per store");
+    Closed { sql, database }
+}
+
 /// The `LISTEN` connection is cut, and cannot come back while the database refuses new
 /// connections: reads go to the database and see a change made meanwhile; a change made while
 /// nobody reads is found when the connection is back (it reads every revision again), and
@@ -203,16 +232,7 @@ fn a_lost_listen_connection_falls_back_to_the_database_and_resyncs() {
     let (a, b) = (PgStore::connect(&url).unwrap(), PgStore::connect(&url).unwrap());
     in_step(&a);
     in_step(&b);
-    // From another database: PostgreSQL refuses to close the one a session is in.
-    let sql = Sql::connect(&cluster.url());
-    let config: tokio_postgres::Config = url.parse().unwrap();
-    let database = config.get_dbname().unwrap().to_owned();
-    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS false"));
-    let cut = sql.number(
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND datname = $2",
-        &[&LISTEN_APPLICATION_NAME, &database],
-    );
-    assert_eq!(cut, 2, "one listening connection per store");
+    let closed = cut_listening_connections(&cluster, &url);
     wait_until("A notices its connection is gone", || !a.revisions_in_step());
 
     // The pools keep the connections they have, so both stores still reach the database.
@@ -229,7 +249,7 @@ fn a_lost_listen_connection_falls_back_to_the_database_and_resyncs() {
     // Made while A is not listening and reads nothing: only the resync can find it.
     assert!(b.principal_add(&user("bob")).unwrap());
     let unheard = b.identity_revision().unwrap();
-    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true"));
+    closed.reopen();
     in_step(&a);
     let asked = a.revision_queries();
     assert_eq!(a.identity_revision().unwrap(), unheard, "primed on reconnecting, with the change made meanwhile");
@@ -261,17 +281,9 @@ fn each_store_times_its_own_probe_notifications() {
     assert!(a.notify_lag().unwrap() > Duration::ZERO, "{:?}", a.notify_lag());
     in_step(&a);
 
-    let sql = Sql::connect(&cluster.url());
-    let config: tokio_postgres::Config = url.parse().unwrap();
-    let database = config.get_dbname().unwrap().to_owned();
-    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS false"));
-    let cut = sql.number(
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND datname = $2",
-        &[&LISTEN_APPLICATION_NAME, &database],
-    );
-    assert_eq!(cut, 2, "one listening connection per store");
+    let closed = cut_listening_connections(&cluster, &url);
     wait_until("A notices its connection is gone", || !a.revisions_in_step());
     assert_eq!(a.notify_lag(), None, "no figure without a LISTEN connection");
-    sql.run(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true"));
+    closed.reopen();
     wait_until("A's probe comes back on the new connection", || a.notify_lag().is_some());
 }
