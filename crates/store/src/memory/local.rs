@@ -538,14 +538,7 @@ impl MemoryStore for LocalMemory {
         let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.read_note(&rel)?;
         let created = old.is_none();
-        let new = match (mode, old) {
-            (WriteMode::Append, Some(old)) if !old.is_empty() => {
-                let sep = if old.ends_with('\n') { "" } else { "\n" };
-                format!("{old}{sep}{content}")
-            }
-            _ => content.to_owned(),
-        };
-        let new = if new.ends_with('\n') || new.is_empty() { new } else { format!("{new}\n") };
+        let new = mode.apply(old.as_deref(), content);
         if new.len() as u64 > self.max_note_bytes {
             return Err(MemoryError::TooLarge { path: rel, bytes: new.len() as u64, max: self.max_note_bytes });
         }

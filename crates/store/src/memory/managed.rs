@@ -178,14 +178,7 @@ impl MemoryStore for ManagedMemory {
             // default the user's note shadows, not something a user's write changes.
             let old = self.index.doc_content(&own, &rel)?.flatten();
             let created = old.is_none();
-            let new = match (mode, old.as_deref()) {
-                (WriteMode::Append, Some(old)) if !old.is_empty() => {
-                    let sep = if old.ends_with('\n') { "" } else { "\n" };
-                    format!("{old}{sep}{content}")
-                }
-                _ => content.to_owned(),
-            };
-            let new = if new.ends_with('\n') || new.is_empty() { new } else { format!("{new}\n") };
+            let new = mode.apply(old.as_deref(), content);
             if new.len() as u64 > self.max_note_bytes {
                 return Err(MemoryError::TooLarge { path: rel, bytes: new.len() as u64, max: self.max_note_bytes });
             }

@@ -156,6 +156,21 @@ pub enum WriteMode {
     Append,
 }
 
+impl WriteMode {
+    /// A note's text after this write of `content` over `old` (`None`: no note yet): an append
+    /// goes on a line of its own, and a note ends with a newline.
+    pub(crate) fn apply(self, old: Option<&str>, content: &str) -> String {
+        let new = match (self, old) {
+            (WriteMode::Append, Some(old)) if !old.is_empty() => {
+                let sep = if old.ends_with('\n') { "" } else { "\n" };
+                format!("{old}{sep}{content}")
+            }
+            _ => content.to_owned(),
+        };
+        if new.ends_with('\n') || new.is_empty() { new } else { format!("{new}\n") }
+    }
+}
+
 /// What a write did.
 #[derive(Debug, Clone)]
 pub struct Written {
