@@ -275,30 +275,44 @@ impl WasmRuntime {
     }
 
     fn compile(&self, bytes: &[u8], hash: &str) -> Result<(Component, bool), WasmError> {
-        let engine = &self.inner.engine;
         let cache = self.cache_path(hash);
-        if let Some(path) = &cache
-            && path.is_file()
-        {
-            // SAFETY: the file was written by `Component::serialize` of this runtime into
-            // `.toolgate/wasm-cache`, which tools can never write (the file tools refuse
-            // `.toolgate/`, WASM guests have no filesystem), and it is named by the BLAKE3 of
-            // the component it came from; wasmtime checks its version and engine settings.
-            #[allow(unsafe_code)]
-            let loaded = unsafe { Component::deserialize_file(engine, path) };
-            match loaded {
-                Ok(c) => return Ok((c, true)),
-                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable compiled cache entry: {e:#}"),
-            }
+        if let Some(c) = cache.as_deref().and_then(|p| self.load_cached(p)) {
+            return Ok((c, true));
         }
-        let component =
-            Component::new(engine, bytes).map_err(|e| WasmError::NotAComponent { detail: format!("{e:#}") })?;
+        // Two processes preparing the same component (two nodes, or `toolgate call` runs
+        // side by side) compile it once: the second waits on the lock, then loads the cache.
+        let _compiling = cache.as_deref().and_then(compile_lock);
+        if let Some(c) = cache.as_deref().and_then(|p| self.load_cached(p)) {
+            return Ok((c, true));
+        }
+        let component = Component::new(&self.inner.engine, bytes)
+            .map_err(|e| WasmError::NotAComponent { detail: format!("{e:#}") })?;
         if let Some(path) = cache
             && let Err(e) = write_cache(&path, &component)
         {
             tracing::warn!(path = %path.display(), "could not cache the compiled component: {e}");
         }
         Ok((component, false))
+    }
+
+    /// The compiled component cached at `path`, if there is a usable one.
+    fn load_cached(&self, path: &Path) -> Option<Component> {
+        if !path.is_file() {
+            return None;
+        }
+        // SAFETY: the file was written by `Component::serialize` of this runtime into
+        // `.toolgate/wasm-cache`, which tools can never write (the file tools refuse
+        // `.toolgate/`, WASM guests have no filesystem), and it is named by the BLAKE3 of
+        // the component it came from; wasmtime checks its version and engine settings.
+        #[allow(unsafe_code)]
+        let loaded = unsafe { Component::deserialize_file(&self.inner.engine, path) };
+        match loaded {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "ignoring unusable compiled cache entry: {e:#}");
+                None
+            }
+        }
     }
 
     fn store(
@@ -373,6 +387,16 @@ impl WasmRuntime {
 /// The wasmtime version compiled in (part of the cache key).
 pub fn wasmtime_version() -> &'static str {
     "48.0.8"
+}
+
+/// An exclusive lock beside the cache entry at `path`, held while its component compiles;
+/// `None` (compile without it) when the lock file cannot be made.
+fn compile_lock(path: &Path) -> Option<std::fs::File> {
+    std::fs::create_dir_all(path.parent()?).ok()?;
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path.with_extension("lock")).ok()?;
+    file.lock().ok()?;
+    Some(file)
 }
 
 fn write_cache(path: &Path, component: &Component) -> Result<(), String> {

@@ -1,10 +1,12 @@
 """Checks `toolgate tools --format openai` against the OpenAI Agents SDK's strict-mode converter.
 
-Reads the JSON array of function tools on stdin. Every function must be exported with
+Reads the JSON array of function tools on stdin, or an object of such arrays keyed by a label
+(one per dialect: the SDK is imported once for all of them). Every function must be exported with
 `"strict": true`, and its `parameters` must go through the SDK's `ensure_strict_json_schema`
 (the function the SDK runs before it sends a tool in strict mode) without an error and without a
 change: a schema the SDK has to rewrite (a missing `required` entry, an object left open) is not
-strict as exported. Prints one line per failure and exits 1 on any, 0 when every tool passes.
+strict as exported. Prints one line per failure and a count per export, and exits 1 on any
+failure, 0 when every tool passes.
 
     target/debug/toolgate tools --profile full --format openai | python openai_strict.py
 """
@@ -46,15 +48,12 @@ def differences(before, after, at=""):
     return []
 
 
-def main():
-    tools = json.load(sys.stdin)
+def check(tools, strict_kwargs, label):
+    """Prints each failing tool of one export and its count; returns how many failed."""
+    prefix = f"{label}: " if label else ""
     if not isinstance(tools, list) or not tools:
-        print("expected a non-empty JSON array of tools on stdin")
+        print(f"{prefix}expected a non-empty JSON array of tools")
         return 1
-    # The SDK's MCP path converts with `_reject_open_objects=True`; use it where the SDK has it.
-    strict_kwargs = {}
-    if "_reject_open_objects" in inspect.signature(ensure_strict_json_schema).parameters:
-        strict_kwargs["_reject_open_objects"] = True
     failures = 0
     for tool in tools:
         function = tool.get("function", {})
@@ -77,9 +76,24 @@ def main():
                 if changed:
                     problems.append("ensure_strict_json_schema had to change it: " + "; ".join(changed))
         for problem in problems:
-            print(f"{name}: {problem}")
+            print(f"{prefix}{name}: {problem}")
         failures += bool(problems)
-    print(f"{len(tools) - failures} passed, {failures} failed")
+    print(f"{prefix}{len(tools) - failures} passed, {failures} failed")
+    return failures
+
+
+def main():
+    exports = json.load(sys.stdin)
+    if not isinstance(exports, dict):
+        exports = {"": exports}
+    if not exports:
+        print("expected tools on stdin")
+        return 1
+    # The SDK's MCP path converts with `_reject_open_objects=True`; use it where the SDK has it.
+    strict_kwargs = {}
+    if "_reject_open_objects" in inspect.signature(ensure_strict_json_schema).parameters:
+        strict_kwargs["_reject_open_objects"] = True
+    failures = sum(check(tools, strict_kwargs, label) for label, tools in exports.items())
     return 1 if failures else 0
 
 

@@ -377,6 +377,30 @@ async fn compiled_components_are_cached_on_disk() {
     assert_eq!(first.hash, blake3::hash(&bytes).to_hex().to_string());
 }
 
+#[test]
+fn runtimes_preparing_one_component_at_once_compile_it_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = RuntimeConfig { cache_dir: Some(dir.path().join("wasm-cache")), ..config() };
+    let bytes = Guest::default().component();
+    // Each thread has its own runtime and opens the lock file itself, as separate processes do.
+    let compiled: Vec<bool> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                let (cfg, bytes) = (cfg.clone(), &bytes);
+                scope.spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+                    rt.block_on(async {
+                        let prepared = WasmRuntime::new(cfg).expect("rt").prepare(bytes, &Capabilities::none()).await;
+                        !prepared.expect("prepares").from_cache
+                    })
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().expect("thread")).collect()
+    });
+    assert_eq!(compiled.iter().filter(|c| **c).count(), 1, "compiled by: {compiled:?}");
+}
+
 #[tokio::test]
 async fn install_checks_integrity_on_every_load() {
     let dir = tempfile::tempdir().expect("tempdir");

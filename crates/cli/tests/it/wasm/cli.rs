@@ -23,7 +23,7 @@ fn proxy() -> Receiver {
 
 /// Copies the compiled components the other tests cached (`.cache/wasm/compiled`, same engine
 /// settings) into the workspace's cache, so `install` loads the Python interpreter instead of
-/// compiling it again (tens of seconds in a debug build). Missing entries are compiled.
+/// compiling it again (tens of seconds in a debug build).
 fn seed_compiled_cache(ws: &Path) {
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm/compiled");
     let Ok(engines) = std::fs::read_dir(&from) else { return };
@@ -79,6 +79,7 @@ async fn install_with_allow_http_then_call_reaches_the_server() {
     )
     .expect("config");
     std::fs::write(ws.join("fetcher.wasm"), super::http::component()).expect("component");
+    super::http::compile_into_shared_cache().await;
     seed_compiled_cache(ws);
     // The credential and plain http (no TLS for a made-up host) come from a capability file;
     // the endpoint the call uses comes from `--allow-http` alone (the file's prefix is unused).

@@ -197,6 +197,14 @@ async fn requests_outside_the_allowlist_reach_no_server() {
     assert!(server.requests().is_empty());
 }
 
+/// Compiles python-http into the shared cache, for tests that copy it into a workspace: the
+/// runtime's compile lock makes tests running at the same time wait for one compile.
+pub(crate) async fn compile_into_shared_cache() {
+    let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm/compiled");
+    let rt = WasmRuntime::new(RuntimeConfig { cache_dir: Some(cache), ..RuntimeConfig::default() }).expect("runtime");
+    rt.prepare(&component(), &caps(true)).await.expect("python-http prepares");
+}
+
 /// Like [`tool`], for a second tool in the same gate (its name would clash).
 async fn tool_named(gate: &Arc<Gate>, caps: Capabilities) -> Arc<WasmTool> {
     let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/wasm/compiled");
