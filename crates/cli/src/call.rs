@@ -56,6 +56,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // One call, then the process ends: a job nobody waits for is left queued for a server, and
     // the audit rows are written on this thread (no writer threads for one call).
     let gate = global.gate_with(true, true, |c| c.automation.jobs.one_shot = true)?;
+    super::logging::start_traces(&gate.services().config.telemetry)?;
     // Installed WASM tools are loaded (hash-checked, compiled or read from the cache) only for
     // a call to one of them: any other call would pay for every component.
     if args.tool.to_ascii_lowercase().starts_with("wasm__") {

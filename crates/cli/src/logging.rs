@@ -3,10 +3,28 @@
 //! an error from a tool never reaches a terminal or a log file.
 
 use std::io::{self, IsTerminal, Write};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use anyhow::Context as _;
 use toolgate::guard::leak::LeakDetector;
+use toolgate::telemetry::{CALL_TARGET, Telemetry, TelemetryConfig, TraceLayer};
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{Layer as _, Registry, filter, reload};
+
+/// The slot the trace exporter's layer goes in once a command has read its configuration.
+type TraceSlot = reload::Handle<Option<TraceLayer<Registry>>, Registry>;
+
+static TRACE_SLOT: OnceLock<TraceSlot> = OnceLock::new();
+
+/// Whether call spans are made: only once an exporter is installed (until then their callsites
+/// are disabled, so a call pays nothing for them).
+static TRACING: AtomicBool = AtomicBool::new(false);
+
+/// The running exporter, stopped by [`stop_traces`].
+static EXPORTER: Mutex<Option<Telemetry>> = Mutex::new(None);
 
 /// Starts logging (`TOOLGATE_LOG`, default `warn`). Colour only on a terminal, and never with
 /// `NO_COLOR` set (<https://no-color.org>): a log in a pipe or a file gets plain text.
@@ -17,7 +35,45 @@ pub(crate) fn init() {
     // The detector is built on the first log line: most runs write none, and compiling its
     // rules is most of what a short command would otherwise spend before doing anything.
     let writer = ScrubbedStderr(Arc::new(OnceLock::new()));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer).try_init();
+    let log = tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(writer).with_filter(filter);
+    // Only the call and stage spans reach the exporter: no log event, whose text may quote a
+    // parameter, ever does.
+    let (traces, slot) = reload::Layer::new(None);
+    let traces = traces.with_filter(
+        filter::filter_fn(|meta| meta.target() == CALL_TARGET && TRACING.load(Ordering::Acquire))
+            .with_max_level_hint(tracing::Level::INFO),
+    );
+    if tracing_subscriber::registry().with(traces).with(log).try_init().is_ok() {
+        let _ = TRACE_SLOT.set(slot);
+    }
+}
+
+/// Starts exporting call spans over OTLP when `config` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) names
+/// a collector (`docs/gateway.md`, "Traces"); does nothing otherwise. Runs on the runtime.
+pub(crate) fn start_traces(config: &TelemetryConfig) -> anyhow::Result<()> {
+    let Some(slot) = TRACE_SLOT.get() else { return Ok(()) };
+    let Some((exporter, layer)) = toolgate::telemetry::install::<Registry>(config).map_err(anyhow::Error::msg)? else {
+        return Ok(());
+    };
+    let mut running = EXPORTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if running.is_some() {
+        return Ok(());
+    }
+    TRACING.store(true, Ordering::Release);
+    // Reloading re-asks every callsite, so the spans' (cached) "disabled" becomes "enabled".
+    slot.reload(Some(layer)).context("cannot add the trace exporter to the logging")?;
+    *running = Some(exporter);
+    Ok(())
+}
+
+/// Sends the spans not yet sent and stops the exporter, if one runs (at the end of a command,
+/// while the runtime it sends on still runs).
+pub(crate) async fn stop_traces() {
+    let exporter = EXPORTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    if let Some(exporter) = exporter {
+        // Shutting down blocks until the last batch is sent, which this runtime sends.
+        let _ = tokio::task::spawn_blocking(move || exporter.shutdown()).await;
+    }
 }
 
 /// Whether log lines get ANSI colours: only on a terminal, and not when `NO_COLOR` is set to

@@ -148,7 +148,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
     let runtime = runtime.enable_all().build().context("cannot start the async runtime")?;
     timings::lap("tokio runtime");
     let code = runtime.block_on(async move {
-        match cli.command {
+        let code = match cli.command {
             Some(Command::Tools(args)) => tools::run(&cli.global, args).await,
             Some(Command::Call(args)) => call::run(&cli.global, args).await,
             Some(Command::Audit(args)) => audit::run(&cli.global, args),
@@ -167,7 +167,9 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
                 tools::welcome(&cli.global)?;
                 serve::run_default(&cli.global).await
             }
-        }
+        };
+        logging::stop_traces().await;
+        code
     });
     // The command is done (a server has shut its gate down and flushed the audit log), so do not
     // wait on blocking threads still busy: dropping the runtime would wait for every one, and a

@@ -63,6 +63,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let stopped_by = stop_on_signals(shutdown.clone())?;
     let workspace = global.workspace()?;
     let config = global.load_config()?;
+    super::logging::start_traces(&config.telemetry)?;
     // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a
     // prompt. Over HTTP, requests the client cannot answer wait in the approvals API.
     // Over HTTP the inbox is durable (the state database): entries outlive a restart and

@@ -78,6 +78,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// This node's name and address among several nodes on one store (`docs/gateway.md`).
     pub node: NodeConfig,
+    /// Traces of every call over OTLP, off unless an endpoint is set (`docs/operations.md`).
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 /// `[store]`: with `url`, the state that several `toolgate serve` nodes share (users, keys,

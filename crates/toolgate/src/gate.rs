@@ -17,6 +17,7 @@ use toolgate_mcp::bridge::GatewayUser;
 use toolgate_mcp::bridge::oauth::SecretVault;
 use toolgate_policy::ToolRef;
 use toolgate_store::{AuditLog, AuditStore, Store, StoreError};
+use tracing::Instrument as _;
 
 use crate::bridge::{BridgeTimings, McpBridge};
 use crate::config::Config;
@@ -32,6 +33,7 @@ use crate::pipeline::policy::{PolicyStage, apply_verdict};
 use crate::pipeline::rate::RateLimiter;
 use crate::pipeline::{execute, output, resolve, validate};
 use crate::services::Services;
+use crate::telemetry::{CallSpan, verdict_name};
 
 /// Why a gate could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -682,11 +684,20 @@ impl Gate {
         let mut trace: Vec<String> = Vec::with_capacity(6);
         // The policy revision the call is decided under, named last in its audit row.
         let revision = format!("policy revision {}", self.policy.revision());
-        let mut audited = Audited { tool: name.to_owned(), resolved: false, params: String::new(), called_as: None };
+        let mut audited = Audited {
+            tool: name.to_owned(),
+            resolved: false,
+            params: String::new(),
+            called_as: None,
+            span: CallSpan::start(&ctx.identity.user, &ctx.identity.agent),
+        };
         let result = self.run(&mut ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
+        audited.span.end_stages(&result);
+        audited.span.stage("post_hooks");
         hooks::after(&self.hooks, &ctx, &audited.tool, &result).await;
         self.services.events.after_call(&ctx, &audited.tool, &trace, &result);
         self.skills.after(&ctx, &audited.tool, &result);
+        audited.span.stage("audit");
         if let Some(audit) = &self.audit {
             let trace: Vec<&str> = trace.iter().map(String::as_str).chain([revision.as_str()]).collect();
             audit.record(crate::pipeline::audit::record(
@@ -707,6 +718,7 @@ impl Gate {
         let tool = if audited.resolved { audited.tool.as_str() } else { crate::metrics::UNKNOWN_TOOL };
         let outcome = result.as_ref().map_or_else(ToolError::kind, |_| "ok");
         crate::metrics::process().observe(tool, outcome, clock.elapsed());
+        audited.span.finish(&result);
         result
     }
 
@@ -719,6 +731,7 @@ impl Gate {
         trace: &mut Vec<String>,
         audited: &mut Audited,
     ) -> Result<ToolOutput, ToolError> {
+        audited.span.stage("resolve");
         let dialect = self.dialects.of(ctx);
         let translated = match dialect.translate(name, &params, &self.services.registry) {
             Ok(translated) => translated,
@@ -757,8 +770,14 @@ impl Gate {
         }
         audited.tool.clone_from(&spec.name);
         audited.resolved = true;
+        audited.span.tool(&spec.name);
+        audited.span.stage("visibility");
         // A refusal names its rule in the trace too (the audit row, a job's decision event).
-        self.policy.check_visible(spec, ctx).inspect_err(|e| trace.push(format!("policy: refused: {e}")))?;
+        self.policy.check_visible(spec, ctx).inspect_err(|e| {
+            trace.push(format!("policy: refused: {e}"));
+            audited.span.decision("deny");
+        })?;
+        audited.span.stage("validate");
         let mut params = params;
         if let Err(e) = validate::validate(&tool, &mut params, &self.config.limits) {
             audited.params = self.audit_text(&params, &tool.tool.safety(&params).sensitive_params);
@@ -766,21 +785,26 @@ impl Gate {
         }
         let mut safety = tool.tool.safety(&params);
         audited.params = self.audit_text(&params, &safety.sensitive_params);
+        audited.span.stage("loop_breaker");
         self.loops.stage(ctx, &spec.name, &params, trace)?;
+        audited.span.stage("skill_scope");
         self.skills.check(ctx, spec, &safety.touches)?;
+        audited.span.stage("policy");
         let redacted = redact_params(&params, &safety.sensitive_params);
-        let decision = self
-            .policy
-            .decide(spec, &safety.touches, ctx)
-            .inspect_err(|e| trace.push(format!("policy: refused: {e}")))?;
+        let decision = self.policy.decide(spec, &safety.touches, ctx).inspect_err(|e| {
+            trace.push(format!("policy: refused: {e}"));
+            audited.span.decision("deny");
+        })?;
+        audited.span.decision(verdict_name(decision.verdict));
         trace.push(format!("policy: {}: {}", decision.verdict, decision.reason));
         apply_verdict(decision.verdict, &mut safety, &decision);
         // A team gateway's grants, with the call's touches (argument rules, mode ask): the
         // caller's own calls and its sub-agents' alike.
         if let Some(grants) = &ctx.grants {
-            let granted = grants
-                .check(ctx, spec, &safety.touches)
-                .inspect_err(|e| trace.push(format!("gateway grants: refused: {e}")))?;
+            let granted = grants.check(ctx, spec, &safety.touches).inspect_err(|e| {
+                trace.push(format!("gateway grants: refused: {e}"));
+                audited.span.decision("deny");
+            })?;
             trace.push(granted.trace);
             if let Some(reason) = granted.ask {
                 safety.approval = ApprovalRequirement::Always;
@@ -788,15 +812,20 @@ impl Gate {
             }
         }
         if let Some(reason) = safety.refusal.take() {
+            audited.span.decision("deny");
             return Err(ToolError::Denied { tool: spec.name.clone(), reason: reason.into_owned() });
         }
+        audited.span.stage("rate_limits");
         self.rate.check(&ctx.identity.user, &ctx.identity.agent, &spec.name, safety.rate_class)?;
         // A call of a model turn takes its running slot once its turn comes (below): taken
         // here, a later call waiting for its turn would hold the slot an earlier one needs.
+        audited.span.stage("concurrency");
         let mut permit = if ctx.turn.is_none() { Some(self.limits.acquire(&ctx.identity.agent).await?) } else { None };
+        audited.span.stage("pre_hooks");
         match hooks::before(&self.hooks, ctx, &spec.name, &redacted).await {
             HookVerdict::Continue => {}
             HookVerdict::Block(message) => {
+                audited.span.decision("deny");
                 return Err(ToolError::Denied {
                     tool: spec.name.clone(),
                     reason: format!("blocked by a hook: {message}"),
@@ -815,6 +844,7 @@ impl Gate {
             }
         }
         if safety.inspect {
+            audited.span.stage("inspect");
             let notes = tool.tool.inspect(ctx, &params).await?;
             trace.push(format!("inspected before approval: {} note(s)", notes.len()));
             if !notes.is_empty() {
@@ -822,6 +852,7 @@ impl Gate {
                 safety.approval_reason = Some(format!("{reason}\n{}", notes.join("\n")).trim_start().to_owned().into());
             }
         }
+        audited.span.stage("approval");
         // The inbox entry that decides, when one does (named in the trace).
         let entry = Arc::new(std::sync::OnceLock::new());
         let approval = self
@@ -841,6 +872,7 @@ impl Gate {
             })
             .await
             .inspect_err(|_| trace.extend(entry.get().map(|id| format!("approval {id}"))))?;
+        audited.span.approval(approval);
         trace.push(approval.to_owned());
         trace.extend(entry.get().map(|id| format!("approval {id}")));
         // The turn's approvals were asked together; the calls run in the model's order.
@@ -863,15 +895,20 @@ impl Gate {
         // the caller's context brought along (a parent call's, a library caller's).
         ctx.approval_subject = safety.approval_subject.take();
         let ctx = &*ctx;
+        audited.span.stage("execute");
         let cached = self.cache.before(ctx, spec, &params, trace);
         let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
-        let returned = self.cache.around(cached, execute::execute(&tool, ctx, caller_cancel, params, timeout)).await;
+        // A call the tool makes through a gate (an agent's) is a child of this stage.
+        let running =
+            execute::execute(&tool, ctx, caller_cancel, params, timeout).instrument(audited.span.current().clone());
+        let returned = self.cache.around(cached, running).await;
         self.loops.observe(ctx, &spec.name, returned.as_ref());
         let mut out = returned.map_err(|e| {
             let e = output::shape_error(spec, e, self.config.gate.max_output_bytes, &self.services.detector);
             // A parameter problem the tool found as it ran, in the caller's dialect.
             in_callers_words(translated.as_ref(), e)
         })?;
+        audited.span.stage("output");
         // The tool's own notice, before the output stage cuts and wraps the text.
         if let Some(translated) = &translated {
             localize_output(translated, &mut out);
@@ -1010,7 +1047,7 @@ impl Gate {
 }
 
 /// What the audit log records of a call: the canonical tool name and the parameters as text,
-/// redacted, scrubbed and capped (empty when the audit log is off).
+/// redacted, scrubbed and capped (empty when the audit log is off); and its trace spans.
 struct Audited {
     tool: String,
     /// Whether `tool` is a registered tool's name (not the caller's text): a metrics label.
@@ -1018,6 +1055,8 @@ struct Audited {
     /// The name the caller used, when it is not the tool's (a dialect's or an alias).
     called_as: Option<String>,
     params: String,
+    /// The call's span and its current stage's (exported only with `[telemetry]`).
+    span: CallSpan,
 }
 
 /// `error` in the caller's dialect, when the call was translated from one.

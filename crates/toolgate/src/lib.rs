@@ -63,6 +63,7 @@ pub mod reload;
 mod services;
 pub mod state;
 mod tasks;
+pub mod telemetry;
 pub mod wasm;
 
 pub use family::Family;

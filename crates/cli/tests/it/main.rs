@@ -61,4 +61,5 @@ mod signals;
 mod teams;
 mod terminal;
 mod timings;
+mod traces;
 mod wasm;
