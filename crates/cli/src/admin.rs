@@ -33,6 +33,10 @@ pub(crate) enum Command {
     /// Local sign-in passwords for the gateway's page (argon2id; one machine, no OIDC needed).
     #[command(subcommand)]
     Password(PasswordCommand),
+    /// The configuration several nodes share in the database (`[store] url`): show it, or push
+    /// a file's shared sections.
+    #[command(subcommand)]
+    Config(super::admin_config::ConfigCommand),
     /// Move this node's state into the PostgreSQL database several nodes will share: users,
     /// keys, grants, secrets, routines, custom tools, the outbox and the audit log with its hash
     /// chain (docs/gateway.md, "Moving a node's state"). The target must be a database no node
@@ -137,11 +141,15 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
     if let Command::Migrate { from, to } = &command {
         return migrate(from, to);
     }
+    if let Command::Config(c) = &command {
+        return super::admin_config::run(global, c);
+    }
     let (db, stores) = global.state()?;
     let store: Arc<dyn IdentityStore> = Arc::clone(&stores.identity);
     let admin = Admin::new(Arc::clone(&store));
     match command {
         Command::Migrate { from, to } => return migrate(&from, &to),
+        Command::Config(c) => return super::admin_config::run(global, &c),
         Command::Grant(c) => return super::admin_grants::grant(&stores, c),
         Command::Access(c) => return super::admin_grants::access(&db, &stores, c),
         Command::Password(PasswordCommand::Set { name }) => {

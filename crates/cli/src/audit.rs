@@ -167,7 +167,7 @@ fn first_line(s: &str) -> &str {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC, without a date library.
-fn chrono_like(ts_ms: i64) -> String {
+pub(crate) fn chrono_like(ts_ms: i64) -> String {
     let secs = ts_ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil-from-days (Howard Hinnant's algorithm).

@@ -11,6 +11,7 @@ macro_rules! outln {
 }
 
 mod admin;
+mod admin_config;
 mod admin_grants;
 mod agent;
 mod approvals;
@@ -210,6 +211,24 @@ impl GlobalArgs {
 
     /// Loads every config layer, the flags last.
     pub(crate) fn load_config(&self) -> anyhow::Result<Config> {
+        self.load_config_with(None)
+    }
+
+    /// With `[store] url`, the configuration several nodes share (`toolgate::shared_config`):
+    /// this process's layers with the sections stored in the database on top.
+    pub(crate) fn shared_config(
+        &self,
+        config: &Config,
+    ) -> anyhow::Result<Option<std::sync::Arc<toolgate::shared_config::SharedConfig>>> {
+        let global = self.clone();
+        let load_with: toolgate::shared_config::LoadWith =
+            Box::new(move |shared| global.load_config_with(shared).map_err(|e| format!("{e:#}")));
+        toolgate::shared_config::SharedConfig::open(&config.store, load_with)
+            .map_err(|e| anyhow::anyhow!("cannot read the shared configuration: {e}"))
+    }
+
+    /// [`GlobalArgs::load_config`] with `shared` (the sections the nodes share) over every layer.
+    fn load_config_with(&self, shared: Option<&toml::Table>) -> anyhow::Result<Config> {
         let workspace = self.workspace()?;
         let mut sources = ConfigSources::standard(&workspace, self.config.as_deref());
         let mut flag = |key: &str, value: Option<String>| {
@@ -229,7 +248,7 @@ impl GlobalArgs {
                 ApprovalMode::Never => "never".to_owned(),
             }),
         );
-        Ok(sources.load(self.config.as_deref())?)
+        Ok(sources.load_with_shared(self.config.as_deref(), shared)?)
     }
 
     /// The workspace's state database (`.toolgate/state.db`) and its areas, the shared ones in
@@ -257,6 +276,10 @@ impl GlobalArgs {
         tweak: impl FnOnce(&mut Config),
     ) -> anyhow::Result<std::sync::Arc<Gate>> {
         let mut config = self.load_config()?;
+        // With `[store] url`, the policy every node enforces applies to a one-off call too.
+        if let Some(shared) = self.shared_config(&config)? {
+            config = shared.load().map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         tweak(&mut config);
         timings::lap("config load");
         let mut builder = Gate::builder(self.workspace()?).config(config).one_shot(one_shot);

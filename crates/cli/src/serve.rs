@@ -63,6 +63,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     let stopped_by = stop_on_signals(shutdown.clone())?;
     let workspace = global.workspace()?;
     let config = global.load_config()?;
+    // With `[store] url`, the sections every node shares come from the database (a node that
+    // cannot read them does not start: it would run a policy the others do not).
+    let shared = global.shared_config(&config)?;
+    let config = match &shared {
+        Some(shared) => shared.load().map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => config,
+    };
     super::logging::start_traces(&config.telemetry)?;
     // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a
     // prompt. Over HTTP, requests the client cannot answer wait in the approvals API.
@@ -86,9 +93,19 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // Config, skills and stored custom tools are reloaded while serving (docs/extensions.md),
     // and notes edited on disk are re-indexed as they change (docs/memory.md).
     let reload_from = global.clone();
-    let load: toolgate_watch::LoadConfig = Box::new(move || reload_from.load_config().map_err(|e| format!("{e:#}")));
+    let load: toolgate_watch::LoadConfig = match &shared {
+        Some(shared) => {
+            let shared = Arc::clone(shared);
+            Box::new(move || shared.load())
+        }
+        None => Box::new(move || reload_from.load_config().map_err(|e| format!("{e:#}"))),
+    };
     if let Err(e) = toolgate_watch::watch(&gate, global.config_file(), load, shutdown.clone()) {
         tracing::warn!("changes to the configuration will need a restart: cannot watch the files: {e}");
+    }
+    // A change another node stores is put in force here as soon as this node hears of it.
+    if let Some(shared) = shared {
+        gate.share_config(shared, shutdown.clone());
     }
     // Bridged MCP servers: wait (bounded) for each one's first connection so its tools are in
     // the client's first `tools/list`; later arrivals are announced with `list_changed`.

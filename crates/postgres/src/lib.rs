@@ -20,6 +20,7 @@
 //! | agent sessions and messages, team boards and mailboxes, handoff routes | [`SessionStore`] | `sessions` |
 //! | which node holds each background process | [`ProcessStore`] | `processes` |
 //! | cached embeddings (`skill_search`), one table for every workspace | [`EmbeddingCache`] | `embedding_cache` |
+//! | the configuration every node shares (`[tools]`, `[mcp]`, `[gate] dialect`), its `config` revision | (on [`PgStore`]) | `shared_config` |
 //! | the memory index of a workspace: notes, chunks in PostgreSQL's own text search, vectors (ranked in process; pgvector is not used yet) | `IndexBackend` ([`PgStore::memory_index`]) | `memory` |
 //!
 //! # Synchronous calls on an async client
@@ -73,11 +74,14 @@ mod revisions;
 mod routines;
 mod secrets;
 mod sessions;
+mod shared_config;
 mod store;
 
 pub use audit::PgAuditLog;
+pub use from_sqlite::{Copied, SqliteReadError, SqliteRows, read_sqlite, sqlite_copy_tables};
 pub use listen::LISTEN_APPLICATION_NAME;
 pub use migrations::SCHEMA_VERSION;
+pub use shared_config::StoredConfig;
 pub use store::{PgStore, PoolUse};
 #[doc(no_inline)]
 pub use toolgate_store::{

@@ -479,6 +479,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (model, hash)
      );
      CREATE INDEX embedding_cache_used ON embedding_cache (used_ms);",
+    // 14: the configuration every node shares (`shared_config.rs`): one row of TOML, who stored
+    // it and when; a change raises the `config` revision and notifies, as a grant does.
+    "CREATE TABLE shared_config (
+        id SMALLINT PRIMARY KEY CHECK (id = 1),
+        text TEXT NOT NULL,
+        changed_by TEXT NOT NULL,
+        changed_ms BIGINT NOT NULL
+     );
+     INSERT INTO revisions (name, value) VALUES ('config', 1);
+     CREATE TRIGGER shared_config_revision AFTER INSERT OR UPDATE OR DELETE ON shared_config
+        FOR EACH ROW EXECUTE FUNCTION toolgate_raise_revision('config');",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -33,8 +33,9 @@ use crate::error::PgError;
 /// The channel the revision trigger notifies (migration "revisions notify").
 pub(crate) const CHANNEL: &str = "toolgate_revisions";
 
-/// The revisions kept in memory, by name (rows of the `revisions` table).
-const NAMES: [&str; 2] = ["identity", "grants"];
+/// The revisions kept in memory, by name (rows of the `revisions` table; `config`: the shared
+/// configuration, `shared_config.rs`).
+const NAMES: [&str; 3] = ["identity", "grants", "config"];
 
 /// The revisions in memory and whether they may be used.
 #[derive(Debug, Default)]

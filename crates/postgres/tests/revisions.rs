@@ -287,3 +287,39 @@ fn each_store_times_its_own_probe_notifications() {
     closed.reopen();
     wait_until("A's probe comes back on the new connection", || a.notify_lag().is_some());
 }
+
+/// The shared configuration (`shared_config.rs`): one node's change is heard by the other, who
+/// reads the text it was stored with; a change made while the other's `LISTEN` connection is
+/// down and it reads nothing is found once the connection is back (the revisions read again).
+#[test]
+fn a_shared_configuration_change_is_heard_or_found_on_reconnecting() {
+    let cluster = cluster();
+    let url = cluster.database().unwrap();
+    let (a, b) = (PgStore::connect(&url).unwrap(), PgStore::connect(&url).unwrap());
+    in_step(&a);
+    let (first, stored) = a.shared_config().unwrap();
+    assert_eq!((a.config_revision().unwrap(), stored), (first, None), "nothing stored yet");
+
+    let heard = b.shared_config_put("[tools]\ndeny = [\"exec\"]\n", "lee").unwrap();
+    assert!(heard > first);
+    assert_eq!(b.config_revision().unwrap(), heard, "the writer's own change shows at once");
+    wait_until("A hears B's change", || a.config_revision().unwrap() == heard);
+    let (revision, stored) = a.shared_config().unwrap();
+    let stored = stored.unwrap();
+    assert_eq!(
+        (revision, stored.text.as_str(), stored.changed_by.as_str()),
+        (heard, "[tools]\ndeny = [\"exec\"]\n", "lee")
+    );
+    assert!(stored.changed_ms > 0);
+    in_step(&a);
+
+    let closed = cut_listening_connections(&cluster, &url);
+    wait_until("A notices its connection is gone", || !a.revisions_in_step());
+    let unheard = b.shared_config_put("[tools]\ndeny = []\n", "ann").unwrap();
+    assert!(unheard > heard);
+    closed.reopen();
+    in_step(&a);
+    let asked = a.revision_queries();
+    assert_eq!(a.config_revision().unwrap(), unheard, "primed on reconnecting, with the change made meanwhile");
+    assert_eq!(a.revision_queries(), asked, "from memory");
+}

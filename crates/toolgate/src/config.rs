@@ -364,6 +364,17 @@ impl ConfigSources {
     /// Loads and merges every layer. A missing user or workspace file is skipped, except a file
     /// named with `--config` (`required_file`), which must exist.
     pub fn load(&self, required_file: Option<&Path>) -> Result<Config, ConfigError> {
+        self.load_with_shared(required_file, None)
+    }
+
+    /// [`ConfigSources::load`] with the sections several nodes share (`[store] url`,
+    /// `crate::shared_config`) on top of every layer: each section `shared` holds replaces the
+    /// same section of the files whole.
+    pub fn load_with_shared(
+        &self,
+        required_file: Option<&Path>,
+        shared: Option<&Table>,
+    ) -> Result<Config, ConfigError> {
         let mut merged = Table::new();
         for path in self.user_file.iter().chain(&self.workspace_file) {
             let text = match std::fs::read_to_string(path) {
@@ -391,6 +402,10 @@ impl ConfigSources {
             let layer = nested(&keys, value.clone());
             check_layer(&layer, &format!("command-line flag for `{key}`"))?;
             merge(&mut merged, layer);
+        }
+        if let Some(shared) = shared {
+            check_layer(shared, "the shared configuration in the database")?;
+            crate::shared_config::overlay(&mut merged, shared);
         }
         let config = Config::deserialize(Value::Table(merged))
             .map_err(|e| ConfigError::Invalid { origin: "the merged configuration".into(), message: e.to_string() })?;

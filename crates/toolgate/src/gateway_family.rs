@@ -3,7 +3,8 @@
 //! administration tool of seed 000 §2: `status`, `config_get` (the configuration in force,
 //! secrets redacted), `config_validate` and `config_apply` (a TOML patch of `toolgate.toml`,
 //! validated whole, approval always, then reloaded) and `reload` (the files again, through
-//! [`crate::reload::ConfigControl`]).
+//! [`crate::reload::ConfigControl`]). With `[store] url`, `config_apply` stores the patch in the
+//! configuration every node shares instead of the file (`crate::shared_config`).
 //!
 //! Only the gateway's own gate has them: a user's gate (`per_user.rs`) is built with `[gateway]
 //! enabled` off, and `toolgate_gateway::Granted` runs these two tools on the gateway's gate. The
@@ -22,6 +23,7 @@ use toolgate_store::{AccessStatus, GrantStore, IdentityStore, PrincipalKind};
 use crate::GateError;
 use crate::family::Family;
 use crate::services::Services;
+use crate::shared_config::{self, SharedConfig};
 
 /// `request_access` and `gateway`, when `[gateway] enabled` and the state database is open.
 #[derive(Debug)]
@@ -161,6 +163,67 @@ impl AdminTool {
     }
 }
 
+impl AdminTool {
+    /// With `[store] url`: the shared sections stored in the database (or, before anything was
+    /// stored, this node's file's) with `patch` merged in, checked as a reload checks them on
+    /// this node. A patch of any other section is refused: those stay each node's own.
+    fn shared_patched(&self, shared: &SharedConfig, patch: &str) -> Result<toml::Table, ToolError> {
+        let bad = |m: String| ToolError::invalid("gateway", "/patch", m);
+        let (over, others) = shared_config::split(patch).map_err(|e| bad(format!("the patch is {e}")))?;
+        if !others.is_empty() {
+            return Err(bad(format!(
+                "with [store] url, config_apply changes the configuration every node shares ({}); {} stay in each \
+                 node's own toolgate.toml: edit that file on each node",
+                shared_config::SHARED_NAMES,
+                others.join(", ")
+            )));
+        }
+        let mut base = match shared.sections().map_err(ToolError::failed)? {
+            Some(stored) => stored,
+            None => match std::fs::read_to_string(self.config_file()) {
+                Ok(text) => {
+                    shared_config::split(&text).map_err(|e| ToolError::failed(format!("toolgate.toml is {e}")))?.0
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
+                Err(e) => return Err(ToolError::failed(format!("cannot read toolgate.toml: {e}"))),
+            },
+        };
+        merge(&mut base, over);
+        let invalid =
+            |e: String| bad(format!("the shared configuration with this patch is not valid, nothing was changed: {e}"));
+        let config = shared.try_load(&base).map_err(invalid)?;
+        self.control.check(&config).map_err(invalid)?;
+        Ok(base)
+    }
+
+    /// `config_apply` with `[store] url`: stored in the database, reloaded here, and by every
+    /// other node when it hears of it.
+    fn apply_shared(&self, shared: &SharedConfig, patch: &str, by: &str) -> Result<ToolOutput, ToolError> {
+        let sections = self.shared_patched(shared, patch)?;
+        let revision = shared
+            .put(&sections, by)
+            .map_err(|e| ToolError::failed(format!("not stored, nothing was changed: {e}")))?;
+        let (text, reloaded) = match self.reload() {
+            Ok(r) => (
+                format!(
+                    "stored as the configuration every node shares (revision {revision}) and reloaded on this node; \
+                     the other nodes put it in force as they hear of it"
+                ),
+                r,
+            ),
+            Err(e) => (
+                format!(
+                    "stored as the shared configuration (revision {revision}), but not reloaded on this node ({e}); \
+                     its previous configuration stays in force"
+                ),
+                Value::Null,
+            ),
+        };
+        Ok(ToolOutput::text(text.clone())
+            .with_structured(json!({"applied": text, "revision": revision, "reloaded": reloaded, "needs_restart": []})))
+    }
+}
+
 /// The sections of `patch` that a reload does not put in force (`reload.rs`: `[tools]`,
 /// `[mcp]`, `[gate] dialect` and the custom and skill tools do), as `[name]`.
 fn needs_restart(patch: &str) -> Vec<String> {
@@ -243,6 +306,13 @@ impl Tool for AdminTool {
                     serde_json::to_value(&*self.control.current()).map_err(|e| ToolError::failed(e.to_string()))?;
                 redact(&mut config);
                 Ok(ToolOutput::text(config.to_string()).with_structured(json!({"config": config})))
+            }
+            "config_validate" if let Some(shared) = self.control.shared() => {
+                self.shared_patched(shared, patch()?)?;
+                Ok(ToolOutput::text("the patch is valid; `config_apply` stores it for every node"))
+            }
+            "config_apply" if let Some(shared) = self.control.shared() => {
+                self.apply_shared(shared, patch()?, &ctx.identity.user)
             }
             "config_validate" => {
                 self.patched(patch()?)?;

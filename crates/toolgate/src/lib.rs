@@ -61,6 +61,7 @@ pub mod per_user;
 mod pipeline;
 pub mod reload;
 mod services;
+pub mod shared_config;
 pub mod state;
 mod tasks;
 pub mod telemetry;

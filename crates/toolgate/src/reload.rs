@@ -14,10 +14,13 @@
 //! configuration in force (what `gateway config_get` shows), the file `gateway config_apply`
 //! writes, and — once a server gives the gate its sources ([`Gate::follow_config`]) — a reload
 //! on demand (`gateway reload`) and the gates that follow this one's reloads (a team gateway's
-//! per-user gates).
+//! per-user gates). With `[store] url`, the sections a reload applies are shared by every node
+//! through the database (`crate::shared_config`, [`Gate::share_config`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+
+use toolgate_core::Tool;
 
 use crate::config::Config;
 use crate::{Gate, GateError};
@@ -39,12 +42,8 @@ impl Gate {
     /// Puts `config`'s `[tools]` policy and custom and skill tools in force (see the module's
     /// documentation). On an error nothing changes.
     pub fn reload(&self, config: &Config) -> Result<Reloaded, GateError> {
-        let policy = toolgate_policy::Policy::new(config.tools.policy.clone())?;
-        // Checked before anything changes; put in force with the policy.
-        toolgate_dialect::dialect(&config.gate.dialect)?;
+        let (policy, tools) = self.prepare(config)?;
         let services = self.services();
-        let tools =
-            crate::extensions::custom_tools(self.workspace(), config, services.stores.as_ref(), &services.runner)?;
         let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
         let mut current = self.custom_names().lock().unwrap_or_else(PoisonError::into_inner);
         services.registry.swap_dynamic(tools, &current)?;
@@ -59,6 +58,37 @@ impl Gate {
         let (mcp_stopped, mcp_started) = self.reload_mcp(&config.mcp);
         self.services().config_control.put_in_force(config);
         Ok(Reloaded { tools: names, removed, mcp_stopped, mcp_started })
+    }
+
+    /// Whether [`Gate::reload`] would accept `config` (the policy compiles, the dialect exists,
+    /// every custom and skill tool builds); nothing changes.
+    pub fn check_config(&self, config: &Config) -> Result<(), GateError> {
+        self.prepare(config).map(drop)
+    }
+
+    /// What a reload puts in force, built and checked before anything changes.
+    fn prepare(&self, config: &Config) -> Result<(toolgate_policy::Policy, Vec<Arc<dyn Tool>>), GateError> {
+        let policy = toolgate_policy::Policy::new(config.tools.policy.clone())?;
+        // Checked before anything changes; put in force with the policy.
+        toolgate_dialect::dialect(&config.gate.dialect)?;
+        let services = self.services();
+        let tools =
+            crate::extensions::custom_tools(self.workspace(), config, services.stores.as_ref(), &services.runner)?;
+        Ok((policy, tools))
+    }
+
+    /// With `[store] url`: the configuration several nodes share is `shared`'s (this gate
+    /// follows its sources already, [`Gate::follow_config`]); `gateway config_apply` stores its
+    /// patch there, and the gate reloads whenever another node changes it, until `shutdown`
+    /// (`crate::shared_config`). The first call wins.
+    pub fn share_config(
+        self: &Arc<Self>,
+        shared: Arc<crate::shared_config::SharedConfig>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        if self.services().config_control.shared.set(Arc::clone(&shared)).is_ok() {
+            crate::shared_config::follow(self, shared, shutdown);
+        }
     }
 
     /// Gives the gate its configuration's sources: `load` reads every layer again, and `file`
@@ -86,6 +116,8 @@ pub type LoadConfig = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
 pub struct ConfigControl {
     current: RwLock<Arc<Config>>,
     source: OnceLock<Source>,
+    /// With `[store] url`: the configuration the nodes share (`crate::shared_config`).
+    shared: OnceLock<Arc<crate::shared_config::SharedConfig>>,
     followers: Mutex<Vec<Follower>>,
 }
 
@@ -106,7 +138,12 @@ impl std::fmt::Debug for ConfigControl {
 
 impl ConfigControl {
     pub(crate) fn new(config: Arc<Config>) -> ConfigControl {
-        ConfigControl { current: RwLock::new(config), source: OnceLock::new(), followers: Mutex::default() }
+        ConfigControl {
+            current: RwLock::new(config),
+            source: OnceLock::new(),
+            shared: OnceLock::new(),
+            followers: Mutex::default(),
+        }
     }
 
     /// The configuration in force: the one the gate was built with, or the last reloaded.
@@ -117,6 +154,17 @@ impl ConfigControl {
     /// The file a configuration patch is written to, once the gate follows its sources.
     pub fn file(&self) -> Option<&Path> {
         self.source.get().map(|s| s.file.as_path())
+    }
+
+    /// The configuration several nodes share, when the gate was given one ([`Gate::share_config`]).
+    pub fn shared(&self) -> Option<&Arc<crate::shared_config::SharedConfig>> {
+        self.shared.get()
+    }
+
+    /// Whether the gate would accept `config` in a reload ([`Gate::check_config`]).
+    pub fn check(&self, config: &Config) -> Result<(), String> {
+        let gate = self.source.get().and_then(|s| s.gate.upgrade()).ok_or("the gate is shutting down")?;
+        gate.check_config(config).map_err(|e| e.to_string())
     }
 
     /// Loads the sources again and puts the result in force (see [`Gate::reload_config`]).

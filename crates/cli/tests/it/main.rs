@@ -50,6 +50,7 @@ mod memory;
 mod message;
 mod message_inbound;
 mod nodes_audit;
+mod nodes_config;
 mod nodes_locks_tools;
 mod nodes_migrate;
 mod nodes_paired;

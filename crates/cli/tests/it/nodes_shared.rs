@@ -19,7 +19,7 @@ const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 const SHARED_KEY: &str = "7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a";
 
 /// A gateway workspace whose shared state is in the database at `url`.
-fn node(url: &str) -> tempfile::TempDir {
+pub(crate) fn node(url: &str) -> tempfile::TempDir {
     let ws = toolgate_testkit::serve::workspace();
     let config = format!(
         "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"write\"]\n\n[approval]\nwait_secs = 60\ntimeout_secs = 60\n\
@@ -30,7 +30,7 @@ fn node(url: &str) -> tempfile::TempDir {
 }
 
 /// The pending approvals node `server` lists to `key`, once there is one (30 s at most).
-fn pending_on(server: &HttpServer, key: &str) -> serde_json::Value {
+pub(crate) fn pending_on(server: &HttpServer, key: &str) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, body) = api(server, "GET", "/api/approvals", key, "");
@@ -49,7 +49,7 @@ fn lists_time(client: &Client<'_>) -> bool {
 
 /// Two nodes on one fresh cluster, serving with `env`, after ann and lee (an admin) were added
 /// with node A's admin command: the cluster, the nodes, ann's and lee's keys.
-fn two_nodes(env: &[(&str, &str)]) -> (Cluster, HttpServer, HttpServer, String, String) {
+pub(crate) fn two_nodes(env: &[(&str, &str)]) -> (Cluster, HttpServer, HttpServer, String, String) {
     let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
     let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
     let (a, b) = (node(&url), node(&url));
@@ -330,8 +330,13 @@ fn commands_node(url: &str) -> tempfile::TempDir {
 }
 
 /// One `tools/call` of `tool` with `key` on `server`: whether it is an error, and its text.
-fn tool_call(server: &HttpServer, key: &str, tool: &str, arguments: Value) -> (bool, String) {
-    let client = Client::connect(&server.url, key);
+pub(crate) fn tool_call(server: &HttpServer, key: &str, tool: &str, arguments: Value) -> (bool, String) {
+    tool_call_at(&server.url, key, tool, arguments)
+}
+
+/// [`tool_call`] to the server at `url` (from a thread of its own).
+pub(crate) fn tool_call_at(url: &str, key: &str, tool: &str, arguments: Value) -> (bool, String) {
+    let client = Client::connect(url, key);
     let request =
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
     let answer = client.send(&request.to_string());
