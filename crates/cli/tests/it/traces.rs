@@ -3,6 +3,9 @@
 //! one child per pipeline stage to the collector, with the tool and the decision and never a
 //! parameter's value; a collector that is not there costs the call nothing but a log line.
 //!
+//! A `toolgate serve` starts the exporter's thread only when configured, and exports the calls
+//! real MCP clients make.
+//!
 //! No OpenTelemetry collector is installable here: [`Collector`] stands in for one. It is a
 //! loopback HTTP/1.1 server that takes OTLP/HTTP export requests (`POST /v1/traces`) and
 //! decodes them as the protocol's documented protobuf messages, with the `opentelemetry-proto`
@@ -18,6 +21,9 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
+use toolgate_testkit::serve::HttpServer;
+
+use crate::support::python;
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -265,4 +271,49 @@ fn a_bad_endpoint_is_refused_with_what_to_write() {
     let out = call(ws.path(), "echo", r#"{"message": "hi"}"#);
     assert!(!out.status.success(), "{out:?}");
     assert!(stderr(&out).contains("[telemetry] otlp_endpoint") && stderr(&out).contains("http://"), "{}", stderr(&out));
+}
+
+/// The threads of process `pid` that are the OpenTelemetry SDK's batch exporter (its name,
+/// `OpenTelemetry.Traces.BatchProcessor`, as the kernel keeps it: 15 bytes).
+fn exporter_threads(pid: u32) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .filter(|name| name.starts_with("OpenTelemetry"))
+        .count()
+}
+
+#[test]
+fn a_server_runs_an_exporter_only_when_configured_and_exports_its_calls() {
+    let plain = HttpServer::start(TOOLGATE, &[]);
+    assert_eq!(exporter_threads(plain.pid()), 0, "no [telemetry]: no exporter thread");
+    drop(plain);
+
+    let collector = Collector::start();
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(ws.path().join("toolgate.toml"), telemetry(collector.port)).unwrap();
+    let server = HttpServer::start_in(TOOLGATE, ws, &[]);
+    assert_eq!(exporter_threads(server.pid()), 1);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_call.py");
+    let token = server.token.clone().unwrap();
+    let out = Command::new(python::sdk_python())
+        .arg(script)
+        .args([&server.url, &token, "echo", r#"{"message": "zebra-marker-7731"}"#])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The batch is sent every 5 s while the server runs.
+    for _ in 0..300 {
+        if !collector.received().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let received = collector.received();
+    let spans = spans(&received);
+    let (call, stages) = call_and_stages(&spans);
+    assert_eq!(text(&call.attributes, "tool").as_deref(), Some("echo"), "{call:#?}");
+    assert_eq!(text(&call.attributes, "outcome").as_deref(), Some("ok"), "{call:#?}");
+    assert!(stages.contains(&"execute".to_owned()) && stages.contains(&"audit".to_owned()), "{stages:?}");
+    assert!(!received.iter().any(|r| r.body.windows(17).any(|w| w == b"zebra-marker-7731")));
 }
