@@ -37,10 +37,11 @@ pub(crate) enum Command {
     /// a file's shared sections.
     #[command(subcommand)]
     Config(super::admin_config::ConfigCommand),
-    /// Move this node's state into the PostgreSQL database several nodes will share: users,
-    /// keys, grants, secrets, routines, custom tools, the outbox and the audit log with its hash
-    /// chain (docs/gateway.md, "Moving a node's state"). The target must be a database no node
-    /// has used yet.
+    /// Move this (stopped) node's state into the PostgreSQL database several nodes will share:
+    /// users, keys, grants, secrets, routines, custom tools, the outbox, the audit log with its
+    /// hash chain, approvals, access requests, agent sessions, teams, jobs and memory
+    /// (docs/gateway.md, "Moving a node's state"). The target must be a database no node has
+    /// used yet.
     Migrate {
         /// `sqlite:PATH`: a workspace folder, or its `.toolgate/state.db`.
         #[arg(long)]
@@ -297,6 +298,9 @@ fn migrate(from: &str, to: &str) -> anyhow::Result<ExitCode> {
     };
     let moved = toolgate::migrate::to_postgres(&db, &workspace, to)?;
     outln!("moved {moved} from {} into the shared database", db.display());
+    for (what, why) in toolgate::migrate::NOT_MOVED {
+        outln!("not moved: {what} ({why})");
+    }
     outln!(
         "now give every node `[store] url` for that database (and {} if secrets were moved), with the workspace at {}",
         toolgate::store::SECRET_KEY_ENV,

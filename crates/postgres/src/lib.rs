@@ -20,6 +20,7 @@
 //! | agent sessions and messages, team boards and mailboxes, handoff routes | [`SessionStore`] | `sessions` |
 //! | which node holds each background process | [`ProcessStore`] | `processes` |
 //! | cached embeddings (`skill_search`), one table for every workspace | [`EmbeddingCache`] | `embedding_cache` |
+//! | a single node's SQLite tables copied row for row, ids kept (`toolgate admin migrate`) | [`read_sqlite`], [`PgStore::import_sqlite`] | `from_sqlite`, `import` |
 //! | the configuration every node shares (`[tools]`, `[mcp]`, `[gate] dialect`), its `config` revision | (on [`PgStore`]) | `shared_config` |
 //! | the memory index of a workspace: notes, chunks in PostgreSQL's own text search, vectors (ranked in process; pgvector is not used yet) | `IndexBackend` ([`PgStore::memory_index`]) | `memory` |
 //!
@@ -60,8 +61,10 @@ mod bridge;
 mod custom_tools;
 mod embedding_cache;
 mod error;
+mod from_sqlite;
 mod grants;
 mod identity;
+mod import;
 mod jobs;
 mod lag;
 mod listen;
@@ -78,6 +81,7 @@ mod shared_config;
 mod store;
 
 pub use audit::PgAuditLog;
+pub use from_sqlite::{Copied, SqliteReadError, SqliteRows, read_sqlite, sqlite_copy_tables};
 pub use from_sqlite::{Copied, SqliteReadError, SqliteRows, read_sqlite, sqlite_copy_tables};
 pub use listen::LISTEN_APPLICATION_NAME;
 pub use migrations::SCHEMA_VERSION;

@@ -57,7 +57,7 @@ struct NewChunk {
 
 /// What full-text search indexes of a chunk: its note's path and its text as words (runs of
 /// letters and digits) separated by spaces.
-fn words(path: &str, text: &str) -> String {
+pub(crate) fn words(path: &str, text: &str) -> String {
     let mut out = String::with_capacity(path.len() + text.len() + 1);
     for part in [path, text] {
         for w in part.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {

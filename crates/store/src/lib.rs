@@ -50,6 +50,7 @@ mod custom_tools;
 mod db;
 mod embedding_cache;
 mod error;
+mod export;
 mod grants;
 mod identity;
 mod jobs;
@@ -78,6 +79,7 @@ pub use custom_tools::{CustomToolStore, StoredCustomTool};
 pub use db::{SCHEMA_VERSION, Store, audit_chain_version, create_at_version};
 pub use embedding_cache::{EmbeddingCache, embedding_key};
 pub use error::StoreError;
+pub use export::Cell;
 pub use grants::{
     AccessDecision, AccessRequest, AccessStatus, Grant, GrantMode, GrantStore, ToolGrant, approval_grant_subject,
     approvals_of_grant_subject,

@@ -1,27 +1,41 @@
 //! `toolgate admin migrate`: moves a single node's state from its workspace's SQLite file into
-//! the PostgreSQL database that several nodes will share (`[store] url`), area by area, through
-//! the same store traits the nodes use. The source is only read.
+//! the PostgreSQL database that several nodes will share (`[store] url`). The node must be
+//! stopped; the move is equivalent to restarting it on the shared database.
 //!
-//! What moves: users, groups, agents and memberships; API keys (their digests: the keys people
-//! hold keep working); "allow always" grants and tool grants; secrets (opened with the node's
-//! own key, sealed again under `TOOLGATE_SECRET_KEY`, which every node is given); routines;
-//! custom tools added with `toolgate tools add`; undelivered messages (the outbox); and the audit
-//! log, row for row with its hash chain, so `toolgate audit verify` on the shared log ends at the
-//! same head hash. What stays: the approvals inbox (a pending call belongs to the process that
-//! waits for it), access requests, jobs (their output is on the node's disk), path locks (held by
-//! the processes that run on the node, gone when they expire), agent sessions and team boards
-//! (not moved yet), and memory (not moved yet: with `[store] url` local notes are indexed again
-//! from their files, and managed notes stay in the SQLite file).
+//! Two ways, by area:
+//! - Row for row, ids and times kept, in one PostgreSQL transaction (`toolgate_postgres::read_sqlite`): grants ("allow
+//!   always" and tool grants), access requests, the approvals inbox and its events (a pending
+//!   approval stays pending and can be decided on any node), agent sessions and their messages,
+//!   team boards, mailboxes and read markers, handoff routes, jobs and their events (a job the
+//!   stopped node held ends `failed: interrupted`, as a restart ends it), routine fires and
+//!   webhook deliveries seen, unexpired path locks and page sign-ins, the memory index (notes,
+//!   managed ones with their text, chunks, vectors) and the embedding cache.
+//! - Through the store traits, after that transaction: users, groups, agents and memberships;
+//!   API keys (their digests: the keys people hold keep working); secrets (opened with the
+//!   node's own key, sealed again under `TOOLGATE_SECRET_KEY`, which every node is given);
+//!   routines; custom tools; undelivered messages (the outbox); and the audit log, row for row
+//!   with its hash chain, so `toolgate audit verify` on the shared log ends at the same head hash.
 //!
-//! The target must hold no state yet (a database the nodes have not used): a second run, or a
-//! run into a database in use, is refused before anything is written.
+//! Not moved: records of background processes (they ended with the stopped node; a node
+//! starting on the shared database drops its previous run's records too), the scheduler lease
+//! and the audit log's writer records (they belong to live processes), and the memory index's
+//! change counter (the target starts its own).
+//!
+//! Everything is read and checked before anything is written: a source row PostgreSQL could
+//! not hold (text that is not UTF-8 or holds a NUL, a value of the wrong type, JSON that does
+//! not parse, more than 1 GB) stops the move with an error naming the table, row and column,
+//! and the target untouched. The row-for-row transaction is all or nothing; a failure of the
+//! database after it committed (while the trait areas or the audit log are written) can leave
+//! the target partly written: then empty the database and run again. The target must hold no
+//! state yet: a second run, or a run into a database in use, is refused before anything is
+//! written.
 
 use std::fmt;
 use std::path::Path;
 
 use toolgate_store::{
-    AuditStore, CustomToolStore, GrantStore, IdentityStore, OutboxStore, PrincipalKind, RoutineStore, SECRET_KEY_ENV,
-    SecretStore, Store,
+    AuditStore, CustomToolStore, IdentityStore, OutboxStore, PrincipalKind, RoutineStore, SECRET_KEY_ENV, SecretStore,
+    SessionStore, Store,
 };
 
 use crate::state::PgAuditLog;
@@ -49,7 +63,23 @@ pub struct Moved {
     pub undelivered: usize,
     /// Audit rows.
     pub audit_rows: u64,
+    /// The areas copied row for row (grants, approvals, sessions, teams, jobs, memory...).
+    pub copied: Copied,
 }
+
+pub use toolgate_postgres::Copied;
+
+/// What a move leaves behind, and why (`toolgate admin migrate` prints it).
+pub const NOT_MOVED: &[(&str, &str)] = &[
+    (
+        "background process records",
+        "the processes ended with the stopped node (a node starting on the shared database drops its previous \
+         run's records too)",
+    ),
+    ("the scheduler lease and the audit log's writer records", "they belong to processes that are no longer running"),
+    ("expired path locks, page sign-ins and webhook deliveries", "a restart would not honour them either"),
+    ("the memory index's change counter", "the shared database keeps its own per workspace"),
+];
 
 impl fmt::Display for Moved {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -67,7 +97,16 @@ impl fmt::Display for Moved {
             self.custom_tools,
             self.undelivered,
             self.audit_rows
-        )
+        )?;
+        for (area, n) in &self.copied.areas {
+            if *area != "grants" {
+                write!(f, ", {n} {area}")?;
+            }
+        }
+        if self.copied.interrupted_jobs > 0 {
+            write!(f, " ({} jobs the node held marked failed: interrupted)", self.copied.interrupted_jobs)?;
+        }
+        Ok(())
     }
 }
 
@@ -104,13 +143,20 @@ pub fn to_postgres(db: &Path, workspace: &Path, url: &str) -> Result<Moved, Migr
     let log =
         PgAuditLog::reader(&target, &workspace.to_string_lossy()).map_err(failed("opening the shared audit log"))?;
     refuse_unless_empty(&target, &log)?;
-    // Calls a dead toolgate left running are closed first; one still running stops the move:
-    // its row would be completed in the file after it was copied.
+    // What a restart would close is closed first: calls and agent sessions of toolgates that
+    // died. One still running stops the move: its rows would change in the file after they
+    // were copied.
     source.close_interrupted_calls().map_err(failed("closing the calls of toolgates that died"))?;
-    let (ends, rows) = source.audit_export().map_err(failed("reading the audit log"))?;
-    if rows.iter().any(|r| r.record.outcome == toolgate_store::STARTED) {
+    let now_ms = now_ms();
+    source.sessions_fail_orphans(now_ms).map_err(failed("closing the agent sessions of toolgates that died"))?;
+    let (ends, audit_rows) = source.audit_export().map_err(failed("reading the audit log"))?;
+    let running = source
+        .export_rows("SELECT id FROM agent_sessions WHERE status = 'running'")
+        .map_err(failed("reading the agent sessions"))?;
+    if audit_rows.iter().any(|r| r.record.outcome == toolgate_store::STARTED) || !running.is_empty() {
         return Err(MigrateError::Refused(format!(
-            "a toolgate is still running on {} (its calls are in progress): stop it, then move its state",
+            "a toolgate is still running on {} (its calls or agent sessions are in progress): stop it, then move \
+             its state",
             workspace.display()
         )));
     }
@@ -124,65 +170,87 @@ pub fn to_postgres(db: &Path, workspace: &Path, url: &str) -> Result<Moved, Migr
         )));
     }
 
-    let mut moved = Moved::default();
-    // Groups and users before agents (an agent names its owner) and memberships.
+    // Everything is read (and checked) before anything is written.
     let mut principals = source.principals(None).map_err(failed("reading the principals"))?;
+    // Groups and users before agents (an agent names its owner) and memberships.
     principals.sort_by_key(|p| p.kind == PrincipalKind::Agent);
+    let mut memberships = Vec::new();
+    for user in principals.iter().filter(|p| p.kind == PrincipalKind::User) {
+        memberships.extend(source.memberships(&user.name).map_err(failed("reading the memberships"))?);
+    }
+    let keys = source.keys(None).map_err(failed("reading the API keys"))?;
+    let mut secrets = Vec::with_capacity(secret_names.len());
+    for name in &secret_names {
+        if let Some(value) = source.secret_get(name).map_err(failed(format!("reading secret {name}")))? {
+            secrets.push((name, value));
+        }
+    }
+    let routines = source.routine_list(None).map_err(failed("reading the routines"))?;
+    let custom_tools = source.custom_tools().map_err(failed("reading the custom tools"))?;
+    let outbox = source.outbox_list(None, usize::MAX).map_err(failed("reading the outbox"))?;
+    let rows = toolgate_postgres::read_sqlite(&source, &workspace.to_string_lossy(), now_ms).map_err(|e| match e {
+        toolgate_postgres::SqliteReadError::Unmovable(why) => MigrateError::Refused(why),
+        e => MigrateError::Store { doing: "reading the state to move".into(), source: Box::new(e) },
+    })?;
+
+    let mut moved = Moved::default();
+    (moved.approval_grants, moved.tool_grants) = rows.grant_counts();
+    moved.copied =
+        target.import_sqlite(rows).map_err(failed("copying grants, approvals, sessions, teams, jobs and memory"))?;
     for p in &principals {
         target.principal_add(p).map_err(failed(format!("adding principal {}", p.name)))?;
         moved.principals += 1;
     }
-    for user in principals.iter().filter(|p| p.kind == PrincipalKind::User) {
-        for m in source.memberships(&user.name).map_err(failed("reading the memberships"))? {
-            target.membership_set(&m).map_err(failed(format!("adding {} to {}", m.user, m.group)))?;
-            moved.memberships += 1;
-        }
+    for m in &memberships {
+        target.membership_set(m).map_err(failed(format!("adding {} to {}", m.user, m.group)))?;
+        moved.memberships += 1;
     }
-    for key in source.keys(None).map_err(failed("reading the API keys"))? {
-        target.key_add(&key).map_err(failed(format!("adding API key {}", key.id)))?;
+    for key in &keys {
+        target.key_add(key).map_err(failed(format!("adding API key {}", key.id)))?;
         moved.keys += 1;
     }
-    for grant in source.grants().map_err(failed("reading the \"allow always\" grants"))? {
-        target.grant_add(&grant).map_err(failed("adding an \"allow always\" grant"))?;
-        moved.approval_grants += 1;
+    for (name, value) in &secrets {
+        target.secret_put(name, value).map_err(failed(format!("storing secret {name}")))?;
+        moved.secrets += 1;
     }
-    for grant in source.tool_grants(None).map_err(failed("reading the tool grants"))? {
-        target.tool_grant_add(&grant).map_err(failed(format!("adding the tool grant of {}", grant.subject)))?;
-        moved.tool_grants += 1;
-    }
-    for name in &secret_names {
-        if let Some(value) = source.secret_get(name).map_err(failed(format!("reading secret {name}")))? {
-            target.secret_put(name, &value).map_err(failed(format!("storing secret {name}")))?;
-            moved.secrets += 1;
-        }
-    }
-    for routine in source.routine_list(None).map_err(failed("reading the routines"))? {
-        target.routine_insert(&routine).map_err(failed(format!("adding routine {}", routine.name)))?;
+    for routine in &routines {
+        target.routine_insert(routine).map_err(failed(format!("adding routine {}", routine.name)))?;
         moved.routines += 1;
     }
-    for tool in source.custom_tools().map_err(failed("reading the custom tools"))? {
+    for tool in &custom_tools {
         target
             .custom_tool_put(&tool.name, &tool.definition)
             .map_err(failed(format!("adding custom tool {}", tool.name)))?;
         moved.custom_tools += 1;
     }
-    for entry in source.outbox_list(None, usize::MAX).map_err(failed("reading the outbox"))? {
-        target.outbox_put(&entry).map_err(failed(format!("keeping message {} in the outbox", entry.id)))?;
+    for entry in &outbox {
+        target.outbox_put(entry).map_err(failed(format!("keeping message {} in the outbox", entry.id)))?;
         moved.undelivered += 1;
     }
-    moved.audit_rows = log.import(&ends, rows).map_err(failed("copying the audit log"))?;
+    moved.audit_rows = log.import(&ends, audit_rows).map_err(failed("copying the audit log"))?;
     Ok(moved)
 }
 
-/// Refuses a target the nodes have used: any principal, tool grant or audit row.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Refuses a target the nodes have used: any principal, audit row of the workspace, or row in
+/// a table the move copies into (grants, approvals, sessions, jobs, memory...).
 fn refuse_unless_empty(target: &toolgate_postgres::PgStore, log: &PgAuditLog) -> Result<(), MigrateError> {
     let principals = target.principals(None).map_err(failed("reading the target's principals"))?.len();
-    let grants = target.tool_grants(None).map_err(failed("reading the target's grants"))?.len();
     let rows = log.audit_count().map_err(failed("reading the target's audit log"))?;
-    if principals + grants > 0 || rows > 0 {
+    let tables = toolgate_postgres::sqlite_copy_tables();
+    let counts = target.count_rows(&tables).map_err(failed("reading the target's tables"))?;
+    let used: Vec<String> =
+        tables.iter().zip(&counts).filter(|(_, n)| **n > 0).map(|(t, n)| format!("{n} rows in {t}")).collect();
+    if principals > 0 || rows > 0 || !used.is_empty() {
+        let mut held = vec![format!("{principals} principals"), format!("{rows} audit rows of this workspace")];
+        held.extend(used);
         return Err(MigrateError::Refused(format!(
-            "the PostgreSQL database already holds state ({principals} principals, {grants} tool grants, {rows} audit \
-             rows of this workspace): move a node's state into a database no node has used yet"
+            "the PostgreSQL database already holds state ({}): move a node's state into a database no node has \
+             used yet",
+            held.join(", ")
         )));
     }
     Ok(())

@@ -92,3 +92,307 @@ fn a_nodes_state_moves_into_the_shared_database_and_is_served_from_there() {
     drop(server);
     drop(cluster);
 }
+
+/// Now in Unix milliseconds.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// The stores a node on the database at `url` uses (a scratch SQLite file for what stays local).
+fn shared_stores(url: &str, scratch: &std::path::Path) -> toolgate::store::Stores {
+    let config = toolgate::config::StoreConfig { url: Some(url.to_owned()), ..Default::default() };
+    toolgate::state::open(&config, &scratch.join("scratch.db")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// What a node left in its SQLite file besides identities and the audit log: an agent session
+/// with its messages, a team's board and mailbox (one message already read by the lead), a
+/// handoff route, a finished job and one the node was running, a pending approval, an access
+/// request. Returns the approval's id.
+fn seed_the_rest(db: &std::path::Path) -> i64 {
+    use toolgate::store::*;
+    let store = Store::open(db).unwrap();
+    let now = now_ms();
+    let session = SessionRecord {
+        id: "sess-trip".into(),
+        agent: "planner".into(),
+        user: "ann".into(),
+        kind: "run".into(),
+        status: "done".into(),
+        task: "plan the Lisbon trip".into(),
+        result: Some("booked".into()),
+        input_tokens: 120,
+        output_tokens: 40,
+        cost_usd: 0.25,
+        created_ms: now - 5_000,
+        updated_ms: now - 4_000,
+        only_tools: Some(vec!["read".into()]),
+        ..Default::default()
+    };
+    store.session_create(&session).unwrap();
+    for (role, content) in [("user", "plan the Lisbon trip"), ("assistant", "booked the 9:00 flight")] {
+        let m = MessageRecord { role: role.into(), content: content.into(), ts_ms: now - 4_500, ..Default::default() };
+        store.session_append("sess-trip", &m).unwrap();
+    }
+    let task = |subject: &str, blocked_by: Vec<i64>| TeamTask {
+        team: "crew".into(),
+        subject: subject.into(),
+        description: format!("{subject}, carefully"),
+        status: "pending".into(),
+        blocked_by,
+        created_ms: now - 3_000,
+        ..Default::default()
+    };
+    let first = store.team_task_create(&task("pack the bags", vec![])).unwrap();
+    store.team_task_create(&task("board the plane", vec![first.id])).unwrap();
+    let note = TeamMessage {
+        team: "crew".into(),
+        from: "lead".into(),
+        content: "gate B12".into(),
+        ts_ms: now - 2_000,
+        ..Default::default()
+    };
+    store.team_message_send(&note).unwrap();
+    assert_eq!(store.team_messages_unread("crew", "dev", 0).unwrap().len(), 1, "dev reads it before the move");
+    store
+        .handoff_set(&HandoffRoute {
+            conversation: "conv-1".into(),
+            user: "ann".into(),
+            from_agent: "main".into(),
+            to_agent: "planner".into(),
+            to_session: "sess-trip".into(),
+            reason: "travel".into(),
+            created_ms: now - 1_000,
+        })
+        .unwrap();
+    let job = |id: &str, state: &str| JobRecord {
+        id: id.into(),
+        user: "ann".into(),
+        session: "default".into(),
+        title: format!("job {id}"),
+        description: "compile".into(),
+        mode: "local".into(),
+        project_dir: ".".into(),
+        state: state.into(),
+        created_ms: now - 2_000,
+        spec: "{}".into(),
+        ..Default::default()
+    };
+    store
+        .job_create(&JobRecord {
+            result: Some("built".into()),
+            finished_ms: Some(now - 1_500),
+            ..job("job-done", "completed")
+        })
+        .unwrap();
+    store
+        .job_create(&JobRecord {
+            lease_owner: Some("node-a".into()),
+            lease_until_ms: Some(now + 60_000),
+            ..job("job-run", "queued")
+        })
+        .unwrap();
+    assert!(store.job_start("job-run", "node-a", now - 1_000).unwrap(), "the node was running it when it stopped");
+    let approval = ApprovalRecord {
+        id: 0,
+        call_id: "call-1".into(),
+        user: "ann".into(),
+        agent: "main".into(),
+        session: "default".into(),
+        tool: "write".into(),
+        server: None,
+        subject: "path:notes.txt".into(),
+        args_digest: "d1".into(),
+        shown: serde_json::json!({"params": {"path": "notes.txt"}}),
+        reason: "write asks".into(),
+        policy_revision: "rev1".into(),
+        batch: None,
+        created_ms: now - 1_000,
+        expires_ms: now + 3_600_000,
+        status: ApprovalStatus::Pending,
+        decided_by: None,
+        decided_ms: None,
+        message: None,
+        notify_error: None,
+        used_ms: None,
+        fallback_ms: None,
+    };
+    let approval_id = store.approval_add(&approval).unwrap();
+    let request = AccessRequest {
+        id: 0,
+        requester: "ann".into(),
+        user: "ann".into(),
+        server: None,
+        tool: Some("exec".into()),
+        reason: "to build the site".into(),
+        status: AccessStatus::Pending,
+        created_ms: now - 500,
+        decided_by: None,
+        decided_ms: None,
+        message: None,
+        grant_id: None,
+        notify_error: None,
+        notify_failed_ms: None,
+    };
+    store.access_request(&request).unwrap();
+    approval_id
+}
+
+/// Everything else a single node keeps moves too, as a restart on the shared database would find
+/// it: ann's agent session and its messages (`toolgate agent sessions`/`history`), the team's
+/// board and mailbox with its read markers, the handoff route, the job history with the job
+/// the stopped node was running ended `failed: interrupted`, the pending approval (still
+/// pending, and decided on the new database), the access request, and ann's managed note,
+/// found by `memory_search` on a node serving from PostgreSQL. A second move changes nothing;
+/// a source row PostgreSQL cannot hold stops a move into a fresh database with nothing written.
+#[test]
+fn sessions_teams_jobs_approvals_requests_and_memory_move_too() {
+    use toolgate::store::{AccessStatus, ApprovalFilter, ApprovalStatus, SessionFilter, TaskFilter, TaskOrder};
+
+    let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let ws = toolgate_testkit::serve::workspace();
+    let config = "[gateway]\nenabled = true\ndefault_tools = [\"memory_write\", \"memory_search\", \"memory_read\"]\n\n\
+         [approval]\nmode = \"never\"\n\n[memory]\nmode = \"managed\"\n\n[memory.embeddings]\nprovider = \"none\"\n";
+    std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
+    admin(ws.path(), &["user", "add", "ann"]);
+    admin(ws.path(), &["user", "add", "bob"]);
+    let ann = admin(ws.path(), &["key", "create", "--user", "ann"]);
+    let bob = admin(ws.path(), &["key", "create", "--user", "bob"]);
+
+    // ann writes a managed note through the node while it keeps everything in SQLite.
+    let mut server = HttpServer::start_with_env(TOOLGATE, ws, &[], &[("TOOLGATE_SECRET_KEY", SHARED_KEY)]);
+    let note = serde_json::json!({"target": "memory/trip.md", "content": "The flight to Lisbon launches at nine."});
+    let (failed, wrote) = crate::nodes_shared::tool_call(&server, &ann, "memory_write", note);
+    assert!(!failed, "{wrote}");
+    let ws = std::mem::replace(&mut server.ws, tempfile::tempdir().unwrap());
+    drop(server);
+    let db = ws.path().join(".toolgate/state.db");
+    let approval_id = seed_the_rest(&db);
+
+    let from = format!("sqlite:{}", ws.path().display());
+    let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &url]);
+    assert!(ok, "{out}{err}");
+    for moved in [
+        "1 agent sessions",
+        "2 session messages",
+        "2 team tasks",
+        "1 team messages",
+        "1 mailbox read markers",
+        "1 handoff routes",
+        "2 jobs",
+        "1 approvals",
+        "1 access requests",
+        "1 memory notes",
+        "(1 jobs the node held marked failed: interrupted)",
+        "not moved: background process records",
+    ] {
+        assert!(out.contains(moved), "{moved:?} in {out}");
+    }
+
+    std::fs::write(ws.path().join("toolgate.toml"), format!("{config}\n[store]\nurl = \"{url}\"\n")).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let pg = shared_stores(&url, scratch.path());
+
+    // The session and its messages, through the CLI of a node on PostgreSQL.
+    let (ok, sessions, err) = toolgate(ws.path(), &["agent", "sessions", "--json"]);
+    assert!(ok, "{err}");
+    let sessions: serde_json::Value = serde_json::from_str(&sessions).unwrap();
+    assert_eq!(sessions[0]["id"], "sess-trip", "{sessions}");
+    assert_eq!((sessions[0]["message_count"].as_u64(), sessions[0]["user"].as_str()), (Some(2), Some("ann")));
+    assert_eq!(sessions[0]["only_tools"], serde_json::json!(["read"]));
+    let (ok, history, err) = toolgate(ws.path(), &["agent", "history", "sess-trip", "--json"]);
+    assert!(ok && history.contains("booked the 9:00 flight"), "{history}{err}");
+
+    // The team's board (ids and the dependency kept), its mailbox and who read what.
+    let tasks = pg.sessions.team_tasks("crew", TaskFilter::All, TaskOrder::Newest, 0).unwrap();
+    assert_eq!(tasks.len(), 2);
+    let board = tasks.iter().find(|t| t.subject == "board the plane").unwrap();
+    let pack = tasks.iter().find(|t| t.subject == "pack the bags").unwrap();
+    assert_eq!(board.blocked_by, vec![pack.id]);
+    assert_eq!(pg.sessions.team_tasks_search("crew", "bags", 5).unwrap()[0].id, pack.id, "searched by PostgreSQL");
+    assert!(pg.sessions.team_messages_unread("crew", "dev", 0).unwrap().is_empty(), "dev had read it");
+    let unread = pg.sessions.team_messages_unread("crew", "ops", 0).unwrap();
+    assert_eq!(unread.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(), ["gate B12"]);
+    let next = pg.sessions.team_task_create(&toolgate::store::TeamTask {
+        team: "crew".into(),
+        subject: "land".into(),
+        status: "pending".into(),
+        ..Default::default()
+    });
+    assert!(next.unwrap().id > board.id, "new tasks are numbered after the moved ones");
+    assert_eq!(pg.sessions.handoff_route("conv-1").unwrap().unwrap().to_session, "sess-trip");
+
+    // Job history, with the job the stopped node was running ended as a restart ends it.
+    let done = pg.jobs.job("job-done").unwrap().unwrap();
+    assert_eq!((done.state.as_str(), done.result.as_deref()), ("completed", Some("built")));
+    let run = pg.jobs.job("job-run").unwrap().unwrap();
+    assert_eq!(
+        (run.state.as_str(), run.error.as_deref(), run.lease_owner.as_deref()),
+        ("failed", Some("interrupted"), None)
+    );
+    let events = pg.jobs.job_events("job-run", 0, 100).unwrap();
+    assert!(events.last().unwrap().text.starts_with("failed: interrupted"), "{events:?}");
+    assert!(events.windows(2).all(|w| w[0].seq < w[1].seq), "{events:?}");
+
+    // The approval is still pending, under its id, and a person decides it on the new database.
+    let (ok, pending, err) = toolgate(ws.path(), &["approvals", "pending", "--json"]);
+    assert!(ok && pending.contains(&format!("\"id\":{approval_id}")), "{pending}{err}");
+    let (ok, out, err) = toolgate(ws.path(), &["approvals", "approve", &approval_id.to_string(), "--as", "lee"]);
+    assert!(ok, "{out}{err}");
+    let decided = pg.approvals.approvals(&ApprovalFilter::default()).unwrap();
+    assert_eq!(
+        (decided.len(), decided[0].status, decided[0].decided_by.as_deref()),
+        (1, ApprovalStatus::Allowed, Some("lee"))
+    );
+
+    // The access request.
+    let requests = pg.grants.access_requests(Some(AccessStatus::Pending), None).unwrap();
+    assert_eq!(
+        (requests.len(), requests[0].tool.as_deref(), requests[0].reason.as_str()),
+        (1, Some("exec"), "to build the site")
+    );
+
+    // ann's managed note, found through a node on PostgreSQL; bob's search does not find it.
+    let server = HttpServer::start_with_env(TOOLGATE, ws, &[], &[("TOOLGATE_SECRET_KEY", SHARED_KEY)]);
+    let (failed, found) =
+        crate::nodes_shared::tool_call(&server, &ann, "memory_search", serde_json::json!({"query": "Lisbon flight"}));
+    assert!(!failed && found.contains("memory/trip.md"), "{found}");
+    let (_, bobs) =
+        crate::nodes_shared::tool_call(&server, &bob, "memory_search", serde_json::json!({"query": "Lisbon"}));
+    assert!(!bobs.contains("memory/trip.md"), "{bobs}");
+    let mut server = server;
+    let ws = std::mem::replace(&mut server.ws, tempfile::tempdir().unwrap());
+    drop(server);
+
+    // A second move is refused, and changes nothing.
+    let before = pg.sessions.sessions(&SessionFilter { limit: 100, ..Default::default() }).unwrap();
+    let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &url]);
+    assert!(!ok && err.contains("already holds state") && err.contains("rows in agent_sessions"), "{out}{err}");
+    assert_eq!(pg.sessions.sessions(&SessionFilter { limit: 100, ..Default::default() }).unwrap(), before);
+    assert_eq!(pg.jobs.job("job-run").unwrap().unwrap(), run);
+
+    // A message PostgreSQL cannot hold (a NUL character) stops a move into a fresh database
+    // before anything is written, naming the row and what to do.
+    let store = toolgate::store::Store::open(&db).unwrap();
+    let bad = toolgate::store::MessageRecord {
+        role: "tool".into(),
+        content: "bytes\0after".into(),
+        ts_ms: now_ms(),
+        ..Default::default()
+    };
+    toolgate::store::SessionStore::session_append(&store, "sess-trip", &bad).unwrap();
+    drop(store);
+    let fresh = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &fresh]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("agent_messages row 3") && err.contains("NUL") && err.contains("Nothing was written"),
+        "{err}"
+    );
+    let untouched = shared_stores(&fresh, scratch.path());
+    assert!(untouched.identity.principals(None).unwrap().is_empty());
+    assert!(untouched.sessions.sessions(&SessionFilter { limit: 10, ..Default::default() }).unwrap().is_empty());
+    assert!(untouched.grants.access_requests(None, None).unwrap().is_empty());
+    assert!(untouched.jobs.job("job-done").unwrap().is_none());
+    drop(cluster);
+}
