@@ -82,7 +82,6 @@ mod store;
 
 pub use audit::PgAuditLog;
 pub use from_sqlite::{Copied, SqliteReadError, SqliteRows, read_sqlite, sqlite_copy_tables};
-pub use from_sqlite::{Copied, SqliteReadError, SqliteRows, read_sqlite, sqlite_copy_tables};
 pub use listen::LISTEN_APPLICATION_NAME;
 pub use migrations::SCHEMA_VERSION;
 pub use shared_config::StoredConfig;
