@@ -160,6 +160,15 @@ impl JobStore for PgStore {
         })
     }
 
+    fn jobs_by_state(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.run("counting jobs", move |c| async move {
+            let rows = c.query("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state", &[]).await?;
+            rows.iter()
+                .map(|r| Ok((r.try_get::<_, String>(0)?, u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0))))
+                .collect()
+        })
+    }
+
     fn job_start(&self, id: &str, lease_owner: &str, now_ms: i64) -> Result<bool, StoreError> {
         let (id, owner) = (id.to_owned(), lease_owner.to_owned());
         self.run("starting a job", move |mut c| async move {

@@ -67,6 +67,13 @@ impl OutboxStore for PgStore {
         })
     }
 
+    fn outbox_len(&self) -> Result<u64, StoreError> {
+        self.run("counting the outbox", move |c| async move {
+            let n: i64 = c.query_one("SELECT COUNT(*) FROM message_outbox", &[]).await?.try_get(0)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
     fn outbox_delete(&self, id: &str) -> Result<bool, StoreError> {
         let id = id.to_owned();
         self.run("removing a message from the outbox", move |c| async move {

@@ -121,6 +121,9 @@ pub trait JobStore: Send + Sync + Debug {
     /// The jobs `filter` selects, newest first.
     fn jobs_list(&self, filter: &JobFilter<'_>) -> Result<Vec<JobRecord>, StoreError>;
 
+    /// How many jobs are in each state, for every user (the queue depths `/metrics` shows).
+    fn jobs_by_state(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
     /// `queued → running`, only while `lease_owner` holds its lease: returns whether it did
     /// (`false`: cancelled first, or interrupted). Writes a `state` event.
     fn job_start(&self, id: &str, lease_owner: &str, now_ms: i64) -> Result<bool, StoreError>;
@@ -324,6 +327,18 @@ impl JobStore for Store {
                 .doing(DOING)?;
             let rows =
                 stmt.query_map(rusqlite::params![filter.user, states, filter.origin, limit], row).doing(DOING)?;
+            rows.collect::<Result<Vec<_>, _>>().doing(DOING)
+        })
+    }
+
+    fn jobs_by_state(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        const DOING: &str = "counting jobs";
+        self.with(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state").doing(DOING)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0))))
+                .doing(DOING)?;
             rows.collect::<Result<Vec<_>, _>>().doing(DOING)
         })
     }

@@ -39,6 +39,9 @@ pub trait OutboxStore: Send + Sync + Debug {
     /// The newest `limit` entries of `user` (every user's when `None`), newest first.
     fn outbox_list(&self, user: Option<&str>, limit: usize) -> Result<Vec<OutboxEntry>, StoreError>;
 
+    /// How many messages wait for a retry, for every user (`/metrics`).
+    fn outbox_len(&self) -> Result<u64, StoreError>;
+
     /// Removes the entry `id`; returns whether it was there.
     fn outbox_delete(&self, id: &str) -> Result<bool, StoreError>;
 }
@@ -94,6 +97,14 @@ impl OutboxStore for Store {
                 .doing("listing the outbox")?;
             let rows = stmt.query_map(rusqlite::params![user, limit], row).doing("listing the outbox")?;
             rows.collect::<Result<Vec<_>, _>>().doing("listing the outbox")
+        })
+    }
+
+    fn outbox_len(&self) -> Result<u64, StoreError> {
+        self.with(|conn| {
+            conn.query_row("SELECT COUNT(*) FROM message_outbox", [], |r| r.get::<_, i64>(0))
+                .map(|n| u64::try_from(n).unwrap_or(0))
+                .doing("counting the outbox")
         })
     }
 

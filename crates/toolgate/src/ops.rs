@@ -72,6 +72,9 @@ impl HttpRoute for Metrics {
             text.push_str("# TYPE toolgate_audit_queued gauge\n");
             text.push_str(&format!("toolgate_audit_queued {queued}\n"));
         }
+        if let Some(stores) = self.gate.services().stores.as_ref() {
+            queue_depths(stores, &mut text);
+        }
         if let Some(shared) = crate::state::shared_status(&self.gate.config().store) {
             let pool = shared.pool;
             text.push_str(
@@ -106,5 +109,29 @@ impl HttpRoute for Metrics {
         text.push_str(&format!("toolgate_build_info{{version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION")));
         let answer = reply::bytes(200, "text/plain; version=0.0.4; charset=utf-8", text);
         Box::pin(async move { answer })
+    }
+}
+
+/// The work queues a scrape should watch: jobs by state (`queued` growing means no runner keeps
+/// up) and messages waiting for a retry. On a shared store they count every node's.
+fn queue_depths(stores: &toolgate_store::Stores, text: &mut String) {
+    if let Ok(states) = stores.jobs.jobs_by_state() {
+        text.push_str("# HELP toolgate_jobs Background jobs by state (every node's, on a shared store).\n");
+        text.push_str("# TYPE toolgate_jobs gauge\n");
+        for state in ["queued", "running"] {
+            let n = states.iter().find(|(s, _)| s == state).map_or(0, |(_, n)| *n);
+            text.push_str(&format!("toolgate_jobs{{state=\"{state}\"}} {n}\n"));
+        }
+        // The finished states, as the store names them (escaped all the same).
+        for (state, n) in states.iter().filter(|(s, _)| s != "queued" && s != "running") {
+            text.push_str(&format!("toolgate_jobs{{state=\"{}\"}} {n}\n", crate::metrics::label(state)));
+        }
+    }
+    if let Ok(n) = stores.outbox.outbox_len() {
+        text.push_str(
+            "# HELP toolgate_outbox_messages Messages the `message` tool could not deliver yet, waiting for a retry.\n",
+        );
+        text.push_str("# TYPE toolgate_outbox_messages gauge\n");
+        text.push_str(&format!("toolgate_outbox_messages {n}\n"));
     }
 }

@@ -74,6 +74,9 @@ fn probes_answer_anyone_and_metrics_count_the_calls_for_the_token_holder() {
     assert_eq!(lines.iter().filter(|l| l.starts_with("toolgate_calls_total{tool=\"echo\"")).count(), 1, "{body}");
     assert!(lines.contains(&"toolgate_call_duration_seconds_count{tool=\"echo\"} 2"), "{body}");
     assert!(lines.contains(&"toolgate_pending_approvals 0"), "{body}");
+    assert!(lines.contains(&"toolgate_jobs{state=\"queued\"} 0"), "{body}");
+    assert!(lines.contains(&"toolgate_jobs{state=\"running\"} 0"), "{body}");
+    assert!(lines.contains(&"toolgate_outbox_messages 0"), "{body}");
     assert!(lines.iter().any(|l| l.starts_with("toolgate_uptime_seconds ")), "{body}");
 }
 

@@ -78,6 +78,7 @@ fn prefixes_lists_and_filters() {
         assert_eq!(ids(s.jobs_list(&running).unwrap()), ["abcd-2"]);
         let all = JobFilter { limit: 2, ..JobFilter::default() };
         assert_eq!(ids(s.jobs_list(&all).unwrap()), ["abce-3", "abcd-2"]);
+        assert_eq!(s.jobs_by_state().unwrap(), [("queued".to_owned(), 2), ("running".to_owned(), 1)]);
     });
 }
 

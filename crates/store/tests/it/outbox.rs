@@ -29,6 +29,7 @@ fn entries_are_kept_listed_newest_first_by_user_and_deleted() {
         assert_eq!(alice.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["c", "a"]);
         assert_eq!(alice[1], entry("a", "alice", 1));
         assert_eq!(outbox.outbox_list(None, 2).unwrap().len(), 2);
+        assert_eq!(outbox.outbox_len().unwrap(), 3);
         let mut no_subject = entry("b", "bob", 2);
         no_subject.subject = None;
         outbox.outbox_put(&no_subject).unwrap();
@@ -37,5 +38,6 @@ fn entries_are_kept_listed_newest_first_by_user_and_deleted() {
         assert!(!outbox.outbox_delete("a").unwrap());
         // Kept across connections (another process sees it).
         assert_eq!(db.connect().outbox.outbox_list(None, 10).unwrap().len(), 2);
+        assert_eq!(db.connect().outbox.outbox_len().unwrap(), 2);
     });
 }
