@@ -151,7 +151,7 @@ pub fn to_postgres(db: &Path, workspace: &Path, url: &str) -> Result<Moved, Migr
     source.sessions_fail_orphans(now_ms).map_err(failed("closing the agent sessions of toolgates that died"))?;
     let (ends, audit_rows) = source.audit_export().map_err(failed("reading the audit log"))?;
     let running = source
-        .export_rows("SELECT id FROM agent_sessions WHERE status = 'running'")
+        .sessions(&toolgate_store::SessionFilter { status: Some("running"), limit: 1, ..Default::default() })
         .map_err(failed("reading the agent sessions"))?;
     if audit_rows.iter().any(|r| r.record.outcome == toolgate_store::STARTED) || !running.is_empty() {
         return Err(MigrateError::Refused(format!(

@@ -389,6 +389,26 @@ fn sessions_teams_jobs_approvals_requests_and_memory_move_too() {
         err.contains("agent_messages row 3") && err.contains("NUL") && err.contains("Nothing was written"),
         "{err}"
     );
+    // An agent session a live process runs (this test's) stops the move too: its rows would
+    // change in the file after they were copied.
+    let store = toolgate::store::Store::open(&db).unwrap();
+    let live = toolgate::store::SessionRecord {
+        id: "sess-live".into(),
+        agent: "planner".into(),
+        user: "ann".into(),
+        kind: "run".into(),
+        status: "running".into(),
+        task: "still thinking".into(),
+        created_ms: now_ms(),
+        updated_ms: now_ms(),
+        ..Default::default()
+    };
+    toolgate::store::SessionStore::session_create(&store, &live).unwrap();
+    let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &fresh]);
+    assert!(!ok && err.contains("still running") && err.contains("agent sessions are in progress"), "{out}{err}");
+    let running = toolgate::store::SessionStore::session(&store, "sess-live").unwrap().unwrap();
+    assert_eq!(running.status, "running", "a live process's session is left alone");
+    drop(store);
     let untouched = shared_stores(&fresh, scratch.path());
     assert!(untouched.identity.principals(None).unwrap().is_empty());
     assert!(untouched.sessions.sessions(&SessionFilter { limit: 10, ..Default::default() }).unwrap().is_empty());
