@@ -33,8 +33,8 @@ pub(crate) enum Command {
     /// Local sign-in passwords for the gateway's page (argon2id; one machine, no OIDC needed).
     #[command(subcommand)]
     Password(PasswordCommand),
-    /// The configuration several nodes share in the database (`[store] url`): show it, or push
-    /// a file's shared sections.
+    /// The configuration several nodes share in the database (`[store] url`): show it, push a
+    /// file's shared sections (replacing it whole), or clear it (back to each node's files).
     #[command(subcommand)]
     Config(super::admin_config::ConfigCommand),
     /// Move this (stopped) node's state into the PostgreSQL database several nodes will share:

@@ -1,4 +1,4 @@
-//! `toolgate admin config show|push FILE`: the configuration several nodes share in the
+//! `toolgate admin config show|push FILE|clear`: the configuration several nodes share in the
 //! PostgreSQL database (`[store] url`; `toolgate::shared_config`, docs/gateway.md "Configuration
 //! on several nodes").
 
@@ -17,11 +17,16 @@ pub(crate) enum ConfigCommand {
     Show,
     /// Store FILE's shared sections ([tools], [mcp], [gate] dialect) as the configuration every
     /// node runs, once they are checked (every node puts it in force within a second); the
-    /// file's other sections are left out (they stay each node's).
+    /// file's other sections are left out (they stay each node's). It REPLACES what is stored
+    /// whole, by design (a change applied meanwhile through `gateway config_apply` is gone):
+    /// to change one section over what is stored, use `config_apply`.
     Push {
         /// A TOML file, e.g. a toolgate.toml.
         file: PathBuf,
     },
+    /// Remove the stored configuration: every node goes back to its own files' [tools], [mcp]
+    /// and [gate] dialect within a second. Prints what was removed (keep it to push it back).
+    Clear,
 }
 
 pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> anyhow::Result<ExitCode> {
@@ -67,6 +72,22 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> anyhow::Resul
                 outln!("left out (each node's own, in its toolgate.toml): {}", others.join(", "));
             }
         }
+        ConfigCommand::Clear => match shared.clear().map_err(anyhow::Error::msg)? {
+            (revision, None) => {
+                outln!(
+                    "# nothing was stored (revision {revision}): each node already runs its own files' {SHARED_NAMES}"
+                );
+            }
+            (revision, Some(s)) => {
+                let at = super::audit::chrono_like(s.changed_ms);
+                outln!(
+                    "# cleared (now revision {revision}): every node goes back to its own files' {SHARED_NAMES}; this \
+                     was stored by {} at {at} UTC:",
+                    s.changed_by.escape_debug()
+                );
+                outln!("{}", s.text.trim_end());
+            }
+        },
     }
     Ok(ExitCode::SUCCESS)
 }

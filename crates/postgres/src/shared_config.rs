@@ -7,6 +7,7 @@
 use toolgate_store::StoreError;
 
 use crate::PgStore;
+use crate::error::PgError;
 
 /// The shared configuration as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,8 +41,10 @@ impl PgStore {
         })
     }
 
-    /// Stores `text` as the shared configuration (the caller has checked it), raising the
-    /// `config` revision; the new revision.
+    /// Stores `text` as the shared configuration whatever is stored now (the caller has checked
+    /// it; `toolgate admin config push` replaces it whole by design), raising the `config`
+    /// revision; the new revision. A change made on top of what is stored uses
+    /// [`PgStore::shared_config_put_at`].
     pub fn shared_config_put(&self, text: &str, changed_by: &str) -> Result<i64, StoreError> {
         let (text, changed_by) = (text.to_owned(), changed_by.to_owned());
         self.run_changing("storing the shared configuration", |mut c| async move {
@@ -57,6 +60,54 @@ impl PgStore {
                 tx.query_one("SELECT value FROM revisions WHERE name = 'config'", &[]).await?.try_get(0)?;
             tx.commit().await?;
             Ok(revision)
+        })
+    }
+
+    /// Stores `text` only if the shared configuration is still at `revision` (the one
+    /// [`PgStore::shared_config`] read it at): the new revision, or `None` when another change
+    /// came first (read it again and redo the change over it). The `config` revisions row is
+    /// locked before comparing, so two writers from the same revision cannot both succeed: the
+    /// second waits for the first to commit and then sees the revision moved.
+    pub fn shared_config_put_at(&self, text: &str, changed_by: &str, revision: i64) -> Result<Option<i64>, StoreError> {
+        let (text, changed_by) = (text.to_owned(), changed_by.to_owned());
+        self.run_changing("storing the shared configuration", move |mut c| async move {
+            let tx = c.transaction().await?;
+            let now: i64 =
+                tx.query_one("SELECT value FROM revisions WHERE name = 'config' FOR UPDATE", &[]).await?.try_get(0)?;
+            if now != revision {
+                return Ok(None);
+            }
+            tx.execute(
+                "INSERT INTO shared_config (id, text, changed_by, changed_ms)
+                 VALUES (1, $1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)
+                 ON CONFLICT (id) DO UPDATE SET text = $1, changed_by = $2, changed_ms = EXCLUDED.changed_ms",
+                &[&text, &changed_by],
+            )
+            .await?;
+            let revision: i64 =
+                tx.query_one("SELECT value FROM revisions WHERE name = 'config'", &[]).await?.try_get(0)?;
+            tx.commit().await?;
+            Ok(Some(revision))
+        })
+    }
+
+    /// Removes the stored configuration (each node goes back to its own files' sections),
+    /// raising the `config` revision when there was one: the revision after, and what was
+    /// removed (`None`: nothing was stored, nothing changed).
+    pub fn shared_config_clear(&self) -> Result<(i64, Option<StoredConfig>), StoreError> {
+        self.run_changing("clearing the shared configuration", |mut c| async move {
+            let tx = c.transaction().await?;
+            let removed = tx
+                .query_opt("DELETE FROM shared_config WHERE id = 1 RETURNING text, changed_by, changed_ms", &[])
+                .await?
+                .map(|row| -> Result<StoredConfig, PgError> {
+                    Ok(StoredConfig { text: row.try_get(0)?, changed_by: row.try_get(1)?, changed_ms: row.try_get(2)? })
+                })
+                .transpose()?;
+            let revision: i64 =
+                tx.query_one("SELECT value FROM revisions WHERE name = 'config'", &[]).await?.try_get(0)?;
+            tx.commit().await?;
+            Ok((revision, removed))
         })
     }
 

@@ -323,3 +323,73 @@ fn a_shared_configuration_change_is_heard_or_found_on_reconnecting() {
     assert_eq!(a.config_revision().unwrap(), unheard, "primed on reconnecting, with the change made meanwhile");
     assert_eq!(a.revision_queries(), asked, "from memory");
 }
+
+/// Two changes made over the same stored configuration (`shared_config_put_at`): the later
+/// one is refused, not stored over the first; made again over what is stored now, both are.
+#[test]
+fn a_change_over_a_configuration_that_moved_is_refused_and_made_again_keeps_both() {
+    let cluster = cluster();
+    let url = cluster.database().unwrap();
+    let (a, b) = (PgStore::connect(&url).unwrap(), PgStore::connect(&url).unwrap());
+    let (start, _) = a.shared_config().unwrap();
+    let (seen_by_b, _) = b.shared_config().unwrap();
+    assert_eq!(seen_by_b, start);
+    let first = b.shared_config_put_at("deny b\n", "b", seen_by_b).unwrap().expect("nothing came first");
+    assert_eq!(a.shared_config_put_at("deny a\n", "a", start).unwrap(), None, "B's change came first");
+    let (now, stored) = a.shared_config().unwrap();
+    assert_eq!((now, stored.unwrap().text.as_str()), (first, "deny b\n"), "A's refused change stored nothing");
+    let merged = a.shared_config_put_at("deny b\ndeny a\n", "a", now).unwrap().expect("over the new text");
+    assert!(merged > first);
+
+    // Clearing removes the text and says what it was; a second clear finds nothing.
+    let (cleared, removed) = b.shared_config_clear().unwrap();
+    assert!(cleared > merged);
+    assert_eq!(removed.map(|r| r.text), Some("deny b\ndeny a\n".to_owned()));
+    assert_eq!(a.shared_config().unwrap(), (cleared, None));
+    assert_eq!(b.shared_config_clear().unwrap(), (cleared, None), "nothing stored: nothing moves");
+    // A change read before the clear is refused too; one read after it is stored on an empty row.
+    assert_eq!(a.shared_config_put_at("deny c\n", "a", merged).unwrap(), None);
+    assert!(a.shared_config_put_at("deny c\n", "a", cleared).unwrap().is_some());
+}
+
+/// Writers racing on one configuration, each adding its own line by reading, adding and storing
+/// at the revision read (again when refused): every line ends up stored, none lost.
+#[test]
+fn writers_racing_on_the_shared_configuration_lose_no_change() {
+    let cluster = cluster();
+    let url = cluster.database().unwrap();
+    const WRITERS: usize = 4;
+    const EACH: usize = 5;
+    let start = std::sync::Arc::new(std::sync::Barrier::new(WRITERS));
+    let refused: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (url, start) = (url.clone(), std::sync::Arc::clone(&start));
+                s.spawn(move || {
+                    let store = PgStore::connect(&url).unwrap();
+                    start.wait();
+                    let mut refused = 0;
+                    for i in 0..EACH {
+                        loop {
+                            let (revision, stored) = store.shared_config().unwrap();
+                            let text = format!("{}w{w}.{i}\n", stored.map(|s| s.text).unwrap_or_default());
+                            if store.shared_config_put_at(&text, "w", revision).unwrap().is_some() {
+                                break;
+                            }
+                            refused += 1;
+                        }
+                    }
+                    refused
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let text = PgStore::connect(&url).unwrap().shared_config().unwrap().1.unwrap().text;
+    for w in 0..WRITERS {
+        for i in 0..EACH {
+            assert!(text.lines().any(|l| l == format!("w{w}.{i}")), "w{w}.{i} lost ({refused} refused): {text}");
+        }
+    }
+    assert_eq!(text.lines().count(), WRITERS * EACH, "{text}");
+}

@@ -164,10 +164,15 @@ impl AdminTool {
 }
 
 impl AdminTool {
-    /// With `[store] url`: the shared sections stored in the database (or, before anything was
-    /// stored, this node's file's) with `patch` merged in, checked as a reload checks them on
+    /// With `[store] url`: `stored`, the shared sections read from the database (`None`: nothing
+    /// stored, so this node's file's), with `patch` merged in, checked as a reload checks them on
     /// this node. A patch of any other section is refused: those stay each node's own.
-    fn shared_patched(&self, shared: &SharedConfig, patch: &str) -> Result<toml::Table, ToolError> {
+    fn shared_patched(
+        &self,
+        shared: &SharedConfig,
+        stored: Option<toml::Table>,
+        patch: &str,
+    ) -> Result<toml::Table, ToolError> {
         let bad = |m: String| ToolError::invalid("gateway", "/patch", m);
         let (over, others) = shared_config::split(patch).map_err(|e| bad(format!("the patch is {e}")))?;
         if !others.is_empty() {
@@ -178,7 +183,7 @@ impl AdminTool {
                 others.join(", ")
             )));
         }
-        let mut base = match shared.sections().map_err(ToolError::failed)? {
+        let mut base = match stored {
             Some(stored) => stored,
             None => match std::fs::read_to_string(self.config_file()) {
                 Ok(text) => {
@@ -199,10 +204,14 @@ impl AdminTool {
     /// `config_apply` with `[store] url`: stored in the database, reloaded here, and by every
     /// other node when it hears of it.
     fn apply_shared(&self, shared: &SharedConfig, patch: &str, by: &str) -> Result<ToolOutput, ToolError> {
-        let sections = self.shared_patched(shared, patch)?;
+        // Merged over the sections stored, and stored only if they are still those (else
+        // merged again over the newer ones): two admins applying at once both keep theirs.
         let revision = shared
-            .put(&sections, by)
-            .map_err(|e| ToolError::failed(format!("not stored, nothing was changed: {e}")))?;
+            .put_over(by, |stored| self.shared_patched(shared, stored, patch).map_err(Refused::Patch))
+            .map_err(|e| match e {
+                Refused::Patch(e) => e,
+                Refused::Store(e) => ToolError::failed(format!("not stored, nothing was changed: {e}")),
+            })?;
         let (text, reloaded) = match self.reload() {
             Ok(r) => (
                 format!(
@@ -221,6 +230,18 @@ impl AdminTool {
         };
         Ok(ToolOutput::text(text.clone())
             .with_structured(json!({"applied": text, "revision": revision, "reloaded": reloaded, "needs_restart": []})))
+    }
+}
+
+/// Why `config_apply` stored nothing: its patch is refused (as it is), or storing failed.
+enum Refused {
+    Patch(ToolError),
+    Store(String),
+}
+
+impl From<String> for Refused {
+    fn from(e: String) -> Self {
+        Refused::Store(e)
     }
 }
 
@@ -308,7 +329,7 @@ impl Tool for AdminTool {
                 Ok(ToolOutput::text(config.to_string()).with_structured(json!({"config": config})))
             }
             "config_validate" if let Some(shared) = self.control.shared() => {
-                self.shared_patched(shared, patch()?)?;
+                self.shared_patched(shared, shared.sections().map_err(ToolError::failed)?, patch()?)?;
                 Ok(ToolOutput::text("the patch is valid; `config_apply` stores it for every node"))
             }
             "config_apply" if let Some(shared) = self.control.shared() => {

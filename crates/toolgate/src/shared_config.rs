@@ -8,7 +8,10 @@
 //!   so every node runs the same policy whatever its own file says. Nothing stored: the files.
 //! - **Changing**: `gateway config_apply` and `toolgate admin config push` check the new
 //!   sections first (they must load on this node, the policy compile, the dialect exist) and
-//!   store nothing otherwise ([`SharedConfig::put`]).
+//!   store nothing otherwise ([`SharedConfig::put`]). `config_apply` stores its patch only
+//!   over the sections it read ([`SharedConfig::put_over`]: made again over a newer text when
+//!   another change came first), so two admins applying at once both keep their change; `push`
+//!   replaces them whole; `clear` removes them (the nodes go back to their files).
 //! - **Following**: storing raises the `config` revision, whose trigger notifies every node; a
 //!   node reads the revision every [`POLL`] (from memory while its `LISTEN` connection hears
 //!   everything, so this costs nothing) and reloads when it moved ([`follow`]). Notifications are
@@ -29,6 +32,10 @@ use crate::config::{Config, StoreConfig};
 
 /// How often a node compares the `config` revision with the one it loaded.
 pub const POLL: Duration = Duration::from_millis(250);
+
+/// How many times a change is made again over a configuration another node changed meanwhile
+/// before it is refused ([`SharedConfig::put_over`]).
+pub const APPLY_ATTEMPTS: usize = 5;
 
 /// The largest shared configuration stored, in bytes.
 pub const MAX_BYTES: usize = 256 * 1024;
@@ -169,7 +176,16 @@ impl SharedConfig {
 
     /// Stores `sections` (shared ones only: anything else is refused) once [`Self::try_load`]
     /// accepts them; the new revision. `by`: who, for `toolgate admin config show`.
+    /// It replaces what is stored whole, whatever that is (`toolgate admin config push`); a
+    /// change over what is stored is [`Self::put_over`].
     pub fn put(&self, sections: &Table, by: &str) -> Result<i64, String> {
+        let text = self.checked_text(sections)?;
+        self.store.shared_config_put(&text, by).map_err(|e| e.to_string())
+    }
+
+    /// `sections` as the text to store, once only shared sections are in it and
+    /// [`Self::try_load`] accepts them.
+    fn checked_text(&self, sections: &Table) -> Result<String, String> {
         let text = toml::to_string(sections).map_err(|e| e.to_string())?;
         let (_, others) = split(&text)?;
         if !others.is_empty() {
@@ -179,7 +195,37 @@ impl SharedConfig {
             ));
         }
         self.try_load(sections)?;
-        self.store.shared_config_put(&text, by).map_err(|e| e.to_string())
+        Ok(text)
+    }
+
+    /// Stores `patched(stored)` — a change made over the stored sections, `None` when nothing
+    /// is stored — only if nothing else was stored meanwhile; otherwise reads the new stored
+    /// sections and makes the change again over them (a patch merged onto the newer text keeps
+    /// both changes), up to [`APPLY_ATTEMPTS`] times, then refuses. Checked as [`Self::put`]
+    /// checks; the new revision. `patched`'s own error is returned as it is.
+    pub fn put_over<E: From<String>>(
+        &self,
+        by: &str,
+        mut patched: impl FnMut(Option<Table>) -> Result<Table, E>,
+    ) -> Result<i64, E> {
+        for _ in 0..APPLY_ATTEMPTS {
+            let (revision, stored) = self.layer()?;
+            let sections = patched(stored)?;
+            let text = self.checked_text(&sections)?;
+            if let Some(new) = self.store.shared_config_put_at(&text, by, revision).map_err(|e| e.to_string())? {
+                return Ok(new);
+            }
+        }
+        Err(E::from(format!(
+            "the shared configuration changed while this patch was applied ({APPLY_ATTEMPTS} times in a row): apply it \
+             again"
+        )))
+    }
+
+    /// Removes the stored sections: every node goes back to its own files' on the revision
+    /// change. The revision after, and what was removed (`None`: nothing was stored).
+    pub fn clear(&self) -> Result<(i64, Option<StoredConfig>), String> {
+        self.store.shared_config_clear().map_err(|e| e.to_string())
     }
 
     /// The `config` revision now.

@@ -2,7 +2,7 @@
 //! `[store] url`, `gateway config_apply` on one node stores the patch in PostgreSQL and every node
 //! puts it in force; a node started later loads it; a bad policy pushed is refused whole; a
 //! notification lost while a node's `LISTEN` connection is down is caught up when it reads the
-//! revision again. Real `toolgate serve` processes on a throwaway cluster, as `nodes_shared`.
+//! revision again; `admin config clear` sends every node back to its own files. Real `toolgate serve` processes on a throwaway cluster, as `nodes_shared`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -136,6 +136,25 @@ fn a_configuration_change_made_through_one_node_applies_on_every_node() {
     until("B puts the unheard change in force", || echo_runs(&b, &ann));
     until("C too", || echo_runs(&c, &ann));
     assert!(echo_runs(&a, &ann));
+
+    // Back to each node's files: A's own file denies echo, which the stored [tools] hides until
+    // `clear` removes it; then A runs its file's policy and B (whose file says nothing) not.
+    let a_file = a.ws.path().join("toolgate.toml");
+    let mut own = std::fs::read_to_string(&a_file).unwrap();
+    own.push_str("\n[tools]\ndeny = [\"echo\"]\n");
+    std::fs::write(&a_file, own).unwrap();
+    assert!(echo_runs(&a, &ann), "the stored [tools] replaces A's file's");
+    let (ok, cleared, err) = admin_config(b.ws.path(), &["clear"]);
+    assert!(
+        ok && cleared.contains("cleared") && cleared.contains("by psql") && cleared.contains("time"),
+        "{cleared}{err}"
+    );
+    until("A runs its own file's deny again", || !echo_runs(&a, &ann));
+    assert!(echo_runs(&b, &ann) && echo_runs(&c, &ann), "B and C run their own files, which deny nothing");
+    let (_, shown, _) = admin_config(a.ws.path(), &["show"]);
+    assert!(shown.contains("nothing stored"), "{shown}");
+    let (ok, again, _) = admin_config(a.ws.path(), &["clear"]);
+    assert!(ok && again.contains("nothing was stored"), "{again}");
     drop((a, b, c));
     drop(cluster);
 }
