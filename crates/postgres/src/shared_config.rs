@@ -49,15 +49,7 @@ impl PgStore {
         let (text, changed_by) = (text.to_owned(), changed_by.to_owned());
         self.run_changing("storing the shared configuration", |mut c| async move {
             let tx = c.transaction().await?;
-            tx.execute(
-                "INSERT INTO shared_config (id, text, changed_by, changed_ms)
-                 VALUES (1, $1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)
-                 ON CONFLICT (id) DO UPDATE SET text = $1, changed_by = $2, changed_ms = EXCLUDED.changed_ms",
-                &[&text, &changed_by],
-            )
-            .await?;
-            let revision: i64 =
-                tx.query_one("SELECT value FROM revisions WHERE name = 'config'", &[]).await?.try_get(0)?;
+            let revision = write(&tx, &text, &changed_by).await?;
             tx.commit().await?;
             Ok(revision)
         })
@@ -77,15 +69,7 @@ impl PgStore {
             if now != revision {
                 return Ok(None);
             }
-            tx.execute(
-                "INSERT INTO shared_config (id, text, changed_by, changed_ms)
-                 VALUES (1, $1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)
-                 ON CONFLICT (id) DO UPDATE SET text = $1, changed_by = $2, changed_ms = EXCLUDED.changed_ms",
-                &[&text, &changed_by],
-            )
-            .await?;
-            let revision: i64 =
-                tx.query_one("SELECT value FROM revisions WHERE name = 'config'", &[]).await?.try_get(0)?;
+            let revision = write(&tx, &text, &changed_by).await?;
             tx.commit().await?;
             Ok(Some(revision))
         })
@@ -116,4 +100,16 @@ impl PgStore {
     pub fn config_revision(&self) -> Result<i64, StoreError> {
         self.revision("config")
     }
+}
+
+/// Writes `text` as the stored configuration in `tx`: the `config` revision its trigger raised.
+async fn write(tx: &deadpool_postgres::Transaction<'_>, text: &str, changed_by: &str) -> Result<i64, PgError> {
+    tx.execute(
+        "INSERT INTO shared_config (id, text, changed_by, changed_ms)
+         VALUES (1, $1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)
+         ON CONFLICT (id) DO UPDATE SET text = $1, changed_by = $2, changed_ms = EXCLUDED.changed_ms",
+        &[&text, &changed_by],
+    )
+    .await?;
+    Ok(tx.query_one("SELECT value FROM revisions WHERE name = 'config'", &[]).await?.try_get(0)?)
 }
