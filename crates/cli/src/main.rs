@@ -220,11 +220,27 @@ impl GlobalArgs {
         &self,
         config: &Config,
     ) -> anyhow::Result<Option<std::sync::Arc<toolgate::shared_config::SharedConfig>>> {
+        if config.store.url.is_none() {
+            return Ok(None);
+        }
         let global = self.clone();
         let load_with: toolgate::shared_config::LoadWith =
             Box::new(move |shared| global.load_config_with(shared).map_err(|e| format!("{e:#}")));
         toolgate::shared_config::SharedConfig::open(&config.store, load_with)
             .map_err(|e| anyhow::anyhow!("cannot read the shared configuration: {e}"))
+    }
+
+    /// Every config layer and, with `[store] url`, the sections every node shares on top (a
+    /// node that cannot read them does not start: it would run a policy the others do not),
+    /// with the shared configuration to follow.
+    pub(crate) fn load_config_shared(
+        &self,
+    ) -> anyhow::Result<(Config, Option<std::sync::Arc<toolgate::shared_config::SharedConfig>>)> {
+        let config = self.load_config()?;
+        match self.shared_config(&config)? {
+            Some(shared) => Ok((shared.load().map_err(|e| anyhow::anyhow!("{e}"))?, Some(shared))),
+            None => Ok((config, None)),
+        }
     }
 
     /// [`GlobalArgs::load_config`] with `shared` (the sections the nodes share) over every layer.
@@ -275,11 +291,8 @@ impl GlobalArgs {
         one_shot: bool,
         tweak: impl FnOnce(&mut Config),
     ) -> anyhow::Result<std::sync::Arc<Gate>> {
-        let mut config = self.load_config()?;
         // With `[store] url`, the policy every node enforces applies to a one-off call too.
-        if let Some(shared) = self.shared_config(&config)? {
-            config = shared.load().map_err(|e| anyhow::anyhow!("{e}"))?;
-        }
+        let (mut config, _) = self.load_config_shared()?;
         tweak(&mut config);
         timings::lap("config load");
         let mut builder = Gate::builder(self.workspace()?).config(config).one_shot(one_shot);

@@ -62,14 +62,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitC
     // Installed before anything is started.
     let stopped_by = stop_on_signals(shutdown.clone())?;
     let workspace = global.workspace()?;
-    let config = global.load_config()?;
-    // With `[store] url`, the sections every node shares come from the database (a node that
-    // cannot read them does not start: it would run a policy the others do not).
-    let shared = global.shared_config(&config)?;
-    let config = match &shared {
-        Some(shared) => shared.load().map_err(|e| anyhow::anyhow!("{e}"))?,
-        None => config,
-    };
+    let (config, shared) = global.load_config_shared()?;
     super::logging::start_traces(&config.telemetry)?;
     // Approvals go to the MCP client's user (elicitation); stdin is the protocol, never a
     // prompt. Over HTTP, requests the client cannot answer wait in the approvals API.

@@ -196,7 +196,7 @@ impl AdminTool {
         merge(&mut base, over);
         let invalid =
             |e: String| bad(format!("the shared configuration with this patch is not valid, nothing was changed: {e}"));
-        let config = shared.try_load(&base).map_err(invalid)?;
+        let config = shared.load_over(&base).map_err(invalid)?;
         self.control.check(&config).map_err(invalid)?;
         Ok(base)
     }

@@ -56,6 +56,11 @@ pub type LoadWith = Box<dyn Fn(Option<&Table>) -> Result<Config, String> + Send 
 /// `[gate] timeout_secs`).
 pub fn split(text: &str) -> Result<(Table, Vec<String>), String> {
     let table: Table = toml::from_str(text).map_err(|e| format!("not TOML: {}", e.to_string().trim()))?;
+    Ok(split_table(table))
+}
+
+/// [`split`] of a parsed layer.
+fn split_table(table: Table) -> (Table, Vec<String>) {
     let (mut shared, mut others) = (Table::new(), Vec::new());
     for (key, value) in table {
         if WHOLE.contains(&key.as_str()) {
@@ -78,7 +83,7 @@ pub fn split(text: &str) -> Result<(Table, Vec<String>), String> {
             others.push(format!("[{key}]"));
         }
     }
-    Ok((shared, others))
+    (shared, others)
 }
 
 /// Puts `shared` over `merged` (every other layer, merged): a section it holds replaces the
@@ -149,7 +154,7 @@ impl SharedConfig {
         Ok((revision, layer))
     }
 
-    /// The stored sections (an empty table when nothing is stored).
+    /// The stored sections (`None`: nothing stored).
     pub fn sections(&self) -> Result<Option<Table>, String> {
         self.layer().map(|(_, layer)| layer)
     }
@@ -162,47 +167,30 @@ impl SharedConfig {
         Ok(config)
     }
 
-    /// The configuration this node would load with `sections` stored instead, checked as
-    /// [`check`] does; nothing is stored.
-    pub fn try_load(&self, sections: &Table) -> Result<Config, String> {
-        let text = toml::to_string(sections).map_err(|e| e.to_string())?;
-        if text.len() > MAX_BYTES {
-            return Err(format!("the shared configuration would be {} bytes, over {MAX_BYTES}", text.len()));
-        }
-        let config = (self.load_with)(Some(sections))?;
-        check(&config)?;
-        Ok(config)
+    /// The configuration this node would load with `sections` stored instead, unchecked (the
+    /// caller checks it as a reload would: [`Gate::check_config`]).
+    pub fn load_over(&self, sections: &Table) -> Result<Config, String> {
+        text_of(sections)?;
+        (self.load_with)(Some(sections))
     }
 
-    /// Stores `sections` (shared ones only: anything else is refused) once [`Self::try_load`]
-    /// accepts them; the new revision. `by`: who, for `toolgate admin config show`.
+    /// Stores `sections` (shared ones only: anything else is refused) once they load on this
+    /// node and pass [`check`]; the new revision. `by`: who, for `toolgate admin config show`.
     /// It replaces what is stored whole, whatever that is (`toolgate admin config push`); a
     /// change over what is stored is [`Self::put_over`].
     pub fn put(&self, sections: &Table, by: &str) -> Result<i64, String> {
-        let text = self.checked_text(sections)?;
+        let text = text_of(sections)?;
+        check(&(self.load_with)(Some(sections))?)?;
         self.store.shared_config_put(&text, by).map_err(|e| e.to_string())
-    }
-
-    /// `sections` as the text to store, once only shared sections are in it and
-    /// [`Self::try_load`] accepts them.
-    fn checked_text(&self, sections: &Table) -> Result<String, String> {
-        let text = toml::to_string(sections).map_err(|e| e.to_string())?;
-        let (_, others) = split(&text)?;
-        if !others.is_empty() {
-            return Err(format!(
-                "only {SHARED_NAMES} are shared; {} stay in each node's toolgate.toml",
-                others.join(", ")
-            ));
-        }
-        self.try_load(sections)?;
-        Ok(text)
     }
 
     /// Stores `patched(stored)` — a change made over the stored sections, `None` when nothing
     /// is stored — only if nothing else was stored meanwhile; otherwise reads the new stored
     /// sections and makes the change again over them (a patch merged onto the newer text keeps
-    /// both changes), up to [`APPLY_ATTEMPTS`] times, then refuses. Checked as [`Self::put`]
-    /// checks; the new revision. `patched`'s own error is returned as it is.
+    /// both changes), up to [`APPLY_ATTEMPTS`] times, then refuses. `patched` checks what it
+    /// returns ([`Self::load_over`] and a reload's checks, as `config_apply` does): it runs on
+    /// every attempt, so nothing is checked twice. The new revision; `patched`'s own error is
+    /// returned as it is.
     pub fn put_over<E: From<String>>(
         &self,
         by: &str,
@@ -210,8 +198,7 @@ impl SharedConfig {
     ) -> Result<i64, E> {
         for _ in 0..APPLY_ATTEMPTS {
             let (revision, stored) = self.layer()?;
-            let sections = patched(stored)?;
-            let text = self.checked_text(&sections)?;
+            let text = text_of(&patched(stored)?)?;
             if let Some(new) = self.store.shared_config_put_at(&text, by, revision).map_err(|e| e.to_string())? {
                 return Ok(new);
             }
@@ -237,6 +224,19 @@ impl SharedConfig {
     pub fn loaded_revision(&self) -> i64 {
         self.loaded.load(SeqCst)
     }
+}
+
+/// `sections` as the text to store: shared sections only, at most [`MAX_BYTES`].
+fn text_of(sections: &Table) -> Result<String, String> {
+    let (_, others) = split_table(sections.clone());
+    if !others.is_empty() {
+        return Err(format!("only {SHARED_NAMES} are shared; {} stay in each node's toolgate.toml", others.join(", ")));
+    }
+    let text = toml::to_string(sections).map_err(|e| e.to_string())?;
+    if text.len() > MAX_BYTES {
+        return Err(format!("the shared configuration would be {} bytes, over {MAX_BYTES}", text.len()));
+    }
+    Ok(text)
 }
 
 /// Reloads `gate` whenever the `config` revision moves away from the one it loaded, until
