@@ -717,8 +717,9 @@ impl Gate {
         // A name that resolved to no tool is the caller's text: one label for all of them.
         let tool = if audited.resolved { audited.tool.as_str() } else { crate::metrics::UNKNOWN_TOOL };
         let outcome = result.as_ref().map_or_else(ToolError::kind, |_| "ok");
-        crate::metrics::process().observe(tool, outcome, clock.elapsed());
-        audited.span.finish(&result);
+        let took = clock.elapsed();
+        crate::metrics::process().observe(tool, outcome, took);
+        audited.span.finish(&result, took);
         result
     }
 

@@ -9,7 +9,7 @@
 //! and durations: never a parameter, an output or an error's text, which are hostile or secret.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
@@ -222,7 +222,6 @@ fn chain(e: &dyn std::error::Error) -> String {
 pub(crate) struct CallSpan {
     call: Span,
     stage: Span,
-    started: Instant,
 }
 
 impl CallSpan {
@@ -241,7 +240,7 @@ impl CallSpan {
             duration_ms = Empty,
             otel.status_code = Empty,
         );
-        Self { call, stage: Span::none(), started: Instant::now() }
+        Self { call, stage: Span::none() }
     }
 
     /// Ends the current stage's span and starts `name`'s (one of `pipeline/mod.rs`'s stages).
@@ -279,13 +278,13 @@ impl CallSpan {
         self.stage = Span::none();
     }
 
-    /// Ends the call's span with its outcome (`ok` or the error's kind) and duration.
-    pub(crate) fn finish(&mut self, result: &Result<ToolOutput, ToolError>) {
+    /// Ends the call's span with its outcome (`ok` or the error's kind) and how long it `took`.
+    pub(crate) fn finish(&mut self, result: &Result<ToolOutput, ToolError>, took: Duration) {
         self.stage = Span::none();
         let outcome = result.as_ref().map_or_else(ToolError::kind, |_| "ok");
         self.call.record("outcome", outcome);
         self.call.record("otel.status_code", if result.is_ok() { "ok" } else { "error" });
-        self.call.record("duration_ms", self.started.elapsed().as_secs_f64() * 1000.0);
+        self.call.record("duration_ms", took.as_secs_f64() * 1000.0);
     }
 }
 
