@@ -9,7 +9,7 @@
 //! `jobs_interrupt_expired` ends it once its lease runs out), and path locks, page sign-ins and
 //! webhook deliveries already expired are left behind.
 
-use toolgate_store::{Cell, JOB_INTERRUPTED, Store, StoreError};
+use toolgate_store::{Cell, JOB_INTERRUPTED, JOB_INTERRUPTED_EVENT, Store, StoreError};
 
 use crate::PgStore;
 use crate::import::{ColumnKind as K, TableRows, Value};
@@ -398,11 +398,6 @@ pub fn sqlite_copy_tables() -> Vec<&'static str> {
     COPIES.iter().map(|c| c.to).collect()
 }
 
-/// What a restart would write for a job the stopped node was running (SQLite's
-/// `jobs_interrupt_expired`, word for word).
-const INTERRUPTED_EVENT: &str =
-    "failed: interrupted (the process running it stopped before it ended; it was not run again)";
-
 /// Rows moved, per area, in the order they are written (areas of several tables summed).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Copied {
@@ -423,7 +418,8 @@ impl SqliteRows {
     /// The grants read: ("allow always" grants, tool grants).
     pub fn grant_counts(&self) -> (usize, usize) {
         let Some(grants) = self.tables.iter().find(|t| t.table == "grants") else { return (0, 0) };
-        let arg_subject = grants.columns.iter().position(|(c, _)| *c == "arg_subject").unwrap_or(0);
+        let arg_subject =
+            grants.columns.iter().position(|(c, _)| *c == "arg_subject").expect("grants are copied with arg_subject");
         let always = grants.rows.iter().filter(|r| r[arg_subject] != Value::Null).count();
         (always, grants.rows.len() - always)
     }
@@ -514,7 +510,7 @@ fn summary(counts: &[u64], interrupted_jobs: usize) -> Copied {
 /// Ends a job the stopped node held (queued or running under its lease) as a restart would;
 /// returns the `state` event to add (its sequence number set later).
 fn interrupt(job: &mut [Value], now_ms: i64) -> Option<Vec<Value>> {
-    let at = |name: &str| JOB_COLUMNS.iter().position(|(c, _)| *c == name).unwrap_or(0);
+    let at = |name: &str| JOB_COLUMNS.iter().position(|(c, _)| *c == name).expect("a column of JOB_COLUMNS");
     let state = matches!(&job[at("state")], Value::Text(s) if s == "queued" || s == "running");
     if !state || job[at("lease_owner")] == Value::Null {
         return None;
@@ -529,7 +525,7 @@ fn interrupt(job: &mut [Value], now_ms: i64) -> Option<Vec<Value>> {
         Value::Int(0),
         Value::Int(now_ms),
         Value::Text("state".into()),
-        Value::Text(INTERRUPTED_EVENT.into()),
+        Value::Text(JOB_INTERRUPTED_EVENT.into()),
     ])
 }
 
@@ -648,7 +644,7 @@ mod tests {
         assert_eq!(running[9], Value::Text("failed".into()));
         assert_eq!(running[11], Value::Text(JOB_INTERRUPTED.into()));
         assert_eq!((&running[15], &running[16], &running[17]), (&Value::Int(99), &Value::Null, &Value::Null));
-        assert_eq!(event[4], Value::Text(INTERRUPTED_EVENT.into()));
+        assert_eq!(event[4], Value::Text(JOB_INTERRUPTED_EVENT.into()));
         let mut queued = job("queued", None);
         assert!(interrupt(&mut queued, 99).is_none(), "a queued job nobody claimed runs on the target");
         let mut done = job("done", Some("node-a"));

@@ -31,10 +31,6 @@ const COLUMNS: &str = "id, member, session, title, description, mode, project_di
 /// second is the hash of the job's id.
 const EVENT_LOCK: i32 = 0x746a_6f62;
 
-/// The last event of a job that ended because its node stopped (as SQLite's).
-const INTERRUPTED_EVENT: &str =
-    "failed: interrupted (the process running it stopped before it ended; it was not run again)";
-
 fn record(r: &Row) -> Result<JobRecord, PgError> {
     let credentials: String = r.try_get(7)?;
     let credentials = serde_json::from_str(&credentials)
@@ -261,7 +257,7 @@ impl JobStore for PgStore {
             // in a cycle.
             ids.sort();
             for id in &ids {
-                event(&tx, id, "state", INTERRUPTED_EVENT, now_ms).await?;
+                event(&tx, id, "state", toolgate_store::JOB_INTERRUPTED_EVENT, now_ms).await?;
             }
             tx.commit().await?;
             Ok(ids)

@@ -27,6 +27,10 @@ use crate::{Store, StoreError};
 /// The error a job whose process died while it was queued or running ends with.
 pub const JOB_INTERRUPTED: &str = "interrupted";
 
+/// The `state` event such a job ends with, on every backend.
+pub const JOB_INTERRUPTED_EVENT: &str =
+    "failed: interrupted (the process running it stopped before it ended; it was not run again)";
+
 /// One job.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct JobRecord {
@@ -431,13 +435,7 @@ impl JobStore for Store {
                     rows.collect::<Result<Vec<_>, _>>().doing(DOING)?
                 };
                 for id in &ids {
-                    event(
-                        tx,
-                        id,
-                        "state",
-                        "failed: interrupted (the process running it stopped before it ended; it was not run again)",
-                        now_ms,
-                    )?;
+                    event(tx, id, "state", JOB_INTERRUPTED_EVENT, now_ms)?;
                 }
                 Ok(ids)
             })

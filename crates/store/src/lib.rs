@@ -85,7 +85,7 @@ pub use grants::{
     approvals_of_grant_subject,
 };
 pub use identity::{ApiKeyRecord, IdentityStore, Membership, Principal, PrincipalKind};
-pub use jobs::{JOB_INTERRUPTED, JobEvent, JobFilter, JobRecord, JobStore};
+pub use jobs::{JOB_INTERRUPTED, JOB_INTERRUPTED_EVENT, JobEvent, JobFilter, JobRecord, JobStore};
 pub use locks::{LockOwner, LockStore, PathLock};
 pub use outbox::{OutboxEntry, OutboxStore};
 pub use processes::{ProcessOwner, ProcessStore};

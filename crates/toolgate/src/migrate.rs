@@ -235,17 +235,23 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Refuses a target the nodes have used: any principal, audit row of the workspace, or row in
-/// a table the move copies into (grants, approvals, sessions, jobs, memory...).
+/// The tables the areas moved after the row-for-row copy write into (identities, secrets,
+/// routines, custom tools, the outbox): a row already there would clash only once that copy
+/// has committed, so they are checked first with the rest.
+const AREA_TABLES: [&str; 7] =
+    ["principals", "memberships", "api_keys", "secrets", "routines", "custom_tools", "message_outbox"];
+
+/// Refuses a target the nodes have used: any audit row of the workspace, or any row in a table
+/// the move writes into (identities, grants, approvals, sessions, jobs, memory...).
 fn refuse_unless_empty(target: &toolgate_postgres::PgStore, log: &PgAuditLog) -> Result<(), MigrateError> {
-    let principals = target.principals(None).map_err(failed("reading the target's principals"))?.len();
     let rows = log.audit_count().map_err(failed("reading the target's audit log"))?;
-    let tables = toolgate_postgres::sqlite_copy_tables();
+    let mut tables = AREA_TABLES.to_vec();
+    tables.extend(toolgate_postgres::sqlite_copy_tables());
     let counts = target.count_rows(&tables).map_err(failed("reading the target's tables"))?;
     let used: Vec<String> =
         tables.iter().zip(&counts).filter(|(_, n)| **n > 0).map(|(t, n)| format!("{n} rows in {t}")).collect();
-    if principals > 0 || rows > 0 || !used.is_empty() {
-        let mut held = vec![format!("{principals} principals"), format!("{rows} audit rows of this workspace")];
+    if rows > 0 || !used.is_empty() {
+        let mut held = vec![format!("{rows} audit rows of this workspace")];
         held.extend(used);
         return Err(MigrateError::Refused(format!(
             "the PostgreSQL database already holds state ({}): move a node's state into a database no node has \
