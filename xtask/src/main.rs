@@ -1,9 +1,9 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
-//! - `cargo xtask test`: the one test command: installs what peer tests need (if missing; the
-//!   downloads while `cargo fmt --check` and `cargo clippy -D warnings` run), then `cargo
-//!   nextest run` over the workspace (conformance suites included) and the doc tests, saying how
-//!   long each step took.
+//! - `cargo xtask test`: the one test command: `cargo fmt --check`, then `cargo nextest run` over
+//!   the workspace (conformance suites included) and the doc tests, with `cargo clippy -D
+//!   warnings` beside them at the lowest CPU priority, and what peer tests need installed (if
+//!   missing) while the tests build; it says how long each step took.
 //! - `cargo xtask bench`: every benchmark, each printing its figures and ratios against the
 //!   named peer measured in the same run; `cargo xtask bench summary`: each in its short form,
 //!   and one table of the headline figures (also written at the head of `docs/benchmarks.md`).

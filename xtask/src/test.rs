@@ -1,10 +1,11 @@
 //! `cargo xtask test`.
 
+use std::process::Command;
 use std::time::Instant;
 
-use anyhow::anyhow;
+use anyhow::{Context, anyhow, bail};
 
-use crate::{deps, have, run as sh, tidy};
+use crate::{deps, have, root, run as sh, tidy};
 
 pub(crate) fn run(extra: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -20,7 +21,12 @@ pub(crate) fn run(extra: &[String]) -> anyhow::Result<()> {
     });
     timed("tidy", tidy::run)?;
     timed("fmt", || sh("cargo", &["fmt", "--all", "--", "--check"]))?;
-    timed("clippy", || sh("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    // Clippy shares no compiled code with the test build (it stops at metadata), so it runs
+    // beside the build and the tests instead of before them, at the lowest CPU priority: it
+    // takes the cycles they leave idle (links, serial crate chains, tests waiting on processes
+    // or clocks) and next to nothing from them. Its own target folder keeps it off the build's
+    // lock. On CI this moved its ten minutes off the critical path.
+    let clippy = std::thread::spawn(|| timed("clippy (beside the tests, lowest priority)", clippy_beside));
     peers.join().map_err(|_| anyhow!("installing the peers panicked"))??;
     let mut nextest = vec!["nextest", "run", "--workspace", "--no-fail-fast"];
     nextest.extend(extra.iter().map(String::as_str));
@@ -32,9 +38,40 @@ pub(crate) fn run(extra: &[String]) -> anyhow::Result<()> {
             sh("cargo", &["test", "--workspace", "--lib", "--bins", "--tests"])
         })?;
     }
+    let clippy = clippy.join().map_err(|_| anyhow!("clippy's thread panicked"));
     timed("doc tests", || sh("cargo", &["test", "--workspace", "--doc"]))?;
+    clippy??;
     eprintln!("xtask: the whole test run took {}", minutes(started));
     Ok(())
+}
+
+/// `cargo clippy --workspace --all-targets -D warnings` under `nice -n 19`, in `target/clippy`,
+/// its output kept and printed once it ends (not interleaved with the tests').
+fn clippy_beside() -> anyhow::Result<()> {
+    let args = ["-n", "19", "cargo", "clippy", "--workspace", "--all-targets", "--", "-D", "warnings"];
+    let target = root().join("target/clippy");
+    let out = Command::new("nice")
+        .args(args)
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(root())
+        .output()
+        .context("cannot run `nice cargo clippy`")?;
+    let log = String::from_utf8_lossy(&out.stderr);
+    // Only what clippy said, not the list of crates it checked.
+    let said: Vec<&str> = log.lines().filter(|l| !is_progress(l)).collect();
+    if !said.is_empty() {
+        eprintln!("$ nice {}\n{}", args.join(" "), said.join("\n"));
+    }
+    if !out.status.success() {
+        bail!("`cargo clippy` failed ({})", out.status);
+    }
+    Ok(())
+}
+
+/// Cargo's progress lines ("Compiling x", "Checking y", "Finished ...").
+fn is_progress(line: &str) -> bool {
+    let word = line.trim_start().split(' ').next().unwrap_or("");
+    matches!(word, "Compiling" | "Checking" | "Finished" | "Blocking" | "Downloaded" | "Downloading" | "Locking")
 }
 
 /// Runs `step`, then says how long it took (the phases of a CI run, to see where time goes).
