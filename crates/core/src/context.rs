@@ -78,6 +78,12 @@ pub struct CallContext {
     /// approvals are asked together and its calls still run in order. The gate clears it
     /// before the tool runs, so the calls the tool makes (a sub-agent's) never wait on it.
     pub turn: Option<crate::TurnSlot>,
+    /// The W3C trace context the call continues (`traceparent`, `tracestate`), when traces
+    /// are exported and the request carried a valid one (a Streamable HTTP header, or `_meta`
+    /// per SEP-414): the call's span becomes its child. Set by a transport, never from a
+    /// tool's parameters; the gate takes it, so the calls a tool makes are children of the
+    /// tool's own span instead.
+    pub trace_parent: Option<Arc<crate::trace::TraceHeaders>>,
 }
 
 /// A team gateway's grants on a caller, checked by the gate for each call ([`CallContext::grants`]).
@@ -160,6 +166,7 @@ impl CallContext {
             batch: None,
             grants: None,
             turn: None,
+            trace_parent: None,
         }
     }
 

@@ -55,6 +55,7 @@ mod registry;
 mod safety;
 mod spec;
 mod tool;
+pub mod trace;
 mod turn;
 mod validate;
 

@@ -80,6 +80,7 @@ mod stdio;
 mod stdio_guard;
 mod tasks;
 mod token;
+mod trace;
 
 pub use approval::{ClientAnswer, ask_client, defer_to_url, echoed_request_state};
 pub use caller::{Authenticator, Caller, Refusal};

@@ -258,6 +258,7 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         let params = request.arguments.map_or_else(|| Value::Object(Default::default()), Value::Object);
         let mut ctx = self.handler.context();
         session::apply(&mut ctx, &context);
+        ctx.trace_parent = crate::trace::parent(&context);
         // A client that accepts tasks gets a long call back as one at once (SEP-2663: the server
         // decides); it runs in the background as the caller, through the same pipeline.
         if let Some(host) = self.handler.tasks().filter(|h| h.runs_as_task(&ctx, &request.name))

@@ -689,7 +689,9 @@ impl Gate {
             resolved: false,
             params: String::new(),
             called_as: None,
-            span: CallSpan::start(&ctx.identity.user, &ctx.identity.agent),
+            // The remote parent is this call's alone: the calls its tool makes are children of
+            // its `execute` span.
+            span: CallSpan::start(&ctx.identity.user, &ctx.identity.agent, ctx.trace_parent.take().as_deref()),
         };
         let result = self.run(&mut ctx, &caller_cancel, name, params, &mut trace, &mut audited).await;
         audited.span.end_stages(&result);

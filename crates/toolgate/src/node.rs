@@ -114,6 +114,14 @@ impl McpForwarder {
         if let Some(session) = session {
             request = request.header("Mcp-Session-Id", session).header("Mcp-Protocol-Version", PROTOCOL);
         }
+        // While traces are exported, the owner's call joins this one's trace (the span this
+        // runs in: the `process` call's `execute` stage).
+        if let Some(trace) = toolgate_core::trace::current() {
+            request = request.header("traceparent", trace.traceparent());
+            if let Some(state) = trace.tracestate() {
+                request = request.header("tracestate", state);
+            }
+        }
         let answer = request.send().await.map_err(|e| format!("no answer: {e}"))?;
         let status = answer.status();
         let headers = answer.headers().clone();

@@ -11,11 +11,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator as _};
+use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracerProvider, Tracer};
 use serde::{Deserialize, Serialize};
+use toolgate_core::trace::TraceHeaders;
 use toolgate_core::{ToolError, ToolOutput};
 use tracing::Span;
 use tracing::field::Empty;
@@ -93,6 +96,7 @@ impl Telemetry {
     /// Blocks: call it off the async runtime's threads (`spawn_blocking`), whose runtime must
     /// still be running, since the export is made on it.
     pub fn shutdown(&self) {
+        toolgate_core::trace::set_on(false, current_headers);
         if let Err(e) = self.provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
             tracing::warn!("traces: stopping the OTLP exporter: {e}");
         }
@@ -154,7 +158,52 @@ where
         .with_tracer(provider.tracer("toolgate"))
         // Thread ids and names say nothing about a call; code locations stay (file and line).
         .with_threads(false);
+    // From now on transports read an incoming `traceparent` and tools send theirs.
+    toolgate_core::trace::set_on(true, current_headers);
     Ok(Some((Telemetry { provider }, layer)))
+}
+
+/// The `traceparent` (and `tracestate`) of the span the running task is in: a tool's `execute`
+/// stage, whose future runs inside it (`tracing-opentelemetry` makes an entered span the
+/// current OpenTelemetry context). `None` outside any exported span.
+fn current_headers() -> Option<TraceHeaders> {
+    struct Headers(Option<String>, Option<String>);
+    impl Injector for Headers {
+        fn set(&mut self, key: &str, value: String) {
+            match key {
+                "traceparent" => self.0 = Some(value),
+                "tracestate" => self.1 = Some(value),
+                _ => {}
+            }
+        }
+    }
+    let cx = opentelemetry::Context::current();
+    if !cx.span().span_context().is_valid() {
+        return None;
+    }
+    let mut headers = Headers(None, None);
+    TraceContextPropagator::new().inject_context(&cx, &mut headers);
+    TraceHeaders::parse(&headers.0?, headers.1.as_deref())
+}
+
+/// The OpenTelemetry context of a remote parent (checked already by [`TraceHeaders::parse`],
+/// and again by the propagator), if it names a valid span.
+fn remote_context(parent: &TraceHeaders) -> Option<opentelemetry::Context> {
+    struct Headers<'a>(&'a TraceHeaders);
+    impl Extractor for Headers<'_> {
+        fn get(&self, key: &str) -> Option<&str> {
+            match key {
+                "traceparent" => Some(self.0.traceparent()),
+                "tracestate" => self.0.tracestate(),
+                _ => None,
+            }
+        }
+        fn keys(&self) -> Vec<&str> {
+            vec!["traceparent", "tracestate"]
+        }
+    }
+    let cx = TraceContextPropagator::new().extract(&Headers(parent));
+    cx.span().span_context().is_valid().then_some(cx)
 }
 
 /// The exporter's HTTP client: the workspace's `reqwest`, whose requests are run on the Tokio
@@ -226,8 +275,12 @@ pub(crate) struct CallSpan {
 
 impl CallSpan {
     /// The span of a call by `user` and `agent` (ids from the configuration or the gateway's
-    /// authentication, never the model's text).
-    pub(crate) fn start(user: &str, agent: &str) -> Self {
+    /// authentication, never the model's text): a child of `parent`, the remote context the
+    /// request carried, when there is one (only while traces are exported), else of the span
+    /// the caller runs in (a tool's `execute` stage), else a new trace.
+    pub(crate) fn start(user: &str, agent: &str, parent: Option<&TraceHeaders>) -> Self {
+        // The span takes its parent from the current OpenTelemetry context when it is made.
+        let _remote = parent.and_then(remote_context).map(opentelemetry::Context::attach);
         let call = tracing::info_span!(
             target: CALL_TARGET,
             "tool_call",

@@ -4,7 +4,9 @@
 //! parameter's value; a collector that is not there costs the call nothing but a log line.
 //!
 //! A `toolgate serve` starts the exporter's thread only when configured, and exports the calls
-//! real MCP clients make.
+//! real MCP clients make; a caller's W3C `traceparent` (a header, or `_meta` per SEP-414) is
+//! continued, a malformed one ignored, and a call run on a paired node (`nodes run`) joins the
+//! calling node's trace.
 //!
 //! No OpenTelemetry collector is installable here: [`Collector`] stands in for one. It is a
 //! loopback HTTP/1.1 server that takes OTLP/HTTP export requests (`POST /v1/traces`) and
@@ -24,6 +26,7 @@ use prost::Message as _;
 use toolgate_testkit::serve::HttpServer;
 
 use crate::support::python;
+use crate::support::toolgate_with_input;
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -283,6 +286,54 @@ fn exporter_threads(pid: u32) -> usize {
         .count()
 }
 
+/// A caller's trace context (header): trace `0af7...319c`, parent span `b7ad...3331`.
+const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+/// Another, sent in `_meta` (SEP-414).
+const META_PARENT: &str = "00-1bf7651916cd43dd8448eb211c80319d-c7ad6b7169203332-01";
+/// A malformed one: a zero trace id.
+const BAD_PARENT: &str = "00-00000000000000000000000000000000-b7ad6b7169203331-01";
+
+/// One `tools/call` over Streamable HTTP by rmcp's client, with `headers` on every request and
+/// `traceparent` in the call's `_meta` when `meta` names one.
+fn call_with(
+    url: &str,
+    token: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+    headers: &[(&'static str, &str)],
+    meta: Option<&str>,
+) {
+    use rmcp::ServiceExt as _;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let headers: std::collections::HashMap<_, _> = headers
+        .iter()
+        .map(|(k, v)| (reqwest::header::HeaderName::from_static(k), reqwest::header::HeaderValue::from_str(v).unwrap()))
+        .collect();
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned()).custom_headers(headers);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("MCP handshake");
+        let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+            .with_arguments(arguments.as_object().unwrap().clone());
+        if let Some(traceparent) = meta {
+            let mut object = rmcp::model::RequestMetaObject::default();
+            object.set_traceparent(traceparent);
+            params.meta = Some(object);
+        }
+        let result = client.call_tool(params).await.expect("tools/call");
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        let _ = client.cancel().await;
+    });
+}
+
+/// The id as OTLP carries it (bytes) from its hex.
+fn id(hex: &str) -> Vec<u8> {
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+}
+
 #[test]
 fn a_server_runs_an_exporter_only_when_configured_and_exports_its_calls() {
     let plain = HttpServer::start(TOOLGATE, &[]);
@@ -302,18 +353,86 @@ fn a_server_runs_an_exporter_only_when_configured_and_exports_its_calls() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    // The batch is sent every 5 s while the server runs.
+    // A caller inside a trace: its `traceparent` header, then one in `_meta`; then a malformed
+    // header, on another tool so that its span is told apart.
+    let echo = serde_json::json!({"message": "traced"});
+    call_with(&server.url, &token, "echo", echo.clone(), &[("traceparent", PARENT), ("tracestate", "caller=1")], None);
+    call_with(&server.url, &token, "echo", echo.clone(), &[], Some(META_PARENT));
+    call_with(
+        &server.url,
+        &token,
+        "read",
+        serde_json::json!({"path": "hello.txt"}),
+        &[("traceparent", BAD_PARENT)],
+        None,
+    );
+    // Node A (a one-off `toolgate call`, exporting to the same collector as `toolgate-a`) runs
+    // echo on this server through `nodes run`.
+    let a = tempfile::tempdir().unwrap();
+    let a_config = telemetry(collector.port).replace("toolgate-test", "toolgate-a");
+    std::fs::write(a.path().join("toolgate.toml"), a_config).unwrap();
+    let (ok, out) = toolgate_with_input(a.path(), &["nodes", "add", "b", &server.url], &format!("{token}\n"));
+    assert!(ok, "{out}");
+    let run = r#"{"action": "run", "node": "b", "tool": "echo", "arguments": {"message": "via A"}}"#;
+    let out = call(a.path(), "nodes", run);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("via A"), "{out:?}");
+
+    // The server sends its batch every 5 s: wait for its five calls (A's came at its exit).
+    let calls = |spans: &[(String, Span)]| spans.iter().filter(|(_, s)| s.name == "tool_call").count();
     for _ in 0..300 {
-        if !collector.received().is_empty() {
+        if calls(&spans(&collector.received())) >= 6 {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let received = collector.received();
     let spans = spans(&received);
-    let (call, stages) = call_and_stages(&spans);
-    assert_eq!(text(&call.attributes, "tool").as_deref(), Some("echo"), "{call:#?}");
-    assert_eq!(text(&call.attributes, "outcome").as_deref(), Some("ok"), "{call:#?}");
+    let on_server: Vec<(String, Span)> = spans.iter().filter(|(svc, _)| svc == "toolgate-test").cloned().collect();
+    let on_a: Vec<&Span> = spans.iter().filter(|(svc, _)| svc == "toolgate-a").map(|(_, s)| s).collect();
+    let server_calls: Vec<&Span> = on_server.iter().map(|(_, s)| s).filter(|s| s.name == "tool_call").collect();
+    assert_eq!(server_calls.len(), 5, "{spans:#?}");
+
+    // The Python SDK's call sent no trace context: a root, with its stages.
+    let a_trace = on_a.iter().find(|s| s.name == "tool_call").map(|s| s.trace_id.clone()).unwrap_or_default();
+    let roots: Vec<&&Span> = server_calls
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty() && text(&s.attributes, "tool").as_deref() == Some("echo"))
+        .collect();
+    assert_eq!(roots.len(), 1, "{server_calls:#?}");
+    assert_ne!(roots[0].trace_id, a_trace);
+    let plain: Vec<(String, Span)> =
+        on_server.iter().filter(|(_, s)| s.trace_id == roots[0].trace_id).cloned().collect();
+    let (call0, stages) = call_and_stages(&plain);
+    assert_eq!(text(&call0.attributes, "tool").as_deref(), Some("echo"), "{call0:#?}");
+    assert_eq!(text(&call0.attributes, "outcome").as_deref(), Some("ok"), "{call0:#?}");
     assert!(stages.contains(&"execute".to_owned()) && stages.contains(&"audit".to_owned()), "{stages:?}");
     assert!(!received.iter().any(|r| r.body.windows(17).any(|w| w == b"zebra-marker-7731")));
+
+    // The header's and `_meta`'s contexts are continued: same trace, the caller's span as parent.
+    for (parent, state) in [(PARENT, "caller=1"), (META_PARENT, "")] {
+        let (trace, span) = (id(&parent[3..35]), id(&parent[36..52]));
+        let traced: Vec<&&Span> = server_calls.iter().filter(|s| s.trace_id == trace).collect();
+        assert_eq!(traced.len(), 1, "{parent}: {server_calls:#?}");
+        assert_eq!(traced[0].parent_span_id, span, "{parent}: {:#?}", traced[0]);
+        assert_eq!(traced[0].trace_state, state, "{:#?}", traced[0]);
+        assert_eq!(text(&traced[0].attributes, "tool").as_deref(), Some("echo"));
+        let stages = on_server.iter().filter(|(_, s)| s.parent_span_id == traced[0].span_id).count();
+        assert!(stages >= 10, "its stages are its children: {stages}");
+    }
+    // The malformed one is ignored: the call is a trace of its own.
+    let read: Vec<&&Span> =
+        server_calls.iter().filter(|s| text(&s.attributes, "tool").as_deref() == Some("read")).collect();
+    assert_eq!(read.len(), 1, "{server_calls:#?}");
+    assert!(read[0].parent_span_id.is_empty(), "{:#?}", read[0]);
+    assert_eq!(read[0].trace_id.len(), 16);
+    assert!(read[0].trace_id.iter().any(|&b| b != 0) && read[0].trace_id != id(&PARENT[3..35]), "{:#?}", read[0]);
+
+    // `nodes run`: A's call is a root; the server's echo joins its trace, under A's execute stage.
+    let a_call = on_a.iter().find(|s| s.name == "tool_call").expect("A exported its call");
+    assert_eq!(text(&a_call.attributes, "tool").as_deref(), Some("nodes"), "{a_call:#?}");
+    assert!(a_call.parent_span_id.is_empty(), "{a_call:#?}");
+    let a_execute = on_a.iter().find(|s| s.name == "execute" && s.parent_span_id == a_call.span_id).unwrap();
+    let joined: Vec<&&Span> = server_calls.iter().filter(|s| s.trace_id == a_call.trace_id).collect();
+    assert_eq!(joined.len(), 1, "the forwarded call shares A's trace: {server_calls:#?}");
+    assert_eq!(joined[0].parent_span_id, a_execute.span_id, "{:#?}", joined[0]);
 }

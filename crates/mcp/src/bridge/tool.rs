@@ -198,11 +198,19 @@ impl BridgedTool {
         };
         let params = CallToolRequestParams::new(self.bridged.remote.clone()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // While traces are exported, the server's work joins this call's trace (`_meta`'s
+        // `traceparent`, SEP-414: the one place every transport carries it).
+        let mut options = PeerRequestOptions::no_options();
+        if let Some(trace) = toolgate_core::trace::current() {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.set_traceparent(trace.traceparent());
+            if let Some(state) = trace.tracestate() {
+                meta.set_tracestate(state);
+            }
+            options.meta = Some(meta);
+        }
         // rmcp puts a fresh progress token on every request; progress with it goes to this call.
-        let handle = peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| self.request_error(link, e))?;
+        let handle = peer.send_request_with_option(request, options).await.map_err(|e| self.request_error(link, e))?;
         let _progress = link.route_progress(handle.progress_token.clone(), ctx.progress.clone());
         // From here on, a call that stops waiting (cancelled, timed out: the gate drops this
         // future) tells the server with `notifications/cancelled`.
