@@ -1,12 +1,14 @@
 //! [`Browsers`]: the pool of browser sessions (one browser context each) over one Chromium.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::json;
 use toolgate_fetch::Fetcher;
+use toolgate_store::{Local, LocalStore};
+use toolgate_tools::runtime::{NodeForwarder, Owners};
 
 use crate::error::BrowserError;
 use crate::page::Tab;
@@ -72,6 +74,33 @@ struct Inner {
     /// The running browser; replaced when it died.
     process: tokio::sync::Mutex<Option<Arc<Process>>>,
     sessions: Mutex<HashMap<String, BrowserSession>>,
+    /// Which node holds each session, with several nodes on one store: the sessions opened
+    /// for a caller ([`Browsers::session_for`]) are recorded there while they run.
+    owners: Owners,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let sessions = self.sessions.get_mut().unwrap_or_else(PoisonError::into_inner);
+        self.owners.forget(sessions.values().map(|s| s.id()));
+    }
+}
+
+/// The prefix of a session's id.
+const ID_PREFIX: &str = "tg-browser-";
+
+/// Whether `id` has the form of a session id (`tg-browser-` and 32 lowercase hex digits): an id
+/// a model sends is checked before it is looked up anywhere.
+pub fn valid_session_id(id: &str) -> bool {
+    id.strip_prefix(ID_PREFIX)
+        .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
+/// A fresh, unpredictable session id.
+fn new_session_id() -> Result<String, BrowserError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| BrowserError::Refused(format!("no random bytes for a session id: {e}")))?;
+    Ok(format!("{ID_PREFIX}{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
 impl Browsers {
@@ -82,6 +111,7 @@ impl Browsers {
                 config,
                 process: tokio::sync::Mutex::new(None),
                 sessions: Mutex::new(HashMap::new()),
+                owners: Owners::new(Local::BrowserSession),
             }),
         }
     }
@@ -91,13 +121,38 @@ impl Browsers {
         &self.inner.config
     }
 
+    /// Records every session opened for a caller in `store`, with this node
+    /// (`toolgate_tools::runtime::serve_as_node`), so a `browser` call naming it that reaches
+    /// another node of the same store finds the node that holds it (once).
+    pub fn share_across_nodes(&self, store: Arc<dyn LocalStore>) {
+        self.inner.owners.set_store(store);
+    }
+
+    /// Sends a `browser` call about a session another node holds to that node with `forwarder`
+    /// (once; without one, the call is answered with where the session is).
+    pub fn forward_with(&self, forwarder: Arc<dyn NodeForwarder>) {
+        self.inner.owners.set_forwarder(forwarder);
+    }
+
+    /// The records of which node holds each session.
+    pub(crate) fn owners(&self) -> &Owners {
+        &self.inner.owners
+    }
+
+    /// Drops the records of `sessions` (closed, or gone with their browser).
+    fn forget<'a>(&self, sessions: impl IntoIterator<Item = &'a BrowserSession>) {
+        self.inner.owners.forget(sessions.into_iter().filter(|s| s.inner.holder.is_some()).map(BrowserSession::id));
+    }
+
     async fn process(&self) -> Result<Arc<Process>, BrowserError> {
         let mut slot = self.inner.process.lock().await;
         if let Some(p) = slot.as_ref().filter(|p| p.alive()) {
             return Ok(Arc::clone(p));
         }
         // A dead browser's sessions are gone with it.
-        self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        let dead: Vec<BrowserSession> =
+            self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, s)| s).collect();
+        self.forget(&dead);
         let config = &self.inner.config;
         let process = Arc::new(
             Process::start(Launch {
@@ -114,6 +169,32 @@ impl Browsers {
 
     /// The session `key`, started (a new browser context with one blank tab) if it has none.
     pub async fn session(&self, key: &str) -> Result<BrowserSession, BrowserError> {
+        self.open(key, None).await
+    }
+
+    /// [`Browsers::session`] for `user` in `workspace`: a session it starts is theirs (found by
+    /// its id with [`Browsers::by_id`], listed by [`Browsers::of`]) and recorded in the shared
+    /// store while it runs.
+    pub async fn session_for(&self, key: &str, user: &str, workspace: &Path) -> Result<BrowserSession, BrowserError> {
+        self.open(key, Some((user.to_owned(), workspace.to_path_buf()))).await
+    }
+
+    /// The running session `id` of `user` in `workspace` (anyone else's is none).
+    pub fn by_id(&self, id: &str, user: &str, workspace: &Path) -> Option<BrowserSession> {
+        let sessions = self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.values().find(|s| s.id() == id && s.held_by(user, workspace) && s.alive()).cloned()
+    }
+
+    /// The running sessions of `user` in `workspace`, oldest first.
+    pub fn of(&self, user: &str, workspace: &Path) -> Vec<BrowserSession> {
+        let sessions = self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut of: Vec<BrowserSession> =
+            sessions.values().filter(|s| s.held_by(user, workspace) && s.alive()).cloned().collect();
+        of.sort_by_key(|s| s.inner.started);
+        of
+    }
+
+    async fn open(&self, key: &str, holder: Option<(String, PathBuf)>) -> Result<BrowserSession, BrowserError> {
         if let Some(s) = self.existing(key) {
             return Ok(s);
         }
@@ -130,9 +211,15 @@ impl Browsers {
                 )));
             }
         }
-        let session = BrowserSession::start(key, process, self.inner.config.load_timeout).await?;
-        let mut sessions = self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions.insert(key.to_owned(), session.clone());
+        let session = BrowserSession::start(key, holder, process, self.inner.config.load_timeout).await?;
+        let replaced = {
+            let mut sessions = self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            sessions.insert(key.to_owned(), session.clone())
+        };
+        self.forget(&replaced);
+        if let Some((user, workspace)) = &session.inner.holder {
+            self.inner.owners.record(session.id(), workspace, user, "browser session");
+        }
         Ok(session)
     }
 
@@ -147,6 +234,7 @@ impl Browsers {
         let session = self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
         match session {
             Some(s) => {
+                self.forget([&s]);
                 s.close().await;
                 true
             }
@@ -156,7 +244,9 @@ impl Browsers {
 
     /// Closes every session and the browser.
     pub async fn shutdown(&self) {
-        self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        let all: Vec<BrowserSession> =
+            self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, s)| s).collect();
+        self.forget(&all);
         if let Some(p) = self.inner.process.lock().await.take() {
             p.shutdown().await;
         }
@@ -184,6 +274,11 @@ pub struct BrowserSession {
 #[derive(Debug)]
 pub(crate) struct SessionInner {
     pub(crate) key: String,
+    /// Its id (`tg-browser-...`): how a call names it, on any node.
+    id: String,
+    /// The user and the workspace it was opened for, if for a caller.
+    holder: Option<(String, PathBuf)>,
+    started: std::time::Instant,
     pub(crate) context_id: String,
     pub(crate) process: Arc<Process>,
     /// Attached tabs, and which one actions go to.
@@ -205,7 +300,13 @@ pub struct Navigated {
 }
 
 impl BrowserSession {
-    async fn start(key: &str, process: Arc<Process>, load_timeout: Duration) -> Result<BrowserSession, BrowserError> {
+    async fn start(
+        key: &str,
+        holder: Option<(String, PathBuf)>,
+        process: Arc<Process>,
+        load_timeout: Duration,
+    ) -> Result<BrowserSession, BrowserError> {
+        let id = new_session_id()?;
         let cdp = &process.cdp;
         let context =
             cdp.send(None, "Target.createBrowserContext", json!({"disposeOnDetach": true}), COMMAND_TIMEOUT).await?;
@@ -220,6 +321,9 @@ impl BrowserSession {
         let session = BrowserSession {
             inner: Arc::new(SessionInner {
                 key: key.to_owned(),
+                id,
+                holder,
+                started: std::time::Instant::now(),
                 context_id,
                 process,
                 tabs: Mutex::new((Vec::new(), 0)),
@@ -234,6 +338,16 @@ impl BrowserSession {
     /// The session's key.
     pub fn key(&self) -> &str {
         &self.inner.key
+    }
+
+    /// The session's id (`tg-browser-...`).
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Whether it was opened for `user` in `workspace`.
+    fn held_by(&self, user: &str, workspace: &Path) -> bool {
+        self.inner.holder.as_ref().is_some_and(|(u, w)| u == user && w == workspace)
     }
 
     fn alive(&self) -> bool {

@@ -13,7 +13,7 @@ use toolgate_core::{
 use crate::error::BrowserError;
 use crate::output::save;
 use crate::page::{Clip, MAX_PAGE_HEIGHT, MAX_PAGE_WIDTH, Tab, scheme_refusal};
-use crate::session::{BrowserSession, Browsers};
+use crate::session::{BrowserSession, Browsers, valid_session_id};
 use crate::snapshot::{self, Options};
 
 /// Default character budget of a snapshot.
@@ -24,6 +24,7 @@ const MAX_INLINE_IMAGE: usize = 4 * 1024 * 1024;
 const ACTIONS: &[&str] = &[
     "start",
     "stop",
+    "sessions",
     "tabs",
     "open",
     "navigate",
@@ -57,9 +58,11 @@ impl BrowserTool {
     pub fn new(browsers: Browsers) -> Self {
         let spec = ToolSpec::new(
             "browser",
-            "Drive a headless Chromium for pages that need JavaScript. `action`: start | stop | tabs | open | \
-             navigate | back | snapshot | find | click | type | fill_form | press | select | hover | scroll | \
-             wait_for | screenshot | pdf | console | dialog | evaluate. `snapshot` returns the page's \
+            "Drive a headless Chromium for pages that need JavaScript. `action`: start | stop | sessions | tabs | \
+             open | navigate | back | snapshot | find | click | type | fill_form | press | select | hover | \
+             scroll | wait_for | screenshot | pdf | console | dialog | evaluate. Each connection has its own \
+             session, started by the first action; `start` gives its id, which `session` names to act on it \
+             from another connection (on whichever node holds it); `sessions` lists yours. `snapshot` returns the page's \
              accessibility tree, one line per element (`- button \"Submit\" [ref=e12]`); act on elements by \
              `ref`. Refs stay the same for the same element across snapshots and go stale when the page \
              navigates. Actions return a short result (new URL, dialogs, what was refused); add \
@@ -70,6 +73,8 @@ impl BrowserTool {
                 "type": "object",
                 "properties": {
                     "action": {"type": "string", "enum": ACTIONS},
+                    "session": {"type": "string", "maxLength": 64, "description": "The id of one of your sessions (`tg-browser-...`, from `start` or `sessions`) to act on instead of this connection's own"},
+                    "via": {"type": "string", "maxLength": 200, "description": "Set by another toolgate node that forwarded this call (leave it out)."},
                     "url": {"type": "string", "description": "open, navigate: an http(s) URL"},
                     "ref": {"type": "string", "description": "An element's ref from a snapshot (`e12`); snapshot: the subtree to show"},
                     "text": {"type": "string", "description": "type: the text; find, wait_for: the text to look for"},
@@ -151,10 +156,22 @@ impl Tool for BrowserTool {
 
     async fn execute(&self, ctx: &CallContext, params: Value) -> Result<ToolOutput, ToolError> {
         let action = params["action"].as_str().unwrap_or_default().to_owned();
-        let key = session_key(ctx);
+        let user = ctx.identity.user.as_str();
         let run = async {
+            // A session named by id: this caller's, here or on the node that holds it.
+            let named = match params.get("session") {
+                None | Some(Value::Null) => None,
+                Some(id) => Some(self.named(ctx, id, &params).await?),
+            };
+            let session = match named {
+                Some(Named::Elsewhere(out)) => return Ok(out),
+                Some(Named::Here(session)) => Some(session),
+                None => None,
+            };
             match action.as_str() {
+                "sessions" => Ok(self.sessions(ctx)),
                 "stop" => {
+                    let key = session.as_ref().map_or_else(|| session_key(ctx), |s| s.key().to_owned());
                     let had = self.browsers.close(&key).await;
                     Ok(ToolOutput::text(if had {
                         "Browser session stopped: its tabs, cookies and storage are gone."
@@ -163,7 +180,12 @@ impl Tool for BrowserTool {
                     }))
                 }
                 _ => {
-                    let session = self.browsers.session(&key).await.map_err(err)?;
+                    let session = match session {
+                        Some(s) => s,
+                        None => {
+                            self.browsers.session_for(&session_key(ctx), user, &ctx.workspace).await.map_err(err)?
+                        }
+                    };
                     Act { session, ctx, params: &params, workspace: ctx.workspace.to_path_buf() }.run(&action).await
                 }
             }
@@ -172,6 +194,74 @@ impl Tool for BrowserTool {
             out = run => out,
             () = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
         }
+    }
+}
+
+/// The session a call names with `session`.
+enum Named {
+    /// It runs here.
+    Here(BrowserSession),
+    /// Another node holds it: its answer to the call (forwarded there).
+    Elsewhere(ToolOutput),
+}
+
+impl BrowserTool {
+    /// The caller's session `id` (the call's `session`): here, or the answer of the node that
+    /// holds it. Only the store's record says where that is; anyone else's id, or one nobody
+    /// had, is "not found" with nothing about any node.
+    async fn named(&self, ctx: &CallContext, id: &Value, params: &Value) -> Result<Named, ToolError> {
+        let user = ctx.identity.user.as_str();
+        let id = id.as_str().filter(|id| valid_session_id(id)).ok_or_else(|| {
+            ToolError::invalid(
+                "browser",
+                "/session",
+                "`session` is a session id as `start` or `sessions` gives it: `tg-browser-` and 32 hex digits",
+            )
+        })?;
+        if let Some(session) = self.browsers.by_id(id, user, &ctx.workspace) {
+            return Ok(Named::Here(session));
+        }
+        let owners = self.browsers.owners();
+        match owners.owner_elsewhere(id, &ctx.workspace, user) {
+            Some(owner) => Ok(Named::Elsewhere(owners.answer(&owner?, user, params).await?)),
+            None => Err(ToolError::NotFound {
+                what: format!("browser session `{id}`"),
+                hint: Some(
+                    "list your sessions with {\"action\": \"sessions\"}; leave `session` out to use this \
+                     connection's own"
+                        .to_owned(),
+                ),
+            }),
+        }
+    }
+
+    /// The caller's sessions here and on the other nodes.
+    fn sessions(&self, ctx: &CallContext) -> ToolOutput {
+        let user = ctx.identity.user.as_str();
+        let here = self.browsers.of(user, &ctx.workspace);
+        let elsewhere = self.browsers.owners().elsewhere(&ctx.workspace, user);
+        if here.is_empty() && elsewhere.is_empty() {
+            return ToolOutput::text("No browser sessions; the first action starts one.")
+                .with_meta(json!({ "sessions": [] }));
+        }
+        let own = session_key(ctx);
+        let mut text = format!("{} browser sessions:\n", here.len() + elsewhere.len());
+        let mut rows = Vec::new();
+        for s in &here {
+            let mine = if s.key() == own { " (this connection's)" } else { "" };
+            text.push_str(&format!("{}  on this node{mine}\n", s.id()));
+            rows.push(json!({ "id": s.id(), "node": null, "this_connection": s.key() == own }));
+        }
+        for s in &elsewhere {
+            let node = match &s.node_url {
+                Some(url) => format!("{} ({url})", s.node),
+                None => s.node.clone(),
+            };
+            text.push_str(&format!("{}  on node {node}\n", s.id));
+            rows.push(json!({ "id": s.id, "node": s.node, "node_url": s.node_url }));
+        }
+        text.push_str("Act on one with `session`: its id.");
+        ToolOutput::text(text).with_meta(json!({ "sessions": rows }))
     }
 }
 
@@ -211,7 +301,8 @@ impl Act<'_> {
         }
         let mut out = match action {
             "start" => format!(
-                "Browser session ready; current tab: {}. Network: {}.",
+                "Browser session {} ready; current tab: {}. Network: {}.",
+                self.session.id(),
                 tab.url(),
                 self.session.inner.process.network
             ),

@@ -18,7 +18,7 @@
 //! | custom tools added with `toolgate tools add` | [`CustomToolStore`] | `custom_tools` |
 //! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `outbox` |
 //! | agent sessions and messages, team boards and mailboxes, handoff routes | [`SessionStore`] | `sessions` |
-//! | which node holds each background process | [`ProcessStore`] | `processes` |
+//! | which node holds each background process and browser session | [`LocalStore`] | `processes` |
 //! | cached embeddings (`skill_search`), one table for every workspace | [`EmbeddingCache`] | `embedding_cache` |
 //! | a single node's SQLite tables copied row for row, ids kept (`toolgate admin migrate`) | [`read_sqlite`], [`PgStore::import_sqlite`] | `from_sqlite`, `import` |
 //! | the configuration every node shares (`[tools]`, `[mcp]`, `[gate] dialect`), its `config` revision | (on [`PgStore`]) | `shared_config` |
@@ -88,6 +88,6 @@ pub use shared_config::StoredConfig;
 pub use store::{PgStore, PoolUse};
 #[doc(no_inline)]
 pub use toolgate_store::{
-    ApprovalStore, CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LockStore, OutboxStore,
-    ProcessStore, RoutineStore, SecretStore, SessionStore, StoreError,
+    ApprovalStore, CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LocalStore, LockStore,
+    OutboxStore, RoutineStore, SecretStore, SessionStore, StoreError,
 };

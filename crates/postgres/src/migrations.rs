@@ -490,6 +490,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
      INSERT INTO revisions (name, value) VALUES ('config', 1);
      CREATE TRIGGER shared_config_revision AFTER INSERT OR UPDATE OR DELETE ON shared_config
         FOR EACH ROW EXECUTE FUNCTION toolgate_raise_revision('config');",
+    // 15: which node holds each browser session (`processes.rs`; SQLite's `browser_sessions`,
+    // `user` renamed), for a `browser` call naming a session that reaches another node.
+    "CREATE TABLE browser_sessions (
+        id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        for_user TEXT NOT NULL,
+        node TEXT NOT NULL,
+        node_url TEXT,
+        command TEXT NOT NULL,
+        started_ms BIGINT NOT NULL
+     );
+     CREATE INDEX browser_sessions_owner ON browser_sessions (workspace, for_user);
+     CREATE INDEX browser_sessions_node ON browser_sessions (node);",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -402,6 +402,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // Which node holds each background process (`processes.rs`), for calls that reach
     // another node.
     crate::processes::MIGRATION,
+    // Which node holds each browser session (`processes.rs`), likewise.
+    crate::processes::BROWSER_MIGRATION,
 ];
 
 /// The audit log's hash chain (`audit/chain.rs`): each completed row's position, the hash of the

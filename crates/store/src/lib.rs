@@ -13,7 +13,7 @@
 //! | background jobs, their event logs and leases | [`JobStore`] | `jobs` |
 //! | routines, their fires, the scheduler lease, seen webhook signatures | [`RoutineStore`] | `routines` |
 //! | undelivered messages (`message`'s outbox) | [`OutboxStore`] | `message_outbox` |
-//! | which node holds each background process | [`ProcessStore`] | `processes` |
+//! | which node holds each background process and browser session | [`LocalStore`] | `processes` |
 //! | agent memory | [`memory::MemoryStore`] | [`memory`] |
 //!
 //! [`Store::open`] opens (or creates) `<workspace>/.toolgate/state.db` in WAL mode and migrates
@@ -88,7 +88,7 @@ pub use identity::{ApiKeyRecord, IdentityStore, Membership, Principal, Principal
 pub use jobs::{JOB_INTERRUPTED, JOB_INTERRUPTED_EVENT, JobEvent, JobFilter, JobRecord, JobStore};
 pub use locks::{LockOwner, LockStore, PathLock};
 pub use outbox::{OutboxEntry, OutboxStore};
-pub use processes::{ProcessOwner, ProcessStore};
+pub use processes::{Local, LocalOwner, LocalStore};
 pub use routines::{RoutineFire, RoutineStore, StoredRoutine};
 pub use secrets::{SECRET_KEY_ENV, SECRET_KEY_FILE, SecretCipher, SecretError, SecretStore};
 pub use sessions::{

@@ -6,7 +6,7 @@ use crate::{
     ApprovalStore, CustomToolStore, EmbeddingCache, GrantStore, IdentityStore, JobStore, LockStore, RoutineStore,
     SecretStore, SessionStore, Store,
 };
-use crate::{OutboxStore, ProcessStore};
+use crate::{LocalStore, OutboxStore};
 
 /// The state of one database, one trait object per area, for the code that wires families
 /// together (the gate): each family takes the areas it uses, never the backend's type. The audit
@@ -36,8 +36,8 @@ pub struct Stores {
     pub routines: Arc<dyn RoutineStore>,
     /// Users, groups, agents and API keys (`toolgate-gateway`).
     pub identity: Arc<dyn IdentityStore>,
-    /// Which node holds each background process (`process`).
-    pub processes: Arc<dyn ProcessStore>,
+    /// Which node holds each background process (`process`) and browser session (`browser`).
+    pub processes: Arc<dyn LocalStore>,
 }
 
 impl Stores {

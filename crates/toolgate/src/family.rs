@@ -196,23 +196,13 @@ impl Family for Runtime {
         // A toolgate killed with SIGKILL leaves its sandbox's temporary folder: remove those
         // of dead processes (one read of the temporary directory).
         toolgate_tools::runtime::Sandbox::sweep_stale_temp_dirs();
-        // With a shared store (a per-user gate's is its audit log's), each background process
-        // is recorded with the node that runs it: a `process` call reaching another node is
-        // told where it runs.
-        if let Some(url) = s.config.store.url.as_ref().or(s.config.store.audit_url.as_ref()) {
-            match crate::state::shared(url) {
-                Ok(store) => {
-                    // A team gateway's callers (a per-user gate is one's: it has the gateway's
-                    // database for its audit log) are users with keys: the call goes to the
-                    // owning node as its caller.
-                    if s.config.gateway.enabled || s.config.store.audit_url.is_some() {
-                        let identity = Arc::new(store.clone());
-                        s.runner.forward_with(Arc::new(crate::node::McpForwarder::new(identity)));
-                    }
-                    s.runner.share_across_nodes(Arc::new(store));
-                }
-                Err(e) => tracing::warn!("background processes are not recorded in the shared store: {e}"),
+        // With a shared store, each background process is recorded with the node that runs
+        // it: a `process` call reaching another node goes there (`node::sharing`).
+        if let Some((store, forwarder)) = crate::node::sharing(&s.config, "background processes") {
+            if let Some(forwarder) = forwarder {
+                s.runner.forward_with(forwarder);
             }
+            s.runner.share_across_nodes(store);
         }
         Ok(toolgate_tools::runtime::tools(&s.runner))
     }
@@ -634,7 +624,19 @@ impl Family for Browser {
             self.browsers
                 .get_or_init(|| {
                     let profiles = s.workspace.join(".toolgate").join("browser");
-                    toolgate_browser::Browsers::new(toolgate_browser::BrowserConfig::new(profiles, s.fetcher.clone()))
+                    let browsers = toolgate_browser::Browsers::new(toolgate_browser::BrowserConfig::new(
+                        profiles,
+                        s.fetcher.clone(),
+                    ));
+                    // With a shared store, each session is recorded with the node that holds
+                    // it: a `browser` call naming it that reaches another node goes there.
+                    if let Some((store, forwarder)) = crate::node::sharing(&s.config, "browser sessions") {
+                        if let Some(forwarder) = forwarder {
+                            browsers.forward_with(forwarder);
+                        }
+                        browsers.share_across_nodes(store);
+                    }
+                    browsers
                 })
                 .clone(),
         );

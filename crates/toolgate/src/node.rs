@@ -1,13 +1,15 @@
 //! This process as a node of a shared store (`[node]`, `[store] url`): what is inherently local
-//! to it (background processes) is recorded in the store with its name and URL, so a call
-//! about it that reaches another node is answered with where it runs (`toolgate_tools::runtime`'s
-//! `owners`). `toolgate serve` announces the node once it listens ([`announce`]).
+//! to it (background processes, browser sessions) is recorded in the store with its name and
+//! URL, so a call about it that reaches another node is forwarded there over the node link
+//! ([`McpForwarder`]), or answered with where it is (`toolgate_tools::runtime`'s `owners`).
+//! `toolgate serve` announces the node once it listens ([`announce`]).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use toolgate_core::ToolOutput;
-use toolgate_store::{ProcessOwner, ProcessStore};
-use toolgate_tools::runtime::{ProcessForwarder, ThisNode, serve_as_node};
+use toolgate_store::{LocalOwner, LocalStore};
+use toolgate_tools::runtime::{NodeForwarder, ThisNode, serve_as_node};
 
 use crate::config::Config;
 
@@ -31,15 +33,35 @@ pub fn this_node(config: &Config, local: SocketAddr) -> ThisNode {
     ThisNode { name, url }
 }
 
+/// With a shared store (a per-user gate's is its audit log's): the store that records what this
+/// node holds (`what`, for the log), and the node link that forwards calls about what other
+/// nodes hold, when the callers are users with keys (a team gateway's; a per-user gate is
+/// one's: it has the gateway's database for its audit log), so the call goes to the owning
+/// node as its caller.
+pub(crate) fn sharing(config: &Config, what: &str) -> Option<(Arc<dyn LocalStore>, Option<Arc<dyn NodeForwarder>>)> {
+    let url = config.store.url.as_ref().or(config.store.audit_url.as_ref())?;
+    match crate::state::shared(url) {
+        Ok(store) => {
+            let forwarder = (config.gateway.enabled || config.store.audit_url.is_some())
+                .then(|| Arc::new(McpForwarder::new(Arc::new(store.clone()))) as Arc<dyn NodeForwarder>);
+            Some((Arc::new(store), forwarder))
+        }
+        Err(e) => {
+            tracing::warn!("{what} are not recorded in the shared store: {e}");
+            None
+        }
+    }
+}
+
 /// Makes this process the node [`this_node`] describes, and, with a shared store, drops the
-/// records its previous run left (its processes ended with it). A store that does not answer
+/// records its previous run left (its processes and browsers ended with it). A store that does not answer
 /// is logged: calls still work, only the stale records stay until the next start.
 pub fn announce(config: &Config, local: SocketAddr) -> ThisNode {
     let node = this_node(config, local);
     if node.url.is_none() && config.store.url.is_some() {
         tracing::warn!(
             "node {}: set `[node] url` to the address other nodes reach this one at: a call about one of its \
-             background processes that reaches another node cannot be sent here",
+             background processes or browser sessions that reaches another node cannot be sent here",
             node.name
         );
     }
@@ -47,24 +69,25 @@ pub fn announce(config: &Config, local: SocketAddr) -> ThisNode {
         return node;
     }
     if let Some(url) = &config.store.url {
-        match crate::state::shared(url).and_then(|store| store.processes_forget_node(&node.name)) {
+        match crate::state::shared(url).and_then(|store| store.locals_forget_node(&node.name)) {
             Ok(0) => {}
-            Ok(n) => {
-                tracing::info!("node {}: dropped {n} records of background processes of its previous run", node.name)
-            }
-            Err(e) => tracing::warn!("node {}: cannot drop its previous run's process records: {e}", node.name),
+            Ok(n) => tracing::info!(
+                "node {}: dropped {n} records of background processes and browser sessions of its previous run",
+                node.name
+            ),
+            Err(e) => tracing::warn!("node {}: cannot drop its previous run's records: {e}", node.name),
         }
     }
     node
 }
 
-/// How long a forwarded key lives at most: a `poll` may wait 60 s, and the key is revoked as
-/// soon as the answer is in.
+/// How long a forwarded key lives at most: a `poll` may wait 60 s (a browser action 60 s past
+/// its load wait), and the key is revoked as soon as the answer is in.
 const FORWARD_KEY_SECS: i64 = 150;
 
-/// The node link for `process` calls ([`toolgate_tools::runtime::ProcessForwarder`]): the call
-/// goes to the owning node's `/mcp` as the caller, with an API key made for this one call: the
-/// caller's own user, limited to the `process` tool, expiring in [`FORWARD_KEY_SECS`] and revoked
+/// The node link for `process` and `browser` calls ([`NodeForwarder`]): the call goes to the
+/// owning node's `/mcp` as the caller, with an API key made for this one call: the caller's own
+/// user, limited to the tool of the call, expiring in [`FORWARD_KEY_SECS`] and revoked
 /// once the answer is in. So the owner's gate runs it as that user, under that user's grants,
 /// policy, approvals and audit log, never as a node or an admin; and the store both nodes share
 /// (where the key is kept, as a digest) is the only trust between them.
@@ -140,8 +163,9 @@ impl McpForwarder {
         Ok((headers, message))
     }
 
-    /// The call on the node at `url` with `key`: initialize, the call, the session closed.
-    async fn call(&self, url: &str, key: &str, params: &serde_json::Value) -> Result<ToolOutput, String> {
+    /// The call of `tool` on the node at `url` with `key`: initialize, the call, the session
+    /// closed.
+    async fn call(&self, url: &str, key: &str, tool: &str, params: &serde_json::Value) -> Result<ToolOutput, String> {
         let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": {},
             "clientInfo": {"name": "toolgate-node-link", "version": env!("CARGO_PKG_VERSION")}}});
@@ -150,7 +174,7 @@ impl McpForwarder {
         let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         self.post(url, key, session.as_deref(), &initialized).await?;
         let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "process", "arguments": params}});
+            "params": {"name": tool, "arguments": params}});
         let (_, message) = self.post(url, key, session.as_deref(), &call).await?;
         if let (Some(session), Ok(client)) = (&session, self.client()) {
             let _ = client.delete(url).bearer_auth(key).header("Mcp-Session-Id", session).send().await;
@@ -178,21 +202,22 @@ impl McpForwarder {
 const PROTOCOL: &str = "2025-06-18";
 
 #[toolgate_core::async_trait]
-impl ProcessForwarder for McpForwarder {
+impl NodeForwarder for McpForwarder {
     async fn forward(
         &self,
-        owner: &ProcessOwner,
+        tool: &str,
+        owner: &LocalOwner,
         user: &str,
         params: &serde_json::Value,
     ) -> Result<ToolOutput, String> {
         let url = owner.node_url.as_deref().ok_or("that node gave no URL")?;
         let here = toolgate_tools::runtime::this_node().map_or("?", |n| n.name.as_str());
         let admin = toolgate_gateway::Admin::new(std::sync::Arc::clone(&self.identity));
-        let scope = toolgate_gateway::KeyScope { tools: vec!["process".to_owned()], sources: Vec::new() };
+        let scope = toolgate_gateway::KeyScope { tools: vec![tool.to_owned()], sources: Vec::new() };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let note = format!("one `process` call forwarded by node {here} to node {}", owner.node);
+        let note = format!("one `{tool}` call forwarded by node {here} to node {}", owner.node);
         let key = admin
             .key_create(user, &scope, Some(now + FORWARD_KEY_SECS * 1000), &note, &format!("node:{here}"))
             .map_err(|e| format!("cannot make the key that carries the call as `{user}`: {e}"))?;
@@ -201,7 +226,7 @@ impl ProcessForwarder for McpForwarder {
         if let Some(map) = params.as_object_mut() {
             map.insert(toolgate_tools::runtime::VIA.to_owned(), serde_json::Value::String(here.to_owned()));
         }
-        let answer = self.call(url, key.text.reveal(), &params).await;
+        let answer = self.call(url, key.text.reveal(), tool, &params).await;
         if let Err(e) = admin.key_revoke(&key.record.id) {
             tracing::warn!("the key of a forwarded call stays until it expires (in {FORWARD_KEY_SECS} s): {e}");
         }

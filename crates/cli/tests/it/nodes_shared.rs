@@ -318,12 +318,12 @@ fn a_node_killed_while_its_call_waits_for_approval_leaves_nothing_half_done() {
 
 /// A gateway workspace whose users run commands (`exec`, `process`) without being asked, with
 /// its shared state in the database at `url`: the one workspace both nodes serve, as nodes
-/// behind a load balancer mount one filesystem.
-fn commands_node(url: &str) -> tempfile::TempDir {
+/// behind a load balancer mount one filesystem. The browser may open `page` (on loopback).
+fn commands_node(url: &str, page: std::net::SocketAddr) -> tempfile::TempDir {
     let ws = toolgate_testkit::serve::workspace();
     let config = format!(
-        "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"exec\", \"process\"]\n\n\
-         [approval]\nmode = \"never\"\n\n[store]\nurl = \"{url}\"\n"
+        "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"exec\", \"process\", \"browser\"]\n\n\
+         [approval]\nmode = \"never\"\n\n[web]\nallow_private = [\"{page}\"]\n\n[store]\nurl = \"{url}\"\n"
     );
     std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
     ws
@@ -351,15 +351,23 @@ pub(crate) fn tool_call_at(url: &str, key: &str, tool: &str, arguments: Value) -
     (result["isError"].as_bool().unwrap_or(false), text)
 }
 
-/// A background process started by ann through node A, polled, listed, read and killed through
-/// node B: B sends each call to A as ann (a key of hers made for the call, limited to `process`,
-/// revoked once answered), so A's gate runs it and A's answer comes back; bob, asking B about
-/// ann's process id, hears what an unknown id gets; once A is killed, B says A is down.
+/// The id starting with `prefix` in `text`.
+fn id_in(text: &str, prefix: &str) -> String {
+    let id = text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find(|w| w.starts_with(prefix));
+    id.unwrap_or_else(|| panic!("no {prefix} id in {text}")).to_owned()
+}
+
+/// A background process and a browser session (real Chromium) started by ann through node A,
+/// used, listed and stopped through node B: B sends each call to A as ann (a key of hers made
+/// for the call, limited to the tool, revoked once answered), so A's gate runs it and A's answer
+/// comes back; bob, asking B about ann's ids, hears what an unknown id
+/// gets; a forged session id reaches no node; once A is killed, B says A is down.
 #[test]
-fn a_background_process_started_on_one_node_is_reached_through_the_other() {
+fn a_background_process_and_a_browser_session_started_on_one_node_are_reached_through_the_other() {
+    let page = crate::support::pages::serve("<title>Node page</title><h1>Served to node A</h1>");
     let cluster = Cluster::start().unwrap_or_else(|e| panic!("{e}"));
     let url = cluster.database().unwrap_or_else(|e| panic!("{e}"));
-    let ws = commands_node(&url);
+    let ws = commands_node(&url, page);
     admin(ws.path(), &["user", "add", "ann"]);
     admin(ws.path(), &["user", "add", "bob"]);
     let ann = admin(ws.path(), &["key", "create", "--user", "ann"]);
@@ -370,8 +378,7 @@ fn a_background_process_started_on_one_node_is_reached_through_the_other() {
     let (failed, started) =
         tool_call(&a, &ann, "exec", json!({"command": "echo ready; sleep 120", "background": true}));
     assert!(!failed, "{started}");
-    let id = started.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find(|w| w.starts_with("tg-proc-"));
-    let id = id.unwrap_or_else(|| panic!("no process id in {started}")).to_owned();
+    let id = id_in(&started, "tg-proc-");
 
     // Polled through B: the output comes from the process on A, and is A's to hand out once.
     let (failed, on_b) = tool_call(&b, &ann, "process", json!({"action": "poll", "id": id, "wait": 10}));
@@ -396,14 +403,44 @@ fn a_background_process_started_on_one_node_is_reached_through_the_other() {
     assert!(!failed && killed.contains("killed"), "{killed}");
     let (_, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "id": id}));
     assert!(on_a.contains("killed"), "{on_a}");
-    // Each forwarded call was ann's own, limited to `process`, and none is left working.
+
+    // Two browser sessions of ann's on A (each connection has its own), one used through B:
+    // the page opens in A's Chromium, and A's next snapshot of it shows the same page.
+    let (failed, started) = tool_call(&a, &ann, "browser", json!({"action": "start"}));
+    assert!(!failed, "{started}");
+    let session = id_in(&started, "tg-browser-");
+    let (_, other) = tool_call(&a, &ann, "browser", json!({"action": "start"}));
+    let other = id_in(&other, "tg-browser-");
+    let go = json!({"action": "navigate", "session": session, "url": format!("http://{page}/"), "snapshot": true});
+    let (failed, on_b) = tool_call(&b, &ann, "browser", go);
+    assert!(!failed && on_b.contains("Opened http://127.0.0.1") && on_b.contains("Served to node A"), "{on_b}");
+    let (failed, on_a) = tool_call(&a, &ann, "browser", json!({"action": "snapshot", "session": session}));
+    assert!(!failed && on_a.contains("heading \"Served to node A\""), "the page is A's: {on_a}");
+    // Listed on B with their node; one stopped through B is gone from the list.
+    let (failed, stopped) = tool_call(&b, &ann, "browser", json!({"action": "stop", "session": other}));
+    assert!(!failed && stopped.contains("stopped"), "{stopped}");
+    let (_, listed) = tool_call(&b, &ann, "browser", json!({"action": "sessions"}));
+    assert!(listed.contains(&session) && listed.contains(&a.url) && !listed.contains(&other), "{listed}");
+    // Bob's call naming ann's session: "not found", no node; a forged id is refused before
+    // any lookup.
+    let (failed, bobs) = tool_call(&b, &bob, "browser", json!({"action": "snapshot", "session": session}));
+    assert!(failed && bobs.contains("not found") && !bobs.contains(&a.url), "{bobs}");
+    let (failed, forged) =
+        tool_call(&b, &ann, "browser", json!({"action": "snapshot", "session": "tg-browser-../../admin"}));
+    assert!(failed && forged.contains("tg-browser-` and 32 hex digits"), "{forged}");
+
+    // Each forwarded call was ann's own, limited to its tool, and none is left working.
     let keys = admin(a.ws.path(), &["key", "list", "--user", "ann", "--json"]);
     let keys: Vec<Value> = keys.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let forwarded: Vec<&Value> =
         keys.iter().filter(|k| k["note"].as_str().unwrap_or("").contains("forwarded")).collect();
-    assert_eq!(forwarded.len(), 2, "the poll and the kill (list and log are answered on B): {keys:?}");
+    // The poll and the kill (list and log are answered on B), the navigation and the stop.
+    let tools: Vec<&Value> = forwarded.iter().map(|k| &k["scope"]["tools"]).collect();
+    assert_eq!(tools.iter().filter(|t| **t == &json!(["process"])).count(), 2, "{keys:?}");
+    assert_eq!(tools.iter().filter(|t| **t == &json!(["browser"])).count(), 2, "{keys:?}");
+    assert_eq!(forwarded.len(), 4, "{keys:?}");
     for k in &forwarded {
-        assert_eq!((k["state"].as_str(), &k["scope"]["tools"]), (Some("revoked"), &json!(["process"])), "{k}");
+        assert_eq!(k["state"].as_str(), Some("revoked"), "{k}");
     }
 
     // A dies: B says the node that holds the process is down, at once.
@@ -411,6 +448,9 @@ fn a_background_process_started_on_one_node_is_reached_through_the_other() {
     let _ws = kill_keeping_workspace(a);
     let (failed, down) = tool_call(&b, &ann, "process", json!({"action": "poll", "id": id}));
     assert!(failed && down.contains(&a_url) && down.contains("down or unreachable"), "{down}");
+    let (failed, down) = tool_call(&b, &ann, "browser", json!({"action": "snapshot", "session": session}));
+    assert!(failed && down.contains(&a_url) && down.contains("down or unreachable"), "{down}");
+    assert!(down.contains(&format!("browser session {session}")), "{down}");
     drop(b);
     drop(cluster);
 }

@@ -31,7 +31,8 @@
 //! - `config`: [`RuntimeConfig`]; `sandboxes`: the per-workspace sandbox cache.
 //! - `classify`: command analysis to [`toolgate_core::CallSafety`]; `render`: the result text.
 //! - `run`: one foreground run, the logs; `table`: the background process table.
-//! - `owners`: which node holds each background process, with several nodes on one store.
+//! - `owners`: which node holds each background process (and, for `toolgate-browser`, each
+//!   browser session), with several nodes on one store.
 //! - `exec`, `process`, `execute_code`: one module per tool.
 //!
 //! # Example
@@ -64,7 +65,7 @@ use toolgate_core::{Tool, ToolError};
 pub use config::{Interpreters, RuntimeConfig, SandboxConfig};
 pub use exec::ExecTool;
 pub use execute_code::ExecuteCodeTool;
-pub use owners::{PROBE_WITHIN, ProcessForwarder, ThisNode, VIA, serve_as_node, this_node};
+pub use owners::{NodeForwarder, Owners, PROBE_WITHIN, ThisNode, VIA, serve_as_node, this_node, tool_of};
 pub use process::ProcessTool;
 // Custom tools (`crate::custom`) analyze and launch their commands exactly like `exec`.
 pub(crate) use classify::ShellCheck;
@@ -215,13 +216,13 @@ impl ProcessRunner {
     /// Records every background process it starts in `store`, with this node
     /// ([`serve_as_node`]), so a `process` call about it that reaches another node of the same
     /// store names the node that holds it (once; later calls are ignored).
-    pub fn share_across_nodes(&self, store: std::sync::Arc<dyn toolgate_store::ProcessStore>) {
+    pub fn share_across_nodes(&self, store: std::sync::Arc<dyn toolgate_store::LocalStore>) {
         self.0.table.owners.set_store(store);
     }
 
     /// Sends a `process` call about a process another node holds to that node with
     /// `forwarder` (once; without one, the call is answered with where the process runs).
-    pub fn forward_with(&self, forwarder: std::sync::Arc<dyn ProcessForwarder>) {
+    pub fn forward_with(&self, forwarder: std::sync::Arc<dyn NodeForwarder>) {
         self.0.table.owners.set_forwarder(forwarder);
     }
 }

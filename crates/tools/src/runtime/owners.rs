@@ -1,17 +1,20 @@
-//! Which node holds each background process, when several `toolgate serve` nodes share one
-//! store (`[store] url`).
+//! Which node holds each background process or browser session, when several `toolgate serve`
+//! nodes share one store (`[store] url`).
 //!
 //! A background process runs on the node that started it: its pipes, its process group and its
-//! sandbox cannot move. So every process a serving node starts is recorded in the store
-//! ([`ProcessStore`]) with the node's name and URL, the workspace and the user, and removed when
-//! the node forgets it (pruned from its table, or the table dropped). A `process` call that
-//! reaches a node which does not hold the id reads the record: the caller's own process on
-//! another node gets an answer naming that node, its URL and whether it answers now (a TCP
-//! connection within [`PROBE_WITHIN`]); anyone else's id, or an unknown one, is "not found",
-//! exactly as on one node. Calls are not forwarded to the owner yet.
+//! sandbox cannot move; so does a browser session (its Chromium, tabs and cookies). So every one
+//! a serving node starts is recorded in the store ([`LocalStore`], a table per [`Local`] kind)
+//! with the node's name and URL, the workspace and the user, and removed when the node forgets
+//! it. A call about one that reaches a node which does not hold the id reads the record: the
+//! caller's own process or session on another node is forwarded there ([`NodeForwarder`]), or,
+//! when that node does not answer (a TCP connection within [`PROBE_WITHIN`]) or no forwarder is
+//! set, answered with the node's name, its URL and whether it answers; anyone else's id, or an
+//! unknown one, is "not found", exactly as on one node.
 //!
 //! The node is this process ([`serve_as_node`], set once by `toolgate serve` when it listens);
-//! a runner records nothing until then, nor without a store ([`Owners::set_store`]).
+//! an [`Owners`] records nothing until then, nor without a store ([`Owners::set_store`]). The
+//! `process` tool has one (in the runner's table), the `browser` tool another
+//! (`toolgate-browser`'s pool).
 
 use std::path::Path;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -20,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use toolgate_core::{ToolError, ToolOutput};
 use toolgate_guard::leak::LeakDetector;
-use toolgate_store::{ProcessOwner, ProcessStore};
+use toolgate_store::{Local, LocalOwner, LocalStore};
 
 /// How long the answer about a process on another node waits to learn whether that node answers.
 pub const PROBE_WITHIN: Duration = Duration::from_secs(2);
@@ -36,8 +39,9 @@ pub struct ThisNode {
 
 static THIS_NODE: OnceLock<ThisNode> = OnceLock::new();
 
-/// Makes this process the node `node`: from now on its background processes are recorded in
-/// the store of every runner that has one. Once per process; returns whether this call set it.
+/// Makes this process the node `node`: from now on its background processes and browser
+/// sessions are recorded in the store of every [`Owners`] that has one. Once per process;
+/// returns whether this call set it.
 pub fn serve_as_node(node: ThisNode) -> bool {
     THIS_NODE.set(node).is_ok()
 }
@@ -51,22 +55,32 @@ pub fn this_node() -> Option<&'static ThisNode> {
 /// that has it is never forwarded again.
 pub const VIA: &str = "via";
 
-/// Sends a `process` call to the node that holds the process, as the caller, through that
-/// node's own gate (its policy, approvals and audit log apply there). Implemented where the
-/// node link lives (`toolgate`'s `node`); without one, a call reaching the wrong node is
-/// answered with where the process runs.
-#[toolgate_core::async_trait]
-pub trait ProcessForwarder: Send + Sync + std::fmt::Debug {
-    /// Makes the call `params` of the `process` tool on `owner`'s node as `user`; its answer,
-    /// or why it could not be made.
-    async fn forward(&self, owner: &ProcessOwner, user: &str, params: &Value) -> Result<ToolOutput, String>;
+/// The tool whose calls are about `kind`: the one a forwarded call is made with.
+pub fn tool_of(kind: Local) -> &'static str {
+    match kind {
+        Local::Process => "process",
+        Local::BrowserSession => "browser",
+    }
 }
 
-/// The store of a runner's process records.
-#[derive(Debug, Default)]
-pub(crate) struct Owners {
-    store: OnceLock<Arc<dyn ProcessStore>>,
-    forwarder: OnceLock<Arc<dyn ProcessForwarder>>,
+/// Sends a call about a process or a browser session to the node that holds it, as the caller,
+/// through that node's own gate (its policy, approvals and audit log apply there). Implemented
+/// where the node link lives (`toolgate`'s `node`); without one, a call reaching the wrong node
+/// is answered with where the thing is.
+#[toolgate_core::async_trait]
+pub trait NodeForwarder: Send + Sync + std::fmt::Debug {
+    /// Makes the call `params` of the tool `tool` ([`tool_of`] the record's kind) on `owner`'s
+    /// node as `user`; its answer, or why it could not be made.
+    async fn forward(&self, tool: &str, owner: &LocalOwner, user: &str, params: &Value) -> Result<ToolOutput, String>;
+}
+
+/// Which node holds each thing of one [`Local`] kind: records what this node starts, finds
+/// what other nodes hold, forwards calls about it.
+#[derive(Debug)]
+pub struct Owners {
+    kind: Local,
+    store: OnceLock<Arc<dyn LocalStore>>,
+    forwarder: OnceLock<Arc<dyn NodeForwarder>>,
 }
 
 /// The key a workspace is recorded under: its canonical path, as every node mounts it.
@@ -74,9 +88,9 @@ fn workspace_key(workspace: &Path) -> String {
     workspace.to_string_lossy().into_owned()
 }
 
-/// The command as the shared store keeps it: cut, with secrets redacted as the audit log's
-/// parameters are (every node's operators read the database; the user who ran it sees it in
-/// `list` on the other nodes).
+/// What the shared store keeps to show (a process's command): cut, with secrets redacted as
+/// the audit log's parameters are (every node's operators read the database; the user who ran
+/// it sees it in `list` on the other nodes).
 fn shown_command(command: &str) -> String {
     static DETECTOR: LazyLock<LeakDetector> = LazyLock::new(LeakDetector::new);
     let cut: String = command.chars().take(500).collect();
@@ -89,26 +103,31 @@ fn now_ms() -> i64 {
 }
 
 impl Owners {
-    /// Records processes in `store` from now on (once; later calls are ignored).
-    pub(crate) fn set_store(&self, store: Arc<dyn ProcessStore>) {
+    /// The records of `kind`; nothing is recorded until [`Owners::set_store`].
+    pub fn new(kind: Local) -> Owners {
+        Owners { kind, store: OnceLock::new(), forwarder: OnceLock::new() }
+    }
+
+    /// Records in `store` from now on (once; later calls are ignored).
+    pub fn set_store(&self, store: Arc<dyn LocalStore>) {
         let _ = self.store.set(store);
     }
 
-    /// Forwards calls about processes other nodes hold with `forwarder` (once).
-    pub(crate) fn set_forwarder(&self, forwarder: Arc<dyn ProcessForwarder>) {
+    /// Forwards calls about what other nodes hold with `forwarder` (once).
+    pub fn set_forwarder(&self, forwarder: Arc<dyn NodeForwarder>) {
         let _ = self.forwarder.set(forwarder);
     }
 
     /// The store and this node, when both are set.
-    fn shared(&self) -> Option<(&Arc<dyn ProcessStore>, &'static ThisNode)> {
+    fn shared(&self) -> Option<(&Arc<dyn LocalStore>, &'static ThisNode)> {
         Some((self.store.get()?, this_node()?))
     }
 
-    /// Records a process this node just started. A failure is logged: the process still works
-    /// here, only the other nodes cannot name its node.
-    pub(crate) fn record(&self, id: &str, workspace: &Path, user: &str, command: &str) {
+    /// Records what this node just started (`command`: what it is, shown in listings). A
+    /// failure is logged: it still works here, only the other nodes cannot name its node.
+    pub fn record(&self, id: &str, workspace: &Path, user: &str, command: &str) {
         let Some((store, node)) = self.shared() else { return };
-        let row = ProcessOwner {
+        let row = LocalOwner {
             id: id.to_owned(),
             workspace: workspace_key(workspace),
             user: user.to_owned(),
@@ -117,50 +136,46 @@ impl Owners {
             command: shown_command(command),
             started_ms: now_ms(),
         };
-        if let Err(e) = store.process_record(&row) {
-            tracing::warn!("background process {id} is not recorded in the shared store: {e}");
+        if let Err(e) = store.local_record(self.kind, &row) {
+            tracing::warn!("{} {id} is not recorded in the shared store: {e}", self.kind.noun());
         }
     }
 
-    /// Removes the records of processes this node forgot.
-    pub(crate) fn forget<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
+    /// Removes the records of what this node forgot.
+    pub fn forget<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
         let Some((store, node)) = self.shared() else { return };
         for id in ids {
-            if let Err(e) = store.process_forget(id, &node.name) {
-                tracing::warn!("background process {id} is still recorded in the shared store: {e}");
+            if let Err(e) = store.local_forget(self.kind, id, &node.name) {
+                tracing::warn!("{} {id} is still recorded in the shared store: {e}", self.kind.noun());
             }
         }
     }
 
-    /// The processes of `user` in `workspace` that other nodes hold.
-    pub(crate) fn elsewhere(&self, workspace: &Path, user: &str) -> Vec<ProcessOwner> {
+    /// What of `user`'s in `workspace` other nodes hold.
+    pub fn elsewhere(&self, workspace: &Path, user: &str) -> Vec<LocalOwner> {
         let Some((store, node)) = self.shared() else { return Vec::new() };
-        match store.processes_of(&workspace_key(workspace), user) {
+        match store.locals_of(self.kind, &workspace_key(workspace), user) {
             Ok(rows) => rows.into_iter().filter(|p| p.node != node.name).collect(),
             Err(e) => {
-                tracing::warn!("cannot list the other nodes' background processes: {e}");
+                tracing::warn!("cannot list the other nodes' {}s: {e}", self.kind.noun());
                 Vec::new()
             }
         }
     }
 
-    /// The caller's process `id` that another node holds, from the store's record; `None` when
-    /// there is none (or it is another user's or workspace's, which stays invisible: the same
-    /// answer as an id that never existed; or this node's own stale record of a process its
-    /// table forgot). An error when the store does not answer.
-    pub(crate) fn owner_elsewhere(
-        &self,
-        id: &str,
-        workspace: &Path,
-        user: &str,
-    ) -> Option<Result<ProcessOwner, ToolError>> {
+    /// The caller's `id` that another node holds, from the store's record; `None` when there
+    /// is none (or it is another user's or workspace's, which stays invisible: the same answer
+    /// as an id that never existed; or this node's own stale record of something it forgot).
+    /// An error when the store does not answer.
+    pub fn owner_elsewhere(&self, id: &str, workspace: &Path, user: &str) -> Option<Result<LocalOwner, ToolError>> {
         let (store, node) = self.shared()?;
-        let owner = match store.process_owner(id) {
+        let owner = match store.local_owner(self.kind, id) {
             Ok(owner) => owner?,
             Err(e) => {
                 return Some(Err(ToolError::failed(format!(
-                    "background process `{id}` is not on this node (`{}`), and the shared store that says \
-                     which node holds it did not answer: {e}",
+                    "{} `{id}` is not on this node (`{}`), and the shared store that says which node holds it \
+                     did not answer: {e}",
+                    self.kind.noun(),
                     node.name
                 ))));
             }
@@ -171,75 +186,84 @@ impl Owners {
         Some(Ok(owner))
     }
 
-    /// The call `params` about `owner`'s process, which reached this node: forwarded to the
-    /// owner when it answers and a forwarder is set; else an error naming the owner, its URL
-    /// and whether it answers.
-    pub(crate) async fn answer(
-        &self,
-        owner: &ProcessOwner,
-        user: &str,
-        params: &Value,
-    ) -> Result<ToolOutput, ToolError> {
+    /// The call `params` about `owner`'s process or session, which reached this node:
+    /// forwarded to the owner when it answers and a forwarder is set; else an error naming the
+    /// owner, its URL and whether it answers.
+    pub async fn answer(&self, owner: &LocalOwner, user: &str, params: &Value) -> Result<ToolOutput, ToolError> {
         let here = this_node().map_or("", |n| n.name.as_str());
+        let kind = self.kind;
         let Some(url) = owner.node_url.as_deref() else {
-            return Err(ToolError::failed(no_url(owner, here)));
+            return Err(ToolError::failed(no_url(kind, owner, here)));
         };
         if let Err(why) = probe(url).await {
-            return Err(ToolError::failed(down(owner, url, &why)));
+            return Err(ToolError::failed(down(kind, owner, url, &why)));
         }
         let Some(forwarder) = self.forwarder.get() else {
-            return Err(ToolError::failed(up(owner, url, here)));
+            return Err(ToolError::failed(up(kind, owner, url, here)));
         };
+        let what = kind.noun();
         // Sent here by another node's link, yet not here: that node's record or URL leads to the
         // wrong node. Never sent on (two nodes whose URLs point at each other would pass it
         // back and forth).
         if let Some(via) = params.get(VIA).and_then(Value::as_str) {
             return Err(ToolError::failed(format!(
-                "process {} runs on node `{}` ({url}), but node `{via}` sent this call here, to node `{here}`, \
+                "{what} {} is on node `{}` ({url}), but node `{via}` sent this call here, to node `{here}`, \
                  which does not hold it; a call is forwarded once only. Check each node's `[node] url`",
                 owner.id, owner.node
             )));
         }
-        match forwarder.forward(owner, user, params).await {
+        match forwarder.forward(tool_of(kind), owner, user, params).await {
             Ok(out) => Ok(out),
             Err(why) => Err(ToolError::failed(format!(
-                "process {} runs on node `{}` ({url}); the call was sent there and failed: {why}",
+                "{what} {} is on node `{}` ({url}); the call was sent there and failed: {why}",
                 owner.id, owner.node
             ))),
         }
     }
 }
 
-/// A process whose node gave no URL.
-fn no_url(owner: &ProcessOwner, here: &str) -> String {
-    let id = &owner.id;
+/// What else can be done from any node about `kind`.
+fn meanwhile(kind: Local, id: &str) -> String {
+    match kind {
+        Local::Process => {
+            format!(" Its output so far can be read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}")
+        }
+        Local::BrowserSession => {
+            " A new session can be started on this node with {\"action\": \"start\"} (without `session`)".to_owned()
+        }
+    }
+}
+
+/// Something whose node gave no URL.
+fn no_url(kind: Local, owner: &LocalOwner, here: &str) -> String {
+    let (what, id) = (kind.noun(), &owner.id);
     format!(
-        "process {id} runs on node `{}`, not on this node (`{here}`): a background process stays on the node that \
-         started it, and that node gave no URL (`[node] url`). Send the call to that node; its output so far can be \
-         read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}",
-        owner.node
+        "{what} {id} is on node `{}`, not on this node (`{here}`): a {what} stays on the node that started it, and \
+         that node gave no URL (`[node] url`). Send the call to that node.{}",
+        owner.node,
+        meanwhile(kind, id)
     )
 }
 
-/// A process whose node answers, with no forwarder to send the call there.
-fn up(owner: &ProcessOwner, url: &str, here: &str) -> String {
-    let id = &owner.id;
+/// Something whose node answers, with no forwarder to send the call there.
+fn up(kind: Local, owner: &LocalOwner, url: &str, here: &str) -> String {
+    let (what, id) = (kind.noun(), &owner.id);
     format!(
-        "process {id} runs on node `{}` ({url}), not on this node (`{here}`): a background process stays on the \
-         node that started it, and this node does not forward calls. That node answers: send this call to {url}. \
-         Its output so far can be read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}",
-        owner.node
+        "{what} {id} is on node `{}` ({url}), not on this node (`{here}`): a {what} stays on the node that started \
+         it, and this node does not forward calls. That node answers: send this call to {url}.{}",
+        owner.node,
+        meanwhile(kind, id)
     )
 }
 
-/// A process whose node does not answer.
-fn down(owner: &ProcessOwner, url: &str, why: &str) -> String {
-    let id = &owner.id;
+/// Something whose node does not answer.
+fn down(kind: Local, owner: &LocalOwner, url: &str, why: &str) -> String {
+    let (what, id) = (kind.noun(), &owner.id);
     format!(
-        "process {id} runs on node `{}` ({url}), which is down or unreachable ({why}): a background process stays \
-         on the node that started it, so it can only be polled, written to or stopped there once that node is \
-         back. Its output so far can be read from any node with {{\"action\": \"log\", \"id\": \"{id}\"}}",
-        owner.node
+        "{what} {id} is on node `{}` ({url}), which is down or unreachable ({why}): a {what} stays on the node that \
+         started it, so it can only be reached there once that node is back.{}",
+        owner.node,
+        meanwhile(kind, id)
     )
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_core::{Annotations, ApprovalRequirement, CallContext, CallSafety, Tool, ToolError, ToolOutput, ToolSpec};
 use toolgate_sandbox::CapturedOutput;
-use toolgate_store::ProcessOwner;
+use toolgate_store::LocalOwner;
 
 use super::Runtime;
 use super::exec::opt_u64;
@@ -93,7 +93,7 @@ impl ProcessTool {
 
     /// The caller's process `id` when another node of a shared store holds it and this one
     /// does not.
-    fn held_elsewhere(&self, ctx: &CallContext, params: &Value) -> Option<Result<ProcessOwner, ToolError>> {
+    fn held_elsewhere(&self, ctx: &CallContext, params: &Value) -> Option<Result<LocalOwner, ToolError>> {
         let id = params.get("id").and_then(Value::as_str).filter(|id| valid_id(id))?;
         if self.runtime.table.get(id, &ctx.workspace, &ctx.identity.user).is_some() {
             return None;

@@ -303,7 +303,7 @@ impl ProcessTable {
             entries: Mutex::new(Vec::new()),
             max_live,
             shutdown: CancellationToken::new(),
-            owners: Owners::default(),
+            owners: Owners::new(toolgate_store::Local::Process),
         }
     }
 

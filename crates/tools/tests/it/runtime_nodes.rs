@@ -9,10 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use toolgate_core::{CallContext, Tool, ToolError, ToolOutput};
-use toolgate_store::{ProcessOwner, ProcessStore, Store};
-use toolgate_tools::runtime::{
-    ProcessForwarder, ProcessRunner, RuntimeConfig, ThisNode, serve_as_node, this_node, tools,
-};
+use toolgate_store::{Local, LocalOwner, LocalStore, Store};
+use toolgate_tools::runtime::{NodeForwarder, ProcessRunner, RuntimeConfig, ThisNode, serve_as_node, this_node, tools};
 
 const B_URL: &str = "http://b.internal:8080/mcp";
 
@@ -28,7 +26,7 @@ struct NodeB {
     _ws: tempfile::TempDir,
     /// The workspace as the records key it (its canonical path).
     key: String,
-    store: Arc<dyn ProcessStore>,
+    store: Arc<dyn LocalStore>,
     runner: ProcessRunner,
     ctx: CallContext,
 }
@@ -37,7 +35,7 @@ fn node_b() -> NodeB {
     as_node_b();
     let ws = tempfile::tempdir().unwrap();
     let workspace = ws.path().canonicalize().unwrap();
-    let store: Arc<dyn ProcessStore> = Arc::new(Store::open(&workspace.join(".toolgate/state.db")).unwrap());
+    let store: Arc<dyn LocalStore> = Arc::new(Store::open(&workspace.join(".toolgate/state.db")).unwrap());
     let runner = ProcessRunner::new(RuntimeConfig::default()).unwrap();
     runner.share_across_nodes(Arc::clone(&store));
     NodeB { key: workspace.to_string_lossy().into_owned(), ctx: CallContext::new(workspace), _ws: ws, store, runner }
@@ -48,8 +46,8 @@ fn process_tool(tools: &[Arc<dyn Tool>]) -> &Arc<dyn Tool> {
 }
 
 /// Node `a`'s record of a process of `user` in `workspace`, reachable at `url`.
-fn on_a(id: &str, workspace: &str, user: &str, url: Option<String>) -> ProcessOwner {
-    ProcessOwner {
+fn on_a(id: &str, workspace: &str, user: &str, url: Option<String>) -> LocalOwner {
+    LocalOwner {
         id: id.to_owned(),
         workspace: workspace.to_owned(),
         user: user.to_owned(),
@@ -75,7 +73,7 @@ async fn a_process_is_recorded_with_its_node_and_a_call_about_another_nodes_name
     let exec = tools.iter().find(|t| t.spec().name == "exec").unwrap();
     let out = exec.execute(&ctx, json!({ "command": "sleep 30", "background": true })).await.unwrap();
     let id = out.meta.as_ref().and_then(|m| m["id"].as_str()).unwrap().to_owned();
-    let row = store.process_owner(&id).unwrap().expect("recorded");
+    let row = store.local_owner(Local::Process, &id).unwrap().expect("recorded");
     assert_eq!((row.node.as_str(), row.node_url.as_deref()), ("b", Some(B_URL)));
     assert_eq!(
         (row.workspace.as_str(), row.user.as_str(), row.command.as_str()),
@@ -85,7 +83,7 @@ async fn a_process_is_recorded_with_its_node_and_a_call_about_another_nodes_name
     // The caller's process on node a, which answers: the error names the node and its URL.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a_url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    store.process_record(&on_a("tg-proc-on-a", &key, &user, Some(a_url.clone()))).unwrap();
+    store.local_record(Local::Process, &on_a("tg-proc-on-a", &key, &user, Some(a_url.clone()))).unwrap();
     let up = poll(&tools, &ctx, "tg-proc-on-a").await.to_string();
     assert!(up.contains("node `a`") && up.contains(&a_url) && up.contains("That node answers"), "{up}");
     // `list` shows it beside this node's own.
@@ -119,8 +117,9 @@ async fn a_process_is_recorded_with_its_node_and_a_call_about_another_nodes_name
 struct Link(Mutex<Vec<(String, String, Value)>>);
 
 #[toolgate_core::async_trait]
-impl ProcessForwarder for Link {
-    async fn forward(&self, owner: &ProcessOwner, user: &str, params: &Value) -> Result<ToolOutput, String> {
+impl NodeForwarder for Link {
+    async fn forward(&self, tool: &str, owner: &LocalOwner, user: &str, params: &Value) -> Result<ToolOutput, String> {
+        assert_eq!(tool, "process");
         self.0.lock().unwrap().push((owner.node.clone(), user.to_owned(), params.clone()));
         Ok(ToolOutput::text(format!("node {} answers {}", owner.node, params["action"])))
     }
@@ -135,8 +134,8 @@ async fn a_call_about_the_callers_process_on_a_node_that_answers_goes_there_and_
     let user = ctx.identity.user.clone();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = Some(format!("http://{}/mcp", listener.local_addr().unwrap()));
-    store.process_record(&on_a("tg-proc-anns", &key, &user, url.clone())).unwrap();
-    store.process_record(&on_a("tg-proc-bobs", &key, "bob", url)).unwrap();
+    store.local_record(Local::Process, &on_a("tg-proc-anns", &key, &user, url.clone())).unwrap();
+    store.local_record(Local::Process, &on_a("tg-proc-bobs", &key, "bob", url)).unwrap();
 
     let params = json!({ "action": "poll", "id": "tg-proc-anns", "wait": 3 });
     let out = process_tool(&tools).execute(&ctx, params.clone()).await.unwrap();
@@ -159,8 +158,8 @@ async fn another_users_or_workspaces_process_on_another_node_stays_not_found() {
     let NodeB { _ws, key, store, runner, ctx } = node_b();
     let tools = tools(&runner);
     let url = Some("http://127.0.0.1:9/mcp".to_owned());
-    store.process_record(&on_a("tg-proc-bobs", &key, "bob", url.clone())).unwrap();
-    store.process_record(&on_a("tg-proc-elsewhere", "/srv/other", &ctx.identity.user, url)).unwrap();
+    store.local_record(Local::Process, &on_a("tg-proc-bobs", &key, "bob", url.clone())).unwrap();
+    store.local_record(Local::Process, &on_a("tg-proc-elsewhere", "/srv/other", &ctx.identity.user, url)).unwrap();
     // The same answer as for an id nobody ever had: nothing says it exists, nor where.
     let unknown = poll(&tools, &ctx, "tg-proc-never").await;
     assert!(matches!(unknown, ToolError::NotFound { .. }), "{unknown}");
@@ -173,7 +172,10 @@ async fn another_users_or_workspaces_process_on_another_node_stays_not_found() {
     assert_eq!(list.meta.unwrap()["processes"], Value::Array(Vec::new()));
     // A record of a process this node no longer holds (its previous run's) is not "elsewhere".
     store
-        .process_record(&ProcessOwner { node: "b".to_owned(), ..on_a("tg-proc-stale", &key, &ctx.identity.user, None) })
+        .local_record(
+            Local::Process,
+            &LocalOwner { node: "b".to_owned(), ..on_a("tg-proc-stale", &key, &ctx.identity.user, None) },
+        )
         .unwrap();
     assert!(matches!(poll(&tools, &ctx, "tg-proc-stale").await, ToolError::NotFound { .. }));
 }
@@ -185,9 +187,9 @@ async fn a_process_is_forgotten_when_its_node_forgets_it() {
     let exec = tools.iter().find(|t| t.spec().name == "exec").unwrap();
     let out = exec.execute(&ctx, json!({ "command": "sleep 30", "background": true })).await.unwrap();
     let id = out.meta.as_ref().and_then(|m| m["id"].as_str()).unwrap().to_owned();
-    assert!(store.process_owner(&id).unwrap().is_some());
+    assert!(store.local_owner(Local::Process, &id).unwrap().is_some());
     // The gate drops its tools (a server stopping): the process is stopped and its record goes.
     drop(tools);
     drop(runner);
-    assert_eq!(store.process_owner(&id).unwrap(), None);
+    assert_eq!(store.local_owner(Local::Process, &id).unwrap(), None);
 }
