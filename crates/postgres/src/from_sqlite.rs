@@ -4,12 +4,13 @@
 //! reads and checks every row first; [`PgStore::import_sqlite`] writes them all in one
 //! transaction. A row PostgreSQL could not hold stops the move before anything is written.
 //!
-//! What a restart on the same SQLite file would change is changed on the way, so the move is
-//! equivalent to one: a job the stopped node held ends `failed: interrupted` with an event (as
-//! `jobs_interrupt_expired` ends it once its lease runs out), and path locks, page sign-ins and
-//! webhook deliveries already expired are left behind.
+//! Jobs move as they are, leases too: a job whose lease lapsed (its toolgate stopped) is ended
+//! `failed: interrupted` with its event by the target's own sweep (`jobs_interrupt_expired`),
+//! exactly as on one node. A job whose lease has not lapsed is still another process's work:
+//! it stops the move before anything is written. Path locks, page sign-ins and webhook
+//! deliveries already expired are left behind (a restart would not honour them either).
 
-use toolgate_store::{Cell, JOB_INTERRUPTED, JOB_INTERRUPTED_EVENT, Store, StoreError};
+use toolgate_store::{Cell, Store, StoreError};
 
 use crate::PgStore;
 use crate::import::{ColumnKind as K, TableRows, Value};
@@ -323,6 +324,12 @@ const COPIES: &[Copy] = &[
             ("updated_ms", K::Int),
         ],
     },
+    // The memory index's change counter for the workspace, set to 1 when notes move (the
+    // SQLite file's own counter is not copied). A node reads a workspace with no row as
+    // generation 0 and keeps what it learnt of the index (vectors in memory, "no chunk lacks a
+    // vector") until the generation changes; a node already started on this database saw 0, so
+    // the moved notes must read as a change for it to look again. The target is empty (the
+    // move refuses one with a row here), so 1 always differs from what any node saw.
     Copy {
         area: UNCOUNTED,
         to: "memory_generations",
@@ -403,15 +410,16 @@ pub fn sqlite_copy_tables() -> Vec<&'static str> {
 pub struct Copied {
     /// `(area, rows)`.
     pub areas: Vec<(&'static str, u64)>,
-    /// Jobs the stopped node was running, moved as `failed: interrupted`.
-    pub interrupted_jobs: usize,
+    /// Queued or running jobs whose lease had lapsed (their toolgate stopped), copied as they
+    /// were: the target's sweep ends them `failed: interrupted`.
+    pub lapsed_jobs: usize,
 }
 
 /// A node's rows, read and checked, to write with [`PgStore::import_sqlite`].
 #[derive(Debug)]
 pub struct SqliteRows {
     tables: Vec<TableRows>,
-    interrupted_jobs: usize,
+    lapsed_jobs: usize,
 }
 
 impl SqliteRows {
@@ -434,23 +442,27 @@ pub enum SqliteReadError {
     /// A row PostgreSQL cannot hold (the message names it and says what to do).
     #[error("{0}")]
     Unmovable(String),
+    /// Jobs held under a lease that has not lapsed: a toolgate still runs them (the message
+    /// names them and says what to do).
+    #[error("{0}")]
+    Leased(String),
 }
 
 impl PgStore {
     /// Writes `rows` in one transaction: all or nothing. Returns how many rows each area got.
     pub fn import_sqlite(&self, rows: SqliteRows) -> Result<Copied, StoreError> {
         let counts = self.import_rows(rows.tables)?;
-        Ok(summary(&counts, rows.interrupted_jobs))
+        Ok(summary(&counts, rows.lapsed_jobs))
     }
 }
 
 /// Reads and checks every table a node's SQLite file (`source`) holds that PostgreSQL has;
 /// `workspace` is the name the nodes give the workspace (the memory tables are keyed by it),
-/// `now_ms` the move's time. Reads only.
+/// `now_ms` the move's time. Reads only. A queued or running job whose lease has not lapsed at
+/// `now_ms` stops it ([`SqliteReadError::Leased`]).
 pub fn read_sqlite(source: &Store, workspace: &str, now_ms: i64) -> Result<SqliteRows, SqliteReadError> {
     let mut tables = Vec::with_capacity(COPIES.len());
-    let mut interrupted_jobs = 0;
-    let mut job_events: Vec<Vec<Value>> = Vec::new();
+    let mut lapsed_jobs = 0;
     for copy in COPIES {
         let select = copy.select.replace("{now}", &now_ms.to_string());
         let cells = source.export_rows(&select)?;
@@ -474,29 +486,69 @@ pub fn read_sqlite(source: &Store, workspace: &str, now_ms: i64) -> Result<Sqlit
                 };
                 values.push(value);
             }
-            if copy.to == "jobs"
-                && let Some(event) = interrupt(&mut values, now_ms)
-            {
-                interrupted_jobs += 1;
-                job_events.push(event);
-            }
             rows.push(values);
         }
-        if copy.to == "job_events" {
-            for mut event in job_events.drain(..) {
-                // After the job's last event.
-                let last = rows.iter().filter(|r| r[0] == event[0]).filter_map(|r| int(&r[1])).max().unwrap_or(0);
-                event[1] = Value::Int(last + 1);
-                rows.push(event);
+        if copy.to == "jobs" {
+            let leased = leased(&rows, now_ms);
+            if let Some(refusal) = refuse_leased(&leased.live, now_ms) {
+                return Err(SqliteReadError::Leased(refusal));
             }
+            lapsed_jobs = leased.lapsed;
         }
         tables.push(TableRows { table: copy.to, columns: copy.columns.to_vec(), identity: copy.identity, rows });
     }
-    Ok(SqliteRows { tables, interrupted_jobs })
+    Ok(SqliteRows { tables, lapsed_jobs })
+}
+
+/// The queued and running jobs of `jobs` (rows of [`JOB_COLUMNS`]) that hold a lease.
+#[derive(Debug, Default, PartialEq)]
+struct Leased<'a> {
+    /// Whose lease has not lapsed at the move's time: (id, lease until), by id.
+    live: Vec<(&'a str, i64)>,
+    /// How many have a lease that lapsed (the target's sweep ends them).
+    lapsed: usize,
+}
+
+/// Sorts `jobs` by their lease at `now_ms`, by the rule the sweep (`jobs_interrupt_expired`)
+/// applies: a lease lapsed when `lease_until_ms <= now`.
+fn leased(jobs: &[Vec<Value>], now_ms: i64) -> Leased<'_> {
+    let at = |name: &str| JOB_COLUMNS.iter().position(|(c, _)| *c == name).expect("a column of JOB_COLUMNS");
+    let (id, state, until) = (at("id"), at("state"), at("lease_until_ms"));
+    let mut leased = Leased::default();
+    for job in jobs {
+        if !matches!(&job[state], Value::Text(s) if s == "queued" || s == "running") {
+            continue;
+        }
+        match (&job[id], int(&job[until])) {
+            (Value::Text(id), Some(until)) if until > now_ms => leased.live.push((id, until)),
+            (_, Some(_)) => leased.lapsed += 1,
+            _ => {}
+        }
+    }
+    leased.live.sort();
+    leased
+}
+
+/// The refusal for jobs still held under a live lease (none: `None`).
+fn refuse_leased(live: &[(&str, i64)], now_ms: i64) -> Option<String> {
+    const SHOWN: usize = 5;
+    let last = live.iter().map(|(_, until)| *until).max()?;
+    let mut ids = live.iter().take(SHOWN).map(|(id, _)| *id).collect::<Vec<_>>().join(", ");
+    if live.len() > SHOWN {
+        ids.push_str(&format!(" and {} more", live.len() - SHOWN));
+    }
+    let wait_s = (last - now_ms + 999) / 1000;
+    Some(format!(
+        "{} jobs ({ids}) are held under a lease that has not lapsed: a toolgate still runs them on this workspace. \
+         Stop the toolgate that runs them, or wait for their lease to lapse (the last in {wait_s} s; a stopped \
+         toolgate's jobs then end `failed: interrupted` on the shared database), and run this again. Nothing was \
+         written",
+        live.len()
+    ))
 }
 
 /// Sums the rows written per area.
-fn summary(counts: &[u64], interrupted_jobs: usize) -> Copied {
+fn summary(counts: &[u64], lapsed_jobs: usize) -> Copied {
     let mut areas: Vec<(&'static str, u64)> = Vec::new();
     for (copy, n) in COPIES.iter().zip(counts).filter(|(copy, _)| copy.area != UNCOUNTED) {
         match areas.iter_mut().find(|(area, _)| *area == copy.area) {
@@ -504,29 +556,7 @@ fn summary(counts: &[u64], interrupted_jobs: usize) -> Copied {
             None => areas.push((copy.area, *n)),
         }
     }
-    Copied { areas, interrupted_jobs }
-}
-
-/// Ends a job the stopped node held (queued or running under its lease) as a restart would;
-/// returns the `state` event to add (its sequence number set later).
-fn interrupt(job: &mut [Value], now_ms: i64) -> Option<Vec<Value>> {
-    let at = |name: &str| JOB_COLUMNS.iter().position(|(c, _)| *c == name).expect("a column of JOB_COLUMNS");
-    let state = matches!(&job[at("state")], Value::Text(s) if s == "queued" || s == "running");
-    if !state || job[at("lease_owner")] == Value::Null {
-        return None;
-    }
-    job[at("state")] = Value::Text("failed".into());
-    job[at("error")] = Value::Text(JOB_INTERRUPTED.into());
-    job[at("finished_ms")] = Value::Int(now_ms);
-    job[at("lease_owner")] = Value::Null;
-    job[at("lease_until_ms")] = Value::Null;
-    Some(vec![
-        job[at("id")].clone(),
-        Value::Int(0),
-        Value::Int(now_ms),
-        Value::Text("state".into()),
-        Value::Text(JOB_INTERRUPTED_EVENT.into()),
-    ])
+    Copied { areas, lapsed_jobs }
 }
 
 fn int(v: &Value) -> Option<i64> {
@@ -626,28 +656,34 @@ mod tests {
     }
 
     #[test]
-    fn a_job_the_stopped_node_held_ends_interrupted_and_others_stay() {
-        let job = |state: &str, owner: Option<&str>| -> Vec<Value> {
+    fn a_job_under_a_live_lease_stops_the_move_and_a_lapsed_one_moves() {
+        let job = |id: &str, state: &str, until: Option<i64>| -> Vec<Value> {
             JOB_COLUMNS
                 .iter()
                 .map(|(c, _)| match *c {
-                    "id" => Value::Text("j1".into()),
+                    "id" => Value::Text(id.into()),
                     "state" => Value::Text(state.into()),
-                    "lease_owner" => owner.map_or(Value::Null, |o| Value::Text(o.into())),
-                    "lease_until_ms" => Value::Int(5),
+                    "lease_owner" => until.map_or(Value::Null, |_| Value::Text("node-a".into())),
+                    "lease_until_ms" => until.map_or(Value::Null, Value::Int),
                     _ => Value::Null,
                 })
                 .collect()
         };
-        let mut running = job("running", Some("node-a"));
-        let event = interrupt(&mut running, 99).unwrap();
-        assert_eq!(running[9], Value::Text("failed".into()));
-        assert_eq!(running[11], Value::Text(JOB_INTERRUPTED.into()));
-        assert_eq!((&running[15], &running[16], &running[17]), (&Value::Int(99), &Value::Null, &Value::Null));
-        assert_eq!(event[4], Value::Text(JOB_INTERRUPTED_EVENT.into()));
-        let mut queued = job("queued", None);
-        assert!(interrupt(&mut queued, 99).is_none(), "a queued job nobody claimed runs on the target");
-        let mut done = job("done", Some("node-a"));
-        assert!(interrupt(&mut done, 99).is_none());
+        let jobs = vec![
+            job("j-run", "running", Some(150)),
+            job("j-claimed", "queued", Some(101)),
+            job("j-lapsed", "running", Some(100)),
+            job("j-free", "queued", None),
+            job("j-done", "completed", Some(500)),
+        ];
+        let found = leased(&jobs, 100);
+        assert_eq!(found, Leased { live: vec![("j-claimed", 101), ("j-run", 150)], lapsed: 1 }, "lapsed at <= now");
+        let why = refuse_leased(&found.live, 100).unwrap();
+        assert!(why.starts_with("2 jobs (j-claimed, j-run) are held under a lease"), "{why}");
+        assert!(why.contains("Stop the toolgate") && why.contains("in 1 s") && why.ends_with("Nothing was written"));
+        assert_eq!(refuse_leased(&[], 100), None);
+        let many: Vec<(String, i64)> = (0..8).map(|i| (format!("j{i}"), 2_000)).collect();
+        let many: Vec<(&str, i64)> = many.iter().map(|(id, until)| (id.as_str(), *until)).collect();
+        assert!(refuse_leased(&many, 100).unwrap().starts_with("8 jobs (j0, j1, j2, j3, j4 and 3 more)"));
     }
 }

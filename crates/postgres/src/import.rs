@@ -1,7 +1,13 @@
 //! Rows written as they are given (`from_sqlite.rs`: a node's SQLite tables, ids and times
-//! kept). All the tables of one `import_rows` go in one transaction: all or nothing.
+//! kept). All the tables of one `import_rows` go in one transaction: all or nothing. Each table
+//! is sent with one binary `COPY ... FROM STDIN` (as the audit log's writer does), its values
+//! borrowed from the rows, not copied again.
 
-use tokio_postgres::types::ToSql;
+use std::error::Error;
+
+use bytes::{BufMut, BytesMut};
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use toolgate_store::StoreError;
 
 use crate::PgStore;
@@ -26,6 +32,21 @@ pub(crate) enum ColumnKind {
     Words,
 }
 
+impl ColumnKind {
+    /// The type the `COPY` sends: a [`ColumnKind::Words`] column goes as text into a staging
+    /// table, whose `INSERT ... SELECT` makes the `tsvector` (its binary form is the server's).
+    fn copied_as(self) -> Type {
+        match self {
+            ColumnKind::Text | ColumnKind::Words => Type::TEXT,
+            ColumnKind::Int => Type::INT8,
+            ColumnKind::Real => Type::FLOAT8,
+            ColumnKind::Bool => Type::BOOL,
+            ColumnKind::Bytes => Type::BYTEA,
+            ColumnKind::Json => Type::JSONB,
+        }
+    }
+}
+
 /// A value to write (`Null` for any kind).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value {
@@ -41,6 +62,43 @@ pub(crate) enum Value {
     Text(String),
     /// For [`ColumnKind::Bytes`].
     Bytes(Vec<u8>),
+}
+
+impl ToSql for Value {
+    /// The value in PostgreSQL's binary form for `ty`; a value of another kind than its column
+    /// is an error (never bytes the column would misread).
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(n) if *ty == Type::INT8 => n.to_sql(ty, out),
+            Value::Real(x) if *ty == Type::FLOAT8 => x.to_sql(ty, out),
+            Value::Bool(b) if *ty == Type::BOOL => b.to_sql(ty, out),
+            Value::Text(s) if *ty == Type::TEXT => s.as_str().to_sql(ty, out),
+            Value::Text(s) if *ty == Type::JSONB => {
+                // `jsonb`'s binary form: a version byte, then the JSON text (checked when read).
+                out.put_u8(1);
+                out.put_slice(s.as_bytes());
+                Ok(IsNull::No)
+            }
+            Value::Bytes(b) if *ty == Type::BYTEA => b.as_slice().to_sql(ty, out),
+            _ => {
+                let kind = match self {
+                    Value::Int(_) => "an integer",
+                    Value::Real(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    Value::Text(_) => "text",
+                    Value::Bytes(_) | Value::Null => "bytes",
+                };
+                Err(format!("{kind} cannot go into a {ty} column").into())
+            }
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        [Type::TEXT, Type::INT8, Type::FLOAT8, Type::BOOL, Type::BYTEA, Type::JSONB].contains(ty)
+    }
+
+    to_sql_checked!();
 }
 
 /// The rows to write into one table.
@@ -64,7 +122,7 @@ impl PgStore {
             let tx = client.transaction().await?;
             let mut counts = Vec::with_capacity(tables.len());
             for t in &tables {
-                counts.push(insert(&tx, t).await?);
+                counts.push(copy_in(&tx, t).await?);
             }
             tx.commit().await?;
             Ok(counts)
@@ -85,46 +143,62 @@ impl PgStore {
     }
 }
 
-async fn insert(tx: &deadpool_postgres::Transaction<'_>, t: &TableRows) -> Result<u64, PgError> {
+/// Writes `t`'s rows with one binary `COPY` (a `COPY` into an identity column keeps the values
+/// given, as `OVERRIDING SYSTEM VALUE` does). A table with a [`ColumnKind::Words`] column is
+/// copied into a temporary table dropped at commit, then inserted from it with its
+/// `tsvector`s made by the server.
+async fn copy_in(tx: &deadpool_postgres::Transaction<'_>, t: &TableRows) -> Result<u64, PgError> {
     if t.rows.is_empty() {
         return Ok(0);
     }
-    let names: Vec<&str> = t.columns.iter().map(|(name, _)| *name).collect();
-    let slots: Vec<String> = t
-        .columns
-        .iter()
-        .enumerate()
-        .map(|(i, (_, kind))| {
-            let n = i + 1;
-            match kind {
-                ColumnKind::Text => format!("${n}::text"),
-                ColumnKind::Int => format!("${n}::bigint"),
-                ColumnKind::Real => format!("${n}::float8"),
-                ColumnKind::Bool => format!("${n}::boolean"),
-                ColumnKind::Bytes => format!("${n}::bytea"),
-                ColumnKind::Json => format!("${n}::text::jsonb"),
-                ColumnKind::Words => format!("to_tsvector('english', ${n}::text)"),
-            }
-        })
-        .collect();
-    let overriding = if t.identity.is_some() { " OVERRIDING SYSTEM VALUE" } else { "" };
-    let sql = format!("INSERT INTO {} ({}){overriding} VALUES ({})", t.table, names.join(", "), slots.join(", "));
-    let stmt = tx.prepare(&sql).await?;
-    let mut written = 0;
-    for (i, row) in t.rows.iter().enumerate() {
-        if row.len() != t.columns.len() {
-            return Err(PgError::Data(format!(
-                "{}: row {} has {} values for {} columns",
-                t.table,
-                i + 1,
-                row.len(),
-                names.len()
-            )));
-        }
-        let params: Vec<Box<dyn ToSql + Sync + Send>> =
-            row.iter().zip(&t.columns).map(|(v, (_, kind))| param(v, *kind)).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
-        written += tx.execute(&stmt, &refs).await?;
+    if let Some((i, row)) = t.rows.iter().enumerate().find(|(_, row)| row.len() != t.columns.len()) {
+        return Err(PgError::Data(format!(
+            "{}: row {} has {} values for {} columns",
+            t.table,
+            i + 1,
+            row.len(),
+            t.columns.len()
+        )));
+    }
+    // Names come from the caller's code, never from input.
+    let names = t.columns.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ");
+    let staged = t.columns.iter().any(|(_, kind)| *kind == ColumnKind::Words);
+    let into = if staged {
+        let stage = format!("moving_{}", t.table);
+        let columns: Vec<String> =
+            t.columns.iter().map(|(name, kind)| format!("{name} {}", kind.copied_as().name())).collect();
+        tx.batch_execute(&format!("CREATE TEMPORARY TABLE {stage} ({}) ON COMMIT DROP", columns.join(", "))).await?;
+        stage
+    } else {
+        t.table.to_owned()
+    };
+    let types: Vec<Type> = t.columns.iter().map(|(_, kind)| kind.copied_as()).collect();
+    let sink = tx.copy_in(&format!("COPY {into} ({names}) FROM STDIN BINARY")).await?;
+    let copy = BinaryCopyInWriter::new(sink, &types);
+    tokio::pin!(copy);
+    let mut values: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(t.columns.len());
+    for row in &t.rows {
+        values.clear();
+        values.extend(row.iter().map(|v| v as &(dyn ToSql + Sync)));
+        copy.as_mut().write(&values).await?;
+    }
+    let mut written = copy.finish().await?;
+    if staged {
+        let select: Vec<String> = t
+            .columns
+            .iter()
+            .map(|(name, kind)| match kind {
+                ColumnKind::Words => format!("to_tsvector('english', {name})"),
+                _ => (*name).to_owned(),
+            })
+            .collect();
+        let overriding = if t.identity.is_some() { " OVERRIDING SYSTEM VALUE" } else { "" };
+        written = tx
+            .execute(
+                &format!("INSERT INTO {} ({names}){overriding} SELECT {} FROM {into}", t.table, select.join(", ")),
+                &[],
+            )
+            .await?;
     }
     if let Some(id) = t.identity {
         tx.execute(
@@ -139,18 +213,21 @@ async fn insert(tx: &deadpool_postgres::Transaction<'_>, t: &TableRows) -> Resul
     Ok(written)
 }
 
-/// `value` with the Rust type PostgreSQL's `kind` takes (a `NULL` of that type too).
-fn param(value: &Value, kind: ColumnKind) -> Box<dyn ToSql + Sync + Send> {
-    match (value, kind) {
-        (Value::Int(n), _) => Box::new(*n),
-        (Value::Real(x), _) => Box::new(*x),
-        (Value::Bool(b), _) => Box::new(*b),
-        (Value::Text(s), _) => Box::new(s.clone()),
-        (Value::Bytes(b), _) => Box::new(b.clone()),
-        (Value::Null, ColumnKind::Int) => Box::new(None::<i64>),
-        (Value::Null, ColumnKind::Real) => Box::new(None::<f64>),
-        (Value::Null, ColumnKind::Bool) => Box::new(None::<bool>),
-        (Value::Null, ColumnKind::Bytes) => Box::new(None::<Vec<u8>>),
-        (Value::Null, ColumnKind::Text | ColumnKind::Json | ColumnKind::Words) => Box::new(None::<String>),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_goes_only_into_a_column_of_its_kind() {
+        let mut out = BytesMut::new();
+        assert!(matches!(Value::Int(7).to_sql(&Type::INT8, &mut out), Ok(IsNull::No)));
+        assert_eq!(&out[..], &7i64.to_be_bytes());
+        out.clear();
+        assert!(matches!(Value::Text("[1]".into()).to_sql(&Type::JSONB, &mut out), Ok(IsNull::No)));
+        assert_eq!(&out[..], b"\x01[1]", "jsonb's version byte, then the text");
+        assert!(matches!(Value::Null.to_sql(&Type::BYTEA, &mut out), Ok(IsNull::Yes)));
+        let wrong = Value::Int(7).to_sql(&Type::TEXT, &mut BytesMut::new()).err().unwrap();
+        assert_eq!(wrong.to_string(), "an integer cannot go into a text column");
+        assert!(Value::Text("x".into()).to_sql_checked(&Type::TS_VECTOR, &mut BytesMut::new()).is_err());
     }
 }

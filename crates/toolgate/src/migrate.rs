@@ -6,10 +6,12 @@
 //! - Row for row, ids and times kept, in one PostgreSQL transaction (`toolgate_postgres::read_sqlite`): grants ("allow
 //!   always" and tool grants), access requests, the approvals inbox and its events (a pending
 //!   approval stays pending and can be decided on any node), agent sessions and their messages,
-//!   team boards, mailboxes and read markers, handoff routes, jobs and their events (a job the
-//!   stopped node held ends `failed: interrupted`, as a restart ends it), routine fires and
+//!   team boards, mailboxes and read markers, handoff routes, jobs and their events (as they are,
+//!   leases too: a job whose lease lapsed is ended `failed: interrupted` by the target's own
+//!   sweep, as on one node; a job whose lease has not lapsed stops the move), routine fires and
 //!   webhook deliveries seen, unexpired path locks and page sign-ins, the memory index (notes,
-//!   managed ones with their text, chunks, vectors) and the embedding cache.
+//!   managed ones with their text, chunks, vectors; the target's change counter for the
+//!   workspace set to 1 so every node sees the moved notes as a change) and the embedding cache.
 //! - Through the store traits, after that transaction: users, groups, agents and memberships;
 //!   API keys (their digests: the keys people hold keep working); secrets (opened with the
 //!   node's own key, sealed again under `TOOLGATE_SECRET_KEY`, which every node is given);
@@ -18,17 +20,20 @@
 //!
 //! Not moved: records of background processes (they ended with the stopped node; a node
 //! starting on the shared database drops its previous run's records too), the scheduler lease
-//! and the audit log's writer records (they belong to live processes), and the memory index's
-//! change counter (the target starts its own).
+//! and the audit log's writer records (they belong to live processes), and the SQLite file's
+//! memory change counter (the target's is set to 1, above).
 //!
 //! Everything is read and checked before anything is written: a source row PostgreSQL could
 //! not hold (text that is not UTF-8 or holds a NUL, a value of the wrong type, JSON that does
 //! not parse, more than 1 GB) stops the move with an error naming the table, row and column,
-//! and the target untouched. The row-for-row transaction is all or nothing; a failure of the
-//! database after it committed (while the trait areas or the audit log are written) can leave
-//! the target partly written: then empty the database and run again. The target must hold no
-//! state yet: a second run, or a run into a database in use, is refused before anything is
-//! written.
+//! and the target untouched; so do jobs held under a lease that has not lapsed (a toolgate
+//! still runs them). The row-for-row transaction is all or nothing. The areas through the
+//! store traits and the audit log are written after it commits, each by the traits' own
+//! statements (a transaction spanning them would mean a second, transactional, copy of every
+//! trait's writes): a failure there ([`MigrateError::Partial`]) says exactly what the database
+//! then holds and to drop and recreate it before running again. The target must hold no state
+//! yet: a second run, a run after a partial one, or a run into a database in use is refused
+//! before anything is written.
 
 use std::fmt;
 use std::path::Path;
@@ -78,7 +83,10 @@ pub const NOT_MOVED: &[(&str, &str)] = &[
     ),
     ("the scheduler lease and the audit log's writer records", "they belong to processes that are no longer running"),
     ("expired path locks, page sign-ins and webhook deliveries", "a restart would not honour them either"),
-    ("the memory index's change counter", "the shared database keeps its own per workspace"),
+    (
+        "the memory index's change counter",
+        "the shared database keeps its own per workspace, set to 1 so every node sees the moved notes as a change",
+    ),
 ];
 
 impl fmt::Display for Moved {
@@ -103,8 +111,13 @@ impl fmt::Display for Moved {
                 write!(f, ", {n} {area}")?;
             }
         }
-        if self.copied.interrupted_jobs > 0 {
-            write!(f, " ({} jobs the node held marked failed: interrupted)", self.copied.interrupted_jobs)?;
+        if self.copied.lapsed_jobs > 0 {
+            write!(
+                f,
+                " ({} jobs whose lease had lapsed, copied as they were: the shared database's sweep ends them \
+                 failed: interrupted)",
+                self.copied.lapsed_jobs
+            )?;
         }
         Ok(())
     }
@@ -124,6 +137,21 @@ pub enum MigrateError {
     /// The move cannot start as things are (the message says what to do).
     #[error("{0}")]
     Refused(String),
+    /// The database failed after the row-for-row copy committed: part of the state is written.
+    #[error(
+        "{doing} failed and the move stopped partway: the PostgreSQL database now holds {written} from this node, \
+         nothing else (the SQLite file is unchanged). A move into it as it is is refused: drop and recreate the \
+         database (`dropdb` and `createdb` as its owner), then run this again. What failed"
+    )]
+    Partial {
+        /// What was being done.
+        doing: String,
+        /// What the database holds of the move.
+        written: String,
+        /// The store's error (after the message, as its cause).
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 fn failed<E: std::error::Error + Send + Sync + 'static>(doing: impl Into<String>) -> impl FnOnce(E) -> MigrateError {
@@ -189,46 +217,91 @@ pub fn to_postgres(db: &Path, workspace: &Path, url: &str) -> Result<Moved, Migr
     let custom_tools = source.custom_tools().map_err(failed("reading the custom tools"))?;
     let outbox = source.outbox_list(None, usize::MAX).map_err(failed("reading the outbox"))?;
     let rows = toolgate_postgres::read_sqlite(&source, &workspace.to_string_lossy(), now_ms).map_err(|e| match e {
-        toolgate_postgres::SqliteReadError::Unmovable(why) => MigrateError::Refused(why),
+        toolgate_postgres::SqliteReadError::Unmovable(why) | toolgate_postgres::SqliteReadError::Leased(why) => {
+            MigrateError::Refused(why)
+        }
         e => MigrateError::Store { doing: "reading the state to move".into(), source: Box::new(e) },
     })?;
 
     let mut moved = Moved::default();
     (moved.approval_grants, moved.tool_grants) = rows.grant_counts();
-    moved.copied =
-        target.import_sqlite(rows).map_err(failed("copying grants, approvals, sessions, teams, jobs and memory"))?;
-    for p in &principals {
-        target.principal_add(p).map_err(failed(format!("adding principal {}", p.name)))?;
-        moved.principals += 1;
-    }
-    for m in &memberships {
-        target.membership_set(m).map_err(failed(format!("adding {} to {}", m.user, m.group)))?;
-        moved.memberships += 1;
-    }
-    for key in &keys {
-        target.key_add(key).map_err(failed(format!("adding API key {}", key.id)))?;
-        moved.keys += 1;
-    }
-    for (name, value) in &secrets {
-        target.secret_put(name, value).map_err(failed(format!("storing secret {name}")))?;
-        moved.secrets += 1;
-    }
-    for routine in &routines {
-        target.routine_insert(routine).map_err(failed(format!("adding routine {}", routine.name)))?;
-        moved.routines += 1;
-    }
-    for tool in &custom_tools {
-        target
-            .custom_tool_put(&tool.name, &tool.definition)
-            .map_err(failed(format!("adding custom tool {}", tool.name)))?;
-        moved.custom_tools += 1;
-    }
-    for entry in &outbox {
-        target.outbox_put(entry).map_err(failed(format!("keeping message {} in the outbox", entry.id)))?;
-        moved.undelivered += 1;
-    }
-    moved.audit_rows = log.import(&ends, audit_rows).map_err(failed("copying the audit log"))?;
+    moved.copied = target.import_sqlite(rows).map_err(failed(
+        "copying grants, approvals, sessions, teams, jobs and memory (one transaction: nothing was written)",
+    ))?;
+    let copied: u64 = moved.copied.areas.iter().map(|(_, n)| n).sum();
+    let mut done = vec![format!("the {copied} rows copied row for row (grants, approvals, sessions, jobs, memory...)")];
+    moved.principals = write_all(
+        &mut done,
+        "principals",
+        &principals,
+        |p| format!("adding principal {}", p.name),
+        |p| target.principal_add(p),
+    )?;
+    moved.memberships = write_all(
+        &mut done,
+        "memberships",
+        &memberships,
+        |m| format!("adding {} to {}", m.user, m.group),
+        |m| target.membership_set(m),
+    )?;
+    moved.keys =
+        write_all(&mut done, "API keys", &keys, |k| format!("adding API key {}", k.id), |k| target.key_add(k))?;
+    moved.secrets = write_all(
+        &mut done,
+        "secrets",
+        &secrets,
+        |(name, _)| format!("storing secret {name}"),
+        |(name, value)| target.secret_put(name, value),
+    )?;
+    moved.routines = write_all(
+        &mut done,
+        "routines",
+        &routines,
+        |r| format!("adding routine {}", r.name),
+        |r| target.routine_insert(r),
+    )?;
+    moved.custom_tools = write_all(
+        &mut done,
+        "custom tools",
+        &custom_tools,
+        |t| format!("adding custom tool {}", t.name),
+        |t| target.custom_tool_put(&t.name, &t.definition),
+    )?;
+    moved.undelivered = write_all(
+        &mut done,
+        "undelivered messages",
+        &outbox,
+        |e| format!("keeping message {} in the outbox", e.id),
+        |e| target.outbox_put(e),
+    )?;
+    // One transaction of its own: on failure, no audit row is written.
+    moved.audit_rows = log.import(&ends, audit_rows).map_err(|e| MigrateError::Partial {
+        doing: "copying the audit log".into(),
+        written: format!("{} and no audit row", done.join(", ")),
+        cause: Box::new(e),
+    })?;
     Ok(moved)
+}
+
+/// Writes `items` with `put`, one by one, after the row-for-row copy committed; returns how many.
+/// A failure is [`MigrateError::Partial`], naming what `done` (the areas written before) and
+/// this area hold; `done` gains this area once it is written whole.
+fn write_all<T, R, E: std::error::Error + Send + Sync + 'static>(
+    done: &mut Vec<String>,
+    area: &str,
+    items: &[T],
+    doing: impl Fn(&T) -> String,
+    mut put: impl FnMut(&T) -> Result<R, E>,
+) -> Result<usize, MigrateError> {
+    for (n, item) in items.iter().enumerate() {
+        if let Err(e) = put(item) {
+            let mut written = done.clone();
+            written.push(format!("{n} of the {} {area}", items.len()));
+            return Err(MigrateError::Partial { doing: doing(item), written: written.join(", "), cause: Box::new(e) });
+        }
+    }
+    done.push(format!("{} {area}", items.len()));
+    Ok(items.len())
 }
 
 fn now_ms() -> i64 {
@@ -255,7 +328,8 @@ fn refuse_unless_empty(target: &toolgate_postgres::PgStore, log: &PgAuditLog) ->
         held.extend(used);
         return Err(MigrateError::Refused(format!(
             "the PostgreSQL database already holds state ({}): move a node's state into a database no node has \
-             used yet",
+             used yet (after a move that stopped partway, drop and recreate the database, then run this again). \
+             Nothing was written",
             held.join(", ")
         )));
     }

@@ -68,7 +68,7 @@ fn store_url(ws: &std::path::Path) -> String {
 }
 
 /// SQL as the cluster's superuser through psql, in one session.
-fn psql(url: &str, statements: &[&str]) {
+pub(crate) fn psql(url: &str, statements: &[&str]) {
     let mut command = Command::new("psql");
     command.args([url, "-v", "ON_ERROR_STOP=1", "-q"]);
     for s in statements {

@@ -79,6 +79,30 @@ fn a_nodes_state_moves_into_the_shared_database_and_is_served_from_there() {
     let (ok, _, err) = toolgate(ws.path(), &["admin", "migrate", "--from", "state.db", "--to", &url]);
     assert!(!ok && err.contains("expected sqlite:PATH"), "{err}");
 
+    // A database that fails after the row-for-row copy committed (a trigger refusing custom
+    // tools, as a full disk would): the error says what the database holds and what to do, and
+    // a run into it as it is is refused with nothing more written.
+    let broken = cluster.database().unwrap_or_else(|e| panic!("{e}"));
+    let scratch = tempfile::tempdir().unwrap();
+    drop(shared_stores(&broken, scratch.path()));
+    crate::nodes_config::psql(
+        &broken,
+        &[
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'disk full'; END$$",
+            "CREATE TRIGGER refuse BEFORE INSERT ON custom_tools FOR EACH ROW EXECUTE FUNCTION refuse()",
+        ],
+    );
+    let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &broken]);
+    let partway = "adding custom tool count_lines failed and the move stopped partway: the PostgreSQL database now \
+                   holds the 1 rows copied row for row";
+    assert!(!ok && err.contains(partway), "{out}{err}");
+    let held = "2 principals, 1 memberships, 1 API keys, 0 secrets, 0 routines, 0 of the 1 custom tools from this node";
+    assert!(err.contains(held) && err.contains("drop and recreate the database"), "{err}");
+    assert!(err.contains("What failed: ") && err.trim_end().ends_with("disk full"), "the cause last: {err}");
+    let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &broken]);
+    assert!(!ok && err.contains("rows in principals") && err.contains("stopped partway"), "{out}{err}");
+    assert_eq!(shared_stores(&broken, scratch.path()).identity.principals(None).unwrap().len(), 2, "nothing more");
+
     // ann's key, made before the move, works on a node serving from the shared database, and
     // her group's grant applies.
     let server = HttpServer::start_with_env(TOOLGATE, ws, &[], &[("TOOLGATE_SECRET_KEY", SHARED_KEY)]);
@@ -239,8 +263,9 @@ fn seed_the_rest(db: &std::path::Path) -> i64 {
 
 /// Everything else a single node keeps moves too, as a restart on the shared database would find
 /// it: ann's agent session and its messages (`toolgate agent sessions`/`history`), the team's
-/// board and mailbox with its read markers, the handoff route, the job history with the job
-/// the stopped node was running ended `failed: interrupted`, the pending approval (still
+/// board and mailbox with its read markers, the handoff route, the job history (a job under a
+/// live lease refuses the move with nothing written; once its lease lapsed it is copied as it
+/// was and the shared database's sweep ends it `failed: interrupted`), the pending approval (still
 /// pending, and decided on the new database), the access request, and ann's managed note,
 /// found by `memory_search` on a node serving from PostgreSQL. A second move changes nothing;
 /// a source row PostgreSQL cannot hold stops a move into a fresh database with nothing written.
@@ -269,7 +294,18 @@ fn sessions_teams_jobs_approvals_requests_and_memory_move_too() {
     let db = ws.path().join(".toolgate/state.db");
     let approval_id = seed_the_rest(&db);
 
+    // job-run is held under a lease that has not lapsed: a toolgate may still be running it, so
+    // the move is refused, naming it, with nothing written (the next move into the same
+    // database, refused if it held anything, goes through).
     let from = format!("sqlite:{}", ws.path().display());
+    let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &url]);
+    assert!(!ok && err.contains("1 jobs (job-run) are held under a lease that has not lapsed"), "{out}{err}");
+    assert!(err.contains("Stop the toolgate that runs them") && err.contains("Nothing was written"), "{err}");
+    // Its toolgate stopped: the lease lapses.
+    let lapsed_at = now_ms() - 1;
+    let store = toolgate::store::Store::open(&db).unwrap();
+    assert_eq!(toolgate::store::JobStore::jobs_renew(&store, "node-a", lapsed_at).unwrap(), ["job-run"]);
+    drop(store);
     let (ok, out, err) = toolgate(ws.path(), &["admin", "migrate", "--from", &from, "--to", &url]);
     assert!(ok, "{out}{err}");
     for moved in [
@@ -283,7 +319,7 @@ fn sessions_teams_jobs_approvals_requests_and_memory_move_too() {
         "1 approvals",
         "1 access requests",
         "1 memory notes",
-        "(1 jobs the node held marked failed: interrupted)",
+        "(1 jobs whose lease had lapsed, copied as they were",
         "not moved: background process records",
     ] {
         assert!(out.contains(moved), "{moved:?} in {out}");
@@ -322,16 +358,24 @@ fn sessions_teams_jobs_approvals_requests_and_memory_move_too() {
     assert!(next.unwrap().id > board.id, "new tasks are numbered after the moved ones");
     assert_eq!(pg.sessions.handoff_route("conv-1").unwrap().unwrap().to_session, "sess-trip");
 
-    // Job history, with the job the stopped node was running ended as a restart ends it.
+    // Job history, with the job whose lease lapsed copied as it was, then ended by the shared
+    // database's own sweep, with its event, as on one node.
     let done = pg.jobs.job("job-done").unwrap().unwrap();
     assert_eq!((done.state.as_str(), done.result.as_deref()), ("completed", Some("built")));
+    let copied = pg.jobs.job("job-run").unwrap().unwrap();
+    assert_eq!(
+        (copied.state.as_str(), copied.lease_owner.as_deref(), copied.lease_until_ms),
+        ("running", Some("node-a"), Some(lapsed_at))
+    );
+    assert_eq!(pg.jobs.jobs_interrupt_expired(now_ms()).unwrap(), ["job-run"]);
     let run = pg.jobs.job("job-run").unwrap().unwrap();
     assert_eq!(
         (run.state.as_str(), run.error.as_deref(), run.lease_owner.as_deref()),
         ("failed", Some("interrupted"), None)
     );
     let events = pg.jobs.job_events("job-run", 0, 100).unwrap();
-    assert!(events.last().unwrap().text.starts_with("failed: interrupted"), "{events:?}");
+    assert_eq!(events.last().unwrap().text, toolgate::store::JOB_INTERRUPTED_EVENT, "{events:?}");
+    assert_eq!(events.len(), 3, "created, started, interrupted: {events:?}");
     assert!(events.windows(2).all(|w| w[0].seq < w[1].seq), "{events:?}");
 
     // The approval is still pending, under its id, and a person decides it on the new database.
