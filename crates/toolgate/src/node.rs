@@ -33,12 +33,15 @@ pub fn this_node(config: &Config, local: SocketAddr) -> ThisNode {
     ThisNode { name, url }
 }
 
+/// What [`sharing`] gives: the store and, for a gateway, the node link.
+pub(crate) type Sharing = (Arc<dyn LocalStore>, Option<Arc<dyn NodeForwarder>>);
+
 /// With a shared store (a per-user gate's is its audit log's): the store that records what this
 /// node holds (`what`, for the log), and the node link that forwards calls about what other
 /// nodes hold, when the callers are users with keys (a team gateway's; a per-user gate is
 /// one's: it has the gateway's database for its audit log), so the call goes to the owning
 /// node as its caller.
-pub(crate) fn sharing(config: &Config, what: &str) -> Option<(Arc<dyn LocalStore>, Option<Arc<dyn NodeForwarder>>)> {
+pub(crate) fn sharing(config: &Config, what: &str) -> Option<Sharing> {
     let url = config.store.url.as_ref().or(config.store.audit_url.as_ref())?;
     match crate::state::shared(url) {
         Ok(store) => {
