@@ -8,6 +8,7 @@
 //! boundary are found once.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aho_corasick::automaton::Automaton;
 use aho_corasick::{Anchored, MatchKind, dfa, nfa};
@@ -23,16 +24,19 @@ const DFA_MIN: usize = 64 * 1024;
 
 /// A compiled keyword set.
 ///
-/// Two automata for one set: a contiguous NFA, built on the first text over [`DIRECT_MAX`]
-/// (about a tenth of the DFA's build time), walks short texts, which is what a command-line call or a tool result mostly is; the
-/// DFA, whose step is one table load, is built on the first long text (building it was most
-/// of what the leak detector cost a short-lived `toolgate call`).
-#[derive(Debug, Clone)]
+/// Two automata for one set: a contiguous NFA (about a tenth of the DFA's build time) walks
+/// short texts, which is what a command-line call or a tool result mostly is; the DFA, whose
+/// step is one table load, is built on the first long text. Until the NFA is needed, short
+/// texts are searched pattern by pattern ([`Keywords::find_direct`]): building an automaton
+/// was most of what the leak detector cost a short-lived `toolgate call`.
+#[derive(Debug)]
 pub(crate) struct Keywords {
     patterns: Vec<Vec<u8>>,
-    /// Built on the first text longer than [`DIRECT_MAX`]: building it was most of what the
-    /// leak detector cost a `toolgate call` whose texts are all short.
+    /// Built on the first text longer than [`DIRECT_MAX`], or once [`DIRECT_BUDGET`] bytes
+    /// have been searched directly.
     nfa: OnceLock<nfa::contiguous::NFA>,
+    /// Bytes searched by [`Keywords::find_direct`] so far.
+    direct_bytes: AtomicUsize,
     /// `None` inside when the DFA would be too large (thousands of long secret values).
     dfa: OnceLock<Option<dfa::DFA>>,
     /// The patterns by their first byte (lower-cased), for [`Keywords::find_direct`].
@@ -44,6 +48,28 @@ pub(crate) struct Keywords {
 /// Texts up to this long are searched pattern by pattern until the NFA is built: a handful
 /// of comparisons per byte, and no automaton to build.
 const DIRECT_MAX: usize = 256;
+
+/// Bytes searched pattern by pattern before the NFA is built anyway. With the built-in rules
+/// dozens of patterns share common first letters, so a direct search costs tens of times the
+/// NFA's walk per byte, and building the NFA (about 1 ms) costs about as much as directly
+/// searching this many bytes: a one-off `toolgate call` never builds it, and a server pays
+/// for the build at most once more than it had to (the ski-rental rule) instead of paying the
+/// direct search on every call for good (it was the call path's largest cost in the `gate`
+/// benchmark, whose texts are all short).
+const DIRECT_BUDGET: usize = 16 * 1024;
+
+impl Clone for Keywords {
+    fn clone(&self) -> Self {
+        Keywords {
+            patterns: self.patterns.clone(),
+            nfa: self.nfa.clone(),
+            direct_bytes: AtomicUsize::new(self.direct_bytes.load(Ordering::Relaxed)),
+            dfa: self.dfa.clone(),
+            by_first: self.by_first.clone(),
+            has_empty: self.has_empty,
+        }
+    }
+}
 
 impl Keywords {
     /// Keeps lower-cased `patterns`, matched ASCII case-insensitively; the automata are built
@@ -58,6 +84,7 @@ impl Keywords {
         Keywords {
             patterns: patterns.to_vec(),
             nfa: OnceLock::new(),
+            direct_bytes: AtomicUsize::new(0),
             dfa: OnceLock::new(),
             by_first,
             has_empty: patterns.iter().any(Vec::is_empty),
@@ -104,7 +131,11 @@ impl Keywords {
     /// Every keyword occurrence as `(pattern, start, end)`, in no particular order (callers
     /// sort what they derive from the hits).
     pub(crate) fn find_all(&self, hay: &[u8]) -> Vec<(usize, usize, usize)> {
-        if hay.len() <= DIRECT_MAX && !self.has_empty && self.nfa.get().is_none() {
+        if hay.len() <= DIRECT_MAX
+            && !self.has_empty
+            && self.nfa.get().is_none()
+            && self.direct_bytes.fetch_add(hay.len(), Ordering::Relaxed) < DIRECT_BUDGET
+        {
             return self.find_direct(hay);
         }
         match (hay.len() >= DFA_MIN).then(|| self.dfa()).flatten() {
@@ -216,5 +247,22 @@ mod tests {
         assert!(k.find_all("x".repeat(DIRECT_MAX + 1).as_bytes()).is_empty());
         assert!(k.nfa.get().is_some(), "a long text did not build the NFA");
         assert_eq!(k.find_all(b"key").len(), 2, "a short text after the NFA is built");
+    }
+
+    #[test]
+    fn many_short_texts_build_the_automaton_once_the_direct_budget_is_spent() {
+        let patterns: Vec<Vec<u8>> = ["ghp_", "key", "k"].iter().map(|p| p.as_bytes().to_vec()).collect();
+        let k = Keywords::new(&patterns);
+        let text = b"a short tool result with a KEY in it";
+        let mut searched = 0;
+        while searched < DIRECT_BUDGET {
+            assert!(k.nfa.get().is_none(), "the NFA was built after only {searched} bytes");
+            assert_eq!(k.find_all(text).len(), 2);
+            searched += text.len();
+        }
+        // The budget is spent: the next short text is walked with the NFA, with the same hits.
+        assert_eq!(k.find_all(text).len(), 2);
+        assert!(k.nfa.get().is_some(), "short texts never built the NFA: each pays the direct search forever");
+        assert_eq!(k.clone().find_all(text).len(), 2, "a clone keeps the built automaton");
     }
 }
