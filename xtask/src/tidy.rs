@@ -41,7 +41,7 @@ const EDGES: &[(&str, &[&str])] = &[
             "toolgate-wasm",
         ],
     ),
-    ("toolgate-browser", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox"]),
+    ("toolgate-browser", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox", "toolgate-store", "toolgate-tools"]),
     ("toolgate-media", &["toolgate-core", "toolgate-fetch", "toolgate-sandbox", "toolgate-tools"]),
     ("toolgate-gateway", &["toolgate-core", "toolgate-mcp", "toolgate-policy", "toolgate-store"]),
     ("toolgate-postgres", &["toolgate-store"]),
