@@ -352,6 +352,14 @@ pub(crate) fn tool_call_at(url: &str, key: &str, tool: &str, arguments: Value) -
 }
 
 /// The id starting with `prefix` in `text`.
+/// One value `sql` selects in the database at `url`, as `psql` prints it unaligned.
+fn query(url: &str, sql: &str) -> String {
+    let out =
+        std::process::Command::new("psql").args([url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql]).output().unwrap();
+    assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 fn id_in(text: &str, prefix: &str) -> String {
     let id = text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find(|w| w.starts_with(prefix));
     id.unwrap_or_else(|| panic!("no {prefix} id in {text}")).to_owned()
@@ -442,6 +450,19 @@ fn a_background_process_and_a_browser_session_started_on_one_node_are_reached_th
     for k in &forwarded {
         assert_eq!(k["state"].as_str(), Some("revoked"), "{k}");
     }
+    // The navigation through B is audited on both sides, in the shared log: B's row for the
+    // call it forwarded, A's for the call it ran (marked `via` B). The writers are batched, so
+    // this waits (bounded) for both rows.
+    let rows = "SELECT count(*) FILTER (WHERE params NOT LIKE '%\"via\"%') || ' ' || \
+                count(*) FILTER (WHERE params LIKE '%\"via\"%') \
+                FROM audit WHERE tool = 'browser' AND params LIKE '%navigate%' AND outcome = 'ok'";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut both = query(&url, rows);
+    while both != "1 1" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        both = query(&url, rows);
+    }
+    assert_eq!(both, "1 1", "rows of the forwarded navigation (on B, then on A via B)");
 
     // A dies: B says the node that holds the process is down, at once.
     let a_url = a.url.clone();
