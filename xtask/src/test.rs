@@ -27,6 +27,20 @@ pub(crate) fn run(extra: &[String]) -> anyhow::Result<()> {
     // or clocks) and next to nothing from them. Its own target folder keeps it off the build's
     // lock. On CI this moved its ten minutes off the critical path.
     let clippy = std::thread::spawn(|| timed("clippy (beside the tests, lowest priority)", clippy_beside));
+    let tested = test_and_doc_test(peers, extra);
+    // Clippy is waited for whatever the tests did: it is never left running on its own, and its
+    // findings are reported beside a test failure.
+    let linted = clippy.join().map_err(|_| anyhow!("clippy's thread panicked")).and_then(|linted| linted);
+    match (tested, linted) {
+        (Err(tests), Err(lints)) => bail!("{tests:#}; and {lints:#}"),
+        (tested, linted) => tested.and(linted)?,
+    }
+    eprintln!("xtask: the whole test run took {}", minutes(started));
+    Ok(())
+}
+
+/// Waits for the peers, then runs the tests and, if they pass, the doc tests.
+fn test_and_doc_test(peers: std::thread::JoinHandle<anyhow::Result<()>>, extra: &[String]) -> anyhow::Result<()> {
     peers.join().map_err(|_| anyhow!("installing the peers panicked"))??;
     let mut nextest = vec!["nextest", "run", "--workspace", "--no-fail-fast"];
     nextest.extend(extra.iter().map(String::as_str));
@@ -38,11 +52,7 @@ pub(crate) fn run(extra: &[String]) -> anyhow::Result<()> {
             sh("cargo", &["test", "--workspace", "--lib", "--bins", "--tests"])
         })?;
     }
-    let clippy = clippy.join().map_err(|_| anyhow!("clippy's thread panicked"));
-    timed("doc tests", || sh("cargo", &["test", "--workspace", "--doc"]))?;
-    clippy??;
-    eprintln!("xtask: the whole test run took {}", minutes(started));
-    Ok(())
+    timed("doc tests", || sh("cargo", &["test", "--workspace", "--doc"]))
 }
 
 /// `cargo clippy --workspace --all-targets -D warnings` under `nice -n 19`, in `target/clippy`,
