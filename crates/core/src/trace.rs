@@ -78,6 +78,13 @@ impl TraceHeaders {
     pub fn tracestate(&self) -> Option<&str> {
         self.tracestate.as_deref()
     }
+
+    /// The HTTP headers that carry it (`traceparent`, then `tracestate` when there is one), as
+    /// name and value; both values are printable ASCII (checked by [`TraceHeaders::parse`]).
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        std::iter::once(("traceparent", self.traceparent.as_str()))
+            .chain(self.tracestate.as_deref().map(|state| ("tracestate", state)))
+    }
 }
 
 /// `version-traceid-spanid-flags` in lower-case hex (W3C Trace Context, level 1): version 00 is
@@ -116,6 +123,9 @@ mod tests {
         let t = TraceHeaders::parse(GOOD, Some("vendor=abc,other=1")).unwrap();
         assert_eq!(t.traceparent(), GOOD);
         assert_eq!(t.tracestate(), Some("vendor=abc,other=1"));
+        let sent: Vec<_> = t.headers().collect();
+        assert_eq!(sent, [("traceparent", GOOD), ("tracestate", "vendor=abc,other=1")]);
+        assert_eq!(TraceHeaders::parse(GOOD, None).unwrap().headers().count(), 1, "no tracestate header for none");
         // Surrounding blanks are allowed by the header grammar.
         assert_eq!(TraceHeaders::parse(&format!(" {GOOD}\t"), None).unwrap().traceparent(), GOOD);
         // A later version with more fields: its first four are read, the rest not passed on.

@@ -37,7 +37,7 @@ pub struct Stores {
     /// Users, groups, agents and API keys (`toolgate-gateway`).
     pub identity: Arc<dyn IdentityStore>,
     /// Which node holds each background process (`process`) and browser session (`browser`).
-    pub processes: Arc<dyn LocalStore>,
+    pub locals: Arc<dyn LocalStore>,
 }
 
 impl Stores {
@@ -54,7 +54,7 @@ impl Stores {
             jobs: store.clone(),
             routines: store.clone(),
             identity: store.clone(),
-            processes: store.clone(),
+            locals: store.clone(),
             locks: store,
         }
     }

@@ -143,9 +143,8 @@ impl McpForwarder {
         // While traces are exported, the owner's call joins this one's trace (the span this
         // runs in: the `process` call's `execute` stage).
         if let Some(trace) = toolgate_core::trace::current() {
-            request = request.header("traceparent", trace.traceparent());
-            if let Some(state) = trace.tracestate() {
-                request = request.header("tracestate", state);
+            for (name, value) in trace.headers() {
+                request = request.header(name, value);
             }
         }
         let answer = request.send().await.map_err(|e| format!("no answer: {e}"))?;

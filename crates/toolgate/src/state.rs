@@ -47,8 +47,9 @@ pub fn with_shared(config: &StoreConfig, local: Arc<Store>) -> Result<Stores, St
                 outbox: shared.clone(),
                 // Vectors by model and text hash: one text's vector serves every node.
                 embeddings: shared.clone(),
-                // A call about a background process may reach a node that does not run it.
-                processes: shared.clone(),
+                // A call about a background process or a browser session may reach a node that
+                // does not hold it.
+                locals: shared.clone(),
                 identity: shared,
                 secrets,
             })

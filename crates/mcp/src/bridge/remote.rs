@@ -133,23 +133,15 @@ impl RemoteServer {
         }
         // While traces are exported, the node's call joins this one's trace.
         if let Some(trace) = toolgate_core::trace::current() {
-            headers.extend(trace_headers(&trace));
+            for (name, value) in trace.headers() {
+                if let Ok(value) = HeaderValue::from_str(value) {
+                    headers.insert(HeaderName::from_static(name), value);
+                }
+            }
         }
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str()).custom_headers(headers);
         ().serve(StreamableHttpClientTransport::with_client(client, config)).await.map_err(|e| unreachable(&e))
     }
-}
-
-/// `trace` as HTTP headers (checked already: both are printable ASCII).
-fn trace_headers(trace: &toolgate_core::trace::TraceHeaders) -> Vec<(HeaderName, HeaderValue)> {
-    let mut out = Vec::with_capacity(2);
-    if let Ok(value) = HeaderValue::from_str(trace.traceparent()) {
-        out.push((HeaderName::from_static("traceparent"), value));
-    }
-    if let Some(Ok(value)) = trace.tracestate().map(HeaderValue::from_str) {
-        out.push((HeaderName::from_static("tracestate"), value));
-    }
-    out
 }
 
 #[cfg(test)]

@@ -190,7 +190,7 @@ impl Database for Postgres {
             outbox: shared.clone(),
             sessions: shared.clone(),
             embeddings: shared.clone(),
-            processes: shared.clone(),
+            locals: shared.clone(),
             identity: shared,
         }
     }

@@ -19,14 +19,14 @@ fn process(id: &str, user: &str, node: &str, started_ms: i64) -> LocalOwner {
 #[test]
 fn a_process_is_found_from_another_connection_with_its_node_and_user() {
     on_every_backend_of(Area::Processes, |db| {
-        let a = db.connect().processes;
+        let a = db.connect().locals;
         a.local_record(Local::Process, &process("tg-proc-1", "ann", "a", 1)).unwrap();
         let mut no_url = process("tg-proc-2", "ann", "b", 2);
         no_url.node_url = None;
         a.local_record(Local::Process, &no_url).unwrap();
         a.local_record(Local::Process, &process("tg-proc-3", "bob", "a", 3)).unwrap();
         // Another node reads it.
-        let b = db.connect().processes;
+        let b = db.connect().locals;
         assert_eq!(b.local_owner(Local::Process, "tg-proc-1").unwrap(), Some(process("tg-proc-1", "ann", "a", 1)));
         assert_eq!(b.local_owner(Local::Process, "tg-proc-2").unwrap(), Some(no_url.clone()));
         assert_eq!(b.local_owner(Local::Process, "tg-proc-9").unwrap(), None);
@@ -43,7 +43,7 @@ fn a_process_is_found_from_another_connection_with_its_node_and_user() {
 #[test]
 fn only_the_owning_node_forgets_a_process() {
     on_every_backend_of(Area::Processes, |db| {
-        let store = db.connect().processes;
+        let store = db.connect().locals;
         store.local_record(Local::Process, &process("tg-proc-1", "ann", "a", 1)).unwrap();
         store.local_record(Local::Process, &process("tg-proc-2", "ann", "a", 2)).unwrap();
         store.local_record(Local::Process, &process("tg-proc-3", "ann", "b", 3)).unwrap();
@@ -70,12 +70,12 @@ fn only_the_owning_node_forgets_a_process() {
 #[test]
 fn browser_sessions_are_recorded_apart_from_processes_and_dropped_with_their_node() {
     on_every_backend_of(Area::Processes, |db| {
-        let a = db.connect().processes;
+        let a = db.connect().locals;
         let session = LocalOwner { command: "browser session".to_owned(), ..process("tg-browser-1", "ann", "a", 5) };
         a.local_record(Local::BrowserSession, &session).unwrap();
         a.local_record(Local::Process, &process("tg-proc-1", "ann", "a", 1)).unwrap();
         a.local_record(Local::BrowserSession, &process("tg-browser-2", "ann", "b", 6)).unwrap();
-        let b = db.connect().processes;
+        let b = db.connect().locals;
         assert_eq!(b.local_owner(Local::BrowserSession, "tg-browser-1").unwrap(), Some(session));
         assert_eq!(b.local_owner(Local::BrowserSession, "tg-proc-1").unwrap(), None);
         assert_eq!(b.local_owner(Local::Process, "tg-browser-1").unwrap(), None);
