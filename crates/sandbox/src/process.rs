@@ -427,9 +427,40 @@ impl Drop for RunningProcess {
 }
 
 /// Reaps an init that reported its command's exit.
+///
+/// Looks before it waits: the readiness of the init's exit may have been taken already
+/// ([`RunningProcess::wait_exit`] clears it when it wakes for it before it reads the report),
+/// and a readiness that was cleared does not come again, so waiting first would wait forever,
+/// leaving a zombie and its pidfd for each such command.
 async fn reap(pidfd: AsyncFd<OwnedFd>) {
-    let _ = pidfd.readable().await;
-    reap_blocking(&pidfd);
+    while !try_reap(&pidfd) {
+        match pidfd.readable().await {
+            Ok(mut ready) => {
+                if try_reap(&pidfd) {
+                    return;
+                }
+                ready.clear_ready();
+            }
+            Err(_) => return reap_blocking(&pidfd),
+        }
+    }
+}
+
+/// Reaps our child behind `pidfd` if it has exited; `true` once there is nothing left to wait
+/// for (reaped now, or before).
+fn try_reap(pidfd: &AsyncFd<OwnedFd>) -> bool {
+    // SAFETY: waitid on our own child fills the zeroed siginfo only.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    let r = unsafe {
+        libc::waitid(libc::P_PIDFD, pidfd.get_ref().as_raw_fd() as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG)
+    };
+    if r < 0 {
+        // ECHILD: reaped already; EINTR: look again.
+        return io::Error::last_os_error().kind() != io::ErrorKind::Interrupted;
+    }
+    // SAFETY: si_pid is valid for waitid results.
+    unsafe { info.si_pid() != 0 }
 }
 
 /// Waits for our child behind `pidfd` to exit and reaps it.

@@ -950,3 +950,55 @@ async fn a_proxied_server_reaches_its_listener_and_nothing_else() {
     assert!(out.contains("host refused") && out.contains("sent"), "{out}");
     assert!(host.accept().is_err(), "the host's listener was reached");
 }
+
+// Every command is reaped: a long-lived server (`toolgate serve`) runs thousands.
+
+/// Whether `pid` is a zombie child of this process (ended, never reaped: it holds its pid and
+/// the descriptor the sandbox watched it with).
+fn zombie_child(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // `pid (comm) S ppid ...`; the name may hold spaces and parentheses.
+    let Some((_, rest)) = stat.rsplit_once(") ") else { return false };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next();
+    let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
+    state == Some("Z") && ppid == Some(std::process::id())
+}
+
+/// Short commands, each waited for, leave neither a zombie nor a descriptor behind. With a PID
+/// namespace the init reports the command's exit and then exits itself; the wait that saw the
+/// init's exit first (both arrive at once) took the descriptor's readiness, and the reaper
+/// handed the init afterwards waited for it forever: a zombie and a pidfd per such command
+/// (the load run's stdio servers grew by 90 descriptors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_is_reaped_and_its_descriptors_closed() {
+    let f = Fixture::new();
+    let sb = std::sync::Arc::new(f.sandbox());
+    // Four at a time, as a server's clients make them.
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (sb, ws) = (std::sync::Arc::clone(&sb), f.ws().to_path_buf());
+        tasks.spawn(async move {
+            let mut pids = Vec::new();
+            for _ in 0..30 {
+                let p = sb.spawn(CommandSpec::new("/bin/true", Vec::<String>::new(), &ws)).unwrap();
+                pids.push(p.pid());
+                let r = tokio::time::timeout(Duration::from_secs(20), p.wait()).await.expect("true ends").unwrap();
+                assert!(r.exit.success(), "{:?}", r.exit);
+            }
+            pids
+        });
+    }
+    let mut pids = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        pids.extend(done.unwrap());
+    }
+    // The init is reaped in the background once it reported: give that a bounded moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left: Vec<u32> = pids.clone();
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left.retain(|&p| zombie_child(p));
+    }
+    assert!(left.is_empty(), "{} of {} commands were never reaped: {left:?}", left.len(), pids.len());
+}
