@@ -223,7 +223,7 @@ impl BrowserTool {
         }
         let owners = self.browsers.owners();
         match owners.owner_elsewhere(id, &ctx.workspace, user) {
-            Some(owner) => Ok(Named::Elsewhere(owners.answer(&owner?, user, params).await?)),
+            Some(owner) => Ok(Named::Elsewhere(owners.answer(&owner?, ctx, params).await?)),
             None => Err(ToolError::NotFound {
                 what: format!("browser session `{id}`"),
                 hint: Some(

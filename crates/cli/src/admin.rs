@@ -190,7 +190,7 @@ pub(crate) fn run(global: &GlobalArgs, command: Command) -> anyhow::Result<ExitC
         Command::Key(KeyCommand::Create { user, agent, expires, tools, sources, note }) => {
             let principal = user.or(agent).context("name the key's --user or --agent")?;
             let expires_ms = expires.as_deref().map(duration_ms).transpose()?.map(|ms| now_ms() + ms);
-            let scope = KeyScope { tools, sources };
+            let scope = KeyScope { tools, sources, ..KeyScope::default() };
             let key = admin.key_create(&principal, &scope, expires_ms, &note, &local_admin())?;
             eprintln!("toolgate: API key {} for {principal}; it is shown only this once:", key.record.id);
             outln!("{}", key.text.reveal());

@@ -84,6 +84,12 @@ pub struct CallContext {
     /// tool's parameters; the gate takes it, so the calls a tool makes are children of the
     /// tool's own span instead.
     pub trace_parent: Option<Arc<crate::trace::TraceHeaders>>,
+    /// The node that forwarded this call here over the node link (a call about a background
+    /// process or browser session this node holds, that reached that node): set by the
+    /// transport from the one-call key that node made for it, whose scope says so, never from
+    /// a request's parameters. Such a call was already read in its caller's dialect on that
+    /// node: here it is read canonically, and it is never forwarded again.
+    pub forwarded_by: Option<String>,
 }
 
 /// A team gateway's grants on a caller, checked by the gate for each call ([`CallContext::grants`]).
@@ -167,6 +173,7 @@ impl CallContext {
             grants: None,
             turn: None,
             trace_parent: None,
+            forwarded_by: None,
         }
     }
 
@@ -196,6 +203,7 @@ impl CallContext {
         self.subagent_depth += 1;
         self.subagent_deny_exempt.clear();
         self.turn = None;
+        self.forwarded_by = None;
         self
     }
 

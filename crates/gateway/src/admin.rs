@@ -222,13 +222,14 @@ mod tests {
     fn forged_expired_and_misplaced_keys_are_refused() {
         let (_dir, admin, store) = admin();
         admin.user_add("ann", false, &[]).unwrap();
-        let scope = KeyScope { tools: vec!["read".into()], sources: vec!["10.0.0.0/8".into()] };
+        let scope = KeyScope { tools: vec!["read".into()], sources: vec!["10.0.0.0/8".into()], ..KeyScope::default() };
         let key = admin.key_create("ann", &scope, Some(now_ms() + 60_000), "", "root").unwrap();
         let auth = KeyAuthenticator::new(Arc::clone(&store));
         let text = key.text.reveal();
 
         let from_lan = auth.authenticate(Some(&bearer(text)), "10.1.1.1".parse().unwrap()).unwrap();
         assert!(from_lan.may_use("read") && !from_lan.may_use("exec"), "the key's tools");
+        assert_eq!(from_lan.forwarded_by, None, "a key made by a person carries no forwarded call");
         let elsewhere = auth.authenticate(Some(&bearer(text)), LOCAL).unwrap_err();
         assert_eq!(elsewhere.status, 403);
 
@@ -282,8 +283,40 @@ mod tests {
         assert!(admin.list(Some(PrincipalKind::User)).unwrap().iter().all(|p| p.name != "bob"), "nothing half made");
         assert!(admin.agent_add("x", "nobody").is_err());
         assert!(admin.key_create("nobody", &KeyScope::default(), None, "", "root").is_err());
-        let bad = KeyScope { tools: vec!["re ad".into()], sources: vec![] };
+        let bad = KeyScope { tools: vec!["re ad".into()], sources: vec![], ..KeyScope::default() };
         assert!(matches!(admin.key_create("ann", &bad, None, "", "root"), Err(GatewayError::BadScope(_))));
         assert!(admin.key_create("ann", &KeyScope::default(), Some(1), "", "root").is_err(), "expired at birth");
+    }
+
+    #[test]
+    fn only_a_node_links_key_carries_a_forwarded_call() {
+        let (_dir, admin, store) = admin();
+        admin.user_add("ann", false, &[]).unwrap();
+        let forward = |tools: &[&str], node: &str| KeyScope {
+            tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+            forwarded_by: Some(node.to_owned()),
+            ..KeyScope::default()
+        };
+        let key = admin.key_create("ann", &forward(&["process"], "b"), Some(now_ms() + 60_000), "", "node:b").unwrap();
+        let auth = KeyAuthenticator::new(Arc::clone(&store));
+        let caller = auth.authenticate(Some(&bearer(key.text.reveal())), LOCAL).unwrap();
+        assert_eq!(caller.forwarded_by.as_deref(), Some("b"));
+        assert!(caller.may_use("process") && !caller.may_use("browser"));
+        // One tool, named exactly; a real node name.
+        for bad in
+            [forward(&[], "b"), forward(&["process", "browser"], "b"), forward(&["*"], "b"), forward(&["process"], "")]
+        {
+            assert!(
+                matches!(admin.key_create("ann", &bad, None, "", "root"), Err(GatewayError::BadScope(_))),
+                "{bad:?}"
+            );
+        }
+        // A stored scope without the field (every key a person made) reads as none.
+        let plain: KeyScope = serde_json::from_value(serde_json::json!({"tools": ["process"]})).unwrap();
+        assert_eq!(plain.forwarded_by, None);
+        assert!(
+            !serde_json::to_string(&KeyScope::default()).unwrap().contains("forwarded_by"),
+            "not written when unset"
+        );
     }
 }

@@ -78,6 +78,12 @@ pub struct KeyScope {
     /// Addresses it may be used from (`10.0.0.0/8`, `2001:db8::/32`, `127.0.0.1`); empty:
     /// anywhere.
     pub sources: Vec<String>,
+    /// Set only on a key a node's link makes to forward one call (`process` or `browser`) to
+    /// the node that holds what it is about: that node's name. Its call is then read
+    /// canonically (it was read in its caller's dialect where it arrived) and never forwarded
+    /// again. No command or page sets it; a scope that has it names exactly one tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forwarded_by: Option<String>,
 }
 
 impl KeyScope {
@@ -95,6 +101,14 @@ impl KeyScope {
             Cidr::parse(source).ok_or_else(|| {
                 GatewayError::BadScope(format!("`{source}` is not an address or range (`10.0.0.0/8`, `::1`)"))
             })?;
+        }
+        if let Some(node) = &self.forwarded_by {
+            if node.is_empty() || node.len() > 200 || node.chars().any(char::is_control) {
+                return Err(GatewayError::BadScope(format!("`{node}` is not a node name")));
+            }
+            if self.tools.len() != 1 || self.tools[0].contains('*') {
+                return Err(GatewayError::BadScope("a forwarded call's key names exactly one tool".to_owned()));
+            }
         }
         Ok(())
     }
@@ -206,7 +220,7 @@ impl KeyAuthenticator {
         {
             tracing::debug!("cannot record the use of key {id}: {e}");
         }
-        Ok(verified.caller.key(id).tools(verified.scope.tools))
+        Ok(verified.caller.key(id).tools(verified.scope.tools).forwarded_by(verified.scope.forwarded_by))
     }
 
     /// Reads key `id` and its principal: what stays true until the identity revision moves.
@@ -237,6 +251,7 @@ impl KeyAuthenticator {
             // A scope this version cannot read admits nothing rather than everything.
             tools: vec![String::new()],
             sources: vec!["0.0.0.0/32".to_owned()],
+            forwarded_by: None,
         });
         let caller = self.caller_of(&record)?;
         // A use is written when the last one recorded is a minute old (never: at once).
@@ -308,7 +323,11 @@ mod tests {
 
     #[test]
     fn address_ranges() {
-        let scope = |s: &[&str]| KeyScope { tools: vec![], sources: s.iter().map(|x| (*x).to_owned()).collect() };
+        let scope = |s: &[&str]| KeyScope {
+            tools: vec![],
+            sources: s.iter().map(|x| (*x).to_owned()).collect(),
+            ..KeyScope::default()
+        };
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert!(scope(&[]).admits(ip("203.0.113.9")));
         let lan = scope(&["10.0.0.0/8", "2001:db8::/32", "127.0.0.1"]);

@@ -20,12 +20,15 @@ pub struct Caller {
     pub tools: Vec<String>,
     /// May use the server's administrative endpoints (`/api/`: the approvals API).
     pub admin: bool,
+    /// The node whose node link made this request's key to forward one call here (the key's
+    /// scope says so; no request can): its calls carry it as `CallContext::forwarded_by`.
+    pub forwarded_by: Option<String>,
 }
 
 impl Caller {
     /// A caller for `user`, with every tool the policy allows.
     pub fn new(user: impl Into<String>) -> Self {
-        Caller { user: user.into(), agent: None, key: None, tools: Vec::new(), admin: false }
+        Caller { user: user.into(), agent: None, key: None, tools: Vec::new(), admin: false, forwarded_by: None }
     }
 
     /// The same caller acting as `agent`.
@@ -49,6 +52,12 @@ impl Caller {
     /// The same caller, allowed (or not) on the administrative endpoints.
     pub fn admin(mut self, admin: bool) -> Self {
         self.admin = admin;
+        self
+    }
+
+    /// The same caller, carrying a call forwarded by node `node` (or not).
+    pub fn forwarded_by(mut self, node: Option<String>) -> Self {
+        self.forwarded_by = node;
         self
     }
 

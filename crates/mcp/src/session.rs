@@ -32,6 +32,8 @@ pub(crate) fn apply(ctx: &mut CallContext, request: &RequestContext<RoleServer>)
         if let Some(agent) = &caller.agent {
             ctx.identity.agent.clone_from(agent);
         }
+        // Only a key a node made for one forwarded call says so; never the request itself.
+        ctx.forwarded_by.clone_from(&caller.forwarded_by);
     }
 }
 

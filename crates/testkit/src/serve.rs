@@ -70,8 +70,19 @@ impl HttpServer {
     /// filesystem: its `ws` is an empty folder of its own (kept for the struct), the workspace
     /// it serves is `other.ws`.
     pub fn start_beside(binary: impl AsRef<Path>, other: &HttpServer, env: &[(&str, &str)]) -> HttpServer {
+        Self::start_beside_with(binary, other, &[], env)
+    }
+
+    /// [`HttpServer::start_beside`] with `extra` arguments for `serve` (`--dialect NAME`: a node
+    /// set otherwise than the shared workspace's file says).
+    pub fn start_beside_with(
+        binary: impl AsRef<Path>,
+        other: &HttpServer,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> HttpServer {
         let scratch = tempfile::tempdir().expect("temp dir");
-        Self::spawn(binary.as_ref(), scratch, other.ws.path(), &[], env)
+        Self::spawn(binary.as_ref(), scratch, other.ws.path(), extra, env)
     }
 
     fn spawn(

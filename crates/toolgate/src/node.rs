@@ -90,8 +90,9 @@ const FORWARD_KEY_SECS: i64 = 150;
 
 /// The node link for `process` and `browser` calls ([`NodeForwarder`]): the call goes to the
 /// owning node's `/mcp` as the caller, with an API key made for this one call: the caller's own
-/// user, limited to the tool of the call, expiring in [`FORWARD_KEY_SECS`] and revoked
-/// once the answer is in. So the owner's gate runs it as that user, under that user's grants,
+/// user, limited to the tool of the call, marked as carrying a call forwarded by this node
+/// (`KeyScope::forwarded_by`: the owner reads the call canonically and never sends it on),
+/// expiring in [`FORWARD_KEY_SECS`] and revoked once the answer is in. So the owner's gate runs it as that user, under that user's grants,
 /// policy, approvals and audit log, never as a node or an admin; and the store both nodes share
 /// (where the key is kept, as a digest) is the only trust between them.
 #[derive(Debug)]
@@ -215,7 +216,14 @@ impl NodeForwarder for McpForwarder {
         let url = owner.node_url.as_deref().ok_or("that node gave no URL")?;
         let here = toolgate_tools::runtime::this_node().map_or("?", |n| n.name.as_str());
         let admin = toolgate_gateway::Admin::new(std::sync::Arc::clone(&self.identity));
-        let scope = toolgate_gateway::KeyScope { tools: vec![tool.to_owned()], sources: Vec::new() };
+        // The scope says the key carries a call this node forwards: the owner reads it
+        // canonically (it was read in the caller's dialect here) and never sends it on. Only a
+        // key made here can say so; a caller's own key, or a `via` it writes, cannot.
+        let scope = toolgate_gateway::KeyScope {
+            tools: vec![tool.to_owned()],
+            sources: Vec::new(),
+            forwarded_by: Some(here.to_owned()),
+        };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -223,7 +231,7 @@ impl NodeForwarder for McpForwarder {
         let key = admin
             .key_create(user, &scope, Some(now + FORWARD_KEY_SECS * 1000), &note, &format!("node:{here}"))
             .map_err(|e| format!("cannot make the key that carries the call as `{user}`: {e}"))?;
-        // Marked, so the node it reaches never sends it on (`VIA`).
+        // Marked in the owner's audit row (`VIA`).
         let mut params = params.clone();
         if let Some(map) = params.as_object_mut() {
             map.insert(toolgate_tools::runtime::VIA.to_owned(), serde_json::Value::String(here.to_owned()));

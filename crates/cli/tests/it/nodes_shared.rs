@@ -318,11 +318,14 @@ fn a_node_killed_while_its_call_waits_for_approval_leaves_nothing_half_done() {
 
 /// A gateway workspace whose users run commands (`exec`, `process`) without being asked, with
 /// its shared state in the database at `url`: the one workspace both nodes serve, as nodes
-/// behind a load balancer mount one filesystem. The browser may open `page` (on loopback).
+/// behind a load balancer mount one filesystem. The browser may open `page` (on loopback). Its
+/// callers speak OpenClaw's tool language (`[gate] dialect`), which renames `process`'s and
+/// `browser`'s parameters.
 fn commands_node(url: &str, page: std::net::SocketAddr) -> tempfile::TempDir {
     let ws = toolgate_testkit::serve::workspace();
     let config = format!(
-        "[gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"exec\", \"process\", \"browser\"]\n\n\
+        "[gate]\ndialect = \"openclaw\"\n\n\
+         [gateway]\nenabled = true\nworkspaces = \"users\"\ndefault_tools = [\"exec\", \"process\", \"browser\"]\n\n\
          [approval]\nmode = \"never\"\n\n[web]\nallow_private = [\"{page}\"]\n\n[store]\nurl = \"{url}\"\n"
     );
     std::fs::write(ws.path().join("toolgate.toml"), config).unwrap();
@@ -370,6 +373,12 @@ fn id_in(text: &str, prefix: &str) -> String {
 /// for the call, limited to the tool, revoked once answered), so A's gate runs it and A's answer
 /// comes back; bob, asking B about ann's ids, hears what an unknown id
 /// gets; a forged session id reaches no node; once A is killed, B says A is down.
+///
+/// A and C speak OpenClaw's language (`sessionId`, `targetUrl`; no `id`, `url`, `session` or
+/// `via`), B toolgate's (`--dialect toolgate`: `browser`'s `session` is toolgate's own): a
+/// forwarded call is read canonically by its owner whatever the owner's dialect, from B and from
+/// C alike, and only because the key it came with was made by a node for it: ann's own key
+/// sending A the canonical call marked `via` is read in OpenClaw's words and refused.
 #[test]
 fn a_background_process_and_a_browser_session_started_on_one_node_are_reached_through_the_other() {
     let page = crate::support::pages::serve("<title>Node page</title><h1>Served to node A</h1>");
@@ -381,7 +390,7 @@ fn a_background_process_and_a_browser_session_started_on_one_node_are_reached_th
     let ann = admin(ws.path(), &["key", "create", "--user", "ann"]);
     let bob = admin(ws.path(), &["key", "create", "--user", "bob"]);
     let a = HttpServer::start_with_env(TOOLGATE, ws, &[], &[]);
-    let b = HttpServer::start_beside(TOOLGATE, &a, &[]);
+    let b = HttpServer::start_beside_with(TOOLGATE, &a, &["--dialect", "toolgate"], &[]);
 
     let (failed, started) =
         tool_call(&a, &ann, "exec", json!({"command": "echo ready; sleep 120", "background": true}));
@@ -391,8 +400,17 @@ fn a_background_process_and_a_browser_session_started_on_one_node_are_reached_th
     // Polled through B: the output comes from the process on A, and is A's to hand out once.
     let (failed, on_b) = tool_call(&b, &ann, "process", json!({"action": "poll", "id": id, "wait": 10}));
     assert!(!failed && on_b.contains("running") && on_b.contains("ready"), "B forwards to A: {on_b}");
-    let (failed, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "id": id}));
+    let (failed, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "sessionId": id}));
     assert!(!failed && on_a.contains("no new output"), "the poll through B took it from A: {on_a}");
+    // Ann's own key, sending A the call as a node would (canonical, marked `via`), is read in
+    // A's dialect like any call of hers: only a key a node made carries a forwarded call.
+    let (failed, forged) = tool_call(&a, &ann, "process", json!({"action": "poll", "id": id, "via": "b"}));
+    assert!(failed && forged.contains("unknown parameter `id`") && forged.contains("`sessionId`"), "{forged}");
+    // From C, in OpenClaw's words on both sides: C reads `sessionId`, A the canonical call.
+    let c = HttpServer::start_beside(TOOLGATE, &a, &[]);
+    let (failed, on_c) = tool_call(&c, &ann, "process", json!({"action": "poll", "sessionId": id, "timeout": 100}));
+    assert!(!failed && on_c.contains("running"), "C forwards to A: {on_c}");
+    drop(c);
     let (_, listed) = tool_call(&b, &ann, "process", json!({"action": "list"}));
     assert!(listed.contains(&id) && listed.contains(&a.url), "B lists it on A: {listed}");
     let (failed, log) = tool_call(&b, &ann, "process", json!({"action": "log", "id": id}));
@@ -409,11 +427,12 @@ fn a_background_process_and_a_browser_session_started_on_one_node_are_reached_th
     // Killed through B, on A.
     let (failed, killed) = tool_call(&b, &ann, "process", json!({"action": "kill", "id": id}));
     assert!(!failed && killed.contains("killed"), "{killed}");
-    let (_, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "id": id}));
+    let (_, on_a) = tool_call(&a, &ann, "process", json!({"action": "poll", "sessionId": id}));
     assert!(on_a.contains("killed"), "{on_a}");
 
     // Two browser sessions of ann's on A (each connection has its own), one used through B:
-    // the page opens in A's Chromium, and A's next snapshot of it shows the same page.
+    // the page opens in A's Chromium, and the next snapshot of it shows the same page (an
+    // OpenClaw caller cannot name a session: this one is B's caller's again, through A).
     let (failed, started) = tool_call(&a, &ann, "browser", json!({"action": "start"}));
     assert!(!failed, "{started}");
     let session = id_in(&started, "tg-browser-");
@@ -422,7 +441,7 @@ fn a_background_process_and_a_browser_session_started_on_one_node_are_reached_th
     let go = json!({"action": "navigate", "session": session, "url": format!("http://{page}/"), "snapshot": true});
     let (failed, on_b) = tool_call(&b, &ann, "browser", go);
     assert!(!failed && on_b.contains("Opened http://127.0.0.1") && on_b.contains("Served to node A"), "{on_b}");
-    let (failed, on_a) = tool_call(&a, &ann, "browser", json!({"action": "snapshot", "session": session}));
+    let (failed, on_a) = tool_call(&b, &ann, "browser", json!({"action": "snapshot", "session": session}));
     assert!(!failed && on_a.contains("heading \"Served to node A\""), "the page is A's: {on_a}");
     // Listed on B with their node; one stopped through B is gone from the list.
     let (failed, stopped) = tool_call(&b, &ann, "browser", json!({"action": "stop", "session": other}));
@@ -442,14 +461,17 @@ fn a_background_process_and_a_browser_session_started_on_one_node_are_reached_th
     let keys: Vec<Value> = keys.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let forwarded: Vec<&Value> =
         keys.iter().filter(|k| k["note"].as_str().unwrap_or("").contains("forwarded")).collect();
-    // The poll and the kill (list and log are answered on B), the navigation and the stop.
+    // The polls (B's and C's) and the kill (list and log are answered on B), the navigation,
+    // the snapshot and the stop; each says which node forwarded it, which only a node's key can.
     let tools: Vec<&Value> = forwarded.iter().map(|k| &k["scope"]["tools"]).collect();
-    assert_eq!(tools.iter().filter(|t| **t == &json!(["process"])).count(), 2, "{keys:?}");
-    assert_eq!(tools.iter().filter(|t| **t == &json!(["browser"])).count(), 2, "{keys:?}");
-    assert_eq!(forwarded.len(), 4, "{keys:?}");
+    assert_eq!(tools.iter().filter(|t| **t == &json!(["process"])).count(), 3, "{keys:?}");
+    assert_eq!(tools.iter().filter(|t| **t == &json!(["browser"])).count(), 3, "{keys:?}");
+    assert_eq!(forwarded.len(), 6, "{keys:?}");
     for k in &forwarded {
         assert_eq!(k["state"].as_str(), Some("revoked"), "{k}");
+        assert!(k["scope"]["forwarded_by"].as_str().is_some_and(|n| !n.is_empty()), "{k}");
     }
+    assert!(keys.iter().filter(|k| k["scope"].get("forwarded_by").is_some()).count() == 6, "{keys:?}");
     // The navigation through B is audited on both sides, in the shared log: B's row for the
     // call it forwarded, A's for the call it ran (marked `via` B). The writers are batched, so
     // this waits (bounded) for both rows.

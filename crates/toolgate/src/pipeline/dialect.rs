@@ -3,7 +3,7 @@
 //! lists are presented in its language.
 //!
 //! The dialect is `[agents.NAME] dialect` for an agent that has one, else `[gate] dialect`
-//! (`--dialect`), which a reload replaces.
+//! (`--dialect`), which a reload replaces; a call another node forwarded is canonical.
 
 use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock};
@@ -19,6 +19,8 @@ pub(crate) struct DialectStage {
     gate: RwLock<&'static Dialect>,
     /// `[agents.NAME] dialect`, where set.
     agents: BTreeMap<String, &'static Dialect>,
+    /// The default dialect, for forwarded calls.
+    canonical: &'static Dialect,
 }
 
 impl DialectStage {
@@ -30,7 +32,8 @@ impl DialectStage {
             .filter_map(|(name, agent)| agent.dialect.as_deref().map(|d| (name, d)))
             .map(|(name, d)| Ok((name.clone(), toolgate_dialect::dialect(d)?)))
             .collect::<Result<_, UnknownDialect>>()?;
-        Ok(DialectStage { gate: RwLock::new(gate), agents })
+        let canonical = toolgate_dialect::dialect(toolgate_dialect::DEFAULT)?;
+        Ok(DialectStage { gate: RwLock::new(gate), agents, canonical })
     }
 
     /// Puts a reloaded `[gate] dialect` in force; says whether it changed.
@@ -42,8 +45,14 @@ impl DialectStage {
         Ok(changed)
     }
 
-    /// The dialect `ctx`'s caller speaks.
+    /// The dialect `ctx`'s caller speaks. A call another node forwarded here
+    /// ([`CallContext::forwarded_by`], from the key that node made for it) was read in its
+    /// caller's dialect there and comes canonical: the default dialect, which leaves a canonical
+    /// call as it is and its answer in toolgate's words, for that node to give its caller.
     pub(crate) fn of(&self, ctx: &CallContext) -> &'static Dialect {
+        if ctx.forwarded_by.is_some() {
+            return self.canonical;
+        }
         match self.agents.get(&ctx.identity.agent) {
             Some(dialect) => dialect,
             None => *self.gate.read().unwrap_or_else(PoisonError::into_inner),

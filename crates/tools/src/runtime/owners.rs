@@ -21,7 +21,7 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use toolgate_core::{ToolError, ToolOutput};
+use toolgate_core::{CallContext, ToolError, ToolOutput};
 use toolgate_guard::leak::LeakDetector;
 use toolgate_store::{Local, LocalOwner, LocalStore};
 
@@ -51,8 +51,9 @@ pub fn this_node() -> Option<&'static ThisNode> {
     THIS_NODE.get()
 }
 
-/// The parameter the node link adds to a call it forwards: the forwarding node's name. A call
-/// that has it is never forwarded again.
+/// The parameter the node link adds to a call it forwards: the forwarding node's name, kept in
+/// the owner's audit row. What the owner acts on is the key the call came with
+/// (`CallContext::forwarded_by`): a `via` any caller writes changes nothing.
 pub const VIA: &str = "via";
 
 /// The tool whose calls are about `kind`: the one a forwarded call is made with.
@@ -186,10 +187,11 @@ impl Owners {
         Some(Ok(owner))
     }
 
-    /// The call `params` about `owner`'s process or session, which reached this node:
-    /// forwarded to the owner when it answers and a forwarder is set; else an error naming the
-    /// owner, its URL and whether it answers.
-    pub async fn answer(&self, owner: &LocalOwner, user: &str, params: &Value) -> Result<ToolOutput, ToolError> {
+    /// The call `params` of `ctx`'s caller about `owner`'s process or session, which reached
+    /// this node: forwarded to the owner when it answers and a forwarder is set; else an error
+    /// naming the owner, its URL and whether it answers.
+    pub async fn answer(&self, owner: &LocalOwner, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
+        let user = ctx.identity.user.as_str();
         let here = this_node().map_or("", |n| n.name.as_str());
         let kind = self.kind;
         let Some(url) = owner.node_url.as_deref() else {
@@ -202,10 +204,10 @@ impl Owners {
             return Err(ToolError::failed(up(kind, owner, url, here)));
         };
         let what = kind.noun();
-        // Sent here by another node's link, yet not here: that node's record or URL leads to the
-        // wrong node. Never sent on (two nodes whose URLs point at each other would pass it
-        // back and forth).
-        if let Some(via) = params.get(VIA).and_then(Value::as_str) {
+        // Sent here by another node's link (its key says so, not the call's `via`, which any
+        // caller can write), yet not here: that node's record or URL leads to the wrong node.
+        // Never sent on (two nodes whose URLs point at each other would pass it back and forth).
+        if let Some(via) = &ctx.forwarded_by {
             return Err(ToolError::failed(format!(
                 "{what} {} is on node `{}` ({url}), but node `{via}` sent this call here, to node `{here}`, \
                  which does not hold it; a call is forwarded once only. Check each node's `[node] url`",

@@ -172,7 +172,7 @@ impl Tool for ProcessTool {
         if matches!(action, "poll" | "write" | "signal" | "kill")
             && let Some(owner) = self.held_elsewhere(ctx, &params)
         {
-            return self.runtime.table.owners.answer(&owner?, &ctx.identity.user, &params).await;
+            return self.runtime.table.owners.answer(&owner?, ctx, &params).await;
         }
         match action {
             "list" => Ok(self.list(ctx)),

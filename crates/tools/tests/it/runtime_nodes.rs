@@ -141,16 +141,21 @@ async fn a_call_about_the_callers_process_on_a_node_that_answers_goes_there_and_
     let out = process_tool(&tools).execute(&ctx, params.clone()).await.unwrap();
     assert_eq!(out.text_content(), "node a answers \"poll\"");
     assert_eq!(link.0.lock().unwrap().clone(), [("a".to_owned(), user.clone(), params)]);
-    // A call another node's link sent here is not sent on (URLs pointing at each other would
-    // pass it back and forth), nor is another user's process, nor a call to a node that is down.
-    let again = json!({ "action": "poll", "id": "tg-proc-anns", "via": "c" });
-    let e = process_tool(&tools).execute(&ctx, again).await.unwrap_err().to_string();
+    // A call another node's link sent here (its key says so: the context's `forwarded_by`) is
+    // not sent on (URLs pointing at each other would pass it back and forth), nor is another
+    // user's process, nor a call to a node that is down.
+    let again = json!({ "action": "poll", "id": "tg-proc-anns" });
+    let forwarded = CallContext { forwarded_by: Some("c".to_owned()), ..ctx.clone() };
+    let e = process_tool(&tools).execute(&forwarded, again).await.unwrap_err().to_string();
     assert!(e.contains("node `c` sent this call here") && e.contains("forwarded once only"), "{e}");
+    // A caller writing `via` itself is no forwarded call: it goes to the owner like any other.
+    let marked = json!({ "action": "poll", "id": "tg-proc-anns", "via": "c" });
+    process_tool(&tools).execute(&ctx, marked).await.unwrap();
     assert!(matches!(poll(&tools, &ctx, "tg-proc-bobs").await, ToolError::NotFound { .. }));
     drop(listener);
     let down = poll(&tools, &ctx, "tg-proc-anns").await.to_string();
     assert!(down.contains("down or unreachable"), "{down}");
-    assert_eq!(link.0.lock().unwrap().len(), 1);
+    assert_eq!(link.0.lock().unwrap().len(), 2);
 }
 
 #[tokio::test]
