@@ -77,7 +77,21 @@ struct Inner {
     /// Which node holds each session, with several nodes on one store: the sessions opened
     /// for a caller ([`Browsers::session_for`]) are recorded there while they run.
     owners: Owners,
+    /// The last sessions of callers that ended with their browser (killed, crashed), newest
+    /// last, at most [`ENDED_KEPT`]: a call naming one is told so ([`Browsers::ended`]).
+    ended: Mutex<std::collections::VecDeque<Ended>>,
 }
+
+/// A caller's session that ended with its browser: its id, user and workspace.
+#[derive(Debug)]
+struct Ended {
+    id: String,
+    user: String,
+    workspace: PathBuf,
+}
+
+/// How many ended sessions a pool remembers.
+const ENDED_KEPT: usize = 256;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -112,6 +126,7 @@ impl Browsers {
                 process: tokio::sync::Mutex::new(None),
                 sessions: Mutex::new(HashMap::new()),
                 owners: Owners::new(Local::BrowserSession),
+                ended: Mutex::new(std::collections::VecDeque::new()),
             }),
         }
     }
@@ -144,15 +159,66 @@ impl Browsers {
         self.inner.owners.forget(sessions.into_iter().filter(|s| s.inner.holder.is_some()).map(BrowserSession::id));
     }
 
+    /// Ends the sessions whose browser died (killed, crashed): out of the pool, their records
+    /// out of the shared store (so no node lists them or sends calls to them), and remembered
+    /// as ended for the calls that name them. Returns how many.
+    fn reap(&self) -> usize {
+        let dead: Vec<BrowserSession> = {
+            let mut sessions = self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            let keys: Vec<String> =
+                sessions.iter().filter(|(_, s)| !s.inner.process.alive()).map(|(k, _)| k.clone()).collect();
+            keys.iter().filter_map(|k| sessions.remove(k)).collect()
+        };
+        self.forget(&dead);
+        let mut ended = self.inner.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        for session in &dead {
+            if let Some((user, workspace)) = &session.inner.holder {
+                if ended.len() >= ENDED_KEPT {
+                    ended.pop_front();
+                }
+                ended.push_back(Ended {
+                    id: session.id().to_owned(),
+                    user: user.clone(),
+                    workspace: workspace.clone(),
+                });
+            }
+        }
+        dead.len()
+    }
+
+    /// Whether `user`'s session `id` in `workspace` ended with its browser (lately: the pool
+    /// remembers the last [`ENDED_KEPT`]). Reaps first, so a call that comes before the watch
+    /// on the browser noticed its death is answered the same.
+    pub fn ended(&self, id: &str, user: &str, workspace: &Path) -> bool {
+        self.reap();
+        let ended = self.inner.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended.iter().any(|e| e.id == id && e.user == user && e.workspace == workspace)
+    }
+
+    /// Reaps the pool as soon as `process` exits, killed or crashed (its DevTools pipe closes),
+    /// instead of at the next call: the other nodes stop listing its sessions and sending
+    /// calls to them. Holds the pool weakly: a dropped pool is not kept alive by its watch.
+    fn watch(&self, process: &Process) {
+        let (closed, pool) = (process.cdp.closed.clone(), Arc::downgrade(&self.inner));
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            closed.cancelled().await;
+            if let Some(inner) = pool.upgrade() {
+                let n = Browsers { inner }.reap();
+                if n > 0 {
+                    tracing::info!("the browser exited: {n} browser sessions ended with it");
+                }
+            }
+        });
+    }
+
     async fn process(&self) -> Result<Arc<Process>, BrowserError> {
         let mut slot = self.inner.process.lock().await;
         if let Some(p) = slot.as_ref().filter(|p| p.alive()) {
             return Ok(Arc::clone(p));
         }
         // A dead browser's sessions are gone with it.
-        let dead: Vec<BrowserSession> =
-            self.inner.sessions.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, s)| s).collect();
-        self.forget(&dead);
+        self.reap();
         let config = &self.inner.config;
         let process = Arc::new(
             Process::start(Launch {
@@ -163,6 +229,7 @@ impl Browsers {
             })
             .await?,
         );
+        self.watch(&process);
         *slot = Some(Arc::clone(&process));
         Ok(process)
     }

@@ -221,14 +221,24 @@ impl BrowserTool {
         if let Some(session) = self.browsers.by_id(id, user, &ctx.workspace) {
             return Ok(Named::Here(session));
         }
+        // Its browser died here (killed, crashed): it is gone, and so is its record.
+        if self.browsers.ended(id, user, &ctx.workspace) {
+            let node = toolgate_tools::runtime::this_node()
+                .map_or_else(|| "this node".to_owned(), |n| format!("node `{}`", n.name));
+            return Err(ToolError::failed(format!(
+                "the browser session {id} on {node} has ended: its browser exited (killed or crashed), and its \
+                 tabs, cookies and storage went with it. Start a new one with {{\"action\": \"start\"}}"
+            )));
+        }
         let owners = self.browsers.owners();
         match owners.owner_elsewhere(id, &ctx.workspace, user) {
             Some(owner) => Ok(Named::Elsewhere(owners.answer(&owner?, ctx, params).await?)),
             None => Err(ToolError::NotFound {
                 what: format!("browser session `{id}`"),
                 hint: Some(
-                    "list your sessions with {\"action\": \"sessions\"}; leave `session` out to use this \
-                     connection's own"
+                    "list your sessions with {\"action\": \"sessions\"} (a session ends when it is stopped, when \
+                     its browser exits and when its node stops; start a new one with {\"action\": \"start\"}); \
+                     leave `session` out to use this connection's own"
                         .to_owned(),
                 ),
             }),

@@ -48,3 +48,57 @@ async fn a_missing_chromium_is_a_clear_error() {
     let err = browsers.session("a").await.expect_err("no chromium");
     assert!(err.to_string().contains("is not installed") && err.to_string().contains("cargo xtask deps"), "{err}");
 }
+
+/// A session's Chromium killed with `kill -9`: the pool notices at once (the DevTools pipe
+/// closes) and drops the session's record from the shared store, so no node lists it or sends
+/// calls to it; a call naming it hears that it ended and to start a new one (another user's
+/// call, what an unknown id gets); the next session starts a new browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_browser_is_killed_has_ended_and_its_record_goes() {
+    use std::sync::Arc;
+    use toolgate_core::{CallContext, Tool, ToolError};
+    use toolgate_store::{Local, LocalStore, Store};
+
+    toolgate_tools::runtime::serve_as_node(toolgate_tools::runtime::ThisNode { name: "a".to_owned(), url: None });
+    let (_tmp, dir) = support::tempdir();
+    let store: Arc<dyn LocalStore> = Arc::new(Store::open(&dir.join(".toolgate/state.db")).expect("store"));
+    let browsers = support::browsers(&dir, &[]);
+    browsers.share_across_nodes(Arc::clone(&store));
+    let id = browsers.session_for("k", "ann", &dir).await.expect("session").id().to_owned();
+    assert!(store.local_owner(Local::BrowserSession, &id).unwrap().is_some(), "recorded while it runs");
+
+    let chromium = support::processes_under(&dir);
+    assert!(!chromium.is_empty(), "a browser runs");
+    for (pid, _) in &chromium {
+        let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    // Its record goes without any call (bounded wait: the pipe closes as the process dies).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.local_owner(Local::BrowserSession, &id).unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the dead session's record stays");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let tool = toolgate_browser::BrowserTool::new(browsers.clone());
+    let call = |user: &str| {
+        let mut ctx = CallContext::new(dir.clone());
+        ctx.identity.user = user.to_owned();
+        let params = serde_json::json!({"action": "snapshot", "session": id});
+        let tool = &tool;
+        async move { tool.execute(&ctx, params).await.expect_err("the session ended") }
+    };
+    let ended = call("ann").await.to_string();
+    assert!(
+        ended.contains(&format!("the browser session {id} on node `a` has ended")) && ended.contains("\"start\""),
+        "{ended}"
+    );
+    assert!(matches!(call("bob").await, ToolError::NotFound { .. }), "bob learns nothing of ann's session");
+
+    // A new session is a new browser.
+    let again = browsers.session_for("k", "ann", &dir).await.expect("a new session");
+    assert_ne!(again.id(), id);
+    assert!(store.local_owner(Local::BrowserSession, again.id()).unwrap().is_some());
+    drop(again);
+    browsers.shutdown().await;
+    support::no_processes_left(&dir).await;
+}
