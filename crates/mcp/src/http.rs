@@ -16,7 +16,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::http_sessions::Sessions;
+use crate::http_sessions::{ClientGone, Sessions, Watched};
 use crate::{Authenticator, CallHandler, Error, ExtraFeatures, HttpToken, McpServer};
 
 /// The path the MCP endpoint is served at.
@@ -346,7 +346,7 @@ pub async fn serve_http<H: CallHandler>(
 /// What every request of one server is served with.
 struct Site<'a, H: CallHandler> {
     service: &'a StreamableHttpService<McpServer<H>, LocalSessionManager>,
-    sessions: &'a Sessions,
+    sessions: &'a Arc<Sessions>,
     token: Option<&'a HttpToken>,
 }
 
@@ -395,13 +395,37 @@ async fn route<H: CallHandler>(
     if req.uri().path() != MCP_PATH {
         return plain(StatusCode::NOT_FOUND, "the MCP endpoint is /mcp");
     }
-    let had_session = req.headers().contains_key(SESSION_HEADER);
+    let session = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    // A call in a session learns when its client has gone (`http_sessions::ClientGone`); a
+    // client that resumes its session's streams has not.
+    let gone = match (&session, req.method()) {
+        (Some(_), &http::Method::POST) => {
+            let gone = ClientGone::default();
+            req.extensions_mut().insert(gone.clone());
+            Some(gone)
+        }
+        (Some(id), &http::Method::GET) if req.headers().contains_key("last-event-id") => {
+            site.sessions.resumed(id);
+            None
+        }
+        _ => None,
+    };
     let response = site.service.handle(req).await;
     // An `initialize` answered with a new session: counted against the cap.
-    if !had_session && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+    if session.is_none()
+        && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+    {
         site.sessions.opened(id).await;
     }
-    response
+    let streamed =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+    match (gone, session) {
+        (Some(gone), Some(session)) if streamed => {
+            let sessions = Arc::clone(site.sessions);
+            response.map(|body| BodyExt::boxed(Watched::new(body, gone, sessions, session)))
+        }
+        _ => response,
+    }
 }
 
 /// The header that names a session (clients before 2026-07-28).

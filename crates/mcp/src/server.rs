@@ -270,8 +270,16 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
                 Err(e) => Ok(convert::failure(&e).into()),
             };
         }
-        // A cancelled request (or, on 2026-07-28 over HTTP, a closed stream) cancels the call.
+        // A cancelled request (or, on 2026-07-28 over HTTP, a closed stream) cancels the call;
+        // so does, in a session, a client that closed the call's stream and did not come back.
         ctx.cancel = context.ct.clone();
+        let departed = crate::http_sessions::client_gone(&context).map(|gone| {
+            let cancel = ctx.cancel.clone();
+            tokio::spawn(async move {
+                gone.cancelled().await;
+                cancel.cancel();
+            })
+        });
         // `message` to an `mcp` channel reaches this client through the call's own request.
         ctx.client = toolgate_core::ClientChannel::new(Arc::new(PeerLog {
             peer: context.peer.clone(),
@@ -316,6 +324,9 @@ impl<H: CallHandler> rmcp::ServerHandler for McpServer<H> {
         };
         let result = approval::with_channel(channel, self.handler.call(&ctx, &request.name, params)).await;
         drop(ctx);
+        if let Some(departed) = departed {
+            departed.abort();
+        }
         if let Some(forwarder) = forwarder {
             let _ = tokio::time::timeout(PROGRESS_DRAIN, forwarder).await;
         }

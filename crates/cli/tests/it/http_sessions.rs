@@ -195,3 +195,93 @@ fn a_session_beyond_the_cap_ends_the_oldest() {
     let (status, text) = echo(&server, stream, &id, 20);
     assert!(status == 200 && text.contains("still here 20"), "a new session after the old one ended: {text}");
 }
+
+/// Processes on the host whose command line holds `marker`.
+fn running(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok()))
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains(marker))
+}
+
+/// Sends a session's `tools/call` of `exec sleep SECS` and reads the response's head and
+/// first event (the priming event, whose id a client resumes from); the connection stays open.
+fn start_sleep(server: &HttpServer, session: &str, secs: &str) -> (TcpStream, String) {
+    let mut stream = connect(server);
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"exec","arguments":{{"command":"sleep {secs}"}}}}}}"#
+    );
+    stream.write_all(head(server, "POST", Some(session), call.len()).as_bytes()).unwrap();
+    stream.write_all(call.as_bytes()).unwrap();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    while !got.split_once("id:").is_some_and(|(_, rest)| rest.contains('\n')) {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the call's stream closed: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let id = got.split_once("id:").unwrap().1.lines().next().unwrap().trim().to_owned();
+    (stream, id)
+}
+
+/// A client of a session that closes its call's stream mid-call and does not come back (the
+/// load run's disconnecting clients): the call is cancelled as its `notifications/cancelled`
+/// would cancel it, its process killed, its audit row `cancelled`, its descriptors freed. A
+/// client that resumes the stream (`GET` with `Last-Event-ID`) gets its answer instead.
+#[test]
+fn a_call_whose_client_left_is_cancelled_unless_the_client_resumes() {
+    let ws = toolgate_testkit::serve::workspace();
+    std::fs::write(ws.path().join("toolgate.toml"), "[tools]\nallow = [\"exec(sleep:*)\"]\n").unwrap();
+    let server = HttpServer::start_in(TOOLGATE, ws, &[]);
+    let pid = server.pid();
+    let mut calls = connect(&server);
+    let id = open_session(&server, &mut calls);
+    // The sandbox is built on the first command: the starting point is after one.
+    let sleep0 =
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 0"}}}"#;
+    let (status, text) = post(&server, &mut calls, Some(&id), sleep0);
+    assert!(status == 200 && text.contains(r#""exit_code":0"#), "{text}");
+    std::thread::sleep(Duration::from_millis(500));
+    let baseline = fds(pid);
+
+    let (left, _) = start_sleep(&server, &id, "4831.61");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !running("4831.61") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(running("4831.61"), "the call's sleep started");
+    drop(left);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (running("4831.61") || fds(pid) > baseline) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!running("4831.61"), "the call of a client that left still runs");
+    assert!(fds(pid) <= baseline, "descriptors {baseline} before the call, {} after it was cancelled", fds(pid));
+    let audit = std::process::Command::new(TOOLGATE)
+        .arg("--workspace")
+        .arg(server.ws.path())
+        .args(["audit", "--json", "--tail", "20"])
+        .output()
+        .unwrap();
+    let rows = String::from_utf8_lossy(&audit.stdout);
+    let row = rows.lines().find(|l| l.contains("4831.61")).unwrap_or_else(|| panic!("no audit row: {rows}"));
+    assert!(row.contains(r#""outcome":"cancelled""#), "{row}");
+
+    // Resumed within the grace: the call runs to its end and answers on the resumed stream.
+    let (resumed, event) = start_sleep(&server, &id, "1.5");
+    drop(resumed);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut events = connect(&server);
+    let get = head(&server, "GET", Some(&id), 0).replace("\r\n\r\n", &format!("\r\nLast-Event-ID: {event}\r\n\r\n"));
+    events.write_all(get.as_bytes()).unwrap();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    while !got.contains("exit_code") && !got.contains("cancelled") {
+        let n = events.read(&mut buf).unwrap();
+        assert!(n > 0, "the resumed stream closed: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(got.contains(r#""exit_code":0"#), "the resumed call ran to its end: {got}");
+}
