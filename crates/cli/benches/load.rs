@@ -182,6 +182,11 @@ fn token(server: &HttpServer) -> String {
     server.token.clone().expect("toolgate serve --http wrote its token")
 }
 
+/// How long the starting point waits after the warm-up calls: a blocking thread the runtime
+/// started for them ends after 10 s idle, and a start counted with it would find the end one
+/// thread short (10 → 9 in the runs of 2026-11-28 and 11-29), which is no leak.
+const WARM_SETTLE: Duration = Duration::from_secs(11);
+
 /// How long a stopped server may take to end on SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 
@@ -553,7 +558,7 @@ fn http_phase(secs: u64, v: &mut Verdicts) {
         }
         let _ = c.cancel().await;
     });
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(WARM_SETTLE);
     let start = probe(server.pid()).expect("the server runs");
     let warm_rows = audit_rows(ws.path()).len();
     println!(
@@ -640,7 +645,7 @@ fn stdio_phase(secs: u64, v: &mut Verdicts) {
         out
     });
     let pids: Vec<u32> = clients.iter().map(|(_, p)| *p).collect();
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(WARM_SETTLE);
     let start = probe_all(&pids).expect("the servers run");
     println!("Load average before: {}. The 16 servers at start (summed): {start:?}\n", loadavg());
     let stop = Arc::new(AtomicBool::new(false));

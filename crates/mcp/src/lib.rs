@@ -61,7 +61,8 @@
 //!   fixtures through it.
 //! - `tasks.rs`: [`TaskHost`], the port MCP tasks are kept behind, and their wire shapes.
 //! - `stdio.rs`, `http.rs`: the two transports; `http_sessions.rs`: the bound on HTTP sessions
-//!   (an idle timeout and a cap); `token.rs`: the HTTP bearer token.
+//!   (an idle timeout and a cap) and the cancellation of a session's call whose client left;
+//!   `token.rs`: the HTTP bearer token.
 
 #![deny(missing_docs)]
 
