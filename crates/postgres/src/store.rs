@@ -124,6 +124,18 @@ impl PgStore {
         self.run("reading the schema version", migrations::version)
     }
 
+    /// The database's clock now, in Unix milliseconds: what a time compared across machines
+    /// goes by (a lease another process wrote), where the caller's own clock may run apart.
+    pub fn clock_ms(&self) -> Result<i64, StoreError> {
+        self.run("reading the database's clock", |client| async move {
+            let now: i64 = client
+                .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
+                .await?
+                .try_get(0)?;
+            Ok(now)
+        })
+    }
+
     /// Whether this store answers revision reads from memory (its `LISTEN` connection is up
     /// and read every revision since it connected; `revisions.rs`), rather than the database.
     pub fn revisions_in_step(&self) -> bool {

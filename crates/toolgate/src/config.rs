@@ -318,13 +318,12 @@ impl Default for AuditConfig {
 #[non_exhaustive]
 pub enum ConfigError {
     /// A config file exists but cannot be read.
-    #[error("cannot read config file {}: {source}", path.display())]
+    #[error("cannot read config file {}: {cause}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
+        /// Why (in the message, so not the error's source: a chain printer would say it twice).
+        cause: std::io::Error,
     },
     /// A layer is not valid: bad TOML, an unknown key, a wrong type.
     #[error("invalid configuration in {origin}: {message}")]
@@ -382,7 +381,7 @@ impl ConfigSources {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && required_file != Some(path.as_path()) => {
                     continue;
                 }
-                Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
+                Err(cause) => return Err(ConfigError::Read { path: path.clone(), cause }),
             };
             let origin = path.display().to_string();
             let layer: Table = toml::from_str(&text)

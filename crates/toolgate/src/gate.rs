@@ -39,14 +39,14 @@ use crate::telemetry::{CallSpan, verdict_name};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GateError {
-    /// The workspace folder does not exist or cannot be resolved.
-    #[error("workspace {}: {source}", path.display())]
+    /// The workspace folder does not exist or cannot be resolved. (Every variant's message is
+    /// whole, cause included, and names no source: a chain printer would say it twice.)
+    #[error("workspace {}: {cause}", path.display())]
     Workspace {
         /// The folder given.
         path: PathBuf,
         /// Why it cannot be used.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A tool could not be registered.
     #[error(transparent)]
@@ -56,7 +56,7 @@ pub enum GateError {
     Store(#[from] StoreError),
     /// The `[tools]` policy is invalid.
     #[error("invalid [tools] policy: {0}")]
-    Policy(#[from] toolgate_policy::PolicyError),
+    Policy(toolgate_policy::PolicyError),
     /// The `[rate_limits]` configuration is invalid.
     #[error("invalid [rate_limits] configuration: {0}")]
     RateLimits(String),
@@ -73,10 +73,10 @@ pub enum GateError {
     #[error("memory: {0}")]
     Memory(String),
     /// The `[runtime]` configuration is invalid.
-    #[error("{0}")]
+    #[error(transparent)]
     Runtime(#[from] toolgate_tools::runtime::RuntimeError),
     /// A custom tool (`[[tools.custom]]` or the store) is invalid.
-    #[error("{0}")]
+    #[error(transparent)]
     Extension(#[from] crate::extensions::ExtensionError),
     /// `[gate] dialect` or an agent's `dialect` names no dialect.
     #[error(transparent)]
@@ -84,6 +84,12 @@ pub enum GateError {
     /// The agents' configuration names something that does not exist (a research tool).
     #[error("invalid agent configuration: {0}")]
     Agents(String),
+}
+
+impl From<toolgate_policy::PolicyError> for GateError {
+    fn from(e: toolgate_policy::PolicyError) -> Self {
+        GateError::Policy(e)
+    }
 }
 
 /// Where audit records go.
@@ -234,10 +240,10 @@ impl GateBuilder {
     pub fn build(self) -> Result<Gate, GateError> {
         let mut timings = BuildTimings::start();
         let workspace = std::fs::canonicalize(&self.workspace)
-            .map_err(|source| GateError::Workspace { path: self.workspace.clone(), source })?;
+            .map_err(|cause| GateError::Workspace { path: self.workspace.clone(), cause })?;
         if !workspace.is_dir() {
-            let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
-            return Err(GateError::Workspace { path: workspace, source });
+            let cause = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
+            return Err(GateError::Workspace { path: workspace, cause });
         }
         timings.lap("workspace");
         let dialects = DialectStage::new(&self.config)?;

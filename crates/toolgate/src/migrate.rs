@@ -126,8 +126,9 @@ impl fmt::Display for Moved {
 /// Why a move did not happen (or stopped).
 #[derive(Debug, thiserror::Error)]
 pub enum MigrateError {
-    /// A store could not be read or written.
-    #[error("{doing}: {source}")]
+    /// A store could not be read or written. The cause is the error's source (printed after
+    /// this message by the chain, so not in it).
+    #[error("{doing}")]
     Store {
         /// What was being done.
         doing: String,
@@ -216,12 +217,16 @@ pub fn to_postgres(db: &Path, workspace: &Path, url: &str) -> Result<Moved, Migr
     let routines = source.routine_list(None).map_err(failed("reading the routines"))?;
     let custom_tools = source.custom_tools().map_err(failed("reading the custom tools"))?;
     let outbox = source.outbox_list(None, usize::MAX).map_err(failed("reading the outbox"))?;
-    let rows = toolgate_postgres::read_sqlite(&source, &workspace.to_string_lossy(), now_ms).map_err(|e| match e {
-        toolgate_postgres::SqliteReadError::Unmovable(why) | toolgate_postgres::SqliteReadError::Leased(why) => {
-            MigrateError::Refused(why)
-        }
-        e => MigrateError::Store { doing: "reading the state to move".into(), source: Box::new(e) },
-    })?;
+    // Leases (and expiries) are judged by the shared database's clock, which every node's sweep
+    // answers to, not by this machine's, which may run apart from it.
+    let db_now_ms = target.clock_ms().map_err(failed("reading the PostgreSQL database's clock"))?;
+    let rows =
+        toolgate_postgres::read_sqlite(&source, &workspace.to_string_lossy(), db_now_ms).map_err(|e| match e {
+            toolgate_postgres::SqliteReadError::Unmovable(why) | toolgate_postgres::SqliteReadError::Leased(why) => {
+                MigrateError::Refused(why)
+            }
+            e => MigrateError::Store { doing: "reading the state to move".into(), source: Box::new(e) },
+        })?;
 
     let mut moved = Moved::default();
     (moved.approval_grants, moved.tool_grants) = rows.grant_counts();
@@ -334,4 +339,31 @@ fn refuse_unless_empty(target: &toolgate_postgres::PgStore, log: &PgAuditLog) ->
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message of `e` and its sources, as a chain printer (`{:#}` of anyhow) joins them.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(cause) = source {
+            text.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        text
+    }
+
+    #[test]
+    fn an_error_says_its_cause_once() {
+        let io = || std::io::Error::other("disk on fire");
+        let store = failed("reading the audit log")(io());
+        assert_eq!(chain(&store), "reading the audit log: disk on fire");
+        let workspace = crate::GateError::Workspace { path: "/nowhere".into(), cause: io() };
+        assert_eq!(chain(&workspace), "workspace /nowhere: disk on fire");
+        let config = crate::config::ConfigError::Read { path: "/etc/t.toml".into(), cause: io() };
+        assert_eq!(chain(&config), "cannot read config file /etc/t.toml: disk on fire");
+    }
 }
