@@ -398,19 +398,20 @@ async fn route<H: CallHandler>(
     let session = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
     // A call in a session learns when its client has gone (`http_sessions::ClientGone`); a
     // client that resumes its session's streams has not.
-    let gone = match (&session, req.method()) {
-        (Some(_), &http::Method::POST) => {
-            let gone = ClientGone::default();
-            req.extensions_mut().insert(gone.clone());
-            Some(gone)
-        }
-        (Some(id), &http::Method::GET) if req.headers().contains_key("last-event-id") => {
-            site.sessions.resumed(id);
-            None
-        }
-        _ => None,
-    };
+    let gone = (session.is_some() && req.method() == http::Method::POST).then(|| {
+        let gone = ClientGone::default();
+        req.extensions_mut().insert(gone.clone());
+        gone
+    });
+    let resumes = req.method() == http::Method::GET && req.headers().contains_key("last-event-id");
     let response = site.service.handle(req).await;
+    // Counted only when rmcp took it (a session it knows, an event id it can resume from).
+    if resumes
+        && response.status().is_success()
+        && let Some(id) = &session
+    {
+        site.sessions.resumed(id);
+    }
     // An `initialize` answered with a new session: counted against the cap.
     if session.is_none()
         && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
