@@ -151,6 +151,9 @@ impl Tool for BrowserTool {
         safety.touches = Touches { hosts: host_of(url), ..Touches::default() };
         let wait = params["timeout_ms"].as_u64().map_or(self.browsers.config().load_timeout, Duration::from_millis);
         safety.timeout = Some(wait + Duration::from_secs(60));
+        // A session named by id may be another node's: the call is sent there, and may wait
+        // for that node's approval (`evaluate`).
+        safety.forwards = params.get("session").is_some_and(|s| !s.is_null());
         safety
     }
 

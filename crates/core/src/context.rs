@@ -90,6 +90,32 @@ pub struct CallContext {
     /// a request's parameters. Such a call was already read in its caller's dialect on that
     /// node: here it is read canonically, and it is never forwarded again.
     pub forwarded_by: Option<String>,
+    /// With [`CallContext::forwarded_by`]: the approval the forwarding node's gate gave this
+    /// call (a person's, after that node's own policy), from the same one-call key, never from a
+    /// request. The approval stage takes it instead of asking again when the call's parameters
+    /// are the ones approved ([`ForwardedApproval::digest`]); this node's `deny` still refuses.
+    pub forwarded_approval: Option<ForwardedApproval>,
+    /// How this node's approval stage let the call through when a person approved it (`allowed
+    /// once, approval 12, by bob`): set by the gate after that stage, cleared at the start of
+    /// every call (a call a tool makes starts without it), never from a request. What a call
+    /// that is forwarded to another node carries there ([`ForwardedApproval`]).
+    pub approved: Option<String>,
+    /// When the gate's execute stage gives up on this call (its timeout, from when the tool
+    /// started): set by the gate before the tool runs. A tool that waits on something else for
+    /// the call (the node link) waits no longer.
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// A person's approval of a call, given on the node that forwarded the call here
+/// ([`CallContext::forwarded_approval`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardedApproval {
+    /// How it was approved there (`allowed once, approval 12, by bob`), for the audit row.
+    pub decided: String,
+    /// SHA-256 (hex) of the call's parameters as that node sent them (`serde_json`'s text, as `toolgate`'s
+    /// approval stage digests parameters): it answers for this call only.
+    pub digest: String,
 }
 
 /// A team gateway's grants on a caller, checked by the gate for each call ([`CallContext::grants`]).
@@ -174,6 +200,9 @@ impl CallContext {
             turn: None,
             trace_parent: None,
             forwarded_by: None,
+            forwarded_approval: None,
+            approved: None,
+            deadline: None,
         }
     }
 
@@ -204,6 +233,8 @@ impl CallContext {
         self.subagent_deny_exempt.clear();
         self.turn = None;
         self.forwarded_by = None;
+        self.forwarded_approval = None;
+        self.approved = None;
         self
     }
 

@@ -61,8 +61,8 @@ mod validate;
 
 pub use async_trait::async_trait;
 pub use context::{
-    AuditNote, CallContext, CallGrants, ClientChannel, ClientNote, ClientNotifier, GrantSettings, GrantedCall,
-    Identity, PrincipalGrants, Progress, ProgressSink,
+    AuditNote, CallContext, CallGrants, ClientChannel, ClientNote, ClientNotifier, ForwardedApproval, GrantSettings,
+    GrantedCall, Identity, PrincipalGrants, Progress, ProgressSink,
 };
 pub use error::{ParamProblem, RateWindow, ToolError};
 pub use output::{Content, ToolOutput};

@@ -33,6 +33,10 @@ pub struct CallSafety {
     /// The gate calls [`crate::Tool::inspect`] before asking for approval: what the call will
     /// do can only be known with the workspace or I/O (a skill's supply-chain scan).
     pub inspect: bool,
+    /// This call may be sent to another node (a background process or browser session held
+    /// there), whose gate may ask a person before it runs: the gate's execute stage then waits
+    /// for it as long as the call could take on that node, its approval wait included.
+    pub forwards: bool,
 }
 
 /// What one call will touch, as the tool itself understands its parameters. Policy argument
@@ -64,6 +68,7 @@ impl Default for CallSafety {
             refusal: None,
             read_only: false,
             inspect: false,
+            forwards: false,
         }
     }
 }

@@ -84,6 +84,11 @@ pub struct KeyScope {
     /// again. No command or page sets it; a scope that has it names exactly one tool.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forwarded_by: Option<String>,
+    /// Only with `forwarded_by`: the forwarding node's gate had a person approve the call
+    /// (after that node's policy), for exactly the parameters it sends; the owner does not ask
+    /// again, and says so in its audit row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved: Option<toolgate_core::ForwardedApproval>,
 }
 
 impl KeyScope {
@@ -108,6 +113,23 @@ impl KeyScope {
             }
             if self.tools.len() != 1 || self.tools[0].contains('*') {
                 return Err(GatewayError::BadScope("a forwarded call's key names exactly one tool".to_owned()));
+            }
+        }
+        if let Some(approved) = &self.approved {
+            if self.forwarded_by.is_none() {
+                return Err(GatewayError::BadScope("only a forwarded call's key carries an approval".to_owned()));
+            }
+            let decided = &approved.decided;
+            if decided.is_empty() || decided.len() > 1000 || decided.chars().any(char::is_control) {
+                return Err(GatewayError::BadScope(
+                    "a forwarded approval says how it was decided, in one line".to_owned(),
+                ));
+            }
+            let digest = &approved.digest;
+            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                return Err(GatewayError::BadScope(
+                    "a forwarded approval's digest is 64 lowercase hex digits".to_owned(),
+                ));
             }
         }
         Ok(())
@@ -205,7 +227,13 @@ impl KeyAuthenticator {
             Some(verified) => verified,
             None => {
                 let verified = self.verify(id, &digest, revision)?;
-                self.cache.put(id, verified.clone());
+                // A node's one-call key is made and revoked without moving the identity
+                // revision (every node's caches would be flushed for each forwarded call): it
+                // is never kept, so each of its few requests reads it, and a revocation holds
+                // from the next one.
+                if verified.scope.forwarded_by.is_none() {
+                    self.cache.put(id, verified.clone());
+                }
                 verified
             }
         };
@@ -215,12 +243,20 @@ impl KeyAuthenticator {
         if !verified.scope.admits(peer) {
             return Err(forbidden(format!("API key {id} may not be used from {peer}")));
         }
-        if self.cache.record_use(id, now)
+        // A one-call key's use is its making (and it is not kept to say when it was written).
+        if verified.scope.forwarded_by.is_none()
+            && self.cache.record_use(id, now)
             && let Err(e) = self.identity.key_used(id, now)
         {
             tracing::debug!("cannot record the use of key {id}: {e}");
         }
-        Ok(verified.caller.key(id).tools(verified.scope.tools).forwarded_by(verified.scope.forwarded_by))
+        let scope = verified.scope;
+        Ok(verified
+            .caller
+            .key(id)
+            .tools(scope.tools)
+            .forwarded_by(scope.forwarded_by)
+            .forwarded_approval(scope.approved))
     }
 
     /// Reads key `id` and its principal: what stays true until the identity revision moves.
@@ -251,7 +287,7 @@ impl KeyAuthenticator {
             // A scope this version cannot read admits nothing rather than everything.
             tools: vec![String::new()],
             sources: vec!["0.0.0.0/32".to_owned()],
-            forwarded_by: None,
+            ..KeyScope::default()
         });
         let caller = self.caller_of(&record)?;
         // A use is written when the last one recorded is a minute old (never: at once).
@@ -305,6 +341,51 @@ impl Authenticator for KeyAuthenticator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node's one-call key moves no identity revision on PostgreSQL (its trigger skips it), so
+    /// an authenticator must never keep it: its revocation would go unseen. A person's key is
+    /// kept (its revocation moves the revision). The approval it carries reaches the caller.
+    #[test]
+    fn a_forwarded_calls_key_is_never_kept_and_hands_on_its_approval() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn IdentityStore> = Arc::new(toolgate_store::Store::open(&dir.path().join("s.db")).unwrap());
+        let admin = crate::Admin::new(Arc::clone(&store));
+        admin.user_add("ann", false, &[]).unwrap();
+        let approved = toolgate_core::ForwardedApproval {
+            decided: "allowed once (approval 3, by bob)".into(),
+            digest: "a".repeat(64),
+        };
+        let forward = KeyScope {
+            tools: vec!["process".into()],
+            forwarded_by: Some("b".into()),
+            approved: Some(approved.clone()),
+            ..KeyScope::default()
+        };
+        let one_call = admin.key_create("ann", &forward, None, "", "node:b").unwrap();
+        let person = admin.key_create("ann", &KeyScope::default(), None, "", "root").unwrap();
+        let auth = KeyAuthenticator::new(Arc::clone(&store));
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        let caller = auth.check(one_call.text.reveal(), local).unwrap();
+        assert_eq!((caller.forwarded_by.as_deref(), caller.forwarded_approval), (Some("b"), Some(approved.clone())));
+        assert_eq!(auth.check(person.text.reveal(), local).unwrap().forwarded_approval, None);
+        let revision = store.identity_revision().unwrap();
+        let kept =
+            |key: &crate::admin::NewKey| auth.cache.get(&key.record.id, revision, &digest(key.text.reveal())).is_some();
+        assert!(!kept(&one_call), "a one-call key is read for each request");
+        assert!(kept(&person));
+        // Only a forwarded call's key carries an approval, of a well-formed digest.
+        let bad = |approved: toolgate_core::ForwardedApproval, by: Option<&str>| KeyScope {
+            tools: vec!["process".into()],
+            forwarded_by: by.map(str::to_owned),
+            approved: Some(approved),
+            ..KeyScope::default()
+        };
+        let short = toolgate_core::ForwardedApproval { digest: "ab".into(), ..approved.clone() };
+        let two_lines = toolgate_core::ForwardedApproval { decided: "a\nb".into(), ..approved.clone() };
+        for scope in [bad(approved, None), bad(short, Some("b")), bad(two_lines, Some("b"))] {
+            assert!(matches!(scope.check(), Err(GatewayError::BadScope(_))), "{scope:?}");
+        }
+    }
 
     #[test]
     fn keys_have_one_exact_shape() {

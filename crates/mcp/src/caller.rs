@@ -23,12 +23,23 @@ pub struct Caller {
     /// The node whose node link made this request's key to forward one call here (the key's
     /// scope says so; no request can): its calls carry it as `CallContext::forwarded_by`.
     pub forwarded_by: Option<String>,
+    /// With `forwarded_by`: the approval that node's gate gave the call (the key's scope says
+    /// so; no request can): its calls carry it as `CallContext::forwarded_approval`.
+    pub forwarded_approval: Option<toolgate_core::ForwardedApproval>,
 }
 
 impl Caller {
     /// A caller for `user`, with every tool the policy allows.
     pub fn new(user: impl Into<String>) -> Self {
-        Caller { user: user.into(), agent: None, key: None, tools: Vec::new(), admin: false, forwarded_by: None }
+        Caller {
+            user: user.into(),
+            agent: None,
+            key: None,
+            tools: Vec::new(),
+            admin: false,
+            forwarded_by: None,
+            forwarded_approval: None,
+        }
     }
 
     /// The same caller acting as `agent`.
@@ -58,6 +69,12 @@ impl Caller {
     /// The same caller, carrying a call forwarded by node `node` (or not).
     pub fn forwarded_by(mut self, node: Option<String>) -> Self {
         self.forwarded_by = node;
+        self
+    }
+
+    /// The same caller, carrying the approval the forwarding node gave its call (or none).
+    pub fn forwarded_approval(mut self, approval: Option<toolgate_core::ForwardedApproval>) -> Self {
+        self.forwarded_approval = approval;
         self
     }
 

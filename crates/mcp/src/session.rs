@@ -34,6 +34,7 @@ pub(crate) fn apply(ctx: &mut CallContext, request: &RequestContext<RoleServer>)
         }
         // Only a key a node made for one forwarded call says so; never the request itself.
         ctx.forwarded_by.clone_from(&caller.forwarded_by);
+        ctx.forwarded_approval = caller.forwarded_by.as_ref().and(caller.forwarded_approval.clone());
     }
 }
 

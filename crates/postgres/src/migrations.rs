@@ -503,6 +503,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX browser_sessions_owner ON browser_sessions (workspace, for_user);
      CREATE INDEX browser_sessions_node ON browser_sessions (node);",
+    // 16: a key a node's link makes for one forwarded call (its scope names the node,
+    // `"forwarded_by"`, which no tool name or address range can hold) is made and revoked
+    // without raising the `identity` revision: that would reload every node's identities for
+    // each forwarded call. Authenticators never keep such a key, so its revocation holds from
+    // its next request. Every other key raises it as before.
+    "DROP TRIGGER api_keys_revision ON api_keys;
+     CREATE TRIGGER api_keys_added_revision AFTER INSERT ON api_keys
+        FOR EACH ROW WHEN (strpos(NEW.scope, '\"forwarded_by\"') = 0)
+        EXECUTE FUNCTION toolgate_raise_revision('identity');
+     CREATE TRIGGER api_keys_changed_revision
+        AFTER UPDATE OF id, principal, digest, scope, expires_ms, revoked_ms ON api_keys
+        FOR EACH ROW WHEN (strpos(OLD.scope, '\"forwarded_by\"') = 0 OR strpos(NEW.scope, '\"forwarded_by\"') = 0)
+        EXECUTE FUNCTION toolgate_raise_revision('identity');
+     CREATE TRIGGER api_keys_removed_revision AFTER DELETE ON api_keys
+        FOR EACH ROW WHEN (strpos(OLD.scope, '\"forwarded_by\"') = 0)
+        EXECUTE FUNCTION toolgate_raise_revision('identity');",
 ];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the

@@ -190,6 +190,17 @@ fn own_writes_show_at_once() {
     assert!(a.grant_revoke(id).unwrap());
     assert!(a.grants_revision().unwrap() > added, "a removed grant changes the grants revision at once");
     assert_eq!(a.identity_revision().unwrap(), revoked);
+
+    // A node's key for one forwarded call (its scope names the node) is made and revoked without
+    // raising it: else every node reloads its identities for each forwarded call.
+    let scope = serde_json::json!({"tools": ["process"], "sources": [], "forwarded_by": "b"});
+    assert!(a.key_add(&ApiKeyRecord { scope, ..key("k2", "ann") }).unwrap());
+    assert!(a.key_revoke("k2", 6).unwrap());
+    assert!(a.key_get("k2").unwrap().unwrap().revoked_ms.is_some());
+    assert_eq!(a.identity_revision().unwrap(), revoked, "a one-call key moves no revision");
+    // Any other key still does, one whose scope merely lists tools included.
+    assert!(a.key_add(&ApiKeyRecord { scope: serde_json::json!({"tools": ["process"]}), ..key("k3", "ann") }).unwrap());
+    assert!(a.identity_revision().unwrap() > revoked);
 }
 
 /// A database closed to new connections, whose stores' `LISTEN` connections were cut.

@@ -596,6 +596,9 @@ impl PendingApprovals {
         let answer = Self::take_answer(store, record);
         if answer.is_some() {
             let _ = request.entry.set(record.id);
+            if let Some(by) = &record.decided_by {
+                let _ = request.decided_by.set(by.clone());
+            }
         }
         answer
     }

@@ -22,7 +22,7 @@ use tracing::Instrument as _;
 use crate::bridge::{BridgeTimings, McpBridge};
 use crate::config::Config;
 use crate::family::{self, Family};
-use crate::pipeline::approval::{ApprovalRequest, ApprovalStage, Approver};
+use crate::pipeline::approval::{self, ApprovalRequest, ApprovalStage, Approver};
 use crate::pipeline::audit::{CallRecord, StartedRecord, audit_params, redact_params};
 use crate::pipeline::cache::ResultCache;
 use crate::pipeline::dialect::DialectStage;
@@ -311,6 +311,7 @@ impl GateBuilder {
             wasm_host: Arc::default(),
             audit: Arc::default(),
             routine_grants: Arc::default(),
+            one_shot: self.one_shot,
         };
         let registry = Arc::clone(&services.registry);
         // Every name any dialect gives a tool, and the next families', stays a built-in's.
@@ -363,9 +364,11 @@ impl GateBuilder {
         }
         timings.lap("custom + skill tools");
         let policy = PolicyStage::new(config.tools.policy.clone())?;
-        let specs: Vec<ToolSpec> = registry.all().iter().map(|t| t.tool.spec().clone()).collect();
+        // Borrowed, not cloned: every spec's schema is a tree of maps (0.1 ms for all of them).
+        let registered = registry.all();
+        let specs: Vec<&ToolSpec> = registered.iter().map(|t| t.tool.spec()).collect();
         crate::agent::check_research_tools(&config, &specs)?;
-        let refs: Vec<ToolRef<'_>> = specs.iter().map(ToolRef::from).collect();
+        let refs: Vec<ToolRef<'_>> = specs.iter().map(|s| ToolRef::from(*s)).collect();
         for warning in policy.policy().warnings().iter().cloned().chain(policy.policy().known_tools(&refs)) {
             tracing::warn!("policy: {warning}");
         }
@@ -687,6 +690,9 @@ impl Gate {
         let caller_cancel = std::mem::replace(&mut ctx.cancel, self.shutdown.child_token());
         // Each call notes its own audit detail, even when the caller reuses one context.
         ctx.audit = AuditNote::default();
+        // Set by this call's own approval and execute stages, never brought along.
+        ctx.approved = None;
+        ctx.deadline = None;
         let mut trace: Vec<String> = Vec::with_capacity(6);
         // The policy revision the call is decided under, named last in its audit row.
         let revision = format!("policy revision {}", self.policy.revision());
@@ -741,6 +747,14 @@ impl Gate {
         audited: &mut Audited,
     ) -> Result<ToolOutput, ToolError> {
         audited.span.stage("resolve");
+        // A forwarded call's approval by its node answers for the parameters that node sent,
+        // exactly as they arrive (its one-call key carries it; a request cannot).
+        let approved_elsewhere = match (&ctx.forwarded_by, &ctx.forwarded_approval) {
+            (Some(node), Some(approved)) if approved.digest == approval::params_digest(&params) => {
+                Some(format!("approval: approved on node {node}: {}", approved.decided))
+            }
+            _ => None,
+        };
         let dialect = self.dialects.of(ctx);
         let translated = match dialect.translate(name, &params, &self.services.registry) {
             Ok(translated) => translated,
@@ -864,9 +878,10 @@ impl Gate {
         audited.span.stage("approval");
         // The inbox entry that decides, when one does (named in the trace).
         let entry = Arc::new(std::sync::OnceLock::new());
+        let decided_by = Arc::new(std::sync::OnceLock::new());
         let approval = self
             .approval
-            .check(spec, &safety, &params, |reason| ApprovalRequest {
+            .check(spec, &safety, &params, approved_elsewhere.is_some(), |reason| ApprovalRequest {
                 id: ctx.call_id.clone(),
                 tool: spec.name.clone(),
                 params: scrub_json(&redacted, &self.services.detector),
@@ -878,12 +893,30 @@ impl Gate {
                 batch: ctx.batch.clone(),
                 wait: std::time::Duration::ZERO,
                 entry: Arc::clone(&entry),
+                decided_by: Arc::clone(&decided_by),
             })
             .await
             .inspect_err(|_| trace.extend(entry.get().map(|id| format!("approval {id}"))))?;
         audited.span.approval(approval);
-        trace.push(approval.to_owned());
+        match approved_elsewhere {
+            Some(how) if approval == approval::APPROVED_ELSEWHERE => trace.push(how),
+            _ => trace.push(approval.to_owned()),
+        }
         trace.extend(entry.get().map(|id| format!("approval {id}")));
+        // What a person approved here travels with the call if it is forwarded to another node.
+        if let Some(how) = approval.strip_prefix("approval: allowed ") {
+            let mut decided = format!("allowed {how}");
+            let details: Vec<String> = entry
+                .get()
+                .map(|id| format!("approval {id}"))
+                .into_iter()
+                .chain(decided_by.get().map(|by| format!("by {by}")))
+                .collect();
+            if !details.is_empty() {
+                decided.push_str(&format!(" ({})", details.join(", ")));
+            }
+            ctx.approved = Some(decided);
+        }
         // The turn's approvals were asked together; the calls run in the model's order.
         if let Some(turn) = ctx.turn.take() {
             tokio::select! {
@@ -903,10 +936,16 @@ impl Gate {
         // The tool sees the subject that was approved (or decided on without asking), never one
         // the caller's context brought along (a parent call's, a library caller's).
         ctx.approval_subject = safety.approval_subject.take();
+        let mut timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
+        // A call sent to the node that holds what it is about may wait there for a person, as
+        // long as it would wait here: the bound is the call's own one on that node.
+        if safety.forwards {
+            timeout += self.approval.timeout();
+        }
+        ctx.deadline = std::time::Instant::now().checked_add(timeout);
         let ctx = &*ctx;
         audited.span.stage("execute");
         let cached = self.cache.before(ctx, spec, &params, trace);
-        let timeout = safety.timeout.unwrap_or_else(|| self.config.gate.timeout());
         // A call the tool makes through a gate (an agent's) is a child of this stage.
         let running =
             execute::execute(&tool, ctx, caller_cancel, params, timeout).instrument(audited.span.current().clone());

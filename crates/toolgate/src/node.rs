@@ -6,8 +6,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use toolgate_core::ToolOutput;
+use toolgate_core::{CallContext, ToolOutput};
 use toolgate_store::{LocalOwner, LocalStore};
 use toolgate_tools::runtime::{NodeForwarder, ThisNode, serve_as_node};
 
@@ -84,16 +85,24 @@ pub fn announce(config: &Config, local: SocketAddr) -> ThisNode {
     node
 }
 
-/// How long a forwarded key lives at most: a `poll` may wait 60 s (a browser action 60 s past
-/// its load wait), and the key is revoked as soon as the answer is in.
-const FORWARD_KEY_SECS: i64 = 150;
+/// How long a forwarded call may take when the call it serves has no deadline (every call
+/// through a gate has one: its execute stage's timeout, the owner's approval wait included for a
+/// call that is forwarded, the bound the call has on its own node).
+const FORWARD_WITHOUT_DEADLINE: Duration = Duration::from_secs(150);
+
+/// How much longer than its call a forwarded key lives: it is revoked as soon as the answer is
+/// in, and this only bounds a key whose revocation failed.
+const FORWARD_KEY_GRACE: Duration = Duration::from_secs(30);
 
 /// The node link for `process` and `browser` calls ([`NodeForwarder`]): the call goes to the
 /// owning node's `/mcp` as the caller, with an API key made for this one call: the caller's own
 /// user, limited to the tool of the call, marked as carrying a call forwarded by this node
-/// (`KeyScope::forwarded_by`: the owner reads the call canonically and never sends it on),
-/// expiring in [`FORWARD_KEY_SECS`] and revoked once the answer is in. So the owner's gate runs it as that user, under that user's grants,
-/// policy, approvals and audit log, never as a node or an admin; and the store both nodes share
+/// (`KeyScope::forwarded_by`: the owner reads the call canonically and never sends it on), with
+/// the approval this node's gate gave it, if a person approved it here (`KeyScope::approved`:
+/// the owner does not ask again), expiring with the call's deadline and revoked once the
+/// answer is in. The link waits until the call's deadline (`CallContext::deadline`), no more.
+/// So the owner's gate runs it as that user, under that user's grants, policy, approvals and
+/// audit log, never as a node or an admin; and the store both nodes share
 /// (where the key is kept, as a digest) is the only trust between them.
 #[derive(Debug)]
 pub struct McpForwarder {
@@ -114,8 +123,7 @@ impl McpForwarder {
                 reqwest::Client::builder()
                     .no_proxy()
                     .redirect(reqwest::redirect::Policy::none())
-                    .connect_timeout(std::time::Duration::from_secs(5))
-                    .timeout(std::time::Duration::from_secs(90))
+                    .connect_timeout(Duration::from_secs(5))
                     .build()
                     .map_err(|e| format!("cannot build the node link's HTTP client: {e}"))
             })
@@ -131,10 +139,12 @@ impl McpForwarder {
         key: &str,
         session: Option<&str>,
         body: &serde_json::Value,
+        within: Duration,
     ) -> Result<(reqwest::header::HeaderMap, Option<serde_json::Value>), String> {
         let mut request = self
             .client()?
             .post(url)
+            .timeout(within)
             .bearer_auth(key)
             .header("Accept", "application/json, text/event-stream")
             .json(body);
@@ -148,7 +158,13 @@ impl McpForwarder {
                 request = request.header(name, value);
             }
         }
-        let answer = request.send().await.map_err(|e| format!("no answer: {e}"))?;
+        let answer = request.send().await.map_err(|e| {
+            if e.is_timeout() {
+                format!("no answer within {} s, the call's own bound", within.as_secs())
+            } else {
+                format!("no answer: {e}")
+            }
+        })?;
         let status = answer.status();
         let headers = answer.headers().clone();
         // An answer is small (a page of output): the gate caps what a tool returns.
@@ -167,20 +183,29 @@ impl McpForwarder {
     }
 
     /// The call of `tool` on the node at `url` with `key`: initialize, the call, the session
-    /// closed.
-    async fn call(&self, url: &str, key: &str, tool: &str, params: &serde_json::Value) -> Result<ToolOutput, String> {
+    /// closed; all by `deadline`.
+    async fn call(
+        &self,
+        url: &str,
+        key: &str,
+        tool: &str,
+        params: &serde_json::Value,
+        deadline: Instant,
+    ) -> Result<ToolOutput, String> {
+        let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": {},
             "clientInfo": {"name": "toolgate-node-link", "version": env!("CARGO_PKG_VERSION")}}});
-        let (headers, _) = self.post(url, key, None, &init).await?;
+        let (headers, _) = self.post(url, key, None, &init, left()).await?;
         let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
         let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        self.post(url, key, session.as_deref(), &initialized).await?;
+        self.post(url, key, session.as_deref(), &initialized, left()).await?;
         let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": tool, "arguments": params}});
-        let (_, message) = self.post(url, key, session.as_deref(), &call).await?;
+        let (_, message) = self.post(url, key, session.as_deref(), &call, left()).await?;
         if let (Some(session), Ok(client)) = (&session, self.client()) {
-            let _ = client.delete(url).bearer_auth(key).header("Mcp-Session-Id", session).send().await;
+            let close = client.delete(url).timeout(Duration::from_secs(5)).bearer_auth(key);
+            let _ = close.header("Mcp-Session-Id", session).send().await;
         }
         let message = message.ok_or("it sent no answer to the call")?;
         if let Some(error) = message.get("error") {
@@ -210,12 +235,24 @@ impl NodeForwarder for McpForwarder {
         &self,
         tool: &str,
         owner: &LocalOwner,
-        user: &str,
+        ctx: &CallContext,
         params: &serde_json::Value,
     ) -> Result<ToolOutput, String> {
+        let user = ctx.identity.user.as_str();
         let url = owner.node_url.as_deref().ok_or("that node gave no URL")?;
         let here = toolgate_tools::runtime::this_node().map_or("?", |n| n.name.as_str());
         let admin = toolgate_gateway::Admin::new(std::sync::Arc::clone(&self.identity));
+        // Marked in the owner's audit row (`VIA`).
+        let mut params = params.clone();
+        if let Some(map) = params.as_object_mut() {
+            map.insert(toolgate_tools::runtime::VIA.to_owned(), serde_json::Value::String(here.to_owned()));
+        }
+        // What a person approved here, for exactly these parameters: the owner does not ask
+        // again (its `deny` still refuses).
+        let approved = ctx.approved.as_ref().map(|decided| toolgate_core::ForwardedApproval {
+            decided: decided.clone(),
+            digest: crate::pipeline::approval::params_digest(&params),
+        });
         // The scope says the key carries a call this node forwards: the owner reads it
         // canonically (it was read in the caller's dialect here) and never sends it on. Only a
         // key made here can say so; a caller's own key, or a `via` it writes, cannot.
@@ -223,22 +260,21 @@ impl NodeForwarder for McpForwarder {
             tools: vec![tool.to_owned()],
             sources: Vec::new(),
             forwarded_by: Some(here.to_owned()),
+            approved,
         };
+        let deadline = ctx.deadline.unwrap_or_else(|| Instant::now() + FORWARD_WITHOUT_DEADLINE);
+        let life = deadline.saturating_duration_since(Instant::now()) + FORWARD_KEY_GRACE;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let expires = now.saturating_add(i64::try_from(life.as_millis()).unwrap_or(i64::MAX));
         let note = format!("one `{tool}` call forwarded by node {here} to node {}", owner.node);
         let key = admin
-            .key_create(user, &scope, Some(now + FORWARD_KEY_SECS * 1000), &note, &format!("node:{here}"))
+            .key_create(user, &scope, Some(expires), &note, &format!("node:{here}"))
             .map_err(|e| format!("cannot make the key that carries the call as `{user}`: {e}"))?;
-        // Marked in the owner's audit row (`VIA`).
-        let mut params = params.clone();
-        if let Some(map) = params.as_object_mut() {
-            map.insert(toolgate_tools::runtime::VIA.to_owned(), serde_json::Value::String(here.to_owned()));
-        }
-        let answer = self.call(url, key.text.reveal(), tool, &params).await;
+        let answer = self.call(url, key.text.reveal(), tool, &params, deadline).await;
         if let Err(e) = admin.key_revoke(&key.record.id) {
-            tracing::warn!("the key of a forwarded call stays until it expires (in {FORWARD_KEY_SECS} s): {e}");
+            tracing::warn!("the key of a forwarded call stays until it expires (in {} s): {e}", life.as_secs());
         }
         answer
     }

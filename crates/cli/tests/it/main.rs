@@ -51,6 +51,7 @@ mod message;
 mod message_inbound;
 mod nodes_audit;
 mod nodes_config;
+mod nodes_forward;
 mod nodes_locks_tools;
 mod nodes_migrate;
 mod nodes_paired;

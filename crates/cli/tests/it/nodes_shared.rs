@@ -356,14 +356,14 @@ pub(crate) fn tool_call_at(url: &str, key: &str, tool: &str, arguments: Value) -
 
 /// The id starting with `prefix` in `text`.
 /// One value `sql` selects in the database at `url`, as `psql` prints it unaligned.
-fn query(url: &str, sql: &str) -> String {
+pub(crate) fn query(url: &str, sql: &str) -> String {
     let out =
         std::process::Command::new("psql").args([url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql]).output().unwrap();
     assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-fn id_in(text: &str, prefix: &str) -> String {
+pub(crate) fn id_in(text: &str, prefix: &str) -> String {
     let id = text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find(|w| w.starts_with(prefix));
     id.unwrap_or_else(|| panic!("no {prefix} id in {text}")).to_owned()
 }

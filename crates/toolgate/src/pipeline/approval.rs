@@ -50,6 +50,10 @@ pub struct ApprovalRequest {
     /// call's audit trace names it).
     #[serde(skip)]
     pub entry: Arc<std::sync::OnceLock<i64>>,
+    /// Who answered, set by the channel when it knows (the inbox: the person who decided; an
+    /// MCP client: its user): what a forwarded call tells the node it goes to.
+    #[serde(skip)]
+    pub decided_by: Arc<std::sync::OnceLock<String>>,
 }
 
 impl fmt::Display for ApprovalRequest {
@@ -128,17 +132,28 @@ impl ApprovalStage {
         }
     }
 
+    /// How long a call may wait for its answer (`[approval] timeout_secs`).
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Returns the trace line for the audit log, or the error that stops the call.
+    /// `approved_elsewhere`: the call was forwarded here by the node whose gate had a person
+    /// approve it (its one-call key says so, for these parameters): it is not asked again.
     pub(crate) async fn check(
         &self,
         spec: &ToolSpec,
         safety: &CallSafety,
         params: &Value,
+        approved_elsewhere: bool,
         request: impl FnOnce(String) -> ApprovalRequest,
     ) -> Result<&'static str, ToolError> {
         let requirement = self.requirement(spec, safety);
         if requirement == ApprovalRequirement::Never {
             return Ok("approval: not needed");
+        }
+        if approved_elsewhere {
+            return Ok(APPROVED_ELSEWHERE);
         }
         let reason = safety.approval_reason.as_deref().map_or_else(
             || match self.mode {
@@ -231,7 +246,10 @@ impl ApprovalStage {
     }
 }
 
+/// The trace line of a call approved on the node that forwarded it (the next line says how).
+pub(crate) const APPROVED_ELSEWHERE: &str = "approval: approved on the node that forwarded the call";
+
 /// The SHA-256 (hex) of the exact parameters (`serde_json` writes object keys in order).
-fn params_digest(params: &Value) -> String {
+pub(crate) fn params_digest(params: &Value) -> String {
     Sha256::digest(params.to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -394,6 +394,51 @@ async fn argument_rules_decide_on_what_the_call_touches() {
     assert!(f.call("write", json!({"path": "docs/a.md", "content": "x"})).await.is_ok());
 }
 
+/// A call another node forwarded here with that node's approval (its one-call key's; here set
+/// on the context as the transport sets it) runs without asking again, and the audit row says
+/// how it was approved; only for the parameters approved, only on a forwarded call, and never
+/// past this node's own `deny`.
+#[tokio::test]
+async fn a_forwarding_nodes_approval_answers_for_its_exact_call_only() {
+    let mut config = Config::default();
+    config.tools.ask = vec!["write".into()];
+    config.tools.deny = vec!["write(locked/**)".into()];
+    let f = gate(config, |b| b);
+    let approved = |params: &Value| toolgate_core::ForwardedApproval {
+        decided: "allowed once (approval 7, by lee)".into(),
+        digest: {
+            use sha2::Digest;
+            sha2::Sha256::digest(params.to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+        },
+    };
+    let forwarded = |approval: toolgate_core::ForwardedApproval| {
+        let mut ctx = f.gate.context();
+        ctx.forwarded_by = Some("b".into());
+        ctx.forwarded_approval = Some(approval);
+        ctx
+    };
+    let call = json!({"path": "a.md", "content": "x"});
+    f.gate.call(&forwarded(approved(&call)), "write", call.clone()).await.unwrap();
+    assert_eq!(std::fs::read_to_string(f.dir.path().join("a.md")).unwrap(), "x");
+    let row = f.audit().into_iter().find(|r| r.tool == "write").unwrap();
+    assert!(row.decision.contains("approval: approved on node b: allowed once (approval 7, by lee)"), "{row:?}");
+
+    // Other parameters than those approved are asked about, as any call.
+    let other = json!({"path": "a.md", "content": "y"});
+    let err = f.gate.call(&forwarded(approved(&call)), "write", other).await.unwrap_err();
+    assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
+    // An approval without the forwarding node's key (no `forwarded_by`) counts for nothing.
+    let mut ctx = forwarded(approved(&call));
+    ctx.forwarded_by = None;
+    let err = f.gate.call(&ctx, "write", call.clone()).await.unwrap_err();
+    assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
+    // This node's deny refuses whatever the other node approved.
+    let locked = json!({"path": "locked/a.md", "content": "x"});
+    let err = f.gate.call(&forwarded(approved(&locked)), "write", locked).await.unwrap_err();
+    assert!(matches!(err, ToolError::Denied { .. }), "{err}");
+    assert_eq!(std::fs::read_to_string(f.dir.path().join("a.md")).unwrap(), "x", "nothing else ran");
+}
+
 #[tokio::test]
 async fn explain_shows_the_rule_and_the_default_profile() {
     let mut config = Config::default();

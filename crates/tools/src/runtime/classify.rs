@@ -205,6 +205,7 @@ impl ShellCheck {
             // command, after unwrapping, with no writing redirection or opaque substitution.
             read_only: self.class == CommandClass::Safe,
             inspect: false,
+            forwards: false,
         }
     }
 

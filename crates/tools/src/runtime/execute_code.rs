@@ -133,6 +133,7 @@ impl Tool for ExecuteCodeTool {
                     refusal: None,
                     read_only: false,
                     inspect: false,
+                    forwards: false,
                 }
             }
         };

@@ -71,8 +71,15 @@ pub fn tool_of(kind: Local) -> &'static str {
 #[toolgate_core::async_trait]
 pub trait NodeForwarder: Send + Sync + std::fmt::Debug {
     /// Makes the call `params` of the tool `tool` ([`tool_of`] the record's kind) on `owner`'s
-    /// node as `user`; its answer, or why it could not be made.
-    async fn forward(&self, tool: &str, owner: &LocalOwner, user: &str, params: &Value) -> Result<ToolOutput, String>;
+    /// node as `ctx`'s user, by `ctx`'s deadline, with the approval `ctx` says this node's gate
+    /// gave it (`CallContext::approved`); its answer, or why it could not be made.
+    async fn forward(
+        &self,
+        tool: &str,
+        owner: &LocalOwner,
+        ctx: &CallContext,
+        params: &Value,
+    ) -> Result<ToolOutput, String>;
 }
 
 /// Which node holds each thing of one [`Local`] kind: records what this node starts, finds
@@ -191,7 +198,6 @@ impl Owners {
     /// this node: forwarded to the owner when it answers and a forwarder is set; else an error
     /// naming the owner, its URL and whether it answers.
     pub async fn answer(&self, owner: &LocalOwner, ctx: &CallContext, params: &Value) -> Result<ToolOutput, ToolError> {
-        let user = ctx.identity.user.as_str();
         let here = this_node().map_or("", |n| n.name.as_str());
         let kind = self.kind;
         let Some(url) = owner.node_url.as_deref() else {
@@ -214,7 +220,7 @@ impl Owners {
                 owner.id, owner.node
             )));
         }
-        match forwarder.forward(tool_of(kind), owner, user, params).await {
+        match forwarder.forward(tool_of(kind), owner, ctx, params).await {
             Ok(out) => Ok(out),
             Err(why) => Err(ToolError::failed(format!(
                 "{what} {} is on node `{}` ({url}); the call was sent there and failed: {why}",

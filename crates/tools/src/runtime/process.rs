@@ -129,17 +129,20 @@ impl Tool for ProcessTool {
 
     fn safety(&self, params: &Value) -> CallSafety {
         let action = params.get("action").and_then(Value::as_str).unwrap_or_default();
+        let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
+        let target = self.runtime.table.find(id);
+        // A process this node does not hold may be the caller's on another node: the call is
+        // sent there, and may wait for that node's approval.
+        let forwards = matches!(action, "poll" | "write" | "signal" | "kill") && target.is_none();
         if matches!(action, "list" | "poll" | "log") {
-            return CallSafety { read_only: true, ..CallSafety::default() };
+            return CallSafety { read_only: true, forwards, ..CallSafety::default() };
         }
         if action != "write" {
-            return CallSafety::default();
+            return CallSafety { forwards, ..CallSafety::default() };
         }
         // Input to a shell or an interpreter is a command of its own: ask unless the process
         // runs a command that was classified read-only.
-        let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
         let input = params.get("input").and_then(Value::as_str).unwrap_or_default();
-        let target = self.runtime.table.find(id);
         if target.as_ref().is_some_and(|e| e.safe) {
             return CallSafety::default();
         }
@@ -149,6 +152,7 @@ impl Tool for ProcessTool {
             format!("writing to the input of {command}, which may run it as commands"),
         );
         safety.approval_subject = Some(format!("write to {command}:\n{input}"));
+        safety.forwards = forwards;
         // The id may be anyone's: `inspect` checks that the process is the caller's before
         // anyone is asked to approve a write to it.
         safety.inspect = true;

@@ -118,9 +118,15 @@ struct Link(Mutex<Vec<(String, String, Value)>>);
 
 #[toolgate_core::async_trait]
 impl NodeForwarder for Link {
-    async fn forward(&self, tool: &str, owner: &LocalOwner, user: &str, params: &Value) -> Result<ToolOutput, String> {
+    async fn forward(
+        &self,
+        tool: &str,
+        owner: &LocalOwner,
+        ctx: &CallContext,
+        params: &Value,
+    ) -> Result<ToolOutput, String> {
         assert_eq!(tool, "process");
-        self.0.lock().unwrap().push((owner.node.clone(), user.to_owned(), params.clone()));
+        self.0.lock().unwrap().push((owner.node.clone(), ctx.identity.user.clone(), params.clone()));
         Ok(ToolOutput::text(format!("node {} answers {}", owner.node, params["action"])))
     }
 }
