@@ -66,7 +66,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl MemoryIndex {
-    /// Opens the index in the state database at `path` (migrating it), or in memory when `None`.
+    /// The index in the state database at `path`, or in memory when `None`. Its connection is
+    /// opened (and the database migrated) on first use, so a gate that makes no memory call
+    /// never opens it; an error then is that use's error.
     pub fn open(path: Option<&Path>) -> Result<MemoryIndex, StoreError> {
         Ok(MemoryIndex::with_backend(Box::new(SqliteIndex::open(path)?)))
     }

@@ -3,8 +3,8 @@
 //! change counter, in the workspace's state database.
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -68,20 +68,29 @@ const FTS_SCHEMA: &str = "CREATE VIRTUAL TABLE memory_fts USING fts5(
         path, text, content='memory_chunks', content_rowid='id', tokenize='porter unicode61'
     );";
 
-/// The memory index on its own connection to a state database.
+/// The memory index on its own connection to a state database, opened on first use: a gate
+/// that makes no memory call (a one-shot `toolgate call` of another tool) never opens it, and
+/// a connection parses the whole schema when it first reads (docs/benchmarks.md, "Cold start").
 #[derive(Debug)]
 pub(crate) struct SqliteIndex {
-    conn: Mutex<Connection>,
+    /// The state database; `None`: a private in-memory index.
+    path: Option<PathBuf>,
+    conn: OnceLock<Mutex<Connection>>,
 }
 
 /// Bumps the change counter (in the same transaction as the change).
 const BUMP: &str = "UPDATE memory_meta SET generation = generation + 1";
 
 impl SqliteIndex {
-    /// Opens the index in the state database at `path` (migrating it), or in memory when `None`.
+    /// The index in the state database at `path`, or in memory when `None`. The connection is
+    /// opened (and the database migrated) on first use; an error then is that use's error.
     pub(crate) fn open(path: Option<&Path>) -> Result<SqliteIndex, StoreError> {
+        Ok(SqliteIndex { path: path.map(Path::to_path_buf), conn: OnceLock::new() })
+    }
+
+    fn connect(&self) -> Result<Connection, StoreError> {
         vector::register();
-        let conn = match path {
+        Ok(match &self.path {
             Some(p) => crate::db::open_connection(p)?,
             None => {
                 let mut conn = Connection::open_in_memory().doing("opening an in-memory index")?;
@@ -89,19 +98,27 @@ impl SqliteIndex {
                 crate::db::migrate(&mut conn)?;
                 conn
             }
-        };
-        Ok(SqliteIndex { conn: Mutex::new(conn) })
+        })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    /// The connection, opened now if this is the first use.
+    fn lock(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        let conn = match self.conn.get() {
+            Some(conn) => conn,
+            None => {
+                let opened = self.connect()?;
+                // Two first uses at once: one connection is kept, the other closed.
+                self.conn.get_or_init(|| Mutex::new(opened))
+            }
+        };
+        Ok(conn.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
 impl IndexBackend for SqliteIndex {
     /// Every indexed note of `scope` with its state.
     fn docs(&self, scope: &str) -> Result<HashMap<String, DocState>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut stmt = conn
             .prepare_cached("SELECT path, hash, mtime_ns, size FROM memory_docs WHERE scope = ?1")
             .doing("listing indexed notes")?;
@@ -115,7 +132,7 @@ impl IndexBackend for SqliteIndex {
 
     /// One note's state.
     fn doc(&self, scope: &str, path: &str) -> Result<Option<DocState>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         conn.query_row(
             "SELECT hash, mtime_ns, size FROM memory_docs WHERE scope = ?1 AND path = ?2",
             params![scope, path],
@@ -128,7 +145,7 @@ impl IndexBackend for SqliteIndex {
     /// A managed note's stored row: `None` when there is none, `Some(None)` when it is a
     /// deletion marker (no content).
     fn doc_content(&self, scope: &str, path: &str) -> Result<Option<Option<String>>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         conn.query_row("SELECT content FROM memory_docs WHERE scope = ?1 AND path = ?2", params![scope, path], |r| {
             r.get::<_, Option<String>>(0)
         })
@@ -139,7 +156,7 @@ impl IndexBackend for SqliteIndex {
     /// Managed notes of `scope` whose chunks were dropped by a rebuild (hash cleared), with
     /// their content, to be indexed again.
     fn stale_docs(&self, scope: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut stmt = conn
             .prepare_cached(
                 "SELECT path, content FROM memory_docs WHERE scope = ?1 AND hash = '' AND content IS NOT NULL",
@@ -151,7 +168,7 @@ impl IndexBackend for SqliteIndex {
 
     /// Updates only the stat part of a note whose content hash did not change.
     fn touch(&self, scope: &str, path: &str, state: &DocState) -> Result<(), StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         conn.execute(
             "UPDATE memory_docs SET mtime_ns = ?3, size = ?4 WHERE scope = ?1 AND path = ?2",
             params![scope, path, state.mtime_ns, state.size],
@@ -163,7 +180,7 @@ impl IndexBackend for SqliteIndex {
     /// Vectors already stored for chunks of `path` under `model`, by chunk hash (unchanged chunks
     /// of an edited note are not embedded again).
     fn cached_vectors(&self, scope: &str, path: &str, model: &str) -> Result<HashMap<String, Vec<u8>>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut stmt = conn
             .prepare_cached(
                 "SELECT c.hash, v.vec FROM memory_chunks c JOIN memory_vectors v ON v.chunk_id = c.id
@@ -184,7 +201,7 @@ impl IndexBackend for SqliteIndex {
         reuse: &HashMap<String, Vec<u8>>,
         reuse_model: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.lock();
+        let mut conn = self.lock()?;
         let tx = match update.unless_changed_from {
             // Took the write lock first: the text read is the one replaced.
             Some(expected) => {
@@ -264,7 +281,7 @@ impl IndexBackend for SqliteIndex {
 
     /// Removes a note from the index.
     fn remove(&self, scope: &str, path: &str) -> Result<(), StoreError> {
-        let mut conn = self.lock();
+        let mut conn = self.lock()?;
         let tx = conn.transaction().doing("removing a note from the index")?;
         tx.execute("DELETE FROM memory_chunks WHERE scope = ?1 AND path = ?2", params![scope, path])
             .doing("removing a note from the index")?;
@@ -281,7 +298,7 @@ impl IndexBackend for SqliteIndex {
         model: &str,
         limit: usize,
     ) -> Result<Vec<(i64, String, String)>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut stmt = conn
             .prepare_cached(
                 "SELECT c.id, c.heading, c.text FROM memory_chunks c
@@ -298,7 +315,7 @@ impl IndexBackend for SqliteIndex {
     /// (notes of `scope`, notes of `scope` whose every chunk has a vector for `model`): how far
     /// embedding is, for the progress line of a search during indexing.
     fn embed_progress(&self, scope: &str, model: &str) -> Result<(usize, usize), StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let (notes, lacking): (i64, i64) = conn
             .prepare_cached(
                 "SELECT (SELECT count(*) FROM memory_docs WHERE scope = ?1),
@@ -314,7 +331,7 @@ impl IndexBackend for SqliteIndex {
 
     /// Stores vectors for chunks (replacing another model's).
     fn put_vectors(&self, scope: &str, model: &str, vecs: &[(i64, Vec<f32>)]) -> Result<(), StoreError> {
-        let mut conn = self.lock();
+        let mut conn = self.lock()?;
         let tx = conn.transaction().doing("storing vectors")?;
         {
             let mut stmt = tx
@@ -337,7 +354,7 @@ impl IndexBackend for SqliteIndex {
         if expr.is_empty() {
             return Ok(Vec::new());
         }
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut stmt = conn
             .prepare_cached(
                 "SELECT c.id FROM memory_fts f JOIN memory_chunks c ON c.id = f.rowid
@@ -350,7 +367,7 @@ impl IndexBackend for SqliteIndex {
     }
 
     fn generation(&self) -> Result<i64, StoreError> {
-        generation(&self.lock()).doing("reading the memory index's generation")
+        generation(&*self.lock()?).doing("reading the memory index's generation")
     }
 
     fn load_vectors(
@@ -360,7 +377,7 @@ impl IndexBackend for SqliteIndex {
         dims: usize,
         max_floats: usize,
     ) -> Result<Option<Vectors>, StoreError> {
-        load_vectors(&self.lock(), scopes, model, dims, max_floats)
+        load_vectors(&*self.lock()?, scopes, model, dims, max_floats)
     }
 
     /// sqlite-vec's brute-force scan.
@@ -371,7 +388,7 @@ impl IndexBackend for SqliteIndex {
         query: &[f32],
         limit: usize,
     ) -> Result<Vec<(i64, f64)>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut stmt = conn
             .prepare_cached(
                 "SELECT chunk_id, vec_distance_cosine(vec, ?1) AS d FROM memory_vectors
@@ -388,7 +405,7 @@ impl IndexBackend for SqliteIndex {
 
     /// The chunks with these ids.
     fn chunks(&self, ids: &[i64]) -> Result<HashMap<i64, ChunkRow>, StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let mut stmt = conn
             .prepare_cached("SELECT path, start_line, end_line, text, scope FROM memory_chunks WHERE id = ?1")
             .doing("reading chunks")?;
@@ -415,7 +432,7 @@ impl IndexBackend for SqliteIndex {
 
     /// Whether the full-text index is sound (any failure of the check counts as damage).
     fn check(&self) -> bool {
-        let conn = self.lock();
+        let Ok(conn) = self.lock() else { return false };
         conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)", []).is_ok()
     }
 
@@ -423,7 +440,7 @@ impl IndexBackend for SqliteIndex {
     /// forgets every note of every scope so the next scan indexes them again (notes in files are
     /// never touched; managed notes' content is kept in `memory_docs`).
     fn rebuild(&self) -> Result<(), StoreError> {
-        let conn = self.lock();
+        let conn = self.lock()?;
         let fts = conn
             .execute_batch(&format!(
                 "DROP TABLE IF EXISTS memory_fts; {FTS_SCHEMA} INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');"
@@ -451,7 +468,7 @@ impl IndexBackend for SqliteIndex {
     /// What the index holds and whether it is sound (checks after a crash, `toolgate doctor`).
     fn health(&self) -> Result<IndexHealth, StoreError> {
         let fts_ok = self.check();
-        let conn = self.lock();
+        let conn = self.lock()?;
         let count = |sql: &str| -> Result<usize, StoreError> {
             conn.query_row(sql, [], |r| r.get::<_, i64>(0))
                 .map(|n| n.max(0) as usize)
@@ -470,7 +487,7 @@ impl IndexBackend for SqliteIndex {
 
     /// Runs raw SQL on the index's connection (tests damage the index with it).
     fn execute_batch_for_tests(&self, sql: &str) -> Result<(), StoreError> {
-        self.lock().execute_batch(sql).doing("running test SQL")
+        self.lock()?.execute_batch(sql).doing("running test SQL")
     }
 }
 
