@@ -126,7 +126,7 @@ enum Command {
 
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
     let start = std::time::Instant::now();
-    let cli = Cli::parse();
+    let cli = parse_call(std::env::args_os().collect()).unwrap_or_else(Cli::parse);
     if cli.global.timings {
         timings::enable(start);
     }
@@ -182,6 +182,32 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
     timings::lap("runtime shutdown");
     timings::print();
     code
+}
+
+/// `toolgate [GLOBAL FLAGS] call ...` parsed against the global flags and `call` alone: clap
+/// makes every argument of every subcommand (over 300) before it parses, which each one-shot call
+/// would pay at start. `None` for any other command, and for anything the short parse does not
+/// accept (an error, `--help`, `--version`): the whole command then parses it, and says the
+/// same as it always did.
+fn parse_call(args: Vec<std::ffi::OsString>) -> Option<Cli> {
+    use clap::{Args, FromArgMatches};
+    // The first word that is not a global flag or a global flag's value must be `call`.
+    let mut words = args.iter().skip(1);
+    loop {
+        match words.next()?.to_str()? {
+            "call" => break,
+            "--workspace" | "--config" | "--profile" | "--agent" | "--provider" | "--approval" | "--dialect" => {
+                words.next()?;
+            }
+            "--timings" => {}
+            flag if flag.starts_with("--") && flag.contains('=') => {}
+            _ => return None,
+        }
+    }
+    let command = GlobalArgs::augment_args(clap::Command::new("toolgate"))
+        .subcommand(call::Args::augment_args(clap::Command::new("call")));
+    let matches = command.try_get_matches_from(args).ok()?;
+    Cli::from_arg_matches(&matches).ok()
 }
 
 /// How long the runtime's threads get to end after the command is done; only a thread blocked
@@ -311,6 +337,48 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("toolgate: {e:#}");
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, parse_call};
+
+    fn argv(words: &[&str]) -> Vec<std::ffi::OsString> {
+        std::iter::once("toolgate").chain(words.iter().copied()).map(Into::into).collect()
+    }
+
+    #[test]
+    fn a_call_parses_the_same_against_call_alone_and_anything_else_is_left_to_the_whole_command() {
+        let same = [
+            &["call", "echo", r#"{"message":"hi"}"#][..],
+            &["--workspace", "/tmp", "--timings", "call", "echo", "-", "--json"],
+            &["--dialect=goclaw", "--approval", "never", "call", "--session", "s1", "exec", "--profile", "full"],
+            &["call", "--workspace", "w", "read", "{}", "--agent", "a", "--provider", "openai", "--config", "c.toml"],
+        ];
+        for words in same {
+            let short = parse_call(argv(words)).unwrap_or_else(|| panic!("{words:?}: not parsed against `call`"));
+            let whole = Cli::try_parse_from(argv(words)).expect("the whole command parses it");
+            assert_eq!(format!("{short:?}"), format!("{whole:?}"), "{words:?}");
+        }
+        let left = [
+            &["tools"][..],
+            &[],
+            &["--version"],
+            &["call", "--help"],
+            &["call"],
+            &["call", "echo", "{}", "--bogus"],
+            &["--approval", "sometimes", "call", "echo"],
+            &["--workspace"],
+            &["-V"],
+            &["--dialect", "call", "echo"],
+            &["audit", "call"],
+        ];
+        for words in left {
+            assert!(parse_call(argv(words)).is_none(), "{words:?}: parsed against `call` alone");
         }
     }
 }
