@@ -98,7 +98,7 @@ pub(crate) fn agents_config(config: &Config) -> AgentsConfig {
 /// description names that set, so a name that is no tool would be a promise the sub-agent is not
 /// given. Tools of a configured MCP server (`mcp__SERVER__...`, or its own prefix) are registered
 /// once it connects and pass on their prefix.
-pub(crate) fn check_research_tools(config: &Config, tools: &[ToolSpec]) -> Result<(), GateError> {
+pub(crate) fn check_research_tools(config: &Config, tools: &[&ToolSpec]) -> Result<(), GateError> {
     if config.agents.is_empty() {
         return Ok(());
     }

@@ -57,6 +57,9 @@ pub struct Services {
     pub(crate) routine_grants: Arc<OnceLock<Arc<dyn toolgate_core::PrincipalGrants>>>,
     /// The configuration in force and how to reload it (`gateway config_get`, `reload`).
     pub config_control: Arc<crate::reload::ConfigControl>,
+    /// The gate makes one call and ends with its process (`GateBuilder::one_shot`): start-up
+    /// housekeeping that a server does for its whole life is left to the first use that needs it.
+    pub(crate) one_shot: bool,
 }
 
 impl Services {
