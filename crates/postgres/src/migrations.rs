@@ -516,10 +516,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         AFTER UPDATE OF id, principal, digest, scope, expires_ms, revoked_ms ON api_keys
         FOR EACH ROW WHEN (strpos(OLD.scope, '\"forwarded_by\"') = 0 OR strpos(NEW.scope, '\"forwarded_by\"') = 0)
         EXECUTE FUNCTION toolgate_raise_revision('identity');
-     CREATE TRIGGER api_keys_removed_revision AFTER DELETE ON api_keys
-        FOR EACH ROW WHEN (strpos(OLD.scope, '\"forwarded_by\"') = 0)
-        EXECUTE FUNCTION toolgate_raise_revision('identity');",
-];
+PLACEHOLDER
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the
 /// advisory lock: a second node starting at the same moment waits for the first to commit,

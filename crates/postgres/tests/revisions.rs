@@ -201,6 +201,15 @@ fn own_writes_show_at_once() {
     // Any other key still does, one whose scope merely lists tools included.
     assert!(a.key_add(&ApiKeyRecord { scope: serde_json::json!({"tools": ["process"]}), ..key("k3", "ann") }).unwrap());
     assert!(a.identity_revision().unwrap() > revoked);
+    // A person's key whose tools name `forwarded_by` (a valid tool name) is no one-call key: its
+    // revocation must reach every node's key cache.
+    let named = a.identity_revision().unwrap();
+    let scope = serde_json::json!({"tools": ["forwarded_by", "*"], "sources": []});
+    assert!(a.key_add(&ApiKeyRecord { scope, ..key("k4", "ann") }).unwrap());
+    let added = a.identity_revision().unwrap();
+    assert!(added > named, "a key whose tool is named `forwarded_by` moves the revision");
+    assert!(a.key_revoke("k4", 7).unwrap());
+    assert!(a.identity_revision().unwrap() > added, "and so does its revocation");
 }
 
 /// A database closed to new connections, whose stores' `LISTEN` connections were cut.
