@@ -516,7 +516,29 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         AFTER UPDATE OF id, principal, digest, scope, expires_ms, revoked_ms ON api_keys
         FOR EACH ROW WHEN (strpos(OLD.scope, '\"forwarded_by\"') = 0 OR strpos(NEW.scope, '\"forwarded_by\"') = 0)
         EXECUTE FUNCTION toolgate_raise_revision('identity');
-PLACEHOLDER
+     CREATE TRIGGER api_keys_removed_revision AFTER DELETE ON api_keys
+        FOR EACH ROW WHEN (strpos(OLD.scope, '\"forwarded_by\"') = 0)
+        EXECUTE FUNCTION toolgate_raise_revision('identity');",
+    // 17: 16 skipped any key whose scope held the text `"forwarded_by"`, but that is also a
+    // valid tool name (`--tools forwarded_by,*`): such a person's key was made and revoked
+    // without raising the revision, and, kept by every authenticator (its scope names no node),
+    // stayed usable after its revocation. Only the field itself counts now: `"forwarded_by":`
+    // (the scope is `serde_json`'s compact text; no tool name or address holds a `"` or `:`
+    // after that word, and a quote inside a string is escaped).
+    "DROP TRIGGER api_keys_added_revision ON api_keys;
+     DROP TRIGGER api_keys_changed_revision ON api_keys;
+     DROP TRIGGER api_keys_removed_revision ON api_keys;
+     CREATE TRIGGER api_keys_added_revision AFTER INSERT ON api_keys
+        FOR EACH ROW WHEN (strpos(NEW.scope, '\"forwarded_by\":') = 0)
+        EXECUTE FUNCTION toolgate_raise_revision('identity');
+     CREATE TRIGGER api_keys_changed_revision
+        AFTER UPDATE OF id, principal, digest, scope, expires_ms, revoked_ms ON api_keys
+        FOR EACH ROW WHEN (strpos(OLD.scope, '\"forwarded_by\":') = 0 OR strpos(NEW.scope, '\"forwarded_by\":') = 0)
+        EXECUTE FUNCTION toolgate_raise_revision('identity');
+     CREATE TRIGGER api_keys_removed_revision AFTER DELETE ON api_keys
+        FOR EACH ROW WHEN (strpos(OLD.scope, '\"forwarded_by\":') = 0)
+        EXECUTE FUNCTION toolgate_raise_revision('identity');",
+];
 
 /// Applies the migrations `client`'s database lacks, all in one transaction under the
 /// advisory lock: a second node starting at the same moment waits for the first to commit,
