@@ -134,7 +134,7 @@ impl Scene {
     fn assert_next_start_cleans_up(&self) {
         assert_eq!(self.sandbox_dirs().len(), 1, "the killed toolgate left its sandbox folder");
         self.wait_for_sandbox_owner_to_exit();
-        self.run(&["call", "echo", r#"{"message":"next start"}"#]);
+        self.run(NEXT_START);
         assert_eq!(self.sandbox_dirs(), Vec::<PathBuf>::new(), "swept at the next start");
         let rows = self.audit();
         let row = rows.iter().find(|r| r.tool == "exec" && r.params.contains(&self.marker)).unwrap();
@@ -145,6 +145,11 @@ impl Scene {
         assert!(line.contains("interrupted") && line.contains("ended while this call ran"), "{line}");
     }
 }
+
+/// The next start that sweeps: a call that runs a command (its sandbox sweeps once per process
+/// before it makes its own folder, which it removes when it ends). A server sweeps at its start;
+/// a one-shot call of a tool that runs no command does not read the temporary directory.
+const NEXT_START: &[&str] = &["call", "exec", r#"{"command":"true"}"#];
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool, state: impl Fn() -> String) {
     let start = Instant::now();
@@ -252,7 +257,7 @@ fn serve_stdio(background: bool) {
         // The call itself completed (it returned a process id); the process ran on.
         assert_eq!(scene.sandbox_dirs().len(), 1, "the killed toolgate left its sandbox folder");
         scene.wait_for_sandbox_owner_to_exit();
-        scene.run(&["call", "echo", r#"{"message":"next start"}"#]);
+        scene.run(NEXT_START);
         assert_eq!(scene.sandbox_dirs(), Vec::<PathBuf>::new(), "swept at the next start");
     } else {
         scene.assert_next_start_cleans_up();
