@@ -747,14 +747,6 @@ impl Gate {
         audited: &mut Audited,
     ) -> Result<ToolOutput, ToolError> {
         audited.span.stage("resolve");
-        // A forwarded call's approval by its node answers for the parameters that node sent,
-        // exactly as they arrive (its one-call key carries it; a request cannot).
-        let approved_elsewhere = match (&ctx.forwarded_by, &ctx.forwarded_approval) {
-            (Some(node), Some(approved)) if approved.digest == approval::params_digest(&params) => {
-                Some(format!("approval: approved on node {node}: {}", approved.decided))
-            }
-            _ => None,
-        };
         let dialect = self.dialects.of(ctx);
         let translated = match dialect.translate(name, &params, &self.services.registry) {
             Ok(translated) => translated,
@@ -876,6 +868,15 @@ impl Gate {
             }
         }
         audited.span.stage("approval");
+        // A forwarded call's approval by its node answers for exactly the parameters the tool
+        // will run with here (after this node's dialect and validation), which must be the ones
+        // that node sent and digested (its one-call key carries it; a request cannot).
+        let approved_elsewhere = match (&ctx.forwarded_by, &ctx.forwarded_approval) {
+            (Some(node), Some(approved)) if approved.digest == approval::params_digest(&params) => {
+                Some(format!("approval: approved on node {node}: {}", approved.decided))
+            }
+            _ => None,
+        };
         // The inbox entry that decides, when one does (named in the trace).
         let entry = Arc::new(std::sync::OnceLock::new());
         let decided_by = Arc::new(std::sync::OnceLock::new());

@@ -427,6 +427,12 @@ async fn a_forwarding_nodes_approval_answers_for_its_exact_call_only() {
     let other = json!({"path": "a.md", "content": "y"});
     let err = f.gate.call(&forwarded(approved(&call)), "write", other).await.unwrap_err();
     assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
+    // It answers for the parameters the tool runs with: a call that arrives as approved but
+    // that this node reads into other parameters (here `file_path` is `path`) is asked about.
+    let spelled = json!({"file_path": "b.md", "content": "x"});
+    let err = f.gate.call(&forwarded(approved(&spelled)), "write", spelled).await.unwrap_err();
+    assert!(matches!(err, ToolError::NeedsApproval { .. }), "{err}");
+    assert!(!f.dir.path().join("b.md").exists());
     // An approval without the forwarding node's key (no `forwarded_by`) counts for nothing.
     let mut ctx = forwarded(approved(&call));
     ctx.forwarded_by = None;
