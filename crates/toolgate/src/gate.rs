@@ -904,8 +904,14 @@ impl Gate {
             _ => trace.push(approval.to_owned()),
         }
         trace.extend(entry.get().map(|id| format!("approval {id}")));
-        // What a person approved here travels with the call if it is forwarded to another node.
-        if let Some(how) = approval.strip_prefix("approval: allowed ") {
+        // What a person approved here travels with the call if it is forwarded to another node,
+        // when it was decided in the approvals inbox (an entry of the store every node shares,
+        // decided by whoever may decide it there). An answer from the caller's own MCP client or
+        // terminal, or an earlier "allow always" of this node, does not: the owner's approver
+        // may be stricter than this node's, and the owner asks as for any call of its own.
+        if let Some(how) = approval.strip_prefix("approval: allowed ")
+            && entry.get().is_some()
+        {
             let mut decided = format!("allowed {how}");
             let details: Vec<String> = entry
                 .get()

@@ -445,6 +445,38 @@ async fn a_forwarding_nodes_approval_answers_for_its_exact_call_only() {
     assert_eq!(std::fs::read_to_string(f.dir.path().join("a.md")).unwrap(), "x", "nothing else ran");
 }
 
+/// Needs approval every time and says what the gate recorded of its approval
+/// (`CallContext::approved`, what the node link would carry to another node).
+#[derive(Debug)]
+struct ApprovedHow(ToolSpec);
+
+#[async_trait]
+impl Tool for ApprovedHow {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn safety(&self, _: &Value) -> CallSafety {
+        CallSafety::needs_approval(ApprovalRequirement::Always, "asks")
+    }
+    async fn execute(&self, ctx: &CallContext, _: Value) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(format!("{:?}", ctx.approved)))
+    }
+}
+
+#[tokio::test]
+async fn only_an_inbox_approval_travels_to_another_node() {
+    // An answer of the caller's own client (here a scripted approver: no inbox entry) lets the
+    // call run here, but is not handed on: the owner of what a forwarded call is about asks
+    // with its own approver, which may be stricter.
+    let approver = Scripted::new(vec![ApprovalAnswer::AllowOnce]);
+    let tool = Arc::new(ApprovedHow(ToolSpec::new("how", "How it was approved.", object(json!({})))));
+    let f = gate(Config::default(), |b| b.tool(tool).approver(approver.clone()));
+    let out = f.call("how", json!({})).await.unwrap();
+    assert_eq!(approver.asked(), 1);
+    let Content::Text { text } = &out.content[0] else { panic!("{out:?}") };
+    assert!(text.contains("\nNone\n"), "nothing to hand on: {text}");
+}
+
 #[tokio::test]
 async fn explain_shows_the_rule_and_the_default_profile() {
     let mut config = Config::default();
