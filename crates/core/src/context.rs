@@ -95,8 +95,9 @@ pub struct CallContext {
     /// request. The approval stage takes it instead of asking again when the call's parameters
     /// are the ones approved ([`ForwardedApproval::digest`]); this node's `deny` still refuses.
     pub forwarded_approval: Option<ForwardedApproval>,
-    /// How this node's approval stage let the call through when a person approved it (`allowed
-    /// once, approval 12, by bob`): set by the gate after that stage, cleared at the start of
+    /// How this node's approval stage let the call through when a person approved it in the
+    /// approvals inbox (`allowed once, approval 12, by bob`; an answer of the caller's own client
+    /// or terminal leaves it unset): set by the gate after that stage, cleared at the start of
     /// every call (a call a tool makes starts without it), never from a request. What a call
     /// that is forwarded to another node carries there ([`ForwardedApproval`]).
     pub approved: Option<String>,
