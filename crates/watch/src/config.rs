@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{Event, EventKind, RecursiveMode, Watcher};
 use tokio_util::sync::CancellationToken;
 use toolgate::Gate;
@@ -77,6 +77,12 @@ fn existing_ancestor(path: &Path) -> Option<PathBuf> {
 fn changes(event: &Event) -> bool {
     match event.kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        // inotify reports a write in progress (the truncation that starts an in-place save, each
+        // `write`) as well as its end (the close above). Reloading on the first can read an empty
+        // or half-written file that parses, as the defaults or as part of the policy, and puts
+        // it in force until the save ends. Watchers of other systems report no close, so there
+        // every write counts.
+        EventKind::Modify(ModifyKind::Data(_)) if cfg!(target_os = "linux") => false,
         EventKind::Access(_) | EventKind::Other => false,
         EventKind::Any | EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) => true,
     }

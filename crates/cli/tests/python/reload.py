@@ -135,6 +135,17 @@ async def exercise(client: Client, changes: Changes, toolgate: str, workspace: s
     result = await client.call_tool("shout", {"word": "still"})
     check(not result.is_error and "STILL" in text_of(result), "the last good configuration stays in force")
 
+    # An in-place save (no rename) that stalls after truncating the file: the empty file is never
+    # put in force (it parses, as no custom tools); the finished save is read when it is closed.
+    before = changes.seen
+    with open(os.path.join(workspace, "toolgate.toml"), "w") as f:
+        await anyio.sleep(0.5)
+        check(changes.seen == before and "shout" in await names(client), "a save in progress changes nothing")
+        f.write(GREET + SHOUT)
+    await anyio.sleep(0.3)
+    result = await client.call_tool("shout", {"word": "again"})
+    check(not result.is_error and "AGAIN" in text_of(result), "the finished in-place save is in force")
+
     save(workspace, GREET + SHOUT + SHADOW)
     await anyio.sleep(1.0)
     result = await client.call_tool("exec", {"command": "echo the real exec"})
