@@ -910,19 +910,10 @@ impl Gate {
         // terminal, or an earlier "allow always" of this node, does not: the owner's approver
         // may be stricter than this node's, and the owner asks as for any call of its own.
         if let Some(how) = approval.strip_prefix("approval: allowed ")
-            && entry.get().is_some()
+            && let Some(id) = entry.get()
         {
-            let mut decided = format!("allowed {how}");
-            let details: Vec<String> = entry
-                .get()
-                .map(|id| format!("approval {id}"))
-                .into_iter()
-                .chain(decided_by.get().map(|by| format!("by {by}")))
-                .collect();
-            if !details.is_empty() {
-                decided.push_str(&format!(" ({})", details.join(", ")));
-            }
-            ctx.approved = Some(decided);
+            let by = decided_by.get().map(|by| format!(", by {by}")).unwrap_or_default();
+            ctx.approved = Some(format!("allowed {how} (approval {id}{by})"));
         }
         // The turn's approvals were asked together; the calls run in the model's order.
         if let Some(turn) = ctx.turn.take() {

@@ -91,7 +91,6 @@ impl Default for McpApprover {
 impl Approver for McpApprover {
     async fn ask(&self, request: &ApprovalRequest) -> Option<ApprovalAnswer> {
         let answer = ask_client(&request.to_string(), self.timeout).await?;
-        let _ = request.decided_by.set(format!("{}, through their MCP client", request.identity.user));
         Some(match answer {
             ClientAnswer::AllowOnce => ApprovalAnswer::AllowOnce,
             ClientAnswer::AllowAlways => ApprovalAnswer::AllowAlways,

@@ -50,8 +50,8 @@ pub struct ApprovalRequest {
     /// call's audit trace names it).
     #[serde(skip)]
     pub entry: Arc<std::sync::OnceLock<i64>>,
-    /// Who answered, set by the channel when it knows (the inbox: the person who decided; an
-    /// MCP client: its user): what a forwarded call tells the node it goes to.
+    /// Who decided, set by the approvals inbox with [`ApprovalRequest::entry`]: what a forwarded
+    /// call tells the node it goes to (only an inbox decision travels).
     #[serde(skip)]
     pub decided_by: Arc<std::sync::OnceLock<String>>,
 }
