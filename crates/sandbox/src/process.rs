@@ -433,14 +433,10 @@ impl Drop for RunningProcess {
 /// and a readiness that was cleared does not come again, so waiting first would wait forever,
 /// leaving a zombie and its pidfd for each such command.
 async fn reap(pidfd: AsyncFd<OwnedFd>) {
+    // Readiness is cleared before the next look, so an exit after that look wakes the wait.
     while !try_reap(&pidfd) {
         match pidfd.readable().await {
-            Ok(mut ready) => {
-                if try_reap(&pidfd) {
-                    return;
-                }
-                ready.clear_ready();
-            }
+            Ok(mut ready) => ready.clear_ready(),
             Err(_) => return reap_blocking(&pidfd),
         }
     }
