@@ -189,21 +189,23 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
 /// same as it always did.
 fn parse_call(args: Vec<std::ffi::OsString>) -> Option<Cli> {
     use clap::{Args, FromArgMatches};
-    // The first word that is not a global flag or a global flag's value must be `call`.
+    let globals = GlobalArgs::augment_args(clap::Command::new("toolgate"));
+    // The first word that is not a global flag (as `GlobalArgs` declares them) or its value must be
+    // `call`.
     let mut words = args.iter().skip(1);
     loop {
-        match words.next()?.to_str()? {
-            "call" => break,
-            "--workspace" | "--config" | "--profile" | "--agent" | "--provider" | "--approval" | "--dialect" => {
-                words.next()?;
-            }
-            "--timings" => {}
-            flag if flag.starts_with("--") && flag.contains('=') => {}
-            _ => return None,
+        let word = words.next()?.to_str()?;
+        if word == "call" {
+            break;
+        }
+        let flag = word.strip_prefix("--")?;
+        let (name, inline_value) = flag.split_once('=').map_or((flag, false), |(name, _)| (name, true));
+        let global = globals.get_arguments().find(|a| a.get_long() == Some(name))?;
+        if !inline_value && global.get_action().takes_values() {
+            words.next()?;
         }
     }
-    let command = GlobalArgs::augment_args(clap::Command::new("toolgate"))
-        .subcommand(call::Args::augment_args(clap::Command::new("call")));
+    let command = globals.subcommand(call::Args::augment_args(clap::Command::new("call")));
     let matches = command.try_get_matches_from(args).ok()?;
     Cli::from_arg_matches(&matches).ok()
 }
